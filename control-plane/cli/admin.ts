@@ -1,0 +1,89 @@
+// Operator commands. They act on BERTH_DATA_DIR directly, so they work with or without a running
+// server; SQLite's WAL mode and busy timeout make them safe alongside one.
+import { parseArgs } from 'node:util';
+import type { Config } from '../config.ts';
+import { openMetaDb } from '../db/connection.ts';
+import { BerthError } from '../errors.ts';
+import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
+import type { Store } from '../services/deps.ts';
+import { createKey, listKeys, revokeKey } from '../services/keys.ts';
+import { Name, Uuid } from '../schemas.ts';
+import { UsageError } from './usage-error.ts';
+
+function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
+  try {
+    return parseArgs({ args, options: { ...spec, json: { type: 'boolean' } }, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+}
+
+function required(value: unknown, flag: string): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new UsageError(`${flag} is required`);
+  return value.trim();
+}
+
+function uuid(value: unknown, flag: string): string {
+  const text = required(value, flag);
+  if (!Uuid.safeParse(text).success) throw new UsageError(`${flag} must be a UUID`);
+  return text;
+}
+
+type Command = (store: Store, args: string[]) => Promise<{ json: unknown; text: string }>;
+
+const commands: Record<string, Command> = {
+  'create-account': async (store, args) => {
+    const opts = options(args, { name: { type: 'string' }, plan: { type: 'string' } });
+    const name = Name.safeParse(required(opts.name, '--name'));
+    if (!name.success) throw new UsageError('--name must be 1–100 characters');
+    const plan = (opts.plan ?? 'free') as Plan;
+    if (!PLANS.includes(plan)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`);
+    const account = await createAccount(store, { name: name.data, plan });
+    return {
+      json: { account: { id: account.id, name: account.name } },
+      text: `Created account ${account.id} ("${account.name}", plan ${account.plan})`,
+    };
+  },
+  'create-key': async (store, args) => {
+    const opts = options(args, { account: { type: 'string' }, permission: { type: 'string' } });
+    const accountId = uuid(opts.account, '--account');
+    const permission = required(opts.permission, '--permission');
+    if (permission !== 'READ' && permission !== 'WRITE') throw new UsageError('--permission must be READ or WRITE');
+    const created = await createKey(store, { accountId, permission });
+    return {
+      json: { key: created.key, id: created.id },
+      text: `Created ${permission} key ${created.id}. Its secret is shown this once only:\n${created.key}`,
+    };
+  },
+  'revoke-key': async (store, args) => {
+    const opts = options(args, { id: { type: 'string' } });
+    const info = await revokeKey(store, uuid(opts.id, '--id'));
+    return { json: { revoked: true, id: info.id }, text: `Revoked key ${info.id}` };
+  },
+  'list-keys': async (store, args) => {
+    const opts = options(args, { account: { type: 'string' } });
+    const keys = await listKeys(store, uuid(opts.account, '--account'));
+    const lines = keys.map((k) => `${k.id}  ${k.permission.padEnd(5)}  created ${k.createdAt}${k.revokedAt ? `  revoked ${k.revokedAt}` : ''}`);
+    return { json: { keys }, text: lines.join('\n') || 'no keys' };
+  },
+};
+
+export async function runAdmin(config: Config, argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  const command = name ? commands[name] : undefined;
+  if (!command) throw new UsageError(name ? `unknown admin command "${name}"` : 'an admin command is required');
+  const json = args.includes('--json');
+  const db = await openMetaDb(config.dataDir);
+  try {
+    const result = await command({ db, now: () => new Date() }, args);
+    process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
+    return 0;
+  } catch (err) {
+    if (!(err instanceof BerthError)) throw err;
+    if (json) process.stdout.write(`${JSON.stringify({ error: { code: err.code, message: err.message } })}\n`);
+    else process.stderr.write(`berth: ${err.message}\n`);
+    return 1;
+  } finally {
+    await db.destroy();
+  }
+}

@@ -1,0 +1,63 @@
+// The one place that reads the environment: every other module receives a typed Config.
+import path from 'node:path';
+
+export interface Config {
+  port: number;
+  bind: string;
+  siteHost: string;
+  dataDir: string;
+  maxFileBytes: number;
+  maxJsonBytes: number;
+  logLevel: string;
+  shutdownGraceMs: number;
+}
+
+export const DEFAULTS: Config = {
+  port: 8080,
+  bind: '127.0.0.1',
+  siteHost: 'localhost',
+  dataDir: './.berth',
+  maxFileBytes: 512 * 1024 * 1024,
+  maxJsonBytes: 1024 * 1024,
+  logLevel: 'info',
+  shutdownGraceMs: 10_000,
+};
+
+export class ConfigError extends Error {}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+function text(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  const raw = env[name]?.trim();
+  return raw ? raw : fallback;
+}
+
+/** Reads BERTH_* variables; anything unset takes the embedded default. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const siteHost = text(env, 'BERTH_SITE_HOST', DEFAULTS.siteHost).toLowerCase();
+  if (!/^[a-z0-9.-]+$/.test(siteHost) || siteHost.startsWith('.') || siteHost.endsWith('.')) {
+    throw new ConfigError(`BERTH_SITE_HOST must be a host name such as "localhost" or "example.com", got "${siteHost}"`);
+  }
+  const logLevel = text(env, 'BERTH_LOG_LEVEL', DEFAULTS.logLevel);
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError(`BERTH_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
+  }
+  return {
+    port: integer(env, 'BERTH_PORT', DEFAULTS.port, 0, 65535),
+    bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
+    siteHost,
+    dataDir: path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir)),
+    maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),
+    maxJsonBytes: DEFAULTS.maxJsonBytes,
+    logLevel,
+    shutdownGraceMs: integer(env, 'BERTH_SHUTDOWN_GRACE_MS', DEFAULTS.shutdownGraceMs, 0, 600_000),
+  };
+}

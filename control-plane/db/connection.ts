@@ -1,0 +1,37 @@
+// Opens the metadata database (meta.sqlite) and brings its schema up to date.
+import fs from 'node:fs';
+import path from 'node:path';
+import knexFactory, { type Knex } from 'knex';
+import { migrationSource } from './migrations.ts';
+
+export type Db = Knex;
+
+/**
+ * WAL lets the admin CLI write while the server reads; busy_timeout makes either side wait for the
+ * other's write lock instead of failing; synchronous=FULL makes every commit durable before it returns.
+ */
+export async function openMetaDb(dataDir: string): Promise<Db> {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const db = knexFactory({
+    client: 'sqlite3',
+    connection: { filename: path.join(dataDir, 'meta.sqlite') },
+    useNullAsDefault: true,
+    pool: {
+      min: 1,
+      max: 1,
+      afterCreate(conn: { exec(sql: string, cb: (err: Error | null) => void): void }, done: (err: Error | null, conn: unknown) => void) {
+        conn.exec(
+          'PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;',
+          (err) => done(err, conn),
+        );
+      },
+    },
+  });
+  try {
+    await db.migrate.latest({ migrationSource, tableName: 'knex_migrations' });
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+  return db;
+}

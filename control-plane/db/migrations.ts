@@ -1,0 +1,18 @@
+// Metadata schema migrations, passed to Knex as an explicit ordered list (never a folder scan).
+import type { Knex } from 'knex';
+import * as initial from './migrations/0001_initial.ts';
+
+interface Migration {
+  up(knex: Knex): Promise<void>;
+  down(knex: Knex): Promise<void>;
+}
+
+const migrations: Record<string, Migration> = {
+  '0001_initial': initial,
+};
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => Object.keys(migrations),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => migrations[name]!,
+};

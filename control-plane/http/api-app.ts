@@ -1,0 +1,42 @@
+// The control plane's Koa app: public service endpoints, then the key-protected /v0 API.
+import Koa from 'koa';
+import Router from '@koa/router';
+import { BerthError } from '../errors.ts';
+import type { Deps } from '../services/deps.ts';
+import { requireApiKey } from './middleware/auth.ts';
+import { errorEnvelope } from './middleware/errors.ts';
+import { requestContext } from './middleware/request-context.ts';
+import { buildOpenApi } from './openapi.ts';
+import { mountRoutes } from './route.ts';
+import { apiRoutes } from './routes/index.ts';
+
+export function createApiApp(deps: Deps, version: string): Koa {
+  const app = new Koa();
+  app.silent = true;
+
+  const openapi = buildOpenApi(apiRoutes, version);
+  const open = new Router();
+  open.get('/', (ctx) => {
+    ctx.body = { service: 'berth', version, api: '/v0', openapi: '/v0/openapi.json' };
+  });
+  open.get('/healthz', (ctx) => {
+    ctx.body = { ok: true };
+  });
+  open.get('/v0/openapi.json', (ctx) => {
+    ctx.body = openapi;
+  });
+
+  const api = new Router();
+  mountRoutes(api, apiRoutes, deps);
+
+  app.use(requestContext(deps.log, 'api'));
+  app.use(errorEnvelope(deps.log));
+  app.use(open.routes());
+  app.use(requireApiKey(deps));
+  app.use(api.routes());
+  app.use(api.allowedMethods({ throw: true }));
+  app.use(() => {
+    throw new BerthError('not_found', 404, 'no such API route; the API is described at /v0/openapi.json');
+  });
+  return app;
+}

@@ -1,0 +1,33 @@
+// API key authentication for /v0. The key's permission is checked against the HTTP method before any
+// route runs, so a READ key can never start a write.
+import type Koa from 'koa';
+import { BerthError } from '../../errors.ts';
+import type { Deps } from '../../services/deps.ts';
+import { authenticate } from '../../services/keys.ts';
+
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function presentedKey(ctx: Koa.Context): string | undefined {
+  const authorization = ctx.get('Authorization');
+  if (authorization) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    return match ? match[1] : '';
+  }
+  return ctx.get('X-API-Key').trim() || undefined;
+}
+
+export function requireApiKey(deps: Deps): Koa.Middleware {
+  return async (ctx, next) => {
+    const key = presentedKey(ctx);
+    if (key === undefined) {
+      throw new BerthError('unauthorized', 401, 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
+    }
+    const caller = key ? await authenticate(deps, key) : null;
+    if (!caller) throw new BerthError('unauthorized', 401, 'the API key is invalid or revoked');
+    if (caller.permission === 'READ' && !READ_METHODS.has(ctx.method)) {
+      throw new BerthError('forbidden', 403, 'this API key is read-only; a WRITE key is required for this request');
+    }
+    ctx.state.caller = caller;
+    await next();
+  };
+}

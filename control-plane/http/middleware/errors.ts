@@ -1,0 +1,64 @@
+// Renders every failure as {"error":{"code","message"}}. BerthErrors are shown as they are; errors
+// raised by Koa or the router keep their status with a generic code; anything else is a bug, logged
+// with the request id and shown as internal_error without its message.
+import type Koa from 'koa';
+import { BerthError } from '../../errors.ts';
+import type { Logger } from '../../log.ts';
+
+const CODES_BY_STATUS: Record<number, string> = {
+  400: 'invalid_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  501: 'not_implemented',
+};
+
+interface HttpishError {
+  status?: number;
+  expose?: boolean;
+  message?: string;
+  code?: string;
+  headers?: Record<string, string>;
+}
+
+/** The BerthError a caller sees for any thrown value. */
+export function toBerthError(err: unknown): { error: BerthError; internal: boolean } {
+  if (err instanceof BerthError) return { error: err, internal: false };
+  if (err instanceof URIError) {
+    return { error: new BerthError('invalid_request', 400, 'the URL contains invalid percent-encoding'), internal: false };
+  }
+  const e = (err ?? {}) as HttpishError;
+  if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
+    return { error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.status, e.message ?? 'request failed'), internal: false };
+  }
+  return { error: new BerthError('internal_error', 500, 'internal error; the request id is in the Berth-Request-Id header'), internal: true };
+}
+
+/** A client that hung up mid-request is not a server failure. */
+export function isClientAbort(err: unknown): boolean {
+  const code = (err as { code?: string } | null)?.code;
+  return code === 'ECONNRESET' || code === 'ECONNABORTED' || code === 'ERR_STREAM_PREMATURE_CLOSE';
+}
+
+export function errorEnvelope(log: Logger): Koa.Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+    } catch (err) {
+      if (isClientAbort(err)) {
+        log.info({ reqId: ctx.state.requestId }, 'client closed the connection mid-request');
+        ctx.status = 499;
+        return;
+      }
+      const { error, internal } = toBerthError(err);
+      if (internal) log.error({ reqId: ctx.state.requestId, err }, 'unhandled error');
+      const headers = (err as HttpishError | null)?.headers;
+      if (headers?.allow) ctx.set('Allow', headers.allow);
+      ctx.status = error.status;
+      ctx.body = { error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } };
+    }
+  };
+}

@@ -1,0 +1,23 @@
+// Gives each request an id (echoed as Berth-Request-Id) and logs one line when it ends:
+// method, path without the query string, status and duration. Headers and bodies are never logged.
+import crypto from 'node:crypto';
+import type Koa from 'koa';
+import type { Logger } from '../../log.ts';
+
+export function requestContext(log: Logger, kind: 'api' | 'site'): Koa.Middleware {
+  return async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const requestId = crypto.randomUUID();
+    ctx.state.requestId = requestId;
+    ctx.set('Berth-Request-Id', requestId);
+    try {
+      await next();
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      log.info(
+        { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ms: Math.round(ms * 100) / 100 },
+        'request',
+      );
+    }
+  };
+}

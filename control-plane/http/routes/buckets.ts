@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import * as buckets from '../../services/buckets.ts';
+import { Bucket, CreateBucketBody, ListByAccountQuery, Pagination, RenameBucketBody, Uuid } from '../../schemas.ts';
+import { defineRoute } from '../route.ts';
+
+const BucketParams = z.object({ bucketId: Uuid });
+
+export const bucketRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: '/v0/buckets',
+    operationId: 'listBuckets',
+    summary: 'List an account’s buckets, newest first',
+    tag: 'Buckets',
+    query: ListByAccountQuery,
+    responses: { 200: { description: 'a page of buckets', schema: z.object({ buckets: z.array(Bucket), pagination: Pagination }) } },
+    handler: ({ deps, caller, query }) => buckets.listBuckets(deps, caller, query.accountId, query),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/buckets',
+    operationId: 'createBucket',
+    summary: 'Create a bucket',
+    tag: 'Buckets',
+    body: CreateBucketBody,
+    status: 201,
+    responses: { 201: { description: 'the new bucket', schema: Bucket } },
+    handler: ({ deps, caller, body }) => buckets.createBucket(deps, caller, body),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/buckets/:bucketId',
+    operationId: 'getBucket',
+    summary: 'Get a bucket',
+    tag: 'Buckets',
+    params: BucketParams,
+    responses: { 200: { description: 'the bucket', schema: Bucket } },
+    handler: ({ deps, caller, params }) => buckets.getBucket(deps, caller, params.bucketId),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/buckets/:bucketId',
+    operationId: 'updateBucket',
+    summary: 'Rename a bucket',
+    tag: 'Buckets',
+    params: BucketParams,
+    body: RenameBucketBody,
+    responses: { 200: { description: 'the renamed bucket', schema: Bucket } },
+    handler: ({ deps, caller, params, body }) => buckets.renameBucket(deps, caller, params.bucketId, body),
+  }),
+];

@@ -1,0 +1,8 @@
+// The whole REST API at a glance: each resource's routes, in the order the spec lists them.
+import type { Route } from '../route.ts';
+import { accountRoutes } from './accounts.ts';
+import { bucketRoutes } from './buckets.ts';
+import { fileRoutes } from './files.ts';
+import { siteRoutes } from './sites.ts';
+
+export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes];

@@ -1,0 +1,58 @@
+import { z } from 'zod';
+import * as sites from '../../services/sites.ts';
+import { CreateSiteBody, ListSitesQuery, Pagination, Site, SiteDetail, UpdateSiteBody, Uuid } from '../../schemas.ts';
+import { defineRoute } from '../route.ts';
+
+const SiteParams = z.object({ siteId: Uuid });
+
+export const siteRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites',
+    operationId: 'listSites',
+    summary: 'List an account’s sites, most recently updated first',
+    tag: 'Sites',
+    query: ListSitesQuery,
+    responses: { 200: { description: 'a page of sites', schema: z.object({ sites: z.array(Site), pagination: Pagination }) } },
+    handler: ({ deps, caller, query }) => sites.listSites(deps, caller, query, query),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites',
+    operationId: 'createSite',
+    summary: 'Create a site, with a new bucket unless bucketId names one',
+    tag: 'Sites',
+    body: CreateSiteBody,
+    status: 201,
+    responses: {
+      201: { description: 'the new site', schema: Site },
+      409: { description: 'subdomain reserved or taken, or the bucket already has a site', schema: z.object({ error: z.object({ code: z.enum(['subdomain_reserved', 'subdomain_taken', 'bucket_has_site']), message: z.string() }) }) },
+      422: { description: 'the plan’s site limit is reached (code "site_limit_reached")' },
+    },
+    handler: ({ deps, caller, body }) => sites.createSite(deps, caller, body),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId',
+    operationId: 'getSite',
+    summary: 'Get a site with its bucket and runtime reconciliation status',
+    tag: 'Sites',
+    params: SiteParams,
+    responses: { 200: { description: 'the site', schema: SiteDetail } },
+    handler: ({ deps, caller, params }) => sites.getSite(deps, caller, params.siteId),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId',
+    operationId: 'updateSite',
+    summary: 'Rename, change access, archive or re-activate a site, or request runtime reconciliation',
+    tag: 'Sites',
+    params: SiteParams,
+    body: UpdateSiteBody,
+    responses: {
+      200: { description: 'the updated site', schema: SiteDetail },
+      409: { description: 'reconcile requested on an archived site (code "site_not_active")' },
+    },
+    handler: ({ deps, caller, params, body }) => sites.updateSite(deps, caller, params.siteId, body),
+  }),
+];

@@ -1,0 +1,145 @@
+// Input and resource schemas shared by every front door: REST validates with them and the OpenAPI
+// document is generated from them, so the two cannot drift apart.
+import { z } from 'zod';
+import { PLANS } from './services/accounts.ts';
+import { SUBDOMAIN_PATTERN } from './services/subdomains.ts';
+
+const codePoints = (s: string) => [...s].length;
+
+export const Name = z
+  .string({ error: 'must be a string' })
+  .trim()
+  .refine((s) => codePoints(s) >= 1 && codePoints(s) <= 100, { message: 'must be 1–100 characters after trimming' });
+
+export const Uuid = z.uuid({ error: 'must be a UUID' });
+
+export const Subdomain = z
+  .string({ error: 'must be a string' })
+  .min(3, { error: 'must be 3–63 characters' })
+  .max(63, { error: 'must be 3–63 characters' })
+  .regex(SUBDOMAIN_PATTERN, {
+    error: 'must be lowercase letters, digits and hyphens, starting and ending with a letter or digit',
+  });
+
+export const Access = z.enum(['PUBLIC', 'PRIVATE'], { error: 'must be PUBLIC or PRIVATE' });
+export const SiteStatus = z.enum(['ACTIVE', 'ARCHIVED'], { error: 'must be ACTIVE or ARCHIVED' });
+export const Plan = z.enum(PLANS);
+export const Timestamp = z.iso.datetime();
+
+const queryInt = (min: number, max: number, fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, { error: `must be an integer from ${min} to ${max}` })
+    .transform(Number)
+    .pipe(z.number().int().min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` }))
+    .optional()
+    .transform((v) => v ?? fallback);
+
+export const PageQuery = z.object({
+  limit: queryInt(1, 200, 50).describe('page size, 1–200 (default 50)'),
+  offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0).describe('rows to skip (default 0)'),
+});
+
+export const Pagination = z.object({ hasMore: z.boolean(), nextOffset: z.number().int().nullable() });
+
+export const ErrorEnvelope = z.object({
+  error: z.object({ code: z.string(), message: z.string(), details: z.record(z.string(), z.unknown()).optional() }),
+});
+
+export const Account = z.object({ id: Uuid, name: z.string(), plan: Plan, createdAt: Timestamp, updatedAt: Timestamp });
+
+export const Bucket = z.object({
+  id: Uuid,
+  appAccountId: Uuid,
+  name: z.string(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const Site = z.object({
+  id: Uuid,
+  appAccountId: Uuid,
+  name: z.string(),
+  subdomain: z.string(),
+  url: z.string().describe('where the site is served'),
+  access: Access,
+  status: SiteStatus,
+  bucketId: Uuid,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const SiteDetail = Site.extend({
+  bucket: Bucket,
+  runtime: z
+    .object({
+      status: z.enum(['NEVER_RECONCILED', 'RECONCILED']),
+      lastRequestedAt: Timestamp.nullable(),
+      lastReconciledAt: Timestamp.nullable(),
+    })
+    .describe('runtime reconciliation status'),
+});
+
+export const FileRecord = z.object({
+  id: Uuid,
+  bucketId: Uuid,
+  path: z.string(),
+  contentType: z.string(),
+  bytes: z.number().int(),
+  currentVersionId: Uuid,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const FileVersion = z.object({
+  id: Uuid,
+  bytes: z.number().int(),
+  contentType: z.string(),
+  createdAt: Timestamp,
+  restoredFromVersionId: Uuid.nullable(),
+});
+
+export const WriteFileResult = z.object({
+  id: Uuid,
+  fileId: Uuid,
+  bucketId: Uuid,
+  path: z.string(),
+  contentType: z.string(),
+  bytes: z.number().int(),
+  versionId: Uuid,
+});
+
+// Request bodies and queries.
+export const UpdateAccountBody = z.object({ name: Name }).strict();
+export const ListByAccountQuery = PageQuery.extend({ accountId: Uuid });
+export const CreateBucketBody = z.object({ accountId: Uuid, name: Name }).strict();
+export const RenameBucketBody = z.object({ name: Name }).strict();
+export const ListSitesQuery = ListByAccountQuery.extend({
+  bucketId: Uuid.optional(),
+  subdomain: z.string().optional(),
+  status: SiteStatus.optional(),
+});
+export const CreateSiteBody = z
+  .object({ accountId: Uuid, name: Name, subdomain: Subdomain.optional(), access: Access.optional(), bucketId: Uuid.optional() })
+  .strict();
+export const UpdateSiteBody = z
+  .object({
+    name: Name.optional(),
+    access: Access.optional(),
+    status: SiteStatus.optional(),
+    reconcile: z.literal(true, { error: 'must be the literal true' }).optional(),
+  })
+  .strict()
+  .refine((b) => Object.values(b).some((v) => v !== undefined), {
+    message: 'give at least one of name, access, status or reconcile',
+  });
+export const ListFilesQuery = PageQuery.extend({
+  path: z.string().optional().describe('exact normalized path'),
+  prefix: z.string().optional().describe('normalized path prefix, e.g. "web/"'),
+});
+export const RestoreBody = z
+  .object({
+    versionId: Uuid.describe('the version whose bytes become current again'),
+    currentVersionId: Uuid.nullable().describe('the version the caller believes is current (null for a deleted file)'),
+  })
+  .strict();

@@ -1,0 +1,81 @@
+// Starts a Berth instance: opens the data dir, listens on one port and dispatches each request by its
+// Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { Config } from './config.ts';
+import { openMetaDb } from './db/connection.ts';
+import { createApiApp } from './http/api-app.ts';
+import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
+import { createLogger, type Logger } from './log.ts';
+import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
+import type { Deps } from './services/deps.ts';
+import { HostingCache } from './services/hosting-cache.ts';
+import { BlobStore } from '../storage/blob-store.ts';
+import { VERSION } from './version.ts';
+
+export interface Berth {
+  /** Control-plane base URL, e.g. http://127.0.0.1:8080 */
+  url: string;
+  port: number;
+  deps: Deps;
+  /** Set when this start created the owner account of an empty data dir. */
+  owner: OwnerCredentials | null;
+  /** Stops accepting connections, lets requests in flight finish, then releases the data dir. */
+  close(): Promise<void>;
+}
+
+export async function startBerth(config: Config, options: { log?: Logger } = {}): Promise<Berth> {
+  const log = options.log ?? createLogger(config.logLevel);
+  const db = await openMetaDb(config.dataDir);
+  const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
+  await blobs.init();
+
+  let boundPort = config.port;
+  const deps: Deps = {
+    config,
+    db,
+    blobs,
+    log,
+    hostingCache: new HostingCache(),
+    now: () => new Date(),
+    siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
+  };
+  const owner = await ensureOwner(deps);
+
+  const api = createApiApp(deps, VERSION).callback();
+  const hosting = createHostingApp(deps).callback();
+  let closing = false;
+  const server = http.createServer((req, res) => {
+    // While shutting down, finish this request but do not keep its connection open for another.
+    if (closing) res.setHeader('Connection', 'close');
+    return siteSubdomain(req.headers.host, config.siteHost) === null ? api(req, res) : hosting(req, res);
+  });
+  server.keepAliveTimeout = 65_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.bind, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  boundPort = (server.address() as AddressInfo).port;
+  const host = config.bind.includes(':') ? `[${config.bind}]` : config.bind;
+
+  let closed: Promise<void> | undefined;
+  const close = () => {
+    closed ??= (async () => {
+      closing = true;
+      const drained = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
+      await drained;
+      clearTimeout(force);
+      await db.destroy();
+    })();
+    return closed;
+  };
+
+  return { url: `http://${host}:${boundPort}`, port: boundPort, deps, owner, close };
+}

@@ -1,0 +1,69 @@
+// Buckets: an account's collections of files, usable with or without a site.
+import { notFound } from '../errors.ts';
+import { requireOwnAccount } from './accounts.ts';
+import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type PageRequest, paginate } from './pagination.ts';
+
+export interface BucketRow {
+  id: string;
+  account_id: string;
+  name: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Bucket {
+  id: string;
+  appAccountId: string;
+  name: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const toBucket = (row: BucketRow): Bucket => ({
+  id: row.id,
+  appAccountId: row.account_id,
+  name: row.name,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+/** The caller's bucket row; a bucket of another account is reported as not found. */
+export async function requireBucket(deps: Deps, caller: Caller, id: string): Promise<BucketRow> {
+  const row = await deps.db<BucketRow>('buckets').where({ id, account_id: caller.accountId }).first();
+  if (!row) throw notFound('bucket');
+  return row;
+}
+
+export async function listBuckets(deps: Deps, caller: Caller, accountId: string, page: PageRequest) {
+  await requireOwnAccount(deps, caller, accountId);
+  const query = deps.db('buckets').where({ account_id: accountId }).orderBy([
+    { column: 'created_at', order: 'desc' },
+    { column: 'id', order: 'desc' },
+  ]);
+  const { items, pagination } = await paginate(query, page, toBucket);
+  return { buckets: items, pagination };
+}
+
+/** Inserts a bucket row; `db` may be a transaction so a site can create its bucket atomically. */
+export async function insertBucket(deps: Deps, db: Deps['db'], accountId: string, name: string): Promise<BucketRow> {
+  const now = timestamp(deps);
+  const row: BucketRow = { id: newId(), account_id: accountId, name, created_at: now, updated_at: now };
+  await db('buckets').insert(row);
+  return row;
+}
+
+export async function createBucket(deps: Deps, caller: Caller, input: { accountId: string; name: string }): Promise<Bucket> {
+  await requireOwnAccount(deps, caller, input.accountId);
+  return toBucket(await insertBucket(deps, deps.db, input.accountId, input.name));
+}
+
+export async function getBucket(deps: Deps, caller: Caller, id: string): Promise<Bucket> {
+  return toBucket(await requireBucket(deps, caller, id));
+}
+
+export async function renameBucket(deps: Deps, caller: Caller, id: string, input: { name: string }): Promise<Bucket> {
+  await requireBucket(deps, caller, id);
+  await deps.db('buckets').where({ id }).update({ name: input.name, updated_at: timestamp(deps) });
+  return getBucket(deps, caller, id);
+}

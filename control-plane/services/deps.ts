@@ -1,0 +1,33 @@
+// What every service function receives: its dependencies as one typed object, no globals.
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/connection.ts';
+import type { BlobStore } from '../../storage/blob-store.ts';
+import type { HostingCache } from './hosting-cache.ts';
+
+export interface Deps {
+  config: Config;
+  db: Db;
+  blobs: BlobStore;
+  log: Logger;
+  hostingCache: HostingCache;
+  now: () => Date;
+  /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */
+  siteUrl: (subdomain: string) => string;
+}
+
+/** The slice of Deps that operator commands have when no server is running. */
+export type Store = Pick<Deps, 'db' | 'now'>;
+
+export type Permission = 'READ' | 'WRITE';
+
+/** The authenticated caller of a service: an API key of one account. */
+export interface Caller {
+  accountId: string;
+  keyId: string;
+  permission: Permission;
+}
+
+export const newId = (): string => crypto.randomUUID();
+
+export const timestamp = (deps: Pick<Deps, 'now'>): string => deps.now().toISOString();

@@ -1,0 +1,301 @@
+// Versioned files in buckets. Bytes go to the blob store first; the metadata row that makes them the
+// current version is committed afterwards in one transaction, so a failed or interrupted write leaves
+// at most an unreferenced blob, never a version without its bytes.
+import type { Readable } from 'node:stream';
+import { BerthError, conflict, notFound } from '../errors.ts';
+import { BlobTooLargeError } from '../../storage/blob-store.ts';
+import { requireBucket } from './buckets.ts';
+import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type PageRequest, paginate } from './pagination.ts';
+import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
+
+export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+const CONTENT_TYPE_PATTERN = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+(?:\s*;\s*[^\u0000-\u001f\u007f]*)?$/i;
+
+interface FileRow {
+  id: string;
+  bucket_id: string;
+  path: string;
+  current_version_id: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+interface VersionRow {
+  id: string;
+  file_id: string;
+  seq: number;
+  blob_sha256: string;
+  bytes: number;
+  content_type: string;
+  restored_from_version_id: string | null;
+  created_at: string;
+}
+
+/** A file joined with its current version, as listings and reads need it. */
+interface CurrentFileRow extends FileRow {
+  bytes: number;
+  content_type: string;
+  blob_sha256: string;
+  version_created_at: string;
+}
+
+export interface FileRecord {
+  id: string;
+  bucketId: string;
+  path: string;
+  contentType: string;
+  bytes: number;
+  currentVersionId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface FileVersion {
+  id: string;
+  bytes: number;
+  contentType: string;
+  createdAt: string;
+  restoredFromVersionId: string | null;
+}
+
+/** What a read needs: the record plus where its bytes live. */
+export interface StoredFile {
+  file: FileRecord;
+  sha256: string;
+}
+
+const toFile = (row: CurrentFileRow): FileRecord => ({
+  id: row.id,
+  bucketId: row.bucket_id,
+  path: row.path,
+  contentType: row.content_type,
+  bytes: row.bytes,
+  currentVersionId: row.current_version_id!,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+const toVersion = (row: VersionRow): FileVersion => ({
+  id: row.id,
+  bytes: row.bytes,
+  contentType: row.content_type,
+  createdAt: row.created_at,
+  restoredFromVersionId: row.restored_from_version_id,
+});
+
+/** Files that currently exist (deleted ones keep their row and history but have no current version). */
+function currentFiles(db: Deps['db']) {
+  return db('files')
+    .join('file_versions', 'file_versions.id', 'files.current_version_id')
+    .select(
+      'files.*',
+      'file_versions.bytes',
+      'file_versions.content_type',
+      'file_versions.blob_sha256',
+      'file_versions.created_at as version_created_at',
+    );
+}
+
+export async function listFiles(
+  deps: Deps,
+  caller: Caller,
+  bucketId: string,
+  filter: { path?: string | undefined; prefix?: string | undefined },
+  page: PageRequest,
+) {
+  await requireBucket(deps, caller, bucketId);
+  const query = currentFiles(deps.db).where('files.bucket_id', bucketId);
+  if (filter.path !== undefined) query.andWhere('files.path', normalizeFilePath(filter.path));
+  if (filter.prefix !== undefined) {
+    const prefix = normalizePrefix(filter.prefix);
+    query.andWhereRaw('substr(files.path, 1, ?) = ?', [prefix.length, prefix]);
+  }
+  query.orderBy('files.path');
+  const { items, pagination } = await paginate(query, page, toFile);
+  return { files: items, pagination };
+}
+
+/** The current version of the file at `path`, or null when there is none. */
+export async function findCurrentFile(deps: Deps, bucketId: string, path: string): Promise<StoredFile | null> {
+  const row = (await currentFiles(deps.db).where({ 'files.bucket_id': bucketId, 'files.path': path }).first()) as
+    | CurrentFileRow
+    | undefined;
+  return row ? { file: toFile(row), sha256: row.blob_sha256 } : null;
+}
+
+export async function statFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string): Promise<StoredFile> {
+  await requireBucket(deps, caller, bucketId);
+  const found = await findCurrentFile(deps, bucketId, normalizeFilePath(rawPath));
+  if (!found) throw notFound('file');
+  return found;
+}
+
+export interface WriteFileInput {
+  body: Readable;
+  contentType?: string | undefined;
+  /** Version the caller expects to be current (If-Match); a mismatch is a conflict. */
+  ifMatch?: string | undefined;
+  /** Content-Length, when the client sent one, to refuse oversized bodies before reading them. */
+  declaredBytes?: number | undefined;
+}
+
+export interface WriteFileResult {
+  id: string;
+  fileId: string;
+  bucketId: string;
+  path: string;
+  contentType: string;
+  bytes: number;
+  versionId: string;
+}
+
+function checkContentType(value: string | undefined): string {
+  const contentType = value?.trim() || DEFAULT_CONTENT_TYPE;
+  if (contentType.length > 255 || !CONTENT_TYPE_PATTERN.test(contentType)) {
+    throw new BerthError('invalid_content_type', 400, 'Content-Type must be a media type such as "text/html; charset=utf-8"');
+  }
+  return contentType;
+}
+
+function assertExpectedVersion(current: string | null, expected: string | null, what: string): void {
+  if (current !== expected) {
+    throw conflict('version_conflict', `${what} does not match the current version`, { currentVersionId: current });
+  }
+}
+
+const tooLarge = (limit: number) =>
+  new BerthError('file_too_large', 413, `files may be at most ${limit} bytes`, { maxBytes: limit });
+
+export async function writeFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string, input: WriteFileInput): Promise<WriteFileResult> {
+  await requireBucket(deps, caller, bucketId);
+  const path = normalizeFilePath(rawPath);
+  assertWritablePath(path);
+  const contentType = checkContentType(input.contentType);
+  const limit = deps.config.maxFileBytes;
+  if (input.declaredBytes !== undefined && input.declaredBytes > limit) throw tooLarge(limit);
+
+  // Fail fast on a stale If-Match before reading the body; it is checked again when committing.
+  if (input.ifMatch !== undefined) {
+    const existing = await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first();
+    assertExpectedVersion(existing?.current_version_id ?? null, input.ifMatch, 'If-Match');
+  }
+
+  let blob;
+  try {
+    blob = await deps.blobs.put(input.body, limit);
+  } catch (err) {
+    if (err instanceof BlobTooLargeError) throw tooLarge(limit);
+    throw err;
+  }
+
+  const now = timestamp(deps);
+  const result = await deps.db.transaction(async (trx) => {
+    let file = await trx<FileRow>('files').where({ bucket_id: bucketId, path }).first();
+    if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
+    if (!file) {
+      file = { id: newId(), bucket_id: bucketId, path, current_version_id: null, created_at: now, updated_at: now };
+      await trx('files').insert(file);
+    }
+    const versionId = await insertVersion(trx, file.id, {
+      blob_sha256: blob.sha256,
+      bytes: blob.bytes,
+      content_type: contentType,
+      restored_from_version_id: null,
+      created_at: now,
+    });
+    await trx('files').where({ id: file.id }).update({ current_version_id: versionId, updated_at: now });
+    return { fileId: file.id, versionId };
+  });
+  deps.hostingCache.forgetFile(bucketId, path);
+  return {
+    id: result.fileId,
+    fileId: result.fileId,
+    bucketId,
+    path,
+    contentType,
+    bytes: blob.bytes,
+    versionId: result.versionId,
+  };
+}
+
+async function insertVersion(trx: Deps['db'], fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): Promise<string> {
+  const { seq } = (await trx('file_versions').where({ file_id: fileId }).max({ seq: 'seq' }).first()) as { seq: number | null };
+  const id = newId();
+  await trx('file_versions').insert({ id, file_id: fileId, seq: (seq ?? 0) + 1, ...fields });
+  return id;
+}
+
+/** Deletes the file at `path`: it disappears from listings and hosting; its history is kept. */
+export async function deleteFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string) {
+  await requireBucket(deps, caller, bucketId);
+  const path = normalizeFilePath(rawPath);
+  const changed = await deps.db('files')
+    .where({ bucket_id: bucketId, path })
+    .whereNotNull('current_version_id')
+    .update({ current_version_id: null, updated_at: timestamp(deps) });
+  if (changed === 0) throw notFound('file');
+  const file = (await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first())!;
+  deps.hostingCache.forgetFile(bucketId, path);
+  return { id: file.id, bucketId, path };
+}
+
+/** The caller's file by id, including deleted files whose history remains. */
+async function requireFileById(deps: Deps, caller: Caller, fileId: string): Promise<FileRow> {
+  const row = await deps.db<FileRow>('files')
+    .join('buckets', 'buckets.id', 'files.bucket_id')
+    .where({ 'files.id': fileId, 'buckets.account_id': caller.accountId })
+    .first('files.*');
+  if (!row) throw notFound('file');
+  return row;
+}
+
+export async function listVersions(deps: Deps, caller: Caller, fileId: string, page: PageRequest) {
+  const file = await requireFileById(deps, caller, fileId);
+  const query = deps.db('file_versions').where({ file_id: fileId }).orderBy('seq', 'desc');
+  const { items, pagination } = await paginate(query, page, toVersion);
+  return { fileId, currentVersionId: file.current_version_id, versions: items, pagination };
+}
+
+async function requireVersion(deps: Deps, fileId: string, versionId: string): Promise<VersionRow> {
+  const row = await deps.db<VersionRow>('file_versions').where({ id: versionId, file_id: fileId }).first();
+  if (!row) throw notFound('version');
+  return row;
+}
+
+/** A historical version's record and where its exact bytes live. */
+export async function getVersion(deps: Deps, caller: Caller, fileId: string, versionId: string) {
+  await requireFileById(deps, caller, fileId);
+  const row = await requireVersion(deps, fileId, versionId);
+  return { version: toVersion(row), sha256: row.blob_sha256 };
+}
+
+/**
+ * Makes an old version's bytes current again as a new version. `currentVersionId` must name the
+ * version that is current now (null for a deleted file), so two editors cannot overwrite each other.
+ */
+export async function restoreFile(
+  deps: Deps,
+  caller: Caller,
+  fileId: string,
+  input: { versionId: string; currentVersionId: string | null },
+) {
+  const file = await requireFileById(deps, caller, fileId);
+  const source = await requireVersion(deps, fileId, input.versionId);
+  const now = timestamp(deps);
+  const versionId = await deps.db.transaction(async (trx) => {
+    const fresh = (await trx<FileRow>('files').where({ id: fileId }).first())!;
+    assertExpectedVersion(fresh.current_version_id, input.currentVersionId, 'currentVersionId');
+    const id = await insertVersion(trx, fileId, {
+      blob_sha256: source.blob_sha256,
+      bytes: source.bytes,
+      content_type: source.content_type,
+      restored_from_version_id: source.id,
+      created_at: now,
+    });
+    await trx('files').where({ id: fileId }).update({ current_version_id: id, updated_at: now });
+    return id;
+  });
+  deps.hostingCache.forgetFile(file.bucket_id, file.path);
+  return { fileId, versionId, restoredFromVersionId: source.id, path: file.path };
+}

@@ -1,0 +1,90 @@
+// In-memory lookups for the hosting hot path. Only this process changes sites and files, and every
+// change calls forget*, so a cached answer is never older than the last write. A generation counter
+// keeps a lookup that raced with a write from storing what it read before that write.
+
+export interface CachedSite {
+  id: string;
+  bucketId: string;
+  access: 'PUBLIC' | 'PRIVATE';
+  status: 'ACTIVE' | 'ARCHIVED';
+}
+
+export interface CachedWebFile {
+  versionId: string;
+  sha256: string;
+  bytes: number;
+  contentType: string;
+  updatedAt: string;
+}
+
+const MAX_ENTRIES = 20_000;
+const MAX_BLOB_BYTES = 256 * 1024;
+const MAX_TOTAL_BLOB_BYTES = 64 * 1024 * 1024;
+
+export class HostingCache {
+  #sites = new Map<string, CachedSite | null>();
+  #files = new Map<string, CachedWebFile | null>();
+  #blobs = new Map<string, Buffer>();
+  #blobBytes = 0;
+  #generation = 0;
+
+  /** Marks the start of a lookup; pass the result to the matching remember* call. */
+  generation(): number {
+    return this.#generation;
+  }
+
+  site(subdomain: string): CachedSite | null | undefined {
+    return this.#sites.get(subdomain);
+  }
+
+  rememberSite(generation: number, subdomain: string, site: CachedSite | null): void {
+    if (generation !== this.#generation) return;
+    if (this.#sites.size >= MAX_ENTRIES) this.#sites.clear();
+    this.#sites.set(subdomain, site);
+  }
+
+  file(bucketId: string, path: string): CachedWebFile | null | undefined {
+    return this.#files.get(fileKey(bucketId, path));
+  }
+
+  rememberFile(generation: number, bucketId: string, path: string, file: CachedWebFile | null): void {
+    if (generation !== this.#generation) return;
+    if (this.#files.size >= MAX_ENTRIES) this.#files.clear();
+    this.#files.set(fileKey(bucketId, path), file);
+  }
+
+  /** Small blobs' bytes, kept least-recently-used first out. Blobs are immutable: no invalidation. */
+  blob(sha256: string): Buffer | undefined {
+    const bytes = this.#blobs.get(sha256);
+    if (bytes) {
+      this.#blobs.delete(sha256);
+      this.#blobs.set(sha256, bytes);
+    }
+    return bytes;
+  }
+
+  rememberBlob(sha256: string, bytes: Buffer): void {
+    if (bytes.length > MAX_BLOB_BYTES || this.#blobs.has(sha256)) return;
+    this.#blobs.set(sha256, bytes);
+    this.#blobBytes += bytes.length;
+    for (const [key, value] of this.#blobs) {
+      if (this.#blobBytes <= MAX_TOTAL_BLOB_BYTES) break;
+      this.#blobs.delete(key);
+      this.#blobBytes -= value.length;
+    }
+  }
+
+  static readonly cacheableBlobBytes = MAX_BLOB_BYTES;
+
+  forgetSites(): void {
+    this.#generation++;
+    this.#sites.clear();
+  }
+
+  forgetFile(bucketId: string, path: string): void {
+    this.#generation++;
+    this.#files.delete(fileKey(bucketId, path));
+  }
+}
+
+const fileKey = (bucketId: string, path: string): string => `${bucketId}\u0000${path}`;

@@ -1,0 +1,49 @@
+// Lookups behind hosted site requests, answered from HostingCache when possible.
+import type { Readable } from 'node:stream';
+import { type CachedSite, type CachedWebFile, HostingCache } from './hosting-cache.ts';
+import type { Deps } from './deps.ts';
+import { findCurrentFile } from './files.ts';
+import type { SiteRow } from './sites.ts';
+
+export async function resolveSite(deps: Deps, subdomain: string): Promise<CachedSite | null> {
+  const cached = deps.hostingCache.site(subdomain);
+  if (cached !== undefined) return cached;
+  const generation = deps.hostingCache.generation();
+  const row = await deps.db<SiteRow>('sites').where({ subdomain }).first();
+  const site = row ? { id: row.id, bucketId: row.bucket_id, access: row.access, status: row.status } : null;
+  deps.hostingCache.rememberSite(generation, subdomain, site);
+  return site;
+}
+
+/** The current version of a bucket file by its full path (e.g. "web/index.html"). */
+export async function resolveWebFile(deps: Deps, bucketId: string, path: string): Promise<CachedWebFile | null> {
+  const cached = deps.hostingCache.file(bucketId, path);
+  if (cached !== undefined) return cached;
+  const generation = deps.hostingCache.generation();
+  const found = await findCurrentFile(deps, bucketId, path);
+  const file = found
+    ? {
+        versionId: found.file.currentVersionId,
+        sha256: found.sha256,
+        bytes: found.file.bytes,
+        contentType: found.file.contentType,
+        updatedAt: found.file.updatedAt,
+      }
+    : null;
+  deps.hostingCache.rememberFile(generation, bucketId, path, file);
+  return file;
+}
+
+/** The whole body of a small file from memory, or null when it should be streamed from disk. */
+export async function smallBody(deps: Deps, file: CachedWebFile): Promise<Buffer | null> {
+  if (file.bytes > HostingCache.cacheableBlobBytes) return null;
+  const cached = deps.hostingCache.blob(file.sha256);
+  if (cached) return cached;
+  const bytes = await deps.blobs.read(file.sha256);
+  deps.hostingCache.rememberBlob(file.sha256, bytes);
+  return bytes;
+}
+
+export function streamBody(deps: Deps, file: CachedWebFile, range?: { start: number; end: number }): Readable {
+  return deps.blobs.stream(file.sha256, range);
+}

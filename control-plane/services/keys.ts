@@ -1,0 +1,74 @@
+// API keys: random bearer tokens stored only as SHA-256 digests. Keys carry 256 bits of entropy, so a
+// fast digest is enough: there is nothing to brute-force that a slow password hash would protect.
+import crypto from 'node:crypto';
+import { notFound } from '../errors.ts';
+import { type Caller, type Permission, type Store, newId, timestamp } from './deps.ts';
+
+const KEY_PREFIX = 'berth_';
+
+interface KeyRow {
+  id: string;
+  account_id: string;
+  permission: Permission;
+  key_hash: string;
+  created_at: string;
+  revoked_at: string | null;
+}
+
+export interface KeyInfo {
+  id: string;
+  accountId: string;
+  permission: Permission;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+const hashKey = (key: string): string => crypto.createHash('sha256').update(key).digest('hex');
+
+/** Creates a key and returns its secret once; only the digest is stored. */
+export async function createKey(deps: Store, input: { accountId: string; permission: Permission }): Promise<{ id: string; key: string }> {
+  const account = await deps.db('accounts').where({ id: input.accountId }).first('id');
+  if (!account) throw notFound('account');
+  const key = KEY_PREFIX + crypto.randomBytes(32).toString('base64url');
+  const id = newId();
+  await deps.db('api_keys').insert({
+    id,
+    account_id: input.accountId,
+    permission: input.permission,
+    key_hash: hashKey(key),
+    created_at: timestamp(deps),
+    revoked_at: null,
+  });
+  return { id, key };
+}
+
+/** Revokes a key; revoking an already revoked key is a no-op that still succeeds. */
+export async function revokeKey(deps: Store, id: string): Promise<KeyInfo> {
+  const row = await deps.db<KeyRow>('api_keys').where({ id }).first();
+  if (!row) throw notFound('key');
+  if (!row.revoked_at) {
+    await deps.db('api_keys').where({ id }).update({ revoked_at: timestamp(deps) });
+  }
+  return toKeyInfo((await deps.db<KeyRow>('api_keys').where({ id }).first())!);
+}
+
+export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[]> {
+  const rows = await deps.db<KeyRow>('api_keys').where({ account_id: accountId }).orderBy('created_at');
+  return rows.map(toKeyInfo);
+}
+
+/** The caller a presented key stands for, or null when it is unknown or revoked. */
+export async function authenticate(deps: Store, key: string): Promise<Caller | null> {
+  if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
+  const row = await deps.db<KeyRow>('api_keys').where({ key_hash: hashKey(key) }).first();
+  if (!row || row.revoked_at) return null;
+  return { accountId: row.account_id, keyId: row.id, permission: row.permission };
+}
+
+const toKeyInfo = (row: KeyRow): KeyInfo => ({
+  id: row.id,
+  accountId: row.account_id,
+  permission: row.permission,
+  createdAt: row.created_at,
+  revokedAt: row.revoked_at,
+});

@@ -1,0 +1,96 @@
+// Content-addressed file bytes. A blob is streamed to a temporary file while it is hashed, fsynced,
+// then renamed to blobs/<aa>/<sha256>: a reader sees a whole blob or none, never a partial one.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+
+export interface StoredBlob {
+  sha256: string;
+  bytes: number;
+}
+
+/** Thrown when a stream grows past the allowed size; nothing is kept. */
+export class BlobTooLargeError extends Error {
+  constructor(readonly limit: number) {
+    super(`blob exceeds ${limit} bytes`);
+  }
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+export class BlobStore {
+  readonly #root: string;
+  readonly #tmp: string;
+
+  constructor(root: string) {
+    this.#root = root;
+    this.#tmp = path.join(root, '.tmp');
+  }
+
+  /** Creates the folders and drops temporaries left by a process that died mid-write. */
+  async init(): Promise<void> {
+    await fsp.mkdir(this.#root, { recursive: true });
+    await fsp.rm(this.#tmp, { recursive: true, force: true });
+    await fsp.mkdir(this.#tmp, { recursive: true });
+  }
+
+  pathOf(sha256: string): string {
+    if (!SHA256_HEX.test(sha256)) throw new Error(`not a sha256 digest: ${sha256}`);
+    return path.join(this.#root, sha256.slice(0, 2), sha256);
+  }
+
+  /** Streams `source` into the store, at most `maxBytes`; returns its digest and size. */
+  async put(source: Readable, maxBytes: number): Promise<StoredBlob> {
+    const tmpPath = path.join(this.#tmp, crypto.randomUUID());
+    const hash = crypto.createHash('sha256');
+    let bytes = 0;
+    const handle = await fsp.open(tmpPath, 'wx', 0o600);
+    try {
+      // destroyOnReturn: false leaves an oversized request's socket open, so a 413 can still be sent.
+      for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+        bytes += chunk.length;
+        if (bytes > maxBytes) throw new BlobTooLargeError(maxBytes);
+        hash.update(chunk);
+        await handle.write(chunk);
+      }
+      await handle.sync();
+    } catch (err) {
+      await handle.close().catch(() => {});
+      await fsp.rm(tmpPath, { force: true });
+      throw err;
+    }
+    await handle.close();
+
+    const sha256 = hash.digest('hex');
+    const finalPath = this.pathOf(sha256);
+    const dir = path.dirname(finalPath);
+    if (fs.existsSync(finalPath)) {
+      await fsp.rm(tmpPath, { force: true });
+    } else {
+      await fsp.mkdir(dir, { recursive: true });
+      await fsp.rename(tmpPath, finalPath);
+      await syncDir(dir);
+    }
+    return { sha256, bytes };
+  }
+
+  async read(sha256: string): Promise<Buffer> {
+    return fsp.readFile(this.pathOf(sha256));
+  }
+
+  /** A stream of the blob's bytes, optionally a byte range (inclusive `end`, as in HTTP). */
+  stream(sha256: string, range?: { start: number; end: number }): Readable {
+    return fs.createReadStream(this.pathOf(sha256), range ?? {});
+  }
+}
+
+async function syncDir(dir: string): Promise<void> {
+  const handle = await fsp.open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
