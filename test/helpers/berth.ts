@@ -1,0 +1,123 @@
+// Starts a real Berth server on a random port with a temp data dir, and gives tests HTTP clients for
+// its API and its hosted sites. Node does not resolve *.localhost, so site requests set the Host header.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import got, { type Got } from 'got';
+import { type Config, DEFAULTS } from '../../control-plane/config.ts';
+import { type Berth, startBerth } from '../../control-plane/server.ts';
+import type { Plan } from '../../control-plane/services/accounts.ts';
+import { createAccount } from '../../control-plane/services/accounts.ts';
+import { createKey } from '../../control-plane/services/keys.ts';
+
+export interface TestAccount {
+  id: string;
+  writeKey: string;
+  readKey: string;
+  /** API client authenticated with the WRITE key. */
+  api: Got;
+  /** API client authenticated with the READ key. */
+  read: Got;
+}
+
+export interface TestBerth {
+  berth: Berth;
+  url: string;
+  dataDir: string;
+  /** The owner account created on first start. */
+  owner: TestAccount;
+  /** API client with no credentials. */
+  anonymous: Got;
+  /** Client for the hosted site at `<subdomain>.<site host>`. */
+  site(subdomain: string): Got;
+  newAccount(plan?: Plan): Promise<TestAccount>;
+  /** Stops the server and starts a new one on the same data dir. */
+  restart(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+const base = got.extend({ throwHttpErrors: false, retry: { limit: 0 }, responseType: 'json', timeout: { request: 60_000 } });
+
+export function apiClient(url: string, key?: string): Got {
+  return base.extend({ prefixUrl: url, headers: key ? { authorization: `Bearer ${key}` } : {} });
+}
+
+export async function makeDataDir(): Promise<string> {
+  return fs.mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
+}
+
+export async function startTestBerth(overrides: Partial<Config> = {}): Promise<TestBerth> {
+  const dataDir = overrides.dataDir ?? (await makeDataDir());
+  const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir };
+  let berth = await startBerth(config);
+  const owner = berth.owner!;
+  const account = (id: string, writeKey: string, readKey: string): TestAccount => ({
+    id,
+    writeKey,
+    readKey,
+    get api() {
+      return apiClient(berth.url, writeKey);
+    },
+    get read() {
+      return apiClient(berth.url, readKey);
+    },
+  });
+
+  const handle: TestBerth = {
+    get berth() {
+      return berth;
+    },
+    get url() {
+      return berth.url;
+    },
+    dataDir,
+    owner: account(owner.accountId, owner.writeKey, owner.readKey),
+    get anonymous() {
+      return apiClient(berth.url);
+    },
+    site(subdomain) {
+      return base.extend({
+        prefixUrl: berth.url,
+        responseType: 'text',
+        headers: { host: `${subdomain}.${config.siteHost}:${berth.port}` },
+        followRedirect: false,
+      });
+    },
+    async newAccount(plan: Plan = 'free') {
+      const created = await createAccount(berth.deps, { name: `Account ${plan}`, plan });
+      const write = await createKey(berth.deps, { accountId: created.id, permission: 'WRITE' });
+      const read = await createKey(berth.deps, { accountId: created.id, permission: 'READ' });
+      return account(created.id, write.key, read.key);
+    },
+    async restart() {
+      await berth.close();
+      berth = await startBerth({ ...config, port: berth.port });
+    },
+    async dispose() {
+      await berth.close();
+      await fs.rm(dataDir, { recursive: true, force: true });
+    },
+  };
+  return handle;
+}
+
+/** Creates a site through the API and returns its record. */
+export async function createSite(account: TestAccount, body: Record<string, unknown> = {}) {
+  const res = await account.api.post('v0/sites', { json: { accountId: account.id, name: 'Test site', ...body } });
+  if (res.statusCode !== 201) throw new Error(`site creation failed: ${res.statusCode} ${JSON.stringify(res.body)}`);
+  return res.body as unknown as { id: string; subdomain: string; bucketId: string; access: string; status: string; url: string };
+}
+
+/** Writes a file through the API and returns the write-file response. */
+export async function putFile(account: TestAccount, bucketId: string, filePath: string, body: string | Buffer, contentType?: string) {
+  const res = await account.api.put(`v0/buckets/${bucketId}/objects/${filePath}`, {
+    body,
+    headers: contentType ? { 'content-type': contentType } : {},
+  });
+  if (res.statusCode !== 200) throw new Error(`write failed: ${res.statusCode} ${JSON.stringify(res.body)}`);
+  return res.body as unknown as { id: string; fileId: string; versionId: string; path: string; bytes: number; contentType: string };
+}
+
+export interface ErrorBody {
+  error: { code: string; message: string; details?: Record<string, unknown> };
+}
