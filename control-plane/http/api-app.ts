@@ -33,10 +33,14 @@ export function createApiApp(deps: Deps, version: string): Koa {
   app.use(errorEnvelope(deps.log));
   app.use(open.routes());
   app.use(requireApiKey(deps));
+  // Runs after the router and allowedMethods (405, OPTIONS) have had their say.
+  app.use(async (ctx, next) => {
+    await next();
+    if (ctx.status === 404 && ctx.body == null) {
+      throw new BerthError('not_found', 404, 'no such API route; the API is described at /v0/openapi.json');
+    }
+  });
   app.use(api.routes());
   app.use(api.allowedMethods({ throw: true }));
-  app.use(() => {
-    throw new BerthError('not_found', 404, 'no such API route; the API is described at /v0/openapi.json');
-  });
   return app;
 }

@@ -1,0 +1,142 @@
+// Authentication and authorization across every route of the API, driven by the route table itself
+// so that a new route cannot skip the matrix.
+import test from 'ava';
+import { apiRoutes } from '../control-plane/http/routes/index.ts';
+import { type ErrorBody, type TestBerth, apiClient, createSite, putFile, startTestBerth } from './helpers/berth.ts';
+import { createKey, revokeKey } from '../control-plane/services/keys.ts';
+
+let t0: TestBerth;
+const ids: Record<string, string> = {};
+
+test.before(async () => {
+  t0 = await startTestBerth();
+  const site = await createSite(t0.owner, { subdomain: 'auth-matrix' });
+  const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
+  Object.assign(ids, {
+    accountId: t0.owner.id,
+    bucketId: site.bucketId,
+    siteId: site.id,
+    fileId: written.fileId,
+    versionId: written.versionId,
+    path: 'web/index.html',
+  });
+});
+test.after.always(async () => {
+  await t0?.dispose();
+});
+
+/** A concrete URL for a route template, using the owner's resources. */
+function urlFor(template: string): string {
+  return template
+    .replace('{*path}', ids.path!)
+    .replace(/:(\w+)/g, (_, name: string) => ids[name]!)
+    .replace(/^\//, '');
+}
+
+function errorCode(res: { body: unknown }): string | undefined {
+  return (JSON.parse((res.body as Buffer).toString('utf8')) as ErrorBody).error?.code;
+}
+
+/** A valid body and query for each route, so that only authorization can refuse the request. */
+function requestFor(route: (typeof apiRoutes)[number]) {
+  const query: Record<string, string> = {};
+  if (route.path === '/v0/buckets' || route.path === '/v0/sites') query.accountId = ids.accountId!;
+  const bodies: Record<string, unknown> = {
+    updateAccount: { name: 'Renamed' },
+    createBucket: { accountId: ids.accountId, name: 'New bucket' },
+    updateBucket: { name: 'Renamed bucket' },
+    createSite: { accountId: ids.accountId, name: 'Another' },
+    updateSite: { name: 'Renamed site' },
+    restoreFileVersion: { versionId: ids.versionId, currentVersionId: ids.versionId },
+  };
+  const json = bodies[route.operationId];
+  return {
+    method: route.method,
+    // Some routes answer raw bytes: read every answer as bytes and decode JSON where it is JSON.
+    responseType: 'buffer' as const,
+    searchParams: route.method === 'GET' ? query : {},
+    ...(json ? { json } : route.method === 'PUT' ? { body: 'new bytes' } : {}),
+  };
+}
+
+test('every route answers 401 unauthorized without a key', async (t) => {
+  for (const route of apiRoutes) {
+    const res = await t0.anonymous(urlFor(route.path), requestFor(route));
+    t.is(res.statusCode, 401, `${route.method} ${route.path}`);
+    t.is(errorCode(res), 'unauthorized');
+  }
+});
+
+test('unknown, malformed and revoked keys answer 401', async (t) => {
+  const { id, key } = await createKey(t0.berth.deps, { accountId: t0.owner.id, permission: 'WRITE' });
+  t.is((await apiClient(t0.url, key).get('v0/accounts/current')).statusCode, 200);
+  await revokeKey(t0.berth.deps, id);
+  for (const headers of [
+    { authorization: `Bearer ${key}` },
+    { authorization: 'Bearer berth_not-a-real-key' },
+    { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` },
+    { authorization: 'Bearer' },
+    { 'x-api-key': 'nope' },
+  ]) {
+    const res = await t0.anonymous.get('v0/accounts/current', { headers });
+    t.is(res.statusCode, 401, JSON.stringify(headers));
+    t.is((res.body as ErrorBody).error.code, 'unauthorized');
+  }
+});
+
+test('X-API-Key works like a bearer token', async (t) => {
+  const res = await t0.anonymous.get('v0/accounts/current', { headers: { 'x-api-key': t0.owner.readKey } });
+  t.is(res.statusCode, 200);
+  t.is((res.body as { id: string }).id, t0.owner.id);
+});
+
+test('READ keys may use every read route and no write route', async (t) => {
+  const before = await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects`);
+  for (const route of apiRoutes) {
+    const res = await t0.owner.read(urlFor(route.path), requestFor(route));
+    if (route.method === 'GET') {
+      t.is(res.statusCode, 200, `${route.method} ${route.path}`);
+    } else {
+      t.is(res.statusCode, 403, `${route.method} ${route.path}`);
+      t.is(errorCode(res), 'forbidden');
+    }
+  }
+  // Nothing ran: the file still has its single version and the account its name.
+  const versions = await t0.owner.read.get(`v0/files/${ids.fileId}/versions`);
+  t.is((versions.body as { versions: unknown[] }).versions.length, 1);
+  t.deepEqual((await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects`)).body, before.body);
+  t.is(((await t0.owner.read.get('v0/accounts/current')).body as { name: string }).name, 'Owner');
+});
+
+test('HEAD and OPTIONS are read methods', async (t) => {
+  const head = await t0.owner.read.head(`v0/buckets/${ids.bucketId}/objects/web/index.html`);
+  t.is(head.statusCode, 200);
+  t.is(head.headers['berth-file-id'], ids.fileId);
+  const options = await t0.owner.read(`v0/buckets/${ids.bucketId}`, { method: 'OPTIONS' });
+  t.is(options.statusCode, 200);
+  t.regex(String(options.headers.allow), /POST/);
+});
+
+test('another account’s key reaches none of the owner’s resources, on any route', async (t) => {
+  const other = await t0.newAccount();
+  for (const route of apiRoutes) {
+    if (route.path === '/v0/accounts/current') continue;
+    const res = await other.api(urlFor(route.path), requestFor(route));
+    t.is(res.statusCode, 404, `${route.method} ${route.path}`);
+    t.is(errorCode(res), 'not_found');
+  }
+  // Nothing changed on the owner's side.
+  const file = await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects/web/index.html`, { responseType: 'text' });
+  t.is(file.body, '<p>hi</p>');
+  const sites = await t0.owner.read.get('v0/sites', { searchParams: { accountId: ids.accountId } });
+  t.is((sites.body as { sites: unknown[] }).sites.length, 1);
+});
+
+test('unknown routes answer a JSON 404 and wrong methods 405', async (t) => {
+  const missing = await t0.owner.api.get('v0/nothing-here');
+  t.is(missing.statusCode, 404);
+  t.is((missing.body as ErrorBody).error.code, 'not_found');
+  const wrongMethod = await t0.owner.api.delete(`v0/sites/${ids.siteId}`);
+  t.is(wrongMethod.statusCode, 405);
+  t.is((wrongMethod.body as ErrorBody).error.code, 'method_not_allowed');
+});
