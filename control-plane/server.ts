@@ -9,7 +9,7 @@ import { createApiApp } from './http/api-app.ts';
 import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
-import type { Deps } from './services/deps.ts';
+import { type Deps, monotonicClock } from './services/deps.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { BlobStore } from '../storage/blob-store.ts';
 import { VERSION } from './version.ts';
@@ -38,7 +38,7 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
     blobs,
     log,
     hostingCache: new HostingCache(),
-    now: () => new Date(),
+    now: monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };
   const owner = await ensureOwner(deps);

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { type ErrorBody, type TestBerth, startTestBerth } from './helpers/berth.ts';
+import { type ErrorBody, json, type TestBerth, startTestBerth } from './helpers/berth.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -12,7 +12,7 @@ test.after.always(async () => {
 test('current account resolves the key’s own account', async (t) => {
   const res = await t0.owner.read.get('v0/accounts/current');
   t.is(res.statusCode, 200);
-  const body = res.body as Record<string, unknown>;
+  const body = json<Record<string, unknown>>(res);
   t.is(body.id, t0.owner.id);
   t.is(body.name, 'Owner');
   t.is(body.plan, 'platform-admin');
@@ -24,7 +24,7 @@ test('an account is readable by its own keys and invisible to others', async (t)
   t.is(own.statusCode, 200);
   const foreign = await other.api.get(`v0/accounts/${t0.owner.id}`);
   t.is(foreign.statusCode, 404);
-  t.is((foreign.body as ErrorBody).error.code, 'not_found');
+  t.is(json(foreign).error.code, 'not_found');
   const missing = await t0.owner.api.get(`v0/accounts/${crypto.randomUUID()}`);
   t.is(missing.statusCode, 404);
 });
@@ -33,30 +33,30 @@ test('renaming trims the name and enforces 1–100 characters', async (t) => {
   const account = await t0.newAccount();
   const ok = await account.api.post(`v0/accounts/${account.id}`, { json: { name: '  Renamed  ' } });
   t.is(ok.statusCode, 200);
-  t.is((ok.body as { name: string }).name, 'Renamed');
+  t.is(json<{ name: string }>(ok).name, 'Renamed');
   const hundred = await account.api.post(`v0/accounts/${account.id}`, { json: { name: 'é'.repeat(100) } });
   t.is(hundred.statusCode, 200);
 
   for (const name of ['', '   ', 'x'.repeat(101), 42]) {
     const res = await account.api.post(`v0/accounts/${account.id}`, { json: { name } });
     t.is(res.statusCode, 400, `name ${JSON.stringify(name)}`);
-    t.is((res.body as ErrorBody).error.code, 'invalid_request');
+    t.is(json(res).error.code, 'invalid_request');
   }
   const missing = await account.api.post(`v0/accounts/${account.id}`, { json: {} });
   t.is(missing.statusCode, 400);
-  t.regex((missing.body as ErrorBody).error.message, /name/);
+  t.regex(json(missing).error.message, /name/);
 
   const foreign = await account.api.post(`v0/accounts/${t0.owner.id}`, { json: { name: 'Hijack' } });
   t.is(foreign.statusCode, 404);
   const unchanged = await t0.owner.api.get('v0/accounts/current');
-  t.is((unchanged.body as { name: string }).name, 'Owner');
+  t.is(json<{ name: string }>(unchanged).name, 'Owner');
 });
 
 test('malformed JSON and unknown fields are rejected with clear codes', async (t) => {
   const bad = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, { body: '{"name":', headers: { 'content-type': 'application/json' } });
   t.is(bad.statusCode, 400);
-  t.is((bad.body as ErrorBody).error.code, 'invalid_json');
+  t.is(json(bad).error.code, 'invalid_json');
   const extra = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, { json: { name: 'Owner', plan: 'free' } });
   t.is(extra.statusCode, 400);
-  t.regex((extra.body as ErrorBody).error.message, /unknown field/);
+  t.regex(json(extra).error.message, /unknown field/);
 });

@@ -2,7 +2,7 @@
 // so that a new route cannot skip the matrix.
 import test from 'ava';
 import { apiRoutes } from '../control-plane/http/routes/index.ts';
-import { type ErrorBody, type TestBerth, apiClient, createSite, putFile, startTestBerth } from './helpers/berth.ts';
+import { type ErrorBody, json, type TestBerth, apiClient, createSite, putFile, startTestBerth } from './helpers/berth.ts';
 import { createKey, revokeKey } from '../control-plane/services/keys.ts';
 
 let t0: TestBerth;
@@ -34,7 +34,7 @@ function urlFor(template: string): string {
 }
 
 function errorCode(res: { body: unknown }): string | undefined {
-  return (JSON.parse((res.body as Buffer).toString('utf8')) as ErrorBody).error?.code;
+  return (JSON.parse(json<Buffer>(res).toString('utf8')) as ErrorBody).error?.code;
 }
 
 /** A valid body and query for each route, so that only authorization can refuse the request. */
@@ -80,14 +80,14 @@ test('unknown, malformed and revoked keys answer 401', async (t) => {
   ]) {
     const res = await t0.anonymous.get('v0/accounts/current', { headers });
     t.is(res.statusCode, 401, JSON.stringify(headers));
-    t.is((res.body as ErrorBody).error.code, 'unauthorized');
+    t.is(json(res).error.code, 'unauthorized');
   }
 });
 
 test('X-API-Key works like a bearer token', async (t) => {
   const res = await t0.anonymous.get('v0/accounts/current', { headers: { 'x-api-key': t0.owner.readKey } });
   t.is(res.statusCode, 200);
-  t.is((res.body as { id: string }).id, t0.owner.id);
+  t.is(json<{ id: string }>(res).id, t0.owner.id);
 });
 
 test('READ keys may use every read route and no write route', async (t) => {
@@ -103,9 +103,9 @@ test('READ keys may use every read route and no write route', async (t) => {
   }
   // Nothing ran: the file still has its single version and the account its name.
   const versions = await t0.owner.read.get(`v0/files/${ids.fileId}/versions`);
-  t.is((versions.body as { versions: unknown[] }).versions.length, 1);
+  t.is(json<{ versions: unknown[] }>(versions).versions.length, 1);
   t.deepEqual((await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects`)).body, before.body);
-  t.is(((await t0.owner.read.get('v0/accounts/current')).body as { name: string }).name, 'Owner');
+  t.is(json<{ name: string }>(await t0.owner.read.get('v0/accounts/current')).name, 'Owner');
 });
 
 test('HEAD and OPTIONS are read methods', async (t) => {
@@ -129,14 +129,14 @@ test('another account’s key reaches none of the owner’s resources, on any ro
   const file = await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects/web/index.html`, { responseType: 'text' });
   t.is(file.body, '<p>hi</p>');
   const sites = await t0.owner.read.get('v0/sites', { searchParams: { accountId: ids.accountId } });
-  t.is((sites.body as { sites: unknown[] }).sites.length, 1);
+  t.is(json<{ sites: unknown[] }>(sites).sites.length, 1);
 });
 
 test('unknown routes answer a JSON 404 and wrong methods 405', async (t) => {
   const missing = await t0.owner.api.get('v0/nothing-here');
   t.is(missing.statusCode, 404);
-  t.is((missing.body as ErrorBody).error.code, 'not_found');
+  t.is(json(missing).error.code, 'not_found');
   const wrongMethod = await t0.owner.api.delete(`v0/sites/${ids.siteId}`);
   t.is(wrongMethod.statusCode, 405);
-  t.is((wrongMethod.body as ErrorBody).error.code, 'method_not_allowed');
+  t.is(json(wrongMethod).error.code, 'method_not_allowed');
 });

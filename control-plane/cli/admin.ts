@@ -5,7 +5,7 @@ import type { Config } from '../config.ts';
 import { openMetaDb } from '../db/connection.ts';
 import { BerthError } from '../errors.ts';
 import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
-import type { Store } from '../services/deps.ts';
+import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
 import { Name, Uuid } from '../schemas.ts';
 import { UsageError } from './usage-error.ts';
@@ -75,7 +75,7 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   const json = args.includes('--json');
   const db = await openMetaDb(config.dataDir);
   try {
-    const result = await command({ db, now: () => new Date() }, args);
+    const result = await command({ db, now: monotonicClock() }, args);
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return 0;
   } catch (err) {

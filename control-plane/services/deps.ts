@@ -28,6 +28,18 @@ export interface Caller {
   permission: Permission;
 }
 
+/**
+ * A clock that never repeats or goes back within this process, so "newest first" orderings by
+ * timestamp are exact even for writes in the same millisecond.
+ */
+export function monotonicClock(): () => Date {
+  let last = 0;
+  return () => {
+    last = Math.max(Date.now(), last + 1);
+    return new Date(last);
+  };
+}
+
 export const newId = (): string => crypto.randomUUID();
 
 export const timestamp = (deps: Pick<Deps, 'now'>): string => deps.now().toISOString();

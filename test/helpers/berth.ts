@@ -121,3 +121,8 @@ export async function putFile(account: TestAccount, bucketId: string, filePath: 
 export interface ErrorBody {
   error: { code: string; message: string; details?: Record<string, unknown> };
 }
+
+/** A response's parsed JSON body, typed as the test expects it (got types bodies as strings). */
+export function json<T = ErrorBody>(res: { body: unknown }): T {
+  return res.body as T;
+}
