@@ -68,9 +68,11 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
     closed ??= (async () => {
       closing = true;
       const drained = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
+      // Keep-alive sockets become idle as their last request ends; close each one as soon as it does.
+      const sweep = setInterval(() => server.closeIdleConnections(), 50);
       const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       await drained;
+      clearInterval(sweep);
       clearTimeout(force);
       await db.destroy();
     })();

@@ -1,0 +1,50 @@
+// Runs the real `berth` command as a child process, as an operator would.
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const BIN = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
+
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  /** Everything written to stdout so far. */
+  output(): string;
+  /** Resolves with the exit code once the process ends. */
+  exited: Promise<number | null>;
+}
+
+/** Starts `berth serve` and waits for its "listening" log line. */
+export async function startServe(env: Record<string, string>): Promise<ServeProcess> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { ...process.env, BERTH_PORT: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = () => {
+      const line = stdout.split('\n').find((l) => l.includes('"msg":"listening"'));
+      if (line) {
+        child.stdout!.off('data', onData);
+        resolve((JSON.parse(line) as { url: string }).url);
+      }
+    };
+    child.stdout!.on('data', onData);
+    exited.then((code) => reject(new Error(`berth serve exited with ${code}: ${stderr}`)));
+  });
+  return { child, url, output: () => stdout, exited };
+}
+
+export async function runBerth(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
