@@ -4,12 +4,11 @@ import { z } from 'zod';
 import { PLANS } from './services/accounts.ts';
 import { SUBDOMAIN_PATTERN } from './services/subdomains.ts';
 
-const codePoints = (s: string) => [...s].length;
-
 export const Name = z
   .string({ error: 'must be a string' })
   .trim()
-  .refine((s) => codePoints(s) >= 1 && codePoints(s) <= 100, { message: 'must be 1–100 characters after trimming' });
+  .min(1, { error: 'must be 1–100 characters after trimming' })
+  .max(100, { error: 'must be 1–100 characters after trimming' });
 
 export const Uuid = z.uuid({ error: 'must be a UUID' });
 
