@@ -4,9 +4,11 @@
 BIN := node_modules/.bin
 STAMP := node_modules/.berth-installed
 
-# npm ci installs exactly the lockfile; sqlite3 builds from source the first time (about a minute).
+# Installs the versions pinned in package-lock.json; sqlite3 builds from source the first time
+# (about a minute). `npm install` rather than `npm ci`: npm records only this platform's optional
+# `@deno/*` binary in the lockfile and then `npm ci` refuses the very lockfile it wrote.
 $(STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund
+	npm install --no-audit --no-fund
 	@touch $@
 
 install: $(STAMP)
