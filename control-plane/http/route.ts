@@ -50,18 +50,18 @@ export function defineRoute<P = Record<string, never>, Q = Record<string, never>
   return route as unknown as Route;
 }
 
-function describeIssues(where: string, error: z.ZodError): BerthError {
+/** One 400 for all of an input's problems; the message names the first, details list them all. */
+function describeIssues(where: 'path' | 'query' | 'body', error: z.ZodError): BerthError {
   const issues = error.issues.map((issue) => ({
-    field: issue.path.map(String).join('.') || where,
+    field: issue.path.map(String).join('.'),
     message: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
   }));
   const first = issues[0]!;
-  return new BerthError('invalid_request', 400, `${where} ${first.field === where ? '' : `${first.field}: `}${first.message}`.replace(/\s+/g, ' ').trim(), {
-    issues,
-  });
+  const subject = first.field ? `${where} field "${first.field}"` : where;
+  return new BerthError('invalid_request', 400, `${subject}: ${first.message}`, { issues });
 }
 
-function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: string): T {
+function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: 'path' | 'query' | 'body'): T {
   if (!schema) return undefined as T;
   const result = schema.safeParse(value);
   if (!result.success) throw describeIssues(where, result.error);
