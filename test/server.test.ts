@@ -15,7 +15,7 @@ function ownerKeys(output: string) {
 }
 
 test('first run prints owner keys once; data survives a restart; logs hold no secrets', async (t) => {
-  const dataDir = await makeDataDir();
+  const dataDir = await makeDataDir(t);
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   const keys = ownerKeys(first.output());
   const api = apiClient(first.url, keys.writeKey);
@@ -53,7 +53,7 @@ test('first run prints owner keys once; data survives a restart; logs hold no se
 });
 
 test('SIGTERM lets a request in flight finish, then the server exits', async (t) => {
-  const dataDir = await makeDataDir();
+  const dataDir = await makeDataDir(t);
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
   const keys = ownerKeys(server.output());
   const api = apiClient(server.url, keys.writeKey);
@@ -81,7 +81,7 @@ test('SIGTERM lets a request in flight finish, then the server exits', async (t)
 });
 
 test('admin commands work beside a running server, with --json', async (t) => {
-  const dataDir = await makeDataDir();
+  const dataDir = await makeDataDir(t);
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
   const env = { BERTH_DATA_DIR: dataDir };
 
@@ -124,7 +124,7 @@ test('admin commands work beside a running server, with --json', async (t) => {
 });
 
 test('invalid configuration stops with a clear message', async (t) => {
-  const result = await runBerth(['serve'], { BERTH_PORT: 'eighty', BERTH_DATA_DIR: await makeDataDir() });
+  const result = await runBerth(['serve'], { BERTH_PORT: 'eighty', BERTH_DATA_DIR: await makeDataDir(t) });
   t.is(result.code, 2);
   t.regex(result.stderr, /BERTH_PORT must be an integer/);
 });

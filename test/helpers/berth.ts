@@ -42,8 +42,11 @@ export function apiClient(url: string, key?: string): Got {
   return base.extend({ prefixUrl: url, headers: key ? { authorization: `Bearer ${key}` } : {} });
 }
 
-export async function makeDataDir(): Promise<string> {
-  return fs.mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
+/** A fresh data dir; pass `t` to have it removed when the test ends. */
+export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void }): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
+  t?.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  return dir;
 }
 
 export async function startTestBerth(overrides: Partial<Config> = {}): Promise<TestBerth> {
