@@ -1,0 +1,55 @@
+// The command line of a Deno worker, as a pure function so the sandbox's flags can be read and
+// tested without spawning anything.
+
+/**
+ * Addresses a function may never fetch: this machine, private networks, link-local and carrier-grade
+ * NAT ranges. Deno checks deny rules against resolved addresses too, so a public name that resolves
+ * here is refused as well. Deno takes CIDR only for IPv4; IPv6 is covered by its loopback and
+ * unspecified addresses (see docs/runtime.md for what that leaves open).
+ */
+export const DENIED_NETWORKS = [
+  '0.0.0.0/8',
+  '127.0.0.0/8',
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '169.254.0.0/16',
+  '100.64.0.0/10',
+  '[::1]',
+  '[::]',
+  'localhost',
+];
+
+export interface DenoArgsOptions {
+  /** Generated entry module of the deployment. */
+  entryPath: string;
+  /** The worker's channel: the only path it may touch. */
+  socketPath: string;
+  siteId: string;
+  /** V8 old-space cap in MiB. */
+  heapMb: number;
+}
+
+export function denoArgs(options: DenoArgsOptions): string[] {
+  return [
+    'run',
+    '--no-config',
+    '--no-prompt',
+    '--no-remote',
+    '--no-npm',
+    '--no-lock',
+    '--allow-net',
+    `--deny-net=${DENIED_NETWORKS.join(',')}`,
+    `--allow-read=${options.socketPath}`,
+    `--allow-write=${options.socketPath}`,
+    `--v8-flags=--max-old-space-size=${options.heapMb}`,
+    options.entryPath,
+    options.socketPath,
+    options.siteId,
+  ];
+}
+
+/** The environment a worker starts with: nothing of the host's. */
+export function denoEnv(denoDir: string): Record<string, string> {
+  return { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' };
+}
