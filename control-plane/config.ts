@@ -10,6 +10,14 @@ export interface Config {
   maxJsonBytes: number;
   logLevel: string;
   shutdownGraceMs: number;
+  /** Deno executable; empty means the one installed from the deno npm package. */
+  denoPath: string;
+  functionTimeoutMs: number;
+  functionHeapMb: number;
+  functionIdleMs: number;
+  maxWorkers: number;
+  maxFunctionBodyBytes: number;
+  functionLogsPerSite: number;
 }
 
 export const DEFAULTS: Config = {
@@ -21,6 +29,13 @@ export const DEFAULTS: Config = {
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
   shutdownGraceMs: 10_000,
+  denoPath: '',
+  functionTimeoutMs: 30_000,
+  functionHeapMb: 128,
+  functionIdleMs: 5 * 60_000,
+  maxWorkers: 64,
+  maxFunctionBodyBytes: 10 * 1024 * 1024,
+  functionLogsPerSite: 1000,
 };
 
 export class ConfigError extends Error {}
@@ -59,5 +74,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxJsonBytes: DEFAULTS.maxJsonBytes,
     logLevel,
     shutdownGraceMs: integer(env, 'BERTH_SHUTDOWN_GRACE_MS', DEFAULTS.shutdownGraceMs, 0, 600_000),
+    denoPath: text(env, 'BERTH_DENO', DEFAULTS.denoPath),
+    functionTimeoutMs: integer(env, 'BERTH_FUNCTION_TIMEOUT_MS', DEFAULTS.functionTimeoutMs, 100, 15 * 60_000),
+    functionHeapMb: integer(env, 'BERTH_FUNCTION_MEMORY_MB', DEFAULTS.functionHeapMb, 16, 16_384),
+    functionIdleMs: integer(env, 'BERTH_FUNCTION_IDLE_MS', DEFAULTS.functionIdleMs, 100, 24 * 3600_000),
+    maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
+    maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
+    functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
   };
 }

@@ -5,13 +5,16 @@ export class BerthError extends Error {
   readonly code: string;
   readonly status: number;
   readonly details?: Record<string, unknown>;
+  /** Records rendered beside the error envelope, e.g. the failed function of a deployment. */
+  readonly records?: Record<string, unknown>;
 
-  constructor(code: string, status: number, message: string, details?: Record<string, unknown>) {
+  constructor(code: string, status: number, message: string, details?: Record<string, unknown>, records?: Record<string, unknown>) {
     super(message);
     this.name = 'BerthError';
     this.code = code;
     this.status = status;
     if (details !== undefined) this.details = details;
+    if (records !== undefined) this.records = records;
   }
 }
 

@@ -68,16 +68,61 @@ export const Site = z.object({
   updatedAt: Timestamp,
 });
 
+export const SourceProblem = z.object({
+  message: z.string(),
+  line: z.number().int().describe('1-based; 0 when the problem is the path'),
+  column: z.number().int(),
+});
+
 export const SiteDetail = Site.extend({
   bucket: Bucket,
   runtime: z
     .object({
-      status: z.enum(['NEVER_RECONCILED', 'RECONCILED']),
+      status: z.enum(['NEVER_RECONCILED', 'RECONCILED', 'FAILED']),
       lastRequestedAt: Timestamp.nullable(),
       lastReconciledAt: Timestamp.nullable(),
+      functions: z
+        .object({
+          total: z.number().int(),
+          ready: z.number().int(),
+          failed: z.array(z.object({ path: z.string(), error: SourceProblem })),
+        })
+        .nullable(),
     })
     .describe('runtime reconciliation status'),
 });
+
+export const FunctionRecord = z.object({
+  id: Uuid,
+  path: z.string(),
+  name: z.string(),
+  status: z.enum(['ACTIVE', 'FAILED']),
+  deployedVersionId: Uuid.nullable().describe('the file version being served'),
+  deployedAt: Timestamp.nullable(),
+  attemptedVersionId: Uuid.describe('the newest version a deployment was attempted for'),
+  lastError: SourceProblem.nullable(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const Deployment = z.object({
+  siteId: Uuid,
+  sourcePath: z.string(),
+  status: z.enum(['READY', 'FAILED']),
+  functionId: Uuid.optional(),
+  error: SourceProblem.optional(),
+});
+
+export const FunctionLogLine = z.object({
+  id: z.number().int(),
+  functionPath: z.string().nullable(),
+  requestId: z.string().nullable(),
+  level: z.enum(['debug', 'info', 'warn', 'error']),
+  message: z.string(),
+  createdAt: Timestamp,
+});
+
+export const DeployFunctionBody = z.object({ path: z.string().describe('stored source path, e.g. api/hello.ts') }).strict();
 
 export const FileRecord = z.object({
   id: Uuid,
@@ -106,6 +151,7 @@ export const WriteFileResult = z.object({
   contentType: z.string(),
   bytes: z.number().int(),
   versionId: Uuid,
+  deployment: Deployment.optional().describe('present when the write changed runtime source; check its status'),
 });
 
 // Request bodies and queries.

@@ -10,8 +10,12 @@ import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { type Deps, monotonicClock } from './services/deps.ts';
+import { handleCtxCall } from './services/function-context.ts';
+import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { BlobStore } from '../storage/blob-store.ts';
+import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
+import { RuntimeHost } from '../runtime-host/runtime.ts';
 import { VERSION } from './version.ts';
 
 export interface Berth {
@@ -32,12 +36,34 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
   await blobs.init();
 
   let boundPort = config.port;
+  const runtimeDir = path.join(config.dataDir, 'runtime');
+  const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
+  const runtime = new RuntimeHost(
+    {
+      denoPath: resolveDenoBinary(config.denoPath),
+      runtimeDir,
+      heapMb: config.functionHeapMb,
+      // Deno itself and ArrayBuffers live outside the V8 heap cap; allow them a fixed margin.
+      rssLimitBytes: (config.functionHeapMb + 192) * 1024 * 1024,
+      timeoutMs: config.functionTimeoutMs,
+      idleMs: config.functionIdleMs,
+      maxWorkers: config.maxWorkers,
+      startupTimeoutMs: 10_000,
+    },
+    {
+      ctx: (deployment, call) => handleCtxCall(deps, deployment, call),
+      log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
+    },
+  );
   const deps: Deps = {
     config,
     db,
     blobs,
     log,
     hostingCache: new HostingCache(),
+    runtime,
+    runtimeDir,
+    functionLogs,
     now: monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };
@@ -74,6 +100,8 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
       await drained;
       clearInterval(sweep);
       clearTimeout(force);
+      await runtime.close();
+      await functionLogs.flush();
       await db.destroy();
     })();
     return closed;

@@ -48,6 +48,7 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     createSite: { accountId: ids.accountId, name: 'Another' },
     updateSite: { name: 'Renamed site' },
     restoreFileVersion: { versionId: ids.versionId, currentVersionId: ids.versionId },
+    deployFunction: { path: 'api/hello.ts' },
   };
   const json = bodies[route.operationId];
   return {

@@ -1,6 +1,7 @@
 // Metadata schema migrations, passed to Knex as an explicit ordered list (never a folder scan).
 import type { Knex } from 'knex';
 import * as initial from './migrations/0001_initial.ts';
+import * as functions from './migrations/0002_functions.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -9,6 +10,7 @@ interface Migration {
 
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
+  '0002_functions': functions,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -6,6 +6,7 @@ import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
+import { invokeFunction } from './function-endpoint.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { badRequestPage, noSitePage, notFoundPage, privateSitePage } from './pages.ts';
@@ -129,7 +130,10 @@ export function createHostingApp(deps: Deps): Koa {
     if (!segments) return sendPage(ctx, 400, badRequestPage);
 
     if (segments[0] === 'api' && segments.length > 1) {
-      throw new BerthError('not_found', 404, 'no function is deployed at this path');
+      if (segments.length !== 2 || segments[1] === '') {
+        throw new BerthError('function_not_found', 404, 'functions are served at /api/<name>');
+      }
+      return invokeFunction(ctx, deps, site, segments[1]!);
     }
     if (segments[0] === '_berth') return sendPage(ctx, 404, notFoundPage);
 

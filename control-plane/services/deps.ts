@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/connection.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
+import type { RuntimeHost } from '../../runtime-host/runtime.ts';
+import type { FunctionLogBuffer } from './function-logs.ts';
 import type { HostingCache } from './hosting-cache.ts';
 
 export interface Deps {
@@ -11,6 +13,10 @@ export interface Deps {
   blobs: BlobStore;
   log: Logger;
   hostingCache: HostingCache;
+  runtime: RuntimeHost;
+  /** Disposable runtime files (generated entries, sockets, Deno's cache). */
+  runtimeDir: string;
+  functionLogs: FunctionLogBuffer;
   now: () => Date;
   /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */
   siteUrl: (subdomain: string) => string;

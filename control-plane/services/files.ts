@@ -6,50 +6,13 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import { BlobTooLargeError } from '../../storage/blob-store.ts';
 import { requireBucket } from './buckets.ts';
 import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type FileRow, type StoredFile, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
+import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 const CONTENT_TYPE_PATTERN = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+(?:\s*;\s*[^\u0000-\u001f\u007f]*)?$/i;
-
-interface FileRow {
-  id: string;
-  bucket_id: string;
-  path: string;
-  current_version_id: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-interface VersionRow {
-  id: string;
-  file_id: string;
-  seq: number;
-  blob_sha256: string;
-  bytes: number;
-  content_type: string;
-  restored_from_version_id: string | null;
-  created_at: string;
-}
-
-/** A file joined with its current version, as listings and reads need it. */
-interface CurrentFileRow extends FileRow {
-  bytes: number;
-  content_type: string;
-  blob_sha256: string;
-  version_created_at: string;
-}
-
-export interface FileRecord {
-  id: string;
-  bucketId: string;
-  path: string;
-  contentType: string;
-  bytes: number;
-  currentVersionId: string;
-  createdAt: string;
-  updatedAt: string;
-}
 
 export interface FileVersion {
   id: string;
@@ -59,23 +22,6 @@ export interface FileVersion {
   restoredFromVersionId: string | null;
 }
 
-/** What a read needs: the record plus where its bytes live. */
-export interface StoredFile {
-  file: FileRecord;
-  sha256: string;
-}
-
-const toFile = (row: CurrentFileRow): FileRecord => ({
-  id: row.id,
-  bucketId: row.bucket_id,
-  path: row.path,
-  contentType: row.content_type,
-  bytes: row.bytes,
-  currentVersionId: row.current_version_id!,
-  createdAt: row.created_at,
-  updatedAt: row.updated_at,
-});
-
 const toVersion = (row: VersionRow): FileVersion => ({
   id: row.id,
   bytes: row.bytes,
@@ -83,19 +29,6 @@ const toVersion = (row: VersionRow): FileVersion => ({
   createdAt: row.created_at,
   restoredFromVersionId: row.restored_from_version_id,
 });
-
-/** Files that currently exist (deleted ones keep their row and history but have no current version). */
-function currentFiles(db: Deps['db']) {
-  return db('files')
-    .join('file_versions', 'file_versions.id', 'files.current_version_id')
-    .select(
-      'files.*',
-      'file_versions.bytes',
-      'file_versions.content_type',
-      'file_versions.blob_sha256',
-      'file_versions.created_at as version_created_at',
-    );
-}
 
 export async function listFiles(
   deps: Deps,
@@ -114,14 +47,6 @@ export async function listFiles(
   query.orderBy('files.path');
   const { items, pagination } = await paginate(query, page, toFile);
   return { files: items, pagination };
-}
-
-/** The current version of the file at `path`, or null when there is none. */
-export async function findCurrentFile(deps: Deps, bucketId: string, path: string): Promise<StoredFile | null> {
-  const row = (await currentFiles(deps.db).where({ 'files.bucket_id': bucketId, 'files.path': path }).first()) as
-    | CurrentFileRow
-    | undefined;
-  return row ? { file: toFile(row), sha256: row.blob_sha256 } : null;
 }
 
 export async function statFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string): Promise<StoredFile> {
@@ -148,6 +73,8 @@ export interface WriteFileResult {
   contentType: string;
   bytes: number;
   versionId: string;
+  /** Present when the write changed runtime source of a site: check its status. */
+  deployment?: DeploymentOutcome;
 }
 
 function checkContentType(value: string | undefined): string {
@@ -208,6 +135,7 @@ export async function writeFile(deps: Deps, caller: Caller, bucketId: string, ra
     return { fileId: file.id, versionId };
   });
   deps.hostingCache.forgetFile(bucketId, path);
+  const deployment = await syncRuntimeSource(deps, bucketId, path);
   return {
     id: result.fileId,
     fileId: result.fileId,
@@ -216,6 +144,7 @@ export async function writeFile(deps: Deps, caller: Caller, bucketId: string, ra
     contentType,
     bytes: blob.bytes,
     versionId: result.versionId,
+    ...(deployment ? { deployment } : {}),
   };
 }
 
@@ -237,6 +166,7 @@ export async function deleteFile(deps: Deps, caller: Caller, bucketId: string, r
   if (changed === 0) throw notFound('file');
   const file = (await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first())!;
   deps.hostingCache.forgetFile(bucketId, path);
+  await syncRuntimeSource(deps, bucketId, path);
   return { id: file.id, bucketId, path };
 }
 
@@ -297,5 +227,6 @@ export async function restoreFile(
     return id;
   });
   deps.hostingCache.forgetFile(file.bucket_id, file.path);
-  return { fileId, versionId, restoredFromVersionId: source.id, path: file.path };
+  const deployment = await syncRuntimeSource(deps, file.bucket_id, file.path);
+  return { fileId, versionId, restoredFromVersionId: source.id, path: file.path, ...(deployment ? { deployment } : {}) };
 }

@@ -1,6 +1,7 @@
 // In-memory lookups for the hosting hot path. Only this process changes sites and files, and every
 // change calls forget*, so a cached answer is never older than the last write. A generation counter
 // keeps a lookup that raced with a write from storing what it read before that write.
+import type { Deployment } from '../../runtime-host/runtime.ts';
 
 export interface CachedSite {
   id: string;
@@ -23,6 +24,7 @@ const MAX_TOTAL_BLOB_BYTES = 64 * 1024 * 1024;
 
 export class HostingCache {
   #sites = new Map<string, CachedSite | null>();
+  #functions = new Map<string, Deployment | null>();
   #files = new Map<string, CachedWebFile | null>();
   #blobs = new Map<string, Buffer>();
   #blobBytes = 0;
@@ -51,6 +53,21 @@ export class HostingCache {
     if (generation !== this.#generation) return;
     if (this.#files.size >= MAX_ENTRIES) this.#files.clear();
     this.#files.set(fileKey(bucketId, path), file);
+  }
+
+  fn(siteId: string, name: string): Deployment | null | undefined {
+    return this.#functions.get(fileKey(siteId, name));
+  }
+
+  rememberFunction(generation: number, siteId: string, name: string, deployment: Deployment | null): void {
+    if (generation !== this.#generation) return;
+    if (this.#functions.size >= MAX_ENTRIES) this.#functions.clear();
+    this.#functions.set(fileKey(siteId, name), deployment);
+  }
+
+  forgetFunction(siteId: string, name: string): void {
+    this.#generation++;
+    this.#functions.delete(fileKey(siteId, name));
   }
 
   /** Small blobs' bytes, kept least-recently-used first out. Blobs are immutable: no invalidation. */

@@ -2,8 +2,8 @@
 import type { Readable } from 'node:stream';
 import { type CachedSite, type CachedWebFile, HostingCache } from './hosting-cache.ts';
 import type { Deps } from './deps.ts';
-import { findCurrentFile } from './files.ts';
-import type { SiteRow } from './sites.ts';
+import { findCurrentFile } from './file-rows.ts';
+import type { SiteRow } from './site-rows.ts';
 
 export async function resolveSite(deps: Deps, subdomain: string): Promise<CachedSite | null> {
   const cached = deps.hostingCache.site(subdomain);

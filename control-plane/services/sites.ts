@@ -1,27 +1,12 @@
 // Sites: hosting attached to one bucket, served at its own subdomain.
-import { BerthError, conflict, notFound } from '../errors.ts';
+import { BerthError, conflict } from '../errors.ts';
 import { SITE_CAPS, requireOwnAccount } from './accounts.ts';
 import { type BucketRow, insertBucket, requireBucket, toBucket } from './buckets.ts';
 import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type ReconcileReport, reconcileFunctions } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
+import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';
 import { RESERVED_SUBDOMAINS, generateSubdomain } from './subdomains.ts';
-
-export type SiteAccess = 'PUBLIC' | 'PRIVATE';
-export type SiteStatus = 'ACTIVE' | 'ARCHIVED';
-
-export interface SiteRow {
-  id: string;
-  account_id: string;
-  bucket_id: string;
-  name: string;
-  subdomain: string;
-  access: SiteAccess;
-  status: SiteStatus;
-  reconcile_requested_at: string | null;
-  reconciled_at: string | null;
-  created_at: string;
-  updated_at: string;
-}
 
 export interface Site {
   id: string;
@@ -51,21 +36,29 @@ export const toSite = (deps: Deps, row: SiteRow): Site => ({
 
 /** The runtime reconciliation report of get-site. */
 export interface RuntimeStatus {
-  status: 'NEVER_RECONCILED' | 'RECONCILED';
+  /** RECONCILED when every source deployed, FAILED when some did not. */
+  status: 'NEVER_RECONCILED' | 'RECONCILED' | 'FAILED';
   lastRequestedAt: string | null;
   lastReconciledAt: string | null;
+  functions: ReconcileReport | null;
 }
 
-const runtimeStatus = (row: SiteRow): RuntimeStatus => ({
-  status: row.reconciled_at ? 'RECONCILED' : 'NEVER_RECONCILED',
-  lastRequestedAt: row.reconcile_requested_at,
-  lastReconciledAt: row.reconciled_at,
-});
+function runtimeStatus(row: SiteRow): RuntimeStatus {
+  const report = row.reconcile_report ? (JSON.parse(row.reconcile_report) as ReconcileReport) : null;
+  return {
+    status: !row.reconciled_at ? 'NEVER_RECONCILED' : report && report.failed.length > 0 ? 'FAILED' : 'RECONCILED',
+    lastRequestedAt: row.reconcile_requested_at,
+    lastReconciledAt: row.reconciled_at,
+    functions: report,
+  };
+}
 
-export async function requireSite(deps: Deps, caller: Caller, id: string): Promise<SiteRow> {
-  const row = await deps.db<SiteRow>('sites').where({ id, account_id: caller.accountId }).first();
-  if (!row) throw notFound('site');
-  return row;
+/** Redeploys the site's runtime sources and records the outcome for get-site. */
+async function reconcile(deps: Deps, site: SiteRow): Promise<void> {
+  const requestedAt = timestamp(deps);
+  await deps.db('sites').where({ id: site.id }).update({ reconcile_requested_at: requestedAt });
+  const report = await reconcileFunctions(deps, site);
+  await deps.db('sites').where({ id: site.id }).update({ reconciled_at: timestamp(deps), reconcile_report: JSON.stringify(report) });
 }
 
 export interface SiteFilters {
@@ -139,6 +132,7 @@ export async function createSite(deps: Deps, caller: Caller, input: CreateSiteIn
           status: 'ACTIVE',
           reconcile_requested_at: null,
           reconciled_at: null,
+          reconcile_report: null,
           created_at: now,
           updated_at: now,
         };
@@ -146,6 +140,8 @@ export async function createSite(deps: Deps, caller: Caller, input: CreateSiteIn
         return site;
       });
       deps.hostingCache.forgetSites();
+      // An existing bucket may already hold function sources: deploy them for the new site.
+      if (input.bucketId !== undefined) await reconcile(deps, row);
       return toSite(deps, row);
     } catch (err) {
       const generatedCollision = input.subdomain === undefined && err instanceof BerthError && err.code === 'subdomain_taken';
@@ -179,12 +175,8 @@ export async function updateSite(deps: Deps, caller: Caller, id: string, input: 
   if (input.name !== undefined) changes.name = input.name;
   if (input.access !== undefined) changes.access = input.access;
   if (input.status !== undefined) changes.status = input.status;
-  if (input.reconcile) {
-    // No runtime sources exist yet, so a requested reconciliation completes at once.
-    changes.reconcile_requested_at = now;
-    changes.reconciled_at = now;
-  }
   await deps.db('sites').where({ id }).update(changes);
   deps.hostingCache.forgetSites();
+  if (input.reconcile) await reconcile(deps, (await requireSite(deps, caller, id)));
   return getSite(deps, caller, id);
 }

@@ -58,7 +58,10 @@ export function errorEnvelope(log: Logger): Koa.Middleware {
       const headers = (err as HttpishError | null)?.headers;
       if (headers?.allow) ctx.set('Allow', headers.allow);
       ctx.status = error.status;
-      ctx.body = { error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) } };
+      ctx.body = {
+        error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
+        ...error.records,
+      };
     }
   };
 }

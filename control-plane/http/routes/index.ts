@@ -3,6 +3,7 @@ import type { Route } from '../route.ts';
 import { accountRoutes } from './accounts.ts';
 import { bucketRoutes } from './buckets.ts';
 import { fileRoutes } from './files.ts';
+import { functionRoutes } from './functions.ts';
 import { siteRoutes } from './sites.ts';
 
-export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes];
+export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes];

@@ -1,0 +1,115 @@
+// ANY /api/<name> on a site: hands the request to the function's worker and streams its answer back.
+// The platform's session cookie never reaches a function, and a function cannot set it.
+import type Koa from 'koa';
+import { BerthError } from '../errors.ts';
+import type { Deps } from '../services/deps.ts';
+import { resolveEndpoint } from '../services/functions.ts';
+import type { CachedSite } from '../services/hosting-cache.ts';
+import { PoolFullError } from '../../runtime-host/pool.ts';
+import { WorkerError } from '../../runtime-host/worker.ts';
+
+export const SESSION_COOKIE = '_berth_session';
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length']);
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+
+/** The request's headers as pairs, minus hop-by-hop headers and the session cookie. */
+export function functionRequestHeaders(rawHeaders: string[]): Array<[string, string]> {
+  const headers: Array<[string, string]> = [];
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    let value = rawHeaders[i + 1]!;
+    if (HOP_BY_HOP.has(name)) continue;
+    if (name === 'cookie') {
+      value = value
+        .split(';')
+        .map((part) => part.trim())
+        .filter((part) => part !== '' && part.split('=')[0]!.trim() !== SESSION_COOKIE)
+        .join('; ');
+      if (value === '') continue;
+    }
+    headers.push([name, value]);
+  }
+  return headers;
+}
+
+const setsSessionCookie = (value: string): boolean => value.split('=')[0]!.trim() === SESSION_COOKIE;
+
+async function readBody(ctx: Koa.Context, limit: number): Promise<Buffer> {
+  const tooLarge = () => new BerthError('payload_too_large', 413, `function request bodies may be at most ${limit} bytes`);
+  if (Number(ctx.get('Content-Length') || 0) > limit) throw tooLarge();
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total > limit) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
+  if (err instanceof PoolFullError) return new BerthError('runtime_busy', 503, 'all function workers are busy; try again shortly');
+  if (err instanceof WorkerError) {
+    switch (err.reason) {
+      case 'handler': {
+        const failure = err.failure;
+        // Errors that carry a code and an HTTP status (e.g. from ctx.llm) keep them.
+        if (failure?.code && failure.status && failure.status >= 400 && failure.status <= 599) {
+          return new BerthError(failure.code, failure.status, failure.message);
+        }
+        return new BerthError('function_error', 500, 'the function threw an uncaught error; its logs have the details');
+      }
+      case 'timeout':
+        return new BerthError('function_timeout', 504, 'the function did not answer within its time limit');
+      case 'memory':
+        return new BerthError('function_memory_exceeded', 502, 'the function exceeded its memory limit and was stopped');
+      default:
+        return new BerthError('function_crashed', 502, 'the function’s worker stopped before answering');
+    }
+  }
+  deps.log.error({ err, reqId: requestId }, 'function worker failed to start');
+  return new BerthError('function_start_failed', 502, 'the function could not be started');
+}
+
+export async function invokeFunction(ctx: Koa.Context, deps: Deps, site: CachedSite, name: string): Promise<void> {
+  const deployment = await resolveEndpoint(deps, site.id, name);
+  if (!deployment) throw new BerthError('function_not_found', 404, `no function named "${name}" is deployed on this site`);
+  const body = await readBody(ctx, deps.config.maxFunctionBodyBytes);
+  const requestId = ctx.state.requestId as string;
+
+  const abort = new AbortController();
+  ctx.res.once('close', () => {
+    if (!ctx.res.writableFinished) abort.abort();
+  });
+  let response;
+  try {
+    response = await deps.runtime.invoke(
+      deployment,
+      { method: ctx.method, url: ctx.href, headers: functionRequestHeaders(ctx.req.rawHeaders), body, requestId },
+      abort.signal,
+    );
+  } catch (err) {
+    throw toHttpError(err, deps, requestId);
+  }
+
+  ctx.status = response.status;
+  let contentType: string | undefined;
+  for (const [name, value] of response.headers) {
+    if (HOP_BY_HOP.has(name)) continue;
+    if (name === 'set-cookie') {
+      if (!setsSessionCookie(value)) ctx.append('Set-Cookie', value);
+    } else if (name === 'content-type') {
+      contentType = value;
+    } else {
+      ctx.set(name, value);
+    }
+  }
+  if (NULL_BODY_STATUSES.has(response.status) || ctx.method === 'HEAD') {
+    response.body.resume();
+    return;
+  }
+  ctx.body = response.body;
+  if (contentType) ctx.set('Content-Type', contentType);
+  else ctx.remove('Content-Type');
+}

@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import * as functions from '../../services/functions.ts';
+import { listLogs } from '../../services/function-logs.ts';
+import { DeployFunctionBody, FunctionLogLine, FunctionRecord, PageQuery, Pagination, Uuid } from '../../schemas.ts';
+import { defineRoute } from '../route.ts';
+
+const SiteParams = z.object({ siteId: Uuid });
+
+export const functionRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId/functions',
+    operationId: 'listFunctions',
+    summary: 'List a site’s functions with their deployment status, by path',
+    tag: 'Functions',
+    params: SiteParams,
+    query: PageQuery,
+    responses: { 200: { description: 'a page of functions', schema: z.object({ functions: z.array(FunctionRecord), pagination: Pagination }) } },
+    handler: ({ deps, caller, params, query }) => functions.listFunctions(deps, caller, params.siteId, query),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId/functions/deploy',
+    operationId: 'deployFunction',
+    summary: 'Deploy a function source already stored in the site’s bucket',
+    tag: 'Functions',
+    params: SiteParams,
+    body: DeployFunctionBody,
+    responses: {
+      200: { description: 'the deployed function', schema: z.object({ function: FunctionRecord }) },
+      409: { description: 'the site is archived (code "site_not_active")' },
+      422: { description: 'the source breaks the v0 rules (code "function_compile_failed"; details.function is the function record)' },
+    },
+    handler: ({ deps, caller, params, body }) => functions.deployFunction(deps, caller, params.siteId, body.path),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId/logs',
+    operationId: 'listFunctionLogs',
+    summary: 'Console output of the site’s functions, newest first',
+    tag: 'Functions',
+    params: SiteParams,
+    query: PageQuery,
+    responses: { 200: { description: 'a page of log lines', schema: z.object({ logs: z.array(FunctionLogLine), pagination: Pagination }) } },
+    handler: ({ deps, caller, params, query }) => listLogs(deps, caller, params.siteId, query),
+  }),
+];

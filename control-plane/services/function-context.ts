@@ -1,0 +1,150 @@
+// Serves the ctx calls of function workers. Every call arrives on a worker's own channel, and the
+// deployment bound to that channel, not anything the function sends, decides the site it acts on.
+// New namespaces (db, secrets, llm) are added by registering their methods here.
+import { Readable } from 'node:stream';
+import { BerthError } from '../errors.ts';
+import type { Deployment } from '../../runtime-host/runtime.ts';
+import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
+import type { Caller, Deps } from './deps.ts';
+import { findCurrentFile } from './file-rows.ts';
+import { writeFile } from './files.ts';
+import { normalizeFilePath } from './paths.ts';
+import type { SiteRow } from './site-rows.ts';
+
+/** A ctx call failing in a way the function should see, with a stable code. */
+class CtxError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface CallScope {
+  deps: Deps;
+  deployment: Deployment;
+  site: SiteRow;
+  /** Writes are made on behalf of the site's account, attributed to the function. */
+  caller: Caller;
+}
+
+type Method = (scope: CallScope, args: unknown[]) => Promise<unknown>;
+
+const MAX_READ_BYTES = 10 * 1024 * 1024;
+
+function stringArg(args: unknown[], index: number, name: string): string {
+  const value = args[index];
+  if (typeof value !== 'string') throw new CtxError(CtxErrorCode.InvalidArgument, `${name} must be a string`);
+  return value;
+}
+
+/** "x.json", "data/x.json" and "/data/x.json" all name data/x.json. */
+function dataPath(raw: string): string {
+  const trimmed = raw.replace(/^\/+/, '');
+  const inside = trimmed === 'data' ? '' : trimmed.startsWith('data/') ? trimmed.slice(5) : trimmed;
+  try {
+    return `data/${normalizeFilePath(inside)}`;
+  } catch (err) {
+    throw new CtxError('DATA_INVALID_PATH', `invalid data path "${raw}": ${(err as Error).message}`);
+  }
+}
+
+async function readText(scope: CallScope, raw: string): Promise<string | null> {
+  const path = dataPath(raw);
+  const found = await findCurrentFile(scope.deps, scope.site.bucket_id, path);
+  if (!found) return null;
+  if (found.file.bytes > MAX_READ_BYTES) throw new CtxError('DATA_TOO_LARGE', `${path} is larger than ${MAX_READ_BYTES} bytes`);
+  return (await scope.deps.blobs.read(found.sha256)).toString('utf8');
+}
+
+function parseJson(text: string, path: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new CtxError('DATA_INVALID_JSON', `${dataPath(path)} does not hold valid JSON`);
+  }
+}
+
+function serialize(value: unknown): string {
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new CtxError(CtxErrorCode.InvalidArgument, 'value must be JSON-serializable');
+  return text;
+}
+
+async function write(scope: CallScope, raw: string, text: string, contentType: string) {
+  const result = await writeFile(scope.deps, scope.caller, scope.site.bucket_id, dataPath(raw), {
+    body: Readable.from([Buffer.from(text, 'utf8')]),
+    contentType,
+  });
+  return { path: result.path, versionId: result.versionId, bytes: result.bytes };
+}
+
+/** appendJsonl is read-modify-write: one at a time per file, within this process. */
+const appendLocks = new Map<string, Promise<unknown>>();
+
+const methods: Record<string, Method> = {
+  'data.readText': (scope, args) => readText(scope, stringArg(args, 0, 'path')),
+  'data.readJson': async (scope, args) => {
+    const path = stringArg(args, 0, 'path');
+    const text = await readText(scope, path);
+    return text === null ? null : parseJson(text, path);
+  },
+  'data.readJsonl': async (scope, args) => {
+    const path = stringArg(args, 0, 'path');
+    const text = await readText(scope, path);
+    if (text === null) return [];
+    return text.split('\n').filter((line) => line.trim() !== '').map((line) => parseJson(line, path));
+  },
+  'data.writeText': (scope, args) => write(scope, stringArg(args, 0, 'path'), stringArg(args, 1, 'text'), 'text/plain; charset=utf-8'),
+  'data.writeJson': (scope, args) => write(scope, stringArg(args, 0, 'path'), serialize(args[1]), 'application/json'),
+  'data.appendJsonl': async (scope, args) => {
+    const raw = stringArg(args, 0, 'path');
+    const line = serialize(args[1]);
+    const key = `${scope.site.bucket_id}:${dataPath(raw)}`;
+    const run = (appendLocks.get(key) ?? Promise.resolve()).catch(() => {}).then(async () => {
+      const existing = (await readText(scope, raw)) ?? '';
+      const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
+      return write(scope, raw, `${existing}${separator}${line}\n`, 'application/jsonl');
+    });
+    appendLocks.set(key, run);
+    try {
+      return await run;
+    } finally {
+      if (appendLocks.get(key) === run) appendLocks.delete(key);
+    }
+  },
+  'data.list': async (scope, args) => {
+    const prefix = args[0] === undefined ? '' : stringArg(args, 0, 'prefix');
+    const base = prefix === '' ? 'data/' : dataPath(prefix);
+    const rows = (await scope.deps.db('files')
+      .join('file_versions', 'file_versions.id', 'files.current_version_id')
+      .where('files.bucket_id', scope.site.bucket_id)
+      .andWhereRaw('substr(files.path, 1, ?) = ?', [base.length, base])
+      .orderBy('files.path')
+      .limit(10_000)
+      .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{ path: string; bytes: number; updated_at: string }>;
+    return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
+  },
+};
+
+export async function handleCtxCall(deps: Deps, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
+  const method = Object.hasOwn(methods, call.method) ? methods[call.method] : undefined;
+  if (!method) {
+    return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${call.method} is not available` } };
+  }
+  if (!Array.isArray(call.args)) {
+    return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
+  }
+  try {
+    const site = await deps.db<SiteRow>('sites').where({ id: deployment.siteId }).first();
+    if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
+    const caller: Caller = { accountId: site.account_id, keyId: `function:${deployment.functionId}`, permission: 'WRITE' };
+    return { ok: true, value: await method({ deps, deployment, site, caller }, call.args) };
+  } catch (err) {
+    if (err instanceof CtxError) return { ok: false, error: { code: err.code, message: err.message } };
+    if (err instanceof BerthError) return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
+    deps.log.error({ err, functionId: deployment.functionId }, 'ctx call failed');
+    return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${call.method} failed` } };
+  }
+}

@@ -1,0 +1,211 @@
+// Functions: api/<name>.ts sources of a site's bucket, deployed when written. A deployment validates
+// the source, writes the generated entry and switches the site's endpoint to the new version; a
+// failed deployment records its error and keeps serving the last good version.
+import { BerthError, conflict, notFound } from '../errors.ts';
+import { type Deployment } from '../../runtime-host/runtime.ts';
+import { deploymentExists, removeDeployments, writeDeployment } from '../../runtime-host/deployments.ts';
+import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
+import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { findCurrentFile } from './file-rows.ts';
+import { type PageRequest, paginate } from './pagination.ts';
+import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
+
+export type FunctionStatus = 'ACTIVE' | 'FAILED';
+
+interface FunctionRow {
+  id: string;
+  site_id: string;
+  path: string;
+  name: string;
+  status: FunctionStatus;
+  deployed_version_id: string | null;
+  deployed_at: string | null;
+  attempted_version_id: string;
+  last_error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface FunctionRecord {
+  id: string;
+  path: string;
+  name: string;
+  status: FunctionStatus;
+  /** The file version being served, if any version ever deployed. */
+  deployedVersionId: string | null;
+  deployedAt: string | null;
+  /** The newest version a deployment was attempted for. */
+  attemptedVersionId: string;
+  lastError: SourceProblem | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** The `deployment` object of a write-file response. */
+export interface DeploymentOutcome {
+  siteId: string;
+  sourcePath: string;
+  status: 'READY' | 'FAILED';
+  functionId?: string;
+  error?: SourceProblem;
+}
+
+const toRecord = (row: FunctionRow): FunctionRecord => ({
+  id: row.id,
+  path: row.path,
+  name: row.name,
+  status: row.status,
+  deployedVersionId: row.deployed_version_id,
+  deployedAt: row.deployed_at,
+  attemptedVersionId: row.attempted_version_id,
+  lastError: row.last_error ? (JSON.parse(row.last_error) as SourceProblem) : null,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at,
+});
+
+/** Paths whose writes concern the runtime: everything under api/ (nested or misnamed ones fail). */
+export const isRuntimeSource = (path: string): boolean => path.startsWith('api/') && path.endsWith('.ts');
+
+const runtimeDir = (deps: Deps) => deps.runtimeDir;
+
+/** Validates and deploys the current version of `path` for `site`. */
+async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
+  const current = await findCurrentFile(deps, site.bucket_id, path);
+  if (!current) throw notFound('function source');
+  const source = (await deps.blobs.read(current.sha256)).toString('utf8');
+  const validation = validateFunction(path, source);
+  const named = functionName(path);
+  if (!named.ok) {
+    // A nested or misnamed file under api/ is stored but is no function: nothing to record.
+    return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
+  }
+
+  const now = timestamp(deps);
+  const existing = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+  const id = existing?.id ?? newId();
+  const versionId = current.file.currentVersionId;
+  const changes: Partial<FunctionRow> = validation.ok
+    ? { status: 'ACTIVE', deployed_version_id: versionId, deployed_at: now, attempted_version_id: versionId, last_error: null, updated_at: now }
+    : { status: 'FAILED', attempted_version_id: versionId, last_error: JSON.stringify(validation.problem), updated_at: now };
+  if (validation.ok) writeDeployment(runtimeDir(deps), id, versionId, source);
+
+  if (existing) {
+    await deps.db('functions').where({ id }).update(changes);
+  } else {
+    await deps.db('functions').insert({
+      id,
+      site_id: site.id,
+      path,
+      name: named.name,
+      deployed_version_id: null,
+      deployed_at: null,
+      created_at: now,
+      ...changes,
+    });
+  }
+  if (validation.ok) {
+    deps.runtime.retire(id);
+    removeDeployments(runtimeDir(deps), id, versionId);
+    deps.hostingCache.forgetFunction(site.id, named.name);
+  }
+  const row = (await deps.db<FunctionRow>('functions').where({ id }).first())!;
+  return {
+    outcome: validation.ok
+      ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: id }
+      : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: id, error: validation.problem },
+    row,
+  };
+}
+
+/** Stops serving the function at `path` and forgets it. */
+async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
+  const row = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+  if (!row) return;
+  await deps.db('functions').where({ id: row.id }).delete();
+  deps.runtime.retire(row.id);
+  removeDeployments(runtimeDir(deps), row.id);
+  deps.hostingCache.forgetFunction(site.id, row.name);
+}
+
+/**
+ * Keeps the runtime in step with a bucket file that was written, restored or deleted. Returns the
+ * deployment outcome when the change concerns runtime source of an active site.
+ */
+export async function syncRuntimeSource(deps: Deps, bucketId: string, path: string): Promise<DeploymentOutcome | undefined> {
+  if (!isRuntimeSource(path)) return undefined;
+  const site = await siteOfBucket(deps, bucketId);
+  if (!site) return undefined;
+  if (!(await findCurrentFile(deps, bucketId, path))) {
+    await remove(deps, site, path);
+    return undefined;
+  }
+  if (site.status !== 'ACTIVE') return undefined;
+  return (await deploy(deps, site, path)).outcome;
+}
+
+export async function listFunctions(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
+  await requireSite(deps, caller, siteId);
+  const query = deps.db('functions').where({ site_id: siteId }).orderBy('path');
+  const { items, pagination } = await paginate(query, page, toRecord);
+  return { functions: items, pagination };
+}
+
+/** The deploy endpoint: deploys a stored source; a compile failure is a 422 carrying the record. */
+export async function deployFunction(deps: Deps, caller: Caller, siteId: string, rawPath: string): Promise<{ function: FunctionRecord }> {
+  const site = await requireSite(deps, caller, siteId);
+  if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before its functions can be deployed');
+  const path = rawPath.replace(/^\//, '');
+  const named = functionName(path);
+  if (!named.ok) throw new BerthError('invalid_function_path', 400, named.problem.message);
+  const { outcome, row } = await deploy(deps, site, path);
+  const record = toRecord(row!);
+  if (outcome.status === 'FAILED') {
+    throw new BerthError('function_compile_failed', 422, `deployment failed: ${outcome.error!.message}`, { error: outcome.error }, { function: record });
+  }
+  return { function: record };
+}
+
+export interface ReconcileReport {
+  total: number;
+  ready: number;
+  failed: Array<{ path: string; error: SourceProblem }>;
+}
+
+/** Redeploys every api/*.ts source of an active site. */
+export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<ReconcileReport> {
+  const sources = (await deps.db('files')
+    .where({ bucket_id: site.bucket_id })
+    .whereNotNull('current_version_id')
+    .andWhereRaw("substr(path, 1, 4) = 'api/'")
+    .orderBy('path')
+    .select('path')) as Array<{ path: string }>;
+  const report: ReconcileReport = { total: 0, ready: 0, failed: [] };
+  for (const { path } of sources.filter((s) => isRuntimeSource(s.path))) {
+    report.total++;
+    const { outcome } = await deploy(deps, site, path);
+    if (outcome.status === 'READY') report.ready++;
+    else report.failed.push({ path, error: outcome.error! });
+  }
+  return report;
+}
+
+/** The deployment serving `/api/<name>` on a site, or null; regenerates entry files if they are gone. */
+export async function resolveEndpoint(deps: Deps, siteId: string, name: string): Promise<Deployment | null> {
+  const cached = deps.hostingCache.fn(siteId, name);
+  if (cached !== undefined) return cached;
+  const generation = deps.hostingCache.generation();
+  const row = await deps.db<FunctionRow>('functions').where({ site_id: siteId, name }).whereNotNull('deployed_version_id').first();
+  let deployment: Deployment | null = null;
+  if (row) {
+    const versionId = row.deployed_version_id!;
+    let entryPath = deploymentExists(runtimeDir(deps), row.id, versionId);
+    if (!entryPath) {
+      const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
+      const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
+      entryPath = writeDeployment(runtimeDir(deps), row.id, versionId, source).entryPath;
+    }
+    deployment = { functionId: row.id, versionId, siteId, path: row.path, entryPath };
+  }
+  deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
+  return deployment;
+}

@@ -1,0 +1,118 @@
+// The warm pool: at most one live worker per deployed version, reused across requests (a worker serves
+// requests concurrently). Idle workers are evicted after a while; at capacity the least recently used
+// idle worker makes room. A retired version's worker finishes its requests in flight, then stops.
+import type { DenoWorker } from './worker.ts';
+
+export interface PoolOptions {
+  maxWorkers: number;
+  idleMs: number;
+  start: (key: string) => Promise<DenoWorker>;
+}
+
+interface Entry {
+  key: string;
+  worker: DenoWorker;
+  lastUsed: number;
+  retired: boolean;
+}
+
+/** No worker could be started because every slot is busy serving requests. */
+export class PoolFullError extends Error {}
+
+export class WorkerPool {
+  readonly #options: PoolOptions;
+  readonly #live = new Map<string, Entry>();
+  readonly #retired = new Set<Entry>();
+  readonly #starting = new Map<string, Promise<Entry>>();
+  readonly #sweeper: NodeJS.Timeout;
+
+  constructor(options: PoolOptions) {
+    this.#options = options;
+    this.#sweeper = setInterval(() => this.#evictIdle(), Math.min(options.idleMs, 1000));
+    this.#sweeper.unref();
+  }
+
+  get size(): number {
+    return this.#live.size + this.#retired.size;
+  }
+
+  /** The live worker for `key`, started if needed; the caller must call release() when done. */
+  async acquire(key: string): Promise<DenoWorker> {
+    let entry = this.#live.get(key);
+    if (!entry || !entry.worker.alive) {
+      if (entry) this.#live.delete(key);
+      let starting = this.#starting.get(key);
+      if (!starting) {
+        starting = this.#start(key).finally(() => this.#starting.delete(key));
+        this.#starting.set(key, starting);
+      }
+      entry = await starting;
+    }
+    entry.lastUsed = Date.now();
+    return entry.worker;
+  }
+
+  /** Called when a request on `worker` is over: a retired worker stops once it has nothing in flight. */
+  release(worker: DenoWorker): void {
+    for (const entry of this.#retired) {
+      if (entry.worker === worker && worker.inflight === 0) {
+        worker.kill('disposed');
+        this.#retired.delete(entry);
+      }
+    }
+  }
+
+  /** Retires the workers of keys matching `predicate`: new requests will start fresh ones. */
+  retire(predicate: (key: string) => boolean): void {
+    for (const [key, entry] of this.#live) {
+      if (!predicate(key)) continue;
+      this.#live.delete(key);
+      entry.retired = true;
+      if (entry.worker.inflight === 0) entry.worker.kill('disposed');
+      else this.#retired.add(entry);
+    }
+  }
+
+  /** Every worker, for the memory watch. */
+  workers(): DenoWorker[] {
+    return [...this.#live.values(), ...this.#retired].map((e) => e.worker);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#sweeper);
+    await Promise.allSettled(this.#starting.values());
+    for (const entry of [...this.#live.values(), ...this.#retired]) entry.worker.kill('disposed');
+    this.#live.clear();
+    this.#retired.clear();
+  }
+
+  async #start(key: string): Promise<Entry> {
+    this.#makeRoom();
+    const worker = await this.#options.start(key);
+    const entry: Entry = { key, worker, lastUsed: Date.now(), retired: false };
+    this.#live.set(key, entry);
+    void worker.exited.then(() => {
+      if (this.#live.get(key) === entry) this.#live.delete(key);
+      this.#retired.delete(entry);
+    });
+    return entry;
+  }
+
+  #makeRoom(): void {
+    if (this.size + this.#starting.size < this.#options.maxWorkers) return;
+    const idle = [...this.#live.values()].filter((e) => e.worker.inflight === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+    if (!idle) throw new PoolFullError(`all ${this.#options.maxWorkers} workers are busy`);
+    this.#live.delete(idle.key);
+    idle.worker.kill('disposed');
+  }
+
+  #evictIdle(): void {
+    const cutoff = Date.now() - this.#options.idleMs;
+    for (const [key, entry] of this.#live) {
+      if (entry.worker.inflight === 0 && entry.lastUsed < cutoff) {
+        this.#live.delete(key);
+        entry.worker.kill('disposed');
+      }
+    }
+  }
+}

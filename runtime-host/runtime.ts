@@ -1,0 +1,141 @@
+// The runtime host: starts workers for deployments on demand, sends them requests with a wall-clock
+// limit, watches their memory, and routes their ctx calls and logs to the control plane's handlers
+// for the one site each worker serves.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { WorkerPool } from './pool.ts';
+import type { CtxCall, CtxResult, LogEntry } from './protocol.ts';
+import { DenoWorker, WorkerError, type WorkerRequest, type WorkerResponse } from './worker.ts';
+
+export interface RuntimeOptions {
+  denoPath: string;
+  /** Disposable working files: generated entries, sockets, Deno's cache. */
+  runtimeDir: string;
+  heapMb: number;
+  /** A worker whose resident memory passes this is stopped. */
+  rssLimitBytes: number;
+  timeoutMs: number;
+  idleMs: number;
+  maxWorkers: number;
+  startupTimeoutMs: number;
+}
+
+/** What a worker serves and for whom: the channel carries this binding, not the function's word. */
+export interface Deployment {
+  functionId: string;
+  versionId: string;
+  siteId: string;
+  path: string;
+  entryPath: string;
+}
+
+export interface RuntimeHooks {
+  ctx: (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
+  log: (deployment: Deployment, entry: LogEntry) => void;
+}
+
+const keyOf = (d: Pick<Deployment, 'functionId' | 'versionId'>) => `${d.functionId}:${d.versionId}`;
+
+/** Unix socket paths are limited to about 100 bytes; fall back to the temp dir for deep data dirs. */
+function socketDirFor(runtimeDir: string): string {
+  const preferred = path.join(runtimeDir, 'sockets');
+  if (preferred.length + 30 < 100) return preferred;
+  return path.join(os.tmpdir(), `berth-${crypto.createHash('sha256').update(runtimeDir).digest('hex').slice(0, 12)}`);
+}
+
+export class RuntimeHost {
+  readonly #options: RuntimeOptions;
+  readonly #hooks: RuntimeHooks;
+  readonly #pool: WorkerPool;
+  readonly #deployments = new Map<string, Deployment>();
+  readonly #socketDir: string;
+  readonly #emptyDir: string;
+  readonly #memoryWatch: NodeJS.Timeout;
+
+  constructor(options: RuntimeOptions, hooks: RuntimeHooks) {
+    this.#options = options;
+    this.#hooks = hooks;
+    this.#socketDir = socketDirFor(options.runtimeDir);
+    this.#emptyDir = path.join(options.runtimeDir, 'empty');
+    fs.rmSync(this.#socketDir, { recursive: true, force: true });
+    fs.mkdirSync(this.#socketDir, { recursive: true, mode: 0o700 });
+    fs.mkdirSync(this.#emptyDir, { recursive: true });
+    this.#pool = new WorkerPool({
+      maxWorkers: options.maxWorkers,
+      idleMs: options.idleMs,
+      start: (key) => this.#startWorker(this.#deployments.get(key)!),
+    });
+    this.#memoryWatch = setInterval(() => this.#checkMemory(), 500);
+    this.#memoryWatch.unref();
+  }
+
+  /** Live workers, for tests and diagnostics. */
+  get workerCount(): number {
+    return this.#pool.size;
+  }
+
+  /**
+   * Runs a request through the deployment's worker. Resolves with the response head; the body
+   * streams. Throws WorkerError when the function cannot answer, PoolFullError at capacity.
+   */
+  async invoke(deployment: Deployment, request: WorkerRequest, signal?: AbortSignal): Promise<WorkerResponse> {
+    const key = keyOf(deployment);
+    this.#deployments.set(key, deployment);
+    const worker = await this.#pool.acquire(key);
+    const call = worker.invoke(request);
+    const timer = setTimeout(() => worker.kill('timeout'), this.#options.timeoutMs);
+    const onAbort = () => call.cancel();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      this.#pool.release(worker);
+    };
+    try {
+      const response = await call.response;
+      // The limit covers the whole answer, body included.
+      response.body.once('close', done);
+      return response;
+    } catch (err) {
+      done();
+      throw err;
+    }
+  }
+
+  /** New requests for this function will start a worker of its current version; old ones drain. */
+  retire(functionId: string): void {
+    this.#pool.retire((key) => key.startsWith(`${functionId}:`));
+    for (const key of this.#deployments.keys()) if (key.startsWith(`${functionId}:`)) this.#deployments.delete(key);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#memoryWatch);
+    await this.#pool.close();
+  }
+
+  #startWorker(deployment: Deployment): Promise<DenoWorker> {
+    return DenoWorker.start({
+      denoPath: this.#options.denoPath,
+      entryPath: deployment.entryPath,
+      socketPath: path.join(this.#socketDir, `${crypto.randomBytes(8).toString('hex')}.sock`),
+      cwd: this.#emptyDir,
+      denoDir: path.join(this.#options.runtimeDir, 'deno-dir'),
+      siteId: deployment.siteId,
+      heapMb: this.#options.heapMb,
+      startupTimeoutMs: this.#options.startupTimeoutMs,
+      onCtxCall: (call) => this.#hooks.ctx(deployment, call),
+      onLog: (entry) => this.#hooks.log(deployment, entry),
+    });
+  }
+
+  #checkMemory(): void {
+    for (const worker of this.#pool.workers()) {
+      const rss = worker.rssBytes();
+      if (rss !== null && rss > this.#options.rssLimitBytes) worker.kill('memory');
+    }
+  }
+}
+
+export { WorkerError };
