@@ -20,6 +20,16 @@ export const DENIED_NETWORKS = [
   'localhost',
 ];
 
+/**
+ * This machine's own interface addresses, in Deno's syntax. Denying them too stops a function from
+ * reaching the control plane through a public address, or listening on one.
+ */
+export function localAddresses(interfaces: Record<string, Array<{ address: string; family: string | number }> | undefined>): string[] {
+  return Object.values(interfaces)
+    .flatMap((list) => list ?? [])
+    .map(({ address, family }) => (family === 'IPv6' || family === 6 ? `[${address.split('%')[0]}]` : address));
+}
+
 export interface DenoArgsOptions {
   /** Generated entry module of the deployment. */
   entryPath: string;
@@ -28,6 +38,8 @@ export interface DenoArgsOptions {
   siteId: string;
   /** V8 old-space cap in MiB. */
   heapMb: number;
+  /** Addresses denied on top of DENIED_NETWORKS, e.g. this machine's interfaces. */
+  extraDenied?: string[];
 }
 
 export function denoArgs(options: DenoArgsOptions): string[] {
@@ -39,7 +51,7 @@ export function denoArgs(options: DenoArgsOptions): string[] {
     '--no-npm',
     '--no-lock',
     '--allow-net',
-    `--deny-net=${DENIED_NETWORKS.join(',')}`,
+    `--deny-net=${[...new Set([...DENIED_NETWORKS, ...(options.extraDenied ?? [])])].join(',')}`,
     `--allow-read=${options.socketPath}`,
     `--allow-write=${options.socketPath}`,
     `--v8-flags=--max-old-space-size=${options.heapMb}`,

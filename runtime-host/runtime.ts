@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { localAddresses } from './deno-args.ts';
 import { WorkerPool } from './pool.ts';
 import type { CtxCall, CtxResult, LogEntry } from './protocol.ts';
 import { DenoWorker, WorkerError, type WorkerRequest, type WorkerResponse } from './worker.ts';
@@ -53,6 +54,7 @@ export class RuntimeHost {
   readonly #socketDir: string;
   readonly #emptyDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
+  readonly #localAddresses = localAddresses(os.networkInterfaces());
 
   constructor(options: RuntimeOptions, hooks: RuntimeHooks) {
     this.#options = options;
@@ -124,6 +126,7 @@ export class RuntimeHost {
       denoDir: path.join(this.#options.runtimeDir, 'deno-dir'),
       siteId: deployment.siteId,
       heapMb: this.#options.heapMb,
+      extraDenied: this.#localAddresses,
       startupTimeoutMs: this.#options.startupTimeoutMs,
       onCtxCall: (call) => this.#hooks.ctx(deployment, call),
       onLog: (entry) => this.#hooks.log(deployment, entry),

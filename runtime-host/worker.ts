@@ -30,6 +30,7 @@ export interface WorkerOptions {
   denoDir: string;
   siteId: string;
   heapMb: number;
+  extraDenied: string[];
   startupTimeoutMs: number;
   onCtxCall: (call: CtxCall) => Promise<CtxResult>;
   onLog: (entry: LogEntry) => void;

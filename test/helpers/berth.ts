@@ -118,7 +118,17 @@ export async function putFile(account: TestAccount, bucketId: string, filePath: 
     headers: contentType ? { 'content-type': contentType } : {},
   });
   if (res.statusCode !== 200) throw new Error(`write failed: ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return res.body as unknown as { id: string; fileId: string; versionId: string; path: string; bytes: number; contentType: string };
+  return res.body as unknown as WriteBody;
+}
+
+export interface WriteBody {
+  id: string;
+  fileId: string;
+  versionId: string;
+  path: string;
+  bytes: number;
+  contentType: string;
+  deployment?: { siteId: string; sourcePath: string; status: string; functionId?: string; error?: { message: string; line: number; column: number } };
 }
 
 export interface ErrorBody {
@@ -128,4 +138,14 @@ export interface ErrorBody {
 /** A response's parsed JSON body, typed as the test expects it (got types bodies as strings). */
 export function json<T = ErrorBody>(res: { body: unknown }): T {
   return res.body as T;
+}
+
+const FIXTURES = path.resolve(import.meta.dirname, '../fixtures/functions');
+
+/** Uploads test/fixtures/functions/<fixture>.ts as api/<name>.ts and returns the write response. */
+export async function deployFixture(account: TestAccount, bucketId: string, fixture: string, name = fixture) {
+  const source = await fs.readFile(path.join(FIXTURES, `${fixture}.ts`));
+  const written = await putFile(account, bucketId, `api/${name}.ts`, source, 'text/typescript');
+  if (written.deployment?.status !== 'READY') throw new Error(`deployment of ${fixture} failed: ${JSON.stringify(written.deployment)}`);
+  return written;
 }
