@@ -8,7 +8,7 @@ import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/p
 import type { Caller, Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
-import { normalizeFilePath } from './paths.ts';
+import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code. */
@@ -39,12 +39,13 @@ function stringArg(args: unknown[], index: number, name: string): string {
   return value;
 }
 
-/** "x.json", "data/x.json" and "/data/x.json" all name data/x.json. */
-function dataPath(raw: string): string {
+/** "x.json", "data/x.json" and "/data/x.json" all name data/x.json; a prefix may end with "/". */
+function dataPath(raw: string, kind: 'file' | 'prefix' = 'file'): string {
   const trimmed = raw.replace(/^\/+/, '');
   const inside = trimmed === 'data' ? '' : trimmed.startsWith('data/') ? trimmed.slice(5) : trimmed;
+  if (kind === 'prefix' && inside === '') return 'data/';
   try {
-    return `data/${normalizeFilePath(inside)}`;
+    return `data/${kind === 'file' ? normalizeFilePath(inside) : normalizePrefix(inside)}`;
   } catch (err) {
     throw new CtxError('DATA_INVALID_PATH', `invalid data path "${raw}": ${(err as Error).message}`);
   }
@@ -115,8 +116,7 @@ const methods: Record<string, Method> = {
     }
   },
   'data.list': async (scope, args) => {
-    const prefix = args[0] === undefined ? '' : stringArg(args, 0, 'prefix');
-    const base = prefix === '' ? 'data/' : dataPath(prefix);
+    const base = dataPath(args[0] === undefined ? '' : stringArg(args, 0, 'prefix'), 'prefix');
     const rows = (await scope.deps.db('files')
       .join('file_versions', 'file_versions.id', 'files.current_version_id')
       .where('files.bucket_id', scope.site.bucket_id)
