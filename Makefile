@@ -16,8 +16,10 @@ install: $(STAMP)
 run: install
 	node control-plane/cli/berth.js serve
 
+# tsc checks the Node side; Deno checks the code that runs inside workers with Deno's own types.
 typecheck: install
 	$(BIN)/tsc --noEmit -p tsconfig.json
+	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts test/fixtures/functions/*.ts
 
 test: typecheck
 	$(BIN)/ava

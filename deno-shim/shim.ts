@@ -71,7 +71,7 @@ export async function run(mod: Record<string, unknown>): Promise<void> {
         const request = new Request(head.url, {
           method: head.method,
           headers: head.headers,
-          body: head.method === 'GET' || head.method === 'HEAD' || body.length === 0 ? null : body,
+          body: head.method === 'GET' || head.method === 'HEAD' || body.length === 0 ? null : (body as Uint8Array<ArrayBuffer>),
           signal: abort.signal,
         });
         let response: unknown;
