@@ -7,7 +7,7 @@ let t0: TestBerth;
 let bystander: { subdomain: string; bucketId: string };
 
 test.before(async () => {
-  t0 = await startTestBerth({ functionTimeoutMs: 1500, functionHeapMb: 64 });
+  t0 = await startTestBerth({ functionTimeoutMs: 1500, functionHeapMb: 64, maxFunctionBodyBytes: 1024 });
   bystander = await createSite(t0.owner);
   await deployFixture(t0.owner, bystander.bucketId, 'echo');
 });
@@ -76,4 +76,12 @@ test('a worker that exits is replaced on the next request', async (t) => {
   t.is(res.statusCode, 502);
   t.is(JSON.parse(res.body).error.code, 'function_crashed');
   t.is((await t0.site(site.subdomain).get('api/runaway')).body, 'fine');
+});
+
+test('request bodies past the configured limit answer 413 before the function runs', async (t) => {
+  const ok = await t0.site(bystander.subdomain).post('api/echo', { body: Buffer.alloc(1024, 1) });
+  t.is(ok.statusCode, 200);
+  const res = await t0.site(bystander.subdomain).post('api/echo', { body: Buffer.alloc(1025, 1) });
+  t.is(res.statusCode, 413);
+  t.is(JSON.parse(res.body).error.code, 'payload_too_large');
 });

@@ -4,6 +4,7 @@ import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
+import { readBody } from './read-body.ts';
 import type { CachedSite } from '../services/hosting-cache.ts';
 import { PoolFullError } from '../../runtime-host/pool.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
@@ -35,19 +36,6 @@ export function functionRequestHeaders(rawHeaders: string[]): Array<[string, str
 
 const setsSessionCookie = (value: string): boolean => value.split('=')[0]!.trim() === SESSION_COOKIE;
 
-async function readBody(ctx: Koa.Context, limit: number): Promise<Buffer> {
-  const tooLarge = () => new BerthError('payload_too_large', 413, `function request bodies may be at most ${limit} bytes`);
-  if (Number(ctx.get('Content-Length') || 0) > limit) throw tooLarge();
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > limit) throw tooLarge();
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks);
-}
-
 function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
   if (err instanceof PoolFullError) return new BerthError('runtime_busy', 503, 'all function workers are busy; try again shortly');
   if (err instanceof WorkerError) {
@@ -75,7 +63,8 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
 export async function invokeFunction(ctx: Koa.Context, deps: Deps, site: CachedSite, name: string): Promise<void> {
   const deployment = await resolveEndpoint(deps, site.id, name);
   if (!deployment) throw new BerthError('function_not_found', 404, `no function named "${name}" is deployed on this site`);
-  const body = await readBody(ctx, deps.config.maxFunctionBodyBytes);
+  const limit = deps.config.maxFunctionBodyBytes;
+  const body = await readBody(ctx, limit, () => new BerthError('payload_too_large', 413, `function request bodies may be at most ${limit} bytes`));
   const requestId = ctx.state.requestId as string;
 
   const abort = new AbortController();

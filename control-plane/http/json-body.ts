@@ -2,18 +2,11 @@
 // an empty body reads as {} so that validation names the missing fields.
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
+import { readBody } from './read-body.ts';
 
 export async function readJsonBody(ctx: Koa.Context, maxBytes: number): Promise<unknown> {
-  const declared = Number(ctx.get('Content-Length') || 0);
-  if (declared > maxBytes) throw tooLarge(maxBytes);
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    total += chunk.length;
-    if (total > maxBytes) throw tooLarge(maxBytes);
-    chunks.push(chunk);
-  }
-  const text = Buffer.concat(chunks).toString('utf8').trim();
+  const bytes = await readBody(ctx, maxBytes, () => new BerthError('payload_too_large', 413, `JSON bodies may be at most ${maxBytes} bytes`));
+  const text = bytes.toString('utf8').trim();
   if (text === '') return {};
   try {
     return JSON.parse(text);
@@ -21,6 +14,3 @@ export async function readJsonBody(ctx: Koa.Context, maxBytes: number): Promise<
     throw new BerthError('invalid_json', 400, 'the request body is not valid JSON');
   }
 }
-
-const tooLarge = (maxBytes: number) =>
-  new BerthError('payload_too_large', 413, `JSON bodies may be at most ${maxBytes} bytes`);
