@@ -25,7 +25,7 @@ test: typecheck
 	$(BIN)/ava
 
 bench: install
-	node --import tsx bench/run.ts
+	node --import tsx bench/main.ts
 
 clean:
 	rm -rf node_modules .berth
