@@ -98,7 +98,8 @@ export class RuntimeHost {
     try {
       const response = await call.response;
       // The limit covers the whole answer, body included.
-      response.body.once('close', done);
+      if (Buffer.isBuffer(response.body)) done();
+      else response.body.once('close', done);
       return response;
     } catch (err) {
       done();

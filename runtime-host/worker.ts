@@ -47,7 +47,8 @@ export interface WorkerRequest {
 export interface WorkerResponse {
   status: number;
   headers: Array<[string, string]>;
-  body: Readable;
+  /** The whole body when it arrived with the head, else a stream of it. */
+  body: Buffer | Readable;
 }
 
 /** Why a worker stopped; decides what its in-flight callers are told. */
@@ -67,6 +68,9 @@ export class WorkerError extends Error {
 interface Pending {
   resolve: (response: WorkerResponse) => void;
   reject: (error: WorkerError) => void;
+  head?: ResponseHead;
+  /** Body bytes received before it was decided whether the body streams. */
+  chunks: Buffer[];
   body?: PassThrough;
 }
 
@@ -175,7 +179,7 @@ export class DenoWorker {
     const stream = this.#nextStream++;
     const response = new Promise<WorkerResponse>((resolve, reject) => {
       if (!this.alive) return reject(new WorkerError('crashed', 'the worker has stopped'));
-      this.#pending.set(stream, { resolve, reject });
+      this.#pending.set(stream, { resolve, reject, chunks: [] });
       const { body, ...head } = request;
       this.#send(FrameType.Request, stream, encodeRequest(head, body));
     });
@@ -218,7 +222,9 @@ export class DenoWorker {
         for (const frame of reader.push(chunk)) this.#dispatch(frame);
       } catch {
         this.kill('crashed');
+        return;
       }
+      this.#startStreams();
     });
     this.#socket.on('close', () => this.kill(this.#exitReason ?? 'crashed'));
     this.#socket.on('error', () => this.kill(this.#exitReason ?? 'crashed'));
@@ -227,18 +233,17 @@ export class DenoWorker {
   #dispatch(frame: Frame): void {
     const pending = this.#pending.get(frame.stream);
     switch (frame.type) {
-      case FrameType.ResponseHead: {
-        if (!pending) return;
-        const head = decodeJson<ResponseHead>(frame.payload);
-        pending.body = new PassThrough();
-        pending.resolve({ status: head.status, headers: head.headers, body: pending.body });
+      case FrameType.ResponseHead:
+        if (pending) pending.head = decodeJson<ResponseHead>(frame.payload);
         return;
-      }
       case FrameType.ResponseChunk:
-        pending?.body?.write(Buffer.from(frame.payload));
+        if (pending?.body) pending.body.write(Buffer.from(frame.payload));
+        else pending?.chunks.push(Buffer.from(frame.payload));
         return;
       case FrameType.ResponseEnd:
-        pending?.body?.end();
+        if (!pending?.head) return;
+        if (pending.body) pending.body.end();
+        else pending.resolve({ status: pending.head.status, headers: pending.head.headers, body: Buffer.concat(pending.chunks) });
         this.#pending.delete(frame.stream);
         return;
       case FrameType.ResponseError: {
@@ -258,6 +263,19 @@ export class DenoWorker {
       case FrameType.Log:
         this.#options.onLog(decodeJson<LogEntry>(frame.payload));
         return;
+    }
+  }
+
+  /**
+   * Responses whose head came without their end in the same read are streamed from here on;
+   * the others were answered whole, with one buffer and a Content-Length.
+   */
+  #startStreams(): void {
+    for (const pending of this.#pending.values()) {
+      if (!pending.head || pending.body) continue;
+      pending.body = new PassThrough();
+      for (const chunk of pending.chunks.splice(0)) pending.body.write(chunk);
+      pending.resolve({ status: pending.head.status, headers: pending.head.headers, body: pending.body });
     }
   }
 

@@ -95,7 +95,7 @@ export async function invokeFunction(ctx: Koa.Context, deps: Deps, site: CachedS
     }
   }
   if (NULL_BODY_STATUSES.has(response.status) || ctx.method === 'HEAD') {
-    response.body.resume();
+    if (!Buffer.isBuffer(response.body)) response.body.resume();
     return;
   }
   ctx.body = response.body;
