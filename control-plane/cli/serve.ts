@@ -28,7 +28,7 @@ export async function serve(config: Config): Promise<number> {
       berth.close().then(
         () => {
           log.info('stopped');
-          resolve(0);
+          log.flush(() => resolve(0));
         },
         (err: unknown) => {
           log.error({ err }, 'shutdown failed');
