@@ -53,8 +53,8 @@ async function sendFile(ctx: Koa.Context, deps: Deps, file: CachedWebFile, statu
   // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
   ctx.set('Cache-Control', 'public, no-cache');
   ctx.set('Accept-Ranges', 'bytes');
-  ctx.set('ETag', `"${file.sha256}"`);
-  ctx.set('Last-Modified', new Date(file.updatedAt).toUTCString());
+  ctx.set('ETag', file.etag);
+  ctx.set('Last-Modified', file.lastModified);
   if (ctx.fresh) {
     ctx.status = 304;
     return;
@@ -63,7 +63,7 @@ async function sendFile(ctx: Koa.Context, deps: Deps, file: CachedWebFile, statu
   let range: { start: number; end: number } | undefined;
   const rangeHeader = ctx.get('Range');
   const ifRange = ctx.get('If-Range');
-  if (rangeHeader && (!ifRange || ifRange === `"${file.sha256}"`)) {
+  if (rangeHeader && (!ifRange || ifRange === file.etag)) {
     const ranges = rangeParser(file.bytes, rangeHeader, { combine: true });
     if (ranges === -1) {
       ctx.status = 416;

@@ -15,7 +15,9 @@ export interface CachedWebFile {
   sha256: string;
   bytes: number;
   contentType: string;
-  updatedAt: string;
+  /** Response header values, computed once per version rather than per request. */
+  etag: string;
+  lastModified: string;
 }
 
 const MAX_ENTRIES = 20_000;

@@ -27,7 +27,8 @@ export async function resolveWebFile(deps: Deps, bucketId: string, path: string)
         sha256: found.sha256,
         bytes: found.file.bytes,
         contentType: found.file.contentType,
-        updatedAt: found.file.updatedAt,
+        etag: `"${found.sha256}"`,
+        lastModified: new Date(found.file.updatedAt).toUTCString(),
       }
     : null;
   deps.hostingCache.rememberFile(generation, bucketId, path, file);
