@@ -10,7 +10,7 @@ import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { type Deps, monotonicClock } from './services/deps.ts';
-import { handleCtxCall } from './services/function-context.ts';
+import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { BlobStore } from '../storage/blob-store.ts';
@@ -51,7 +51,7 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
       startupTimeoutMs: 10_000,
     },
     {
-      ctx: (deployment, call) => handleCtxCall(deps, deployment, call),
+      ctx: (deployment, call) => serveCtx(deployment, call),
       log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
     },
   );
@@ -67,6 +67,7 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
     now: monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };
+  const serveCtx = createCtxHandler(deps);
   const owner = await ensureOwner(deps);
 
   const api = createApiApp(deps, VERSION).callback();

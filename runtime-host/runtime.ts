@@ -8,7 +8,7 @@ import path from 'node:path';
 import { localAddresses } from './deno-args.ts';
 import { WorkerPool } from './pool.ts';
 import type { CtxCall, CtxResult, LogEntry } from './protocol.ts';
-import { DenoWorker, WorkerError, type WorkerRequest, type WorkerResponse } from './worker.ts';
+import { DenoWorker, type WorkerRequest, type WorkerResponse } from './worker.ts';
 
 export interface RuntimeOptions {
   denoPath: string;
@@ -141,5 +141,3 @@ export class RuntimeHost {
     }
   }
 }
-
-export { WorkerError };

@@ -81,54 +81,63 @@ async function write(scope: CallScope, raw: string, text: string, contentType: s
   return { path: result.path, versionId: result.versionId, bytes: result.bytes };
 }
 
-/** appendJsonl is read-modify-write: one at a time per file, within this process. */
-const appendLocks = new Map<string, Promise<unknown>>();
+/** The ctx methods, with the per-file queue that keeps appendJsonl's read-modify-write in order. */
+function createMethods(): Record<string, Method> {
+  const appendLocks = new Map<string, Promise<unknown>>();
+  return {
+    'data.readText': (scope, args) => readText(scope, stringArg(args, 0, 'path')),
+    'data.readJson': async (scope, args) => {
+      const path = stringArg(args, 0, 'path');
+      const text = await readText(scope, path);
+      return text === null ? null : parseJson(text, path);
+    },
+    'data.readJsonl': async (scope, args) => {
+      const path = stringArg(args, 0, 'path');
+      const text = await readText(scope, path);
+      if (text === null) return [];
+      return text.split('\n').filter((line) => line.trim() !== '').map((line) => parseJson(line, path));
+    },
+    'data.writeText': (scope, args) => write(scope, stringArg(args, 0, 'path'), stringArg(args, 1, 'text'), 'text/plain; charset=utf-8'),
+    'data.writeJson': (scope, args) => write(scope, stringArg(args, 0, 'path'), serialize(args[1]), 'application/json'),
+    'data.appendJsonl': async (scope, args) => {
+      const raw = stringArg(args, 0, 'path');
+      const line = serialize(args[1]);
+      const key = `${scope.site.bucket_id}:${dataPath(raw)}`;
+      const run = (appendLocks.get(key) ?? Promise.resolve()).catch(() => {}).then(async () => {
+        const existing = (await readText(scope, raw)) ?? '';
+        const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
+        return write(scope, raw, `${existing}${separator}${line}\n`, 'application/jsonl');
+      });
+      appendLocks.set(key, run);
+      try {
+        return await run;
+      } finally {
+        if (appendLocks.get(key) === run) appendLocks.delete(key);
+      }
+    },
+    'data.list': async (scope, args) => {
+      const base = dataPath(args[0] === undefined ? '' : stringArg(args, 0, 'prefix'), 'prefix');
+      const rows = (await scope.deps.db('files')
+        .join('file_versions', 'file_versions.id', 'files.current_version_id')
+        .where('files.bucket_id', scope.site.bucket_id)
+        .andWhereRaw('substr(files.path, 1, ?) = ?', [base.length, base])
+        .orderBy('files.path')
+        .limit(10_000)
+        .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{ path: string; bytes: number; updated_at: string }>;
+      return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
+    },
+  };
+}
 
-const methods: Record<string, Method> = {
-  'data.readText': (scope, args) => readText(scope, stringArg(args, 0, 'path')),
-  'data.readJson': async (scope, args) => {
-    const path = stringArg(args, 0, 'path');
-    const text = await readText(scope, path);
-    return text === null ? null : parseJson(text, path);
-  },
-  'data.readJsonl': async (scope, args) => {
-    const path = stringArg(args, 0, 'path');
-    const text = await readText(scope, path);
-    if (text === null) return [];
-    return text.split('\n').filter((line) => line.trim() !== '').map((line) => parseJson(line, path));
-  },
-  'data.writeText': (scope, args) => write(scope, stringArg(args, 0, 'path'), stringArg(args, 1, 'text'), 'text/plain; charset=utf-8'),
-  'data.writeJson': (scope, args) => write(scope, stringArg(args, 0, 'path'), serialize(args[1]), 'application/json'),
-  'data.appendJsonl': async (scope, args) => {
-    const raw = stringArg(args, 0, 'path');
-    const line = serialize(args[1]);
-    const key = `${scope.site.bucket_id}:${dataPath(raw)}`;
-    const run = (appendLocks.get(key) ?? Promise.resolve()).catch(() => {}).then(async () => {
-      const existing = (await readText(scope, raw)) ?? '';
-      const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
-      return write(scope, raw, `${existing}${separator}${line}\n`, 'application/jsonl');
-    });
-    appendLocks.set(key, run);
-    try {
-      return await run;
-    } finally {
-      if (appendLocks.get(key) === run) appendLocks.delete(key);
-    }
-  },
-  'data.list': async (scope, args) => {
-    const base = dataPath(args[0] === undefined ? '' : stringArg(args, 0, 'prefix'), 'prefix');
-    const rows = (await scope.deps.db('files')
-      .join('file_versions', 'file_versions.id', 'files.current_version_id')
-      .where('files.bucket_id', scope.site.bucket_id)
-      .andWhereRaw('substr(files.path, 1, ?) = ?', [base.length, base])
-      .orderBy('files.path')
-      .limit(10_000)
-      .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{ path: string; bytes: number; updated_at: string }>;
-    return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
-  },
-};
+export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
 
-export async function handleCtxCall(deps: Deps, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
+/** The handler of one server's ctx calls. */
+export function createCtxHandler(deps: Deps): CtxHandler {
+  const methods = createMethods();
+  return (deployment, call) => handleCtxCall(deps, methods, deployment, call);
+}
+
+async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
   const method = Object.hasOwn(methods, call.method) ? methods[call.method] : undefined;
   if (!method) {
     return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${call.method} is not available` } };

@@ -66,19 +66,17 @@ const toRecord = (row: FunctionRow): FunctionRecord => ({
 /** Paths whose writes concern the runtime: everything under api/ (nested or misnamed ones fail). */
 export const isRuntimeSource = (path: string): boolean => path.startsWith('api/') && path.endsWith('.ts');
 
-const runtimeDir = (deps: Deps) => deps.runtimeDir;
-
 /** Validates and deploys the current version of `path` for `site`. */
 async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
   const current = await findCurrentFile(deps, site.bucket_id, path);
   if (!current) throw notFound('function source');
-  const source = (await deps.blobs.read(current.sha256)).toString('utf8');
-  const validation = validateFunction(path, source);
   const named = functionName(path);
   if (!named.ok) {
     // A nested or misnamed file under api/ is stored but is no function: nothing to record.
     return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
   }
+  const source = (await deps.blobs.read(current.sha256)).toString('utf8');
+  const validation = validateFunction(path, source);
 
   const now = timestamp(deps);
   const existing = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
@@ -87,7 +85,7 @@ async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcom
   const changes: Partial<FunctionRow> = validation.ok
     ? { status: 'ACTIVE', deployed_version_id: versionId, deployed_at: now, attempted_version_id: versionId, last_error: null, updated_at: now }
     : { status: 'FAILED', attempted_version_id: versionId, last_error: JSON.stringify(validation.problem), updated_at: now };
-  if (validation.ok) writeDeployment(runtimeDir(deps), id, versionId, source);
+  if (validation.ok) writeDeployment(deps.runtimeDir, id, versionId, source);
 
   if (existing) {
     await deps.db('functions').where({ id }).update(changes);
@@ -105,7 +103,7 @@ async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcom
   }
   if (validation.ok) {
     deps.runtime.retire(id);
-    removeDeployments(runtimeDir(deps), id, versionId);
+    removeDeployments(deps.runtimeDir, id, versionId);
     deps.hostingCache.forgetFunction(site.id, named.name);
   }
   const row = (await deps.db<FunctionRow>('functions').where({ id }).first())!;
@@ -123,7 +121,7 @@ async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
   if (!row) return;
   await deps.db('functions').where({ id: row.id }).delete();
   deps.runtime.retire(row.id);
-  removeDeployments(runtimeDir(deps), row.id);
+  removeDeployments(deps.runtimeDir, row.id);
   deps.hostingCache.forgetFunction(site.id, row.name);
 }
 
@@ -198,11 +196,11 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
   let deployment: Deployment | null = null;
   if (row) {
     const versionId = row.deployed_version_id!;
-    let entryPath = deploymentExists(runtimeDir(deps), row.id, versionId);
+    let entryPath = deploymentExists(deps.runtimeDir, row.id, versionId);
     if (!entryPath) {
       const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
       const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
-      entryPath = writeDeployment(runtimeDir(deps), row.id, versionId, source).entryPath;
+      entryPath = writeDeployment(deps.runtimeDir, row.id, versionId, source).entryPath;
     }
     deployment = { functionId: row.id, versionId, siteId, path: row.path, entryPath };
   }
