@@ -120,19 +120,19 @@ export class DenoWorker {
             const reader = new FrameReader();
             const early: Frame[] = [];
             const onData = (chunk: Buffer) => {
+              let ready = false;
               try {
+                // Frames other than Ready (console output of the module's top level) are kept.
                 for (const frame of reader.push(chunk)) {
-                  if (frame.type !== FrameType.Ready) {
-                    early.push(frame); // console output of the module's top level
-                    continue;
-                  }
-                  socket.off('data', onData);
-                  resolve({ socket, reader, early });
-                  return;
+                  if (frame.type === FrameType.Ready) ready = true;
+                  else early.push(frame);
                 }
               } catch (err) {
-                reject(err);
+                return reject(err);
               }
+              if (!ready) return;
+              socket.off('data', onData);
+              resolve({ socket, reader, early });
             };
             socket.on('data', onData);
           });
