@@ -80,6 +80,7 @@ export class DenoWorker {
   readonly #socket: net.Socket;
   readonly #pending = new Map<number, Pending>();
   #nextStream = 1;
+  #corked = false;
   #exitReason: ExitReason | undefined;
   readonly exited: Promise<ExitReason>;
 
@@ -213,7 +214,17 @@ export class DenoWorker {
   }
 
   #send(type: FrameTypeValue, stream: number, payload?: Uint8Array): void {
-    if (!this.#socket.destroyed) this.#socket.write(encodeFrame(type, stream, payload));
+    if (this.#socket.destroyed) return;
+    // Frames written in the same tick leave in one write, as the shim batches its own.
+    if (!this.#corked) {
+      this.#corked = true;
+      this.#socket.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        this.#socket.uncork();
+      });
+    }
+    this.#socket.write(encodeFrame(type, stream, payload));
   }
 
   #listen(reader: FrameReader): void {

@@ -31,8 +31,6 @@ export interface TestBerth {
   /** Client for the hosted site at `<subdomain>.<site host>`. */
   site(subdomain: string): Got;
   newAccount(plan?: Plan): Promise<TestAccount>;
-  /** Stops the server and starts a new one on the same data dir. */
-  restart(): Promise<void>;
   dispose(): Promise<void>;
 }
 
@@ -52,7 +50,7 @@ export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void 
 export async function startTestBerth(overrides: Partial<Config> = {}): Promise<TestBerth> {
   const dataDir = overrides.dataDir ?? (await makeDataDir());
   const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir };
-  let berth = await startBerth(config);
+  const berth = await startBerth(config);
   const owner = berth.owner!;
   const account = (id: string, writeKey: string, readKey: string): TestAccount => ({
     id,
@@ -91,10 +89,6 @@ export async function startTestBerth(overrides: Partial<Config> = {}): Promise<T
       const write = await createKey(berth.deps, { accountId: created.id, permission: 'WRITE' });
       const read = await createKey(berth.deps, { accountId: created.id, permission: 'READ' });
       return account(created.id, write.key, read.key);
-    },
-    async restart() {
-      await berth.close();
-      berth = await startBerth({ ...config, port: berth.port });
     },
     async dispose() {
       await berth.close();
