@@ -188,3 +188,15 @@ export const RestoreBody = z
     currentVersionId: Uuid.nullable().describe('the version the caller believes is current (null for a deleted file)'),
   })
   .strict();
+
+export const SecretName = z.string().describe('1–128 letters, digits and underscores, not starting with a digit');
+export const SecretMetadata = z.object({ name: z.string(), updatedAt: Timestamp });
+export const SetSecretBody = z.object({ name: SecretName, value: z.string({ error: 'must be a string' }).describe('1–65,536 bytes of UTF-8') }).strict();
+export const ReplaceSecretBody = z.object({ value: z.string({ error: 'must be a string' }).describe('1–65,536 bytes of UTF-8') }).strict();
+export const SecretAccessLog = z.object({
+  id: z.number().int(),
+  secretName: z.string(),
+  keyId: z.string().describe('the API key that read the value'),
+  via: z.enum(['API', 'CLI', 'DASHBOARD']),
+  accessedAt: Timestamp,
+});

@@ -14,6 +14,7 @@ import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { BlobStore } from '../storage/blob-store.ts';
+import { loadMasterKey } from '../storage/master-key.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { RuntimeHost } from '../runtime-host/runtime.ts';
 import { VERSION } from './version.ts';
@@ -64,6 +65,7 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
     runtime,
     runtimeDir,
     functionLogs,
+    masterKey: loadMasterKey(config.dataDir),
     now: monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };

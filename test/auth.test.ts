@@ -12,6 +12,7 @@ test.before(async () => {
   t0 = await startTestBerth();
   const site = await createSite(t0.owner, { subdomain: 'auth-matrix' });
   const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
+  await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: 'secret' } });
   Object.assign(ids, {
     accountId: t0.owner.id,
     bucketId: site.bucketId,
@@ -19,6 +20,7 @@ test.before(async () => {
     fileId: written.fileId,
     versionId: written.versionId,
     path: 'web/index.html',
+    name: 'API_TOKEN',
   });
 });
 test.after.always(async () => {
@@ -49,6 +51,8 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     updateSite: { name: 'Renamed site' },
     restoreFileVersion: { versionId: ids.versionId, currentVersionId: ids.versionId },
     deployFunction: { path: 'api/hello.ts' },
+    setSecret: { name: 'NEW_SECRET', value: 'v' },
+    replaceSecret: { value: 'v2' },
   };
   const json = bodies[route.operationId];
   return {

@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import * as initial from './migrations/0001_initial.ts';
 import * as functions from './migrations/0002_functions.ts';
+import * as secrets from './migrations/0003_secrets.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -11,6 +12,7 @@ interface Migration {
 const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_functions': functions,
+  '0003_secrets': secrets,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -17,6 +17,8 @@ export interface Deps {
   /** Disposable runtime files (generated entries, sockets, Deno's cache). */
   runtimeDir: string;
   functionLogs: FunctionLogBuffer;
+  /** Encrypts secrets at rest; from <data dir>/master.key. */
+  masterKey: Buffer;
   now: () => Date;
   /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */
   siteUrl: (subdomain: string) => string;

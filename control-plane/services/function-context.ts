@@ -1,6 +1,6 @@
 // Serves the ctx calls of function workers. Every call arrives on a worker's own channel, and the
 // deployment bound to that channel, not anything the function sends, decides the site it acts on.
-// New namespaces (db, secrets, llm) are added by registering their methods here.
+// New namespaces (db, llm) are added by registering their methods here.
 import { Readable } from 'node:stream';
 import { BerthError } from '../errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
@@ -9,6 +9,7 @@ import type { Caller, Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
+import { readSecretForSite } from './secrets.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code. */
@@ -126,6 +127,7 @@ function createMethods(): Record<string, Method> {
         .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{ path: string; bytes: number; updated_at: string }>;
       return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
     },
+    'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
   };
 }
 

@@ -4,6 +4,7 @@ import { accountRoutes } from './accounts.ts';
 import { bucketRoutes } from './buckets.ts';
 import { fileRoutes } from './files.ts';
 import { functionRoutes } from './functions.ts';
+import { secretRoutes } from './secrets.ts';
 import { siteRoutes } from './sites.ts';
 
-export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes];
+export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes];
