@@ -154,6 +154,10 @@ export const WriteFileResult = z.object({
   deployment: Deployment.optional().describe('present when the write changed runtime source; check its status'),
 });
 
+// Path parameters shared by several resources' routes.
+export const SiteParams = z.object({ siteId: Uuid });
+export const BucketParams = z.object({ bucketId: Uuid });
+
 // Request bodies and queries.
 export const UpdateAccountBody = z.object({ name: Name }).strict();
 export const ListByAccountQuery = PageQuery.extend({ accountId: Uuid });

@@ -1,9 +1,8 @@
 import { z } from 'zod';
 import * as buckets from '../../services/buckets.ts';
-import { Bucket, CreateBucketBody, ListByAccountQuery, Pagination, RenameBucketBody, Uuid } from '../../schemas.ts';
+import { Bucket, BucketParams, CreateBucketBody, ListByAccountQuery, Pagination, RenameBucketBody } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
-const BucketParams = z.object({ bucketId: Uuid });
 
 export const bucketRoutes = [
   defineRoute({

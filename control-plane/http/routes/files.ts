@@ -3,10 +3,9 @@ import { z } from 'zod';
 import { BerthError } from '../../errors.ts';
 import type { Deps } from '../../services/deps.ts';
 import * as files from '../../services/files.ts';
-import { FileRecord, FileVersion, ListFilesQuery, PageQuery, Pagination, RestoreBody, Uuid, WriteFileResult } from '../../schemas.ts';
+import { BucketParams, FileRecord, FileVersion, ListFilesQuery, PageQuery, Pagination, RestoreBody, Uuid, WriteFileResult } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
-const BucketParams = z.object({ bucketId: Uuid });
 const ObjectParams = z.object({
   bucketId: Uuid,
   path: z.string({ error: 'a file path is required after /objects/' }).describe('file path in the bucket, e.g. web/index.html'),

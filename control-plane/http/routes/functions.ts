@@ -1,10 +1,9 @@
 import { z } from 'zod';
 import * as functions from '../../services/functions.ts';
 import { listLogs } from '../../services/function-logs.ts';
-import { DeployFunctionBody, FunctionLogLine, FunctionRecord, PageQuery, Pagination, Uuid } from '../../schemas.ts';
+import { DeployFunctionBody, FunctionLogLine, FunctionRecord, PageQuery, Pagination, SiteParams } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
-const SiteParams = z.object({ siteId: Uuid });
 
 export const functionRoutes = [
   defineRoute({

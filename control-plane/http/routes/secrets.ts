@@ -1,10 +1,9 @@
 import type Koa from 'koa';
 import { z } from 'zod';
 import * as secrets from '../../services/secrets.ts';
-import { PageQuery, Pagination, ReplaceSecretBody, SecretAccessLog, SecretMetadata, SecretName, SetSecretBody, Uuid } from '../../schemas.ts';
+import { PageQuery, Pagination, ReplaceSecretBody, SecretAccessLog, SecretMetadata, SecretName, SetSecretBody, SiteParams, Uuid } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
-const SiteParams = z.object({ siteId: Uuid });
 const SecretParams = z.object({ siteId: Uuid, name: SecretName });
 
 /** The channel recorded in the access log: Berth's CLI and dashboard say who they are. */

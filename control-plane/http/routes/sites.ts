@@ -1,9 +1,8 @@
 import { z } from 'zod';
 import * as sites from '../../services/sites.ts';
-import { CreateSiteBody, ListSitesQuery, Pagination, Site, SiteDetail, UpdateSiteBody, Uuid } from '../../schemas.ts';
+import { CreateSiteBody, ListSitesQuery, Pagination, Site, SiteDetail, SiteParams, UpdateSiteBody } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
-const SiteParams = z.object({ siteId: Uuid });
 
 export const siteRoutes = [
   defineRoute({
