@@ -18,6 +18,8 @@ export interface Config {
   maxWorkers: number;
   maxFunctionBodyBytes: number;
   functionLogsPerSite: number;
+  /** How often the cron scheduler looks for due jobs; 0 turns automatic ticks off. */
+  cronTickMs: number;
 }
 
 export const DEFAULTS: Config = {
@@ -36,6 +38,7 @@ export const DEFAULTS: Config = {
   maxWorkers: 64,
   maxFunctionBodyBytes: 10 * 1024 * 1024,
   functionLogsPerSite: 1000,
+  cronTickMs: 1000,
 };
 
 export class ConfigError extends Error {}
@@ -81,5 +84,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
     maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
+    cronTickMs: integer(env, 'BERTH_CRON_TICK_MS', DEFAULTS.cronTickMs, 0, 60_000),
   };
 }

@@ -96,7 +96,10 @@ export const FunctionRecord = z.object({
   id: Uuid,
   path: z.string(),
   name: z.string(),
+  kind: z.enum(['api', 'cron']).describe('api/<name>.ts endpoint or cron/<name>.ts job'),
   status: z.enum(['ACTIVE', 'FAILED']),
+  schedule: z.string().nullable().describe('cron jobs: the deployed 5-field UTC schedule'),
+  nextRunAt: Timestamp.nullable().describe('cron jobs: when the schedule fires next'),
   deployedVersionId: Uuid.nullable().describe('the file version being served'),
   deployedAt: Timestamp.nullable(),
   attemptedVersionId: Uuid.describe('the newest version a deployment was attempted for'),
@@ -204,3 +207,14 @@ export const SecretAccessLog = z.object({
   via: z.enum(['API', 'CLI', 'DASHBOARD']),
   accessedAt: Timestamp,
 });
+
+export const CronRun = z.object({
+  id: Uuid,
+  path: z.string(),
+  scheduledAt: Timestamp,
+  startedAt: Timestamp.nullable(),
+  endedAt: Timestamp.nullable(),
+  outcome: z.enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'SKIPPED']),
+  error: z.string().nullable(),
+});
+export const ListCronRunsQuery = PageQuery.extend({ path: z.string().optional().describe('only runs of this cron/<name>.ts') });

@@ -10,6 +10,7 @@ import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
 import { createLogger, type Logger } from './log.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { type Deps, monotonicClock } from './services/deps.ts';
+import { CronScheduler } from './services/cron.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
@@ -26,11 +27,19 @@ export interface Berth {
   deps: Deps;
   /** Set when this start created the owner account of an empty data dir. */
   owner: OwnerCredentials | null;
+  /** Runs due cron jobs; ticks by itself every BERTH_CRON_TICK_MS. */
+  scheduler: CronScheduler;
   /** Stops accepting connections, lets requests in flight finish, then releases the data dir. */
   close(): Promise<void>;
 }
 
-export async function startBerth(config: Config, options: { log?: Logger } = {}): Promise<Berth> {
+export interface StartOptions {
+  log?: Logger;
+  /** The clock of schedules and timestamps; tests drive cron with their own. */
+  now?: () => Date;
+}
+
+export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
   const db = await openMetaDb(config.dataDir);
   const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
@@ -66,11 +75,13 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
     runtimeDir,
     functionLogs,
     masterKey: loadMasterKey(config.dataDir),
-    now: monotonicClock(),
+    now: options.now ?? monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };
   const serveCtx = createCtxHandler(deps);
   const owner = await ensureOwner(deps);
+  const scheduler = new CronScheduler(deps);
+  await scheduler.start(config.cronTickMs);
 
   const api = createApiApp(deps, VERSION).callback();
   const hosting = createHostingApp(deps).callback();
@@ -103,6 +114,7 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
       await drained;
       clearInterval(sweep);
       clearTimeout(force);
+      await scheduler.stop();
       await runtime.close();
       await functionLogs.flush();
       await db.destroy();
@@ -110,5 +122,5 @@ export async function startBerth(config: Config, options: { log?: Logger } = {})
     return closed;
   };
 
-  return { url: `http://${host}:${boundPort}`, port: boundPort, deps, owner, close };
+  return { url: `http://${host}:${boundPort}`, port: boundPort, deps, owner, scheduler, close };
 }

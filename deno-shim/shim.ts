@@ -73,8 +73,8 @@ function failure(error: unknown): HandlerFailure {
 }
 
 export async function run(mod: Record<string, unknown>): Promise<void> {
-  const [socketPath, siteId] = Deno.args;
-  if (!socketPath || !siteId) throw new Error('usage: entry.ts <socket path> <site id>');
+  const [socketPath, siteId, kind] = Deno.args;
+  if (!socketPath || !siteId || (kind !== 'api' && kind !== 'cron')) throw new Error('usage: entry.ts <socket path> <site id> api|cron');
   const handlerName: ReadyInfo['handler'] = typeof mod.default === 'function' ? 'default' : 'handler';
   const handler = mod[handlerName] as Handler;
   if (typeof handler !== 'function') throw new Error('the function module exports no handler function');
@@ -108,6 +108,8 @@ export async function run(mod: Record<string, unknown>): Promise<void> {
         let response: unknown;
         try {
           response = await handler(request, ctx);
+          // A cron handler need not answer anything.
+          if (kind === 'cron' && response === undefined) response = new Response(null, { status: 204 });
           if (!(response instanceof Response)) throw new TypeError('the handler must return a Response');
         } catch (error) {
           console.error(error);

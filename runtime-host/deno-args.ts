@@ -36,6 +36,8 @@ export interface DenoArgsOptions {
   /** The worker's channel: the only path it may touch. */
   socketPath: string;
   siteId: string;
+  /** cron handlers may return nothing; api handlers must return a Response. */
+  kind: 'api' | 'cron';
   /** V8 old-space cap in MiB. */
   heapMb: number;
   /** Addresses denied on top of DENIED_NETWORKS, e.g. this machine's interfaces. */
@@ -58,6 +60,7 @@ export function denoArgs(options: DenoArgsOptions): string[] {
     options.entryPath,
     options.socketPath,
     options.siteId,
+    options.kind,
   ];
 }
 

@@ -29,6 +29,7 @@ export interface Deployment {
   versionId: string;
   siteId: string;
   path: string;
+  kind: 'api' | 'cron';
   entryPath: string;
 }
 
@@ -126,6 +127,7 @@ export class RuntimeHost {
       cwd: this.#emptyDir,
       denoDir: path.join(this.#options.runtimeDir, 'deno-dir'),
       siteId: deployment.siteId,
+      kind: deployment.kind,
       heapMb: this.#options.heapMb,
       extraDenied: this.#localAddresses,
       startupTimeoutMs: this.#options.startupTimeoutMs,

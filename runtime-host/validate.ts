@@ -1,7 +1,8 @@
-// The v0 rules for function sources, checked with TypeScript's own parser so that every problem
-// points at the exact line and column. The rules give clear errors early; the sandbox's permissions,
-// not this check, are the security boundary.
+// The v0 rules for function and cron sources, checked with TypeScript's own parser so that every
+// problem points at the exact line and column. The rules give clear errors early; the sandbox's
+// permissions, not this check, are the security boundary.
 import { createRequire } from 'node:module';
+import { CronExpressionParser } from 'cron-parser';
 import type * as TS from 'typescript6';
 
 export interface SourceProblem {
@@ -11,7 +12,12 @@ export interface SourceProblem {
   column: number;
 }
 
-export type Validation = { ok: true; name: string } | { ok: false; problem: SourceProblem };
+/** api/<name>.ts answers HTTP requests; cron/<name>.ts runs on its schedule. */
+export type SourceKind = 'api' | 'cron';
+
+export type Validation =
+  | { ok: true; kind: SourceKind; name: string; /** cron only: the 5-field UTC schedule */ schedule?: string }
+  | { ok: false; problem: SourceProblem };
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 
@@ -19,23 +25,24 @@ const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 let ts: typeof TS | undefined;
 const typescript = (): typeof TS => (ts ??= createRequire(import.meta.url)('typescript6') as typeof TS);
 
-/** The function name of `api/<name>.ts`, or a problem when the path cannot be a function. */
+/** The kind and name of `api/<name>.ts` or `cron/<name>.ts`, or a problem when the path is neither. */
 export function functionName(path: string): Validation {
-  const match = /^api\/(.+)\.ts$/.exec(path);
-  if (!match) return pathProblem(`"${path}" is not a function source: functions are api/<name>.ts`);
-  const name = match[1]!;
+  const match = /^(api|cron)\/(.+)\.ts$/.exec(path);
+  if (!match) return pathProblem(`"${path}" is not a runtime source: functions are api/<name>.ts, cron jobs cron/<name>.ts`);
+  const kind = match[1] as SourceKind;
+  const name = match[2]!;
   if (name.includes('/')) {
-    return pathProblem(`"${path}" is nested: a function is one file directly under api/, such as api/${name.split('/').at(-1)}.ts`);
+    return pathProblem(`"${path}" is nested: a source is one file directly under ${kind}/, such as ${kind}/${name.split('/').at(-1)}.ts`);
   }
   if (!NAME_PATTERN.test(name)) {
-    return pathProblem(`"${name}" is not a valid function name: use letters, digits, "-" and "_" (at most 63), starting with a letter or digit`);
+    return pathProblem(`"${name}" is not a valid name: use letters, digits, "-" and "_" (at most 63), starting with a letter or digit`);
   }
-  return { ok: true, name };
+  return { ok: true, kind, name };
 }
 
 const pathProblem = (message: string): Validation => ({ ok: false, problem: { message, line: 0, column: 0 } });
 
-/** Checks an api/ function source against the v0 rules. */
+/** Checks an api/ or cron/ source against the v0 rules. */
 export function validateFunction(path: string, source: string): Validation {
   const named = functionName(path);
   if (!named.ok) return named;
@@ -69,27 +76,73 @@ export function validateFunction(path: string, source: string): Validation {
   visit(file);
   if (forbidden) return forbidden;
 
-  if (!exportsHandler(t, file)) {
+  if (named.kind === 'cron') {
+    if (!exportsNamedHandler(t, file)) {
+      return at(0, 'no handler: a cron job exports a function named "handler" (export function handler(req, ctx) { … })');
+    }
+    return checkSchedule(t, file, at, named);
+  }
+  if (!exportsDefault(t, file) && !exportsNamedHandler(t, file)) {
     return at(0, 'no handler: export a default function, or a function named "handler" (export function handler(req, ctx) { … })');
   }
   return named;
 }
 
+/** `export const schedule = "<5-field cron>"`: a string literal, read here, at deploy time. */
+function checkSchedule(t: typeof TS, file: TS.SourceFile, at: (pos: number, message: string) => Validation, named: Validation & { ok: true }): Validation {
+  const example = 'export const schedule = "*/5 * * * *"';
+  for (const statement of file.statements) {
+    if (!t.isVariableStatement(statement) || !hasModifier(t, statement, t.SyntaxKind.ExportKeyword)) continue;
+    const declaration = statement.declarationList.declarations.find((d) => t.isIdentifier(d.name) && d.name.text === 'schedule');
+    if (!declaration) continue;
+    const init = declaration.initializer;
+    if (!(statement.declarationList.flags & t.NodeFlags.Const) || !init || !(t.isStringLiteral(init) || t.isNoSubstitutionTemplateLiteral(init))) {
+      return at(declaration.getStart(file), `schedule must be a constant string literal, such as ${example}`);
+    }
+    const schedule = init.text.trim();
+    const problem = scheduleProblem(schedule);
+    return problem ? at(init.getStart(file), problem) : { ...named, schedule };
+  }
+  return at(0, `no schedule: a cron job exports its UTC schedule, such as ${example}`);
+}
+
+/** Why a schedule is not a 5-field cron expression, or null when it is one. */
+export function scheduleProblem(schedule: string): string | null {
+  if (schedule.split(/\s+/).length !== 5) return `schedule "${schedule}" must have 5 fields: minute hour day-of-month month day-of-week (UTC)`;
+  try {
+    CronExpressionParser.parse(schedule, { tz: 'UTC' });
+    return null;
+  } catch (err) {
+    return `schedule "${schedule}" is not a valid cron expression: ${(err as Error).message}`;
+  }
+}
+
 const hasModifier = (t: typeof TS, node: TS.Node, kind: TS.SyntaxKind): boolean =>
   (t.canHaveModifiers(node) ? t.getModifiers(node) : undefined)?.some((m) => m.kind === kind) ?? false;
 
-/** A default export, or a named export called `handler`, in any of TypeScript's spellings. */
-function exportsHandler(t: typeof TS, file: TS.SourceFile): boolean {
+/** A default export, in any of TypeScript's spellings. */
+function exportsDefault(t: typeof TS, file: TS.SourceFile): boolean {
   for (const statement of file.statements) {
     if (t.isExportAssignment(statement)) return true;
-    const exported = hasModifier(t, statement, t.SyntaxKind.ExportKeyword);
-    if (exported && hasModifier(t, statement, t.SyntaxKind.DefaultKeyword)) return true;
+    if (hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && hasModifier(t, statement, t.SyntaxKind.DefaultKeyword)) return true;
+    if (t.isExportDeclaration(statement) && !statement.moduleSpecifier && statement.exportClause && t.isNamedExports(statement.exportClause)) {
+      if (statement.exportClause.elements.some((e) => e.name.text === 'default')) return true;
+    }
+  }
+  return false;
+}
+
+/** A named export called `handler`, in any of TypeScript's spellings. */
+function exportsNamedHandler(t: typeof TS, file: TS.SourceFile): boolean {
+  for (const statement of file.statements) {
+    // `export default function handler` exports "default", not "handler".
+    const exported = hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && !hasModifier(t, statement, t.SyntaxKind.DefaultKeyword);
     if (exported && (t.isFunctionDeclaration(statement) || t.isClassDeclaration(statement)) && statement.name?.text === 'handler') return true;
     if (exported && t.isVariableStatement(statement)) {
       if (statement.declarationList.declarations.some((d) => t.isIdentifier(d.name) && d.name.text === 'handler')) return true;
     }
     if (t.isExportDeclaration(statement) && !statement.moduleSpecifier && statement.exportClause && t.isNamedExports(statement.exportClause)) {
-      if (statement.exportClause.elements.some((e) => e.name.text === 'handler' || e.name.text === 'default')) return true;
+      if (statement.exportClause.elements.some((e) => e.name.text === 'handler')) return true;
     }
   }
   return false;

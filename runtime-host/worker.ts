@@ -29,6 +29,7 @@ export interface WorkerOptions {
   cwd: string;
   denoDir: string;
   siteId: string;
+  kind: 'api' | 'cron';
   heapMb: number;
   extraDenied: string[];
   startupTimeoutMs: number;

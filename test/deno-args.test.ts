@@ -6,6 +6,7 @@ const args = denoArgs({
   entryPath: '/data/runtime/functions/f/v/entry.ts',
   socketPath: '/data/runtime/sockets/w.sock',
   siteId: 'site-1',
+  kind: 'api',
   heapMb: 96,
   extraDenied: ['203.0.113.7', '[2001:db8::1]', '127.0.0.1'],
 });
@@ -18,7 +19,7 @@ test('workers get outbound network and their own socket, nothing else', (t) => {
   }
   for (const flag of ['--no-config', '--no-prompt', '--no-remote', '--no-npm']) t.true(args.includes(flag), flag);
   t.true(args.includes('--v8-flags=--max-old-space-size=96'));
-  t.deepEqual(args.slice(-3), ['/data/runtime/functions/f/v/entry.ts', '/data/runtime/sockets/w.sock', 'site-1']);
+  t.deepEqual(args.slice(-4), ['/data/runtime/functions/f/v/entry.ts', '/data/runtime/sockets/w.sock', 'site-1', 'api']);
 });
 
 test('private, loopback, link-local and this machine’s own addresses are denied', (t) => {

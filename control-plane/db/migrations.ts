@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import * as initial from './migrations/0001_initial.ts';
 import * as functions from './migrations/0002_functions.ts';
 import * as secrets from './migrations/0003_secrets.ts';
+import * as cron from './migrations/0004_cron.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -13,6 +14,7 @@ const migrations: Record<string, Migration> = {
   '0001_initial': initial,
   '0002_functions': functions,
   '0003_secrets': secrets,
+  '0004_cron': cron,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,6 +1,7 @@
-// Functions: api/<name>.ts sources of a site's bucket, deployed when written. A deployment validates
-// the source, writes the generated entry and switches the site's endpoint to the new version; a
-// failed deployment records its error and keeps serving the last good version.
+// Functions: api/<name>.ts and cron/<name>.ts sources of a site's bucket, deployed when written. A
+// deployment validates the source, writes the generated entry and switches the site to the new
+// version; a failed deployment records its error and keeps the last good version in service.
+import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { type Deployment } from '../../runtime-host/runtime.ts';
 import { deploymentExists, removeDeployments, writeDeployment } from '../../runtime-host/deployments.ts';
@@ -12,11 +13,14 @@ import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
 
 export type FunctionStatus = 'ACTIVE' | 'FAILED';
 
-interface FunctionRow {
+export interface FunctionRow {
   id: string;
   site_id: string;
   path: string;
   name: string;
+  kind: 'api' | 'cron';
+  schedule: string | null;
+  cron_last_scheduled_at: string | null;
   status: FunctionStatus;
   deployed_version_id: string | null;
   deployed_at: string | null;
@@ -30,7 +34,11 @@ export interface FunctionRecord {
   id: string;
   path: string;
   name: string;
+  kind: 'api' | 'cron';
   status: FunctionStatus;
+  /** cron jobs: the deployed UTC schedule and the next time it fires. */
+  schedule: string | null;
+  nextRunAt: string | null;
   /** The file version being served, if any version ever deployed. */
   deployedVersionId: string | null;
   deployedAt: string | null;
@@ -50,11 +58,19 @@ export interface DeploymentOutcome {
   error?: SourceProblem;
 }
 
-const toRecord = (row: FunctionRow): FunctionRecord => ({
+/** The first time `schedule` fires after `after` (UTC). */
+export function nextRun(schedule: string, after: Date): Date {
+  return CronExpressionParser.parse(schedule, { currentDate: after, tz: 'UTC' }).next().toDate();
+}
+
+const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
   id: row.id,
   path: row.path,
   name: row.name,
+  kind: row.kind,
   status: row.status,
+  schedule: row.schedule,
+  nextRunAt: row.kind === 'cron' && row.schedule && row.deployed_version_id ? nextRun(row.schedule, deps.now()).toISOString() : null,
   deployedVersionId: row.deployed_version_id,
   deployedAt: row.deployed_at,
   attemptedVersionId: row.attempted_version_id,
@@ -63,8 +79,8 @@ const toRecord = (row: FunctionRow): FunctionRecord => ({
   updatedAt: row.updated_at,
 });
 
-/** Paths whose writes concern the runtime: everything under api/ (nested or misnamed ones fail). */
-export const isRuntimeSource = (path: string): boolean => path.startsWith('api/') && path.endsWith('.ts');
+/** Paths whose writes concern the runtime: .ts files under api/ and cron/ (nested or misnamed ones fail). */
+export const isRuntimeSource = (path: string): boolean => (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
 
 /** Validates and deploys the current version of `path` for `site`. */
 async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
@@ -83,7 +99,17 @@ async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcom
   const id = existing?.id ?? newId();
   const versionId = current.file.currentVersionId;
   const changes: Partial<FunctionRow> = validation.ok
-    ? { status: 'ACTIVE', deployed_version_id: versionId, deployed_at: now, attempted_version_id: versionId, last_error: null, updated_at: now }
+    ? {
+        status: 'ACTIVE',
+        schedule: validation.schedule ?? null,
+        deployed_version_id: versionId,
+        deployed_at: now,
+        attempted_version_id: versionId,
+        last_error: null,
+        updated_at: now,
+        // A new cron job starts from now: it does not catch up on times before it existed.
+        cron_last_scheduled_at: existing?.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
+      }
     : { status: 'FAILED', attempted_version_id: versionId, last_error: JSON.stringify(validation.problem), updated_at: now };
   if (validation.ok) writeDeployment(deps.runtimeDir, id, versionId, source);
 
@@ -95,6 +121,9 @@ async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcom
       site_id: site.id,
       path,
       name: named.name,
+      kind: named.kind,
+      schedule: null,
+      cron_last_scheduled_at: null,
       deployed_version_id: null,
       deployed_at: null,
       created_at: now,
@@ -144,7 +173,7 @@ export async function syncRuntimeSource(deps: Deps, bucketId: string, path: stri
 export async function listFunctions(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
   await requireSite(deps, caller, siteId);
   const query = deps.db('functions').where({ site_id: siteId }).orderBy('path');
-  const { items, pagination } = await paginate(query, page, toRecord);
+  const { items, pagination } = await paginate(query, page, (row: FunctionRow) => toRecord(deps, row));
   return { functions: items, pagination };
 }
 
@@ -156,7 +185,7 @@ export async function deployFunction(deps: Deps, caller: Caller, siteId: string,
   const named = functionName(path);
   if (!named.ok) throw new BerthError('invalid_function_path', 400, named.problem.message);
   const { outcome, row } = await deploy(deps, site, path);
-  const record = toRecord(row!);
+  const record = toRecord(deps, row!);
   if (outcome.status === 'FAILED') {
     throw new BerthError('function_compile_failed', 422, `deployment failed: ${outcome.error!.message}`, { error: outcome.error }, { function: record });
   }
@@ -174,7 +203,7 @@ export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<Rec
   const sources = (await deps.db('files')
     .where({ bucket_id: site.bucket_id })
     .whereNotNull('current_version_id')
-    .andWhereRaw("substr(path, 1, 4) = 'api/'")
+    .andWhere((q) => q.whereRaw("substr(path, 1, 4) = 'api/'").orWhereRaw("substr(path, 1, 5) = 'cron/'"))
     .orderBy('path')
     .select('path')) as Array<{ path: string }>;
   const report: ReconcileReport = { total: 0, ready: 0, failed: [] };
@@ -187,23 +216,25 @@ export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<Rec
   return report;
 }
 
-/** The deployment serving `/api/<name>` on a site, or null; regenerates entry files if they are gone. */
+/** The deployment of a function's served version; regenerates entry files if they are gone. */
+export async function deploymentOf(deps: Deps, row: FunctionRow): Promise<Deployment> {
+  const versionId = row.deployed_version_id!;
+  let entryPath = deploymentExists(deps.runtimeDir, row.id, versionId);
+  if (!entryPath) {
+    const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
+    const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
+    entryPath = writeDeployment(deps.runtimeDir, row.id, versionId, source).entryPath;
+  }
+  return { functionId: row.id, versionId, siteId: row.site_id, path: row.path, kind: row.kind, entryPath };
+}
+
+/** The deployment serving `/api/<name>` on a site, or null. */
 export async function resolveEndpoint(deps: Deps, siteId: string, name: string): Promise<Deployment | null> {
   const cached = deps.hostingCache.fn(siteId, name);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
-  const row = await deps.db<FunctionRow>('functions').where({ site_id: siteId, name }).whereNotNull('deployed_version_id').first();
-  let deployment: Deployment | null = null;
-  if (row) {
-    const versionId = row.deployed_version_id!;
-    let entryPath = deploymentExists(deps.runtimeDir, row.id, versionId);
-    if (!entryPath) {
-      const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
-      const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
-      entryPath = writeDeployment(deps.runtimeDir, row.id, versionId, source).entryPath;
-    }
-    deployment = { functionId: row.id, versionId, siteId, path: row.path, entryPath };
-  }
+  const row = await deps.db<FunctionRow>('functions').where({ site_id: siteId, name, kind: 'api' }).whereNotNull('deployed_version_id').first();
+  const deployment = row ? await deploymentOf(deps, row) : null;
   deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
   return deployment;
 }

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import got, { type Got } from 'got';
 import { type Config, DEFAULTS } from '../../control-plane/config.ts';
-import { type Berth, startBerth } from '../../control-plane/server.ts';
+import { type Berth, type StartOptions, startBerth } from '../../control-plane/server.ts';
 import type { Plan } from '../../control-plane/services/accounts.ts';
 import { createAccount } from '../../control-plane/services/accounts.ts';
 import { createKey } from '../../control-plane/services/keys.ts';
@@ -22,6 +22,7 @@ export interface TestAccount {
 
 export interface TestBerth {
   berth: Berth;
+  config: Config;
   url: string;
   dataDir: string;
   /** The owner account created on first start. */
@@ -47,10 +48,10 @@ export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void 
   return dir;
 }
 
-export async function startTestBerth(overrides: Partial<Config> = {}): Promise<TestBerth> {
+export async function startTestBerth(overrides: Partial<Config> = {}, options: StartOptions = {}): Promise<TestBerth> {
   const dataDir = overrides.dataDir ?? (await makeDataDir());
   const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir };
-  const berth = await startBerth(config);
+  const berth = await startBerth(config, options);
   const owner = berth.owner!;
   const account = (id: string, writeKey: string, readKey: string): TestAccount => ({
     id,
@@ -65,9 +66,8 @@ export async function startTestBerth(overrides: Partial<Config> = {}): Promise<T
   });
 
   const handle: TestBerth = {
-    get berth() {
-      return berth;
-    },
+    berth,
+    config,
     get url() {
       return berth.url;
     },

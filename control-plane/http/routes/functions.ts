@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import * as functions from '../../services/functions.ts';
+import { listCronRuns } from '../../services/cron.ts';
 import { listLogs } from '../../services/function-logs.ts';
-import { DeployFunctionBody, FunctionLogLine, FunctionRecord, PageQuery, Pagination, SiteParams } from '../../schemas.ts';
+import { CronRun, DeployFunctionBody, FunctionLogLine, FunctionRecord, ListCronRunsQuery, PageQuery, Pagination, SiteParams } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
 
@@ -42,5 +43,16 @@ export const functionRoutes = [
     query: PageQuery,
     responses: { 200: { description: 'a page of log lines', schema: z.object({ logs: z.array(FunctionLogLine), pagination: Pagination }) } },
     handler: ({ deps, caller, params, query }) => listLogs(deps, caller, params.siteId, query),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId/cron_runs',
+    operationId: 'listCronRuns',
+    summary: 'Runs of the site’s cron jobs, newest scheduled time first',
+    tag: 'Functions',
+    params: SiteParams,
+    query: ListCronRunsQuery,
+    responses: { 200: { description: 'a page of runs', schema: z.object({ runs: z.array(CronRun), pagination: Pagination }) } },
+    handler: ({ deps, caller, params, query }) => listCronRuns(deps, caller, params.siteId, query, query),
   }),
 ];
