@@ -20,6 +20,19 @@ export interface Config {
   functionLogsPerSite: number;
   /** How often the cron scheduler looks for due jobs; 0 turns automatic ticks off. */
   cronTickMs: number;
+  llm: LlmConfig;
+}
+
+/** Where ctx.llm sends model calls; provider '' means none is configured. */
+export interface LlmConfig {
+  provider: '' | 'openai' | 'anthropic';
+  baseUrl: string;
+  apiKey: string;
+  /** Provider model names for Berth's two model names. */
+  models: { 'model-6-luna': string; 'model-6.1-sol': string };
+  timeoutMs: number;
+  /** Calls an account may make per UTC day. */
+  dailyCalls: number;
 }
 
 export const DEFAULTS: Config = {
@@ -39,6 +52,14 @@ export const DEFAULTS: Config = {
   maxFunctionBodyBytes: 10 * 1024 * 1024,
   functionLogsPerSite: 1000,
   cronTickMs: 1000,
+  llm: {
+    provider: '',
+    baseUrl: '',
+    apiKey: '',
+    models: { 'model-6-luna': '', 'model-6.1-sol': '' },
+    timeoutMs: 45_000,
+    dailyCalls: 1000,
+  },
 };
 
 export class ConfigError extends Error {}
@@ -85,5 +106,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
     cronTickMs: integer(env, 'BERTH_CRON_TICK_MS', DEFAULTS.cronTickMs, 0, 60_000),
+    llm: loadLlmConfig(env),
   };
+}
+
+function loadLlmConfig(env: NodeJS.ProcessEnv): LlmConfig {
+  const provider = text(env, 'BERTH_LLM_PROVIDER', '').toLowerCase();
+  if (provider !== '' && provider !== 'openai' && provider !== 'anthropic') {
+    throw new ConfigError('BERTH_LLM_PROVIDER must be "openai" (any OpenAI-compatible chat completions API) or "anthropic"');
+  }
+  const defaults = DEFAULTS.llm;
+  const config: LlmConfig = {
+    provider,
+    baseUrl: text(env, 'BERTH_LLM_BASE_URL', provider === 'anthropic' ? 'https://api.anthropic.com' : provider === 'openai' ? 'https://api.openai.com/v1' : ''),
+    apiKey: env.BERTH_LLM_API_KEY ?? '',
+    models: {
+      'model-6-luna': text(env, 'BERTH_LLM_MODEL_LUNA', ''),
+      'model-6.1-sol': text(env, 'BERTH_LLM_MODEL_SOL', ''),
+    },
+    timeoutMs: integer(env, 'BERTH_LLM_TIMEOUT_MS', defaults.timeoutMs, 100, 600_000),
+    dailyCalls: integer(env, 'BERTH_LLM_DAILY_CALLS', defaults.dailyCalls, 0, 100_000_000),
+  };
+  if (provider && (!config.models['model-6-luna'] || !config.models['model-6.1-sol'])) {
+    throw new ConfigError('with BERTH_LLM_PROVIDER set, BERTH_LLM_MODEL_LUNA and BERTH_LLM_MODEL_SOL name the provider models to use');
+  }
+  return config;
 }

@@ -4,6 +4,7 @@ import * as initial from './migrations/0001_initial.ts';
 import * as functions from './migrations/0002_functions.ts';
 import * as secrets from './migrations/0003_secrets.ts';
 import * as cron from './migrations/0004_cron.ts';
+import * as llmUsage from './migrations/0005_llm_usage.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -15,6 +16,7 @@ const migrations: Record<string, Migration> = {
   '0002_functions': functions,
   '0003_secrets': secrets,
   '0004_cron': cron,
+  '0005_llm_usage': llmUsage,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

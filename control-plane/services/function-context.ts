@@ -1,6 +1,6 @@
 // Serves the ctx calls of function workers. Every call arrives on a worker's own channel, and the
 // deployment bound to that channel, not anything the function sends, decides the site it acts on.
-// New namespaces (db, llm) are added by registering their methods here.
+// New namespaces (db) are added by registering their methods here.
 import { Readable } from 'node:stream';
 import { BerthError } from '../errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
@@ -10,13 +10,15 @@ import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import { readSecretForSite } from './secrets.ts';
+import { createMessage } from './llm.ts';
 import type { SiteRow } from './site-rows.ts';
 
-/** A ctx call failing in a way the function should see, with a stable code. */
+/** A ctx call failing in a way the function should see, with a stable code and maybe a status. */
 class CtxError extends Error {
   constructor(
     readonly code: string,
     message: string,
+    readonly status?: number,
   ) {
     super(message);
   }
@@ -128,6 +130,15 @@ function createMethods(): Record<string, Method> {
       return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
     },
     'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
+    'llm.messages.create': async (scope, args) => {
+      try {
+        return await createMessage(scope.deps, scope.site.account_id, args[0]);
+      } catch (err) {
+        // Model errors keep their own code and HTTP status, so an uncaught one answers with them.
+        if (err instanceof BerthError) throw new CtxError(err.code, err.message, err.status);
+        throw err;
+      }
+    },
   };
 }
 
@@ -153,7 +164,9 @@ async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deploy
     const caller: Caller = { accountId: site.account_id, keyId: `function:${deployment.functionId}`, permission: 'WRITE' };
     return { ok: true, value: await method({ deps, deployment, site, caller }, call.args) };
   } catch (err) {
-    if (err instanceof CtxError) return { ok: false, error: { code: err.code, message: err.message } };
+    if (err instanceof CtxError) {
+      return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };
+    }
     if (err instanceof BerthError) return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
     deps.log.error({ err, functionId: deployment.functionId }, 'ctx call failed');
     return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${call.method} failed` } };
