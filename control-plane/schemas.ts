@@ -218,3 +218,26 @@ export const CronRun = z.object({
   error: z.string().nullable(),
 });
 export const ListCronRunsQuery = PageQuery.extend({ path: z.string().optional().describe('only runs of this cron/<name>.ts') });
+
+export const Database = z.object({ id: Uuid, status: z.enum(['PROVISIONING', 'READY']), createdAt: Timestamp, updatedAt: Timestamp });
+export const DatabaseParams = z.object({ siteId: Uuid, databaseId: Uuid });
+export const QueryBody = z
+  .object({
+    sql: z.string({ error: 'sql must be a string' }).min(1, { error: 'sql must not be empty' }).describe('exactly one SQL statement; use ? placeholders'),
+    params: z
+      .array(z.union([z.string(), z.number(), z.boolean(), z.null()]), { error: 'params must be a list of strings, numbers, booleans or nulls' })
+      .optional(),
+  })
+  .strict();
+export const QueryEnvelope = z.object({
+  success: z.boolean(),
+  errors: z.array(z.object({ code: z.string(), message: z.string() })),
+  messages: z.array(z.string()),
+  result: z.array(
+    z.object({
+      success: z.boolean(),
+      results: z.array(z.record(z.string(), z.unknown())),
+      meta: z.object({ duration: z.number().describe('ms'), changes: z.number().int(), last_row_id: z.number().int().nullable() }),
+    }),
+  ),
+});

@@ -16,6 +16,7 @@ import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { BlobStore } from '../storage/blob-store.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
+import { SqliteSiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { RuntimeHost } from '../runtime-host/runtime.ts';
 import { VERSION } from './version.ts';
@@ -75,6 +76,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     runtimeDir,
     functionLogs,
     masterKey: loadMasterKey(config.dataDir),
+    siteDatabases: new SqliteSiteDatabases(config.dataDir),
     now: options.now ?? monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };
@@ -116,6 +118,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       clearTimeout(force);
       await scheduler.stop();
       await runtime.close();
+      await deps.siteDatabases.close();
       await functionLogs.flush();
       await db.destroy();
     })();

@@ -13,6 +13,7 @@ test.before(async () => {
   const site = await createSite(t0.owner, { subdomain: 'auth-matrix' });
   const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: 'secret' } });
+  const database = (await t0.owner.api.post(`v0/sites/${site.id}/databases`)).body as unknown as { database: { id: string } };
   Object.assign(ids, {
     accountId: t0.owner.id,
     bucketId: site.bucketId,
@@ -21,6 +22,7 @@ test.before(async () => {
     versionId: written.versionId,
     path: 'web/index.html',
     name: 'API_TOKEN',
+    databaseId: database.database.id,
   });
 });
 test.after.always(async () => {
@@ -53,6 +55,7 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     deployFunction: { path: 'api/hello.ts' },
     setSecret: { name: 'NEW_SECRET', value: 'v' },
     replaceSecret: { value: 'v2' },
+    queryDatabase: { sql: 'SELECT 1' },
   };
   const json = bodies[route.operationId];
   return {

@@ -5,6 +5,7 @@ import * as functions from './migrations/0002_functions.ts';
 import * as secrets from './migrations/0003_secrets.ts';
 import * as cron from './migrations/0004_cron.ts';
 import * as llmUsage from './migrations/0005_llm_usage.ts';
+import * as databases from './migrations/0006_databases.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -17,6 +18,7 @@ const migrations: Record<string, Migration> = {
   '0003_secrets': secrets,
   '0004_cron': cron,
   '0005_llm_usage': llmUsage,
+  '0006_databases': databases,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

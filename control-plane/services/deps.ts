@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/connection.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
+import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-logs.ts';
 import type { HostingCache } from './hosting-cache.ts';
@@ -17,6 +18,8 @@ export interface Deps {
   /** Disposable runtime files (generated entries, sockets, Deno's cache). */
   runtimeDir: string;
   functionLogs: FunctionLogBuffer;
+  /** The per-site SQL databases. */
+  siteDatabases: SiteDatabaseProvider;
   /** Encrypts secrets at rest; from <data dir>/master.key. */
   masterKey: Buffer;
   now: () => Date;

@@ -1,6 +1,6 @@
 // Serves the ctx calls of function workers. Every call arrives on a worker's own channel, and the
 // deployment bound to that channel, not anything the function sends, decides the site it acts on.
-// New namespaces (db) are added by registering their methods here.
+// New namespaces are added by registering their methods here.
 import { Readable } from 'node:stream';
 import { BerthError } from '../errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
@@ -11,6 +11,8 @@ import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
+import { RuntimeDatabaseError, runForFunction } from './databases.ts';
+import type { SqlParam } from '../../storage/site-database.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code and maybe a status. */
@@ -27,6 +29,7 @@ class CtxError extends Error {
 interface CallScope {
   deps: Deps;
   deployment: Deployment;
+  requestId: string | null;
   site: SiteRow;
   /** Writes are made on behalf of the site's account, attributed to the function. */
   caller: Caller;
@@ -84,6 +87,32 @@ async function write(scope: CallScope, raw: string, text: string, contentType: s
   return { path: result.path, versionId: result.versionId, bytes: result.bytes };
 }
 
+const isParam = (p: unknown): p is SqlParam => p === null || ['string', 'number', 'boolean'].includes(typeof p);
+
+/** (sql, params?) as ctx.db takes them; an omitted params arrives as null (JSON has no undefined). */
+function statementArg(args: unknown[]): { sql: string; params: SqlParam[] } {
+  const [sql, given] = args;
+  const params = given === null ? undefined : given;
+  if (typeof sql !== 'string' || sql.trim() === '') throw new CtxError('DATABASE_INVALID_ARGUMENT', 'sql must be a non-empty string');
+  if (params !== undefined && !(Array.isArray(params) && params.every(isParam))) {
+    throw new CtxError('DATABASE_INVALID_ARGUMENT', 'params must be a list of strings, numbers, booleans or nulls');
+  }
+  return { sql, params: (params as SqlParam[] | undefined) ?? [] };
+}
+
+/** Runs statements on the site's database; provider diagnostics go to the site's logs, not the function. */
+async function db(scope: CallScope, statements: Array<{ sql: string; params: SqlParam[] }>) {
+  try {
+    return await runForFunction(scope.deps, scope.site.id, statements);
+  } catch (err) {
+    if (!(err instanceof RuntimeDatabaseError)) throw err;
+    if (err.diagnostic) {
+      scope.deps.functionLogs.add(scope.site.id, scope.deployment.path, { requestId: scope.requestId, level: 'error', message: `ctx.db: ${err.diagnostic}` });
+    }
+    throw new CtxError(err.code, err.message);
+  }
+}
+
 /** The ctx methods, with the per-file queue that keeps appendJsonl's read-modify-write in order. */
 function createMethods(): Record<string, Method> {
   const appendLocks = new Map<string, Promise<unknown>>();
@@ -119,7 +148,7 @@ function createMethods(): Record<string, Method> {
       }
     },
     'data.list': async (scope, args) => {
-      const base = dataPath(args[0] === undefined ? '' : stringArg(args, 0, 'prefix'), 'prefix');
+      const base = dataPath(args[0] == null ? '' : stringArg(args, 0, 'prefix'), 'prefix');
       const rows = (await scope.deps.db('files')
         .join('file_versions', 'file_versions.id', 'files.current_version_id')
         .where('files.bucket_id', scope.site.bucket_id)
@@ -128,6 +157,18 @@ function createMethods(): Record<string, Method> {
         .limit(10_000)
         .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{ path: string; bytes: number; updated_at: string }>;
       return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
+    },
+    'db.query': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows,
+    'db.first': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows[0] ?? null,
+    'db.execute': async (scope, args) => {
+      const [result] = await db(scope, [statementArg(args)]);
+      return { changes: result!.changes, lastInsertRowId: result!.lastInsertRowId };
+    },
+    'db.batch': (scope, args) => {
+      if (!Array.isArray(args[0]) || args[0].length === 0) {
+        throw new CtxError('DATABASE_INVALID_ARGUMENT', 'batch takes a non-empty list of {sql, params?}');
+      }
+      return db(scope, args[0].map((item: unknown) => statementArg([(item as { sql?: unknown })?.sql, (item as { params?: unknown })?.params])));
     },
     'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
     'llm.messages.create': async (scope, args) => {
@@ -162,7 +203,7 @@ async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deploy
     const site = await deps.db<SiteRow>('sites').where({ id: deployment.siteId }).first();
     if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
     const caller: Caller = { accountId: site.account_id, keyId: `function:${deployment.functionId}`, permission: 'WRITE' };
-    return { ok: true, value: await method({ deps, deployment, site, caller }, call.args) };
+    return { ok: true, value: await method({ deps, deployment, requestId: call.requestId, site, caller }, call.args) };
   } catch (err) {
     if (err instanceof CtxError) {
       return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };

@@ -2,9 +2,10 @@
 import type { Route } from '../route.ts';
 import { accountRoutes } from './accounts.ts';
 import { bucketRoutes } from './buckets.ts';
+import { databaseRoutes } from './databases.ts';
 import { fileRoutes } from './files.ts';
 import { functionRoutes } from './functions.ts';
 import { secretRoutes } from './secrets.ts';
 import { siteRoutes } from './sites.ts';
 
-export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes];
+export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes, ...databaseRoutes];

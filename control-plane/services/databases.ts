@@ -1,0 +1,128 @@
+// Site databases: one per site, created idempotently, queried through the API (one statement, the
+// provider-style envelope) and from functions through ctx.db.
+import { BerthError, conflict, notFound } from '../errors.ts';
+import { type SqlParam, StatementError } from '../../storage/site-database.ts';
+import { countStatements } from '../../storage/sql-statements.ts';
+import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type PageRequest, paginate } from './pagination.ts';
+import { requireSite } from './site-rows.ts';
+
+/** The ledger of applied migrations, kept in each site database and reserved from functions. */
+export const LEDGER_TABLE = '_berth_migrations';
+
+interface DatabaseRow {
+  id: string;
+  site_id: string;
+  status: 'PROVISIONING' | 'READY';
+  created_at: string;
+  updated_at: string;
+}
+
+const toDatabase = (row: DatabaseRow) => ({ id: row.id, status: row.status, createdAt: row.created_at, updatedAt: row.updated_at });
+
+export async function listDatabases(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
+  await requireSite(deps, caller, siteId);
+  const query = deps.db('databases').where({ site_id: siteId }).orderBy('created_at');
+  const { items, pagination } = await paginate(query, page, toDatabase);
+  return { databases: items, pagination };
+}
+
+/** Creates the site's database, or resumes a creation that was interrupted; returns the existing one. */
+export async function createDatabase(deps: Deps, caller: Caller, siteId: string) {
+  const site = await requireSite(deps, caller, siteId);
+  if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before it gets a database');
+  let row = await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first();
+  if (!row) {
+    const now = timestamp(deps);
+    row = { id: newId(), site_id: siteId, status: 'PROVISIONING', created_at: now, updated_at: now };
+    await deps.db('databases').insert(row).onConflict('site_id').ignore();
+    row = (await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first())!;
+  }
+  if (row.status !== 'READY') {
+    await deps.siteDatabases.create(siteId);
+    await deps.db('databases').where({ id: row.id }).update({ status: 'READY', updated_at: timestamp(deps) });
+    row = (await deps.db<DatabaseRow>('databases').where({ id: row.id }).first())!;
+  }
+  return { database: toDatabase(row) };
+}
+
+async function requireDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string): Promise<DatabaseRow> {
+  await requireSite(deps, caller, siteId);
+  const row = await deps.db<DatabaseRow>('databases').where({ id: databaseId, site_id: siteId }).first();
+  if (!row) throw notFound('database');
+  if (row.status !== 'READY') throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');
+  return row;
+}
+
+function checkOneStatement(sql: string): void {
+  const count = countStatements(sql);
+  if (count === 0) throw new BerthError('invalid_request', 400, 'sql holds no statement');
+  if (count > 1) throw new BerthError('multiple_statements', 400, `sql holds ${count} statements; this endpoint runs exactly one`);
+}
+
+/** The query endpoint: one statement, answered in the provider-style envelope. */
+export async function queryDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, input: { sql: string; params?: SqlParam[] | undefined }) {
+  await requireDatabase(deps, caller, siteId, databaseId);
+  checkOneStatement(input.sql);
+  try {
+    const result = await deps.siteDatabases.run(siteId, input.sql, input.params ?? []);
+    return {
+      status: 200,
+      body: {
+        success: true,
+        errors: [],
+        messages: [],
+        result: [
+          {
+            success: true,
+            results: result.rows,
+            meta: { duration: Math.round(result.durationMs * 1000) / 1000, changes: result.changes, last_row_id: result.lastRowId },
+          },
+        ],
+      },
+    };
+  } catch (err) {
+    if (!(err instanceof StatementError)) throw err;
+    return { status: 400, body: { success: false, errors: [{ code: 'statement_failed', message: err.message }], messages: [], result: [] } };
+  }
+}
+
+/** An error a function sees from ctx.db: a stable DATABASE_* code and no provider diagnostics. */
+export class RuntimeDatabaseError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    /** The provider's own message, for the site's logs only. */
+    readonly diagnostic?: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Statement {
+  sql: string;
+  params: SqlParam[];
+}
+
+function checkRuntimeStatement(statement: Statement): void {
+  if (countStatements(statement.sql) !== 1) {
+    throw new RuntimeDatabaseError('DATABASE_MULTIPLE_STATEMENTS', 'each ctx.db call runs exactly one statement; use batch() for several');
+  }
+  if (statement.sql.toLowerCase().includes(LEDGER_TABLE)) {
+    throw new RuntimeDatabaseError('DATABASE_RESERVED_TABLE', `${LEDGER_TABLE} is reserved for migrations and cannot be used from functions`);
+  }
+}
+
+/** Runs statements for a function of `siteId`: one, or several in one transaction. */
+export async function runForFunction(deps: Deps, siteId: string, statements: Statement[]): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
+  const db = await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first();
+  if (!db) throw new RuntimeDatabaseError('DATABASE_NOT_FOUND', 'this site has no database yet; create one with POST /v0/sites/:siteId/databases');
+  statements.forEach(checkRuntimeStatement);
+  try {
+    const results = statements.length === 1 ? [await deps.siteDatabases.run(siteId, statements[0]!.sql, statements[0]!.params)] : await deps.siteDatabases.batch(siteId, statements);
+    return results.map((r) => ({ rows: r.rows, changes: r.changes, lastInsertRowId: r.lastRowId }));
+  } catch (err) {
+    if (err instanceof StatementError) throw new RuntimeDatabaseError('DATABASE_QUERY_FAILED', 'the statement failed; the site’s logs have the details', err.message);
+    throw err;
+  }
+}
