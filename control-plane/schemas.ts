@@ -241,3 +241,24 @@ export const QueryEnvelope = z.object({
     }),
   ),
 });
+
+const Confirm = z.literal(true, { error: 'confirm must be the literal true' });
+const MigrationInput = z.object({
+  name: z.string().describe('<NNNN>_<description>.sql, e.g. 0001_create_notes.sql'),
+  sql: z.string().min(1, { error: 'sql must not be empty' }),
+});
+export const ApplyMigrationBody = MigrationInput.extend({ confirm: Confirm }).strict();
+export const ApplyMigrationsBody = z
+  .object({
+    migrations: z.array(MigrationInput.strict()).min(1, { error: 'migrations must list at least one migration' }).describe('the whole ordered history, applied ones first'),
+    confirm: Confirm,
+  })
+  .strict();
+export const MigrationReceipt = z.object({
+  id: z.number().int(),
+  name: z.string(),
+  checksum: z.string().describe('SHA-256 of the SQL, hex'),
+  appliedAt: z.string().describe('YYYY-MM-DD HH:MM:SS (UTC)'),
+  sourceAvailable: z.boolean(),
+});
+export const MigrationParams = z.object({ siteId: Uuid, databaseId: Uuid, migrationName: z.string() });

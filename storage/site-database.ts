@@ -25,6 +25,11 @@ export interface SiteDatabaseProvider {
   run(siteId: string, sql: string, params: SqlParam[]): Promise<StatementResult>;
   /** Runs statements in one transaction: all of them or none. */
   batch(siteId: string, statements: Array<{ sql: string; params: SqlParam[] }>): Promise<StatementResult[]>;
+  /**
+   * Runs a migration's SQL (one or more statements) and `receipt` in one transaction, so either both
+   * are committed or neither is.
+   */
+  migrate(siteId: string, sql: string, receipt: { sql: string; params: SqlParam[] }): Promise<void>;
   remove(siteId: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -100,6 +105,24 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
         return results;
       } catch (err) {
         await call((cb) => handle.db.exec('ROLLBACK', (e) => cb(e, undefined))).catch(() => {});
+        throw err;
+      }
+    });
+  }
+
+  async migrate(siteId: string, sql: string, receipt: { sql: string; params: SqlParam[] }): Promise<void> {
+    const handle = await this.#open(siteId);
+    await handle.exclusive(async () => {
+      const exec = (text: string) => call((cb) => handle.db.exec(text, (err) => cb(err, undefined)));
+      await exec('BEGIN IMMEDIATE');
+      try {
+        await exec(sql).catch((err: Error) => {
+          throw new StatementError(err.message.replace(/^SQLITE_\w+: /, ''));
+        });
+        await call((cb) => handle.db.run(receipt.sql, receipt.params, (err) => cb(err, undefined)));
+        await exec('COMMIT');
+      } catch (err) {
+        await exec('ROLLBACK').catch(() => {});
         throw err;
       }
     });

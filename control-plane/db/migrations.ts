@@ -6,6 +6,7 @@ import * as secrets from './migrations/0003_secrets.ts';
 import * as cron from './migrations/0004_cron.ts';
 import * as llmUsage from './migrations/0005_llm_usage.ts';
 import * as databases from './migrations/0006_databases.ts';
+import * as migrationLeases from './migrations/0007_migration_leases.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -19,6 +20,7 @@ const migrations: Record<string, Migration> = {
   '0004_cron': cron,
   '0005_llm_usage': llmUsage,
   '0006_databases': databases,
+  '0007_migration_leases': migrationLeases,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

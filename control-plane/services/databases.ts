@@ -46,8 +46,10 @@ export async function createDatabase(deps: Deps, caller: Caller, siteId: string)
   return { database: toDatabase(row) };
 }
 
-async function requireDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string): Promise<DatabaseRow> {
-  await requireSite(deps, caller, siteId);
+/** The caller's ready database of a site; `activeSite` also requires the site to be active. */
+export async function requireDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, options: { activeSite?: boolean } = {}): Promise<DatabaseRow> {
+  const site = await requireSite(deps, caller, siteId);
+  if (options.activeSite && site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
   const row = await deps.db<DatabaseRow>('databases').where({ id: databaseId, site_id: siteId }).first();
   if (!row) throw notFound('database');
   if (row.status !== 'READY') throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');

@@ -1,6 +1,19 @@
 import { z } from 'zod';
 import * as databases from '../../services/databases.ts';
-import { Database, DatabaseParams, PageQuery, Pagination, QueryBody, QueryEnvelope, SiteParams } from '../../schemas.ts';
+import * as migrations from '../../services/migrations.ts';
+import {
+  ApplyMigrationBody,
+  ApplyMigrationsBody,
+  Database,
+  DatabaseParams,
+  MigrationParams,
+  MigrationReceipt,
+  PageQuery,
+  Pagination,
+  QueryBody,
+  QueryEnvelope,
+  SiteParams,
+} from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
 export const databaseRoutes = [
@@ -45,5 +58,62 @@ export const databaseRoutes = [
       ctx.status = answer.status;
       ctx.body = answer.body;
     },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases/:databaseId/migrations',
+    operationId: 'listDatabaseMigrations',
+    summary: 'The receipts of applied migrations, in order',
+    tag: 'Databases',
+    params: DatabaseParams,
+    responses: {
+      200: { description: 'the database and its receipts', schema: z.object({ database: z.object({ id: z.string(), status: z.string() }), applied: z.array(MigrationReceipt) }) },
+    },
+    handler: ({ deps, caller, params }) => migrations.listMigrations(deps, caller, params.siteId, params.databaseId),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases/:databaseId/migrations/:migrationName',
+    operationId: 'getDatabaseMigration',
+    summary: 'One receipt, with its SQL when it was stored',
+    tag: 'Databases',
+    params: MigrationParams,
+    responses: {
+      200: {
+        description: 'the migration',
+        schema: z.object({ migration: z.object({ name: z.string(), checksum: z.string(), sourceAvailable: z.boolean(), sql: z.string().optional() }) }),
+      },
+    },
+    handler: ({ deps, caller, params }) => migrations.getMigration(deps, caller, params.siteId, params.databaseId, params.migrationName),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/migrations',
+    operationId: 'applyDatabaseMigration',
+    summary: 'Apply one migration with its receipt in one transaction',
+    tag: 'Databases',
+    params: DatabaseParams,
+    body: ApplyMigrationBody,
+    responses: {
+      200: { description: 'applied, or alreadyApplied with the same SQL', schema: z.object({ migration: z.object({ name: z.string(), sql: z.string() }), alreadyApplied: z.boolean() }) },
+      409: { description: 'applied before with other SQL (migration_history_conflict) or another run holds the lease (migration_in_progress); details say how to recover' },
+      422: { description: 'the SQL failed and was rolled back, no receipt written (migration_failed)' },
+    },
+    handler: ({ deps, caller, params, body }) => migrations.applyMigration(deps, caller, params.siteId, params.databaseId, body),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/migrations/apply',
+    operationId: 'applyDatabaseMigrations',
+    summary: 'Apply the pending tail of an ordered migration history',
+    tag: 'Databases',
+    params: DatabaseParams,
+    body: ApplyMigrationsBody,
+    responses: {
+      200: { description: 'what was applied', schema: z.object({ appliedNames: z.array(z.string()), nextAction: z.string(), nextCommand: z.string() }) },
+      409: { description: 'the list disagrees with the ledger (migration_history_conflict) or another run holds the lease (migration_in_progress)' },
+      422: { description: 'a migration failed and was rolled back (migration_failed; details.appliedNames lists what was applied before it)' },
+    },
+    handler: ({ deps, caller, params, body }) => migrations.applyMigrations(deps, caller, params.siteId, params.databaseId, body.migrations),
   }),
 ];

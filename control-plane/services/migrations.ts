@@ -1,0 +1,167 @@
+// Numbered SQL migrations of a site database. The ledger (_berth_migrations) lives in the site database
+// itself, and each migration's schema change commits together with its receipt (name, SHA-256, exact
+// SQL, applied time): a migration is either applied and recorded, or neither. A lease allows one run at
+// a time per database.
+import crypto from 'node:crypto';
+import { BerthError, conflict, notFound } from '../errors.ts';
+import { StatementError } from '../../storage/site-database.ts';
+import type { Caller, Deps } from './deps.ts';
+import { LEDGER_TABLE, requireDatabase } from './databases.ts';
+
+export const MIGRATION_NAME = /^\d{4}_[A-Za-z0-9_-]+\.sql$/;
+const LEASE_MS = 10 * 60_000;
+
+const LEDGER_DDL = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  checksum TEXT NOT NULL,
+  sql TEXT,
+  applied_at TEXT NOT NULL
+)`;
+
+interface ReceiptRow {
+  id: number;
+  name: string;
+  checksum: string;
+  sql: string | null;
+  applied_at: string;
+}
+
+const checksum = (sql: string) => crypto.createHash('sha256').update(sql).digest('hex');
+/** `YYYY-MM-DD HH:MM:SS`, UTC. */
+const appliedAt = (date: Date) => date.toISOString().slice(0, 19).replace('T', ' ');
+
+const toReceipt = (row: ReceiptRow) => ({
+  id: row.id,
+  name: row.name,
+  checksum: row.checksum,
+  appliedAt: row.applied_at,
+  sourceAvailable: row.sql !== null,
+});
+
+async function ledger(deps: Deps, siteId: string): Promise<ReceiptRow[]> {
+  await deps.siteDatabases.run(siteId, LEDGER_DDL, []);
+  return (await deps.siteDatabases.run(siteId, `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, [])).rows as unknown as ReceiptRow[];
+}
+
+const listCommand = (siteId: string, databaseId: string) => `GET /v0/sites/${siteId}/databases/${databaseId}/migrations`;
+
+export async function listMigrations(deps: Deps, caller: Caller, siteId: string, databaseId: string) {
+  const db = await requireDatabase(deps, caller, siteId, databaseId);
+  return { database: { id: db.id, status: db.status }, applied: (await ledger(deps, siteId)).map(toReceipt) };
+}
+
+export async function getMigration(deps: Deps, caller: Caller, siteId: string, databaseId: string, name: string) {
+  await requireDatabase(deps, caller, siteId, databaseId);
+  const row = (await ledger(deps, siteId)).find((r) => r.name === name);
+  if (!row) throw notFound('migration');
+  // A legacy receipt has no stored SQL; none is invented for it.
+  return { migration: { name: row.name, checksum: row.checksum, sourceAvailable: row.sql !== null, ...(row.sql !== null ? { sql: row.sql } : {}) } };
+}
+
+function checkName(name: string): void {
+  if (!MIGRATION_NAME.test(name)) throw new BerthError('invalid_migration_name', 400, `migration names look like 0001_create_notes.sql (<NNNN>_<description>.sql); got "${name}"`);
+}
+
+/** Runs `work` holding the database's migration lease; a live lease held by another run is a 409. */
+async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work: () => Promise<T>): Promise<T> {
+  const holder = crypto.randomUUID();
+  const now = deps.now();
+  const acquired = await deps.db.transaction(async (trx) => {
+    const lease = await trx('migration_leases').where({ database_id: databaseId }).first();
+    if (lease && new Date(lease.expires_at as string) > now) return lease as { acquired_at: string; expires_at: string };
+    await trx('migration_leases').where({ database_id: databaseId }).delete();
+    await trx('migration_leases').insert({ database_id: databaseId, holder, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
+    return null;
+  });
+  if (acquired) {
+    throw conflict('migration_in_progress', 'another migration run holds this database’s lease; wait for it, then list the receipts before retrying', {
+      leaseAcquiredAt: acquired.acquired_at,
+      leaseExpiresAt: acquired.expires_at,
+      nextCommand: listCommand(siteId, databaseId),
+    });
+  }
+  try {
+    return await work();
+  } finally {
+    await deps.db('migration_leases').where({ database_id: databaseId, holder }).delete();
+  }
+}
+
+/** Applies one migration: its SQL and receipt in one transaction. */
+async function applyOne(deps: Deps, siteId: string, name: string, sql: string): Promise<void> {
+  try {
+    await deps.siteDatabases.migrate(siteId, sql, {
+      sql: `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES (?, ?, ?, ?)`,
+      params: [name, checksum(sql), sql, appliedAt(deps.now())],
+    });
+  } catch (err) {
+    if (!(err instanceof StatementError)) throw err;
+    throw new BerthError('migration_failed', 422, `${name} failed and was rolled back; no receipt was written: ${err.message}`, {
+      failedName: name,
+      providerMessage: err.message,
+      recovery: 'fix the SQL and apply it under a name that has never been applied',
+    });
+  }
+}
+
+function historyConflict(siteId: string, databaseId: string, name: string, message: string, applied: ReceiptRow | undefined) {
+  return conflict('migration_history_conflict', message, {
+    name,
+    appliedChecksum: applied?.checksum ?? null,
+    appliedAt: applied?.applied_at ?? null,
+    recovery: 'applied migrations are never edited: write a new forward migration with the next number',
+    nextCommand: listCommand(siteId, databaseId),
+  });
+}
+
+/** Applies one named migration (confirm: true); the same name and SQL again is alreadyApplied. */
+export async function applyMigration(deps: Deps, caller: Caller, siteId: string, databaseId: string, input: { name: string; sql: string }) {
+  await requireDatabase(deps, caller, siteId, databaseId, { activeSite: true });
+  checkName(input.name);
+  return withLease(deps, siteId, databaseId, async () => {
+    const applied = (await ledger(deps, siteId)).find((r) => r.name === input.name);
+    if (applied) {
+      if (applied.checksum !== checksum(input.sql)) {
+        throw historyConflict(siteId, databaseId, input.name, `${input.name} was already applied with different SQL`, applied);
+      }
+      return { migration: { name: input.name, sql: input.sql }, alreadyApplied: true };
+    }
+    await applyOne(deps, siteId, input.name, input.sql);
+    return { migration: { name: input.name, sql: input.sql }, alreadyApplied: false };
+  });
+}
+
+/** Applies the pending tail of an ordered list whose head must match the ledger exactly. */
+export async function applyMigrations(deps: Deps, caller: Caller, siteId: string, databaseId: string, migrations: Array<{ name: string; sql: string }>) {
+  await requireDatabase(deps, caller, siteId, databaseId, { activeSite: true });
+  migrations.forEach((m) => checkName(m.name));
+  const names = migrations.map((m) => m.name);
+  const sorted = [...names].sort();
+  if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length) {
+    throw new BerthError('invalid_request', 400, 'migrations must be listed once each, in ascending order of their numbers');
+  }
+  return withLease(deps, siteId, databaseId, async () => {
+    const applied = await ledger(deps, siteId);
+    applied.forEach((receipt, i) => {
+      const given = migrations[i];
+      if (!given) {
+        throw historyConflict(siteId, databaseId, receipt.name, `the database has ${receipt.name} applied, which the list does not include: send the whole ordered history`, receipt);
+      }
+      if (given.name !== receipt.name || checksum(given.sql) !== receipt.checksum) {
+        throw historyConflict(siteId, databaseId, given.name, `the list disagrees with the database at position ${i + 1}: ${receipt.name} is applied there`, receipt);
+      }
+    });
+    const appliedNames: string[] = [];
+    for (const migration of migrations.slice(applied.length)) {
+      try {
+        await applyOne(deps, siteId, migration.name, migration.sql);
+      } catch (err) {
+        if (err instanceof BerthError && err.details) err.details.appliedNames = appliedNames;
+        throw err;
+      }
+      appliedNames.push(migration.name);
+    }
+    return { appliedNames, nextAction: 'NONE', nextCommand: listCommand(siteId, databaseId) };
+  });
+}
