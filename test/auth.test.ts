@@ -7,6 +7,7 @@ import { createKey, revokeKey } from '../control-plane/services/keys.ts';
 
 let t0: TestBerth;
 const ids: Record<string, string> = {};
+const MIGRATION = { name: '0001_init.sql', sql: 'CREATE TABLE t (x);' };
 
 test.before(async () => {
   t0 = await startTestBerth();
@@ -14,6 +15,7 @@ test.before(async () => {
   const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: 'secret' } });
   const database = (await t0.owner.api.post(`v0/sites/${site.id}/databases`)).body as unknown as { database: { id: string } };
+  await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.database.id}/migrations`, { json: { ...MIGRATION, confirm: true } });
   Object.assign(ids, {
     accountId: t0.owner.id,
     bucketId: site.bucketId,
@@ -23,6 +25,7 @@ test.before(async () => {
     path: 'web/index.html',
     name: 'API_TOKEN',
     databaseId: database.database.id,
+    migrationName: MIGRATION.name,
   });
 });
 test.after.always(async () => {
@@ -56,6 +59,8 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     setSecret: { name: 'NEW_SECRET', value: 'v' },
     replaceSecret: { value: 'v2' },
     queryDatabase: { sql: 'SELECT 1' },
+    applyDatabaseMigration: { ...MIGRATION, confirm: true },
+    applyDatabaseMigrations: { migrations: [MIGRATION], confirm: true },
   };
   const json = bodies[route.operationId];
   return {
