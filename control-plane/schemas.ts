@@ -262,3 +262,21 @@ export const MigrationReceipt = z.object({
   sourceAvailable: z.boolean(),
 });
 export const MigrationParams = z.object({ siteId: Uuid, databaseId: Uuid, migrationName: z.string() });
+
+export const DeletionChallenge = z.object({
+  confirmationCode: z.string().describe('DELETE-XXXXXXXX'),
+  expiresAt: Timestamp,
+  nextCommand: z.string(),
+});
+export const DeleteDatabaseBody = z.object({ confirmationCode: z.string({ error: 'confirmationCode is required' }) }).strict();
+export const DatabaseExport = z.object({
+  id: Uuid,
+  status: z.enum(['PROCESSING', 'COMPLETE', 'ERROR']),
+  createdAt: Timestamp,
+  completedAt: Timestamp.nullable(),
+  bytes: z.number().int().nullable(),
+  error: z.string().nullable(),
+  downloadUrl: z.string().optional().describe('COMPLETE only: a signed link that needs no API key and expires'),
+  downloadUrlExpiresAt: Timestamp.optional(),
+});
+export const ExportParams = z.object({ siteId: Uuid, databaseId: Uuid, exportId: Uuid });

@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './log.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { type Deps, monotonicClock } from './services/deps.ts';
 import { CronScheduler } from './services/cron.ts';
+import { failInterruptedExports } from './services/exports.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
@@ -82,6 +83,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   };
   const serveCtx = createCtxHandler(deps);
   const owner = await ensureOwner(deps);
+  await failInterruptedExports(deps);
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
 

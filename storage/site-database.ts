@@ -30,6 +30,8 @@ export interface SiteDatabaseProvider {
    * are committed or neither is.
    */
   migrate(siteId: string, sql: string, receipt: { sql: string; params: SqlParam[] }): Promise<void>;
+  /** SQL text that rebuilds the database's schema and data in an empty database. */
+  dump(siteId: string): Promise<string>;
   remove(siteId: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -125,6 +127,29 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
         await exec('ROLLBACK').catch(() => {});
         throw err;
       }
+    });
+  }
+
+  async dump(siteId: string): Promise<string> {
+    const handle = await this.#open(siteId);
+    return handle.exclusive(async () => {
+      const all = (sql: string) => call<Array<Record<string, unknown>>>((cb) => handle.db.all(sql, (err, rows) => cb(err, rows as Array<Record<string, unknown>>)));
+      const objects = (await all(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid",
+      )) as Array<{ type: string; name: string; sql: string }>;
+      const lines = ['PRAGMA foreign_keys = OFF;', 'BEGIN TRANSACTION;'];
+      const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+      for (const table of objects.filter((o) => o.type === 'table')) {
+        lines.push(`${table.sql};`);
+        const columns = (await all(`PRAGMA table_info(${ident(table.name)})`)).map((c) => ident(String(c.name)));
+        if (columns.length === 0) continue;
+        // quote() renders each value as an exact SQL literal: integers past 2^53, reals and blobs included.
+        const rows = await all(`SELECT ${columns.map((c) => `quote(${c})`).join(" || ',' || ")} AS v FROM ${ident(table.name)}`);
+        for (const row of rows) lines.push(`INSERT INTO ${ident(table.name)} (${columns.join(', ')}) VALUES (${String(row.v)});`);
+      }
+      for (const other of objects.filter((o) => o.type !== 'table')) lines.push(`${other.sql};`);
+      lines.push('COMMIT;', '');
+      return lines.join('\n');
     });
   }
 

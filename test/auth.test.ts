@@ -2,7 +2,7 @@
 // so that a new route cannot skip the matrix.
 import test from 'ava';
 import { apiRoutes } from '../control-plane/http/routes/index.ts';
-import { type ErrorBody, json, type TestBerth, apiClient, createSite, putFile, startTestBerth } from './helpers/berth.ts';
+import { type ErrorBody, type TestBerth, apiClient, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { createKey, revokeKey } from '../control-plane/services/keys.ts';
 
 let t0: TestBerth;
@@ -26,6 +26,7 @@ test.before(async () => {
     name: 'API_TOKEN',
     databaseId: database.database.id,
     migrationName: MIGRATION.name,
+    exportId: (json<{ export: { id: string } }>(await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.database.id}/exports`))).export.id,
   });
 });
 test.after.always(async () => {
@@ -61,6 +62,7 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     queryDatabase: { sql: 'SELECT 1' },
     applyDatabaseMigration: { ...MIGRATION, confirm: true },
     applyDatabaseMigrations: { migrations: [MIGRATION], confirm: true },
+    deleteDatabase: { confirmationCode: 'DELETE-AAAAAAAA' },
   };
   const json = bodies[route.operationId];
   return {

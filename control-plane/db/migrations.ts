@@ -7,6 +7,7 @@ import * as cron from './migrations/0004_cron.ts';
 import * as llmUsage from './migrations/0005_llm_usage.ts';
 import * as databases from './migrations/0006_databases.ts';
 import * as migrationLeases from './migrations/0007_migration_leases.ts';
+import * as databaseLifecycle from './migrations/0008_database_lifecycle.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -21,6 +22,7 @@ const migrations: Record<string, Migration> = {
   '0005_llm_usage': llmUsage,
   '0006_databases': databases,
   '0007_migration_leases': migrationLeases,
+  '0008_database_lifecycle': databaseLifecycle,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,7 +1,9 @@
 // The control plane's Koa app: public service endpoints, then the key-protected /v0 API.
 import Koa from 'koa';
 import Router from '@koa/router';
+import fs from 'node:fs';
 import { BerthError } from '../errors.ts';
+import { openDownload } from '../services/exports.ts';
 import type { Deps } from '../services/deps.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
@@ -24,6 +26,15 @@ export function createApiApp(deps: Deps, version: string): Koa {
   });
   open.get('/v0/openapi.json', (ctx) => {
     ctx.body = openapi;
+  });
+  // Signed export links work without an API key: the signature is the credential.
+  open.get('/v0/exports/:exportId/download', async (ctx) => {
+    const { file, bytes } = await openDownload(deps, String(ctx.params.exportId), String(ctx.query.expires ?? ''), String(ctx.query.signature ?? ''));
+    ctx.body = fs.createReadStream(file);
+    ctx.set('Content-Type', 'application/sql; charset=utf-8');
+    ctx.set('Content-Length', String(bytes));
+    ctx.set('Content-Disposition', `attachment; filename="${ctx.params.exportId}.sql"`);
+    ctx.set('Cache-Control', 'private, no-store');
   });
 
   const api = new Router();

@@ -1,5 +1,6 @@
 // Site databases: one per site, created idempotently, queried through the API (one statement, the
 // provider-style envelope) and from functions through ctx.db.
+import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { type SqlParam, StatementError } from '../../storage/site-database.ts';
 import { countStatements } from '../../storage/sql-statements.ts';
@@ -127,4 +128,42 @@ export async function runForFunction(deps: Deps, siteId: string, statements: Sta
     if (err instanceof StatementError) throw new RuntimeDatabaseError('DATABASE_QUERY_FAILED', 'the statement failed; the site’s logs have the details', err.message);
     throw err;
   }
+}
+
+const CHALLENGE_MS = 10 * 60_000;
+const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
+
+/** Step one of deletion: a code that deletes this database, and only it, for ten minutes. */
+export async function createDeletionChallenge(deps: Deps, caller: Caller, siteId: string, databaseId: string) {
+  await requireDatabase(deps, caller, siteId, databaseId);
+  const code = `DELETE-${Array.from(crypto.randomBytes(8), (b) => CODE_ALPHABET[b % CODE_ALPHABET.length]).join('')}`;
+  const expiresAt = new Date(deps.now().getTime() + CHALLENGE_MS).toISOString();
+  await deps.db('database_deletion_challenges').insert({ code, database_id: databaseId, expires_at: expiresAt });
+  return {
+    confirmationCode: code,
+    expiresAt,
+    nextCommand: `DELETE /v0/sites/${siteId}/databases/${databaseId} {"confirmationCode":"${code}"}`,
+  };
+}
+
+/** Step two: with a current code of this database, removes the binding, then the database itself. */
+export async function deleteDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, confirmationCode: string) {
+  await requireSite(deps, caller, siteId);
+  const row = await deps.db<DatabaseRow>('databases').where({ id: databaseId, site_id: siteId }).first();
+  if (!row) throw notFound('database');
+  const challenge = await deps.db('database_deletion_challenges').where({ code: confirmationCode }).first();
+  if (!challenge || challenge.database_id !== databaseId) {
+    throw new BerthError('invalid_confirmation_code', 400, 'this is not a confirmation code for this database; create a deletion challenge first');
+  }
+  if (new Date(challenge.expires_at as string) <= deps.now()) {
+    throw new BerthError('confirmation_code_expired', 400, 'the confirmation code expired; create a new deletion challenge');
+  }
+  // The binding goes first: from here on nothing reaches the database, even if removing it fails.
+  await deps.db.transaction(async (trx) => {
+    await trx('databases').where({ id: databaseId }).delete();
+    await trx('database_deletion_challenges').where({ database_id: databaseId }).delete();
+    await trx('migration_leases').where({ database_id: databaseId }).delete();
+  });
+  await deps.siteDatabases.remove(siteId);
+  return { deleted: true as const, databaseId };
 }

@@ -1,11 +1,16 @@
 import { z } from 'zod';
 import * as databases from '../../services/databases.ts';
+import * as exportsService from '../../services/exports.ts';
 import * as migrations from '../../services/migrations.ts';
 import {
   ApplyMigrationBody,
   ApplyMigrationsBody,
   Database,
+  DatabaseExport,
   DatabaseParams,
+  DeleteDatabaseBody,
+  DeletionChallenge,
+  ExportParams,
   MigrationParams,
   MigrationReceipt,
   PageQuery,
@@ -14,7 +19,11 @@ import {
   QueryEnvelope,
   SiteParams,
 } from '../../schemas.ts';
+import type Koa from 'koa';
 import { defineRoute } from '../route.ts';
+
+/** The API's address as the caller reached it, for the links handed back to that caller. */
+const publicOrigin = (ctx: Koa.Context) => `${ctx.protocol}://${ctx.get('Host')}`;
 
 export const databaseRoutes = [
   defineRoute({
@@ -115,5 +124,63 @@ export const databaseRoutes = [
       422: { description: 'a migration failed and was rolled back (migration_failed; details.appliedNames lists what was applied before it)' },
     },
     handler: ({ deps, caller, params, body }) => migrations.applyMigrations(deps, caller, params.siteId, params.databaseId, body.migrations),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/deletion-challenges',
+    operationId: 'createDatabaseDeletionChallenge',
+    summary: 'Step one of deleting a database: a confirmation code valid for ten minutes',
+    tag: 'Databases',
+    params: DatabaseParams,
+    responses: { 200: { description: 'the challenge', schema: DeletionChallenge } },
+    handler: ({ deps, caller, params }) => databases.createDeletionChallenge(deps, caller, params.siteId, params.databaseId),
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: '/v0/sites/:siteId/databases/:databaseId',
+    operationId: 'deleteDatabase',
+    summary: 'Step two: delete the database for good with a current confirmation code (the bucket’s files stay)',
+    tag: 'Databases',
+    params: DatabaseParams,
+    body: DeleteDatabaseBody,
+    responses: {
+      200: { description: 'deleted', schema: z.object({ deleted: z.literal(true), databaseId: z.string() }) },
+      400: { description: 'the code is not this database’s (invalid_confirmation_code) or has expired (confirmation_code_expired)' },
+    },
+    handler: ({ deps, caller, params, body }) => databases.deleteDatabase(deps, caller, params.siteId, params.databaseId, body.confirmationCode),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases/:databaseId/exports',
+    operationId: 'listDatabaseExports',
+    summary: 'Exports of the database, newest first, failed ones included',
+    tag: 'Databases',
+    params: DatabaseParams,
+    query: PageQuery,
+    responses: { 200: { description: 'a page of exports', schema: z.object({ exports: z.array(DatabaseExport), pagination: Pagination }) } },
+    handler: ({ deps, caller, params, query, ctx }) => exportsService.listExports(deps, caller, params.siteId, params.databaseId, query, publicOrigin(ctx)),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/exports',
+    operationId: 'createDatabaseExport',
+    summary: 'Start an SQL dump of the database (archived sites too); reconcile it until COMPLETE or ERROR',
+    tag: 'Databases',
+    params: DatabaseParams,
+    responses: {
+      200: { description: 'the export, PROCESSING', schema: z.object({ export: DatabaseExport }) },
+      409: { description: 'an export of this database is already running (export_in_progress)' },
+    },
+    handler: ({ deps, caller, params, ctx }) => exportsService.createExport(deps, caller, params.siteId, params.databaseId, publicOrigin(ctx)),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/exports/:exportId/reconcile',
+    operationId: 'reconcileDatabaseExport',
+    summary: 'The export’s state; when COMPLETE, with a fresh signed downloadUrl',
+    tag: 'Databases',
+    params: ExportParams,
+    responses: { 200: { description: 'the export', schema: z.object({ export: DatabaseExport }) } },
+    handler: ({ deps, caller, params, ctx }) => exportsService.reconcileExport(deps, caller, params.siteId, params.databaseId, params.exportId, publicOrigin(ctx)),
   }),
 ];

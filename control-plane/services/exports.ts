@@ -1,0 +1,124 @@
+// Database exports: a SQL dump made in the background, kept under <data dir>/exports/, fetched through
+// a signed link that needs no API key and expires. An export interrupted by a restart ends in ERROR.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { BerthError, conflict, notFound } from '../errors.ts';
+import type { Caller, Deps } from './deps.ts';
+import { newId, timestamp } from './deps.ts';
+import { type PageRequest, paginate } from './pagination.ts';
+import { requireSite } from './site-rows.ts';
+
+const LINK_TTL_MS = 15 * 60_000;
+
+type ExportStatus = 'PROCESSING' | 'COMPLETE' | 'ERROR';
+
+interface ExportRow {
+  id: string;
+  database_id: string;
+  site_id: string;
+  status: ExportStatus;
+  error: string | null;
+  bytes: number | null;
+  created_at: string;
+  completed_at: string | null;
+}
+
+const exportFile = (deps: Deps, id: string) => path.join(deps.config.dataDir, 'exports', `${id}.sql`);
+
+const signature = (deps: Deps, id: string, expires: number) =>
+  crypto.createHmac('sha256', deps.masterKey).update(`export:${id}:${expires}`).digest('base64url');
+
+/** The record as the API shows it; a complete export carries a freshly signed download link. */
+function toExport(deps: Deps, row: ExportRow, origin: string) {
+  const record: Record<string, unknown> = {
+    id: row.id,
+    status: row.status,
+    createdAt: row.created_at,
+    completedAt: row.completed_at,
+    bytes: row.bytes,
+    error: row.error,
+  };
+  if (row.status === 'COMPLETE') {
+    const expires = Math.floor((deps.now().getTime() + LINK_TTL_MS) / 1000);
+    record.downloadUrl = `${origin}/v0/exports/${row.id}/download?expires=${expires}&signature=${signature(deps, row.id, expires)}`;
+    record.downloadUrlExpiresAt = new Date(expires * 1000).toISOString();
+  }
+  return record;
+}
+
+async function requireDatabaseOfSite(deps: Deps, caller: Caller, siteId: string, databaseId: string) {
+  await requireSite(deps, caller, siteId);
+  const db = await deps.db('databases').where({ id: databaseId, site_id: siteId, status: 'READY' }).first();
+  if (!db) throw notFound('database');
+}
+
+/** Marks exports that a stopped process left PROCESSING as failed, so none stays stuck. */
+export async function failInterruptedExports(deps: Deps): Promise<void> {
+  await deps.db('database_exports')
+    .where({ status: 'PROCESSING' })
+    .update({ status: 'ERROR', error: 'interrupted: the server stopped during the export; create a new one', completed_at: timestamp(deps) });
+}
+
+async function produce(deps: Deps, row: ExportRow): Promise<void> {
+  const file = exportFile(deps, row.id);
+  try {
+    const sql = await deps.siteDatabases.dump(row.site_id);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const tmp = `${file}.tmp`;
+    fs.writeFileSync(tmp, sql);
+    fs.renameSync(tmp, file);
+    await deps.db('database_exports').where({ id: row.id }).update({ status: 'COMPLETE', bytes: Buffer.byteLength(sql), completed_at: timestamp(deps) });
+  } catch (err) {
+    deps.log.error({ err, exportId: row.id }, 'database export failed');
+    await deps.db('database_exports')
+      .where({ id: row.id })
+      .update({ status: 'ERROR', error: 'the export could not be produced; create a new one', completed_at: timestamp(deps) })
+      .catch(() => {});
+  }
+}
+
+/** Starts an export (archived sites included); one at a time per database. */
+export async function createExport(deps: Deps, caller: Caller, siteId: string, databaseId: string, origin: string) {
+  await requireDatabaseOfSite(deps, caller, siteId, databaseId);
+  const now = timestamp(deps);
+  const row: ExportRow = { id: newId(), database_id: databaseId, site_id: siteId, status: 'PROCESSING', error: null, bytes: null, created_at: now, completed_at: null };
+  await deps.db.transaction(async (trx) => {
+    if (await trx('database_exports').where({ database_id: databaseId, status: 'PROCESSING' }).first('id')) {
+      throw conflict('export_in_progress', 'an export of this database is already running; reconcile it until it is COMPLETE or ERROR');
+    }
+    await trx('database_exports').insert(row);
+  });
+  void produce(deps, row);
+  return { export: toExport(deps, row, origin) };
+}
+
+export async function reconcileExport(deps: Deps, caller: Caller, siteId: string, databaseId: string, exportId: string, origin: string) {
+  await requireSite(deps, caller, siteId);
+  const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, database_id: databaseId, site_id: siteId }).first();
+  if (!row) throw notFound('export');
+  return { export: toExport(deps, row, origin) };
+}
+
+export async function listExports(deps: Deps, caller: Caller, siteId: string, databaseId: string, page: PageRequest, origin: string) {
+  await requireSite(deps, caller, siteId);
+  const query = deps.db('database_exports').where({ database_id: databaseId, site_id: siteId }).orderBy([
+    { column: 'created_at', order: 'desc' },
+    { column: 'id', order: 'desc' },
+  ]);
+  const { items, pagination } = await paginate(query, page, (row: ExportRow) => toExport(deps, row, origin));
+  return { exports: items, pagination };
+}
+
+/** The dump behind a signed link, checked without an API key. */
+export async function openDownload(deps: Deps, exportId: string, expires: string, given: string): Promise<{ file: string; bytes: number }> {
+  const expiry = Number(expires);
+  const expected = Number.isInteger(expiry) ? signature(deps, exportId, expiry) : '';
+  const valid = expected !== '' && given.length === expected.length && crypto.timingSafeEqual(Buffer.from(given), Buffer.from(expected));
+  if (!valid) throw new BerthError('invalid_download_link', 403, 'this download link is not valid; reconcile the export for a new one');
+  if (expiry * 1000 < deps.now().getTime()) throw new BerthError('download_link_expired', 403, 'this download link has expired; reconcile the export for a new one');
+  const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, status: 'COMPLETE' }).first();
+  const file = exportFile(deps, exportId);
+  if (!row || !fs.existsSync(file)) throw new BerthError('not_found', 404, 'export not found');
+  return { file, bytes: row.bytes ?? fs.statSync(file).size };
+}
