@@ -2,6 +2,8 @@
 // (autocannon, in its own process) and the same concurrency. Prints requests/s, latency and ratios.
 //   static files: Berth vs a bare Node http server holding the same bytes in memory (1 KiB, 1 MiB)
 //   functions:    a warm hello-world function vs the same handler under a bare `deno serve`
+//   site database: a function doing one ctx.db.first vs hello world; the query endpoint vs the same
+//                 statement run on SQLite directly behind a bare Node http server
 //   cold paths:   write of a new function → first answer; idle-evicted worker → first answer
 // BENCH_SECONDS sets each load run's duration (default 10), BENCH_CONNECTIONS the concurrency (50).
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
@@ -14,6 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import got from 'got';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
+import { BENCH_STATEMENT } from './baselines.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -81,9 +84,13 @@ interface LoadResult {
   non2xx: number;
 }
 
-async function load(url: string, host?: string): Promise<LoadResult> {
+async function load(url: string, host?: string, post?: { body: string; key?: string }): Promise<LoadResult> {
   const args = ['-c', String(CONNECTIONS), '-d', String(SECONDS), '-j', '--warmup', '[', '-c', String(CONNECTIONS), '-d', '2', ']'];
   if (host) args.push('-H', `host=${host}`);
+  if (post) {
+    args.push('-m', 'POST', '-b', post.body, '-H', 'content-type=application/json');
+    if (post.key) args.push('-H', `authorization=Bearer ${post.key}`);
+  }
   const { stdout } = await promisify(execFile)(path.join(ROOT, 'node_modules/.bin/autocannon'), [...args, url], { maxBuffer: 64 * 1024 * 1024 });
   // With a warm-up, autocannon prints one JSON line per run: the measured run is the last.
   const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
@@ -135,7 +142,7 @@ async function main() {
   const key = /WRITE key:\s+(\S+)/.exec(output)![1]!;
   const accountId = /account:\s+(\S+)/.exec(output)![1]!;
   const api = got.extend({ prefixUrl: `http://127.0.0.1:${berthPort}`, headers: { authorization: `Bearer ${key}` } });
-  const site = await api.post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ bucketId: string }>();
+  const site = await api.post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ id: string; bucketId: string }>();
   const host = `bench.localhost:${berthPort}`;
   for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
     await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, { body: bytes });
@@ -178,6 +185,28 @@ async function main() {
   console.log(row('bare deno serve', bareDeno));
   console.log(row('berth /api/hello', fn));
   console.log(`  ratio berth / deno serve: ${fmt(fn.requests / bareDeno.requests, 2)}; added p50 ${fmt(fn.p50 - bareDeno.p50, 2)} ms\n`);
+
+  console.log('Site database');
+  const db = await api.post(`v0/sites/${site.id}/databases`).json<{ database: { id: string } }>();
+  const queryPath = `v0/sites/${site.id}/databases/${db.database.id}/query`;
+  for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"]) await api.post(queryPath, { json: { sql } });
+  await api.put(`v0/buckets/${site.bucketId}/objects/api/dbfirst.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/db-first-function.ts')) });
+  const sqlitePort = await freePort();
+  await start(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/baselines.ts'), 'sqlite', String(sqlitePort), path.join(work, 'data', 'sites', site.id, 'db.sqlite')], process.env, (l) => l === 'ready');
+  const hello = await load(`http://127.0.0.1:${berthPort}/api/hello`, host);
+  const dbFirst = await load(`http://127.0.0.1:${berthPort}/api/dbfirst`, host);
+  check(dbFirst, 'berth ctx.db.first');
+  console.log(row('function, hello world', hello));
+  console.log(row('function, ctx.db.first', dbFirst));
+  console.log(`  ratio ctx.db.first / hello world: ${fmt(dbFirst.requests / hello.requests, 2)}\n`);
+  const body = JSON.stringify(BENCH_STATEMENT);
+  const direct = await load(`http://127.0.0.1:${sqlitePort}/`, undefined, { body });
+  const endpoint = await load(`http://127.0.0.1:${berthPort}/${queryPath}`, undefined, { body, key });
+  check(direct, 'node + sqlite3');
+  check(endpoint, 'berth query endpoint');
+  console.log(row('node http + sqlite3 direct', direct));
+  console.log(row('berth query endpoint', endpoint));
+  console.log(`  ratio endpoint / direct: ${fmt(endpoint.requests / direct.requests, 2)}\n`);
 
   console.log('Cold paths (p50 of 20)');
   const firstAnswers: number[] = [];

@@ -39,6 +39,8 @@ export interface SiteDatabaseProvider {
 /** One open database and a queue that gives each operation the connection to itself. */
 class Handle {
   #queue: Promise<unknown> = Promise.resolve();
+  /** total_changes() after the last statement: only this handle writes the file, so it stays true. */
+  totalChanges: number | null = null;
   constructor(readonly db: sqlite3.Database) {}
 
   exclusive<T>(work: () => Promise<T>): Promise<T> {
@@ -93,7 +95,7 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
 
   async run(siteId: string, sql: string, params: SqlParam[]): Promise<StatementResult> {
     const handle = await this.#open(siteId);
-    return handle.exclusive(() => this.#statement(handle.db, sql, params));
+    return handle.exclusive(() => this.#statement(handle, sql, params));
   }
 
   async batch(siteId: string, statements: Array<{ sql: string; params: SqlParam[] }>): Promise<StatementResult[]> {
@@ -102,11 +104,12 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
       await call((cb) => handle.db.exec('BEGIN IMMEDIATE', (err) => cb(err, undefined)));
       try {
         const results: StatementResult[] = [];
-        for (const s of statements) results.push(await this.#statement(handle.db, s.sql, s.params));
+        for (const s of statements) results.push(await this.#statement(handle, s.sql, s.params));
         await call((cb) => handle.db.exec('COMMIT', (err) => cb(err, undefined)));
         return results;
       } catch (err) {
         await call((cb) => handle.db.exec('ROLLBACK', (e) => cb(e, undefined))).catch(() => {});
+        handle.totalChanges = null;
         throw err;
       }
     });
@@ -115,6 +118,8 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
   async migrate(siteId: string, sql: string, receipt: { sql: string; params: SqlParam[] }): Promise<void> {
     const handle = await this.#open(siteId);
     await handle.exclusive(async () => {
+      // The migration's own changes are not counted here: the next statement reads the total afresh.
+      handle.totalChanges = null;
       const exec = (text: string) => call((cb) => handle.db.exec(text, (err) => cb(err, undefined)));
       await exec('BEGIN IMMEDIATE');
       try {
@@ -153,13 +158,16 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
     });
   }
 
-  async #statement(db: sqlite3.Database, sql: string, params: SqlParam[]): Promise<StatementResult> {
+  async #statement(handle: Handle, sql: string, params: SqlParam[]): Promise<StatementResult> {
+    const { db } = handle;
     const started = performance.now();
-    const before = await call<{ n: number }>((cb) => db.get('SELECT total_changes() AS n', (err, row) => cb(err, row as { n: number })));
+    handle.totalChanges ??= (await call<{ n: number }>((cb) => db.get('SELECT total_changes() AS n', (err, row) => cb(err, row as { n: number })))).n;
+    const before = handle.totalChanges;
     let rows: Array<Record<string, unknown>>;
     try {
       rows = await call((cb) => db.all(sql, params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p)), (err, r) => cb(err, r as Array<Record<string, unknown>>)));
     } catch (err) {
+      handle.totalChanges = null;
       throw new StatementError((err as Error).message.replace(/^SQLITE_\w+: /, ''));
     }
     // node-sqlite3 reads integers as doubles: refuse what it could not represent exactly.
@@ -171,7 +179,8 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
       }
     }
     const after = await call<{ n: number; id: number }>((cb) => db.get('SELECT total_changes() AS n, last_insert_rowid() AS id', (err, row) => cb(err, row as { n: number; id: number })));
-    const changes = after.n - before.n;
+    handle.totalChanges = after.n;
+    const changes = after.n - before;
     return { rows, changes, lastRowId: changes > 0 ? after.id : null, durationMs: performance.now() - started };
   }
 
