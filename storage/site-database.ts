@@ -161,11 +161,21 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
   async #statement(handle: Handle, sql: string, params: SqlParam[]): Promise<StatementResult> {
     const { db } = handle;
     const started = performance.now();
+    // A plain SELECT changes nothing: one round trip instead of two.
+    if (/^\s*select\b/i.test(sql)) return { rows: await this.#rows(handle, sql, params), changes: 0, lastRowId: null, durationMs: performance.now() - started };
     handle.totalChanges ??= (await call<{ n: number }>((cb) => db.get('SELECT total_changes() AS n', (err, row) => cb(err, row as { n: number })))).n;
     const before = handle.totalChanges;
+    const rows = await this.#rows(handle, sql, params);
+    const after = await call<{ n: number; id: number }>((cb) => db.get('SELECT total_changes() AS n, last_insert_rowid() AS id', (err, row) => cb(err, row as { n: number; id: number })));
+    handle.totalChanges = after.n;
+    const changes = after.n - before;
+    return { rows, changes, lastRowId: changes > 0 ? after.id : null, durationMs: performance.now() - started };
+  }
+
+  async #rows(handle: Handle, sql: string, params: SqlParam[]): Promise<Array<Record<string, unknown>>> {
     let rows: Array<Record<string, unknown>>;
     try {
-      rows = await call((cb) => db.all(sql, params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p)), (err, r) => cb(err, r as Array<Record<string, unknown>>)));
+      rows = await call((cb) => handle.db.all(sql, params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p)), (err, r) => cb(err, r as Array<Record<string, unknown>>)));
     } catch (err) {
       handle.totalChanges = null;
       throw new StatementError((err as Error).message.replace(/^SQLITE_\w+: /, ''));
@@ -178,10 +188,7 @@ export class SqliteSiteDatabases implements SiteDatabaseProvider {
         }
       }
     }
-    const after = await call<{ n: number; id: number }>((cb) => db.get('SELECT total_changes() AS n, last_insert_rowid() AS id', (err, row) => cb(err, row as { n: number; id: number })));
-    handle.totalChanges = after.n;
-    const changes = after.n - before;
-    return { rows, changes, lastRowId: changes > 0 ? after.id : null, durationMs: performance.now() - started };
+    return rows;
   }
 
   async remove(siteId: string): Promise<void> {

@@ -42,6 +42,7 @@ export async function createDatabase(deps: Deps, caller: Caller, siteId: string)
   if (row.status !== 'READY') {
     await deps.siteDatabases.create(siteId);
     await deps.db('databases').where({ id: row.id }).update({ status: 'READY', updated_at: timestamp(deps) });
+    deps.hostingCache.forgetDatabase(siteId);
     row = (await deps.db<DatabaseRow>('databases').where({ id: row.id }).first())!;
   }
   return { database: toDatabase(row) };
@@ -118,8 +119,13 @@ function checkRuntimeStatement(statement: Statement): void {
 
 /** Runs statements for a function of `siteId`: one, or several in one transaction. */
 export async function runForFunction(deps: Deps, siteId: string, statements: Statement[]): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
-  const db = await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first();
-  if (!db) throw new RuntimeDatabaseError('DATABASE_NOT_FOUND', 'this site has no database yet; create one with POST /v0/sites/:siteId/databases');
+  let ready = deps.hostingCache.hasDatabase(siteId);
+  if (ready === undefined) {
+    const generation = deps.hostingCache.generation();
+    ready = Boolean(await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first('id'));
+    deps.hostingCache.rememberDatabase(generation, siteId, ready);
+  }
+  if (!ready) throw new RuntimeDatabaseError('DATABASE_NOT_FOUND', 'this site has no database yet; create one with POST /v0/sites/:siteId/databases');
   statements.forEach(checkRuntimeStatement);
   try {
     const results = statements.length === 1 ? [await deps.siteDatabases.run(siteId, statements[0]!.sql, statements[0]!.params)] : await deps.siteDatabases.batch(siteId, statements);
@@ -164,6 +170,7 @@ export async function deleteDatabase(deps: Deps, caller: Caller, siteId: string,
     await trx('database_deletion_challenges').where({ database_id: databaseId }).delete();
     await trx('migration_leases').where({ database_id: databaseId }).delete();
   });
+  deps.hostingCache.forgetDatabase(siteId);
   await deps.siteDatabases.remove(siteId);
   return { deleted: true as const, databaseId };
 }

@@ -183,6 +183,16 @@ function createMethods(): Record<string, Method> {
   };
 }
 
+/** The site a worker serves, from the cache that site changes clear. */
+async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
+  const cached = deps.hostingCache.siteRow(id);
+  if (cached !== undefined) return cached;
+  const generation = deps.hostingCache.generation();
+  const row = (await deps.db<SiteRow>('sites').where({ id }).first()) ?? null;
+  deps.hostingCache.rememberSiteRow(generation, id, row);
+  return row;
+}
+
 export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
 
 /** The handler of one server's ctx calls. */
@@ -200,7 +210,7 @@ async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deploy
     return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
   }
   try {
-    const site = await deps.db<SiteRow>('sites').where({ id: deployment.siteId }).first();
+    const site = await siteRow(deps, deployment.siteId);
     if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
     const caller: Caller = { accountId: site.account_id, keyId: `function:${deployment.functionId}`, permission: 'WRITE' };
     return { ok: true, value: await method({ deps, deployment, requestId: call.requestId, site, caller }, call.args) };

@@ -2,6 +2,7 @@
 // change calls forget*, so a cached answer is never older than the last write. A generation counter
 // keeps a lookup that raced with a write from storing what it read before that write.
 import type { Deployment } from '../../runtime-host/runtime.ts';
+import type { SiteRow } from './site-rows.ts';
 
 export interface CachedSite {
   id: string;
@@ -27,6 +28,9 @@ const MAX_TOTAL_BLOB_BYTES = 64 * 1024 * 1024;
 export class HostingCache {
   #sites = new Map<string, CachedSite | null>();
   #functions = new Map<string, Deployment | null>();
+  /** For ctx calls: site rows by id, and whether a site has a ready database. */
+  #siteRows = new Map<string, SiteRow | null>();
+  #databases = new Map<string, boolean>();
   #files = new Map<string, CachedWebFile | null>();
   #blobs = new Map<string, Buffer>();
   #blobBytes = 0;
@@ -95,9 +99,35 @@ export class HostingCache {
 
   static readonly cacheableBlobBytes = MAX_BLOB_BYTES;
 
+  siteRow(id: string): SiteRow | null | undefined {
+    return this.#siteRows.get(id);
+  }
+
+  rememberSiteRow(generation: number, id: string, row: SiteRow | null): void {
+    if (generation !== this.#generation) return;
+    if (this.#siteRows.size >= MAX_ENTRIES) this.#siteRows.clear();
+    this.#siteRows.set(id, row);
+  }
+
+  hasDatabase(siteId: string): boolean | undefined {
+    return this.#databases.get(siteId);
+  }
+
+  rememberDatabase(generation: number, siteId: string, ready: boolean): void {
+    if (generation !== this.#generation) return;
+    if (this.#databases.size >= MAX_ENTRIES) this.#databases.clear();
+    this.#databases.set(siteId, ready);
+  }
+
+  forgetDatabase(siteId: string): void {
+    this.#generation++;
+    this.#databases.delete(siteId);
+  }
+
   forgetSites(): void {
     this.#generation++;
     this.#sites.clear();
+    this.#siteRows.clear();
   }
 
   forgetFile(bucketId: string, path: string): void {
