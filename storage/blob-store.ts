@@ -41,12 +41,16 @@ export class BlobStore {
     return path.join(this.#root, sha256.slice(0, 2), sha256);
   }
 
-  /** Streams `source` into the store, at most `maxBytes`; returns its digest and size. */
+  /**
+   * Streams `source` into the store, at most `maxBytes`; returns its digest and size. Whatever fails
+   * (the source, the size limit, the disk), the temp file is gone when this returns or throws.
+   */
   async put(source: Readable, maxBytes: number): Promise<StoredBlob> {
     const tmpPath = path.join(this.#tmp, crypto.randomUUID());
     const hash = crypto.createHash('sha256');
     let bytes = 0;
     const handle = await fsp.open(tmpPath, 'wx', 0o600);
+    let closed = false;
     try {
       // destroyOnReturn: false leaves an oversized request's socket open, so a 413 can still be sent.
       for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -56,24 +60,23 @@ export class BlobStore {
         await handle.write(chunk);
       }
       await handle.sync();
-    } catch (err) {
-      await handle.close().catch(() => {});
-      await fsp.rm(tmpPath, { force: true });
-      throw err;
-    }
-    await handle.close();
+      closed = true;
+      await handle.close();
 
-    const sha256 = hash.digest('hex');
-    const finalPath = this.pathOf(sha256);
-    const dir = path.dirname(finalPath);
-    if (fs.existsSync(finalPath)) {
+      const sha256 = hash.digest('hex');
+      const finalPath = this.pathOf(sha256);
+      if (!fs.existsSync(finalPath)) {
+        const dir = path.dirname(finalPath);
+        await fsp.mkdir(dir, { recursive: true });
+        await fsp.rename(tmpPath, finalPath);
+        await syncDir(dir);
+      }
+      return { sha256, bytes };
+    } finally {
+      if (!closed) await handle.close().catch(() => {});
+      // After a successful rename there is nothing left to remove.
       await fsp.rm(tmpPath, { force: true });
-    } else {
-      await fsp.mkdir(dir, { recursive: true });
-      await fsp.rename(tmpPath, finalPath);
-      await syncDir(dir);
     }
-    return { sha256, bytes };
   }
 
   async read(sha256: string): Promise<Buffer> {

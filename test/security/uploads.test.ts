@@ -1,0 +1,103 @@
+// Failed and aborted uploads remove their temp file at once, and the server keeps answering. Serial:
+// each test looks at the one shared blobs/.tmp.
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import test from 'ava';
+import { type TestBerth, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
+import { BlobStore } from '../../storage/blob-store.ts';
+
+let t0: TestBerth;
+let bucketId: string;
+test.before(async () => {
+  t0 = await startTestBerth({ maxFileBytes: 1024 * 1024 });
+  bucketId = json<{ id: string }>(await t0.owner.api.post('v0/buckets', { json: { accountId: t0.owner.id, name: 'uploads' } })).id;
+});
+test.after.always(async () => {
+  await t0?.dispose();
+});
+
+const tmpDir = () => path.join(t0.dataDir, 'blobs', '.tmp');
+
+/** Polls briefly until blobs/.tmp is empty; returns what is left in it. */
+async function leftovers(): Promise<string[]> {
+  let names = await fs.readdir(tmpDir());
+  for (let i = 0; i < 40 && names.length > 0; i++) {
+    await sleep(50);
+    names = await fs.readdir(tmpDir());
+  }
+  return names;
+}
+
+/** Sends a PUT with raw headers and part of its body, then drops the connection. */
+async function abandonUpload(objectPath: string, headers: Record<string, string>, sent: Buffer): Promise<void> {
+  const url = new URL(t0.url);
+  const socket = net.connect(Number(url.port), url.hostname);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const head = Object.entries({ host: url.host, authorization: `Bearer ${t0.owner.writeKey}`, ...headers })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  socket.write(`PUT /v0/buckets/${bucketId}/objects/${objectPath} HTTP/1.1\r\n${head}\r\n`);
+  socket.write(sent);
+  // Wait until the server has the bytes on disk, i.e. its temp file exists.
+  for (let i = 0; i < 100 && (await fs.readdir(tmpDir())).length === 0; i++) await sleep(20);
+  socket.destroy();
+}
+
+async function stillAnswers(t: { is(actual: unknown, expected: unknown): void }) {
+  t.is((await t0.owner.read.get('v0/accounts/current')).statusCode, 200);
+}
+
+test.serial('a client that declares 1 MiB, sends half and disconnects leaves no temp file', async (t) => {
+  await abandonUpload('half.bin', { 'content-length': String(1024 * 1024) }, Buffer.alloc(512 * 1024, 1));
+  t.deepEqual(await leftovers(), []);
+  await stillAnswers(t);
+  t.is((await t0.owner.read.get(`v0/buckets/${bucketId}/objects/half.bin`)).statusCode, 404);
+});
+
+test.serial('a chunked upload cut off mid-body leaves no temp file', async (t) => {
+  const chunk = Buffer.alloc(64 * 1024, 2);
+  await abandonUpload('chunked.bin', { 'transfer-encoding': 'chunked' }, Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
+  t.deepEqual(await leftovers(), []);
+  await stillAnswers(t);
+});
+
+test.serial('an upload past BERTH_MAX_FILE_BYTES answers 413 and leaves no temp file', async (t) => {
+  const declared = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/big.bin`, { body: Buffer.alloc(1024 * 1024 + 1) });
+  t.is(declared.statusCode, 413);
+  t.is(json(declared).error.code, 'file_too_large');
+  async function* body() {
+    for (let i = 0; i < 20; i++) yield Buffer.alloc(64 * 1024, 3);
+  }
+  const chunked = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/big.bin`, { body: Readable.from(body()) });
+  t.is(chunked.statusCode, 413);
+  t.deepEqual(await leftovers(), []);
+  await stillAnswers(t);
+});
+
+test.serial('a stale If-Match answers 409 and leaves no temp file', async (t) => {
+  const first = await putFile(t0.owner, bucketId, 'versioned.txt', 'one');
+  await putFile(t0.owner, bucketId, 'versioned.txt', 'two');
+  const stale = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/versioned.txt`, { body: 'three', headers: { 'if-match': `"${first.versionId}"` } });
+  t.is(stale.statusCode, 409);
+  t.is(json(stale).error.code, 'version_conflict');
+  const malformed = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/versioned.txt`, { body: 'three', headers: { 'if-match': 'not-a-version' } });
+  t.is(malformed.statusCode, 400);
+  t.deepEqual(await leftovers(), []);
+  await stillAnswers(t);
+});
+
+test.serial('a write that fails after its body was read (the blob cannot be moved into place) leaves no temp file', async (t) => {
+  const root = path.join(await makeDataDir(t), 'blobs');
+  const store = new BlobStore(root);
+  await store.init();
+  const bytes = Buffer.from('unmovable');
+  const digest = crypto.createHash('sha256').update(bytes).digest('hex');
+  // A file where the blob's fan-out directory should be makes the final rename impossible.
+  await fs.writeFile(path.join(root, digest.slice(0, 2)), '');
+  await t.throwsAsync(store.put(Readable.from([bytes]), 1024));
+  t.deepEqual(await fs.readdir(path.join(root, '.tmp')), []);
+});
