@@ -7,6 +7,7 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import type { Caller, Deps } from './deps.ts';
 import { newId, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
+import { safeEqual } from './safe-equal.ts';
 import { requireSite } from './site-rows.ts';
 
 const LINK_TTL_MS = 15 * 60_000;
@@ -113,8 +114,7 @@ export async function listExports(deps: Deps, caller: Caller, siteId: string, da
 /** The dump behind a signed link, checked without an API key. */
 export async function openDownload(deps: Deps, exportId: string, expires: string, given: string): Promise<{ file: string; bytes: number }> {
   const expiry = Number(expires);
-  const expected = Number.isInteger(expiry) ? signature(deps, exportId, expiry) : '';
-  const valid = expected !== '' && given.length === expected.length && crypto.timingSafeEqual(Buffer.from(given), Buffer.from(expected));
+  const valid = Number.isInteger(expiry) && safeEqual(given, signature(deps, exportId, expiry));
   if (!valid) throw new BerthError('invalid_download_link', 403, 'this download link is not valid; reconcile the export for a new one');
   if (expiry * 1000 < deps.now().getTime()) throw new BerthError('download_link_expired', 403, 'this download link has expired; reconcile the export for a new one');
   const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, status: 'COMPLETE' }).first();
