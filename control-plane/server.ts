@@ -15,6 +15,7 @@ import { failInterruptedExports } from './services/exports.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
+import { releaseLeftoverLeases } from './services/migrations.ts';
 import { BlobStore } from '../storage/blob-store.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { SqliteSiteDatabases } from '../storage/site-database.ts';
@@ -84,6 +85,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const serveCtx = createCtxHandler(deps);
   const owner = await ensureOwner(deps);
   await failInterruptedExports(deps);
+  await releaseLeftoverLeases(deps);
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
 

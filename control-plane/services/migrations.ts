@@ -88,6 +88,15 @@ async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work
   }
 }
 
+/**
+ * Drops the leases left by a process that stopped mid-run. Called at start-up, before any request:
+ * only one server runs per data dir and the admin CLI takes no leases, so none can be live.
+ */
+export async function releaseLeftoverLeases(deps: Deps): Promise<void> {
+  const released = await deps.db('migration_leases').delete();
+  if (released > 0) deps.log.warn({ released }, 'released migration leases of the previous process');
+}
+
 /** Applies one migration: its SQL and receipt in one transaction. */
 async function applyOne(deps: Deps, siteId: string, name: string, sql: string): Promise<void> {
   try {
