@@ -1,4 +1,5 @@
-// `berth serve`: start the server, print the owner's keys on first run, stop cleanly on SIGTERM/SIGINT.
+// `berth serve`: start the server, print the owner's keys on first run, stop cleanly on SIGTERM/SIGINT
+// (a second signal exits at once).
 import type { Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { startBerth } from '../server.ts';
@@ -23,7 +24,15 @@ export async function serve(config: Config): Promise<number> {
   log.info({ url: berth.url, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');
 
   return new Promise((resolve) => {
-    const stop = (signal: string) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        // The operator insists. Storage survives a crash by design, and workers end with their channel.
+        log.warn({ signal }, 'second signal; exiting without waiting for requests in flight');
+        log.flush(() => process.exit(1));
+        return;
+      }
+      stopping = true;
       log.info({ signal }, 'shutting down; letting requests in flight finish');
       berth.close().then(
         () => {
@@ -32,11 +41,13 @@ export async function serve(config: Config): Promise<number> {
         },
         (err: unknown) => {
           log.error({ err }, 'shutdown failed');
-          resolve(1);
+          log.flush(() => resolve(1));
         },
       );
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    // `on`, not `once`: execa's clean-up of workers loads signal-exit, which re-raises a signal that no
+    // other listener is left to handle, and that would kill the process in the middle of its shutdown.
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
   });
 }

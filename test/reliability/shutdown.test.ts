@@ -1,0 +1,111 @@
+// SIGTERM once functions have run: requests in flight finish, workers stop, the metadata WAL is
+// checkpointed away and the process exits 0. A second signal forces the exit.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import test, { type ExecutionContext } from 'ava';
+import { type TestAccount, apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
+import { type ServeProcess, startServe } from '../helpers/process.ts';
+
+/** Pids of live processes whose command line mentions `needle` (Deno workers name their entry file). */
+function processesMentioning(needle: string): number[] {
+  const pids: number[] = [];
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) pids.push(Number(entry));
+    } catch {
+      // The process ended while the list was read.
+    }
+  }
+  return pids;
+}
+
+async function noneLeft(needle: string): Promise<number[]> {
+  let pids = processesMentioning(needle);
+  for (let i = 0; i < 20 && pids.length > 0; i++) {
+    await sleep(100);
+    pids = processesMentioning(needle);
+  }
+  return pids;
+}
+
+/** A GET on a hosted site whose body is read slowly, so it is still in flight at the signal. */
+function slowGet(server: ServeProcess, subdomain: string, urlPath: string, pauseMs: number): Promise<{ status: number; body: Buffer }> {
+  const url = new URL(server.url);
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: url.hostname, port: url.port, path: urlPath, headers: { host: `${subdomain}.localhost:${url.port}` } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.once('data', () => {
+        res.pause();
+        setTimeout(() => res.resume(), pauseMs);
+      });
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+  });
+}
+
+async function serveWithFunction(t: ExecutionContext) {
+  const dataDir = await makeDataDir(t);
+  const server = await startServe({ BERTH_DATA_DIR: dataDir, BERTH_SHUTDOWN_GRACE_MS: '15000' });
+  t.teardown(() => void server.child.kill('SIGKILL'));
+  const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
+  const readKey = /READ key:\s+(\S+)/.exec(server.output())![1]!;
+  const id = /account:\s+(\S+)/.exec(server.output())![1]!;
+  const owner: TestAccount = { id, writeKey, readKey, api: apiClient(server.url, writeKey), read: apiClient(server.url, readKey) };
+  const site = json<{ bucketId: string; subdomain: string }>(await owner.api.post('v0/sites', { json: { accountId: id, name: 'shutdown' } }));
+  await deployFixture(owner, site.bucketId, 'slow');
+  // A first call starts a worker: from here on the process has function workers to clean up.
+  const warm = await slowGet(server, site.subdomain, '/api/slow?ms=0', 0);
+  if (warm.status !== 200) throw new Error(`warm-up call answered ${warm.status}`);
+  return { dataDir, server, owner, site };
+}
+
+test('SIGTERM with a function call and downloads in flight: all finish, workers stop, exit 0', async (t) => {
+  const { dataDir, server, owner, site } = await serveWithFunction(t);
+  const big = crypto.randomBytes(24 * 1024 * 1024);
+  await putFile(owner, site.bucketId, 'web/big.bin', big, 'application/octet-stream');
+  t.true(processesMentioning(dataDir).length > 0, 'a Deno worker runs before the signal');
+
+  const call = slowGet(server, site.subdomain, '/api/slow?ms=2000', 0);
+  const downloads = [1500, 2000, 2500].map((pause) => slowGet(server, site.subdomain, '/big.bin', pause));
+  await sleep(500);
+  server.child.kill('SIGTERM');
+
+  const answered = await call;
+  t.is(answered.status, 200);
+  t.is(answered.body.toString(), 'answered after 2000 ms');
+  const digest = crypto.createHash('sha256').update(big).digest('hex');
+  for (const download of await Promise.all(downloads)) {
+    t.is(download.status, 200);
+    t.is(download.body.length, big.length);
+    t.is(crypto.createHash('sha256').update(download.body).digest('hex'), digest);
+  }
+
+  t.is(await server.exited, 0);
+  t.true(server.output().includes('"msg":"stopped"'));
+  const wal = path.join(dataDir, 'meta.sqlite-wal');
+  t.true(!fs.existsSync(wal) || fs.statSync(wal).size === 0, 'the metadata WAL was checkpointed');
+  t.deepEqual(await noneLeft(dataDir), [], 'no Deno worker outlives the server');
+});
+
+test('a second signal during the shutdown forces the exit; workers do not outlive it', async (t) => {
+  const { dataDir, server, site } = await serveWithFunction(t);
+  const call = slowGet(server, site.subdomain, '/api/slow?ms=5000', 0).catch(() => null);
+  await sleep(500);
+  server.child.kill('SIGTERM');
+  await sleep(300);
+  t.is(server.child.exitCode, null, 'the first signal waits for the call in flight');
+  server.child.kill('SIGINT');
+  const started = Date.now();
+  t.is(await server.exited, 1);
+  t.true(Date.now() - started < 2000);
+  t.true(server.output().includes('"msg":"second signal; exiting without waiting for requests in flight"'));
+  await call;
+  t.deepEqual(await noneLeft(dataDir), []);
+});
