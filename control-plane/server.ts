@@ -17,6 +17,7 @@ import { FunctionLogBuffer } from './services/function-logs.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { BlobStore } from '../storage/blob-store.ts';
+import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { SqliteSiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
@@ -44,6 +45,8 @@ export interface StartOptions {
 
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
+  const tightened = await openDataDir(config.dataDir);
+  if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
   const db = await openMetaDb(config.dataDir);
   const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
   await blobs.init();

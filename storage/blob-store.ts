@@ -31,9 +31,9 @@ export class BlobStore {
 
   /** Creates the folders and drops temporaries left by a process that died mid-write. */
   async init(): Promise<void> {
-    await fsp.mkdir(this.#root, { recursive: true });
+    await fsp.mkdir(this.#root, { recursive: true, mode: 0o700 });
     await fsp.rm(this.#tmp, { recursive: true, force: true });
-    await fsp.mkdir(this.#tmp, { recursive: true });
+    await fsp.mkdir(this.#tmp, { recursive: true, mode: 0o700 });
   }
 
   pathOf(sha256: string): string {
@@ -67,7 +67,7 @@ export class BlobStore {
       const finalPath = this.pathOf(sha256);
       if (!fs.existsSync(finalPath)) {
         const dir = path.dirname(finalPath);
-        await fsp.mkdir(dir, { recursive: true });
+        await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
         await fsp.rename(tmpPath, finalPath);
         await syncDir(dir);
       }

@@ -8,6 +8,7 @@ import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
 import { Name, Uuid } from '../schemas.ts';
+import { useDataDir } from '../../storage/data-dir.ts';
 import { UsageError } from './usage-error.ts';
 
 function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
@@ -73,6 +74,7 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   const command = name ? commands[name] : undefined;
   if (!command) throw new UsageError(name ? `unknown admin command "${name}"` : 'an admin command is required');
   const json = args.includes('--json');
+  useDataDir(config.dataDir);
   const db = await openMetaDb(config.dataDir);
   try {
     const result = await command({ db, now: monotonicClock() }, args);

@@ -11,10 +11,13 @@ export type Db = Knex;
  * other's write lock instead of failing; synchronous=FULL makes every commit durable before it returns.
  */
 export async function openMetaDb(dataDir: string): Promise<Db> {
-  fs.mkdirSync(dataDir, { recursive: true });
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const filename = path.join(dataDir, 'meta.sqlite');
+  // SQLite gives its -wal and -shm files the database file's mode: make that 0600 from the start.
+  fs.closeSync(fs.openSync(filename, 'a', 0o600));
   const db = knexFactory({
     client: 'sqlite3',
-    connection: { filename: path.join(dataDir, 'meta.sqlite') },
+    connection: { filename },
     useNullAsDefault: true,
     pool: {
       min: 1,
