@@ -18,6 +18,10 @@ export interface Config {
   maxWorkers: number;
   maxFunctionBodyBytes: number;
   functionLogsPerSite: number;
+  /** Time limit of one site database statement or batch. */
+  databaseTimeoutMs: number;
+  /** Site database processes alive at most. */
+  maxDatabaseProcesses: number;
   /** How often the cron scheduler looks for due jobs; 0 turns automatic ticks off. */
   cronTickMs: number;
   llm: LlmConfig;
@@ -51,6 +55,8 @@ export const DEFAULTS: Config = {
   maxWorkers: 64,
   maxFunctionBodyBytes: 10 * 1024 * 1024,
   functionLogsPerSite: 1000,
+  databaseTimeoutMs: 30_000,
+  maxDatabaseProcesses: 32,
   cronTickMs: 1000,
   llm: {
     provider: '',
@@ -105,6 +111,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
     maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
+    databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
+    maxDatabaseProcesses: integer(env, 'BERTH_MAX_DATABASE_PROCESSES', DEFAULTS.maxDatabaseProcesses, 1, 10_000),
     cronTickMs: integer(env, 'BERTH_CRON_TICK_MS', DEFAULTS.cronTickMs, 0, 60_000),
     llm: loadLlmConfig(env),
   };

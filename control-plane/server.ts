@@ -19,7 +19,7 @@ import { releaseLeftoverLeases } from './services/migrations.ts';
 import { BlobStore } from '../storage/blob-store.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
-import { SqliteSiteDatabases } from '../storage/site-database.ts';
+import { SiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { RuntimeHost } from '../runtime-host/runtime.ts';
 import { VERSION } from './version.ts';
@@ -53,10 +53,11 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
 
   let boundPort = config.port;
   const runtimeDir = path.join(config.dataDir, 'runtime');
+  const denoPath = resolveDenoBinary(config.denoPath);
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   const runtime = new RuntimeHost(
     {
-      denoPath: resolveDenoBinary(config.denoPath),
+      denoPath,
       runtimeDir,
       heapMb: config.functionHeapMb,
       // Deno itself and ArrayBuffers live outside the V8 heap cap; allow them a fixed margin.
@@ -81,7 +82,14 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     runtimeDir,
     functionLogs,
     masterKey: loadMasterKey(config.dataDir),
-    siteDatabases: new SqliteSiteDatabases(config.dataDir),
+    siteDatabases: new SiteDatabases({
+      dataDir: config.dataDir,
+      denoPath,
+      denoDir: path.join(runtimeDir, 'deno-dir'),
+      statementTimeoutMs: config.databaseTimeoutMs,
+      maxProcesses: config.maxDatabaseProcesses,
+      idleMs: config.functionIdleMs,
+    }),
     now: options.now ?? monotonicClock(),
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
   };

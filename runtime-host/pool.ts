@@ -1,17 +1,25 @@
 // The warm pool: at most one live worker per deployed version, reused across requests (a worker serves
 // requests concurrently). Idle workers are evicted after a while; at capacity the least recently used
 // idle worker makes room. A retired version's worker finishes its requests in flight, then stops.
-import type { DenoWorker } from './worker.ts';
 
-export interface PoolOptions {
-  maxWorkers: number;
-  idleMs: number;
-  start: (key: string) => Promise<DenoWorker>;
+/** What the pool needs of a worker: function workers and site database processes alike. */
+export interface PoolWorker {
+  readonly alive: boolean;
+  /** Requests sent and not yet answered. */
+  readonly inflight: number;
+  readonly exited: Promise<unknown>;
+  kill(reason: 'disposed'): void;
 }
 
-interface Entry {
+export interface PoolOptions<W extends PoolWorker> {
+  maxWorkers: number;
+  idleMs: number;
+  start: (key: string) => Promise<W>;
+}
+
+interface Entry<W extends PoolWorker> {
   key: string;
-  worker: DenoWorker;
+  worker: W;
   lastUsed: number;
   retired: boolean;
 }
@@ -19,14 +27,14 @@ interface Entry {
 /** No worker could be started because every slot is busy serving requests. */
 export class PoolFullError extends Error {}
 
-export class WorkerPool {
-  readonly #options: PoolOptions;
-  readonly #live = new Map<string, Entry>();
-  readonly #retired = new Set<Entry>();
-  readonly #starting = new Map<string, Promise<Entry>>();
+export class WorkerPool<W extends PoolWorker> {
+  readonly #options: PoolOptions<W>;
+  readonly #live = new Map<string, Entry<W>>();
+  readonly #retired = new Set<Entry<W>>();
+  readonly #starting = new Map<string, Promise<Entry<W>>>();
   readonly #sweeper: NodeJS.Timeout;
 
-  constructor(options: PoolOptions) {
+  constructor(options: PoolOptions<W>) {
     this.#options = options;
     this.#sweeper = setInterval(() => this.#evictIdle(), Math.min(options.idleMs, 1000));
     this.#sweeper.unref();
@@ -37,7 +45,7 @@ export class WorkerPool {
   }
 
   /** The live worker for `key`, started if needed; the caller must call release() when done. */
-  async acquire(key: string): Promise<DenoWorker> {
+  async acquire(key: string): Promise<W> {
     let entry = this.#live.get(key);
     if (!entry || !entry.worker.alive) {
       if (entry) this.#live.delete(key);
@@ -53,7 +61,7 @@ export class WorkerPool {
   }
 
   /** Called when a request on `worker` is over: a retired worker stops once it has nothing in flight. */
-  release(worker: DenoWorker): void {
+  release(worker: W): void {
     for (const entry of this.#retired) {
       if (entry.worker === worker && worker.inflight === 0) {
         worker.kill('disposed');
@@ -74,7 +82,7 @@ export class WorkerPool {
   }
 
   /** Every worker, for the memory watch. */
-  workers(): DenoWorker[] {
+  workers(): W[] {
     return [...this.#live.values(), ...this.#retired].map((e) => e.worker);
   }
 
@@ -86,10 +94,10 @@ export class WorkerPool {
     this.#retired.clear();
   }
 
-  async #start(key: string): Promise<Entry> {
+  async #start(key: string): Promise<Entry<W>> {
     this.#makeRoom();
     const worker = await this.#options.start(key);
-    const entry: Entry = { key, worker, lastUsed: Date.now(), retired: false };
+    const entry: Entry<W> = { key, worker, lastUsed: Date.now(), retired: false };
     this.#live.set(key, entry);
     void worker.exited.then(() => {
       if (this.#live.get(key) === entry) this.#live.delete(key);

@@ -50,7 +50,7 @@ function socketDirFor(runtimeDir: string): string {
 export class RuntimeHost {
   readonly #options: RuntimeOptions;
   readonly #hooks: RuntimeHooks;
-  readonly #pool: WorkerPool;
+  readonly #pool: WorkerPool<DenoWorker>;
   readonly #deployments = new Map<string, Deployment>();
   readonly #socketDir: string;
   readonly #emptyDir: string;

@@ -1,11 +1,16 @@
-// The site database provider: one SQLite file per site at <data dir>/sites/<siteId>/db.sqlite. The
-// interface is what a networked SQL provider would implement too; nothing outside this file knows
-// the databases are local files.
+// The site database provider: one SQLite file per site at <data dir>/sites/<siteId>/db.sqlite, each
+// opened by a Deno process of its own (storage/database-process.ts) that SQLite and Deno confine to
+// that file. Processes start on first use, stay warm while used, and are capped and evicted like
+// function workers. The interface is what a networked SQL provider would implement too; nothing
+// outside storage/ knows the databases are local files.
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
-import sqlite3 from 'sqlite3';
+import { PoolFullError, WorkerPool } from '../runtime-host/pool.ts';
+import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
+import type { Access, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
 
-export type SqlParam = string | number | boolean | null;
+export type { Access, SqlParam, Statement } from './database-protocol.ts';
 
 export interface StatementResult {
   rows: Array<Record<string, unknown>>;
@@ -14,199 +19,175 @@ export interface StatementResult {
   durationMs: number;
 }
 
-/** A statement the database refused, with the provider's own message. */
-export class StatementError extends Error {}
+/**
+ * A statement that did not run to completion. `reason` says why: SQLite refused it (`failed`), it
+ * asked for a capability site databases do not have (`denied`), it used the migration ledger where
+ * that is reserved (`reserved`), its result was too large (`too_large`), it ran past its time limit
+ * (`timeout`), or no database process could serve it (`busy`, `unavailable`). Messages name no host path.
+ */
+export class StatementError extends Error {
+  constructor(
+    readonly reason: FailureReason | 'timeout' | 'busy' | 'unavailable',
+    message: string,
+  ) {
+    super(message);
+  }
+}
 
 export interface SiteDatabaseProvider {
   /** Creates the database if it does not exist; safe to repeat. */
   create(siteId: string): Promise<void>;
   exists(siteId: string): boolean;
-  /** Runs one statement. */
-  run(siteId: string, sql: string, params: SqlParam[]): Promise<StatementResult>;
+  /** Runs one statement, atomically. */
+  run(siteId: string, statement: Statement, access: Access): Promise<StatementResult>;
   /** Runs statements in one transaction: all of them or none. */
-  batch(siteId: string, statements: Array<{ sql: string; params: SqlParam[] }>): Promise<StatementResult[]>;
+  batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]>;
   /**
    * Runs a migration's SQL (one or more statements) and `receipt` in one transaction, so either both
    * are committed or neither is.
    */
-  migrate(siteId: string, sql: string, receipt: { sql: string; params: SqlParam[] }): Promise<void>;
-  /** SQL text that rebuilds the database's schema and data in an empty database. */
-  dump(siteId: string): Promise<string>;
+  migrate(siteId: string, sql: string, receipt: Statement): Promise<void>;
+  /** Writes SQL text that rebuilds the database's schema and data in an empty database to `file`; returns its size. */
+  dump(siteId: string, file: string): Promise<number>;
   remove(siteId: string): Promise<void>;
   close(): Promise<void>;
 }
 
-/** One open database and a queue that gives each operation the connection to itself. */
-class Handle {
-  #queue: Promise<unknown> = Promise.resolve();
-  /** total_changes() after the last statement: only this handle writes the file, so it stays true. */
-  totalChanges: number | null = null;
-  constructor(readonly db: sqlite3.Database) {}
-
-  exclusive<T>(work: () => Promise<T>): Promise<T> {
-    const next = this.#queue.then(work, work);
-    this.#queue = next.catch(() => {});
-    return next;
-  }
+export interface SiteDatabaseOptions {
+  dataDir: string;
+  denoPath: string;
+  denoDir: string;
+  /** Time limit of one statement or batch. */
+  statementTimeoutMs: number;
+  /** Live database processes at most; the least recently used idle one makes room. */
+  maxProcesses: number;
+  /** An idle database process is stopped after this long. */
+  idleMs: number;
 }
 
-const call = <T>(fn: (cb: (err: Error | null, value: T) => void) => void): Promise<T> =>
-  new Promise((resolve, reject) => fn((err, value) => (err ? reject(err) : resolve(value))));
+/** Migrations may rebuild large tables and dumps read everything: both get more time than a statement. */
+const MIGRATION_TIMEOUT_MS = 5 * 60_000;
+const DUMP_TIMEOUT_MS = 10 * 60_000;
+const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
 
-export class SqliteSiteDatabases implements SiteDatabaseProvider {
+const revive = (outcome: StatementOutcome): StatementResult => ({
+  ...outcome,
+  rows: outcome.rows.map((row) => {
+    const out: Record<string, unknown> = {};
+    for (const [column, value] of Object.entries(row) as Array<[string, RowValue]>) {
+      out[column] = value !== null && typeof value === 'object' ? Buffer.from(value.$blob, 'base64') : value;
+    }
+    return out;
+  }),
+});
+
+export class SiteDatabases implements SiteDatabaseProvider {
+  readonly #options: SiteDatabaseOptions;
   readonly #root: string;
-  readonly #handles = new Map<string, Promise<Handle>>();
+  readonly #pool: WorkerPool<DatabaseProcess & { siteId: string }>;
+  /** Every process not yet exited, evicted ones included, so close() can wait for them all. */
+  readonly #started = new Set<DatabaseProcess & { siteId: string }>();
 
-  constructor(dataDir: string) {
-    this.#root = path.join(dataDir, 'sites');
+  constructor(options: SiteDatabaseOptions) {
+    this.#options = options;
+    this.#root = path.join(options.dataDir, 'sites');
+    this.#pool = new WorkerPool({
+      maxWorkers: options.maxProcesses,
+      idleMs: options.idleMs,
+      start: async (siteId) => {
+        const process = Object.assign(
+          await DatabaseProcess.start({
+            denoPath: options.denoPath,
+            denoDir: options.denoDir,
+            siteDir: this.#dir(siteId),
+            sqliteHeapBytes: SQLITE_HEAP_BYTES,
+            startupTimeoutMs: 10_000,
+          }),
+          { siteId },
+        );
+        this.#started.add(process);
+        void process.exited.then(() => this.#started.delete(process));
+        return process;
+      },
+    });
   }
 
-  #file(siteId: string): string {
+  #dir(siteId: string): string {
     if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
-    return path.join(this.#root, siteId, 'db.sqlite');
+    return path.join(this.#root, siteId);
   }
 
   exists(siteId: string): boolean {
-    return fs.existsSync(this.#file(siteId));
+    return fs.existsSync(path.join(this.#dir(siteId), 'db.sqlite'));
   }
 
   async create(siteId: string): Promise<void> {
-    fs.mkdirSync(path.dirname(this.#file(siteId)), { recursive: true });
-    await this.#open(siteId, true);
+    await fsp.mkdir(this.#dir(siteId), { recursive: true, mode: 0o700 });
+    await this.#call(siteId, null);
   }
 
-  #open(siteId: string, create = false): Promise<Handle> {
-    let handle = this.#handles.get(siteId);
-    if (!handle) {
-      const file = this.#file(siteId);
-      if (!create && !fs.existsSync(file)) return Promise.reject(new Error(`no database for site ${siteId}`));
-      handle = (async () => {
-        const db = await call<sqlite3.Database>((cb) => {
-          const opened: sqlite3.Database = new sqlite3.Database(file, (err) => cb(err, opened));
-        });
-        await call((cb) => db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;', (err) => cb(err, undefined)));
-        return new Handle(db);
-      })();
-      this.#handles.set(siteId, handle);
-      handle.catch(() => this.#handles.delete(siteId));
-    }
-    return handle;
+  async run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
+    return revive((await this.#call(siteId, { op: 'run', access, statement })) as StatementOutcome);
   }
 
-  async run(siteId: string, sql: string, params: SqlParam[]): Promise<StatementResult> {
-    const handle = await this.#open(siteId);
-    return handle.exclusive(() => this.#statement(handle, sql, params));
+  async batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
+    return ((await this.#call(siteId, { op: 'batch', access, statements })) as StatementOutcome[]).map(revive);
   }
 
-  async batch(siteId: string, statements: Array<{ sql: string; params: SqlParam[] }>): Promise<StatementResult[]> {
-    const handle = await this.#open(siteId);
-    return handle.exclusive(async () => {
-      await call((cb) => handle.db.exec('BEGIN IMMEDIATE', (err) => cb(err, undefined)));
-      try {
-        const results: StatementResult[] = [];
-        for (const s of statements) results.push(await this.#statement(handle, s.sql, s.params));
-        await call((cb) => handle.db.exec('COMMIT', (err) => cb(err, undefined)));
-        return results;
-      } catch (err) {
-        await call((cb) => handle.db.exec('ROLLBACK', (e) => cb(e, undefined))).catch(() => {});
-        handle.totalChanges = null;
-        throw err;
-      }
-    });
+  async migrate(siteId: string, sql: string, receipt: Statement): Promise<void> {
+    await this.#call(siteId, { op: 'migrate', sql, receipt }, MIGRATION_TIMEOUT_MS);
   }
 
-  async migrate(siteId: string, sql: string, receipt: { sql: string; params: SqlParam[] }): Promise<void> {
-    const handle = await this.#open(siteId);
-    await handle.exclusive(async () => {
-      // The migration's own changes are not counted here: the next statement reads the total afresh.
-      handle.totalChanges = null;
-      const exec = (text: string) => call((cb) => handle.db.exec(text, (err) => cb(err, undefined)));
-      await exec('BEGIN IMMEDIATE');
-      try {
-        await exec(sql).catch((err: Error) => {
-          throw new StatementError(err.message.replace(/^SQLITE_\w+: /, ''));
-        });
-        await call((cb) => handle.db.run(receipt.sql, receipt.params, (err) => cb(err, undefined)));
-        await exec('COMMIT');
-      } catch (err) {
-        await exec('ROLLBACK').catch(() => {});
-        throw err;
-      }
-    });
-  }
-
-  async dump(siteId: string): Promise<string> {
-    const handle = await this.#open(siteId);
-    return handle.exclusive(async () => {
-      const all = (sql: string) => call<Array<Record<string, unknown>>>((cb) => handle.db.all(sql, (err, rows) => cb(err, rows as Array<Record<string, unknown>>)));
-      const objects = (await all(
-        "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid",
-      )) as Array<{ type: string; name: string; sql: string }>;
-      const lines = ['PRAGMA foreign_keys = OFF;', 'BEGIN TRANSACTION;'];
-      const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
-      for (const table of objects.filter((o) => o.type === 'table')) {
-        lines.push(`${table.sql};`);
-        const columns = (await all(`PRAGMA table_info(${ident(table.name)})`)).map((c) => ident(String(c.name)));
-        if (columns.length === 0) continue;
-        // quote() renders each value as an exact SQL literal: integers past 2^53, reals and blobs included.
-        const rows = await all(`SELECT ${columns.map((c) => `quote(${c})`).join(" || ',' || ")} AS v FROM ${ident(table.name)}`);
-        for (const row of rows) lines.push(`INSERT INTO ${ident(table.name)} (${columns.join(', ')}) VALUES (${String(row.v)});`);
-      }
-      for (const other of objects.filter((o) => o.type !== 'table')) lines.push(`${other.sql};`);
-      lines.push('COMMIT;', '');
-      return lines.join('\n');
-    });
-  }
-
-  async #statement(handle: Handle, sql: string, params: SqlParam[]): Promise<StatementResult> {
-    const { db } = handle;
-    const started = performance.now();
-    // A plain SELECT changes nothing: one round trip instead of two.
-    if (/^\s*select\b/i.test(sql)) return { rows: await this.#rows(handle, sql, params), changes: 0, lastRowId: null, durationMs: performance.now() - started };
-    handle.totalChanges ??= (await call<{ n: number }>((cb) => db.get('SELECT total_changes() AS n', (err, row) => cb(err, row as { n: number })))).n;
-    const before = handle.totalChanges;
-    const rows = await this.#rows(handle, sql, params);
-    const after = await call<{ n: number; id: number }>((cb) => db.get('SELECT total_changes() AS n, last_insert_rowid() AS id', (err, row) => cb(err, row as { n: number; id: number })));
-    handle.totalChanges = after.n;
-    const changes = after.n - before;
-    return { rows, changes, lastRowId: changes > 0 ? after.id : null, durationMs: performance.now() - started };
-  }
-
-  async #rows(handle: Handle, sql: string, params: SqlParam[]): Promise<Array<Record<string, unknown>>> {
-    let rows: Array<Record<string, unknown>>;
+  async dump(siteId: string, file: string): Promise<number> {
+    const handle = await fsp.open(file, 'w', 0o600);
     try {
-      rows = await call((cb) => handle.db.all(sql, params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p)), (err, r) => cb(err, r as Array<Record<string, unknown>>)));
-    } catch (err) {
-      handle.totalChanges = null;
-      throw new StatementError((err as Error).message.replace(/^SQLITE_\w+: /, ''));
+      let writing = Promise.resolve();
+      const { bytes } = (await this.#call(siteId, { op: 'dump' }, DUMP_TIMEOUT_MS, (chunk) => {
+        writing = writing.then(() => handle.write(chunk).then(() => undefined));
+      })) as { bytes: number };
+      await writing;
+      await handle.sync();
+      return bytes;
+    } finally {
+      await handle.close();
     }
-    // node-sqlite3 reads integers as doubles: refuse what it could not represent exactly.
-    for (const row of rows) {
-      for (const [column, value] of Object.entries(row)) {
-        if (typeof value === 'number' && Number.isInteger(value) && !Number.isSafeInteger(value)) {
-          throw new StatementError(`column "${column}" holds an integer beyond 2^53 that would lose precision; select it with CAST(${column} AS TEXT)`);
-        }
-      }
-    }
-    return rows;
   }
 
   async remove(siteId: string): Promise<void> {
-    const handle = this.#handles.get(siteId);
-    this.#handles.delete(siteId);
-    if (handle) {
-      const h = await handle.catch(() => null);
-      if (h) await h.exclusive(() => call((cb) => h.db.close((err) => cb(err, undefined))));
-    }
-    fs.rmSync(path.dirname(this.#file(siteId)), { recursive: true, force: true });
+    this.#pool.retire((key) => key === siteId);
+    const stopping = [...this.#started].filter((p) => p.siteId === siteId);
+    for (const process of stopping) process.kill('disposed');
+    await Promise.all(stopping.map((p) => p.exited));
+    await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
-    const handles = [...this.#handles.values()];
-    this.#handles.clear();
-    for (const handle of handles) {
-      const h = await handle.catch(() => null);
-      if (h) await h.exclusive(() => call((cb) => h.db.close((err) => cb(err, undefined))));
+    await this.#pool.close();
+    for (const process of this.#started) process.kill('disposed');
+    await Promise.all([...this.#started].map((p) => p.exited));
+  }
+
+  /** Sends `request` (null: only open the database) to the site's process and unwraps the result. */
+  async #call(siteId: string, request: DbRequest | null, timeoutMs = this.#options.statementTimeoutMs, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
+    if (request && !this.exists(siteId)) throw new StatementError('unavailable', 'the site has no database');
+    let process;
+    try {
+      process = await this.#pool.acquire(siteId);
+    } catch (err) {
+      if (err instanceof PoolFullError) throw new StatementError('busy', 'every database process is busy; try again shortly');
+      throw err;
+    }
+    try {
+      if (!request) return null;
+      const result = await process.call(request, timeoutMs, onChunk);
+      if (!result.ok) throw new StatementError(result.error.reason, result.error.message);
+      return result.value;
+    } catch (err) {
+      if (!(err instanceof DatabaseProcessError)) throw err;
+      if (err.reason === 'timeout') throw new StatementError('timeout', `the statement ran longer than ${timeoutMs} ms and was stopped; nothing it wrote was kept`);
+      throw new StatementError('unavailable', err.message);
+    } finally {
+      this.#pool.release(process);
     }
   }
 }

@@ -2,14 +2,12 @@
 // provider-style envelope) and from functions through ctx.db.
 import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import { type SqlParam, StatementError } from '../../storage/site-database.ts';
+import { type SqlParam, type Statement, StatementError } from '../../storage/site-database.ts';
+import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
 import { countStatements } from '../../storage/sql-statements.ts';
 import { type Caller, type Deps, newId, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
-
-/** The ledger of applied migrations, kept in each site database and reserved from functions. */
-export const LEDGER_TABLE = '_berth_migrations';
 
 interface DatabaseRow {
   id: string;
@@ -64,12 +62,19 @@ function checkOneStatement(sql: string): void {
   if (count > 1) throw new BerthError('multiple_statements', 400, `sql holds ${count} statements; this endpoint runs exactly one`);
 }
 
+/** The envelope's error code for a statement the database did not complete. */
+const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> = {
+  denied: 'statement_not_allowed',
+  timeout: 'statement_timeout',
+  too_large: 'result_too_large',
+};
+
 /** The query endpoint: one statement, answered in the provider-style envelope. */
 export async function queryDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, input: { sql: string; params?: SqlParam[] | undefined }) {
   await requireDatabase(deps, caller, siteId, databaseId);
   checkOneStatement(input.sql);
   try {
-    const result = await deps.siteDatabases.run(siteId, input.sql, input.params ?? []);
+    const result = await deps.siteDatabases.run(siteId, { sql: input.sql, params: input.params ?? [] }, 'api');
     return {
       status: 200,
       body: {
@@ -87,7 +92,8 @@ export async function queryDatabase(deps: Deps, caller: Caller, siteId: string, 
     };
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
-    return { status: 400, body: { success: false, errors: [{ code: 'statement_failed', message: err.message }], messages: [], result: [] } };
+    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', 503, err.message);
+    return { status: 400, body: { success: false, errors: [{ code: STATEMENT_ERROR_CODES[err.reason] ?? 'statement_failed', message: err.message }], messages: [], result: [] } };
   }
 }
 
@@ -103,17 +109,28 @@ export class RuntimeDatabaseError extends Error {
   }
 }
 
-interface Statement {
-  sql: string;
-  params: SqlParam[];
-}
-
 function checkRuntimeStatement(statement: Statement): void {
   if (countStatements(statement.sql) !== 1) {
     throw new RuntimeDatabaseError('DATABASE_MULTIPLE_STATEMENTS', 'each ctx.db call runs exactly one statement; use batch() for several');
   }
-  if (statement.sql.toLowerCase().includes(LEDGER_TABLE)) {
-    throw new RuntimeDatabaseError('DATABASE_RESERVED_TABLE', `${LEDGER_TABLE} is reserved for migrations and cannot be used from functions`);
+}
+
+/** How a statement the database did not complete reaches a function: our own messages are safe to show. */
+function runtimeError(err: StatementError): RuntimeDatabaseError {
+  switch (err.reason) {
+    case 'reserved':
+      return new RuntimeDatabaseError('DATABASE_RESERVED_TABLE', `${LEDGER_TABLE} is reserved for migrations and cannot be used from functions`);
+    case 'denied':
+      return new RuntimeDatabaseError('DATABASE_NOT_ALLOWED', err.message);
+    case 'timeout':
+      return new RuntimeDatabaseError('DATABASE_TIMEOUT', err.message);
+    case 'too_large':
+      return new RuntimeDatabaseError('DATABASE_RESULT_TOO_LARGE', err.message);
+    case 'busy':
+    case 'unavailable':
+      return new RuntimeDatabaseError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', err.message);
+    default:
+      return new RuntimeDatabaseError('DATABASE_QUERY_FAILED', 'the statement failed; the site’s logs have the details', err.message);
   }
 }
 
@@ -128,11 +145,10 @@ export async function runForFunction(deps: Deps, siteId: string, statements: Sta
   if (!ready) throw new RuntimeDatabaseError('DATABASE_NOT_FOUND', 'this site has no database yet; create one with POST /v0/sites/:siteId/databases');
   statements.forEach(checkRuntimeStatement);
   try {
-    const results = statements.length === 1 ? [await deps.siteDatabases.run(siteId, statements[0]!.sql, statements[0]!.params)] : await deps.siteDatabases.batch(siteId, statements);
+    const results = statements.length === 1 ? [await deps.siteDatabases.run(siteId, statements[0]!, 'function')] : await deps.siteDatabases.batch(siteId, statements, 'function');
     return results.map((r) => ({ rows: r.rows, changes: r.changes, lastInsertRowId: r.lastRowId }));
   } catch (err) {
-    if (err instanceof StatementError) throw new RuntimeDatabaseError('DATABASE_QUERY_FAILED', 'the statement failed; the site’s logs have the details', err.message);
-    throw err;
+    throw err instanceof StatementError ? runtimeError(err) : err;
   }
 }
 

@@ -63,15 +63,15 @@ export async function failInterruptedExports(deps: Deps): Promise<void> {
 
 async function produce(deps: Deps, row: ExportRow): Promise<void> {
   const file = exportFile(deps, row.id);
+  const tmp = `${file}.tmp`;
   try {
-    const sql = await deps.siteDatabases.dump(row.site_id);
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    const tmp = `${file}.tmp`;
-    fs.writeFileSync(tmp, sql);
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    const bytes = await deps.siteDatabases.dump(row.site_id, tmp);
     fs.renameSync(tmp, file);
-    await deps.db('database_exports').where({ id: row.id }).update({ status: 'COMPLETE', bytes: Buffer.byteLength(sql), completed_at: timestamp(deps) });
+    await deps.db('database_exports').where({ id: row.id }).update({ status: 'COMPLETE', bytes, completed_at: timestamp(deps) });
   } catch (err) {
     deps.log.error({ err, exportId: row.id }, 'database export failed');
+    fs.rmSync(tmp, { force: true });
     await deps.db('database_exports')
       .where({ id: row.id })
       .update({ status: 'ERROR', error: 'the export could not be produced; create a new one', completed_at: timestamp(deps) })

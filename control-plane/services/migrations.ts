@@ -6,18 +6,11 @@ import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { StatementError } from '../../storage/site-database.ts';
 import type { Caller, Deps } from './deps.ts';
-import { LEDGER_TABLE, requireDatabase } from './databases.ts';
+import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
+import { requireDatabase } from './databases.ts';
 
 export const MIGRATION_NAME = /^\d{4}_[A-Za-z0-9_-]+\.sql$/;
 const LEASE_MS = 10 * 60_000;
-
-const LEDGER_DDL = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
-  id INTEGER PRIMARY KEY AUTOINCREMENT,
-  name TEXT NOT NULL UNIQUE,
-  checksum TEXT NOT NULL,
-  sql TEXT,
-  applied_at TEXT NOT NULL
-)`;
 
 interface ReceiptRow {
   id: number;
@@ -40,8 +33,7 @@ const toReceipt = (row: ReceiptRow) => ({
 });
 
 async function ledger(deps: Deps, siteId: string): Promise<ReceiptRow[]> {
-  await deps.siteDatabases.run(siteId, LEDGER_DDL, []);
-  return (await deps.siteDatabases.run(siteId, `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, [])).rows as unknown as ReceiptRow[];
+  return (await deps.siteDatabases.run(siteId, { sql: `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, params: [] }, 'system')).rows as unknown as ReceiptRow[];
 }
 
 const listCommand = (siteId: string, databaseId: string) => `GET /v0/sites/${siteId}/databases/${databaseId}/migrations`;
@@ -106,6 +98,7 @@ async function applyOne(deps: Deps, siteId: string, name: string, sql: string): 
     });
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
+    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', 503, err.message);
     throw new BerthError('migration_failed', 422, `${name} failed and was rolled back; no receipt was written: ${err.message}`, {
       failedName: name,
       providerMessage: err.message,

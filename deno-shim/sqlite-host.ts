@@ -1,0 +1,296 @@
+// One site's database, served to Berth from a Deno process of its own (see storage/site-database.ts).
+// Tenant SQL runs here, confined by SQLite itself: an authorizer that refuses ATTACH, extension
+// loading, transactions Berth does not own and every pragma outside a short list; defensive mode
+// (no writable_schema, no schema_version writes); limits (no attached database, bounded strings);
+// temporary storage in memory under a hard heap limit. Deno's permissions let the process open
+// nothing but its site's folder. Requests arrive on stdin and are answered in order on stdout.
+import { DatabaseSync, constants } from 'node:sqlite';
+import { FrameReader, encodeFrame, encodeJson, decodeJson } from '../runtime-host/protocol.ts';
+import {
+  type DbRequest,
+  type FailureReason,
+  type Mode,
+  type Statement,
+  type StatementOutcome,
+  DbFrame,
+  LEDGER_DDL,
+  LEDGER_TABLE,
+  MAX_DB_FRAME_BYTES,
+  MAX_RESULT_BYTES,
+} from '../storage/database-protocol.ts';
+
+const [file, heapLimit] = Deno.args;
+if (!file || !heapLimit) throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes>');
+
+// Deno 2.9 implements these parts of node:sqlite; its bundled Node types predate them.
+type Action =
+  | 'OK' | 'DENY' | 'ATTACH' | 'DETACH' | 'TRANSACTION' | 'SAVEPOINT' | 'PRAGMA' | 'FUNCTION' | 'CREATE_VTABLE'
+  | 'DROP_VTABLE' | 'CREATE_TABLE' | 'DELETE' | 'DROP_TABLE' | 'INSERT' | 'READ' | 'UPDATE' | 'ANALYZE'
+  | 'CREATE_INDEX' | 'CREATE_TRIGGER' | 'DROP_INDEX' | 'DROP_TRIGGER' | 'ALTER_TABLE';
+const C = constants as unknown as Record<`SQLITE_${Action}`, number>;
+interface ConfinableDatabase {
+  enableDefensive(active: boolean): void;
+  setAuthorizer(callback: (action: number, a1: string | null, a2: string | null) => number): void;
+  limits: { attach: number; length: number; sqlLength: number };
+}
+
+/** A statement refused or failed, with the reason Berth maps to its own error codes. */
+class Failure extends Error {
+  constructor(
+    readonly reason: FailureReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Pragmas that only describe the schema or check it: any argument is fine. */
+const INTROSPECTION = new Set([
+  'table_info', 'table_xinfo', 'table_list', 'index_list', 'index_info', 'index_xinfo', 'foreign_key_list',
+  'foreign_key_check', 'integrity_check', 'quick_check', 'collation_list', 'function_list', 'module_list',
+  'pragma_list', 'compile_options',
+]);
+/** Pragmas that may be read but not set: setting them changes how or where data is stored. */
+const READABLE = new Set([
+  'page_count', 'page_size', 'freelist_count', 'encoding', 'schema_version', 'data_version', 'journal_mode',
+  'auto_vacuum', 'synchronous', 'cache_size', 'max_page_count', 'busy_timeout',
+]);
+/** Pragmas that may be set: they change this database's own contents or this connection's checks. */
+const SETTABLE = new Set(['user_version', 'application_id', 'foreign_keys', 'defer_foreign_keys', 'recursive_triggers', 'optimize']);
+/** Virtual table modules a site may create: full-text search and R-trees. */
+const MODULES = new Set(['fts5', 'fts4', 'fts3', 'rtree', 'rtree_i32']);
+/** Functions that reach outside the database. */
+const FUNCTIONS_DENIED = new Set(['load_extension', 'fts3_tokenizer']);
+
+/** Actions whose first argument names a table, and those whose second does. */
+const TABLE_FIRST = new Set([C.SQLITE_CREATE_TABLE, C.SQLITE_DELETE, C.SQLITE_DROP_TABLE, C.SQLITE_INSERT, C.SQLITE_READ, C.SQLITE_UPDATE, C.SQLITE_ANALYZE, C.SQLITE_CREATE_VTABLE, C.SQLITE_DROP_VTABLE]);
+const TABLE_SECOND = new Set([C.SQLITE_CREATE_INDEX, C.SQLITE_CREATE_TRIGGER, C.SQLITE_DROP_INDEX, C.SQLITE_DROP_TRIGGER, C.SQLITE_ALTER_TABLE]);
+
+/** Whose SQL is running; Berth's own ('system') unless confined() says otherwise. */
+let mode: Mode = 'system';
+/** Why the authorizer last said no, so the error can say it better than "not authorized". */
+let denial: Failure | null = null;
+
+function deny(reason: FailureReason, message: string): number {
+  denial = new Failure(reason, message);
+  return C.SQLITE_DENY;
+}
+
+function authorize(action: number, a1: string | null, a2: string | null): number {
+  if (mode === 'system') return C.SQLITE_OK;
+  switch (action) {
+    case C.SQLITE_ATTACH:
+    case C.SQLITE_DETACH:
+      return deny('denied', 'ATTACH, DETACH and VACUUM are not available: a site database cannot open other files');
+    case C.SQLITE_TRANSACTION:
+    case C.SQLITE_SAVEPOINT:
+      return deny('denied', 'transactions are managed by Berth: every statement is atomic, and a batch runs as one transaction');
+    case C.SQLITE_PRAGMA: {
+      const name = (a1 ?? '').toLowerCase();
+      if (INTROSPECTION.has(name) || SETTABLE.has(name) || (READABLE.has(name) && a2 === null)) return C.SQLITE_OK;
+      return deny('denied', `PRAGMA ${name}${a2 === null ? '' : ' = …'} is not available on site databases`);
+    }
+    case C.SQLITE_FUNCTION:
+      if (FUNCTIONS_DENIED.has((a2 ?? '').toLowerCase())) return deny('denied', `${a2}() is not available on site databases`);
+      return C.SQLITE_OK;
+    case C.SQLITE_CREATE_VTABLE:
+    case C.SQLITE_DROP_VTABLE:
+      if (!MODULES.has((a2 ?? '').toLowerCase())) return deny('denied', `virtual tables of module ${a2} are not available; fts5, fts4, fts3 and rtree are`);
+  }
+  const table = TABLE_FIRST.has(action) ? a1 : TABLE_SECOND.has(action) ? a2 : null;
+  if (mode !== 'api' && table?.toLowerCase() === LEDGER_TABLE) {
+    return deny('reserved', `${LEDGER_TABLE} is reserved for migrations`);
+  }
+  return C.SQLITE_OK;
+}
+
+const db = new DatabaseSync(file, { enableForeignKeyConstraints: true, timeout: 5000 });
+db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY; PRAGMA hard_heap_limit = ${Number(heapLimit)};`);
+db.exec(LEDGER_DDL);
+const confinable = db as unknown as ConfinableDatabase;
+confinable.enableDefensive(true);
+confinable.limits.attach = 0;
+confinable.limits.length = 64 * 1024 * 1024;
+confinable.limits.sqlLength = 16 * 1024 * 1024;
+confinable.setAuthorizer(authorize);
+
+/** Berth's own statement, prepared once. */
+const counters = db.prepare('SELECT total_changes() AS n, last_insert_rowid() AS id');
+
+/**
+ * Runs `work` under the authorizer's rules for `as`. A refusal can come while a statement is prepared
+ * or while it runs (table-valued pragmas): either way the error says why.
+ */
+function confined<T>(as: Mode, work: () => T): T {
+  mode = as;
+  denial = null;
+  try {
+    return work();
+  } catch (err) {
+    throw denial ?? err;
+  } finally {
+    mode = 'system';
+  }
+}
+
+function encodeValue(column: string, value: unknown): string {
+  if (typeof value === 'bigint') {
+    if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
+      throw new Failure('failed', `column "${column}" holds an integer beyond 2^53 that would lose precision; select it with CAST(${column} AS TEXT)`);
+    }
+    return String(value);
+  }
+  if (value instanceof Uint8Array) return JSON.stringify({ $blob: toBase64(value) });
+  return JSON.stringify(value);
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let text = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(text);
+}
+
+const bind = (params: Statement['params']) => params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p));
+
+/**
+ * Runs one statement and returns its outcome as JSON text, each row serialised once. A result past
+ * the cap is refused; one too large even to read stops this process at its heap limit, and nothing else.
+ */
+function execute(statement: Statement, as: Mode): string {
+  const started = performance.now();
+  const before = (counters.get() as { n: number }).n;
+  // all(), not iterate(): Deno 2.9's iterate() ends quietly on an error instead of throwing it.
+  const read = confined(as, () => {
+    const prepared = db.prepare(statement.sql);
+    prepared.setReadBigInts(true);
+    return prepared.all(...bind(statement.params));
+  });
+  const rows: string[] = [];
+  let bytes = 0;
+  for (const row of read) {
+    const fields = Object.entries(row as Record<string, unknown>).map(([column, value]) => `${JSON.stringify(column)}:${encodeValue(column, value)}`);
+    const text = `{${fields.join(',')}}`;
+    bytes += text.length;
+    if (bytes > MAX_RESULT_BYTES) throw new Failure('too_large', `the result is larger than ${MAX_RESULT_BYTES} bytes; select fewer rows or columns`);
+    rows.push(text);
+  }
+  const after = counters.get() as { n: number; id: number };
+  const changes = after.n - before;
+  const lastRowId = changes > 0 ? after.id : null;
+  return `{"rows":[${rows.join(',')}],"changes":${changes},"lastRowId":${lastRowId},"durationMs":${performance.now() - started}}`;
+}
+
+/** Runs `work` in one transaction: committed whole, or rolled back whole. */
+function transaction<T>(begin: string, work: () => T): T {
+  db.exec(begin);
+  try {
+    const result = work();
+    db.exec('COMMIT');
+    return result;
+  } catch (err) {
+    if (db.isTransaction) db.exec('ROLLBACK');
+    throw err;
+  }
+}
+
+const encoder = new TextEncoder();
+const DUMP_PAGE_ROWS = 1000;
+const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/** Writes SQL text that rebuilds the schema and data in an empty database, in pieces. */
+function dump(send: (chunk: Uint8Array) => void): number {
+  let bytes = 0;
+  let buffered: string[] = [];
+  let size = 0;
+  const line = (text: string) => {
+    buffered.push(text, '\n');
+    size += text.length + 1;
+    if (size >= 256 * 1024) flush();
+  };
+  const flush = () => {
+    if (size === 0) return;
+    const chunk = encoder.encode(buffered.join(''));
+    bytes += chunk.length;
+    send(chunk);
+    buffered = [];
+    size = 0;
+  };
+  transaction('BEGIN', () => {
+    const all = (sql: string) => db.prepare(sql).all() as Array<Record<string, string>>;
+    const objects = all(
+      "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid",
+    ) as Array<{ type: string; name: string; sql: string }>;
+    line('PRAGMA foreign_keys = OFF;');
+    line('BEGIN TRANSACTION;');
+    for (const table of objects.filter((o) => o.type === 'table')) {
+      line(`${table.sql};`);
+      const columns = all(`PRAGMA table_info(${quote(table.name)})`).map((c) => quote(String(c.name)));
+      if (columns.length === 0) continue;
+      // quote() renders each value as an exact SQL literal: integers past 2^53, reals and blobs included.
+      const values = columns.map((c) => `quote(${c})`).join(" || ',' || ");
+      // Pages of rows, so a large table never sits in memory whole: by rowid where the table has
+      // one, by position (slower) for WITHOUT ROWID tables.
+      const withoutRowid = Boolean((db.prepare('SELECT wr FROM pragma_table_list WHERE schema = ? AND name = ?').get('main', table.name) as { wr: number } | undefined)?.wr);
+      const page = withoutRowid
+        ? db.prepare(`SELECT NULL AS r, ${values} AS v FROM ${quote(table.name)} LIMIT ${DUMP_PAGE_ROWS} OFFSET ?`)
+        : db.prepare(`SELECT _rowid_ AS r, ${values} AS v FROM ${quote(table.name)} WHERE _rowid_ > ? ORDER BY _rowid_ LIMIT ${DUMP_PAGE_ROWS}`);
+      page.setReadBigInts(true);
+      for (let after: bigint | number = withoutRowid ? 0 : -(2n ** 63n); ; ) {
+        const rows = page.all(after) as Array<{ r: bigint | null; v: string }>;
+        for (const row of rows) line(`INSERT INTO ${quote(table.name)} (${columns.join(', ')}) VALUES (${row.v});`);
+        if (rows.length < DUMP_PAGE_ROWS) break;
+        after = withoutRowid ? Number(after) + rows.length : rows[rows.length - 1]!.r!;
+      }
+    }
+    for (const other of objects.filter((o) => o.type !== 'table')) line(`${other.sql};`);
+    line('COMMIT;');
+  });
+  flush();
+  return bytes;
+}
+
+function handle(request: DbRequest, stream: number): string {
+  switch (request.op) {
+    case 'run':
+      return transaction('BEGIN', () => execute(request.statement, request.access));
+    case 'batch':
+      return transaction('BEGIN IMMEDIATE', () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`);
+    case 'migrate':
+      transaction('BEGIN IMMEDIATE', () => {
+        confined('migration', () => db.exec(request.sql));
+        execute(request.receipt, 'system');
+      });
+      return 'null';
+    case 'dump':
+      return JSON.stringify({ bytes: dump((chunk) => write(encodeFrame(DbFrame.DumpChunk, stream, chunk))) });
+  }
+}
+
+function write(bytes: Uint8Array): void {
+  for (let written = 0; written < bytes.length; ) written += Deno.stdout.writeSync(bytes.subarray(written));
+}
+
+function answer(stream: number, payload: Uint8Array): void {
+  write(encodeFrame(DbFrame.Result, stream, payload));
+}
+
+function serve(stream: number, request: DbRequest): void {
+  try {
+    const value = handle(request, stream);
+    answer(stream, encoder.encode(`{"ok":true,"value":${value}}`));
+  } catch (err) {
+    const failure = err instanceof Failure ? err : new Failure('failed', err instanceof Error ? err.message : String(err));
+    answer(stream, encodeJson({ ok: false, error: { reason: failure.reason, message: failure.message } }));
+  }
+}
+
+write(encodeFrame(DbFrame.Ready, 0));
+const reader = new FrameReader();
+for await (const chunk of Deno.stdin.readable) {
+  for (const frame of reader.push(chunk)) {
+    if (frame.type !== DbFrame.Request || frame.payload.length > MAX_DB_FRAME_BYTES) throw new Error(`unexpected frame of type ${frame.type}`);
+    serve(frame.stream, decodeJson<DbRequest>(frame.payload));
+  }
+}
+// Berth closed the channel: close the database, which checkpoints the WAL into it.
+db.close();

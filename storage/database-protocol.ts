@@ -1,0 +1,79 @@
+// The messages between Berth (Node) and a site database process (Deno, deno-shim/sqlite-host.ts),
+// defined once for both sides. Frames are the runtime's (runtime-host/protocol.ts): the host writes
+// requests to the process's stdin and reads results from its stdout, in order.
+// Dependency-free and web-standard only, because Deno imports it too.
+
+export const DbFrame = {
+  /** process → host, once the database is open and confined. Payload: empty. */
+  Ready: 1,
+  /** host → process: one operation. Payload: JSON DbRequest. */
+  Request: 2,
+  /** process → host: an operation's outcome. Payload: JSON DbResult. */
+  Result: 3,
+  /** process → host: a piece of a dump in progress (SQL text). */
+  DumpChunk: 4,
+} as const;
+
+/** The migration ledger, kept in each site database and reserved from functions and migrations. */
+export const LEDGER_TABLE = '_berth_migrations';
+
+/** Made when the database is opened, so the ledger is in place (and guarded) before any tenant SQL runs. */
+export const LEDGER_DDL = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL UNIQUE,
+  checksum TEXT NOT NULL,
+  sql TEXT,
+  applied_at TEXT NOT NULL
+)`;
+
+/**
+ * Whose SQL a statement is, which decides what the database's authorizer lets it do:
+ * - `function`: a function's ctx.db call; the ledger is out of reach;
+ * - `api`: the query endpoint, called with the site's own WRITE key; the ledger may be read and written;
+ * - `system`: Berth's own statements (ledger, receipts), never tenant text.
+ * Migrations run their SQL as `migration`, which, like `function`, cannot touch the ledger.
+ */
+export type Access = 'function' | 'api' | 'system';
+export type Mode = Access | 'migration';
+
+export type SqlParam = string | number | boolean | null;
+
+export interface Statement {
+  sql: string;
+  params: SqlParam[];
+}
+
+export type DbRequest =
+  | { op: 'run'; access: Access; statement: Statement }
+  | { op: 'batch'; access: Access; statements: Statement[] }
+  | { op: 'migrate'; sql: string; receipt: Statement }
+  | { op: 'dump' };
+
+/** A BLOB value travels as base64, since JSON has no bytes. */
+export interface EncodedBlob {
+  $blob: string;
+}
+
+export type RowValue = string | number | null | EncodedBlob;
+
+export interface StatementOutcome {
+  rows: Array<Record<string, RowValue>>;
+  changes: number;
+  lastRowId: number | null;
+  durationMs: number;
+}
+
+/**
+ * Why a statement failed: `failed` is SQLite's own error, `denied` a capability site databases do
+ * not have, `reserved` the ledger used where it is out of reach, `too_large` a result over the cap.
+ */
+export type FailureReason = 'failed' | 'denied' | 'reserved' | 'too_large';
+
+export type DbResult =
+  | { ok: true; value: StatementOutcome | StatementOutcome[] | { bytes: number } | null }
+  | { ok: false; error: { reason: FailureReason; message: string } };
+
+/** A statement's rows may hold at most this much JSON, so no result can flood either process. */
+export const MAX_RESULT_BYTES = 16 * 1024 * 1024;
+/** Frames larger than this break the protocol: results are capped above, dumps come in pieces. */
+export const MAX_DB_FRAME_BYTES = MAX_RESULT_BYTES + 1024 * 1024;
