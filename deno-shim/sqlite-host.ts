@@ -30,7 +30,7 @@ type Action =
 const C = constants as unknown as Record<`SQLITE_${Action}`, number>;
 interface ConfinableDatabase {
   enableDefensive(active: boolean): void;
-  setAuthorizer(callback: (action: number, a1: string | null, a2: string | null) => number): void;
+  setAuthorizer(callback: (action: number, a1: string | null, a2: string | null, db: string | null, source: string | null) => number): void;
   limits: { attach: number; length: number; sqlLength: number };
 }
 
@@ -57,6 +57,9 @@ const READABLE = new Set([
 ]);
 /** Pragmas that may be set: they change this database's own contents or this connection's checks. */
 const SETTABLE = new Set(['user_version', 'application_id', 'foreign_keys', 'defer_foreign_keys', 'recursive_triggers', 'optimize']);
+/** `argument` is set both for assignments and for a pragma's own argument, as in table_info(t). */
+const pragmaAllowed = (name: string, argument: boolean) => INTROSPECTION.has(name) || SETTABLE.has(name) || (READABLE.has(name) && !argument);
+
 /** Virtual table modules a site may create: full-text search and R-trees. */
 const MODULES = new Set(['fts5', 'fts4', 'fts3', 'rtree', 'rtree_i32']);
 /** Functions that reach outside the database. */
@@ -76,8 +79,14 @@ function deny(reason: FailureReason, message: string): number {
   return C.SQLITE_DENY;
 }
 
-function authorize(action: number, a1: string | null, a2: string | null): number {
-  if (mode === 'system') return C.SQLITE_OK;
+/**
+ * The authorizer. `source` names the trigger or view an action comes from: those are the tenant's
+ * SQL even inside Berth's own statements (a trigger on the ledger fires on a receipt), so they get
+ * no more than the tenant's own rights.
+ */
+function authorize(action: number, a1: string | null, a2: string | null, _db: string | null, source: string | null): number {
+  const as: Mode = mode === 'system' && source !== null ? 'api' : mode;
+  if (as === 'system') return C.SQLITE_OK;
   switch (action) {
     case C.SQLITE_ATTACH:
     case C.SQLITE_DETACH:
@@ -87,8 +96,17 @@ function authorize(action: number, a1: string | null, a2: string | null): number
       return deny('denied', 'transactions are managed by Berth: every statement is atomic, and a batch runs as one transaction');
     case C.SQLITE_PRAGMA: {
       const name = (a1 ?? '').toLowerCase();
-      if (INTROSPECTION.has(name) || SETTABLE.has(name) || (READABLE.has(name) && a2 === null)) return C.SQLITE_OK;
+      if (pragmaAllowed(name, a2 !== null)) return C.SQLITE_OK;
       return deny('denied', `PRAGMA ${name}${a2 === null ? '' : ' = …'} is not available on site databases`);
+    }
+    case C.SQLITE_READ: {
+      // A table-valued pragma (pragma_database_list) is read like a table; only this check knows
+      // the trigger or view it is read from.
+      const name = (a1 ?? '').toLowerCase();
+      if (name.startsWith('pragma_') && !pragmaAllowed(name.slice('pragma_'.length), false)) {
+        return deny('denied', `${name} is not available on site databases`);
+      }
+      break;
     }
     case C.SQLITE_FUNCTION:
       if (FUNCTIONS_DENIED.has((a2 ?? '').toLowerCase())) return deny('denied', `${a2}() is not available on site databases`);
@@ -98,7 +116,7 @@ function authorize(action: number, a1: string | null, a2: string | null): number
       if (!MODULES.has((a2 ?? '').toLowerCase())) return deny('denied', `virtual tables of module ${a2} are not available; fts5, fts4, fts3 and rtree are`);
   }
   const table = TABLE_FIRST.has(action) ? a1 : TABLE_SECOND.has(action) ? a2 : null;
-  if (mode !== 'api' && table?.toLowerCase() === LEDGER_TABLE) {
+  if (as !== 'api' && table?.toLowerCase() === LEDGER_TABLE) {
     return deny('reserved', `${LEDGER_TABLE} is reserved for migrations`);
   }
   return C.SQLITE_OK;

@@ -184,6 +184,24 @@ test('migrations are confined too, and cannot rewrite the ledger', async (t) => 
   await other.answers(t);
 });
 
+test('triggers and views of the tenant get no more than the tenant’s rights inside Berth’s own statements', async (t) => {
+  const { base, query } = await siteWithDatabase();
+  const apply = (name: string, sql: string) => t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
+  t.true((await query('CREATE TABLE leak (v TEXT)')).body.success);
+  // A trigger on the ledger fires when Berth writes a receipt.
+  t.true((await query('CREATE TRIGGER spy AFTER INSERT ON _berth_migrations BEGIN INSERT INTO leak SELECT file FROM pragma_database_list; END')).body.success);
+  const res = await apply('0001_innocent.sql', 'CREATE TABLE innocent (x);');
+  t.is(res.statusCode, 422);
+  t.is(json(res).error.code, 'migration_failed');
+  t.deepEqual((await query('SELECT v FROM leak')).body.result[0]?.results, [], 'no host path was written');
+  t.true((await query('DROP TRIGGER spy')).body.success);
+  // A view standing in for the ledger is read by Berth under the tenant's rights too.
+  t.true((await query('DROP TABLE _berth_migrations')).body.success);
+  t.true((await query("CREATE VIEW _berth_migrations AS SELECT 1 AS id, file AS name, '' AS checksum, NULL AS sql, '' AS applied_at FROM pragma_database_list")).body.success);
+  const listed = await t0.owner.read.get(`${base}/migrations`);
+  t.false(JSON.stringify(listed.body).includes(t0.dataDir), 'no host path in the receipts');
+});
+
 test('a runaway statement is stopped at its time limit and the database recovers; others never wait on it', async (t) => {
   const strict = await startTestBerth({ databaseTimeoutMs: 1000 });
   t.teardown(() => strict.dispose());
