@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
-import { startServe } from '../helpers/process.ts';
+import { processesMentioning, startServe } from '../helpers/process.ts';
 
 test('after kill -9 during an apply, the next apply on the restarted server runs at once', async (t) => {
   const dataDir = await makeDataDir(t);
@@ -28,6 +28,8 @@ test('after kill -9 during an apply, the next apply on the restarted server runs
   server.child.kill('SIGKILL');
   await server.exited;
   await pending.catch(() => null);
+  // As a service manager would, kill what the server started too: its site database processes.
+  for (const pid of processesMentioning(dataDir)) process.kill(pid, 'SIGKILL');
   t.true(Date.now() - started < 5000);
 
   const again = await startServe({ BERTH_DATA_DIR: dataDir });

@@ -7,21 +7,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { type TestAccount, apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
-import { type ServeProcess, startServe } from '../helpers/process.ts';
-
-/** Pids of live processes whose command line mentions `needle` (Deno workers name their entry file). */
-function processesMentioning(needle: string): number[] {
-  const pids: number[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) pids.push(Number(entry));
-    } catch {
-      // The process ended while the list was read.
-    }
-  }
-  return pids;
-}
+import { type ServeProcess, processesMentioning, startServe } from '../helpers/process.ts';
 
 async function noneLeft(needle: string): Promise<number[]> {
   let pids = processesMentioning(needle);
