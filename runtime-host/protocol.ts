@@ -29,6 +29,16 @@ export const FrameType = {
 
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
 
+/** What the shim needs before the function runs (in the entry program, see deployments.ts); never shown to the function. */
+export interface ChannelParams {
+  socketPath: string;
+  siteId: string;
+  kind: 'api' | 'cron';
+  /** The function module's file URL, and its path in the site, which stack traces show instead. */
+  functionUrl: string;
+  sourcePath: string;
+}
+
 export interface ReadyInfo {
   handler: 'default' | 'handler';
 }
@@ -78,8 +88,46 @@ export const CtxErrorCode = {
 } as const;
 
 export const HEADER_BYTES = 9;
-/** Frames larger than this are a protocol violation; bodies are split into smaller chunks. */
+/** The default cap of a whole frame, header included. */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;
+/** Response bodies travel in chunks of at most this many bytes. */
+export const CHUNK_BYTES = 256 * 1024;
+/** Console lines (and raw output lines) are cut at this many characters. */
+export const MAX_LOG_CHARS = 16 * 1024;
+/** A ctx call's JSON: room for a 10 MiB file written by ctx.data.writeText, with escapes. */
+export const MAX_CTX_CALL_BYTES = 16 * 1024 * 1024;
+/** A request's head (URL and headers) as JSON; the body limit comes on top. */
+export const MAX_REQUEST_HEAD_BYTES = 1024 * 1024;
+
+/**
+ * The largest payload the shim may send in each frame type; the host stops a worker that declares
+ * more, before reading the bytes. -1: the shim never sends that type.
+ */
+export function shimPayloadBytes(type: number): number {
+  switch (type) {
+    case FrameType.Ready:
+      return 256;
+    case FrameType.ResponseHead:
+      return 256 * 1024;
+    case FrameType.ResponseChunk:
+      return CHUNK_BYTES;
+    case FrameType.ResponseEnd:
+      return 0;
+    case FrameType.ResponseError:
+    case FrameType.Log:
+      return 128 * 1024;
+    case FrameType.CtxCall:
+      return MAX_CTX_CALL_BYTES;
+    default:
+      return -1;
+  }
+}
+
+/** The whole-frame cap the host reads the shim's frames with. */
+export const shimFrameBytes = (type: number): number => {
+  const payload = shimPayloadBytes(type);
+  return payload < 0 ? 0 : HEADER_BYTES + payload;
+};
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -115,38 +163,137 @@ export function decodeRequest(payload: Uint8Array): { head: RequestHead; body: U
   };
 }
 
+/**
+ * Rewrites host locations in a stack trace or message, as file URLs or paths, so a function never
+ * learns where it runs: its own module becomes its path in the site, Berth's files (`berthUrl`, the
+ * install's root) `berth:<file>`.
+ */
+export function pathRedactor(functionUrl: string, sourcePath: string, berthUrl: string): (text: string) => string {
+  const rewrites: Array<[string, string]> = [];
+  for (const [url, shown] of [
+    [functionUrl, sourcePath],
+    [berthUrl, 'berth:'],
+  ] as const) {
+    rewrites.push([url, shown], [decodeURIComponent(new URL(url).pathname), shown]);
+  }
+  return (text) => rewrites.reduce((out, [from, to]) => out.replaceAll(from, to), text);
+}
+
 export interface Frame {
   type: number;
   stream: number;
   payload: Uint8Array;
 }
 
-/** Splits a byte stream into frames; feed it chunks as they arrive. */
+const SMALL_CHUNK_BYTES = 4 * 1024;
+const BLOCK_BYTES = 64 * 1024;
+
+/** A byte stream that is not a valid sequence of frames. */
+export class FrameError extends Error {}
+
+/**
+ * Splits a byte stream into frames; feed it chunks as they arrive. Chunks are kept as they are and
+ * copied once, when a whole frame is in, so a large frame arriving in small pieces costs linear time.
+ * `maxFrameBytes(type)` caps a whole frame (header included) of each type; a frame over it is refused
+ * as soon as its header arrives.
+ */
 export class FrameReader {
-  #buffer: Uint8Array = new Uint8Array(0);
+  readonly #maxFrameBytes: (type: number) => number;
+  readonly #chunks: Uint8Array[] = [];
+  /** Bytes of the first chunk already consumed. */
+  #offset = 0;
+  /** Bytes buffered and not yet consumed. */
+  #length = 0;
+
+  /** Where small chunks are gathered, so a stream of tiny reads does not cost an object per read. */
+  #block: Uint8Array | null = null;
+  #blockUsed = 0;
+
+  constructor(maxFrameBytes: (type: number) => number = () => MAX_FRAME_BYTES) {
+    this.#maxFrameBytes = maxFrameBytes;
+  }
 
   push(chunk: Uint8Array): Frame[] {
-    this.#buffer = this.#buffer.length === 0 ? chunk : concat(this.#buffer, chunk);
+    this.#append(chunk);
     const frames: Frame[] = [];
-    while (this.#buffer.length >= 4) {
-      const view = new DataView(this.#buffer.buffer, this.#buffer.byteOffset, this.#buffer.byteLength);
-      const length = view.getUint32(0);
-      if (length < 5 || length > MAX_FRAME_BYTES) throw new Error(`invalid frame length ${length}`);
-      if (this.#buffer.length < 4 + length) break;
-      frames.push({
-        type: view.getUint8(4),
-        stream: view.getUint32(5),
-        payload: this.#buffer.subarray(HEADER_BYTES, 4 + length),
-      });
-      this.#buffer = this.#buffer.subarray(4 + length);
+    while (this.#length >= HEADER_BYTES) {
+      const header = this.#peek(HEADER_BYTES);
+      const view = new DataView(header.buffer, header.byteOffset, HEADER_BYTES);
+      const size = 4 + view.getUint32(0);
+      const type = view.getUint8(4);
+      if (size < HEADER_BYTES) throw new FrameError(`invalid frame length ${size - 4}`);
+      const max = this.#maxFrameBytes(type);
+      if (max < HEADER_BYTES) throw new FrameError(`frames of type ${type} are not accepted`);
+      if (size > max) throw new FrameError(`a frame of type ${type} declares ${size} bytes, more than its limit of ${max}`);
+      if (this.#length < size) break;
+      const stream = view.getUint32(5);
+      frames.push({ type, stream, payload: this.#take(size).subarray(HEADER_BYTES) });
     }
     return frames;
   }
-}
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
+  #append(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    this.#length += chunk.length;
+    if (chunk.length >= SMALL_CHUNK_BYTES) {
+      this.#chunks.push(chunk);
+      this.#block = null;
+      return;
+    }
+    const block = this.#block;
+    const last = this.#chunks.at(-1);
+    if (block && last && last.buffer === block.buffer && last.byteOffset + last.length === block.byteOffset + this.#blockUsed && block.length - this.#blockUsed >= chunk.length) {
+      block.set(chunk, this.#blockUsed);
+      this.#blockUsed += chunk.length;
+      this.#chunks[this.#chunks.length - 1] = block.subarray(last.byteOffset - block.byteOffset, this.#blockUsed);
+      return;
+    }
+    this.#block = new Uint8Array(BLOCK_BYTES);
+    this.#block.set(chunk);
+    this.#blockUsed = chunk.length;
+    this.#chunks.push(this.#block.subarray(0, chunk.length));
+  }
+
+  /** The next `n` buffered bytes, without consuming them (n <= #length). */
+  #peek(n: number): Uint8Array {
+    const first = this.#chunks[0]!;
+    if (first.length - this.#offset >= n) return first.subarray(this.#offset, this.#offset + n);
+    const out = new Uint8Array(n);
+    let filled = 0;
+    for (let i = 0, offset = this.#offset; filled < n; i++, offset = 0) {
+      const part = this.#chunks[i]!.subarray(offset, offset + n - filled);
+      out.set(part, filled);
+      filled += part.length;
+    }
+    return out;
+  }
+
+  /** Consumes the next `n` buffered bytes (n <= #length), copying only when they span chunks. */
+  #take(n: number): Uint8Array {
+    this.#length -= n;
+    const first = this.#chunks[0]!;
+    if (first.length - this.#offset >= n) {
+      const out = first.subarray(this.#offset, this.#offset + n);
+      this.#advance(n);
+      return out;
+    }
+    const out = new Uint8Array(n);
+    let filled = 0;
+    while (filled < n) {
+      const chunk = this.#chunks[0]!;
+      const part = chunk.subarray(this.#offset, this.#offset + n - filled);
+      out.set(part, filled);
+      filled += part.length;
+      this.#advance(part.length);
+    }
+    return out;
+  }
+
+  #advance(n: number): void {
+    this.#offset += n;
+    if (this.#offset === this.#chunks[0]!.length) {
+      this.#chunks.shift();
+      this.#offset = 0;
+    }
+  }
 }
