@@ -1,11 +1,46 @@
-// Runs before the function's module is evaluated (the generated entry imports it first).
-// Removes storage that Deno would persist on disk keyed by the main module, so nothing survives or
-// leaks between deployments, and routes console output to the host's per-site function logs.
+// Runs before the function's module is evaluated (the shim imports it first, and the entry imports
+// the shim). Removes storage that Deno would persist on disk keyed by the main module, so nothing
+// survives or leaks between deployments, routes console output to the host's per-site function logs,
+// and keeps host paths (Deno's install, the data dir) out of the function's reach.
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { LogEntry, LogLevel } from '../runtime-host/protocol.ts';
+import process from 'node:process';
+import { type LogEntry, type LogLevel, MAX_LOG_CHARS, pathRedactor } from '../runtime-host/protocol.ts';
 
 for (const name of ['localStorage', 'sessionStorage', 'caches']) {
   Reflect.deleteProperty(globalThis, name);
+}
+
+// The executable's path is the only host path left in Deno's own APIs: the program comes on stdin,
+// so the arguments are empty and the main module is `$deno$stdin.mts`, the worker runs in `/`, and
+// the host spawns it with argv0 "deno".
+Object.defineProperty(Deno, 'execPath', {
+  value: () => {
+    throw new Deno.errors.NotCapable('Deno.execPath is not available to Berth functions');
+  },
+  writable: false,
+  configurable: false,
+});
+process.execPath = 'deno';
+process.argv[0] = 'deno';
+
+/**
+ * Stack traces name the function by its path in the site and the shim by its file name. The formatter
+ * cannot be replaced, so user code never sees V8's call sites, which would give the real file URLs.
+ */
+export function hideHostPaths(functionUrl: string, sourcePath: string): void {
+  const redact = pathRedactor(functionUrl, sourcePath, new URL('../', import.meta.url).href);
+  const describe = (error: unknown): string => {
+    try {
+      return Error.prototype.toString.call(error);
+    } catch {
+      return 'Error';
+    }
+  };
+  Object.defineProperty(Error, 'prepareStackTrace', {
+    value: (error: unknown, frames: unknown[]) => redact([describe(error), ...frames.map((frame) => `    at ${String(frame)}`)].join('\n')),
+    writable: false,
+    configurable: false,
+  });
 }
 
 /** The request a piece of async work belongs to, so logs and ctx calls can name it. */
@@ -22,8 +57,6 @@ export function setLogSink(next: LogSink): void {
   sink = next;
   for (const entry of pending.splice(0)) next(entry);
 }
-
-const MAX_LOG_CHARS = 16 * 1024;
 
 function format(args: unknown[]): string {
   const text = args.map((arg) => (typeof arg === 'string' ? arg : Deno.inspect(arg, { depth: 4, colors: false }))).join(' ');

@@ -1,27 +1,38 @@
-// The worker's main loop inside Deno: connect to the host's socket, announce readiness, then turn
-// Request frames into web Requests for the function and stream its Responses back.
+// The worker's main loop inside Deno: connect to the host's socket before the function's module is
+// evaluated, give up the permission to touch that socket's path, load the function, announce
+// readiness, then turn Request frames into web Requests and stream the Responses back.
 import { setImmediate } from 'node:timers';
-import { currentRequest, setLogSink } from './harden.ts';
+import { currentRequest, hideHostPaths, setLogSink } from './harden.ts';
 import { createContext } from './context.ts';
 import {
+  CHUNK_BYTES,
+  type ChannelParams,
+  CtxErrorCode,
   type CtxResult,
   type Frame,
   FrameReader,
   FrameType,
   type FrameTypeValue,
   type HandlerFailure,
+  MAX_CTX_CALL_BYTES,
+  MAX_FRAME_BYTES,
+  MAX_LOG_CHARS,
+  MAX_REQUEST_HEAD_BYTES,
   type ReadyInfo,
   type ResponseHead,
   decodeJson,
   decodeRequest,
   encodeFrame,
   encodeJson,
+  shimPayloadBytes,
 } from '../runtime-host/protocol.ts';
 
 type Handler = (req: Request, ctx: unknown) => unknown;
 
-const CHUNK_BYTES = 256 * 1024;
 const MAX_BACKLOG_BYTES = 1024 * 1024;
+/** Request frames carry bodies up to the largest body limit an operator may configure. */
+const MAX_REQUEST_FRAME_BYTES = MAX_FRAME_BYTES + MAX_REQUEST_HEAD_BYTES;
+const MAX_HEAD_BYTES = shimPayloadBytes(FrameType.ResponseHead);
 
 /**
  * Writes frames in order. Frames queued before the next turn of the event loop go out in one write
@@ -66,29 +77,50 @@ function concat(parts: Uint8Array[]): Uint8Array {
 
 function failure(error: unknown): HandlerFailure {
   const e = error as { message?: unknown; code?: unknown; status?: unknown } | null;
-  const out: HandlerFailure = { message: typeof e?.message === 'string' ? e.message : String(error) };
-  if (typeof e?.code === 'string') out.code = e.code;
-  if (typeof e?.status === 'number') out.status = e.status;
+  const message = typeof e?.message === 'string' ? e.message : String(error);
+  const out: HandlerFailure = { message: message.length > MAX_LOG_CHARS ? `${message.slice(0, MAX_LOG_CHARS)}… (truncated)` : message };
+  if (typeof e?.code === 'string' && e.code.length <= 100) out.code = e.code;
+  if (typeof e?.status === 'number' && Number.isInteger(e.status)) out.status = e.status;
   return out;
 }
 
-export async function run(mod: Record<string, unknown>): Promise<void> {
-  const [socketPath, siteId, kind] = Deno.args;
-  if (!socketPath || !siteId || (kind !== 'api' && kind !== 'cron')) throw new Error('usage: entry.ts <socket path> <site id> api|cron');
+export interface Channel {
+  conn: Deno.Conn;
+  siteId: string;
+  kind: 'api' | 'cron';
+}
+
+/** Opens the channel; afterwards nothing in this process can open or listen on the socket's path. */
+export async function connect(params: ChannelParams): Promise<Channel> {
+  hideHostPaths(params.functionUrl, params.sourcePath);
+  const conn = await Deno.connect({ transport: 'unix', path: params.socketPath });
+  Deno.permissions.revokeSync({ name: 'read', path: params.socketPath });
+  Deno.permissions.revokeSync({ name: 'write', path: params.socketPath });
+  return { conn, siteId: params.siteId, kind: params.kind };
+}
+
+const tooLarge = (what: string, limit: number) => `${what} is larger than ${limit} bytes once encoded`;
+
+export async function run(channel: Channel, load: () => Promise<Record<string, unknown>>): Promise<void> {
+  const { conn, siteId, kind } = channel;
+  const { send, drain } = createWriter(conn);
+  setLogSink((entry) => void send(FrameType.Log, 0, encodeJson(entry)));
+
+  const mod = await load();
   const handlerName: ReadyInfo['handler'] = typeof mod.default === 'function' ? 'default' : 'handler';
   const handler = mod[handlerName] as Handler;
   if (typeof handler !== 'function') throw new Error('the function module exports no handler function');
 
-  const conn = await Deno.connect({ transport: 'unix', path: socketPath });
-  const { send, drain } = createWriter(conn);
-  setLogSink((entry) => void send(FrameType.Log, 0, encodeJson(entry)));
-
   let nextCall = 1;
   const calls = new Map<number, (result: CtxResult) => void>();
   const ctx = createContext(siteId, (method, args) => {
+    const payload = encodeJson({ requestId: currentRequest.getStore() ?? null, method, args });
+    if (payload.length > MAX_CTX_CALL_BYTES) {
+      return Promise.resolve({ ok: false, error: { code: CtxErrorCode.InvalidArgument, message: tooLarge(`ctx.${method}'s arguments`, MAX_CTX_CALL_BYTES) } });
+    }
     const id = nextCall++;
     const result = new Promise<CtxResult>((resolve) => calls.set(id, resolve));
-    send(FrameType.CtxCall, id, encodeJson({ requestId: currentRequest.getStore() ?? null, method, args }));
+    void send(FrameType.CtxCall, id, payload);
     return result;
   });
   const aborts = new Map<number, AbortController>();
@@ -106,18 +138,20 @@ export async function run(mod: Record<string, unknown>): Promise<void> {
           signal: abort.signal,
         });
         let response: unknown;
+        let responseHead: Uint8Array;
         try {
           response = await handler(request, ctx);
           // A cron handler need not answer anything.
           if (kind === 'cron' && response === undefined) response = new Response(null, { status: 204 });
           if (!(response instanceof Response)) throw new TypeError('the handler must return a Response');
+          responseHead = encodeJson({ status: response.status, headers: [...response.headers] } satisfies ResponseHead);
+          if (responseHead.length > MAX_HEAD_BYTES) throw new RangeError(tooLarge('the response’s status and headers', MAX_HEAD_BYTES));
         } catch (error) {
           console.error(error);
           void send(FrameType.ResponseError, stream, encodeJson(failure(error)));
           return;
         }
-        const responseHead: ResponseHead = { status: response.status, headers: [...response.headers] };
-        void send(FrameType.ResponseHead, stream, encodeJson(responseHead));
+        void send(FrameType.ResponseHead, stream, responseHead);
         if (response.body) {
           try {
             const reader = response.body.getReader();
@@ -159,7 +193,7 @@ export async function run(mod: Record<string, unknown>): Promise<void> {
   }
 
   await send(FrameType.Ready, 0, encodeJson({ handler: handlerName } satisfies ReadyInfo));
-  const reader = new FrameReader();
+  const reader = new FrameReader((type) => (type === FrameType.Request ? MAX_REQUEST_FRAME_BYTES : MAX_FRAME_BYTES));
   for await (const chunk of conn.readable) {
     for (const frame of reader.push(chunk)) dispatch(frame);
   }

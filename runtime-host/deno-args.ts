@@ -31,19 +31,15 @@ export function localAddresses(interfaces: Record<string, Array<{ address: strin
 }
 
 export interface DenoArgsOptions {
-  /** Generated entry module of the deployment. */
-  entryPath: string;
-  /** The worker's channel: the only path it may touch. */
+  /** The worker's channel: the only path it may touch, and only until the shim has connected. */
   socketPath: string;
-  siteId: string;
-  /** cron handlers may return nothing; api handlers must return a Response. */
-  kind: 'api' | 'cron';
   /** V8 old-space cap in MiB. */
   heapMb: number;
   /** Addresses denied on top of DENIED_NETWORKS, e.g. this machine's interfaces. */
   extraDenied?: string[];
 }
 
+/** The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's. */
 export function denoArgs(options: DenoArgsOptions): string[] {
   return [
     'run',
@@ -57,10 +53,7 @@ export function denoArgs(options: DenoArgsOptions): string[] {
     `--allow-read=${options.socketPath}`,
     `--allow-write=${options.socketPath}`,
     `--v8-flags=--max-old-space-size=${options.heapMb}`,
-    options.entryPath,
-    options.socketPath,
-    options.siteId,
-    options.kind,
+    '-',
   ];
 }
 

@@ -1,13 +1,17 @@
-// Generated files of deployed function versions, under <runtime dir>/functions/<functionId>/<versionId>/.
-// The entry imports the hardening shim first, then the function, then the shim's main loop, so the
-// function's top level already runs inside the hardened, log-capturing environment.
+// Generated files of deployed function versions, under <runtime dir>/functions/<functionId>/<versionId>/,
+// and the entry program a worker runs. The entry reaches Deno on stdin, so no host path or channel
+// detail is in the worker's arguments; it opens the channel before the function's module is even
+// evaluated, and the function's top level then runs inside the hardened, log-capturing environment.
 import fs from 'node:fs';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { ChannelParams } from './protocol.ts';
 
-const SHIM_DIR = path.resolve(import.meta.dirname, '../deno-shim');
+const SHIM_URL = pathToFileURL(path.resolve(import.meta.dirname, '../deno-shim/shim.ts')).href;
 
 export interface DeploymentFiles {
-  entryPath: string;
+  /** The function's module. */
+  modulePath: string;
 }
 
 const versionDir = (runtimeDir: string, functionId: string, versionId: string) =>
@@ -19,28 +23,18 @@ function writeAtomically(file: string, text: string): void {
   fs.renameSync(tmp, file);
 }
 
-/** Writes (or rewrites) a version's entry and source; the runtime dir is disposable. */
+/** Writes (or rewrites) a version's source; the runtime dir is disposable. */
 export function writeDeployment(runtimeDir: string, functionId: string, versionId: string, source: string): DeploymentFiles {
   const dir = versionDir(runtimeDir, functionId, versionId);
   fs.mkdirSync(dir, { recursive: true });
-  writeAtomically(path.join(dir, 'function.ts'), source);
-  const entryPath = path.join(dir, 'entry.ts');
-  writeAtomically(
-    entryPath,
-    [
-      `import ${JSON.stringify(path.join(SHIM_DIR, 'harden.ts'))};`,
-      `import * as fn from './function.ts';`,
-      `import { run } from ${JSON.stringify(path.join(SHIM_DIR, 'shim.ts'))};`,
-      `await run(fn);`,
-      '',
-    ].join('\n'),
-  );
-  return { entryPath };
+  const modulePath = path.join(dir, 'function.ts');
+  writeAtomically(modulePath, source);
+  return { modulePath };
 }
 
 export function deploymentExists(runtimeDir: string, functionId: string, versionId: string): string | null {
-  const entryPath = path.join(versionDir(runtimeDir, functionId, versionId), 'entry.ts');
-  return fs.existsSync(entryPath) ? entryPath : null;
+  const modulePath = path.join(versionDir(runtimeDir, functionId, versionId), 'function.ts');
+  return fs.existsSync(modulePath) ? modulePath : null;
 }
 
 /** Removes a function's generated files, all versions or all but `keepVersionId`. */
@@ -50,4 +44,19 @@ export function removeDeployments(runtimeDir: string, functionId: string, keepVe
   for (const version of fs.readdirSync(dir)) {
     if (version !== keepVersionId) fs.rmSync(path.join(dir, version), { recursive: true, force: true });
   }
+}
+
+/**
+ * The program a worker runs (`deno run -`). The function is imported with a string literal, so Deno
+ * loads it as part of the program's module graph and needs no read permission for it.
+ */
+export function entryProgram(modulePath: string, params: Omit<ChannelParams, 'functionUrl'>): string {
+  const functionUrl = pathToFileURL(modulePath).href;
+  const channel: ChannelParams = { ...params, functionUrl };
+  return [
+    `import { connect, run } from ${JSON.stringify(SHIM_URL)};`,
+    `const channel = await connect(${JSON.stringify(channel)});`,
+    `await run(channel, () => import(${JSON.stringify(functionUrl)}));`,
+    '',
+  ].join('\n');
 }

@@ -1,12 +1,14 @@
 // The runtime host: starts workers for deployments on demand, sends them requests with a wall-clock
 // limit, watches their memory, and routes their ctx calls and logs to the control plane's handlers
-// for the one site each worker serves.
+// for the one site each worker serves. Workers run at a lower CPU priority than the host, so hosting
+// and the API stay responsive while functions burn CPU.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { localAddresses } from './deno-args.ts';
 import { WorkerPool } from './pool.ts';
+import type { OutputBudget } from './output-limit.ts';
 import type { CtxCall, CtxResult, LogEntry } from './protocol.ts';
 import { DenoWorker, type WorkerRequest, type WorkerResponse } from './worker.ts';
 
@@ -21,6 +23,17 @@ export interface RuntimeOptions {
   idleMs: number;
   maxWorkers: number;
   startupTimeoutMs: number;
+  /** The host's own log, for workers that break the protocol. */
+  logger: RuntimeLogger;
+  /** How much lower than the host's a worker's CPU priority is, as a nice increment (default 10; 0 keeps it equal). */
+  workerNice?: number;
+  /** What each worker may write to its site's logs (default DEFAULT_OUTPUT_BUDGET). */
+  output?: OutputBudget;
+}
+
+export interface RuntimeLogger {
+  warn(details: Record<string, unknown>, message: string): void;
+  error(details: Record<string, unknown>, message: string): void;
 }
 
 /** What a worker serves and for whom: the channel carries this binding, not the function's word. */
@@ -30,7 +43,8 @@ export interface Deployment {
   siteId: string;
   path: string;
   kind: 'api' | 'cron';
-  entryPath: string;
+  /** The function's module on disk. */
+  modulePath: string;
 }
 
 export interface RuntimeHooks {
@@ -53,7 +67,6 @@ export class RuntimeHost {
   readonly #pool: WorkerPool<DenoWorker>;
   readonly #deployments = new Map<string, Deployment>();
   readonly #socketDir: string;
-  readonly #emptyDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
   readonly #localAddresses = localAddresses(os.networkInterfaces());
 
@@ -61,10 +74,8 @@ export class RuntimeHost {
     this.#options = options;
     this.#hooks = hooks;
     this.#socketDir = socketDirFor(options.runtimeDir);
-    this.#emptyDir = path.join(options.runtimeDir, 'empty');
     fs.rmSync(this.#socketDir, { recursive: true, force: true });
     fs.mkdirSync(this.#socketDir, { recursive: true, mode: 0o700 });
-    fs.mkdirSync(this.#emptyDir, { recursive: true });
     this.#pool = new WorkerPool({
       maxWorkers: options.maxWorkers,
       idleMs: options.idleMs,
@@ -77,6 +88,11 @@ export class RuntimeHost {
   /** Live workers, for tests and diagnostics. */
   get workerCount(): number {
     return this.#pool.size;
+  }
+
+  /** Process ids of the live workers, for tests and diagnostics. */
+  workerPids(): number[] {
+    return this.#pool.workers().flatMap((worker) => (worker.pid ? [worker.pid] : []));
   }
 
   /**
@@ -120,19 +136,25 @@ export class RuntimeHost {
   }
 
   #startWorker(deployment: Deployment): Promise<DenoWorker> {
+    const { logger } = this.#options;
+    const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
     return DenoWorker.start({
       denoPath: this.#options.denoPath,
-      entryPath: deployment.entryPath,
+      modulePath: deployment.modulePath,
+      sourcePath: deployment.path,
       socketPath: path.join(this.#socketDir, `${crypto.randomBytes(8).toString('hex')}.sock`),
-      cwd: this.#emptyDir,
       denoDir: path.join(this.#options.runtimeDir, 'deno-dir'),
       siteId: deployment.siteId,
       kind: deployment.kind,
       heapMb: this.#options.heapMb,
       extraDenied: this.#localAddresses,
       startupTimeoutMs: this.#options.startupTimeoutMs,
+      nice: this.#options.workerNice ?? 10,
+      ...(this.#options.output ? { output: this.#options.output } : {}),
       onCtxCall: (call) => this.#hooks.ctx(deployment, call),
       onLog: (entry) => this.#hooks.log(deployment, entry),
+      onProtocolError: (violation) => logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),
+      onError: (err, message) => logger.error({ ...about, err }, message),
     });
   }
 

@@ -1,12 +1,21 @@
 // One Deno worker process serving one deployed function version. It owns the process and the Unix
 // socket that is its only channel: requests go out as frames, responses, ctx calls and logs come back.
+// Nothing that comes back is trusted: every frame is checked (inbound.ts) before use, and what a worker
+// can make the host hold in memory is bounded (ctx calls in flight, unread body chunks, output).
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
+import { pathToFileURL } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { denoArgs, denoEnv } from './deno-args.ts';
+import { entryProgram } from './deployments.ts';
+import { type ChannelView, ProtocolViolation, inboundFrameBytes, readInbound } from './inbound.ts';
+import { DEFAULT_OUTPUT_BUDGET, type OutputBudget, OutputLimit, readOutput } from './output-limit.ts';
 import {
   type CtxCall,
+  CtxErrorCode,
   type CtxResult,
   type Frame,
   FrameReader,
@@ -15,26 +24,34 @@ import {
   type HandlerFailure,
   type LogEntry,
   type ResponseHead,
-  decodeJson,
   encodeFrame,
   encodeJson,
   encodeRequest,
+  pathRedactor,
 } from './protocol.ts';
 
 export interface WorkerOptions {
   denoPath: string;
-  entryPath: string;
+  /** The deployed function's module. */
+  modulePath: string;
+  /** The function's path in its site, e.g. api/hello.ts. */
+  sourcePath: string;
   socketPath: string;
-  /** An empty directory to run in. */
-  cwd: string;
   denoDir: string;
   siteId: string;
   kind: 'api' | 'cron';
   heapMb: number;
   extraDenied: string[];
   startupTimeoutMs: number;
+  /** How much lower than the host's the worker's CPU priority is (a nice increment; 0 keeps it equal). */
+  nice: number;
+  output?: OutputBudget;
   onCtxCall: (call: CtxCall) => Promise<CtxResult>;
   onLog: (entry: LogEntry) => void;
+  /** The worker broke the channel protocol; it is being stopped. */
+  onProtocolError: (message: string) => void;
+  /** A fault of the host's own while serving the worker. */
+  onError: (err: unknown, message: string) => void;
 }
 
 export interface WorkerRequest {
@@ -53,7 +70,7 @@ export interface WorkerResponse {
 }
 
 /** Why a worker stopped; decides what its in-flight callers are told. */
-export type ExitReason = 'disposed' | 'timeout' | 'memory' | 'crashed';
+export type ExitReason = 'disposed' | 'timeout' | 'memory' | 'crashed' | 'protocol';
 
 /** Raised to callers whose request could not be answered by the function. */
 export class WorkerError extends Error {
@@ -66,6 +83,24 @@ export class WorkerError extends Error {
   }
 }
 
+const BERTH_URL = pathToFileURL(path.resolve(import.meta.dirname, '..') + path.sep).href;
+
+const FAILURES: Record<ExitReason, string> = {
+  disposed: 'the worker was stopped',
+  timeout: 'the function did not answer in time',
+  memory: 'the function exceeded its memory limit',
+  crashed: 'the function’s worker crashed',
+  protocol: 'the function’s worker broke the runtime protocol and was stopped',
+};
+
+/** While this many ctx calls, or this many bytes of them, are being served, the channel is not read. */
+const MAX_CTX_CALLS = 64;
+const MAX_CTX_BYTES = 16 * 1024 * 1024;
+/** How long a worker that closed its channel may take to exit by itself. */
+const EXIT_GRACE_MS = 1000;
+/** Body bytes held for a slow client before the channel stops being read. */
+const BODY_BUFFER_BYTES = 1024 * 1024;
+
 interface Pending {
   resolve: (response: WorkerResponse) => void;
   reject: (error: WorkerError) => void;
@@ -75,92 +110,121 @@ interface Pending {
   body?: PassThrough;
 }
 
+/**
+ * Lowers the CPU priority of every thread of `pid` (Linux applies nice per thread; threads made later
+ * inherit it from their creator). Relative to the host's own, since only root may raise priority.
+ */
+function lowerPriority(pid: number | undefined, nice: number): void {
+  if (!pid || nice <= 0) return;
+  const target = Math.min(19, os.getPriority() + nice);
+  let threads = [pid];
+  try {
+    threads = fs.readdirSync(`/proc/${pid}/task`).map(Number);
+  } catch {
+    // No /proc (macOS): the process's priority is all there is.
+  }
+  for (const id of threads) {
+    try {
+      os.setPriority(id, target);
+    } catch {
+      // The thread or process has already exited.
+    }
+  }
+}
+
 export class DenoWorker {
   readonly #options: WorkerOptions;
   readonly #process: ResultPromise;
-  readonly #socket: net.Socket;
+  readonly #server: net.Server;
+  #socket: net.Socket | undefined;
+  readonly #reader = new FrameReader(inboundFrameBytes);
+  readonly #output: OutputLimit;
   readonly #pending = new Map<number, Pending>();
+  readonly #view: ChannelView;
+  /** Frames read but not handled yet, while the channel is held. */
+  #queue: Frame[] = [];
+  #queueHead = 0;
+  #ctxCalls = 0;
+  #ctxBytes = 0;
+  /** Streamed bodies waiting for their client to read. */
+  #drains = 0;
+  /** Set while a Log flood holds the channel until the output window turns. */
+  #floodHold: NodeJS.Timeout | undefined;
   #nextStream = 1;
   #corked = false;
   #exitReason: ExitReason | undefined;
+  readonly #startTimer: NodeJS.Timeout;
+  #killTimer: NodeJS.Timeout | undefined;
+  readonly #ready: Promise<void>;
+  #settleReady: (error?: Error) => void = () => {};
   readonly exited: Promise<ExitReason>;
 
-  private constructor(options: WorkerOptions, process: ResultPromise, socket: net.Socket, exited: Promise<ExitReason>) {
+  private constructor(options: WorkerOptions, server: net.Server) {
     this.#options = options;
-    this.#process = process;
-    this.#socket = socket;
-    this.exited = exited;
+    this.#server = server;
+    this.#output = new OutputLimit(options.output ?? DEFAULT_OUTPUT_BUDGET, options.onLog);
+    this.#view = {
+      ready: false,
+      lastCall: 0,
+      response: (stream) => {
+        const pending = this.#pending.get(stream);
+        return pending ? (pending.head ? 'body' : 'head') : null;
+      },
+    };
+    this.#ready = new Promise((resolve, reject) => {
+      this.#settleReady = (error) => (error ? reject(error) : resolve());
+    });
+    server.once('connection', (socket) => {
+      // One connection only, and the path goes away with it: nobody else may attach to this channel.
+      server.close();
+      fs.rmSync(options.socketPath, { force: true });
+      if (this.alive) this.#attach(socket);
+      else socket.destroy();
+    });
+
+    const functionUrl = pathToFileURL(options.modulePath).href;
+    this.#process = execa(options.denoPath, denoArgs(options), {
+      argv0: 'deno',
+      cwd: '/',
+      env: denoEnv(options.denoDir),
+      extendEnv: false,
+      input: entryProgram(options.modulePath, { socketPath: options.socketPath, siteId: options.siteId, kind: options.kind, sourcePath: options.sourcePath }),
+      buffer: false,
+      reject: false,
+      cleanup: true,
+    });
+    lowerPriority(this.#process.pid, options.nice);
+    // Output that bypasses console.* (Deno's own messages, Deno.stdout) still reaches the site's logs.
+    const rewrite = pathRedactor(functionUrl, options.sourcePath, BERTH_URL);
+    if (this.#process.stdout) readOutput(this.#process.stdout, 'info', this.#output, rewrite);
+    if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, rewrite);
+    const ended = (): ExitReason => {
+      clearTimeout(this.#killTimer);
+      this.#stop('crashed', new Error('the worker exited before it was ready'));
+      this.#output.close();
+      return this.#exitReason!;
+    };
+    this.exited = this.#process.then(ended, ended);
+    this.#startTimer = setTimeout(
+      () => this.#stop('crashed', new Error(`the worker was not ready within ${options.startupTimeoutMs} ms`)),
+      options.startupTimeoutMs,
+    );
   }
 
   /** Spawns Deno and resolves once the shim has connected and said it is ready. */
   static async start(options: WorkerOptions): Promise<DenoWorker> {
     fs.rmSync(options.socketPath, { force: true });
     const server = net.createServer();
+    server.maxConnections = 1;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.socketPath, () => resolve());
     });
-    const child = execa(options.denoPath, denoArgs(options), {
-      cwd: options.cwd,
-      env: denoEnv(options.denoDir),
-      extendEnv: false,
-      stdin: 'ignore',
-      buffer: false,
-      reject: false,
-      cleanup: true,
-    });
-    // Output that bypasses console.* still reaches the site's logs.
-    child.stdout?.on('data', (chunk: Buffer) => options.onLog({ requestId: null, level: 'info', message: chunk.toString('utf8').trimEnd() }));
-    child.stderr?.on('data', (chunk: Buffer) => options.onLog({ requestId: null, level: 'error', message: chunk.toString('utf8').trimEnd() }));
-    const processEnded = child.then(() => undefined);
-
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      const { socket, reader, early } = await Promise.race([
-        new Promise<{ socket: net.Socket; reader: FrameReader; early: Frame[] }>((resolve, reject) => {
-          server.once('connection', (socket) => {
-            const reader = new FrameReader();
-            const early: Frame[] = [];
-            const onData = (chunk: Buffer) => {
-              let ready = false;
-              try {
-                // Frames other than Ready (console output of the module's top level) are kept.
-                for (const frame of reader.push(chunk)) {
-                  if (frame.type === FrameType.Ready) ready = true;
-                  else early.push(frame);
-                }
-              } catch (err) {
-                return reject(err);
-              }
-              if (!ready) return;
-              socket.off('data', onData);
-              resolve({ socket, reader, early });
-            };
-            socket.on('data', onData);
-          });
-        }),
-        processEnded.then(() => {
-          throw new Error('the worker exited before it was ready');
-        }),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`the worker was not ready within ${options.startupTimeoutMs} ms`)), options.startupTimeoutMs);
-        }),
-      ]);
-      // One connection only: nobody else may attach to this worker's channel.
-      server.close();
-      const worker: DenoWorker = new DenoWorker(options, child, socket, processEnded.then((): ExitReason => worker.#exitReason ?? 'crashed'));
-      worker.#listen(reader);
-      for (const frame of early) worker.#dispatch(frame);
-      processEnded.then(() => worker.#failAll(worker.#exitReason ?? 'crashed'));
-      return worker;
-    } catch (err) {
-      child.kill('SIGKILL');
-      server.close();
-      fs.rmSync(options.socketPath, { force: true });
-      throw err;
-    } finally {
-      clearTimeout(timer);
-    }
+    const worker = new DenoWorker(options, server);
+    await worker.#ready;
+    // Threads Deno started before the first call took its priority from the main thread's old one.
+    lowerPriority(worker.pid, options.nice);
+    return worker;
   }
 
   get pid(): number | undefined {
@@ -195,12 +259,7 @@ export class DenoWorker {
 
   /** Stops the process; callers still waiting get a WorkerError for `reason`. */
   kill(reason: ExitReason): void {
-    if (this.#exitReason) return;
-    this.#exitReason = reason;
-    this.#failAll(reason);
-    this.#socket.destroy();
-    this.#process.kill('SIGKILL');
-    fs.rmSync(this.#options.socketPath, { force: true });
+    this.#stop(reason, reason === 'protocol' ? new WorkerError('protocol', FAILURES.protocol) : new Error(`the worker was stopped (${reason}) before it was ready`));
   }
 
   /** Resident memory of the process, from /proc (null where that is not available). */
@@ -214,68 +273,176 @@ export class DenoWorker {
     }
   }
 
-  #send(type: FrameTypeValue, stream: number, payload?: Uint8Array): void {
-    if (this.#socket.destroyed) return;
+  /** `graceMs`: the process is ending by itself; let it finish writing its last words to stderr first. */
+  #stop(reason: ExitReason, startError: Error, graceMs = 0): void {
+    if (this.#exitReason) return;
+    this.#exitReason = reason;
+    clearTimeout(this.#startTimer);
+    clearTimeout(this.#floodHold);
+    this.#settleReady(startError);
+    this.#failAll(reason);
+    this.#queue = [];
+    this.#server.close();
+    this.#socket?.destroy();
+    if (graceMs > 0) this.#killTimer = setTimeout(() => this.#process.kill('SIGKILL'), graceMs);
+    else this.#process.kill('SIGKILL');
+    fs.rmSync(this.#options.socketPath, { force: true });
+  }
+
+  #violation(message: string): void {
+    if (!this.alive) return;
+    this.#options.onProtocolError(message);
+    this.kill('protocol');
+  }
+
+  #attach(socket: net.Socket): void {
+    this.#socket = socket;
+    socket.on('data', (chunk: Buffer) => {
+      let frames: Frame[];
+      try {
+        frames = this.#reader.push(chunk);
+      } catch (err) {
+        return this.#violation((err as Error).message);
+      }
+      for (const frame of frames) this.#queue.push(frame);
+      this.#pump();
+    });
+    // Deno closes the channel before it reports an uncaught error on stderr.
+    socket.on('close', () => this.#stop('crashed', new Error('the worker closed its channel before it was ready'), EXIT_GRACE_MS));
+    socket.on('error', () => this.kill('crashed'));
+  }
+
+  /** Queues a frame; `written` runs once it has left for the worker (never, if the channel is gone). */
+  #send(type: FrameTypeValue, stream: number, payload?: Uint8Array, written?: () => void): void {
+    const socket = this.#socket;
+    if (!socket || socket.destroyed) return;
     // Frames written in the same tick leave in one write, as the shim batches its own.
     if (!this.#corked) {
       this.#corked = true;
-      this.#socket.cork();
+      socket.cork();
       process.nextTick(() => {
         this.#corked = false;
-        this.#socket.uncork();
+        socket.uncork();
       });
     }
-    this.#socket.write(encodeFrame(type, stream, payload));
+    socket.write(encodeFrame(type, stream, payload), (err) => {
+      if (!err) written?.();
+    });
   }
 
-  #listen(reader: FrameReader): void {
-    this.#socket.on('data', (chunk: Buffer) => {
+  /** The channel is not read while the worker has too much of the host's attention outstanding. */
+  #held(): boolean {
+    return this.#ctxCalls >= MAX_CTX_CALLS || this.#ctxBytes >= MAX_CTX_BYTES || this.#drains > 0 || this.#floodHold !== undefined;
+  }
+
+  /** Handles queued frames until the queue is empty or the channel is held, then pauses or resumes reading. */
+  #pump(): void {
+    while (this.alive && this.#queueHead < this.#queue.length && !this.#held()) {
+      const frame = this.#queue[this.#queueHead++]!;
       try {
-        for (const frame of reader.push(chunk)) this.#dispatch(frame);
-      } catch {
-        this.kill('crashed');
+        this.#handle(frame);
+      } catch (err) {
+        if (err instanceof ProtocolViolation) {
+          this.#violation(err.message);
+        } else {
+          this.#options.onError(err, 'a worker frame could not be handled');
+          this.kill('crashed');
+        }
+      }
+    }
+    if (!this.alive) return;
+    if (this.#queueHead === this.#queue.length) {
+      this.#queue = [];
+      this.#queueHead = 0;
+    }
+    this.#startStreams();
+    if (this.#queue.length > 0 || this.#held()) this.#socket?.pause();
+    else this.#socket?.resume();
+  }
+
+  #handle(frame: Frame): void {
+    const message = readInbound(frame, this.#view);
+    switch (message.type) {
+      case 'ready':
+        this.#view.ready = true;
+        clearTimeout(this.#startTimer);
+        this.#settleReady();
+        return;
+      case 'head':
+        this.#pending.get(message.stream)!.head = message.head;
+        return;
+      case 'chunk': {
+        const pending = this.#pending.get(message.stream)!;
+        const bytes = Buffer.from(message.bytes.buffer, message.bytes.byteOffset, message.bytes.byteLength);
+        if (!pending.body) pending.chunks.push(bytes);
+        else if (!pending.body.destroyed && !pending.body.write(bytes)) this.#awaitDrain(pending.body);
         return;
       }
-      this.#startStreams();
-    });
-    this.#socket.on('close', () => this.kill(this.#exitReason ?? 'crashed'));
-    this.#socket.on('error', () => this.kill(this.#exitReason ?? 'crashed'));
-  }
-
-  #dispatch(frame: Frame): void {
-    const pending = this.#pending.get(frame.stream);
-    switch (frame.type) {
-      case FrameType.ResponseHead:
-        if (pending) pending.head = decodeJson<ResponseHead>(frame.payload);
-        return;
-      case FrameType.ResponseChunk:
-        if (pending?.body) pending.body.write(Buffer.from(frame.payload));
-        else pending?.chunks.push(Buffer.from(frame.payload));
-        return;
-      case FrameType.ResponseEnd:
-        if (!pending?.head) return;
+      case 'end': {
+        const pending = this.#pending.get(message.stream)!;
         if (pending.body) pending.body.end();
-        else pending.resolve({ status: pending.head.status, headers: pending.head.headers, body: Buffer.concat(pending.chunks) });
-        this.#pending.delete(frame.stream);
+        else pending.resolve({ status: pending.head!.status, headers: pending.head!.headers, body: Buffer.concat(pending.chunks) });
+        this.#pending.delete(message.stream);
         return;
-      case FrameType.ResponseError: {
-        if (!pending) return;
-        const failure = decodeJson<HandlerFailure>(frame.payload);
-        const error = new WorkerError('handler', 'the function failed', failure);
+      }
+      case 'error': {
+        const pending = this.#pending.get(message.stream)!;
+        const error = new WorkerError('handler', 'the function failed', message.failure);
         if (pending.body) pending.body.destroy(error);
         else pending.reject(error);
-        this.#pending.delete(frame.stream);
+        this.#pending.delete(message.stream);
         return;
       }
-      case FrameType.CtxCall: {
-        const call = decodeJson<CtxCall>(frame.payload);
-        this.#options.onCtxCall(call).then((result) => this.#send(FrameType.CtxResult, frame.stream, encodeJson(result)));
+      case 'ctx':
+        this.#view.lastCall = message.stream;
+        void this.#serveCtx(message.stream, message.call, frame.payload.length);
         return;
-      }
-      case FrameType.Log:
-        this.#options.onLog(decodeJson<LogEntry>(frame.payload));
+      case 'log':
+        this.#output.accept(message.entry);
+        if (this.#output.flooded && !this.#floodHold) {
+          this.#floodHold = setTimeout(() => {
+            this.#floodHold = undefined;
+            this.#pump();
+          }, this.#output.msToNextWindow());
+        }
         return;
     }
+  }
+
+  /**
+   * Serves one ctx call; never rejects, whatever the call or the host does. The call counts as in
+   * flight until its result has left for the worker, so a worker that stops reading cannot make the
+   * host pile up results.
+   */
+  async #serveCtx(stream: number, call: CtxCall, bytes: number): Promise<void> {
+    this.#ctxCalls++;
+    this.#ctxBytes += bytes;
+    const failed: CtxResult = { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${call.method} failed` } };
+    let payload: Uint8Array;
+    try {
+      payload = encodeJson(await this.#options.onCtxCall(call));
+    } catch (err) {
+      this.#options.onError(err, 'a ctx call could not be served');
+      payload = encodeJson(failed);
+    }
+    this.#ctxBytes += payload.length - bytes;
+    this.#send(FrameType.CtxResult, stream, payload, () => {
+      this.#ctxCalls--;
+      this.#ctxBytes -= payload.length;
+      this.#pump();
+    });
+  }
+
+  #awaitDrain(body: PassThrough): void {
+    this.#drains++;
+    const resume = () => {
+      body.off('drain', resume);
+      body.off('close', resume);
+      this.#drains--;
+      this.#pump();
+    };
+    body.on('drain', resume);
+    body.on('close', resume);
   }
 
   /**
@@ -285,21 +452,15 @@ export class DenoWorker {
   #startStreams(): void {
     for (const pending of this.#pending.values()) {
       if (!pending.head || pending.body) continue;
-      pending.body = new PassThrough();
+      pending.body = new PassThrough({ highWaterMark: BODY_BUFFER_BYTES });
       for (const chunk of pending.chunks.splice(0)) pending.body.write(chunk);
       pending.resolve({ status: pending.head.status, headers: pending.head.headers, body: pending.body });
     }
   }
 
   #failAll(reason: ExitReason): void {
-    const message = {
-      disposed: 'the worker was stopped',
-      timeout: 'the function did not answer in time',
-      memory: 'the function exceeded its memory limit',
-      crashed: 'the function’s worker crashed',
-    }[reason];
     for (const pending of this.#pending.values()) {
-      const error = new WorkerError(reason, message);
+      const error = new WorkerError(reason, FAILURES[reason]);
       if (pending.body) pending.body.destroy(error);
       else pending.reject(error);
     }

@@ -1,12 +1,10 @@
 // The sandbox's command line, read without spawning anything.
 import test from 'ava';
 import { DENIED_NETWORKS, denoArgs, denoEnv, localAddresses } from '../runtime-host/deno-args.ts';
+import { entryProgram } from '../runtime-host/deployments.ts';
 
 const args = denoArgs({
-  entryPath: '/data/runtime/functions/f/v/entry.ts',
   socketPath: '/data/runtime/sockets/w.sock',
-  siteId: 'site-1',
-  kind: 'api',
   heapMb: 96,
   extraDenied: ['203.0.113.7', '[2001:db8::1]', '127.0.0.1'],
 });
@@ -19,7 +17,18 @@ test('workers get outbound network and their own socket, nothing else', (t) => {
   }
   for (const flag of ['--no-config', '--no-prompt', '--no-remote', '--no-npm']) t.true(args.includes(flag), flag);
   t.true(args.includes('--v8-flags=--max-old-space-size=96'));
-  t.deepEqual(args.slice(-4), ['/data/runtime/functions/f/v/entry.ts', '/data/runtime/sockets/w.sock', 'site-1', 'api']);
+  t.is(args.at(-1), '-', 'the program comes on stdin: no path, site or socket among the script arguments');
+});
+
+test('the entry program connects before it imports the function, by a literal specifier', (t) => {
+  const program = entryProgram('/data/runtime/functions/f/v/function.ts', { socketPath: '/data/runtime/sockets/w.sock', siteId: 'site-1', kind: 'cron', sourcePath: 'cron/digest.ts' });
+  const lines = program.trim().split('\n');
+  t.regex(lines[0]!, /^import \{ connect, run \} from "file:\/\/\/.+\/deno-shim\/shim\.ts";$/);
+  t.is(
+    lines[1],
+    'const channel = await connect({"socketPath":"/data/runtime/sockets/w.sock","siteId":"site-1","kind":"cron","sourcePath":"cron/digest.ts","functionUrl":"file:///data/runtime/functions/f/v/function.ts"});',
+  );
+  t.is(lines[2], 'await run(channel, () => import("file:///data/runtime/functions/f/v/function.ts"));');
 });
 
 test('private, loopback, link-local and this machine’s own addresses are denied', (t) => {

@@ -52,6 +52,8 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
         return new BerthError('function_timeout', 504, 'the function did not answer within its time limit');
       case 'memory':
         return new BerthError('function_memory_exceeded', 502, 'the function exceeded its memory limit and was stopped');
+      case 'protocol':
+        return new BerthError('function_protocol_error', 502, 'the function’s worker broke the runtime protocol and was stopped');
       default:
         return new BerthError('function_crashed', 502, 'the function’s worker stopped before answering');
     }

@@ -201,25 +201,26 @@ export function createCtxHandler(deps: Deps): CtxHandler {
   return (deployment, call) => handleCtxCall(deps, methods, deployment, call);
 }
 
+/** Answers every call with a result, never a rejection, whatever the call holds. */
 async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
-  const method = Object.hasOwn(methods, call.method) ? methods[call.method] : undefined;
-  if (!method) {
-    return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${call.method} is not available` } };
-  }
-  if (!Array.isArray(call.args)) {
-    return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
-  }
   try {
+    const method = typeof call?.method === 'string' && Object.hasOwn(methods, call.method) ? methods[call.method] : undefined;
+    if (!method) {
+      return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${String(call?.method)} is not available` } };
+    }
+    if (!Array.isArray(call.args)) {
+      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
+    }
     const site = await siteRow(deps, deployment.siteId);
     if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
     const caller: Caller = { accountId: site.account_id, keyId: `function:${deployment.functionId}`, permission: 'WRITE' };
-    return { ok: true, value: await method({ deps, deployment, requestId: call.requestId, site, caller }, call.args) };
+    return { ok: true, value: await method({ deps, deployment, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, caller }, call.args) };
   } catch (err) {
     if (err instanceof CtxError) {
       return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };
     }
     if (err instanceof BerthError) return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
     deps.log.error({ err, functionId: deployment.functionId }, 'ctx call failed');
-    return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${call.method} failed` } };
+    return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${String(call?.method)} failed` } };
   }
 }

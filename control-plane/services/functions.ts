@@ -216,16 +216,16 @@ export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<Rec
   return report;
 }
 
-/** The deployment of a function's served version; regenerates entry files if they are gone. */
+/** The deployment of a function's served version; regenerates its module file if it is gone. */
 export async function deploymentOf(deps: Deps, row: FunctionRow): Promise<Deployment> {
   const versionId = row.deployed_version_id!;
-  let entryPath = deploymentExists(deps.runtimeDir, row.id, versionId);
-  if (!entryPath) {
+  let modulePath = deploymentExists(deps.runtimeDir, row.id, versionId);
+  if (!modulePath) {
     const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
     const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
-    entryPath = writeDeployment(deps.runtimeDir, row.id, versionId, source).entryPath;
+    modulePath = writeDeployment(deps.runtimeDir, row.id, versionId, source).modulePath;
   }
-  return { functionId: row.id, versionId, siteId: row.site_id, path: row.path, kind: row.kind, entryPath };
+  return { functionId: row.id, versionId, siteId: row.site_id, path: row.path, kind: row.kind, modulePath };
 }
 
 /** The deployment serving `/api/<name>` on a site, or null. */
