@@ -303,10 +303,9 @@ function serve(stream: number, request: DbRequest): void {
 }
 
 write(encodeFrame(DbFrame.Ready, 0));
-const reader = new FrameReader();
+const reader = new FrameReader((type) => (type === DbFrame.Request ? MAX_DB_FRAME_BYTES : 0));
 for await (const chunk of Deno.stdin.readable) {
   for (const frame of reader.push(chunk)) {
-    if (frame.type !== DbFrame.Request || frame.payload.length > MAX_DB_FRAME_BYTES) throw new Error(`unexpected frame of type ${frame.type}`);
     serve(frame.stream, decodeJson<DbRequest>(frame.payload));
   }
 }

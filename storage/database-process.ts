@@ -166,12 +166,11 @@ export class DatabaseProcess {
   }
 
   #listen(ready: () => void, broken: (err: Error) => void): void {
-    const reader = new FrameReader();
+    const reader = new FrameReader(() => MAX_DB_FRAME_BYTES);
     let started = false;
     this.#process.stdout!.on('data', (chunk: Buffer) => {
       try {
         for (const frame of reader.push(chunk)) {
-          if (frame.payload.length > MAX_DB_FRAME_BYTES) throw new Error('oversized frame');
           if (!started) {
             if (frame.type !== DbFrame.Ready) throw new Error(`expected Ready, got frame type ${frame.type}`);
             started = true;

@@ -75,5 +75,5 @@ export type DbResult =
 
 /** A statement's rows may hold at most this much JSON, so no result can flood either process. */
 export const MAX_RESULT_BYTES = 16 * 1024 * 1024;
-/** Frames larger than this break the protocol: results are capped above, dumps come in pieces. */
+/** Frames larger than this (header included) break the protocol: results are capped above, dumps come in pieces. */
 export const MAX_DB_FRAME_BYTES = MAX_RESULT_BYTES + 1024 * 1024;
