@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test typecheck bench clean
+.PHONY: install run test typecheck bench bench-noisy clean
 
 BIN := node_modules/.bin
 STAMP := node_modules/.berth-installed
@@ -26,6 +26,9 @@ test: typecheck
 
 bench: install
 	node --import tsx bench/main.ts
+
+bench-noisy: install
+	node --import tsx bench/noisy-neighbour.ts
 
 clean:
 	rm -rf node_modules .berth
