@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { localAddresses } from './deno-args.ts';
 import { WorkerPool } from './pool.ts';
+import { DEFAULT_NICE } from './priority.ts';
 import type { OutputBudget } from './output-limit.ts';
 import type { CtxCall, CtxResult, LogEntry } from './protocol.ts';
 import { DenoWorker, type WorkerRequest, type WorkerResponse } from './worker.ts';
@@ -149,7 +150,7 @@ export class RuntimeHost {
       heapMb: this.#options.heapMb,
       extraDenied: this.#localAddresses,
       startupTimeoutMs: this.#options.startupTimeoutMs,
-      nice: this.#options.workerNice ?? 10,
+      nice: this.#options.workerNice ?? DEFAULT_NICE,
       ...(this.#options.output ? { output: this.#options.output } : {}),
       onCtxCall: (call) => this.#hooks.ctx(deployment, call),
       onLog: (entry) => this.#hooks.log(deployment, entry),

@@ -4,7 +4,6 @@
 // can make the host hold in memory is bounded (ctx calls in flight, unread body chunks, output).
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
@@ -13,6 +12,7 @@ import { denoArgs, denoEnv } from './deno-args.ts';
 import { entryProgram } from './deployments.ts';
 import { type ChannelView, ProtocolViolation, inboundFrameBytes, readInbound } from './inbound.ts';
 import { DEFAULT_OUTPUT_BUDGET, type OutputBudget, OutputLimit, readOutput } from './output-limit.ts';
+import { lowerPriority } from './priority.ts';
 import {
   type CtxCall,
   CtxErrorCode,
@@ -108,28 +108,6 @@ interface Pending {
   /** Body bytes received before it was decided whether the body streams. */
   chunks: Buffer[];
   body?: PassThrough;
-}
-
-/**
- * Lowers the CPU priority of every thread of `pid` (Linux applies nice per thread; threads made later
- * inherit it from their creator). Relative to the host's own, since only root may raise priority.
- */
-function lowerPriority(pid: number | undefined, nice: number): void {
-  if (!pid || nice <= 0) return;
-  const target = Math.min(19, os.getPriority() + nice);
-  let threads = [pid];
-  try {
-    threads = fs.readdirSync(`/proc/${pid}/task`).map(Number);
-  } catch {
-    // No /proc (macOS): the process's priority is all there is.
-  }
-  for (const id of threads) {
-    try {
-      os.setPriority(id, target);
-    } catch {
-      // The thread or process has already exited.
-    }
-  }
 }
 
 export class DenoWorker {

@@ -2,9 +2,9 @@
 // site's folder and nothing else, spoken to over stdin/stdout, answered in order. Only the operation
 // at the head of the line runs, so only it is timed; past its limit the process is killed, which
 // SQLite's journal makes safe: an interrupted write is rolled back by the next process to open the file.
-import os from 'node:os';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
+import { DEFAULT_NICE, lowerPriority } from '../runtime-host/priority.ts';
 import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../runtime-host/protocol.ts';
 import { type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './database-protocol.ts';
 
@@ -62,9 +62,6 @@ interface Pending {
   onChunk?: ((chunk: Buffer) => void) | undefined;
 }
 
-/** Workers run below the control plane's priority, so a busy tenant cannot starve hosting. */
-const WORKER_NICENESS = 10;
-
 export class DatabaseProcess {
   readonly #process: ResultPromise;
   readonly #queue: Pending[] = [];
@@ -95,7 +92,7 @@ export class DatabaseProcess {
       // The process ends by itself when its stdin closes, with the server or without it.
       cleanup: false,
     });
-    if (child.pid) os.setPriority(child.pid, WORKER_NICENESS);
+    lowerPriority(child.pid, DEFAULT_NICE);
     const process = new DatabaseProcess(child);
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => {
