@@ -21,9 +21,7 @@ export async function serve(config: Config): Promise<number> {
       ].join('\n'),
     );
   }
-  log.info({ url: berth.url, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');
-
-  return new Promise((resolve) => {
+  const stopped = new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) {
@@ -50,4 +48,7 @@ export async function serve(config: Config): Promise<number> {
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
   });
+  // Only now: whoever waits for this line may signal at once, and must find the handlers in place.
+  log.info({ url: berth.url, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');
+  return stopped;
 }
