@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { localAddresses } from './deno-args.ts';
+import { killLeftovers } from './leftovers.ts';
 import { WorkerPool } from './pool.ts';
 import { DEFAULT_NICE } from './priority.ts';
 import type { OutputBudget } from './output-limit.ts';
@@ -75,6 +76,7 @@ export class RuntimeHost {
     this.#options = options;
     this.#hooks = hooks;
     this.#socketDir = socketDirFor(options.runtimeDir);
+    killLeftovers(`--allow-write=${this.#socketDir}${path.sep}`);
     fs.rmSync(this.#socketDir, { recursive: true, force: true });
     fs.mkdirSync(this.#socketDir, { recursive: true, mode: 0o700 });
     this.#pool = new WorkerPool({

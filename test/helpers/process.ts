@@ -1,6 +1,5 @@
 // Runs the real `berth` command as a child process, as an operator would.
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -50,16 +49,4 @@ export async function runBerth(args: string[], env: Record<string, string>): Pro
   }
 }
 
-/** Pids of live processes whose command line mentions `needle`, e.g. Deno children naming the data dir. */
-export function processesMentioning(needle: string): number[] {
-  const pids: number[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
-    try {
-      if (fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(needle)) pids.push(Number(entry));
-    } catch {
-      // The process ended while the list was read.
-    }
-  }
-  return pids;
-}
+export { processesMentioning } from '../../runtime-host/leftovers.ts';
