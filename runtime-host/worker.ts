@@ -303,9 +303,12 @@ export class DenoWorker {
         socket.uncork();
       });
     }
-    socket.write(encodeFrame(type, stream, payload), (err) => {
-      if (!err) written?.();
-    });
+    const frame = encodeFrame(type, stream, payload);
+    if (!written) socket.write(frame);
+    else
+      socket.write(frame, (err) => {
+        if (!err) written();
+      });
   }
 
   /** The channel is not read while the worker has too much of the host's attention outstanding. */
