@@ -169,7 +169,11 @@ export class DenoWorker {
       input: entryProgram(options.modulePath, { socketPath: options.socketPath, siteId: options.siteId, kind: options.kind, sourcePath: options.sourcePath }),
       buffer: false,
       reject: false,
-      cleanup: true,
+      // A session of its own: Ctrl-C at the terminal signals the server's process group, and the server,
+      // not the signal, decides when a worker with requests in flight stops. A worker also ends with
+      // its channel, and the next start stops any a killed server left.
+      detached: true,
+      cleanup: false,
     });
     lowerPriority(this.#process.pid, options.nice);
     // Output that bypasses console.* (Deno's own messages, Deno.stdout) still reaches the site's logs.

@@ -89,7 +89,9 @@ export class DatabaseProcess {
       stderr: 'pipe',
       buffer: false,
       reject: false,
-      // The process ends by itself when its stdin closes, with the server or without it.
+      // Out of the server's process group, so Ctrl-C at the terminal does not cut a statement short;
+      // the process ends by itself when its stdin closes, with the server or without it.
+      detached: true,
       cleanup: false,
     });
     lowerPriority(child.pid, DEFAULT_NICE);

@@ -43,8 +43,8 @@ export async function serve(config: Config): Promise<number> {
         },
       );
     };
-    // `on`, not `once`: execa's clean-up of workers loads signal-exit, which re-raises a signal that no
-    // other listener is left to handle, and that would kill the process in the middle of its shutdown.
+    // `on`, not `once`: a second signal must find a listener, or Node's default action would kill the
+    // process in the middle of its shutdown.
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
   });

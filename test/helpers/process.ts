@@ -15,10 +15,12 @@ export interface ServeProcess {
 }
 
 /** Starts `berth serve` and waits for its "listening" log line. */
-export async function startServe(env: Record<string, string>): Promise<ServeProcess> {
+/** `processGroup` starts it in a group of its own, to be signalled whole as a terminal's Ctrl-C does. */
+export async function startServe(env: Record<string, string>, options: { processGroup?: boolean } = {}): Promise<ServeProcess> {
   const child = spawn(process.execPath, [BIN, 'serve'], {
     env: { ...process.env, BERTH_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.processGroup ?? false,
   });
   let stdout = '';
   let stderr = '';

@@ -36,15 +36,15 @@ function slowGet(server: ServeProcess, subdomain: string, urlPath: string, pause
   });
 }
 
-async function serveWithFunction(t: ExecutionContext) {
+async function serveWithFunction(t: ExecutionContext, options: { processGroup?: boolean } = {}) {
   const dataDir = await makeDataDir(t);
-  const server = await startServe({ BERTH_DATA_DIR: dataDir, BERTH_SHUTDOWN_GRACE_MS: '15000' });
+  const server = await startServe({ BERTH_DATA_DIR: dataDir, BERTH_SHUTDOWN_GRACE_MS: '15000' }, options);
   t.teardown(() => void server.child.kill('SIGKILL'));
   const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
   const readKey = /READ key:\s+(\S+)/.exec(server.output())![1]!;
   const id = /account:\s+(\S+)/.exec(server.output())![1]!;
   const owner: TestAccount = { id, writeKey, readKey, api: apiClient(server.url, writeKey), read: apiClient(server.url, readKey) };
-  const site = json<{ bucketId: string; subdomain: string }>(await owner.api.post('v0/sites', { json: { accountId: id, name: 'shutdown' } }));
+  const site = json<{ id: string; bucketId: string; subdomain: string }>(await owner.api.post('v0/sites', { json: { accountId: id, name: 'shutdown' } }));
   await deployFixture(owner, site.bucketId, 'slow');
   // A first call starts a worker: from here on the process has function workers to clean up.
   const warm = await slowGet(server, site.subdomain, '/api/slow?ms=0', 0);
@@ -78,6 +78,27 @@ test('SIGTERM with a function call and downloads in flight: all finish, workers 
   const wal = path.join(dataDir, 'meta.sqlite-wal');
   t.true(!fs.existsSync(wal) || fs.statSync(wal).size === 0, 'the metadata WAL was checkpointed');
   t.deepEqual(await noneLeft(dataDir), [], 'no Deno worker outlives the server');
+});
+
+test('Ctrl-C at a terminal signals the whole process group; calls and statements in flight still finish', async (t) => {
+  const { dataDir, server, owner, site } = await serveWithFunction(t, { processGroup: true });
+  const db = json<{ database: { id: string } }>(await owner.api.post(`v0/sites/${site.id}/databases`)).database;
+  const call = slowGet(server, site.subdomain, '/api/slow?ms=1500', 0);
+  await sleep(400);
+  const statement = owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+    json: { sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c' },
+  });
+  await sleep(100);
+  process.kill(-server.child.pid!, 'SIGINT');
+  const answered = await call;
+  t.is(answered.status, 200, 'the worker was not interrupted with the server');
+  t.is(answered.body.toString(), 'answered after 1500 ms');
+  const counted = await statement;
+  t.is(counted.statusCode, 200, 'the database process was not interrupted either');
+  t.deepEqual(json<{ result: Array<{ results: unknown[] }> }>(counted).result[0]!.results, [{ n: 3000000 }]);
+  t.is(await server.exited, 0);
+  t.true(server.output().includes('"msg":"stopped"'));
+  t.deepEqual(await noneLeft(dataDir), [], 'workers and database processes stopped with the server');
 });
 
 test('a second signal during the shutdown forces the exit; workers do not outlive it', async (t) => {
