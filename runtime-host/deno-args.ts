@@ -39,15 +39,16 @@ export interface DenoArgsOptions {
   extraDenied?: string[];
 }
 
+/**
+ * How every Deno process of Berth starts: local modules only, no config file, lock file or prompt.
+ * What it may do comes after, granted flag by flag.
+ */
+export const DENO_RUN = ['run', '--no-config', '--no-prompt', '--no-remote', '--no-npm', '--no-lock'];
+
 /** The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's. */
 export function denoArgs(options: DenoArgsOptions): string[] {
   return [
-    'run',
-    '--no-config',
-    '--no-prompt',
-    '--no-remote',
-    '--no-npm',
-    '--no-lock',
+    ...DENO_RUN,
     '--allow-net',
     `--deny-net=${[...new Set([...DENIED_NETWORKS, ...(options.extraDenied ?? [])])].join(',')}`,
     `--allow-read=${options.socketPath}`,
@@ -57,7 +58,7 @@ export function denoArgs(options: DenoArgsOptions): string[] {
   ];
 }
 
-/** The environment a worker starts with: nothing of the host's. */
+/** The environment a Deno process starts with: nothing of the host's. */
 export function denoEnv(denoDir: string): Record<string, string> {
   return { DENO_DIR: denoDir, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' };
 }

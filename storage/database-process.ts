@@ -4,6 +4,7 @@
 // SQLite's journal makes safe: an interrupted write is rolled back by the next process to open the file.
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
+import { DENO_RUN, denoEnv } from '../runtime-host/deno-args.ts';
 import { DEFAULT_NICE, lowerPriority } from '../runtime-host/priority.ts';
 import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../runtime-host/protocol.ts';
 import { type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './database-protocol.ts';
@@ -24,12 +25,7 @@ export interface DatabaseProcessOptions {
 /** The sandbox of a database process, as a pure function. */
 export function sqliteHostArgs(options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes'>): string[] {
   return [
-    'run',
-    '--no-config',
-    '--no-prompt',
-    '--no-remote',
-    '--no-npm',
-    '--no-lock',
+    ...DENO_RUN,
     `--allow-read=${options.siteDir}`,
     `--allow-write=${options.siteDir}`,
     '--v8-flags=--max-old-space-size=128',
@@ -82,7 +78,7 @@ export class DatabaseProcess {
   static async start(options: DatabaseProcessOptions): Promise<DatabaseProcess> {
     const child = execa(options.denoPath, sqliteHostArgs(options), {
       cwd: options.siteDir,
-      env: { DENO_DIR: options.denoDir, DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' },
+      env: denoEnv(options.denoDir),
       extendEnv: false,
       stdin: 'pipe',
       stdout: 'pipe',
