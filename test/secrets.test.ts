@@ -30,12 +30,13 @@ test('set never echoes the value; get-value returns it and records who read it',
   t.is(got.statusCode, 200);
   t.deepEqual(json(got), { secret: { name: 'STRIPE_KEY', value: VALUE } });
   t.is(got.headers['cache-control'], 'private, no-store');
-  await t0.owner.api.get(`v0/sites/${site.id}/secrets/STRIPE_KEY`, { headers: { 'berth-client': 'cli' } });
+  // The channel comes from the credential the front door saw, never from a header the client sets.
+  await t0.owner.api.get(`v0/sites/${site.id}/secrets/STRIPE_KEY`, { headers: { 'berth-client': 'dashboard' } });
 
   type Entry = { secretName: string; keyId: string; via: string; accessedAt: string };
   const logs = json<{ accessLogs: Entry[] }>(await t0.owner.read.get(`v0/sites/${site.id}/secret_access_logs`)).accessLogs;
   t.is(logs.length, 2);
-  t.like(logs[0], { secretName: 'STRIPE_KEY', via: 'CLI' });
+  t.like(logs[0], { secretName: 'STRIPE_KEY', via: 'API' });
   t.like(logs[1], { secretName: 'STRIPE_KEY', via: 'API' });
   t.not(logs[0]!.keyId, logs[1]!.keyId, 'each entry names the key that read the value');
   t.truthy(Date.parse(logs[1]!.accessedAt));

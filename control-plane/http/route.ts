@@ -4,7 +4,7 @@ import type Koa from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
-import type { Caller, Deps } from '../services/deps.ts';
+import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
 
 type AnyObject = z.ZodType<Record<string, unknown>>;
@@ -20,7 +20,7 @@ export interface RouteInput<P, Q, B> {
   params: P;
   query: Q;
   body: B;
-  caller: Caller;
+  actor: Actor;
   deps: Deps;
   ctx: Koa.Context;
 }
@@ -84,7 +84,7 @@ export function mountRoutes(router: Router, routes: Route[], deps: Deps): void {
       const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');
       const query = parse(route.query as AnyObject | undefined, singleValuedQuery(ctx), 'query');
       const body = route.body ? parse(route.body, await readJsonBody(ctx, deps.config.maxJsonBytes), 'body') : undefined;
-      const result = await route.handler({ params, query, body, caller: ctx.state.caller as Caller, deps, ctx });
+      const result = await route.handler({ params, query, body, actor: ctx.state.actor as Actor, deps, ctx });
       if (result !== undefined) {
         ctx.status = route.status ?? 200;
         ctx.body = result;

@@ -1,6 +1,6 @@
 // Accounts: the workspace boundary. Created by the operator; a key sees only its own account.
 import { notFound } from '../errors.ts';
-import { type Caller, type Deps, type Store, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, type Store, newId, timestamp } from './deps.ts';
 
 export const PLANS = ['free', 'builder', 'platform-admin'] as const;
 export type Plan = (typeof PLANS)[number];
@@ -43,23 +43,23 @@ export async function findAccountRow(deps: Store, id: string): Promise<AccountRo
   return deps.db<AccountRow>('accounts').where({ id }).first();
 }
 
-/** The caller's own account; any other id answers not_found so foreign ids reveal nothing. */
-export async function getAccount(deps: Deps, caller: Caller, id: string): Promise<Account> {
-  if (id !== caller.accountId) throw notFound('account');
+/** The actor's own account; any other id answers not_found so foreign ids reveal nothing. */
+export async function getAccount(deps: Deps, actor: Actor, id: string): Promise<Account> {
+  if (id !== actor.accountId) throw notFound('account');
   const row = await findAccountRow(deps, id);
   if (!row) throw notFound('account');
   return toAccount(row);
 }
 
-export async function updateAccount(deps: Deps, caller: Caller, id: string, input: { name: string }): Promise<Account> {
-  await getAccount(deps, caller, id);
+export async function updateAccount(deps: Deps, actor: Actor, id: string, input: { name: string }): Promise<Account> {
+  await getAccount(deps, actor, id);
   await deps.db('accounts').where({ id }).update({ name: input.name, updated_at: timestamp(deps) });
-  return getAccount(deps, caller, id);
+  return getAccount(deps, actor, id);
 }
 
-/** Throws not_found unless `accountId` is the caller's own account. */
-export async function requireOwnAccount(deps: Deps, caller: Caller, accountId: string): Promise<AccountRow> {
-  const row = accountId === caller.accountId ? await findAccountRow(deps, accountId) : undefined;
+/** Throws not_found unless `accountId` is the actor's own account. */
+export async function requireOwnAccount(deps: Deps, actor: Actor, accountId: string): Promise<AccountRow> {
+  const row = accountId === actor.accountId ? await findAccountRow(deps, accountId) : undefined;
   if (!row) throw notFound('account');
   return row;
 }

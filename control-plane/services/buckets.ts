@@ -1,7 +1,7 @@
 // Buckets: an account's collections of files, usable with or without a site.
 import { notFound } from '../errors.ts';
 import { requireOwnAccount } from './accounts.ts';
-import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 
 export interface BucketRow {
@@ -28,15 +28,15 @@ export const toBucket = (row: BucketRow): Bucket => ({
   updatedAt: row.updated_at,
 });
 
-/** The caller's bucket row; a bucket of another account is reported as not found. */
-export async function requireBucket(deps: Deps, caller: Caller, id: string): Promise<BucketRow> {
-  const row = await deps.db<BucketRow>('buckets').where({ id, account_id: caller.accountId }).first();
+/** The actor's bucket row; a bucket of another account is reported as not found. */
+export async function requireBucket(deps: Deps, actor: Actor, id: string): Promise<BucketRow> {
+  const row = await deps.db<BucketRow>('buckets').where({ id, account_id: actor.accountId }).first();
   if (!row) throw notFound('bucket');
   return row;
 }
 
-export async function listBuckets(deps: Deps, caller: Caller, accountId: string, page: PageRequest) {
-  await requireOwnAccount(deps, caller, accountId);
+export async function listBuckets(deps: Deps, actor: Actor, accountId: string, page: PageRequest) {
+  await requireOwnAccount(deps, actor, accountId);
   const query = deps.db('buckets').where({ account_id: accountId }).orderBy([
     { column: 'created_at', order: 'desc' },
     { column: 'id', order: 'desc' },
@@ -53,17 +53,17 @@ export async function insertBucket(deps: Deps, db: Deps['db'], accountId: string
   return row;
 }
 
-export async function createBucket(deps: Deps, caller: Caller, input: { accountId: string; name: string }): Promise<Bucket> {
-  await requireOwnAccount(deps, caller, input.accountId);
+export async function createBucket(deps: Deps, actor: Actor, input: { accountId: string; name: string }): Promise<Bucket> {
+  await requireOwnAccount(deps, actor, input.accountId);
   return toBucket(await insertBucket(deps, deps.db, input.accountId, input.name));
 }
 
-export async function getBucket(deps: Deps, caller: Caller, id: string): Promise<Bucket> {
-  return toBucket(await requireBucket(deps, caller, id));
+export async function getBucket(deps: Deps, actor: Actor, id: string): Promise<Bucket> {
+  return toBucket(await requireBucket(deps, actor, id));
 }
 
-export async function renameBucket(deps: Deps, caller: Caller, id: string, input: { name: string }): Promise<Bucket> {
-  await requireBucket(deps, caller, id);
+export async function renameBucket(deps: Deps, actor: Actor, id: string, input: { name: string }): Promise<Bucket> {
+  await requireBucket(deps, actor, id);
   await deps.db('buckets').where({ id }).update({ name: input.name, updated_at: timestamp(deps) });
-  return getBucket(deps, caller, id);
+  return getBucket(deps, actor, id);
 }

@@ -7,7 +7,7 @@
 // are coalesced into one run at the next tick. A job still running at its next time is not started
 // again: that time is recorded as SKIPPED.
 import { CronExpressionParser } from 'cron-parser';
-import type { Caller, Deps } from './deps.ts';
+import type { Actor, Deps } from './deps.ts';
 import { newId, timestamp } from './deps.ts';
 import { type FunctionRow, deploymentOf } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
@@ -155,8 +155,8 @@ const toRun = (row: CronRunRow) => ({
   error: row.error,
 });
 
-export async function listCronRuns(deps: Deps, caller: Caller, siteId: string, filter: { path?: string | undefined }, page: PageRequest) {
-  await requireSite(deps, caller, siteId);
+export async function listCronRuns(deps: Deps, actor: Actor, siteId: string, filter: { path?: string | undefined }, page: PageRequest) {
+  await requireSite(deps, actor, siteId);
   const query = deps.db('cron_runs').where({ site_id: siteId });
   if (filter.path !== undefined) query.andWhere({ path: normalizeFilePath(filter.path) });
   query.orderBy([

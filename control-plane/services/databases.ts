@@ -5,7 +5,7 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import { type SqlParam, type Statement, StatementError } from '../../storage/site-database.ts';
 import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
 import { countStatements } from '../../storage/sql-statements.ts';
-import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 
@@ -19,16 +19,16 @@ interface DatabaseRow {
 
 const toDatabase = (row: DatabaseRow) => ({ id: row.id, status: row.status, createdAt: row.created_at, updatedAt: row.updated_at });
 
-export async function listDatabases(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
-  await requireSite(deps, caller, siteId);
+export async function listDatabases(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+  await requireSite(deps, actor, siteId);
   const query = deps.db('databases').where({ site_id: siteId }).orderBy('created_at');
   const { items, pagination } = await paginate(query, page, toDatabase);
   return { databases: items, pagination };
 }
 
 /** Creates the site's database, or resumes a creation that was interrupted; returns the existing one. */
-export async function createDatabase(deps: Deps, caller: Caller, siteId: string) {
-  const site = await requireSite(deps, caller, siteId);
+export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
+  const site = await requireSite(deps, actor, siteId);
   if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before it gets a database');
   let row = await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first();
   if (!row) {
@@ -46,9 +46,9 @@ export async function createDatabase(deps: Deps, caller: Caller, siteId: string)
   return { database: toDatabase(row) };
 }
 
-/** The caller's ready database of a site; `activeSite` also requires the site to be active. */
-export async function requireDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, options: { activeSite?: boolean } = {}): Promise<DatabaseRow> {
-  const site = await requireSite(deps, caller, siteId);
+/** The actor's ready database of a site; `activeSite` also requires the site to be active. */
+export async function requireDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, options: { activeSite?: boolean } = {}): Promise<DatabaseRow> {
+  const site = await requireSite(deps, actor, siteId);
   if (options.activeSite && site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
   const row = await deps.db<DatabaseRow>('databases').where({ id: databaseId, site_id: siteId }).first();
   if (!row) throw notFound('database');
@@ -70,8 +70,8 @@ const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> =
 };
 
 /** The query endpoint: one statement, answered in the provider-style envelope. */
-export async function queryDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, input: { sql: string; params?: SqlParam[] | undefined }) {
-  await requireDatabase(deps, caller, siteId, databaseId);
+export async function queryDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, input: { sql: string; params?: SqlParam[] | undefined }) {
+  await requireDatabase(deps, actor, siteId, databaseId);
   checkOneStatement(input.sql);
   try {
     const result = await deps.siteDatabases.run(siteId, { sql: input.sql, params: input.params ?? [] }, 'api');
@@ -156,8 +156,8 @@ const CHALLENGE_MS = 10 * 60_000;
 const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 
 /** Step one of deletion: a code that deletes this database, and only it, for ten minutes. */
-export async function createDeletionChallenge(deps: Deps, caller: Caller, siteId: string, databaseId: string) {
-  await requireDatabase(deps, caller, siteId, databaseId);
+export async function createDeletionChallenge(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
+  await requireDatabase(deps, actor, siteId, databaseId);
   const code = `DELETE-${Array.from(crypto.randomBytes(8), (b) => CODE_ALPHABET[b % CODE_ALPHABET.length]).join('')}`;
   const expiresAt = new Date(deps.now().getTime() + CHALLENGE_MS).toISOString();
   await deps.db('database_deletion_challenges').insert({ code, database_id: databaseId, expires_at: expiresAt });
@@ -169,8 +169,8 @@ export async function createDeletionChallenge(deps: Deps, caller: Caller, siteId
 }
 
 /** Step two: with a current code of this database, removes the binding, then the database itself. */
-export async function deleteDatabase(deps: Deps, caller: Caller, siteId: string, databaseId: string, confirmationCode: string) {
-  await requireSite(deps, caller, siteId);
+export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, confirmationCode: string) {
+  await requireSite(deps, actor, siteId);
   const row = await deps.db<DatabaseRow>('databases').where({ id: databaseId, site_id: siteId }).first();
   if (!row) throw notFound('database');
   const challenge = await deps.db('database_deletion_challenges').where({ code: confirmationCode }).first();

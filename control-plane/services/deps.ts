@@ -32,11 +32,17 @@ export type Store = Pick<Deps, 'db' | 'now'>;
 
 export type Permission = 'READ' | 'WRITE';
 
-/** The authenticated caller of a service: an API key of one account. */
-export interface Caller {
+/**
+ * Who a service acts for: an API key (`key`), a function of a site (`function`), later a signed-in
+ * user (`session`) or the CLI's own credential (`cli`). Services scope everything to `accountId`;
+ * `id` is what audit logs record.
+ */
+export interface Actor {
+  via: 'key' | 'function' | 'session' | 'cli';
   accountId: string;
-  keyId: string;
   permission: Permission;
+  /** The key's id, `function:<functionId>`, …: recorded by audit logs. */
+  id: string;
 }
 
 /**

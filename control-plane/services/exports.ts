@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import type { Caller, Deps } from './deps.ts';
+import type { Actor, Deps } from './deps.ts';
 import { newId, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { safeEqual } from './safe-equal.ts';
@@ -48,8 +48,8 @@ function toExport(deps: Deps, row: ExportRow, origin: string) {
   return record;
 }
 
-async function requireDatabaseOfSite(deps: Deps, caller: Caller, siteId: string, databaseId: string) {
-  await requireSite(deps, caller, siteId);
+async function requireDatabaseOfSite(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
+  await requireSite(deps, actor, siteId);
   const db = await deps.db('databases').where({ id: databaseId, site_id: siteId, status: 'READY' }).first();
   if (!db) throw notFound('database');
 }
@@ -80,8 +80,8 @@ async function produce(deps: Deps, row: ExportRow): Promise<void> {
 }
 
 /** Starts an export (archived sites included); one at a time per database. */
-export async function createExport(deps: Deps, caller: Caller, siteId: string, databaseId: string, origin: string) {
-  await requireDatabaseOfSite(deps, caller, siteId, databaseId);
+export async function createExport(deps: Deps, actor: Actor, siteId: string, databaseId: string, origin: string) {
+  await requireDatabaseOfSite(deps, actor, siteId, databaseId);
   const now = timestamp(deps);
   const row: ExportRow = { id: newId(), database_id: databaseId, site_id: siteId, status: 'PROCESSING', error: null, bytes: null, created_at: now, completed_at: null };
   await deps.db.transaction(async (trx) => {
@@ -94,15 +94,15 @@ export async function createExport(deps: Deps, caller: Caller, siteId: string, d
   return { export: toExport(deps, row, origin) };
 }
 
-export async function reconcileExport(deps: Deps, caller: Caller, siteId: string, databaseId: string, exportId: string, origin: string) {
-  await requireSite(deps, caller, siteId);
+export async function reconcileExport(deps: Deps, actor: Actor, siteId: string, databaseId: string, exportId: string, origin: string) {
+  await requireSite(deps, actor, siteId);
   const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, database_id: databaseId, site_id: siteId }).first();
   if (!row) throw notFound('export');
   return { export: toExport(deps, row, origin) };
 }
 
-export async function listExports(deps: Deps, caller: Caller, siteId: string, databaseId: string, page: PageRequest, origin: string) {
-  await requireSite(deps, caller, siteId);
+export async function listExports(deps: Deps, actor: Actor, siteId: string, databaseId: string, page: PageRequest, origin: string) {
+  await requireSite(deps, actor, siteId);
   const query = deps.db('database_exports').where({ database_id: databaseId, site_id: siteId }).orderBy([
     { column: 'created_at', order: 'desc' },
     { column: 'id', order: 'desc' },

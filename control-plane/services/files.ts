@@ -5,7 +5,7 @@ import type { Readable } from 'node:stream';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { BlobTooLargeError } from '../../storage/blob-store.ts';
 import { requireBucket } from './buckets.ts';
-import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type FileRow, type StoredFile, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
 import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
@@ -32,12 +32,12 @@ const toVersion = (row: VersionRow): FileVersion => ({
 
 export async function listFiles(
   deps: Deps,
-  caller: Caller,
+  actor: Actor,
   bucketId: string,
   filter: { path?: string | undefined; prefix?: string | undefined },
   page: PageRequest,
 ) {
-  await requireBucket(deps, caller, bucketId);
+  await requireBucket(deps, actor, bucketId);
   const query = currentFiles(deps.db).where('files.bucket_id', bucketId);
   if (filter.path !== undefined) query.andWhere('files.path', normalizeFilePath(filter.path));
   if (filter.prefix !== undefined) {
@@ -49,8 +49,8 @@ export async function listFiles(
   return { files: items, pagination };
 }
 
-export async function statFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string): Promise<StoredFile> {
-  await requireBucket(deps, caller, bucketId);
+export async function statFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string): Promise<StoredFile> {
+  await requireBucket(deps, actor, bucketId);
   const found = await findCurrentFile(deps, bucketId, normalizeFilePath(rawPath));
   if (!found) throw notFound('file');
   return found;
@@ -59,7 +59,7 @@ export async function statFile(deps: Deps, caller: Caller, bucketId: string, raw
 export interface WriteFileInput {
   body: Readable;
   contentType?: string | undefined;
-  /** Version the caller expects to be current (If-Match); a mismatch is a conflict. */
+  /** Version the actor expects to be current (If-Match); a mismatch is a conflict. */
   ifMatch?: string | undefined;
   /** Content-Length, when the client sent one, to refuse oversized bodies before reading them. */
   declaredBytes?: number | undefined;
@@ -94,8 +94,8 @@ function assertExpectedVersion(current: string | null, expected: string | null, 
 const tooLarge = (limit: number) =>
   new BerthError('file_too_large', 413, `files may be at most ${limit} bytes`, { maxBytes: limit });
 
-export async function writeFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string, input: WriteFileInput): Promise<WriteFileResult> {
-  await requireBucket(deps, caller, bucketId);
+export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string, input: WriteFileInput): Promise<WriteFileResult> {
+  await requireBucket(deps, actor, bucketId);
   const path = normalizeFilePath(rawPath);
   assertWritablePath(path);
   const contentType = checkContentType(input.contentType);
@@ -156,8 +156,8 @@ async function insertVersion(trx: Deps['db'], fileId: string, fields: Omit<Versi
 }
 
 /** Deletes the file at `path`: it disappears from listings and hosting; its history is kept. */
-export async function deleteFile(deps: Deps, caller: Caller, bucketId: string, rawPath: string) {
-  await requireBucket(deps, caller, bucketId);
+export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string) {
+  await requireBucket(deps, actor, bucketId);
   const path = normalizeFilePath(rawPath);
   const changed = await deps.db('files')
     .where({ bucket_id: bucketId, path })
@@ -170,18 +170,18 @@ export async function deleteFile(deps: Deps, caller: Caller, bucketId: string, r
   return { id: file.id, bucketId, path };
 }
 
-/** The caller's file by id, including deleted files whose history remains. */
-async function requireFileById(deps: Deps, caller: Caller, fileId: string): Promise<FileRow> {
+/** The actor's file by id, including deleted files whose history remains. */
+async function requireFileById(deps: Deps, actor: Actor, fileId: string): Promise<FileRow> {
   const row = await deps.db<FileRow>('files')
     .join('buckets', 'buckets.id', 'files.bucket_id')
-    .where({ 'files.id': fileId, 'buckets.account_id': caller.accountId })
+    .where({ 'files.id': fileId, 'buckets.account_id': actor.accountId })
     .first('files.*');
   if (!row) throw notFound('file');
   return row;
 }
 
-export async function listVersions(deps: Deps, caller: Caller, fileId: string, page: PageRequest) {
-  const file = await requireFileById(deps, caller, fileId);
+export async function listVersions(deps: Deps, actor: Actor, fileId: string, page: PageRequest) {
+  const file = await requireFileById(deps, actor, fileId);
   const query = deps.db('file_versions').where({ file_id: fileId }).orderBy('seq', 'desc');
   const { items, pagination } = await paginate(query, page, toVersion);
   return { fileId, currentVersionId: file.current_version_id, versions: items, pagination };
@@ -194,8 +194,8 @@ async function requireVersion(deps: Deps, fileId: string, versionId: string): Pr
 }
 
 /** A historical version's record and where its exact bytes live. */
-export async function getVersion(deps: Deps, caller: Caller, fileId: string, versionId: string) {
-  await requireFileById(deps, caller, fileId);
+export async function getVersion(deps: Deps, actor: Actor, fileId: string, versionId: string) {
+  await requireFileById(deps, actor, fileId);
   const row = await requireVersion(deps, fileId, versionId);
   return { version: toVersion(row), sha256: row.blob_sha256 };
 }
@@ -206,11 +206,11 @@ export async function getVersion(deps: Deps, caller: Caller, fileId: string, ver
  */
 export async function restoreFile(
   deps: Deps,
-  caller: Caller,
+  actor: Actor,
   fileId: string,
   input: { versionId: string; currentVersionId: string | null },
 ) {
-  const file = await requireFileById(deps, caller, fileId);
+  const file = await requireFileById(deps, actor, fileId);
   const source = await requireVersion(deps, fileId, input.versionId);
   const now = timestamp(deps);
   const versionId = await deps.db.transaction(async (trx) => {

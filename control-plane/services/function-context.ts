@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { BerthError } from '../errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
-import type { Caller, Deps } from './deps.ts';
+import type { Actor, Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
@@ -32,7 +32,7 @@ interface CallScope {
   requestId: string | null;
   site: SiteRow;
   /** Writes are made on behalf of the site's account, attributed to the function. */
-  caller: Caller;
+  actor: Actor;
 }
 
 type Method = (scope: CallScope, args: unknown[]) => Promise<unknown>;
@@ -80,7 +80,7 @@ function serialize(value: unknown): string {
 }
 
 async function write(scope: CallScope, raw: string, text: string, contentType: string) {
-  const result = await writeFile(scope.deps, scope.caller, scope.site.bucket_id, dataPath(raw), {
+  const result = await writeFile(scope.deps, scope.actor, scope.site.bucket_id, dataPath(raw), {
     body: Readable.from([Buffer.from(text, 'utf8')]),
     contentType,
   });
@@ -213,8 +213,8 @@ async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deploy
     }
     const site = await siteRow(deps, deployment.siteId);
     if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
-    const caller: Caller = { accountId: site.account_id, keyId: `function:${deployment.functionId}`, permission: 'WRITE' };
-    return { ok: true, value: await method({ deps, deployment, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, caller }, call.args) };
+    const actor: Actor = { via: 'function', accountId: site.account_id, id: `function:${deployment.functionId}`, permission: 'WRITE' };
+    return { ok: true, value: await method({ deps, deployment, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, actor }, call.args) };
   } catch (err) {
     if (err instanceof CtxError) {
       return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };

@@ -1,7 +1,7 @@
 // Console output of functions, kept per site and bounded: the newest N lines of each site survive.
 // Lines are buffered and written in batches so a chatty function costs one insert per batch, not per line.
 import type { LogEntry } from '../../runtime-host/protocol.ts';
-import type { Caller, Deps } from './deps.ts';
+import type { Actor, Deps } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 
@@ -93,8 +93,8 @@ const toLine = (row: LogRow): FunctionLogLine => ({
   createdAt: row.created_at,
 });
 
-export async function listLogs(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
-  await requireSite(deps, caller, siteId);
+export async function listLogs(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+  await requireSite(deps, actor, siteId);
   await deps.functionLogs.flush();
   const query = deps.db('function_logs').where({ site_id: siteId }).orderBy('id', 'desc');
   const { items, pagination } = await paginate(query, page, toLine);

@@ -6,7 +6,7 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import { type Deployment } from '../../runtime-host/runtime.ts';
 import { deploymentExists, removeDeployments, writeDeployment } from '../../runtime-host/deployments.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
-import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
@@ -170,16 +170,16 @@ export async function syncRuntimeSource(deps: Deps, bucketId: string, path: stri
   return (await deploy(deps, site, path)).outcome;
 }
 
-export async function listFunctions(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
-  await requireSite(deps, caller, siteId);
+export async function listFunctions(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+  await requireSite(deps, actor, siteId);
   const query = deps.db('functions').where({ site_id: siteId }).orderBy('path');
   const { items, pagination } = await paginate(query, page, (row: FunctionRow) => toRecord(deps, row));
   return { functions: items, pagination };
 }
 
 /** The deploy endpoint: deploys a stored source; a compile failure is a 422 carrying the record. */
-export async function deployFunction(deps: Deps, caller: Caller, siteId: string, rawPath: string): Promise<{ function: FunctionRecord }> {
-  const site = await requireSite(deps, caller, siteId);
+export async function deployFunction(deps: Deps, actor: Actor, siteId: string, rawPath: string): Promise<{ function: FunctionRecord }> {
+  const site = await requireSite(deps, actor, siteId);
   if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before its functions can be deployed');
   const path = rawPath.replace(/^\//, '');
   const named = functionName(path);

@@ -2,7 +2,7 @@
 // fast digest is enough: there is nothing to brute-force that a slow password hash would protect.
 import crypto from 'node:crypto';
 import { notFound } from '../errors.ts';
-import { type Caller, type Permission, type Store, newId, timestamp } from './deps.ts';
+import { type Actor, type Permission, type Store, newId, timestamp } from './deps.ts';
 
 const KEY_PREFIX = 'berth_';
 
@@ -57,12 +57,12 @@ export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[
   return rows.map(toKeyInfo);
 }
 
-/** The caller a presented key stands for, or null when it is unknown or revoked. */
-export async function authenticate(deps: Store, key: string): Promise<Caller | null> {
+/** The actor a presented key stands for, or null when it is unknown or revoked. */
+export async function authenticate(deps: Store, key: string): Promise<Actor | null> {
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
   const row = await deps.db<KeyRow>('api_keys').where({ key_hash: hashKey(key) }).first();
   if (!row || row.revoked_at) return null;
-  return { accountId: row.account_id, keyId: row.id, permission: row.permission };
+  return { via: 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }
 
 const toKeyInfo = (row: KeyRow): KeyInfo => ({

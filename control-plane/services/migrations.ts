@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { StatementError } from '../../storage/site-database.ts';
-import type { Caller, Deps } from './deps.ts';
+import type { Actor, Deps } from './deps.ts';
 import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
 import { requireDatabase } from './databases.ts';
 
@@ -38,13 +38,13 @@ async function ledger(deps: Deps, siteId: string): Promise<ReceiptRow[]> {
 
 const listCommand = (siteId: string, databaseId: string) => `GET /v0/sites/${siteId}/databases/${databaseId}/migrations`;
 
-export async function listMigrations(deps: Deps, caller: Caller, siteId: string, databaseId: string) {
-  const db = await requireDatabase(deps, caller, siteId, databaseId);
+export async function listMigrations(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
+  const db = await requireDatabase(deps, actor, siteId, databaseId);
   return { database: { id: db.id, status: db.status }, applied: (await ledger(deps, siteId)).map(toReceipt) };
 }
 
-export async function getMigration(deps: Deps, caller: Caller, siteId: string, databaseId: string, name: string) {
-  await requireDatabase(deps, caller, siteId, databaseId);
+export async function getMigration(deps: Deps, actor: Actor, siteId: string, databaseId: string, name: string) {
+  await requireDatabase(deps, actor, siteId, databaseId);
   const row = (await ledger(deps, siteId)).find((r) => r.name === name);
   if (!row) throw notFound('migration');
   // A legacy receipt has no stored SQL; none is invented for it.
@@ -118,8 +118,8 @@ function historyConflict(siteId: string, databaseId: string, name: string, messa
 }
 
 /** Applies one named migration (confirm: true); the same name and SQL again is alreadyApplied. */
-export async function applyMigration(deps: Deps, caller: Caller, siteId: string, databaseId: string, input: { name: string; sql: string }) {
-  await requireDatabase(deps, caller, siteId, databaseId, { activeSite: true });
+export async function applyMigration(deps: Deps, actor: Actor, siteId: string, databaseId: string, input: { name: string; sql: string }) {
+  await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
   checkName(input.name);
   return withLease(deps, siteId, databaseId, async () => {
     const applied = (await ledger(deps, siteId)).find((r) => r.name === input.name);
@@ -135,8 +135,8 @@ export async function applyMigration(deps: Deps, caller: Caller, siteId: string,
 }
 
 /** Applies the pending tail of an ordered list whose head must match the ledger exactly. */
-export async function applyMigrations(deps: Deps, caller: Caller, siteId: string, databaseId: string, migrations: Array<{ name: string; sql: string }>) {
-  await requireDatabase(deps, caller, siteId, databaseId, { activeSite: true });
+export async function applyMigrations(deps: Deps, actor: Actor, siteId: string, databaseId: string, migrations: Array<{ name: string; sql: string }>) {
+  await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
   migrations.forEach((m) => checkName(m.name));
   const names = migrations.map((m) => m.name);
   const sorted = [...names].sort();

@@ -2,7 +2,7 @@
 // and every such retrieval recorded in the site's access log.
 import { BerthError, notFound } from '../errors.ts';
 import { open, seal } from '../../storage/master-key.ts';
-import { type Caller, type Deps, timestamp } from './deps.ts';
+import { type Actor, type Deps, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 
@@ -12,6 +12,13 @@ export const MAX_SECRET_VALUE_BYTES = 64 * 1024;
 
 /** Where a retrieval came from, for the access log. */
 export type AccessChannel = 'API' | 'CLI' | 'DASHBOARD';
+
+/**
+ * The channel is the front door's word, carried by the actor it built: a signed-in user reads through
+ * the dashboard, the CLI's own credential through the CLI, an API key through the API. No header a
+ * client sets can change it.
+ */
+const CHANNELS: Record<Actor['via'], AccessChannel> = { key: 'API', cli: 'CLI', session: 'DASHBOARD', function: 'API' };
 
 interface SecretRow {
   site_id: string;
@@ -45,16 +52,16 @@ function checkValue(value: string): void {
   }
 }
 
-export async function listSecrets(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
-  await requireSite(deps, caller, siteId);
+export async function listSecrets(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+  await requireSite(deps, actor, siteId);
   const query = deps.db('secrets').where({ site_id: siteId }).orderBy('name');
   const { items, pagination } = await paginate(query, page, (row: SecretRow) => ({ name: row.name, updatedAt: row.updated_at }));
   return { secrets: items, pagination };
 }
 
 /** Creates or replaces a secret; `mustExist` makes a missing secret a 404 instead. */
-export async function setSecret(deps: Deps, caller: Caller, siteId: string, input: { name: string; value: string }, mustExist = false) {
-  await requireSite(deps, caller, siteId);
+export async function setSecret(deps: Deps, actor: Actor, siteId: string, input: { name: string; value: string }, mustExist = false) {
+  await requireSite(deps, actor, siteId);
   checkName(input.name);
   checkValue(input.value);
   const now = timestamp(deps);
@@ -70,26 +77,26 @@ export async function setSecret(deps: Deps, caller: Caller, siteId: string, inpu
 }
 
 /** Returns a secret's value and records who read it, through what, and when. */
-export async function getSecretValue(deps: Deps, caller: Caller, siteId: string, name: string, via: AccessChannel) {
-  await requireSite(deps, caller, siteId);
+export async function getSecretValue(deps: Deps, actor: Actor, siteId: string, name: string) {
+  await requireSite(deps, actor, siteId);
   checkName(name);
   const row = await deps.db<SecretRow>('secrets').where({ site_id: siteId, name }).first();
   if (!row) throw notFound('secret');
   const value = open(deps.masterKey, row.value_ciphertext, context(siteId, name));
-  await deps.db('secret_access_logs').insert({ site_id: siteId, secret_name: name, key_id: caller.keyId, via, accessed_at: timestamp(deps) });
+  await deps.db('secret_access_logs').insert({ site_id: siteId, secret_name: name, key_id: actor.id, via: CHANNELS[actor.via], accessed_at: timestamp(deps) });
   return { secret: { name, value } };
 }
 
-export async function deleteSecret(deps: Deps, caller: Caller, siteId: string, name: string) {
-  await requireSite(deps, caller, siteId);
+export async function deleteSecret(deps: Deps, actor: Actor, siteId: string, name: string) {
+  await requireSite(deps, actor, siteId);
   checkName(name);
   const deleted = await deps.db('secrets').where({ site_id: siteId, name }).delete();
   if (deleted === 0) throw notFound('secret');
   return { deleted: true as const };
 }
 
-export async function listAccessLogs(deps: Deps, caller: Caller, siteId: string, page: PageRequest) {
-  await requireSite(deps, caller, siteId);
+export async function listAccessLogs(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+  await requireSite(deps, actor, siteId);
   const query = deps.db('secret_access_logs').where({ site_id: siteId }).orderBy('id', 'desc');
   const { items, pagination } = await paginate(query, page, (row: AccessLogRow) => ({
     id: row.id,

@@ -1,6 +1,6 @@
 // Site rows as other services need them, without depending on the sites service itself.
 import { notFound } from '../errors.ts';
-import type { Caller, Deps } from './deps.ts';
+import type { Actor, Deps } from './deps.ts';
 
 export type SiteAccess = 'PUBLIC' | 'PRIVATE';
 export type SiteStatus = 'ACTIVE' | 'ARCHIVED';
@@ -21,8 +21,8 @@ export interface SiteRow {
   updated_at: string;
 }
 
-export async function requireSite(deps: Deps, caller: Caller, id: string): Promise<SiteRow> {
-  const row = await deps.db<SiteRow>('sites').where({ id, account_id: caller.accountId }).first();
+export async function requireSite(deps: Deps, actor: Actor, id: string): Promise<SiteRow> {
+  const row = await deps.db<SiteRow>('sites').where({ id, account_id: actor.accountId }).first();
   if (!row) throw notFound('site');
   return row;
 }

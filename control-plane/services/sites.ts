@@ -2,7 +2,7 @@
 import { BerthError, conflict } from '../errors.ts';
 import { SITE_CAPS, requireOwnAccount } from './accounts.ts';
 import { type BucketRow, insertBucket, requireBucket, toBucket } from './buckets.ts';
-import { type Caller, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type ReconcileReport, reconcileFunctions } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';
@@ -68,8 +68,8 @@ export interface SiteFilters {
   status?: SiteStatus | undefined;
 }
 
-export async function listSites(deps: Deps, caller: Caller, filters: SiteFilters, page: PageRequest) {
-  await requireOwnAccount(deps, caller, filters.accountId);
+export async function listSites(deps: Deps, actor: Actor, filters: SiteFilters, page: PageRequest) {
+  await requireOwnAccount(deps, actor, filters.accountId);
   const query = deps.db('sites').where({ account_id: filters.accountId });
   if (filters.bucketId !== undefined) query.andWhere({ bucket_id: filters.bucketId });
   if (filters.subdomain !== undefined) query.andWhere({ subdomain: filters.subdomain });
@@ -90,12 +90,12 @@ export interface CreateSiteInput {
   bucketId?: string | undefined;
 }
 
-export async function createSite(deps: Deps, caller: Caller, input: CreateSiteInput): Promise<Site> {
-  const account = await requireOwnAccount(deps, caller, input.accountId);
+export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInput): Promise<Site> {
+  const account = await requireOwnAccount(deps, actor, input.accountId);
   if (input.subdomain !== undefined && RESERVED_SUBDOMAINS.has(input.subdomain)) {
     throw conflict('subdomain_reserved', `subdomain "${input.subdomain}" is reserved`);
   }
-  if (input.bucketId !== undefined) await requireBucket(deps, caller, input.bucketId);
+  if (input.bucketId !== undefined) await requireBucket(deps, actor, input.bucketId);
 
   // Up to a few attempts only matter for generated subdomains, whose random suffix may collide.
   for (let attempt = 0; ; attempt++) {
@@ -151,9 +151,9 @@ export async function createSite(deps: Deps, caller: Caller, input: CreateSiteIn
   }
 }
 
-export async function getSite(deps: Deps, caller: Caller, id: string) {
-  const row = await requireSite(deps, caller, id);
-  const bucket = await requireBucket(deps, caller, row.bucket_id);
+export async function getSite(deps: Deps, actor: Actor, id: string) {
+  const row = await requireSite(deps, actor, id);
+  const bucket = await requireBucket(deps, actor, row.bucket_id);
   return { ...toSite(deps, row), bucket: toBucket(bucket), runtime: runtimeStatus(row) };
 }
 
@@ -164,8 +164,8 @@ export interface UpdateSiteInput {
   reconcile?: true | undefined;
 }
 
-export async function updateSite(deps: Deps, caller: Caller, id: string, input: UpdateSiteInput) {
-  const row = await requireSite(deps, caller, id);
+export async function updateSite(deps: Deps, actor: Actor, id: string, input: UpdateSiteInput) {
+  const row = await requireSite(deps, actor, id);
   const status = input.status ?? row.status;
   if (input.reconcile && status !== 'ACTIVE') {
     throw conflict('site_not_active', 'an archived site must be activated before its runtime can be reconciled');
@@ -177,6 +177,6 @@ export async function updateSite(deps: Deps, caller: Caller, id: string, input: 
   if (input.status !== undefined) changes.status = input.status;
   await deps.db('sites').where({ id }).update(changes);
   deps.hostingCache.forgetSites();
-  if (input.reconcile) await reconcile(deps, (await requireSite(deps, caller, id)));
-  return getSite(deps, caller, id);
+  if (input.reconcile) await reconcile(deps, (await requireSite(deps, actor, id)));
+  return getSite(deps, actor, id);
 }

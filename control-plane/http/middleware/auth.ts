@@ -22,12 +22,12 @@ export function requireApiKey(deps: Deps): Koa.Middleware {
     if (key === undefined) {
       throw new BerthError('unauthorized', 401, 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
     }
-    const caller = key ? await authenticate(deps, key) : null;
-    if (!caller) throw new BerthError('unauthorized', 401, 'the API key is invalid or revoked');
-    if (caller.permission === 'READ' && !READ_METHODS.has(ctx.method)) {
+    const actor = key ? await authenticate(deps, key) : null;
+    if (!actor) throw new BerthError('unauthorized', 401, 'the API key is invalid or revoked');
+    if (actor.permission === 'READ' && !READ_METHODS.has(ctx.method)) {
       throw new BerthError('forbidden', 403, 'this API key is read-only; a WRITE key is required for this request');
     }
-    ctx.state.caller = caller;
+    ctx.state.actor = actor;
     await next();
   };
 }

@@ -13,7 +13,7 @@ export const accountRoutes = [
     summary: 'The account that owns the API key',
     tag: 'Accounts',
     responses: { 200: { description: 'the account', schema: Account } },
-    handler: ({ deps, caller }) => accounts.getAccount(deps, caller, caller.accountId),
+    handler: ({ deps, actor }) => accounts.getAccount(deps, actor, actor.accountId),
   }),
   defineRoute({
     method: 'GET',
@@ -23,7 +23,7 @@ export const accountRoutes = [
     tag: 'Accounts',
     params: AccountParams,
     responses: { 200: { description: 'the account', schema: Account } },
-    handler: ({ deps, caller, params }) => accounts.getAccount(deps, caller, params.accountId),
+    handler: ({ deps, actor, params }) => accounts.getAccount(deps, actor, params.accountId),
   }),
   defineRoute({
     method: 'POST',
@@ -34,6 +34,6 @@ export const accountRoutes = [
     params: AccountParams,
     body: UpdateAccountBody,
     responses: { 200: { description: 'the updated account', schema: Account } },
-    handler: ({ deps, caller, params, body }) => accounts.updateAccount(deps, caller, params.accountId, body),
+    handler: ({ deps, actor, params, body }) => accounts.updateAccount(deps, actor, params.accountId, body),
   }),
 ];

@@ -13,7 +13,7 @@ export const bucketRoutes = [
     tag: 'Buckets',
     query: ListByAccountQuery,
     responses: { 200: { description: 'a page of buckets', schema: z.object({ buckets: z.array(Bucket), pagination: Pagination }) } },
-    handler: ({ deps, caller, query }) => buckets.listBuckets(deps, caller, query.accountId, query),
+    handler: ({ deps, actor, query }) => buckets.listBuckets(deps, actor, query.accountId, query),
   }),
   defineRoute({
     method: 'POST',
@@ -24,7 +24,7 @@ export const bucketRoutes = [
     body: CreateBucketBody,
     status: 201,
     responses: { 201: { description: 'the new bucket', schema: Bucket } },
-    handler: ({ deps, caller, body }) => buckets.createBucket(deps, caller, body),
+    handler: ({ deps, actor, body }) => buckets.createBucket(deps, actor, body),
   }),
   defineRoute({
     method: 'GET',
@@ -34,7 +34,7 @@ export const bucketRoutes = [
     tag: 'Buckets',
     params: BucketParams,
     responses: { 200: { description: 'the bucket', schema: Bucket } },
-    handler: ({ deps, caller, params }) => buckets.getBucket(deps, caller, params.bucketId),
+    handler: ({ deps, actor, params }) => buckets.getBucket(deps, actor, params.bucketId),
   }),
   defineRoute({
     method: 'POST',
@@ -45,6 +45,6 @@ export const bucketRoutes = [
     params: BucketParams,
     body: RenameBucketBody,
     responses: { 200: { description: 'the renamed bucket', schema: Bucket } },
-    handler: ({ deps, caller, params, body }) => buckets.renameBucket(deps, caller, params.bucketId, body),
+    handler: ({ deps, actor, params, body }) => buckets.renameBucket(deps, actor, params.bucketId, body),
   }),
 ];

@@ -22,7 +22,7 @@ import {
 import type Koa from 'koa';
 import { defineRoute } from '../route.ts';
 
-/** The API's address as the caller reached it, for the links handed back to that caller. */
+/** The API's address as the client reached it, for the links handed back to that client. */
 const publicOrigin = (ctx: Koa.Context) => `${ctx.protocol}://${ctx.get('Host')}`;
 
 export const databaseRoutes = [
@@ -35,7 +35,7 @@ export const databaseRoutes = [
     params: SiteParams,
     query: PageQuery,
     responses: { 200: { description: 'a page of databases', schema: z.object({ databases: z.array(Database), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => databases.listDatabases(deps, caller, params.siteId, query),
+    handler: ({ deps, actor, params, query }) => databases.listDatabases(deps, actor, params.siteId, query),
   }),
   defineRoute({
     method: 'POST',
@@ -48,7 +48,7 @@ export const databaseRoutes = [
       200: { description: 'the database', schema: z.object({ database: Database }) },
       409: { description: 'the site is archived (code "site_not_active")' },
     },
-    handler: ({ deps, caller, params }) => databases.createDatabase(deps, caller, params.siteId),
+    handler: ({ deps, actor, params }) => databases.createDatabase(deps, actor, params.siteId),
   }),
   defineRoute({
     method: 'POST',
@@ -62,8 +62,8 @@ export const databaseRoutes = [
       200: { description: 'the statement’s rows and meta', schema: QueryEnvelope },
       400: { description: 'several statements (code "multiple_statements"), or the statement failed (envelope with success: false)', schema: QueryEnvelope },
     },
-    handler: async ({ deps, caller, params, body, ctx }) => {
-      const answer = await databases.queryDatabase(deps, caller, params.siteId, params.databaseId, body);
+    handler: async ({ deps, actor, params, body, ctx }) => {
+      const answer = await databases.queryDatabase(deps, actor, params.siteId, params.databaseId, body);
       ctx.status = answer.status;
       ctx.body = answer.body;
     },
@@ -78,7 +78,7 @@ export const databaseRoutes = [
     responses: {
       200: { description: 'the database and its receipts', schema: z.object({ database: z.object({ id: z.string(), status: z.string() }), applied: z.array(MigrationReceipt) }) },
     },
-    handler: ({ deps, caller, params }) => migrations.listMigrations(deps, caller, params.siteId, params.databaseId),
+    handler: ({ deps, actor, params }) => migrations.listMigrations(deps, actor, params.siteId, params.databaseId),
   }),
   defineRoute({
     method: 'GET',
@@ -93,7 +93,7 @@ export const databaseRoutes = [
         schema: z.object({ migration: z.object({ name: z.string(), checksum: z.string(), sourceAvailable: z.boolean(), sql: z.string().optional() }) }),
       },
     },
-    handler: ({ deps, caller, params }) => migrations.getMigration(deps, caller, params.siteId, params.databaseId, params.migrationName),
+    handler: ({ deps, actor, params }) => migrations.getMigration(deps, actor, params.siteId, params.databaseId, params.migrationName),
   }),
   defineRoute({
     method: 'POST',
@@ -108,7 +108,7 @@ export const databaseRoutes = [
       409: { description: 'applied before with other SQL (migration_history_conflict) or another run holds the lease (migration_in_progress); details say how to recover' },
       422: { description: 'the SQL failed and was rolled back, no receipt written (migration_failed)' },
     },
-    handler: ({ deps, caller, params, body }) => migrations.applyMigration(deps, caller, params.siteId, params.databaseId, body),
+    handler: ({ deps, actor, params, body }) => migrations.applyMigration(deps, actor, params.siteId, params.databaseId, body),
   }),
   defineRoute({
     method: 'POST',
@@ -123,7 +123,7 @@ export const databaseRoutes = [
       409: { description: 'the list disagrees with the ledger (migration_history_conflict) or another run holds the lease (migration_in_progress)' },
       422: { description: 'a migration failed and was rolled back (migration_failed; details.appliedNames lists what was applied before it)' },
     },
-    handler: ({ deps, caller, params, body }) => migrations.applyMigrations(deps, caller, params.siteId, params.databaseId, body.migrations),
+    handler: ({ deps, actor, params, body }) => migrations.applyMigrations(deps, actor, params.siteId, params.databaseId, body.migrations),
   }),
   defineRoute({
     method: 'POST',
@@ -133,7 +133,7 @@ export const databaseRoutes = [
     tag: 'Databases',
     params: DatabaseParams,
     responses: { 200: { description: 'the challenge', schema: DeletionChallenge } },
-    handler: ({ deps, caller, params }) => databases.createDeletionChallenge(deps, caller, params.siteId, params.databaseId),
+    handler: ({ deps, actor, params }) => databases.createDeletionChallenge(deps, actor, params.siteId, params.databaseId),
   }),
   defineRoute({
     method: 'DELETE',
@@ -147,7 +147,7 @@ export const databaseRoutes = [
       200: { description: 'deleted', schema: z.object({ deleted: z.literal(true), databaseId: z.string() }) },
       400: { description: 'the code is not this database’s (invalid_confirmation_code) or has expired (confirmation_code_expired)' },
     },
-    handler: ({ deps, caller, params, body }) => databases.deleteDatabase(deps, caller, params.siteId, params.databaseId, body.confirmationCode),
+    handler: ({ deps, actor, params, body }) => databases.deleteDatabase(deps, actor, params.siteId, params.databaseId, body.confirmationCode),
   }),
   defineRoute({
     method: 'GET',
@@ -158,7 +158,7 @@ export const databaseRoutes = [
     params: DatabaseParams,
     query: PageQuery,
     responses: { 200: { description: 'a page of exports', schema: z.object({ exports: z.array(DatabaseExport), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query, ctx }) => exportsService.listExports(deps, caller, params.siteId, params.databaseId, query, publicOrigin(ctx)),
+    handler: ({ deps, actor, params, query, ctx }) => exportsService.listExports(deps, actor, params.siteId, params.databaseId, query, publicOrigin(ctx)),
   }),
   defineRoute({
     method: 'POST',
@@ -171,7 +171,7 @@ export const databaseRoutes = [
       200: { description: 'the export, PROCESSING', schema: z.object({ export: DatabaseExport }) },
       409: { description: 'an export of this database is already running (export_in_progress)' },
     },
-    handler: ({ deps, caller, params, ctx }) => exportsService.createExport(deps, caller, params.siteId, params.databaseId, publicOrigin(ctx)),
+    handler: ({ deps, actor, params, ctx }) => exportsService.createExport(deps, actor, params.siteId, params.databaseId, publicOrigin(ctx)),
   }),
   defineRoute({
     method: 'POST',
@@ -181,6 +181,6 @@ export const databaseRoutes = [
     tag: 'Databases',
     params: ExportParams,
     responses: { 200: { description: 'the export', schema: z.object({ export: DatabaseExport }) } },
-    handler: ({ deps, caller, params, ctx }) => exportsService.reconcileExport(deps, caller, params.siteId, params.databaseId, params.exportId, publicOrigin(ctx)),
+    handler: ({ deps, actor, params, ctx }) => exportsService.reconcileExport(deps, actor, params.siteId, params.databaseId, params.exportId, publicOrigin(ctx)),
   }),
 ];

@@ -49,7 +49,7 @@ export const fileRoutes = [
     params: BucketParams,
     query: ListFilesQuery,
     responses: { 200: { description: 'a page of files', schema: z.object({ files: z.array(FileRecord), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => files.listFiles(deps, caller, params.bucketId, query, query),
+    handler: ({ deps, actor, params, query }) => files.listFiles(deps, actor, params.bucketId, query, query),
   }),
   defineRoute({
     method: 'GET',
@@ -59,8 +59,8 @@ export const fileRoutes = [
     tag: 'Files',
     params: ObjectParams,
     responses: { 200: { description: 'the raw bytes with the stored Content-Type, Berth-File-Id and Berth-Version-Id', contentType: '*/*' } },
-    handler: async ({ deps, caller, params, ctx }) => {
-      const { file, sha256 } = await files.statFile(deps, caller, params.bucketId, params.path);
+    handler: async ({ deps, actor, params, ctx }) => {
+      const { file, sha256 } = await files.statFile(deps, actor, params.bucketId, params.path);
       sendBytes(ctx, deps, sha256, { bytes: file.bytes, contentType: file.contentType, fileId: file.id, versionId: file.currentVersionId });
     },
   }),
@@ -78,13 +78,13 @@ export const fileRoutes = [
       409: { description: 'If-Match is not the current version (code "version_conflict")' },
       413: { description: 'the body exceeds the configured maximum file size (code "file_too_large")' },
     },
-    handler: async ({ deps, caller, params, ctx }) => {
+    handler: async ({ deps, actor, params, ctx }) => {
       if (ctx.querystring !== '') {
         throw new BerthError('query_not_allowed', 400, 'file writes take no query parameters; put the whole path in the URL');
       }
       const declared = ctx.get('Content-Length');
       try {
-        return await files.writeFile(deps, caller, params.bucketId, params.path, {
+        return await files.writeFile(deps, actor, params.bucketId, params.path, {
           body: ctx.req,
           contentType: ctx.get('Content-Type') || undefined,
           ifMatch: ifMatchVersion(ctx),
@@ -105,7 +105,7 @@ export const fileRoutes = [
     tag: 'Files',
     params: ObjectParams,
     responses: { 200: { description: 'the deleted file', schema: z.object({ id: Uuid, bucketId: Uuid, path: z.string() }) } },
-    handler: ({ deps, caller, params }) => files.deleteFile(deps, caller, params.bucketId, params.path),
+    handler: ({ deps, actor, params }) => files.deleteFile(deps, actor, params.bucketId, params.path),
   }),
   defineRoute({
     method: 'GET',
@@ -121,7 +121,7 @@ export const fileRoutes = [
         schema: z.object({ fileId: Uuid, currentVersionId: Uuid.nullable(), versions: z.array(FileVersion), pagination: Pagination }),
       },
     },
-    handler: ({ deps, caller, params, query }) => files.listVersions(deps, caller, params.fileId, query),
+    handler: ({ deps, actor, params, query }) => files.listVersions(deps, actor, params.fileId, query),
   }),
   defineRoute({
     method: 'GET',
@@ -131,8 +131,8 @@ export const fileRoutes = [
     tag: 'Files',
     params: VersionParams,
     responses: { 200: { description: 'the version’s raw bytes', contentType: '*/*' } },
-    handler: async ({ deps, caller, params, ctx }) => {
-      const { version, sha256 } = await files.getVersion(deps, caller, params.fileId, params.versionId);
+    handler: async ({ deps, actor, params, ctx }) => {
+      const { version, sha256 } = await files.getVersion(deps, actor, params.fileId, params.versionId);
       sendBytes(ctx, deps, sha256, { bytes: version.bytes, contentType: version.contentType, fileId: params.fileId, versionId: version.id });
     },
   }),
@@ -151,6 +151,6 @@ export const fileRoutes = [
       },
       409: { description: 'currentVersionId is not the current version (code "version_conflict")' },
     },
-    handler: ({ deps, caller, params, body }) => files.restoreFile(deps, caller, params.fileId, body),
+    handler: ({ deps, actor, params, body }) => files.restoreFile(deps, actor, params.fileId, body),
   }),
 ];

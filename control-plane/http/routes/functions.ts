@@ -16,7 +16,7 @@ export const functionRoutes = [
     params: SiteParams,
     query: PageQuery,
     responses: { 200: { description: 'a page of functions', schema: z.object({ functions: z.array(FunctionRecord), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => functions.listFunctions(deps, caller, params.siteId, query),
+    handler: ({ deps, actor, params, query }) => functions.listFunctions(deps, actor, params.siteId, query),
   }),
   defineRoute({
     method: 'POST',
@@ -31,7 +31,7 @@ export const functionRoutes = [
       409: { description: 'the site is archived (code "site_not_active")' },
       422: { description: 'the source breaks the v0 rules (code "function_compile_failed"; details.function is the function record)' },
     },
-    handler: ({ deps, caller, params, body }) => functions.deployFunction(deps, caller, params.siteId, body.path),
+    handler: ({ deps, actor, params, body }) => functions.deployFunction(deps, actor, params.siteId, body.path),
   }),
   defineRoute({
     method: 'GET',
@@ -42,7 +42,7 @@ export const functionRoutes = [
     params: SiteParams,
     query: PageQuery,
     responses: { 200: { description: 'a page of log lines', schema: z.object({ logs: z.array(FunctionLogLine), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => listLogs(deps, caller, params.siteId, query),
+    handler: ({ deps, actor, params, query }) => listLogs(deps, actor, params.siteId, query),
   }),
   defineRoute({
     method: 'GET',
@@ -53,6 +53,6 @@ export const functionRoutes = [
     params: SiteParams,
     query: ListCronRunsQuery,
     responses: { 200: { description: 'a page of runs', schema: z.object({ runs: z.array(CronRun), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => listCronRuns(deps, caller, params.siteId, query, query),
+    handler: ({ deps, actor, params, query }) => listCronRuns(deps, actor, params.siteId, query, query),
   }),
 ];

@@ -1,16 +1,9 @@
-import type Koa from 'koa';
 import { z } from 'zod';
 import * as secrets from '../../services/secrets.ts';
 import { PageQuery, Pagination, ReplaceSecretBody, SecretAccessLog, SecretMetadata, SecretName, SetSecretBody, SiteParams, Uuid } from '../../schemas.ts';
 import { defineRoute } from '../route.ts';
 
 const SecretParams = z.object({ siteId: Uuid, name: SecretName });
-
-/** The channel recorded in the access log: Berth's CLI and dashboard say who they are. */
-function channel(ctx: Koa.Context): secrets.AccessChannel {
-  const client = ctx.get('Berth-Client').toLowerCase();
-  return client === 'cli' ? 'CLI' : client === 'dashboard' ? 'DASHBOARD' : 'API';
-}
 
 export const secretRoutes = [
   defineRoute({
@@ -22,7 +15,7 @@ export const secretRoutes = [
     params: SiteParams,
     query: PageQuery,
     responses: { 200: { description: 'a page of secret names', schema: z.object({ secrets: z.array(SecretMetadata), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => secrets.listSecrets(deps, caller, params.siteId, query),
+    handler: ({ deps, actor, params, query }) => secrets.listSecrets(deps, actor, params.siteId, query),
   }),
   defineRoute({
     method: 'GET',
@@ -31,11 +24,10 @@ export const secretRoutes = [
     summary: 'Read a secret’s value; the read is recorded in the access log',
     tag: 'Secrets',
     params: SecretParams,
-    headers: { 'Berth-Client': '"cli" or "dashboard" when those read the value; recorded in the access log' },
     responses: { 200: { description: 'the secret with its value', schema: z.object({ secret: z.object({ name: z.string(), value: z.string() }) }) } },
-    handler: ({ deps, caller, params, ctx }) => {
+    handler: ({ deps, actor, params, ctx }) => {
       ctx.set('Cache-Control', 'private, no-store');
-      return secrets.getSecretValue(deps, caller, params.siteId, params.name, channel(ctx));
+      return secrets.getSecretValue(deps, actor, params.siteId, params.name);
     },
   }),
   defineRoute({
@@ -47,7 +39,7 @@ export const secretRoutes = [
     params: SiteParams,
     query: PageQuery,
     responses: { 200: { description: 'a page of access log entries', schema: z.object({ accessLogs: z.array(SecretAccessLog), pagination: Pagination }) } },
-    handler: ({ deps, caller, params, query }) => secrets.listAccessLogs(deps, caller, params.siteId, query),
+    handler: ({ deps, actor, params, query }) => secrets.listAccessLogs(deps, actor, params.siteId, query),
   }),
   defineRoute({
     method: 'POST',
@@ -58,7 +50,7 @@ export const secretRoutes = [
     params: SiteParams,
     body: SetSecretBody,
     responses: { 200: { description: 'the secret’s name and update time', schema: z.object({ secret: SecretMetadata }) } },
-    handler: ({ deps, caller, params, body }) => secrets.setSecret(deps, caller, params.siteId, body),
+    handler: ({ deps, actor, params, body }) => secrets.setSecret(deps, actor, params.siteId, body),
   }),
   defineRoute({
     method: 'POST',
@@ -69,7 +61,7 @@ export const secretRoutes = [
     params: SecretParams,
     body: ReplaceSecretBody,
     responses: { 200: { description: 'the secret’s name and update time', schema: z.object({ secret: SecretMetadata }) } },
-    handler: ({ deps, caller, params, body }) => secrets.setSecret(deps, caller, params.siteId, { name: params.name, value: body.value }, true),
+    handler: ({ deps, actor, params, body }) => secrets.setSecret(deps, actor, params.siteId, { name: params.name, value: body.value }, true),
   }),
   defineRoute({
     method: 'DELETE',
@@ -79,6 +71,6 @@ export const secretRoutes = [
     tag: 'Secrets',
     params: SecretParams,
     responses: { 200: { description: 'deleted', schema: z.object({ deleted: z.literal(true) }) } },
-    handler: ({ deps, caller, params }) => secrets.deleteSecret(deps, caller, params.siteId, params.name),
+    handler: ({ deps, actor, params }) => secrets.deleteSecret(deps, actor, params.siteId, params.name),
   }),
 ];

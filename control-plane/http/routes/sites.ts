@@ -13,7 +13,7 @@ export const siteRoutes = [
     tag: 'Sites',
     query: ListSitesQuery,
     responses: { 200: { description: 'a page of sites', schema: z.object({ sites: z.array(Site), pagination: Pagination }) } },
-    handler: ({ deps, caller, query }) => sites.listSites(deps, caller, query, query),
+    handler: ({ deps, actor, query }) => sites.listSites(deps, actor, query, query),
   }),
   defineRoute({
     method: 'POST',
@@ -28,7 +28,7 @@ export const siteRoutes = [
       409: { description: 'subdomain reserved or taken, or the bucket already has a site', schema: z.object({ error: z.object({ code: z.enum(['subdomain_reserved', 'subdomain_taken', 'bucket_has_site']), message: z.string() }) }) },
       422: { description: 'the plan’s site limit is reached (code "site_limit_reached")' },
     },
-    handler: ({ deps, caller, body }) => sites.createSite(deps, caller, body),
+    handler: ({ deps, actor, body }) => sites.createSite(deps, actor, body),
   }),
   defineRoute({
     method: 'GET',
@@ -38,7 +38,7 @@ export const siteRoutes = [
     tag: 'Sites',
     params: SiteParams,
     responses: { 200: { description: 'the site', schema: SiteDetail } },
-    handler: ({ deps, caller, params }) => sites.getSite(deps, caller, params.siteId),
+    handler: ({ deps, actor, params }) => sites.getSite(deps, actor, params.siteId),
   }),
   defineRoute({
     method: 'POST',
@@ -52,6 +52,6 @@ export const siteRoutes = [
       200: { description: 'the updated site', schema: SiteDetail },
       409: { description: 'reconcile requested on an archived site (code "site_not_active")' },
     },
-    handler: ({ deps, caller, params, body }) => sites.updateSite(deps, caller, params.siteId, body),
+    handler: ({ deps, actor, params, body }) => sites.updateSite(deps, actor, params.siteId, body),
   }),
 ];
