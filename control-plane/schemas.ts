@@ -181,10 +181,7 @@ export const UpdateSiteBody = z
     status: SiteStatus.optional(),
     reconcile: z.literal(true, { error: 'must be the literal true' }).optional(),
   })
-  .strict()
-  .refine((b) => Object.values(b).some((v) => v !== undefined), {
-    message: 'give at least one of name, access, status or reconcile',
-  });
+  .strict();
 export const ListFilesQuery = PageQuery.extend({
   path: z.string().optional().describe('exact normalized path'),
   prefix: z.string().optional().describe('normalized path prefix, e.g. "web/"'),

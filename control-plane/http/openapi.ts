@@ -1,19 +1,85 @@
 // The OpenAPI 3.1 document, generated from the route list and the zod schemas the routes validate
-// with. OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod emits.
+// with: an operation's input schema is split into path parameters and query parameters or a JSON
+// body, as the route reads them. OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod emits.
 import { z } from 'zod';
 import { ErrorEnvelope } from '../schemas.ts';
-import type { Route } from './route.ts';
+import { type AnyRoute, type OperationRoute, type Route, type RouteResponse, inputSource, isOperationRoute, pathParameters } from './route.ts';
 
 type Json = Record<string, unknown>;
+type ObjectSchema = { type?: 'object'; properties?: Record<string, Json>; required?: string[]; additionalProperties?: unknown };
 
 function jsonSchema(schema: z.ZodType): Json {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Json;
   return rest;
 }
 
-function parameters(schema: z.ZodType | undefined, location: 'path' | 'query'): Json[] {
-  if (!schema) return [];
-  const object = jsonSchema(schema) as { properties?: Record<string, Json>; required?: string[] };
+/** What the document says of one route, whichever kind it is. */
+interface Described {
+  method: Route['method'];
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: string;
+  pathParams: ObjectSchema;
+  queryParams: ObjectSchema;
+  headers: Record<string, string>;
+  requestBody?: Json;
+  responses: Record<number, RouteResponse>;
+}
+
+const objectOf = (schema: z.ZodType | undefined): ObjectSchema => (schema ? (jsonSchema(schema) as ObjectSchema) : {});
+
+/** Splits an operation's input schema into the path parameters and the rest. */
+function describeOperationRoute(route: OperationRoute): Described {
+  const { properties = {}, required = [], additionalProperties } = objectOf(route.operation.input);
+  const inPath = new Set(pathParameters(route.path));
+  const part = (keep: (name: string) => boolean): ObjectSchema => {
+    const kept = required.filter(keep);
+    return {
+      type: 'object',
+      properties: Object.fromEntries(Object.entries(properties).filter(([name]) => keep(name))),
+      ...(kept.length > 0 ? { required: kept } : {}),
+      ...(additionalProperties === false ? { additionalProperties } : {}),
+    };
+  };
+  const rest = part((name) => !inPath.has(name));
+  const inBody = inputSource(route) === 'body';
+  const status = typeof route.status === 'number' ? route.status : 200;
+  return {
+    method: route.method,
+    path: route.path,
+    operationId: route.operationId,
+    summary: route.operation.description,
+    tag: route.tag,
+    pathParams: part((name) => inPath.has(name)),
+    queryParams: inBody ? {} : rest,
+    headers: {},
+    ...(inBody && Object.keys(rest.properties ?? {}).length > 0 ? { requestBody: { required: true, content: { 'application/json': { schema: rest } } } } : {}),
+    responses: { [status]: { description: route.ok, schema: route.operation.output }, ...route.errors },
+  };
+}
+
+function describeHandlerRoute(route: Route): Described {
+  const requestBody = route.body
+    ? { required: true, content: { 'application/json': { schema: jsonSchema(route.body) } } }
+    : route.rawBody
+      ? { required: true, description: route.rawBody.description, content: { [route.rawBody.contentType]: { schema: { type: 'string', format: 'binary' } } } }
+      : undefined;
+  return {
+    method: route.method,
+    path: route.path,
+    operationId: route.operationId,
+    summary: route.summary,
+    tag: route.tag,
+    pathParams: objectOf(route.params),
+    queryParams: objectOf(route.query),
+    headers: route.headers ?? {},
+    ...(requestBody ? { requestBody } : {}),
+    responses: route.responses,
+  };
+}
+
+function parameters(object: ObjectSchema, location: 'path' | 'query'): Json[] {
   return Object.entries(object.properties ?? {}).map(([name, property]) => {
     const { description, ...rest } = property;
     return {
@@ -33,7 +99,7 @@ const errorResponse = (description: string) => ({
   content: { 'application/json': { schema: jsonSchema(ErrorEnvelope) } },
 });
 
-function operation(route: Route): Json {
+function operation(route: Described): Json {
   const write = !['GET', 'HEAD', 'OPTIONS'].includes(route.method);
   const responses: Json = {};
   for (const [status, response] of Object.entries(route.responses)) {
@@ -50,35 +116,31 @@ function operation(route: Route): Json {
   if (write) responses['403'] = errorResponse('the API key is read-only (code "forbidden")');
   responses['404'] ??= errorResponse('not found, or not visible to this key');
 
-  const headerParameters = Object.entries(route.headers ?? {}).map(([name, description]) => ({
+  const headerParameters = Object.entries(route.headers).map(([name, description]) => ({
     name,
     in: 'header',
     required: false,
     description,
     schema: { type: 'string' },
   }));
-  const requestBody = route.body
-    ? { required: true, content: { 'application/json': { schema: jsonSchema(route.body) } } }
-    : route.rawBody
-      ? { required: true, description: route.rawBody.description, content: { [route.rawBody.contentType]: { schema: { type: 'string', format: 'binary' } } } }
-      : undefined;
   return {
     operationId: route.operationId,
     summary: route.summary,
     tags: [route.tag],
     'x-berth-permission': write ? 'WRITE' : 'READ',
-    parameters: [...parameters(route.params, 'path'), ...parameters(route.query, 'query'), ...headerParameters],
-    ...(requestBody ? { requestBody } : {}),
+    parameters: [...parameters(route.pathParams, 'path'), ...parameters(route.queryParams, 'query'), ...headerParameters],
+    ...(route.requestBody ? { requestBody: route.requestBody } : {}),
     responses,
   };
 }
 
-export function buildOpenApi(routes: Route[], version: string): Json {
+export function buildOpenApi(routes: AnyRoute[], version: string): Json {
   const paths: Record<string, Json> = {};
   for (const route of routes) {
-    const path = openApiPath(route.path);
+    const described = isOperationRoute(route) ? describeOperationRoute(route) : describeHandlerRoute(route);
+    const path = openApiPath(described.path);
     paths[path] ??= {};
-    paths[path][route.method.toLowerCase()] = operation(route);
+    paths[path][described.method.toLowerCase()] = operation(described);
   }
   return {
     openapi: '3.1.0',

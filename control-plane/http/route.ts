@@ -1,9 +1,12 @@
-// A route is data: method, path, the zod schemas of its input, its documented responses and one
-// handler. mountRoutes binds them to a Koa router with validation; openapi.ts documents the same list.
+// A route is data. Most routes bind an operation of the catalogue (operations/) to a method and a path:
+// the operation's input is gathered from the path parameters and the query (GET) or JSON body, and
+// validated once with the operation's own schema. A few routes that move raw bytes have a handler of
+// their own. mountRoutes binds both kinds to a Koa router; openapi.ts documents the same list.
 import type Koa from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
+import type { Operation } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
 
@@ -25,8 +28,33 @@ export interface RouteInput<P, Q, B> {
   ctx: Koa.Context;
 }
 
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/** An operation served at a method and path. */
+export interface OperationRoute {
+  operation: Operation;
+  method: Method;
+  /** Koa router path; its `:name` parameters are fields of the operation's input. */
+  path: string;
+  operationId: string;
+  tag: string;
+  /** Where the rest of the input comes from; GET reads the query, anything else the JSON body. */
+  inputFrom?: 'query' | 'body';
+  /** Success status, or a function of the output for operations whose outcome decides it. */
+  status?: number | ((output: any) => number);
+  /** Description of the success response; its schema is the operation's output. */
+  ok: string;
+  /** Documented failures beside the ones every route has. */
+  errors?: Record<number, RouteResponse>;
+  /** Response headers set on success. */
+  headers?: Record<string, string>;
+  /** Renders the output for REST where a front door must add what only it knows (e.g. its own URL). */
+  present?: (output: any, ctx: Koa.Context) => unknown;
+}
+
+/** A route that reads or writes raw bytes itself. */
 export interface Route<P = unknown, Q = unknown, B = unknown> {
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  method: Method;
   /** Koa router path; `{*path}` captures a bucket file path. */
   path: string;
   operationId: string;
@@ -45,19 +73,29 @@ export interface Route<P = unknown, Q = unknown, B = unknown> {
   handler: (input: RouteInput<P, Q, B>) => Promise<unknown>;
 }
 
+export type AnyRoute = Route | OperationRoute;
+
+export const isOperationRoute = (route: AnyRoute): route is OperationRoute => 'operation' in route;
+
 /** Keeps a route's handler typed by its schemas while the list stays homogeneous. */
 export function defineRoute<P = Record<string, never>, Q = Record<string, never>, B = undefined>(route: Route<P, Q, B>): Route {
   return route as unknown as Route;
 }
 
+/** The parameters of a route path: `:name`, and `{*name}` for a bucket file path. */
+export const pathParameters = (path: string): string[] => [...path.matchAll(/:(\w+)|\{\*(\w+)\}/g)].map((m) => (m[1] ?? m[2])!);
+
+export const inputSource = (route: OperationRoute): 'query' | 'body' => route.inputFrom ?? (route.method === 'GET' ? 'query' : 'body');
+
 /** One 400 for all of an input's problems; the message names the first, details list them all. */
-function describeIssues(where: 'path' | 'query' | 'body', error: z.ZodError): BerthError {
+function describeIssues(where: 'path' | 'query' | 'body' | ((field: string) => 'path' | 'query' | 'body'), error: z.ZodError): BerthError {
   const issues = error.issues.map((issue) => ({
     field: issue.path.map(String).join('.'),
     message: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
   }));
   const first = issues[0]!;
-  const subject = first.field ? `${where} field "${first.field}"` : where;
+  const place = typeof where === 'function' ? where(first.field.split('.')[0]!) : where;
+  const subject = first.field ? `${place} field "${first.field}"` : place;
   return new BerthError('invalid_request', 400, `${subject}: ${first.message}`, { issues });
 }
 
@@ -78,18 +116,40 @@ function singleValuedQuery(ctx: Koa.Context): Record<string, string> {
   return out;
 }
 
-export function mountRoutes(router: Router, routes: Route[], deps: Deps): void {
+/** The operation's input from the request: path parameters win, and may not be sent twice. */
+async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Deps): Promise<unknown> {
+  const source = inputSource(route);
+  const rest = source === 'query' ? singleValuedQuery(ctx) : await readJsonBody(ctx, deps.config.maxJsonBytes);
+  if (rest === null || typeof rest !== 'object' || Array.isArray(rest)) throw new BerthError('invalid_request', 400, 'body: the JSON body must be an object');
+  const params = pathParameters(route.path);
+  const repeated = params.filter((name) => Object.hasOwn(rest, name));
+  if (repeated.length > 0) throw new BerthError('invalid_request', 400, `${source}: unknown field(s): ${repeated.join(', ')}`);
+  const raw = { ...rest, ...Object.fromEntries(params.map((name) => [name, ctx.params[name]])) };
+  const parsed = route.operation.input.safeParse(raw);
+  if (!parsed.success) throw describeIssues((field) => (params.includes(field) ? 'path' : source), parsed.error);
+  return parsed.data;
+}
+
+export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): void {
   for (const route of routes) {
-    const handler: Koa.Middleware = async (ctx) => {
-      const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');
-      const query = parse(route.query as AnyObject | undefined, singleValuedQuery(ctx), 'query');
-      const body = route.body ? parse(route.body, await readJsonBody(ctx, deps.config.maxJsonBytes), 'body') : undefined;
-      const result = await route.handler({ params, query, body, actor: ctx.state.actor as Actor, deps, ctx });
-      if (result !== undefined) {
-        ctx.status = route.status ?? 200;
-        ctx.body = result;
-      }
-    };
+    const handler: Koa.Middleware = isOperationRoute(route)
+      ? async (ctx) => {
+          const input = await operationInput(route, ctx, deps);
+          const output = await route.operation.run(deps, ctx.state.actor as Actor, input);
+          ctx.status = typeof route.status === 'function' ? route.status(output) : (route.status ?? 200);
+          if (route.headers) ctx.set(route.headers);
+          ctx.body = route.present ? route.present(output, ctx) : output;
+        }
+      : async (ctx) => {
+          const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');
+          const query = parse(route.query as AnyObject | undefined, singleValuedQuery(ctx), 'query');
+          const body = route.body ? parse(route.body, await readJsonBody(ctx, deps.config.maxJsonBytes), 'body') : undefined;
+          const result = await route.handler({ params, query, body, actor: ctx.state.actor as Actor, deps, ctx });
+          if (result !== undefined) {
+            ctx.status = route.status ?? 200;
+            ctx.body = result;
+          }
+        };
     router.register(route.path, [route.method], handler);
   }
 }

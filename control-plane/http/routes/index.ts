@@ -1,5 +1,5 @@
 // The whole REST API at a glance: each resource's routes, in the order the spec lists them.
-import type { Route } from '../route.ts';
+import type { AnyRoute } from '../route.ts';
 import { accountRoutes } from './accounts.ts';
 import { bucketRoutes } from './buckets.ts';
 import { databaseRoutes } from './databases.ts';
@@ -8,4 +8,4 @@ import { functionRoutes } from './functions.ts';
 import { secretRoutes } from './secrets.ts';
 import { siteRoutes } from './sites.ts';
 
-export const apiRoutes: Route[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes, ...databaseRoutes];
+export const apiRoutes: AnyRoute[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes, ...databaseRoutes];

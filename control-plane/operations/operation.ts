@@ -1,0 +1,36 @@
+// An operation is one thing Berth can do, defined once for every front door: REST routes and the
+// OpenAPI document, MCP tools and CLI commands are all generated from the catalogue of operations
+// (operations/index.ts). An operation knows nothing of HTTP: it takes its whole input as one validated
+// object and returns data.
+import { z } from 'zod';
+import type { Actor, Deps, Permission } from '../services/deps.ts';
+
+export interface Operation<I = any, O = any> {
+  /** snake_case; the spec's MCP tool name where it has one, e.g. `create_site`. */
+  name: string;
+  /** One line, shown as the MCP tool's description, the CLI command's help and the OpenAPI summary. */
+  description: string;
+  /** READ operations change nothing and are all a READ key may run. */
+  permission: Permission;
+  /** Removes or overwrites something that cannot be had back by another call. */
+  destructive?: boolean;
+  /** The whole input, an object: path parameters, query and body in REST terms. */
+  input: z.ZodType<I>;
+  output: z.ZodType<O>;
+  run: (deps: Deps, actor: Actor, input: I) => Promise<O>;
+}
+
+/** Keeps `run` typed by the schemas while the catalogue stays one homogeneous list. */
+export function defineOperation<I, O>(operation: Operation<I, O>): Operation<I, O> {
+  return operation;
+}
+
+export const isReadOnly = (operation: Operation): boolean => operation.permission === 'READ';
+
+/**
+ * An operation's input from path parameters and a body: one strict object, so a field the operation
+ * does not know is refused wherever it was sent.
+ */
+export function withParams<P extends z.ZodRawShape, B extends z.ZodRawShape>(params: z.ZodObject<P>, body: z.ZodObject<B>) {
+  return z.object({ ...params.shape, ...body.shape }).strict();
+}
