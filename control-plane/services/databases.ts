@@ -69,31 +69,29 @@ const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> =
   too_large: 'result_too_large',
 };
 
-/** The query endpoint: one statement, answered in the provider-style envelope. */
+/** The query endpoint: one statement, answered in the provider-style envelope (success false when it failed). */
 export async function queryDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, input: { sql: string; params?: SqlParam[] | undefined }) {
   await requireDatabase(deps, actor, siteId, databaseId);
   checkOneStatement(input.sql);
   try {
     const result = await deps.siteDatabases.run(siteId, { sql: input.sql, params: input.params ?? [] }, 'api');
     return {
-      status: 200,
-      body: {
-        success: true,
-        errors: [],
-        messages: [],
-        result: [
-          {
-            success: true,
-            results: result.rows,
-            meta: { duration: Math.round(result.durationMs * 1000) / 1000, changes: result.changes, last_row_id: result.lastRowId },
-          },
-        ],
-      },
+      success: true,
+      errors: [],
+      messages: [],
+      result: [
+        {
+          success: true,
+          results: result.rows,
+          meta: { duration: Math.round(result.durationMs * 1000) / 1000, changes: result.changes, last_row_id: result.lastRowId },
+        },
+      ],
     };
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
     if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', 503, err.message);
-    return { status: 400, body: { success: false, errors: [{ code: STATEMENT_ERROR_CODES[err.reason] ?? 'statement_failed', message: err.message }], messages: [], result: [] } };
+    // The statement's own failure is part of the answer, as the provider-style envelope has it.
+    return { success: false, errors: [{ code: STATEMENT_ERROR_CODES[err.reason] ?? 'statement_failed', message: err.message }], messages: [], result: [] };
   }
 }
 

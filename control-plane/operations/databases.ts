@@ -1,0 +1,104 @@
+// Site databases: creation, the one-statement query, numbered migrations and the two-step deletion.
+import { z } from 'zod';
+import * as databases from '../services/databases.ts';
+import * as migrations from '../services/migrations.ts';
+import {
+  ApplyMigrationBody,
+  ApplyMigrationsBody,
+  Database,
+  DatabaseParams,
+  DeleteDatabaseBody,
+  DeletionChallenge,
+  MigrationParams,
+  MigrationReceipt,
+  PageQuery,
+  Pagination,
+  QueryBody,
+  QueryEnvelope,
+  SiteParams,
+} from '../schemas.ts';
+import { defineOperation, withParams } from './operation.ts';
+
+const DatabaseResult = z.object({ database: Database });
+
+export const listDatabases = defineOperation({
+  name: 'list_databases',
+  description: 'The site’s database (a site has at most one)',
+  permission: 'READ',
+  input: SiteParams.extend(PageQuery.shape),
+  output: z.object({ databases: z.array(Database), pagination: Pagination }),
+  run: (deps, actor, { siteId, ...page }) => databases.listDatabases(deps, actor, siteId, page),
+});
+
+export const createDatabase = defineOperation({
+  name: 'create_database',
+  description: 'Create the site’s database, or finish an interrupted creation; repeating it is safe',
+  permission: 'WRITE',
+  input: SiteParams.strict(),
+  output: DatabaseResult,
+  run: (deps, actor, input) => databases.createDatabase(deps, actor, input.siteId),
+});
+
+export const queryDatabase = defineOperation({
+  name: 'query_database',
+  description: 'Run one SQL statement on the site’s database (WRITE, even for reads); a failed statement answers success: false',
+  permission: 'WRITE',
+  input: withParams(DatabaseParams, QueryBody),
+  output: QueryEnvelope,
+  run: (deps, actor, { siteId, databaseId, ...statement }) => databases.queryDatabase(deps, actor, siteId, databaseId, statement),
+});
+
+export const listDatabaseMigrations = defineOperation({
+  name: 'list_database_migrations',
+  description: 'The receipts of applied migrations, in order',
+  permission: 'READ',
+  input: DatabaseParams,
+  output: z.object({ database: z.object({ id: z.string(), status: z.string() }), applied: z.array(MigrationReceipt) }),
+  run: (deps, actor, input) => migrations.listMigrations(deps, actor, input.siteId, input.databaseId),
+});
+
+export const getDatabaseMigration = defineOperation({
+  name: 'get_database_migration',
+  description: 'One migration receipt, with its SQL when it was stored',
+  permission: 'READ',
+  input: MigrationParams,
+  output: z.object({ migration: z.object({ name: z.string(), checksum: z.string(), sourceAvailable: z.boolean(), sql: z.string().optional() }) }),
+  run: (deps, actor, input) => migrations.getMigration(deps, actor, input.siteId, input.databaseId, input.migrationName),
+});
+
+export const applyDatabaseMigration = defineOperation({
+  name: 'apply_database_migration',
+  description: 'Apply one numbered migration with its receipt in one transaction (confirm: true); the same name and SQL again is alreadyApplied',
+  permission: 'WRITE',
+  input: withParams(DatabaseParams, ApplyMigrationBody),
+  output: z.object({ migration: z.object({ name: z.string(), sql: z.string() }), alreadyApplied: z.boolean() }),
+  run: (deps, actor, { siteId, databaseId, name, sql }) => migrations.applyMigration(deps, actor, siteId, databaseId, { name, sql }),
+});
+
+export const applyDatabaseMigrations = defineOperation({
+  name: 'apply_database_migrations',
+  description: 'Apply the pending tail of an ordered migration history (confirm: true)',
+  permission: 'WRITE',
+  input: withParams(DatabaseParams, ApplyMigrationsBody),
+  output: z.object({ appliedNames: z.array(z.string()), nextAction: z.string(), nextCommand: z.string() }),
+  run: (deps, actor, input) => migrations.applyMigrations(deps, actor, input.siteId, input.databaseId, input.migrations),
+});
+
+export const createDatabaseDeletionChallenge = defineOperation({
+  name: 'create_database_deletion_challenge',
+  description: 'Step one of deleting a database: a confirmation code valid for ten minutes',
+  permission: 'WRITE',
+  input: DatabaseParams.strict(),
+  output: DeletionChallenge,
+  run: (deps, actor, input) => databases.createDeletionChallenge(deps, actor, input.siteId, input.databaseId),
+});
+
+export const deleteDatabase = defineOperation({
+  name: 'delete_database',
+  description: 'Step two: delete the database for good with a current confirmation code (the bucket’s files stay)',
+  permission: 'WRITE',
+  destructive: true,
+  input: withParams(DatabaseParams, DeleteDatabaseBody),
+  output: z.object({ deleted: z.literal(true), databaseId: z.string() }),
+  run: (deps, actor, input) => databases.deleteDatabase(deps, actor, input.siteId, input.databaseId, input.confirmationCode),
+});
