@@ -1,17 +1,12 @@
 import type Koa from 'koa';
-import { z } from 'zod';
 import { BerthError } from '../../errors.ts';
 import type { Deps } from '../../services/deps.ts';
-import * as files from '../../services/files.ts';
-import { BucketParams, FileRecord, FileVersion, ListFilesQuery, PageQuery, Pagination, RestoreBody, Uuid, WriteFileResult } from '../../schemas.ts';
-import { defineRoute } from '../route.ts';
+import * as files from '../../operations/files.ts';
+import * as fileService from '../../services/files.ts';
+import { Uuid, WriteFileResult } from '../../schemas.ts';
+import { type AnyRoute, defineRoute } from '../route.ts';
 
-const ObjectParams = z.object({
-  bucketId: Uuid,
-  path: z.string({ error: 'a file path is required after /objects/' }).describe('file path in the bucket, e.g. web/index.html'),
-});
-const FileParams = z.object({ fileId: Uuid });
-const VersionParams = z.object({ fileId: Uuid, versionId: Uuid });
+const { ObjectParams, VersionParams } = files;
 
 /** Sends stored bytes with the headers every file read carries; HEAD sends the headers alone. */
 function sendBytes(ctx: Koa.Context, deps: Deps, sha256: string, meta: { bytes: number; contentType: string; fileId: string; versionId: string }) {
@@ -39,18 +34,8 @@ function ifMatchVersion(ctx: Koa.Context): string | undefined {
   return version;
 }
 
-export const fileRoutes = [
-  defineRoute({
-    method: 'GET',
-    path: '/v0/buckets/:bucketId/objects',
-    operationId: 'listFiles',
-    summary: 'List files, by exact path or prefix, in path order',
-    tag: 'Files',
-    params: BucketParams,
-    query: ListFilesQuery,
-    responses: { 200: { description: 'a page of files', schema: z.object({ files: z.array(FileRecord), pagination: Pagination }) } },
-    handler: ({ deps, actor, params, query }) => files.listFiles(deps, actor, params.bucketId, query, query),
-  }),
+export const fileRoutes: AnyRoute[] = [
+  { operation: files.listFiles, method: 'GET', path: '/v0/buckets/:bucketId/objects', operationId: 'listFiles', tag: 'Files', ok: 'a page of files' },
   defineRoute({
     method: 'GET',
     path: '/v0/buckets/:bucketId/objects/{*path}',
@@ -60,7 +45,7 @@ export const fileRoutes = [
     params: ObjectParams,
     responses: { 200: { description: 'the raw bytes with the stored Content-Type, Berth-File-Id and Berth-Version-Id', contentType: '*/*' } },
     handler: async ({ deps, actor, params, ctx }) => {
-      const { file, sha256 } = await files.statFile(deps, actor, params.bucketId, params.path);
+      const { file, sha256 } = await fileService.statFile(deps, actor, params.bucketId, params.path);
       sendBytes(ctx, deps, sha256, { bytes: file.bytes, contentType: file.contentType, fileId: file.id, versionId: file.currentVersionId });
     },
   }),
@@ -84,7 +69,7 @@ export const fileRoutes = [
       }
       const declared = ctx.get('Content-Length');
       try {
-        return await files.writeFile(deps, actor, params.bucketId, params.path, {
+        return await fileService.writeFile(deps, actor, params.bucketId, params.path, {
           body: ctx.req,
           contentType: ctx.get('Content-Type') || undefined,
           ifMatch: ifMatchVersion(ctx),
@@ -97,32 +82,8 @@ export const fileRoutes = [
       }
     },
   }),
-  defineRoute({
-    method: 'DELETE',
-    path: '/v0/buckets/:bucketId/objects/{*path}',
-    operationId: 'deleteFile',
-    summary: 'Delete a file (its version history is kept and restorable)',
-    tag: 'Files',
-    params: ObjectParams,
-    responses: { 200: { description: 'the deleted file', schema: z.object({ id: Uuid, bucketId: Uuid, path: z.string() }) } },
-    handler: ({ deps, actor, params }) => files.deleteFile(deps, actor, params.bucketId, params.path),
-  }),
-  defineRoute({
-    method: 'GET',
-    path: '/v0/files/:fileId/versions',
-    operationId: 'listFileVersions',
-    summary: 'List a file’s versions, newest first',
-    tag: 'Files',
-    params: FileParams,
-    query: PageQuery,
-    responses: {
-      200: {
-        description: 'a page of versions',
-        schema: z.object({ fileId: Uuid, currentVersionId: Uuid.nullable(), versions: z.array(FileVersion), pagination: Pagination }),
-      },
-    },
-    handler: ({ deps, actor, params, query }) => files.listVersions(deps, actor, params.fileId, query),
-  }),
+  { operation: files.deleteFile, method: 'DELETE', path: '/v0/buckets/:bucketId/objects/{*path}', operationId: 'deleteFile', tag: 'Files', ok: 'the deleted file' },
+  { operation: files.listFileVersions, method: 'GET', path: '/v0/files/:fileId/versions', operationId: 'listFileVersions', tag: 'Files', ok: 'a page of versions' },
   defineRoute({
     method: 'GET',
     path: '/v0/files/:fileId/versions/:versionId/content',
@@ -132,25 +93,17 @@ export const fileRoutes = [
     params: VersionParams,
     responses: { 200: { description: 'the version’s raw bytes', contentType: '*/*' } },
     handler: async ({ deps, actor, params, ctx }) => {
-      const { version, sha256 } = await files.getVersion(deps, actor, params.fileId, params.versionId);
+      const { version, sha256 } = await fileService.getVersion(deps, actor, params.fileId, params.versionId);
       sendBytes(ctx, deps, sha256, { bytes: version.bytes, contentType: version.contentType, fileId: params.fileId, versionId: version.id });
     },
   }),
-  defineRoute({
+  {
+    operation: files.restoreFileVersion,
     method: 'POST',
     path: '/v0/files/:fileId/restore',
     operationId: 'restoreFileVersion',
-    summary: 'Make an old version current again, as a new version',
     tag: 'Files',
-    params: FileParams,
-    body: RestoreBody,
-    responses: {
-      200: {
-        description: 'the new version',
-        schema: z.object({ fileId: Uuid, versionId: Uuid, restoredFromVersionId: Uuid, path: z.string() }),
-      },
-      409: { description: 'currentVersionId is not the current version (code "version_conflict")' },
-    },
-    handler: ({ deps, actor, params, body }) => files.restoreFile(deps, actor, params.fileId, body),
-  }),
+    ok: 'the new version',
+    errors: { 409: { description: 'currentVersionId is not the current version (code "version_conflict")' } },
+  },
 ];
