@@ -1,0 +1,53 @@
+// The operator's commands: `berth serve` and `berth admin …`. They act on the server and its data dir
+// rather than through the API, and keep the output and exit codes they always had.
+// The server's modules are imported when these commands run: the client commands never need them.
+import { type Config, ConfigError, loadConfig } from '../../config.ts';
+import type { CommandDefinition } from '../command.ts';
+import { EXIT } from '../exit-codes.ts';
+import { UsageError } from '../usage-error.ts';
+
+const ADMIN_USAGE = `Usage:
+  berth serve                          serve Berth (configured by BERTH_* environment variables)
+  berth admin create-account --name <name> [--plan free|builder|platform-admin] [--json]
+  berth admin create-key --account <accountId> --permission READ|WRITE [--json]
+  berth admin revoke-key --id <keyId> [--json]
+  berth admin list-keys --account <accountId> [--json]
+`;
+
+/** Runs with the server's configuration, reporting its mistakes as before the client commands existed. */
+async function withConfig(run: (config: Config) => Promise<number>): Promise<number> {
+  try {
+    return await run(loadConfig());
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`berth: ${err.message}\n\n${ADMIN_USAGE}`);
+      return EXIT.USAGE;
+    }
+    if (err instanceof ConfigError) {
+      process.stderr.write(`berth: configuration error: ${err.message}\n`);
+      return EXIT.USAGE;
+    }
+    throw err;
+  }
+}
+
+export const serveCommand: CommandDefinition = {
+  usage: 'serve',
+  summary: 'serve Berth (configured by BERTH_* environment variables; see the README)',
+  examples: ['berth serve', 'BERTH_PORT=9000 BERTH_DATA_DIR=/srv/berth berth serve'],
+  json: false,
+  run: () => withConfig(async (config) => (await import('../serve.ts')).serve(config)),
+};
+
+export const adminCommand: CommandDefinition = {
+  usage: 'admin [command...]',
+  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys',
+  examples: [
+    'berth admin create-account --name "Team" --plan builder --json',
+    'berth admin create-key --account <accountId> --permission WRITE --json',
+    'berth admin revoke-key --id <keyId>',
+    'berth admin list-keys --account <accountId>',
+  ],
+  passThrough: true,
+  run: ({ args }) => withConfig(async (config) => (await import('../admin.ts')).runAdmin(config, args)),
+};
