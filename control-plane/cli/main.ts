@@ -1,10 +1,11 @@
 // The `berth` command line: the operator's commands, and the client commands that drive a server
 // through its API.
+import { deployCommand, watchCommand } from './commands/deploy.ts';
 import { adminCommand, serveCommand } from './commands/operator.ts';
 import { Program } from './program.ts';
 
 export function berthProgram(): Program {
-  return new Program().command(serveCommand).command(adminCommand);
+  return new Program().command(serveCommand).command(adminCommand).command(deployCommand).command(watchCommand);
 }
 
 /** Runs one command line and returns the process exit code. */

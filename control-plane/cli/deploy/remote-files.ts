@@ -1,0 +1,18 @@
+// The site's files under the deployed folders, as the API lists them.
+import type { ApiClient } from '../api-client.ts';
+
+export interface RemoteFile {
+  id: string;
+  path: string;
+  bytes: number;
+  contentType: string;
+  currentVersionId: string;
+}
+
+export async function listRemoteFiles(api: ApiClient, bucketId: string, folders: readonly string[]): Promise<Map<string, RemoteFile>> {
+  const files = new Map<string, RemoteFile>();
+  for (const folder of folders) {
+    for await (const file of api.list<RemoteFile>(`buckets/${bucketId}/objects`, 'files', { prefix: `${folder}/` })) files.set(file.path, file);
+  }
+  return files;
+}
