@@ -25,12 +25,13 @@ export const SiteStatus = z.enum(['ACTIVE', 'ARCHIVED'], { error: 'must be ACTIV
 export const Plan = z.enum(PLANS);
 export const Timestamp = z.iso.datetime();
 
+/** A page parameter: a decimal string in a REST query, a number from JSON front doors. */
 const queryInt = (min: number, max: number, fallback: number) =>
   z
-    .string()
-    .regex(/^\d+$/, { error: `must be an integer from ${min} to ${max}` })
-    .transform(Number)
-    .pipe(z.number().int().min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` }))
+    .union([z.number(), z.string().regex(/^\d+$/, { error: `must be an integer from ${min} to ${max}` }).transform(Number)], {
+      error: `must be an integer from ${min} to ${max}`,
+    })
+    .pipe(z.number().int({ error: `must be an integer from ${min} to ${max}` }).min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` }))
     .optional()
     .transform((v) => v ?? fallback);
 

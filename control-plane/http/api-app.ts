@@ -1,10 +1,11 @@
-// The control plane's Koa app: public service endpoints, then the key-protected /v0 API.
+// The control plane's Koa app: public service endpoints, MCP at /mcp, then the key-protected /v0 API.
 import Koa from 'koa';
 import Router from '@koa/router';
 import fs from 'node:fs';
 import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
 import type { Deps } from '../services/deps.ts';
+import { mcpEndpoint } from '../mcp/http.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
@@ -43,6 +44,7 @@ export function createApiApp(deps: Deps, version: string): Koa {
   app.use(requestContext(deps.log, 'api'));
   app.use(errorEnvelope(deps.log));
   app.use(open.routes());
+  app.use(mcpEndpoint(deps));
   app.use(requireApiKey(deps));
   // Runs after the router and allowedMethods (405, OPTIONS) have had their say.
   app.use(async (ctx, next) => {

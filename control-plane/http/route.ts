@@ -6,7 +6,7 @@ import type Koa from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
-import type { Operation } from '../operations/operation.ts';
+import { type Operation, invalidInput, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
 
@@ -87,22 +87,10 @@ export const pathParameters = (path: string): string[] => [...path.matchAll(/:(\
 
 export const inputSource = (route: OperationRoute): 'query' | 'body' => route.inputFrom ?? (route.method === 'GET' ? 'query' : 'body');
 
-/** One 400 for all of an input's problems; the message names the first, details list them all. */
-function describeIssues(where: 'path' | 'query' | 'body' | ((field: string) => 'path' | 'query' | 'body'), error: z.ZodError): BerthError {
-  const issues = error.issues.map((issue) => ({
-    field: issue.path.map(String).join('.'),
-    message: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
-  }));
-  const first = issues[0]!;
-  const place = typeof where === 'function' ? where(first.field.split('.')[0]!) : where;
-  const subject = first.field ? `${place} field "${first.field}"` : place;
-  return new BerthError('invalid_request', 400, `${subject}: ${first.message}`, { issues });
-}
-
 function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: 'path' | 'query' | 'body'): T {
   if (!schema) return undefined as T;
   const result = schema.safeParse(value);
-  if (!result.success) throw describeIssues(where, result.error);
+  if (!result.success) throw invalidInput(result.error, () => where);
   return result.data;
 }
 
@@ -125,9 +113,7 @@ async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Dep
   const repeated = params.filter((name) => Object.hasOwn(rest, name));
   if (repeated.length > 0) throw new BerthError('invalid_request', 400, `${source}: unknown field(s): ${repeated.join(', ')}`);
   const raw = { ...rest, ...Object.fromEntries(params.map((name) => [name, ctx.params[name]])) };
-  const parsed = route.operation.input.safeParse(raw);
-  if (!parsed.success) throw describeIssues((field) => (params.includes(field) ? 'path' : source), parsed.error);
-  return parsed.data;
+  return parseInput(route.operation, raw, (field) => (params.includes(field) ? 'path' : source));
 }
 
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): void {

@@ -3,6 +3,7 @@
 // (operations/index.ts). An operation knows nothing of HTTP: it takes its whole input as one validated
 // object and returns data.
 import { z } from 'zod';
+import { BerthError } from '../errors.ts';
 import type { Actor, Deps, Permission } from '../services/deps.ts';
 
 export interface Operation<I = any, O = any> {
@@ -33,4 +34,26 @@ export const isReadOnly = (operation: Operation): boolean => operation.permissio
  */
 export function withParams<P extends z.ZodRawShape, B extends z.ZodRawShape>(params: z.ZodObject<P>, body: z.ZodObject<B>) {
   return z.object({ ...params.shape, ...body.shape }).strict();
+}
+
+/**
+ * One 400 `invalid_request` for all of an input's problems: the message names the first, and where it
+ * was sent when the front door says (REST: path, query or body); details list them all.
+ */
+export function invalidInput(error: z.ZodError, placeOf: (field: string) => string | undefined = () => undefined): BerthError {
+  const issues = error.issues.map((issue) => ({
+    field: issue.path.map(String).join('.'),
+    message: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
+  }));
+  const first = issues[0]!;
+  const place = placeOf(first.field.split('.')[0]!);
+  const subject = first.field ? `${place ? `${place} field` : 'field'} "${first.field}"` : (place ?? 'input');
+  return new BerthError('invalid_request', 400, `${subject}: ${first.message}`, { issues });
+}
+
+/** The operation's input, validated; anything else is an `invalid_request`. */
+export function parseInput<I>(operation: Operation<I>, raw: unknown, placeOf?: (field: string) => string | undefined): I {
+  const parsed = operation.input.safeParse(raw);
+  if (!parsed.success) throw invalidInput(parsed.error, placeOf);
+  return parsed.data;
 }

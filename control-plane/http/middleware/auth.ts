@@ -2,7 +2,7 @@
 // route runs, so a READ key can never start a write.
 import type Koa from 'koa';
 import { BerthError } from '../../errors.ts';
-import type { Deps } from '../../services/deps.ts';
+import type { Actor, Deps } from '../../services/deps.ts';
 import { authenticate } from '../../services/keys.ts';
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
@@ -16,14 +16,20 @@ function presentedKey(ctx: Koa.Context): string | undefined {
   return ctx.get('X-API-Key').trim() || undefined;
 }
 
+/** The actor behind the request's API key; 401 when there is none or it is unknown or revoked. */
+export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise<Actor> {
+  const key = presentedKey(ctx);
+  if (key === undefined) {
+    throw new BerthError('unauthorized', 401, 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
+  }
+  const actor = key ? await authenticate(deps, key) : null;
+  if (!actor) throw new BerthError('unauthorized', 401, 'the API key is invalid or revoked');
+  return actor;
+}
+
 export function requireApiKey(deps: Deps): Koa.Middleware {
   return async (ctx, next) => {
-    const key = presentedKey(ctx);
-    if (key === undefined) {
-      throw new BerthError('unauthorized', 401, 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
-    }
-    const actor = key ? await authenticate(deps, key) : null;
-    if (!actor) throw new BerthError('unauthorized', 401, 'the API key is invalid or revoked');
+    const actor = await authenticateRequest(ctx, deps);
     if (actor.permission === 'READ' && !READ_METHODS.has(ctx.method)) {
       throw new BerthError('forbidden', 403, 'this API key is read-only; a WRITE key is required for this request');
     }

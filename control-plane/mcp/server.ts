@@ -1,0 +1,40 @@
+// Berth's MCP server for one actor: it lists the tools that actor may call (a READ key sees read-only
+// tools only) and runs them through the operation catalogue. Transport-free: mcp/http.ts serves it over
+// Streamable HTTP; `berth mcp` bridges stdio to that endpoint.
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { BerthError } from '../errors.ts';
+import { isReadOnly, parseInput } from '../operations/operation.ts';
+import type { Actor, Deps } from '../services/deps.ts';
+import { VERSION } from '../version.ts';
+import { describeTool, mcpTools } from './tools.ts';
+
+/** A failed call, as every front door reports it: the error envelope, here as the tool's result. */
+function failure(err: BerthError): CallToolResult {
+  const error = { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) };
+  return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }], structuredContent: { error } };
+}
+
+export function createMcpServer(deps: Deps, actor: Actor): Server {
+  const server = new Server({ name: 'berth', version: VERSION }, { capabilities: { tools: {} } });
+  const visible = mcpTools.filter((tool) => actor.permission === 'WRITE' || isReadOnly(tool));
+
+  server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: visible.map(describeTool) }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+    const tool = mcpTools.find((candidate) => candidate.name === request.params.name);
+    try {
+      if (!tool) throw new BerthError('unknown_tool', 404, `no tool named "${request.params.name}"; tools/list names them`);
+      if (!isReadOnly(tool) && actor.permission !== 'WRITE') {
+        throw new BerthError('forbidden', 403, `${tool.name} changes data and needs a WRITE key; this key is read-only`);
+      }
+      const output = (await tool.run(deps, actor, parseInput(tool, request.params.arguments ?? {}))) as Record<string, unknown>;
+      return { content: [{ type: 'text', text: JSON.stringify(output) }], structuredContent: output };
+    } catch (err) {
+      if (err instanceof BerthError) return failure(err);
+      deps.log.error({ err, tool: request.params.name }, 'MCP tool call failed');
+      return failure(new BerthError('internal_error', 500, 'the tool failed unexpectedly; the server log has the details'));
+    }
+  });
+  return server;
+}

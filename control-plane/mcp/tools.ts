@@ -1,0 +1,54 @@
+// The MCP tools: the spec names 25 operations for MCP, listed here; everything else about them (input
+// schema, permission, what they do) comes from the operation catalogue.
+import { z } from 'zod';
+import { operationByName } from '../operations/index.ts';
+import { type Operation, isReadOnly } from '../operations/operation.ts';
+
+export const MCP_TOOL_NAMES = [
+  'list_buckets',
+  'create_bucket',
+  'get_bucket',
+  'update_bucket',
+  'list_sites',
+  'create_site',
+  'get_site',
+  'update_site',
+  'list_files',
+  'read_file',
+  'write_file',
+  'delete_file',
+  'list_file_versions',
+  'read_file_version',
+  'restore_file_version',
+  'list_functions',
+  'list_secrets',
+  'set_secret',
+  'delete_secret',
+  'list_databases',
+  'create_database',
+  'query_database',
+  'list_database_migrations',
+  'get_database_migration',
+  'apply_database_migration',
+] as const;
+
+export const mcpTools: Operation[] = MCP_TOOL_NAMES.map((name) => {
+  const operation = operationByName.get(name);
+  if (!operation) throw new Error(`the MCP tool ${name} has no operation in the catalogue`);
+  return operation;
+});
+
+/** A tool as tools/list describes it. */
+export function describeTool(operation: Operation) {
+  const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(operation.input, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  const readOnly = isReadOnly(operation);
+  return {
+    name: operation.name,
+    description: operation.description,
+    inputSchema: inputSchema as { type: 'object'; [key: string]: unknown },
+    annotations: {
+      readOnlyHint: readOnly,
+      destructiveHint: !readOnly && operation.destructive === true,
+    },
+  };
+}
