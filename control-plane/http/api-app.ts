@@ -50,7 +50,7 @@ export function createApiApp(deps: Deps, version: string): Koa {
   app.use(async (ctx, next) => {
     await next();
     if (ctx.status === 404 && ctx.body == null) {
-      throw new BerthError('not_found', 404, 'no such API route; the API is described at /v0/openapi.json');
+      throw new BerthError('not_found', 'no such API route; the API is described at /v0/openapi.json');
     }
   });
   app.use(api.routes());

@@ -1,7 +1,7 @@
 // ANY /api/<name> on a site: hands the request to the function's worker and streams its answer back.
 // The platform's session cookie never reaches a function, and a function cannot set it.
 import type Koa from 'koa';
-import { BerthError } from '../errors.ts';
+import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { readBody } from './read-body.ts';
@@ -37,36 +37,34 @@ export function functionRequestHeaders(rawHeaders: string[]): Array<[string, str
 const setsSessionCookie = (value: string): boolean => value.split('=')[0]!.trim() === SESSION_COOKIE;
 
 function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
-  if (err instanceof PoolFullError) return new BerthError('runtime_busy', 503, 'all function workers are busy; try again shortly');
+  if (err instanceof PoolFullError) return new BerthError('runtime_busy', 'all function workers are busy; try again shortly');
   if (err instanceof WorkerError) {
     switch (err.reason) {
       case 'handler': {
         const failure = err.failure;
-        // Errors that carry a code and an HTTP status (e.g. from ctx.llm) keep them.
-        if (failure?.code && failure.status && failure.status >= 400 && failure.status <= 599) {
-          return new BerthError(failure.code, failure.status, failure.message);
-        }
-        return new BerthError('function_error', 500, 'the function threw an uncaught error; its logs have the details');
+        // An uncaught error with a code of Berth's own (e.g. from ctx.llm) answers as that error does.
+        if (failure?.code && isErrorCode(failure.code)) return new BerthError(failure.code, failure.message);
+        return new BerthError('function_error', 'the function threw an uncaught error; its logs have the details');
       }
       case 'timeout':
-        return new BerthError('function_timeout', 504, 'the function did not answer within its time limit');
+        return new BerthError('function_timeout', 'the function did not answer within its time limit');
       case 'memory':
-        return new BerthError('function_memory_exceeded', 502, 'the function exceeded its memory limit and was stopped');
+        return new BerthError('function_memory_exceeded', 'the function exceeded its memory limit and was stopped');
       case 'protocol':
-        return new BerthError('function_protocol_error', 502, 'the function’s worker broke the runtime protocol and was stopped');
+        return new BerthError('function_protocol_error', 'the function’s worker broke the runtime protocol and was stopped');
       default:
-        return new BerthError('function_crashed', 502, 'the function’s worker stopped before answering');
+        return new BerthError('function_crashed', 'the function’s worker stopped before answering');
     }
   }
   deps.log.error({ err, reqId: requestId }, 'function worker failed to start');
-  return new BerthError('function_start_failed', 502, 'the function could not be started');
+  return new BerthError('function_start_failed', 'the function could not be started');
 }
 
 export async function invokeFunction(ctx: Koa.Context, deps: Deps, site: CachedSite, name: string): Promise<void> {
   const deployment = await resolveEndpoint(deps, site.id, name);
-  if (!deployment) throw new BerthError('function_not_found', 404, `no function named "${name}" is deployed on this site`);
+  if (!deployment) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
   const limit = deps.config.maxFunctionBodyBytes;
-  const body = await readBody(ctx, limit, () => new BerthError('payload_too_large', 413, `function request bodies may be at most ${limit} bytes`));
+  const body = await readBody(ctx, limit, () => new BerthError('payload_too_large', `function request bodies may be at most ${limit} bytes`));
   const requestId = ctx.state.requestId as string;
 
   const abort = new AbortController();

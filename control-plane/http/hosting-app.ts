@@ -131,7 +131,7 @@ export function createHostingApp(deps: Deps): Koa {
 
     if (segments[0] === 'api' && segments.length > 1) {
       if (segments.length !== 2 || segments[1] === '') {
-        throw new BerthError('function_not_found', 404, 'functions are served at /api/<name>');
+        throw new BerthError('function_not_found', 'functions are served at /api/<name>');
       }
       return invokeFunction(ctx, deps, site, segments[1]!);
     }
@@ -139,7 +139,7 @@ export function createHostingApp(deps: Deps): Koa {
 
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
       ctx.set('Allow', 'GET, HEAD');
-      throw new BerthError('method_not_allowed', 405, 'web files answer GET and HEAD only');
+      throw new BerthError('method_not_allowed', 'web files answer GET and HEAD only');
     }
     if (site.access === 'PRIVATE') return sendPage(ctx, 401, privateSitePage);
     await serveWeb(ctx, deps, site, segments);

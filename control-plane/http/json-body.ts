@@ -5,12 +5,12 @@ import { BerthError } from '../errors.ts';
 import { readBody } from './read-body.ts';
 
 export async function readJsonBody(ctx: Koa.Context, maxBytes: number): Promise<unknown> {
-  const bytes = await readBody(ctx, maxBytes, () => new BerthError('payload_too_large', 413, `JSON bodies may be at most ${maxBytes} bytes`));
+  const bytes = await readBody(ctx, maxBytes, () => new BerthError('payload_too_large', `JSON bodies may be at most ${maxBytes} bytes`));
   const text = bytes.toString('utf8').trim();
   if (text === '') return {};
   try {
     return JSON.parse(text);
   } catch {
-    throw new BerthError('invalid_json', 400, 'the request body is not valid JSON');
+    throw new BerthError('invalid_json', 'the request body is not valid JSON');
   }
 }

@@ -98,7 +98,7 @@ function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: 'path
 function singleValuedQuery(ctx: Koa.Context): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [key, value] of Object.entries(ctx.query)) {
-    if (Array.isArray(value)) throw new BerthError('invalid_request', 400, `query parameter "${key}" must be given once`);
+    if (Array.isArray(value)) throw new BerthError('invalid_request', `query parameter "${key}" must be given once`);
     if (value !== undefined) out[key] = value;
   }
   return out;
@@ -108,10 +108,10 @@ function singleValuedQuery(ctx: Koa.Context): Record<string, string> {
 async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Deps): Promise<unknown> {
   const source = inputSource(route);
   const rest = source === 'query' ? singleValuedQuery(ctx) : await readJsonBody(ctx, deps.config.maxJsonBytes);
-  if (rest === null || typeof rest !== 'object' || Array.isArray(rest)) throw new BerthError('invalid_request', 400, 'body: the JSON body must be an object');
+  if (rest === null || typeof rest !== 'object' || Array.isArray(rest)) throw new BerthError('invalid_request', 'body: the JSON body must be an object');
   const params = pathParameters(route.path);
   const repeated = params.filter((name) => Object.hasOwn(rest, name));
-  if (repeated.length > 0) throw new BerthError('invalid_request', 400, `${source}: unknown field(s): ${repeated.join(', ')}`);
+  if (repeated.length > 0) throw new BerthError('invalid_request', `${source}: unknown field(s): ${repeated.join(', ')}`);
   const raw = { ...rest, ...Object.fromEntries(params.map((name) => [name, ctx.params[name]])) };
   return parseInput(route.operation, raw, (field) => (params.includes(field) ? 'path' : source));
 }

@@ -24,16 +24,16 @@ export function createMcpServer(deps: Deps, actor: Actor): Server {
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const tool = mcpTools.find((candidate) => candidate.name === request.params.name);
     try {
-      if (!tool) throw new BerthError('unknown_tool', 404, `no tool named "${request.params.name}"; tools/list names them`);
+      if (!tool) throw new BerthError('unknown_tool', `no tool named "${request.params.name}"; tools/list names them`);
       if (!isReadOnly(tool) && actor.permission !== 'WRITE') {
-        throw new BerthError('forbidden', 403, `${tool.name} changes data and needs a WRITE key; this key is read-only`);
+        throw new BerthError('forbidden', `${tool.name} changes data and needs a WRITE key; this key is read-only`);
       }
       const output = (await tool.run(deps, actor, parseInput(tool, request.params.arguments ?? {}))) as Record<string, unknown>;
       return { content: [{ type: 'text', text: JSON.stringify(output) }], structuredContent: output };
     } catch (err) {
       if (err instanceof BerthError) return failure(err);
       deps.log.error({ err, tool: request.params.name }, 'MCP tool call failed');
-      return failure(new BerthError('internal_error', 500, 'the tool failed unexpectedly; the server log has the details'));
+      return failure(new BerthError('internal_error', 'the tool failed unexpectedly; the server log has the details'));
     }
   });
   return server;

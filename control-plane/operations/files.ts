@@ -23,7 +23,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** The bytes of a blob as text, if they are text and small enough to carry as such. */
 async function textOf(deps: Deps, sha256: string, bytes: number, path: string): Promise<string> {
   if (bytes > MAX_TEXT_FILE_BYTES) {
-    throw new BerthError('file_too_large_for_text', 422, `${path} has ${bytes} bytes; text reads carry at most ${MAX_TEXT_FILE_BYTES}: read it through GET /v0/buckets/:bucketId/objects/${path}`);
+    throw new BerthError('file_too_large_for_text', `${path} has ${bytes} bytes; text reads carry at most ${MAX_TEXT_FILE_BYTES}: read it through GET /v0/buckets/:bucketId/objects/${path}`);
   }
   const data = await deps.blobs.read(sha256);
   try {
@@ -32,7 +32,7 @@ async function textOf(deps: Deps, sha256: string, bytes: number, path: string): 
   } catch {
     // Not UTF-8: binary.
   }
-  throw new BerthError('file_not_text', 422, `${path} is not UTF-8 text; read its bytes through GET /v0/buckets/:bucketId/objects/${path}`);
+  throw new BerthError('file_not_text', `${path} is not UTF-8 text; read its bytes through GET /v0/buckets/:bucketId/objects/${path}`);
 }
 
 export const listFiles = defineOperation({

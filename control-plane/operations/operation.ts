@@ -48,7 +48,7 @@ export function invalidInput(error: z.ZodError, placeOf: (field: string) => stri
   const first = issues[0]!;
   const place = placeOf(first.field.split('.')[0]!);
   const subject = first.field ? `${place ? `${place} field` : 'field'} "${first.field}"` : (place ?? 'input');
-  return new BerthError('invalid_request', 400, `${subject}: ${first.message}`, { issues });
+  return new BerthError('invalid_request', `${subject}: ${first.message}`, { issues });
 }
 
 /** The operation's input, validated; anything else is an `invalid_request`. */

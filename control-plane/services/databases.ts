@@ -58,8 +58,8 @@ export async function requireDatabase(deps: Deps, actor: Actor, siteId: string, 
 
 function checkOneStatement(sql: string): void {
   const count = countStatements(sql);
-  if (count === 0) throw new BerthError('invalid_request', 400, 'sql holds no statement');
-  if (count > 1) throw new BerthError('multiple_statements', 400, `sql holds ${count} statements; this endpoint runs exactly one`);
+  if (count === 0) throw new BerthError('invalid_request', 'sql holds no statement');
+  if (count > 1) throw new BerthError('multiple_statements', `sql holds ${count} statements; this endpoint runs exactly one`);
 }
 
 /** The envelope's error code for a statement the database did not complete. */
@@ -89,7 +89,7 @@ export async function queryDatabase(deps: Deps, actor: Actor, siteId: string, da
     };
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
-    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', 503, err.message);
+    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', err.message);
     // The statement's own failure is part of the answer, as the provider-style envelope has it.
     return { success: false, errors: [{ code: STATEMENT_ERROR_CODES[err.reason] ?? 'statement_failed', message: err.message }], messages: [], result: [] };
   }
@@ -173,10 +173,10 @@ export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, d
   if (!row) throw notFound('database');
   const challenge = await deps.db('database_deletion_challenges').where({ code: confirmationCode }).first();
   if (!challenge || challenge.database_id !== databaseId) {
-    throw new BerthError('invalid_confirmation_code', 400, 'this is not a confirmation code for this database; create a deletion challenge first');
+    throw new BerthError('invalid_confirmation_code', 'this is not a confirmation code for this database; create a deletion challenge first');
   }
   if (new Date(challenge.expires_at as string) <= deps.now()) {
-    throw new BerthError('confirmation_code_expired', 400, 'the confirmation code expired; create a new deletion challenge');
+    throw new BerthError('confirmation_code_expired', 'the confirmation code expired; create a new deletion challenge');
   }
   // The binding goes first: from here on nothing reaches the database, even if removing it fails.
   await deps.db.transaction(async (trx) => {

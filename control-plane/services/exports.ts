@@ -115,10 +115,10 @@ export async function listExports(deps: Deps, actor: Actor, siteId: string, data
 export async function openDownload(deps: Deps, exportId: string, expires: string, given: string): Promise<{ file: string; bytes: number }> {
   const expiry = Number(expires);
   const valid = Number.isInteger(expiry) && safeEqual(given, signature(deps, exportId, expiry));
-  if (!valid) throw new BerthError('invalid_download_link', 403, 'this download link is not valid; reconcile the export for a new one');
-  if (expiry * 1000 < deps.now().getTime()) throw new BerthError('download_link_expired', 403, 'this download link has expired; reconcile the export for a new one');
+  if (!valid) throw new BerthError('invalid_download_link', 'this download link is not valid; reconcile the export for a new one');
+  if (expiry * 1000 < deps.now().getTime()) throw new BerthError('download_link_expired', 'this download link has expired; reconcile the export for a new one');
   const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, status: 'COMPLETE' }).first();
   const file = exportFile(deps, exportId);
-  if (!row || !fs.existsSync(file)) throw new BerthError('not_found', 404, 'export not found');
+  if (!row || !fs.existsSync(file)) throw new BerthError('not_found', 'export not found');
   return { file, bytes: row.bytes ?? fs.statSync(file).size };
 }

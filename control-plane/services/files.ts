@@ -80,7 +80,7 @@ export interface WriteFileResult {
 function checkContentType(value: string | undefined): string {
   const contentType = value?.trim() || DEFAULT_CONTENT_TYPE;
   if (contentType.length > 255 || !CONTENT_TYPE_PATTERN.test(contentType)) {
-    throw new BerthError('invalid_content_type', 400, 'Content-Type must be a media type such as "text/html; charset=utf-8"');
+    throw new BerthError('invalid_content_type', 'Content-Type must be a media type such as "text/html; charset=utf-8"');
   }
   return contentType;
 }
@@ -92,7 +92,7 @@ function assertExpectedVersion(current: string | null, expected: string | null, 
 }
 
 const tooLarge = (limit: number) =>
-  new BerthError('file_too_large', 413, `files may be at most ${limit} bytes`, { maxBytes: limit });
+  new BerthError('file_too_large', `files may be at most ${limit} bytes`, { maxBytes: limit });
 
 export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string, input: WriteFileInput): Promise<WriteFileResult> {
   await requireBucket(deps, actor, bucketId);

@@ -183,11 +183,11 @@ export async function deployFunction(deps: Deps, actor: Actor, siteId: string, r
   if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before its functions can be deployed');
   const path = rawPath.replace(/^\//, '');
   const named = functionName(path);
-  if (!named.ok) throw new BerthError('invalid_function_path', 400, named.problem.message);
+  if (!named.ok) throw new BerthError('invalid_function_path', named.problem.message);
   const { outcome, row } = await deploy(deps, site, path);
   const record = toRecord(deps, row!);
   if (outcome.status === 'FAILED') {
-    throw new BerthError('function_compile_failed', 422, `deployment failed: ${outcome.error!.message}`, { error: outcome.error }, { function: record });
+    throw new BerthError('function_compile_failed', `deployment failed: ${outcome.error!.message}`, { error: outcome.error }, { function: record });
   }
   return { function: record };
 }

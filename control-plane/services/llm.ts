@@ -48,7 +48,6 @@ export interface MessageResult {
   usage: { inputTokens: number; outputTokens: number };
 }
 
-const llmError = (code: string, status: number, message: string) => new BerthError(code, status, message);
 
 /** Counts one call for the account today and refuses it past the allowance. */
 async function countCall(deps: Deps, accountId: string): Promise<void> {
@@ -59,7 +58,7 @@ async function countCall(deps: Deps, accountId: string): Promise<void> {
     return ((await trx('llm_usage').where({ account_id: accountId, day }).first('calls')) as { calls: number }).calls;
   });
   if (calls > deps.config.llm.dailyCalls) {
-    throw llmError('llm_usage_exceeded', 429, `this account has used its ${deps.config.llm.dailyCalls} model calls for today (UTC); calls resume tomorrow`);
+    throw new BerthError('llm_usage_exceeded', `this account has used its ${deps.config.llm.dailyCalls} model calls for today (UTC); calls resume tomorrow`);
   }
 }
 
@@ -123,9 +122,9 @@ function callAnthropic(config: LlmConfig, model: string, o: CreateMessage): Prom
 export async function createMessage(deps: Deps, accountId: string, options: unknown): Promise<MessageResult> {
   const config = deps.config.llm;
   const parsed = CreateMessageOptions.safeParse(options ?? {});
-  if (!parsed.success) throw llmError('llm_invalid_request', 400, parsed.error.issues[0]!.message);
+  if (!parsed.success) throw new BerthError('llm_invalid_request', parsed.error.issues[0]!.message);
   if (!config.provider) {
-    throw llmError('llm_not_configured', 503, 'no model provider is configured on this Berth instance (BERTH_LLM_PROVIDER)');
+    throw new BerthError('llm_not_configured', 'no model provider is configured on this Berth instance (BERTH_LLM_PROVIDER)');
   }
   await countCall(deps, accountId);
   const o = parsed.data;
@@ -135,14 +134,14 @@ export async function createMessage(deps: Deps, accountId: string, options: unkn
     await recordTokens(deps, accountId, answer.usage);
     return { id: answer.id, model: o.model, message: { content: answer.content }, usage: answer.usage };
   } catch (err) {
-    if (err instanceof TimeoutError) throw llmError('llm_timeout', 504, `the model did not answer within ${config.timeoutMs / 1000} s; try a shorter request`);
+    if (err instanceof TimeoutError) throw new BerthError('llm_timeout', `the model did not answer within ${config.timeoutMs / 1000} s; try a shorter request`);
     if (err instanceof HTTPError) {
       const status = err.response.statusCode;
-      if (status === 429) throw llmError('llm_rate_limited', 429, 'the model provider is rate limiting requests; try again later');
-      throw llmError('llm_provider_error', 502, `the model provider answered ${status}`);
+      if (status === 429) throw new BerthError('llm_rate_limited', 'the model provider is rate limiting requests; try again later');
+      throw new BerthError('llm_provider_error', `the model provider answered ${status}`);
     }
     if (err instanceof BerthError) throw err;
     deps.log.warn({ err: { code: (err as { code?: string }).code } }, 'model provider unreachable');
-    throw llmError('llm_provider_unavailable', 502, 'the model provider could not be reached');
+    throw new BerthError('llm_provider_unavailable', 'the model provider could not be reached');
   }
 }

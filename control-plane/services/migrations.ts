@@ -52,7 +52,7 @@ export async function getMigration(deps: Deps, actor: Actor, siteId: string, dat
 }
 
 function checkName(name: string): void {
-  if (!MIGRATION_NAME.test(name)) throw new BerthError('invalid_migration_name', 400, `migration names look like 0001_create_notes.sql (<NNNN>_<description>.sql); got "${name}"`);
+  if (!MIGRATION_NAME.test(name)) throw new BerthError('invalid_migration_name', `migration names look like 0001_create_notes.sql (<NNNN>_<description>.sql); got "${name}"`);
 }
 
 /** Runs `work` holding the database's migration lease; a live lease held by another run is a 409. */
@@ -98,8 +98,8 @@ async function applyOne(deps: Deps, siteId: string, name: string, sql: string): 
     });
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
-    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', 503, err.message);
-    throw new BerthError('migration_failed', 422, `${name} failed and was rolled back; no receipt was written: ${err.message}`, {
+    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', err.message);
+    throw new BerthError('migration_failed', `${name} failed and was rolled back; no receipt was written: ${err.message}`, {
       failedName: name,
       providerMessage: err.message,
       recovery: 'fix the SQL and apply it under a name that has never been applied',
@@ -141,7 +141,7 @@ export async function applyMigrations(deps: Deps, actor: Actor, siteId: string, 
   const names = migrations.map((m) => m.name);
   const sorted = [...names].sort();
   if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length) {
-    throw new BerthError('invalid_request', 400, 'migrations must be listed once each, in ascending order of their numbers');
+    throw new BerthError('invalid_request', 'migrations must be listed once each, in ascending order of their numbers');
   }
   return withLease(deps, siteId, databaseId, async () => {
     const applied = await ledger(deps, siteId);

@@ -7,7 +7,7 @@ const MAX_PATH_BYTES = 1024;
 /** Web paths that would shadow routes the hosting layer reserves for itself. */
 const RESERVED_WEB_PREFIXES = ['web/api/', 'web/cron/', 'web/data/', 'web/_berth/'];
 
-const invalidPath = (message: string) => new BerthError('invalid_path', 400, message);
+const invalidPath = (message: string) => new BerthError('invalid_path', message);
 
 function check(path: string, what: string, allowTrailingSlash: boolean): string {
   if (typeof path !== 'string' || path.length === 0) throw invalidPath(`${what} must not be empty`);
@@ -40,7 +40,6 @@ export function assertWritablePath(path: string): void {
   if (reserved) {
     throw new BerthError(
       'reserved_path',
-      400,
       `"${reserved}" is reserved for hosted routes; web files cannot be stored under it`,
     );
   }

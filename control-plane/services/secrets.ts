@@ -41,14 +41,14 @@ const context = (siteId: string, name: string) => `secret:${siteId}:${name}`;
 
 function checkName(name: string): void {
   if (!SECRET_NAME_PATTERN.test(name)) {
-    throw new BerthError('invalid_secret_name', 400, 'secret names are 1–128 letters, digits and underscores, not starting with a digit');
+    throw new BerthError('invalid_secret_name', 'secret names are 1–128 letters, digits and underscores, not starting with a digit');
   }
 }
 
 function checkValue(value: string): void {
   const bytes = Buffer.byteLength(value, 'utf8');
   if (bytes === 0 || bytes > MAX_SECRET_VALUE_BYTES) {
-    throw new BerthError('invalid_secret_value', 400, `secret values are 1–${MAX_SECRET_VALUE_BYTES} bytes of UTF-8`);
+    throw new BerthError('invalid_secret_value', `secret values are 1–${MAX_SECRET_VALUE_BYTES} bytes of UTF-8`);
   }
 }
 

@@ -106,7 +106,7 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
         if (cap !== null) {
           const { count } = (await trx('sites').where({ account_id: account.id }).count({ count: '*' }).first()) as { count: number };
           if (count >= cap) {
-            throw new BerthError('site_limit_reached', 422, `the ${account.plan} plan allows ${cap} sites per account`);
+            throw new BerthError('site_limit_reached', `the ${account.plan} plan allows ${cap} sites per account`);
           }
         }
         if (await trx('sites').where({ subdomain }).first('id')) {

@@ -20,10 +20,10 @@ function presentedKey(ctx: Koa.Context): string | undefined {
 export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise<Actor> {
   const key = presentedKey(ctx);
   if (key === undefined) {
-    throw new BerthError('unauthorized', 401, 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
+    throw new BerthError('unauthorized', 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
   }
   const actor = key ? await authenticate(deps, key) : null;
-  if (!actor) throw new BerthError('unauthorized', 401, 'the API key is invalid or revoked');
+  if (!actor) throw new BerthError('unauthorized', 'the API key is invalid or revoked');
   return actor;
 }
 
@@ -31,7 +31,7 @@ export function requireApiKey(deps: Deps): Koa.Middleware {
   return async (ctx, next) => {
     const actor = await authenticateRequest(ctx, deps);
     if (actor.permission === 'READ' && !READ_METHODS.has(ctx.method)) {
-      throw new BerthError('forbidden', 403, 'this API key is read-only; a WRITE key is required for this request');
+      throw new BerthError('forbidden', 'this API key is read-only; a WRITE key is required for this request');
     }
     ctx.state.actor = actor;
     await next();

@@ -2,10 +2,10 @@
 // raised by Koa or the router keep their status with a generic code; anything else is a bug, logged
 // with the request id and shown as internal_error without its message.
 import type Koa from 'koa';
-import { BerthError } from '../../errors.ts';
+import { BerthError, type ErrorCode } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
 
-const CODES_BY_STATUS: Record<number, string> = {
+const CODES_BY_STATUS: Record<number, ErrorCode> = {
   400: 'invalid_request',
   401: 'unauthorized',
   403: 'forbidden',
@@ -28,13 +28,13 @@ interface HttpishError {
 export function toBerthError(err: unknown): { error: BerthError; internal: boolean } {
   if (err instanceof BerthError) return { error: err, internal: false };
   if (err instanceof URIError) {
-    return { error: new BerthError('invalid_request', 400, 'the URL contains invalid percent-encoding'), internal: false };
+    return { error: new BerthError('invalid_request', 'the URL contains invalid percent-encoding'), internal: false };
   }
   const e = (err ?? {}) as HttpishError;
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
-    return { error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.status, e.message ?? 'request failed'), internal: false };
+    return { error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.message ?? 'request failed'), internal: false };
   }
-  return { error: new BerthError('internal_error', 500, 'internal error; the request id is in the Berth-Request-Id header'), internal: true };
+  return { error: new BerthError('internal_error', 'internal error; the request id is in the Berth-Request-Id header'), internal: true };
 }
 
 /** A client that hung up mid-request is not a server failure. */

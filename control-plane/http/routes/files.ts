@@ -29,7 +29,7 @@ function ifMatchVersion(ctx: Koa.Context): string | undefined {
   if (!raw) return undefined;
   const version = raw.replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
   if (!Uuid.safeParse(version).success) {
-    throw new BerthError('invalid_request', 400, 'If-Match must be the current version id of the file');
+    throw new BerthError('invalid_request', 'If-Match must be the current version id of the file');
   }
   return version;
 }
@@ -65,7 +65,7 @@ export const fileRoutes: AnyRoute[] = [
     },
     handler: async ({ deps, actor, params, ctx }) => {
       if (ctx.querystring !== '') {
-        throw new BerthError('query_not_allowed', 400, 'file writes take no query parameters; put the whole path in the URL');
+        throw new BerthError('query_not_allowed', 'file writes take no query parameters; put the whole path in the URL');
       }
       const declared = ctx.get('Content-Length');
       try {
