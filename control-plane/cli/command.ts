@@ -8,7 +8,7 @@ export interface OptionDefinition {
   /** commander's syntax: `--out <file>`, `--yes`. */
   flags: string;
   description: string;
-  default?: string | boolean;
+  default?: string | number | boolean;
   /** Turns the text into the option's value; throws a UsageError when it cannot. */
   parse?: (value: string) => unknown;
 }

@@ -5,7 +5,11 @@ import { adminCommand, serveCommand } from './commands/operator.ts';
 import { Program } from './program.ts';
 
 export function berthProgram(): Program {
-  return new Program().command(serveCommand).command(adminCommand).command(deployCommand).command(watchCommand);
+  return new Program()
+    .command(deployCommand)
+    .command(watchCommand)
+    .command(serveCommand)
+    .command(adminCommand);
 }
 
 /** Runs one command line and returns the process exit code. */

@@ -1,6 +1,6 @@
 // Builds the `berth` command line from command definitions: commander parses, this file adds what every
 // command shares (--json, --site, examples in the help, exit codes, the error display).
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { VERSION } from '../version.ts';
 import { ApiClient } from './api-client.ts';
 import { toCliError } from './cli-error.ts';
@@ -25,6 +25,8 @@ Exit codes:
 export class Program {
   readonly #root: Command;
   #exitCode: number = EXIT.OK;
+  /** The first example of each command of a group, for the group's help. */
+  readonly #groupExamples = new Map<Command, string[]>();
 
   constructor() {
     // Subcommands copy these settings when they are created, so they are set first.
@@ -46,10 +48,17 @@ export class Program {
 
   /** Adds `berth <group> <command>` for each definition; several calls may add to the same group. */
   group(group: CommandGroup): this {
-    const parent =
-      this.#root.commands.find((c) => c.name() === group.name) ??
-      this.#root.command(group.name).summary(group.summary).description(group.summary);
-    for (const definition of group.commands) this.#add(parent, definition);
+    let parent = this.#root.commands.find((c) => c.name() === group.name);
+    if (!parent) {
+      const created = this.#root.command(group.name).summary(group.summary).description(group.summary);
+      // Read when the help is shown, so that commands added to the group later are included.
+      created.addHelpText('after', () => `\nExamples:\n${(this.#groupExamples.get(created) ?? []).map((e) => `  $ ${e}`).join('\n')}\n`);
+      parent = created;
+    }
+    for (const definition of group.commands) {
+      this.#add(parent, definition);
+      this.#groupExamples.set(parent, [...(this.#groupExamples.get(parent) ?? []), definition.examples[0]!]);
+    }
     return this;
   }
 
@@ -113,18 +122,19 @@ function commandPath(command: Command): string {
   return names.join(' ');
 }
 
-function addOption(command: Command, option: OptionDefinition): void {
-  const parse = option.parse;
-  const parser = parse
-    ? (value: string) => {
-        try {
-          return parse(value);
-        } catch (err) {
-          if (err instanceof UsageError) throw new InvalidArgumentError(err.message);
-          throw err;
-        }
+function addOption(command: Command, definition: OptionDefinition): void {
+  const option = new Option(definition.flags, definition.description);
+  if (definition.default !== undefined) option.default(definition.default);
+  const parse = definition.parse;
+  if (parse) {
+    option.argParser((value: string) => {
+      try {
+        return parse(value);
+      } catch (err) {
+        if (err instanceof UsageError) throw new InvalidArgumentError(err.message);
+        throw err;
       }
-    : undefined;
-  if (parser) command.option(option.flags, option.description, parser, option.default);
-  else command.option(option.flags, option.description, option.default);
+    });
+  }
+  command.addOption(option);
 }

@@ -3,6 +3,7 @@
 import fs from 'node:fs';
 import { type ApiClient, encodePath } from '../api-client.ts';
 import { ApiError } from '../cli-error.ts';
+import { formatBytes } from '../format-bytes.ts';
 import type { Site } from '../site.ts';
 import { DigestCache } from './digest-cache.ts';
 import { Sha256Sink } from './digest.ts';
@@ -137,16 +138,4 @@ async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Prom
     while (next < items.length) await work(items[next++]!);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
-}
-
-export function formatBytes(bytes: number): string {
-  if (bytes < 1000) return `${bytes} B`;
-  const units = ['kB', 'MB', 'GB'];
-  let value = bytes / 1000;
-  let unit = 0;
-  while (value >= 1000 && unit < units.length - 1) {
-    value /= 1000;
-    unit++;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
 }
