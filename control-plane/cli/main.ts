@@ -1,11 +1,13 @@
 // The `berth` command line: the operator's commands, and the client commands that drive a server
 // through its API.
 import { deployCommand, watchCommand } from './commands/deploy.ts';
+import { initCommand } from './commands/init.ts';
 import { adminCommand, serveCommand } from './commands/operator.ts';
 import { Program } from './program.ts';
 
 export function berthProgram(): Program {
   return new Program()
+    .command(initCommand)
     .command(deployCommand)
     .command(watchCommand)
     .command(serveCommand)
