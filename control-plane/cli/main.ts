@@ -2,7 +2,9 @@
 // through its API.
 import { deployCommand, watchCommand } from './commands/deploy.ts';
 import { initCommand } from './commands/init.ts';
+import { logsCommand } from './commands/logs.ts';
 import { adminCommand, serveCommand } from './commands/operator.ts';
+import { secretsSetCommand } from './commands/secrets.ts';
 import { Program } from './program.ts';
 
 export function berthProgram(): Program {
@@ -10,6 +12,8 @@ export function berthProgram(): Program {
     .command(initCommand)
     .command(deployCommand)
     .command(watchCommand)
+    .command(logsCommand)
+    .group({ name: 'secrets', summary: 'the site’s secrets, read by its functions with ctx.secrets', commands: [secretsSetCommand] })
     .command(serveCommand)
     .command(adminCommand);
 }
