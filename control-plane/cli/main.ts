@@ -1,5 +1,7 @@
 // The `berth` command line: the operator's commands, and the client commands that drive a server
 // through its API.
+import { dbDeleteCommand, dbMigrateCommand } from './commands/db.ts';
+import { dbExportCommand } from './commands/db-export.ts';
 import { deployCommand, watchCommand } from './commands/deploy.ts';
 import { initCommand } from './commands/init.ts';
 import { logsCommand } from './commands/logs.ts';
@@ -14,6 +16,7 @@ export function berthProgram(): Program {
     .command(watchCommand)
     .command(logsCommand)
     .group({ name: 'secrets', summary: 'the site’s secrets, read by its functions with ctx.secrets', commands: [secretsSetCommand] })
+    .group({ name: 'db', summary: 'the site’s SQL database', commands: [dbMigrateCommand, dbExportCommand, dbDeleteCommand] })
     .command(serveCommand)
     .command(adminCommand);
 }
