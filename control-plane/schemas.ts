@@ -261,10 +261,13 @@ export const MigrationReceipt = z.object({
 });
 export const MigrationParams = z.object({ siteId: Uuid, databaseId: Uuid, migrationName: z.string() });
 
+/** What to do next: an operation and its input. REST renders it as `nextCommand`, "METHOD /path {body}". */
+export const NextStep = z.object({ operation: z.string(), input: z.record(z.string(), z.unknown()) });
+
 export const DeletionChallenge = z.object({
   confirmationCode: z.string().describe('DELETE-XXXXXXXX'),
   expiresAt: Timestamp,
-  nextCommand: z.string(),
+  next: NextStep,
 });
 export const DeleteDatabaseBody = z.object({ confirmationCode: z.string({ error: 'confirmationCode is required' }) }).strict();
 export const DatabaseExport = z.object({

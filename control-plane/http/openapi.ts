@@ -27,6 +27,18 @@ interface Described {
   responses: Record<number, RouteResponse>;
 }
 
+/** An output's next step as REST answers it: `nextCommand`, a string (see next-command.ts). */
+function renderedNext(schema: Json): Json {
+  const object = schema as ObjectSchema;
+  if (!object.properties?.next) return schema;
+  const { next: _next, ...properties } = object.properties;
+  return {
+    ...schema,
+    properties: { ...properties, nextCommand: { type: 'string', description: 'the request to make next, as METHOD /path and its query or JSON body' } },
+    required: (object.required ?? []).map((name) => (name === 'next' ? 'nextCommand' : name)),
+  };
+}
+
 const objectOf = (schema: z.ZodType | undefined): ObjectSchema => (schema ? (jsonSchema(schema) as ObjectSchema) : {});
 
 /** Splits an operation's input schema into the path parameters and the rest. */
@@ -107,7 +119,7 @@ function operation(route: Described): Json {
     responses[status] = {
       description: response.description,
       ...(response.schema || response.contentType
-        ? { content: { [contentType]: { schema: response.schema ? jsonSchema(response.schema) : { type: 'string', format: 'binary' } } } }
+        ? { content: { [contentType]: { schema: response.schema ? renderedNext(jsonSchema(response.schema)) : { type: 'string', format: 'binary' } } } }
         : {}),
     };
   }

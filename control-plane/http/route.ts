@@ -9,6 +9,7 @@ import { BerthError } from '../errors.ts';
 import { type Operation, invalidInput, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
+import { nextCommands, withNextCommand } from './next-command.ts';
 
 type AnyObject = z.ZodType<Record<string, unknown>>;
 
@@ -117,14 +118,23 @@ async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Dep
 }
 
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): void {
+  const render = nextCommands(routes);
   for (const route of routes) {
     const handler: Koa.Middleware = isOperationRoute(route)
       ? async (ctx) => {
           const input = await operationInput(route, ctx, deps);
-          const output = await route.operation.run(deps, ctx.state.actor as Actor, input);
+          let output: unknown;
+          try {
+            output = await route.operation.run(deps, ctx.state.actor as Actor, input);
+          } catch (err) {
+            // A failure's next step (details.next) is rendered like a success's.
+            if (err instanceof BerthError && err.details) throw new BerthError(err.code, err.message, withNextCommand(err.details, render), err.records);
+            throw err;
+          }
           ctx.status = typeof route.status === 'function' ? route.status(output) : (route.status ?? 200);
           if (route.headers) ctx.set(route.headers);
-          ctx.body = route.present ? route.present(output, ctx) : output;
+          const body = withNextCommand(output, render);
+          ctx.body = route.present ? route.present(body, ctx) : body;
         }
       : async (ctx) => {
           const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');

@@ -11,6 +11,7 @@ import {
   DeletionChallenge,
   MigrationParams,
   MigrationReceipt,
+  NextStep,
   PageQuery,
   Pagination,
   QueryBody,
@@ -80,7 +81,7 @@ export const applyDatabaseMigrations = defineOperation({
   description: 'Apply the pending tail of an ordered migration history (confirm: true)',
   permission: 'WRITE',
   input: withParams(DatabaseParams, ApplyMigrationsBody),
-  output: z.object({ appliedNames: z.array(z.string()), nextAction: z.string(), nextCommand: z.string() }),
+  output: z.object({ appliedNames: z.array(z.string()), nextAction: z.string(), next: NextStep }),
   run: (deps, actor, input) => migrations.applyMigrations(deps, actor, input.siteId, input.databaseId, input.migrations),
 });
 

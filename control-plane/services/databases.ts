@@ -6,6 +6,7 @@ import { type SqlParam, type Statement, StatementError } from '../../storage/sit
 import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
 import { countStatements } from '../../storage/sql-statements.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 
@@ -162,7 +163,7 @@ export async function createDeletionChallenge(deps: Deps, actor: Actor, siteId: 
   return {
     confirmationCode: code,
     expiresAt,
-    nextCommand: `DELETE /v0/sites/${siteId}/databases/${databaseId} {"confirmationCode":"${code}"}`,
+    next: nextStep('delete_database', { siteId, databaseId, confirmationCode: code }),
   };
 }
 

@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { StatementError } from '../../storage/site-database.ts';
 import type { Actor, Deps } from './deps.ts';
+import { nextStep } from './next-step.ts';
 import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
 import { requireDatabase } from './databases.ts';
 
@@ -36,7 +37,8 @@ async function ledger(deps: Deps, siteId: string): Promise<ReceiptRow[]> {
   return (await deps.siteDatabases.run(siteId, { sql: `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, params: [] }, 'system')).rows as unknown as ReceiptRow[];
 }
 
-const listCommand = (siteId: string, databaseId: string) => `GET /v0/sites/${siteId}/databases/${databaseId}/migrations`;
+/** After a conflict or a run: the receipts say exactly what is applied. */
+const listReceipts = (siteId: string, databaseId: string) => nextStep('list_database_migrations', { siteId, databaseId });
 
 export async function listMigrations(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
   const db = await requireDatabase(deps, actor, siteId, databaseId);
@@ -70,7 +72,7 @@ async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work
     throw conflict('migration_in_progress', 'another migration run holds this database’s lease; wait for it, then list the receipts before retrying', {
       leaseAcquiredAt: acquired.acquired_at,
       leaseExpiresAt: acquired.expires_at,
-      nextCommand: listCommand(siteId, databaseId),
+      next: listReceipts(siteId, databaseId),
     });
   }
   try {
@@ -113,7 +115,7 @@ function historyConflict(siteId: string, databaseId: string, name: string, messa
     appliedChecksum: applied?.checksum ?? null,
     appliedAt: applied?.applied_at ?? null,
     recovery: 'applied migrations are never edited: write a new forward migration with the next number',
-    nextCommand: listCommand(siteId, databaseId),
+    next: listReceipts(siteId, databaseId),
   });
 }
 
@@ -164,6 +166,6 @@ export async function applyMigrations(deps: Deps, actor: Actor, siteId: string, 
       }
       appliedNames.push(migration.name);
     }
-    return { appliedNames, nextAction: 'NONE', nextCommand: listCommand(siteId, databaseId) };
+    return { appliedNames, nextAction: 'NONE', next: listReceipts(siteId, databaseId) };
   });
 }
