@@ -277,7 +277,9 @@ export const DatabaseExport = z.object({
   completedAt: Timestamp.nullable(),
   bytes: z.number().int().nullable(),
   error: z.string().nullable(),
-  downloadUrl: z.string().optional().describe('COMPLETE only: a signed link that needs no API key and expires'),
-  downloadUrlExpiresAt: Timestamp.optional(),
+  download: z
+    .object({ token: z.string(), expiresAt: Timestamp })
+    .optional()
+    .describe('COMPLETE only: the query of a signed download link that needs no API key and expires'),
 });
 export const ExportParams = z.object({ siteId: Uuid, databaseId: Uuid, exportId: Uuid });

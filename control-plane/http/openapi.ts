@@ -67,7 +67,7 @@ function describeOperationRoute(route: OperationRoute): Described {
     queryParams: inBody ? {} : rest,
     headers: {},
     ...(inBody && Object.keys(rest.properties ?? {}).length > 0 ? { requestBody: { required: true, content: { 'application/json': { schema: rest } } } } : {}),
-    responses: { [status]: { description: route.ok, schema: route.operation.output }, ...route.errors },
+    responses: { [status]: { description: route.ok, schema: route.presents ?? route.operation.output }, ...route.errors },
   };
 }
 

@@ -49,8 +49,10 @@ export interface OperationRoute {
   errors?: Record<number, RouteResponse>;
   /** Response headers set on success. */
   headers?: Record<string, string>;
-  /** Renders the output for REST where a front door must add what only it knows (e.g. its own URL). */
+  /** Renders the output for REST where only the front door knows what to add (e.g. its own URL)… */
   present?: (output: any, ctx: Koa.Context) => unknown;
+  /** …and the schema of what it renders, for the OpenAPI document. */
+  presents?: z.ZodType;
 }
 
 /** A route that reads or writes raw bytes itself. */

@@ -1,14 +1,17 @@
 // Site databases: creation, the one-statement query, numbered migrations and the two-step deletion.
 import { z } from 'zod';
 import * as databases from '../services/databases.ts';
+import * as exportsService from '../services/exports.ts';
 import * as migrations from '../services/migrations.ts';
 import {
   ApplyMigrationBody,
   ApplyMigrationsBody,
   Database,
+  DatabaseExport,
   DatabaseParams,
   DeleteDatabaseBody,
   DeletionChallenge,
+  ExportParams,
   MigrationParams,
   MigrationReceipt,
   NextStep,
@@ -102,4 +105,31 @@ export const deleteDatabase = defineOperation({
   input: withParams(DatabaseParams, DeleteDatabaseBody),
   output: z.object({ deleted: z.literal(true), databaseId: z.string() }),
   run: (deps, actor, input) => databases.deleteDatabase(deps, actor, input.siteId, input.databaseId, input.confirmationCode),
+});
+
+export const listDatabaseExports = defineOperation({
+  name: 'list_database_exports',
+  description: 'Exports of the database, newest first, failed ones included',
+  permission: 'READ',
+  input: DatabaseParams.extend(PageQuery.shape),
+  output: z.object({ exports: z.array(DatabaseExport), pagination: Pagination }),
+  run: (deps, actor, { siteId, databaseId, ...page }) => exportsService.listExports(deps, actor, siteId, databaseId, page),
+});
+
+export const createDatabaseExport = defineOperation({
+  name: 'create_database_export',
+  description: 'Start an SQL dump of the database (archived sites too); reconcile it until COMPLETE or ERROR',
+  permission: 'WRITE',
+  input: DatabaseParams.strict(),
+  output: z.object({ export: DatabaseExport }),
+  run: (deps, actor, input) => exportsService.createExport(deps, actor, input.siteId, input.databaseId),
+});
+
+export const reconcileDatabaseExport = defineOperation({
+  name: 'reconcile_database_export',
+  description: 'The export’s state; when COMPLETE, with a freshly signed download token',
+  permission: 'WRITE',
+  input: ExportParams.strict(),
+  output: z.object({ export: DatabaseExport }),
+  run: (deps, actor, input) => exportsService.reconcileExport(deps, actor, input.siteId, input.databaseId, input.exportId),
 });

@@ -30,8 +30,11 @@ const exportFile = (deps: Deps, id: string) => path.join(deps.config.dataDir, 'e
 const signature = (deps: Deps, id: string, expires: number) =>
   crypto.createHmac('sha256', deps.masterKey).update(`export:${id}:${expires}`).digest('base64url');
 
-/** The record as the API shows it; a complete export carries a freshly signed download link. */
-function toExport(deps: Deps, row: ExportRow, origin: string) {
+/**
+ * The record as callers see it. A complete export carries a freshly signed download token: the query of
+ * a link that needs no key and expires; each front door turns it into a URL of its own address.
+ */
+function toExport(deps: Deps, row: ExportRow) {
   const record: Record<string, unknown> = {
     id: row.id,
     status: row.status,
@@ -42,8 +45,7 @@ function toExport(deps: Deps, row: ExportRow, origin: string) {
   };
   if (row.status === 'COMPLETE') {
     const expires = Math.floor((deps.now().getTime() + LINK_TTL_MS) / 1000);
-    record.downloadUrl = `${origin}/v0/exports/${row.id}/download?expires=${expires}&signature=${signature(deps, row.id, expires)}`;
-    record.downloadUrlExpiresAt = new Date(expires * 1000).toISOString();
+    record.download = { token: `expires=${expires}&signature=${signature(deps, row.id, expires)}`, expiresAt: new Date(expires * 1000).toISOString() };
   }
   return record;
 }
@@ -80,7 +82,7 @@ async function produce(deps: Deps, row: ExportRow): Promise<void> {
 }
 
 /** Starts an export (archived sites included); one at a time per database. */
-export async function createExport(deps: Deps, actor: Actor, siteId: string, databaseId: string, origin: string) {
+export async function createExport(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
   await requireDatabaseOfSite(deps, actor, siteId, databaseId);
   const now = timestamp(deps);
   const row: ExportRow = { id: newId(), database_id: databaseId, site_id: siteId, status: 'PROCESSING', error: null, bytes: null, created_at: now, completed_at: null };
@@ -91,23 +93,23 @@ export async function createExport(deps: Deps, actor: Actor, siteId: string, dat
     await trx('database_exports').insert(row);
   });
   void produce(deps, row);
-  return { export: toExport(deps, row, origin) };
+  return { export: toExport(deps, row) };
 }
 
-export async function reconcileExport(deps: Deps, actor: Actor, siteId: string, databaseId: string, exportId: string, origin: string) {
+export async function reconcileExport(deps: Deps, actor: Actor, siteId: string, databaseId: string, exportId: string) {
   await requireSite(deps, actor, siteId);
   const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, database_id: databaseId, site_id: siteId }).first();
   if (!row) throw notFound('export');
-  return { export: toExport(deps, row, origin) };
+  return { export: toExport(deps, row) };
 }
 
-export async function listExports(deps: Deps, actor: Actor, siteId: string, databaseId: string, page: PageRequest, origin: string) {
+export async function listExports(deps: Deps, actor: Actor, siteId: string, databaseId: string, page: PageRequest) {
   await requireSite(deps, actor, siteId);
   const query = deps.db('database_exports').where({ database_id: databaseId, site_id: siteId }).orderBy([
     { column: 'created_at', order: 'desc' },
     { column: 'id', order: 'desc' },
   ]);
-  const { items, pagination } = await paginate(query, page, (row: ExportRow) => toExport(deps, row, origin));
+  const { items, pagination } = await paginate(query, page, (row: ExportRow) => toExport(deps, row));
   return { exports: items, pagination };
 }
 

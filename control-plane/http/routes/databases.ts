@@ -1,15 +1,24 @@
 import type Koa from 'koa';
 import { z } from 'zod';
 import * as db from '../../operations/databases.ts';
-import * as exportsService from '../../services/exports.ts';
-import { DatabaseExport, DatabaseParams, ExportParams, PageQuery, Pagination, QueryEnvelope } from '../../schemas.ts';
-import { type AnyRoute, defineRoute } from '../route.ts';
+import { DatabaseExport, Pagination, QueryEnvelope, Timestamp } from '../../schemas.ts';
+import type { OperationRoute } from '../route.ts';
 
-/** The API's address as the client reached it, for the links handed back to that client. */
-const publicOrigin = (ctx: Koa.Context) => `${ctx.protocol}://${ctx.get('Host')}`;
+/** An export as REST answers it: its download token turned into a link at the address the client used. */
+const RestExport = DatabaseExport.omit({ download: true }).extend({
+  downloadUrl: z.string().optional().describe('COMPLETE only: a signed link that needs no API key and expires'),
+  downloadUrlExpiresAt: Timestamp.optional(),
+});
+
+type ExportRecord = { id: string; download?: { token: string; expiresAt: string } };
+
+function withDownloadUrl({ download, ...record }: ExportRecord, ctx: Koa.Context) {
+  if (!download) return record;
+  return { ...record, downloadUrl: `${ctx.protocol}://${ctx.get('Host')}/v0/exports/${record.id}/download?${download.token}`, downloadUrlExpiresAt: download.expiresAt };
+}
 
 
-export const databaseRoutes: AnyRoute[] = [
+export const databaseRoutes: OperationRoute[] = [
   { operation: db.listDatabases, method: 'GET', path: '/v0/sites/:siteId/databases', operationId: 'listDatabases', tag: 'Databases', ok: 'a page of databases' },
   {
     operation: db.createDatabase,
@@ -66,38 +75,35 @@ export const databaseRoutes: AnyRoute[] = [
     ok: 'deleted',
     errors: { 400: { description: 'the code is not this database’s (invalid_confirmation_code) or has expired (confirmation_code_expired)' } },
   },
-  defineRoute({
+  {
+    operation: db.listDatabaseExports,
     method: 'GET',
     path: '/v0/sites/:siteId/databases/:databaseId/exports',
     operationId: 'listDatabaseExports',
-    summary: 'Exports of the database, newest first, failed ones included',
     tag: 'Databases',
-    params: DatabaseParams,
-    query: PageQuery,
-    responses: { 200: { description: 'a page of exports', schema: z.object({ exports: z.array(DatabaseExport), pagination: Pagination }) } },
-    handler: ({ deps, actor, params, query, ctx }) => exportsService.listExports(deps, actor, params.siteId, params.databaseId, query, publicOrigin(ctx)),
-  }),
-  defineRoute({
+    ok: 'a page of exports',
+    presents: z.object({ exports: z.array(RestExport), pagination: Pagination }),
+    present: (output: { exports: ExportRecord[] }, ctx) => ({ ...output, exports: output.exports.map((record) => withDownloadUrl(record, ctx)) }),
+  },
+  {
+    operation: db.createDatabaseExport,
     method: 'POST',
     path: '/v0/sites/:siteId/databases/:databaseId/exports',
     operationId: 'createDatabaseExport',
-    summary: 'Start an SQL dump of the database (archived sites too); reconcile it until COMPLETE or ERROR',
     tag: 'Databases',
-    params: DatabaseParams,
-    responses: {
-      200: { description: 'the export, PROCESSING', schema: z.object({ export: DatabaseExport }) },
-      409: { description: 'an export of this database is already running (export_in_progress)' },
-    },
-    handler: ({ deps, actor, params, ctx }) => exportsService.createExport(deps, actor, params.siteId, params.databaseId, publicOrigin(ctx)),
-  }),
-  defineRoute({
+    ok: 'the export, PROCESSING',
+    errors: { 409: { description: 'an export of this database is already running (export_in_progress)' } },
+    presents: z.object({ export: RestExport }),
+    present: (output: { export: ExportRecord }, ctx) => ({ export: withDownloadUrl(output.export, ctx) }),
+  },
+  {
+    operation: db.reconcileDatabaseExport,
     method: 'POST',
     path: '/v0/sites/:siteId/databases/:databaseId/exports/:exportId/reconcile',
     operationId: 'reconcileDatabaseExport',
-    summary: 'The export’s state; when COMPLETE, with a fresh signed downloadUrl',
     tag: 'Databases',
-    params: ExportParams,
-    responses: { 200: { description: 'the export', schema: z.object({ export: DatabaseExport }) } },
-    handler: ({ deps, actor, params, ctx }) => exportsService.reconcileExport(deps, actor, params.siteId, params.databaseId, params.exportId, publicOrigin(ctx)),
-  }),
+    ok: 'the export; when COMPLETE, with a fresh signed downloadUrl',
+    presents: z.object({ export: RestExport }),
+    present: (output: { export: ExportRecord }, ctx) => ({ export: withDownloadUrl(output.export, ctx) }),
+  },
 ];
