@@ -15,7 +15,7 @@ export interface Deployment {
   sourcePath: string;
   status: 'READY' | 'FAILED';
   functionId?: string;
-  error?: { message: string; line: number; column: number };
+  error?: SourceProblem;
 }
 
 export interface UploadedFile {
@@ -33,6 +33,14 @@ export interface DeployResult {
   unchanged: string[];
   deleted: string[];
   failed: Array<{ path: string; error: { code: string; message: string } }>;
+  /** Unchanged sources whose last deployment failed: the deploy is not done while they stay broken. */
+  failing: Array<{ path: string; error: SourceProblem | null }>;
+}
+
+interface SourceProblem {
+  message: string;
+  line: number;
+  column: number;
 }
 
 export interface DeployProgress {
@@ -53,7 +61,7 @@ const CONCURRENT_UPLOADS = 4;
 const UPLOAD_ORDER = ['data', 'api', 'cron', 'web'];
 
 export function deployFailed(result: DeployResult): boolean {
-  return result.failed.length > 0 || result.uploaded.some((f) => f.deployment?.status === 'FAILED');
+  return result.failed.length > 0 || result.failing.length > 0 || result.uploaded.some((f) => f.deployment?.status === 'FAILED');
 }
 
 export async function deploy(api: ApiClient, site: Site, dir: string, options: DeployOptions): Promise<DeployResult> {
@@ -70,7 +78,7 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
     onChecked: options.progress.checked,
   });
 
-  const result: DeployResult = { site: { id: site.id, subdomain: site.subdomain, url: site.url }, uploaded: [], unchanged: plan.unchanged, deleted: [], failed: [] };
+  const result: DeployResult = { site: { id: site.id, subdomain: site.subdomain, url: site.url }, uploaded: [], unchanged: plan.unchanged, deleted: [], failed: [], failing: [] };
   const total = plan.uploads.length + plan.deletes.length;
   let count = 0;
   const attempt = async (path: string, work: () => Promise<string>, outcome: 'uploaded' | 'deleted') => {
@@ -107,6 +115,7 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
     }, 'deleted'),
   );
 
+  result.failing = await failingSources(api, site.id, plan.unchanged);
   await cache.save([...[...remote.values()].map((f) => f.currentVersionId), ...result.uploaded.map((f) => f.versionId)]);
   for (const list of [result.uploaded, result.failed]) list.sort((a, b) => a.path.localeCompare(b.path));
   result.deleted.sort();
@@ -122,6 +131,17 @@ async function remoteDigest(api: ApiClient, objects: string, file: RemoteFile, c
   const digest = sink.digest();
   cache.set(file.currentVersionId, digest);
   return digest;
+}
+
+/** The unchanged function and cron sources whose last deployment failed. */
+async function failingSources(api: ApiClient, siteId: string, unchanged: string[]): Promise<DeployResult['failing']> {
+  const sources = new Set(unchanged.filter((p) => /^(api|cron)\//.test(p)));
+  if (sources.size === 0) return [];
+  const failing: DeployResult['failing'] = [];
+  for await (const fn of api.list<{ path: string; status: string; lastError: SourceProblem | null }>(`sites/${siteId}/functions`, 'functions')) {
+    if (fn.status === 'FAILED' && sources.has(fn.path)) failing.push({ path: fn.path, error: fn.lastError });
+  }
+  return failing;
 }
 
 /** A failure that concerns one file is reported with it; any other (no server, a refused key) ends the deploy. */
