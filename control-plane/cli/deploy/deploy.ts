@@ -93,7 +93,7 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
   };
 
   const upload = async (item: Upload) => {
-    const written = await api.put<UploadedFile & { versionId: string }>(`${objects}/${encodePath(item.file.path)}`, fs.createReadStream(item.file.absolute), {
+    const written = await api.put<UploadedFile>(`${objects}/${encodePath(item.file.path)}`, fs.createReadStream(item.file.absolute), {
       contentType: item.contentType,
       bytes: item.file.bytes,
       ifMatch: item.remote?.currentVersionId,
