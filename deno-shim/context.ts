@@ -1,6 +1,8 @@
-// The `ctx` object handed to functions. Every call travels over the worker's channel to the host,
-// which serves it for this worker's site only; the host, not this proxy, decides which methods exist,
-// so new namespaces (db, secrets, llm) need no change here.
+// The `ctx` object handed to functions, of the type the runtime contract publishes (BerthContext).
+// Every call travels over the worker's channel to the host, which serves it for this worker's site
+// only; the host, not this proxy, decides which methods exist, so a method outside the contract gets
+// the stable CTX_UNKNOWN_METHOD error rather than a TypeError.
+import type { BerthContext } from '../runtime-host/context-contract.ts';
 import type { CtxResult } from '../runtime-host/protocol.ts';
 
 export type CallHost = (method: string, args: unknown[]) => Promise<CtxResult>;
@@ -35,12 +37,12 @@ function namespace(prefix: string, callHost: CallHost): Record<string, (...args:
   );
 }
 
-export function createContext(siteId: string, callHost: CallHost) {
+export function createContext(siteId: string, callHost: CallHost): BerthContext {
   return Object.freeze({
     siteId,
     data: namespace('data', callHost),
     db: namespace('db', callHost),
     secrets: namespace('secrets', callHost),
     llm: Object.freeze({ messages: namespace('llm.messages', callHost) }),
-  });
+  }) as unknown as BerthContext;
 }

@@ -10,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type TestBerth, startTestBerth } from './helpers/berth.ts';
 import { MCP_TOOL_NAMES } from '../control-plane/mcp/tools.ts';
+import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 
@@ -95,6 +96,21 @@ test('generated commands report API errors and usage errors with exit codes, nev
   t.is(help.code, 0);
   t.regex(help.stdout, /Create a site/);
   t.regex(help.stdout, /Examples:/);
+});
+
+test('berth init writes the runtime contract’s types for editors, and the scaffolded function checks against them', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-init-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  t.is((await berth(['init', path.join(dir, 'project')])).code, 0);
+  const types = await fs.readFile(path.join(dir, 'project', 'berth.d.ts'), 'utf8');
+  t.regex(types, /interface BerthContext/);
+  t.regex(await fs.readFile(path.join(dir, 'project', 'api', 'hello.ts'), 'utf8'), /<reference path="..\/berth.d.ts" \/>/);
+  const deno = resolveDenoBinary();
+  const check = await promisify(execFile)(deno, ['check', '--no-config', '--quiet', path.join(dir, 'project', 'api', 'hello.ts')], { env: { ...process.env, NO_COLOR: '1' } }).then(
+    () => 0,
+    (err: { code: number }) => err.code,
+  );
+  t.is(check, 0, 'deno check passes with the generated types');
 });
 
 test('berth mcp serves the same tools over stdio, with the key’s permission', async (t) => {

@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { BerthError } from '../errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
+import type { CtxMethod } from '../../runtime-host/context-contract.ts';
 import type { Actor, Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
@@ -113,8 +114,11 @@ async function db(scope: CallScope, statements: Array<{ sql: string; params: Sql
   }
 }
 
-/** The ctx methods, with the per-file queue that keeps appendJsonl's read-modify-write in order. */
-function createMethods(): Record<string, Method> {
+/**
+ * The ctx methods, exactly those of the runtime contract, with the per-file queue that keeps
+ * appendJsonl's read-modify-write in order.
+ */
+function createMethods(): Record<CtxMethod, Method> {
   const appendLocks = new Map<string, Promise<unknown>>();
   return {
     'data.readText': (scope, args) => readText(scope, stringArg(args, 0, 'path')),
@@ -202,9 +206,9 @@ export function createCtxHandler(deps: Deps): CtxHandler {
 }
 
 /** Answers every call with a result, never a rejection, whatever the call holds. */
-async function handleCtxCall(deps: Deps, methods: Record<string, Method>, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
+async function handleCtxCall(deps: Deps, methods: Record<CtxMethod, Method>, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
   try {
-    const method = typeof call?.method === 'string' && Object.hasOwn(methods, call.method) ? methods[call.method] : undefined;
+    const method = typeof call?.method === 'string' && Object.hasOwn(methods, call.method) ? methods[call.method as CtxMethod] : undefined;
     if (!method) {
       return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${String(call?.method)} is not available` } };
     }

@@ -5,6 +5,19 @@ import { CliError } from '../cli-error.ts';
 import type { CommandDefinition } from '../command.ts';
 
 const TEMPLATE = path.resolve(import.meta.dirname, '../templates/project');
+const CONTRACT = path.resolve(import.meta.dirname, '../../../runtime-host/context-contract.ts');
+/** Editor types of ctx, next to api/ and cron/: functions refer to them with a triple-slash comment. */
+const TYPES_FILE = 'berth.d.ts';
+
+/**
+ * The runtime contract's types as global declarations: a v0 function may import nothing, but
+ * `/// <reference path="../berth.d.ts" />` is a comment to the runtime and a type source to editors.
+ */
+async function contextTypes(): Promise<string> {
+  const source = await fs.readFile(CONTRACT, 'utf8');
+  const types = source.slice(source.indexOf('export type SqlParam')).replace(/^export /gm, '');
+  return `// The types of Berth's ctx, for editors: made by \`berth init\` from Berth's runtime contract.\n\n${types}`;
+}
 
 async function templateFiles(dir: string, prefix = ''): Promise<string[]> {
   const files: string[] = [];
@@ -25,17 +38,18 @@ async function exists(file: string): Promise<boolean> {
 
 export const initCommand: CommandDefinition = {
   usage: 'init <dir>',
-  summary: 'create a project folder: web/index.html, api/hello.ts, migrations/0001_init.sql and a README',
+  summary: 'create a project folder: web/index.html, api/hello.ts, migrations/0001_init.sql, editor types of ctx and a README',
   examples: ['berth init my-site', 'berth init .   # in an empty folder'],
   async run({ args, out }) {
     const dir = args[0]!;
-    const files = await templateFiles(TEMPLATE);
+    const files = [...(await templateFiles(TEMPLATE)), TYPES_FILE].sort();
     const taken = [];
     for (const file of files) if (await exists(path.join(dir, file))) taken.push(file);
     if (taken.length > 0) throw new CliError(`${dir} already has ${taken.join(', ')}; nothing was written`, { code: 'already_exists' });
     for (const file of files) {
       await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true });
-      await fs.copyFile(path.join(TEMPLATE, file), path.join(dir, file), fs.constants.COPYFILE_EXCL);
+      if (file === TYPES_FILE) await fs.writeFile(path.join(dir, file), await contextTypes(), { flag: 'wx' });
+      else await fs.copyFile(path.join(TEMPLATE, file), path.join(dir, file), fs.constants.COPYFILE_EXCL);
     }
     out.print(
       { dir: path.resolve(dir), files },
