@@ -1,27 +1,15 @@
-// Starts a Berth instance: opens the data dir, listens on one port and dispatches each request by its
-// Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
+// Starts a Berth instance: composes it (compose.ts), listens on one port and dispatches each request by
+// its Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
+import { compose } from './compose.ts';
 import type { Config } from './config.ts';
-import { openMetaDb } from './db/connection.ts';
 import { createApiApp } from './http/api-app.ts';
 import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
 import { createLogger, type Logger } from './log.ts';
-import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
-import { type Deps, monotonicClock } from './services/deps.ts';
-import { CronScheduler } from './services/cron.ts';
-import { failInterruptedExports } from './services/exports.ts';
-import { createCtxHandler } from './services/function-context.ts';
-import { FunctionLogBuffer } from './services/function-logs.ts';
-import { HostingCache } from './services/hosting-cache.ts';
-import { releaseLeftoverLeases } from './services/migrations.ts';
-import { BlobStore } from '../storage/blob-store.ts';
-import { openDataDir } from '../storage/data-dir.ts';
-import { loadMasterKey } from '../storage/master-key.ts';
-import { SiteDatabases } from '../storage/site-database.ts';
-import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
-import { RuntimeHost } from '../runtime-host/runtime.ts';
+import type { OwnerCredentials } from './services/bootstrap.ts';
+import type { CronScheduler } from './services/cron.ts';
+import type { Deps } from './services/deps.ts';
 import { VERSION } from './version.ts';
 
 export interface Berth {
@@ -47,62 +35,13 @@ export interface StartOptions {
 
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
-  const tightened = await openDataDir(config.dataDir);
-  if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
-  const db = await openMetaDb(config.dataDir);
-  const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
-  await blobs.init();
-
   let boundPort = config.port;
-  const runtimeDir = path.join(config.dataDir, 'runtime');
-  const denoPath = resolveDenoBinary(config.denoPath);
-  const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
-  const runtime = new RuntimeHost(
-    {
-      denoPath,
-      runtimeDir,
-      heapMb: config.functionHeapMb,
-      // Deno itself and ArrayBuffers live outside the V8 heap cap; allow them a fixed margin.
-      rssLimitBytes: (config.functionHeapMb + 192) * 1024 * 1024,
-      timeoutMs: config.functionTimeoutMs,
-      idleMs: config.functionIdleMs,
-      maxWorkers: config.maxWorkers,
-      startupTimeoutMs: 10_000,
-      logger: log,
-      ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
-    },
-    {
-      ctx: (deployment, call) => serveCtx(deployment, call),
-      log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
-    },
-  );
-  const deps: Deps = {
-    config,
-    db,
-    blobs,
+  const { deps, owner, scheduler, close: release } = await compose(config, {
     log,
-    hostingCache: new HostingCache(),
-    runtime,
-    runtimeDir,
-    functionLogs,
-    masterKey: loadMasterKey(config.dataDir),
-    siteDatabases: new SiteDatabases({
-      dataDir: config.dataDir,
-      denoPath,
-      denoDir: path.join(runtimeDir, 'deno-dir'),
-      statementTimeoutMs: config.databaseTimeoutMs,
-      maxProcesses: config.maxDatabaseProcesses,
-      idleMs: config.functionIdleMs,
-    }),
-    now: options.now ?? monotonicClock(),
+    now: options.now,
+    workerNice: options.workerNice,
     siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
-  };
-  const serveCtx = createCtxHandler(deps);
-  const owner = await ensureOwner(deps);
-  await failInterruptedExports(deps);
-  await releaseLeftoverLeases(deps);
-  const scheduler = new CronScheduler(deps);
-  await scheduler.start(config.cronTickMs);
+  });
 
   const api = createApiApp(deps, VERSION).callback();
   const hosting = createHostingApp(deps).callback();
@@ -114,13 +53,19 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   });
   server.keepAliveTimeout = 65_000;
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.bind, () => {
-      server.off('error', reject);
-      resolve();
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.port, config.bind, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
+  } catch (err) {
+    // Nothing was served: release what was composed, so the data dir is left as it was found.
+    await release();
+    throw err;
+  }
   boundPort = (server.address() as AddressInfo).port;
   const host = config.bind.includes(':') ? `[${config.bind}]` : config.bind;
 
@@ -135,11 +80,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       await drained;
       clearInterval(sweep);
       clearTimeout(force);
-      await scheduler.stop();
-      await runtime.close();
-      await deps.siteDatabases.close();
-      await functionLogs.flush();
-      await db.destroy();
+      await release();
     })();
     return closed;
   };

@@ -5,7 +5,7 @@ import type { Db } from '../db/connection.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
-import type { FunctionLogBuffer } from './function-logs.ts';
+import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import type { HostingCache } from './hosting-cache.ts';
 
 export interface Deps {

@@ -1,19 +1,8 @@
-// Console output of functions, kept per site and bounded: the newest N lines of each site survive.
-// Lines are buffered and written in batches so a chatty function costs one insert per batch, not per line.
-import type { LogEntry } from '../../runtime-host/protocol.ts';
+// Console output of functions, kept per site and bounded (see function-log-buffer.ts): listed newest first.
 import type { Actor, Deps } from './deps.ts';
+import type { LogRow } from './function-log-buffer.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
-
-interface LogRow {
-  id: number;
-  site_id: string;
-  function_path: string | null;
-  request_id: string | null;
-  level: string;
-  message: string;
-  created_at: string;
-}
 
 export interface FunctionLogLine {
   id: number;
@@ -22,66 +11,6 @@ export interface FunctionLogLine {
   level: string;
   message: string;
   createdAt: string;
-}
-
-const FLUSH_MS = 200;
-const MAX_BUFFERED = 5000;
-
-export interface LogStore {
-  db: Deps['db'];
-  log: Deps['log'];
-  /** Lines kept per site. */
-  perSite: number;
-}
-
-export class FunctionLogBuffer {
-  readonly #store: LogStore;
-  #rows: Array<Omit<LogRow, 'id'>> = [];
-  #timer: NodeJS.Timeout | undefined;
-  #flushing: Promise<void> = Promise.resolve();
-
-  constructor(store: LogStore) {
-    this.#store = store;
-  }
-
-  add(siteId: string, functionPath: string | null, entry: LogEntry): void {
-    if (this.#rows.length >= MAX_BUFFERED) return;
-    this.#rows.push({
-      site_id: siteId,
-      function_path: functionPath,
-      request_id: entry.requestId,
-      level: entry.level,
-      message: entry.message,
-      created_at: new Date().toISOString(),
-    });
-    this.#timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
-  }
-
-  /** Writes what is buffered; resolves when it is stored. */
-  flush(): Promise<void> {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    const rows = this.#rows;
-    this.#rows = [];
-    if (rows.length === 0) return this.#flushing;
-    this.#flushing = this.#flushing.then(() => this.#write(rows));
-    return this.#flushing;
-  }
-
-  async #write(rows: Array<Omit<LogRow, 'id'>>): Promise<void> {
-    const { db, log, perSite } = this.#store;
-    try {
-      await db.transaction(async (trx) => {
-        for (let i = 0; i < rows.length; i += 100) await trx('function_logs').insert(rows.slice(i, i + 100));
-        for (const siteId of new Set(rows.map((r) => r.site_id))) {
-          const oldest = await trx('function_logs').where({ site_id: siteId }).orderBy('id', 'desc').offset(perSite).first('id');
-          if (oldest) await trx('function_logs').where({ site_id: siteId }).andWhere('id', '<=', oldest.id).delete();
-        }
-      });
-    } catch (err) {
-      log.error({ err }, 'could not store function logs');
-    }
-  }
 }
 
 const toLine = (row: LogRow): FunctionLogLine => ({

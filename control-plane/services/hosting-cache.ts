@@ -2,7 +2,7 @@
 // change calls forget*, so a cached answer is never older than the last write. A generation counter
 // keeps a lookup that raced with a write from storing what it read before that write.
 import type { Deployment } from '../../runtime-host/runtime.ts';
-import type { SiteRow } from './site-rows.ts';
+import type { SiteRow } from '../db/site-row.ts';
 
 export interface CachedSite {
   id: string;

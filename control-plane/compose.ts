@@ -1,0 +1,109 @@
+// The composition root: everything Berth is made of, built from Config in one place, and released in
+// the reverse order. The HTTP server (server.ts) and the tests start from here; nothing else constructs
+// a dependency.
+import path from 'node:path';
+import type { Config } from './config.ts';
+import { openMetaDb } from './db/connection.ts';
+import type { Logger } from './log.ts';
+import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
+import { CronScheduler } from './services/cron.ts';
+import { type Deps, monotonicClock } from './services/deps.ts';
+import { failInterruptedExports } from './services/exports.ts';
+import { createCtxHandler } from './services/function-context.ts';
+import { FunctionLogBuffer } from './services/function-log-buffer.ts';
+import { HostingCache } from './services/hosting-cache.ts';
+import { releaseLeftoverLeases } from './services/migrations.ts';
+import { BlobStore } from '../storage/blob-store.ts';
+import { openDataDir } from '../storage/data-dir.ts';
+import { loadMasterKey } from '../storage/master-key.ts';
+import { SiteDatabases } from '../storage/site-database.ts';
+import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
+import { RuntimeHost } from '../runtime-host/runtime.ts';
+
+export interface ComposeOptions {
+  log: Logger;
+  /** The clock of schedules and timestamps; tests drive cron with their own. */
+  now?: (() => Date) | undefined;
+  /** How much lower function workers' CPU priority is than the server's (default 10); benches compare with 0. */
+  workerNice?: number | undefined;
+  /** The public address of a hosted site, known once the server has bound its port. */
+  siteUrl: (subdomain: string) => string;
+}
+
+export interface Composed {
+  deps: Deps;
+  /** Set when this start created the owner account of an empty data dir. */
+  owner: OwnerCredentials | null;
+  scheduler: CronScheduler;
+  /** Stops the scheduler, workers and database processes, flushes logs and closes the metadata. */
+  close(): Promise<void>;
+}
+
+export async function compose(config: Config, options: ComposeOptions): Promise<Composed> {
+  const { log } = options;
+  const tightened = await openDataDir(config.dataDir);
+  if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
+  const db = await openMetaDb(config.dataDir);
+  const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
+  await blobs.init();
+
+  const runtimeDir = path.join(config.dataDir, 'runtime');
+  const denoPath = resolveDenoBinary(config.denoPath);
+  const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
+  const runtime = new RuntimeHost(
+    {
+      denoPath,
+      runtimeDir,
+      heapMb: config.functionHeapMb,
+      // Deno itself and ArrayBuffers live outside the V8 heap cap; allow them a fixed margin.
+      rssLimitBytes: (config.functionHeapMb + 192) * 1024 * 1024,
+      timeoutMs: config.functionTimeoutMs,
+      idleMs: config.functionIdleMs,
+      maxWorkers: config.maxWorkers,
+      startupTimeoutMs: 10_000,
+      logger: log,
+      ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
+    },
+    {
+      // Served by services that need the runtime themselves: serveCtx is made once deps exist.
+      ctx: (deployment, call) => serveCtx(deployment, call),
+      log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
+    },
+  );
+  const deps: Deps = {
+    config,
+    db,
+    blobs,
+    log,
+    hostingCache: new HostingCache(),
+    runtime,
+    runtimeDir,
+    functionLogs,
+    masterKey: loadMasterKey(config.dataDir),
+    siteDatabases: new SiteDatabases({
+      dataDir: config.dataDir,
+      denoPath,
+      denoDir: path.join(runtimeDir, 'deno-dir'),
+      statementTimeoutMs: config.databaseTimeoutMs,
+      maxProcesses: config.maxDatabaseProcesses,
+      idleMs: config.functionIdleMs,
+    }),
+    now: options.now ?? monotonicClock(),
+    siteUrl: options.siteUrl,
+  };
+  const serveCtx = createCtxHandler(deps);
+  const owner = await ensureOwner(deps);
+  await failInterruptedExports(deps);
+  await releaseLeftoverLeases(deps);
+  const scheduler = new CronScheduler(deps);
+  await scheduler.start(config.cronTickMs);
+
+  const close = async () => {
+    await scheduler.stop();
+    await runtime.close();
+    await deps.siteDatabases.close();
+    await functionLogs.flush();
+    await db.destroy();
+  };
+  return { deps, owner, scheduler, close };
+}

@@ -1,0 +1,20 @@
+// A row of the sites table, as services and the hosting cache read it.
+
+export type SiteAccess = 'PUBLIC' | 'PRIVATE';
+export type SiteStatus = 'ACTIVE' | 'ARCHIVED';
+
+export interface SiteRow {
+  id: string;
+  account_id: string;
+  bucket_id: string;
+  name: string;
+  subdomain: string;
+  access: SiteAccess;
+  status: SiteStatus;
+  reconcile_requested_at: string | null;
+  reconciled_at: string | null;
+  /** JSON ReconcileReport of the last reconciliation. */
+  reconcile_report: string | null;
+  created_at: string;
+  updated_at: string;
+}
