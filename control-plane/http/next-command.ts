@@ -1,7 +1,7 @@
 // REST's rendering of a next step (services/next-step.ts): the route that serves its operation, as
 // `METHOD /path` with the path filled in, then the rest of the input as a query string or JSON body.
 import type { NextStep } from '../services/next-step.ts';
-import { type AnyRoute, type OperationRoute, inputSource, isOperationRoute, pathParameters } from './route.ts';
+import { type AnyRoute, type OperationRoute, inputSource, isOperationRoute, requestFor } from './route.ts';
 
 export type NextCommand = (step: NextStep) => string;
 
@@ -11,9 +11,7 @@ export function nextCommands(routes: AnyRoute[]): NextCommand {
   return (step) => {
     const route = byOperation.get(step.operation);
     if (!route) throw new Error(`no REST route serves ${step.operation}`);
-    const inPath = pathParameters(route.path);
-    const path = route.path.replace(/:(\w+)|\{\*(\w+)\}/g, (_, name: string | undefined, rest: string | undefined) => String(step.input[(name ?? rest)!]));
-    const others = Object.fromEntries(Object.entries(step.input).filter(([key]) => !inPath.includes(key)));
+    const { path, rest: others } = requestFor(route, step.input);
     if (Object.keys(others).length === 0) return `${route.method} ${path}`;
     return inputSource(route) === 'query'
       ? `${route.method} ${path}?${new URLSearchParams(others as Record<string, string>)}`

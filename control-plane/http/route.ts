@@ -90,6 +90,19 @@ export const pathParameters = (path: string): string[] => [...path.matchAll(/:(\
 
 export const inputSource = (route: OperationRoute): 'query' | 'body' => route.inputFrom ?? (route.method === 'GET' ? 'query' : 'body');
 
+/**
+ * The request that runs `route`'s operation with `input`: the path with its parameters filled in
+ * (`encode`d: `{*name}` keeps its slashes), and the rest of the input for the query or body.
+ */
+export function requestFor(route: OperationRoute, input: Record<string, unknown>, encode = (text: string) => text): { path: string; rest: Record<string, unknown> } {
+  const inPath = pathParameters(route.path);
+  const path = route.path.replace(/:(\w+)|\{\*(\w+)\}/g, (_, name: string | undefined, rest: string | undefined) => {
+    const value = String(input[(name ?? rest)!] ?? '');
+    return rest ? value.split('/').map(encode).join('/') : encode(value);
+  });
+  return { path, rest: Object.fromEntries(Object.entries(input).filter(([key]) => !inPath.includes(key))) };
+}
+
 function parse<T>(schema: z.ZodType<T> | undefined, value: unknown, where: 'path' | 'query' | 'body'): T {
   if (!schema) return undefined as T;
   const result = schema.safeParse(value);

@@ -5,8 +5,9 @@
 import { z } from 'zod';
 import { operationByName } from '../../operations/index.ts';
 import { apiRoutes } from '../../http/routes/index.ts';
-import { type OperationRoute, inputSource, isOperationRoute, pathParameters } from '../../http/route.ts';
+import { type OperationRoute, inputSource, isOperationRoute, requestFor } from '../../http/route.ts';
 import type { CommandContext, CommandDefinition, CommandGroup, OptionDefinition } from '../command.ts';
+import { siteDatabase } from '../database.ts';
 import { UsageError } from '../usage-error.ts';
 import { formatAnswer } from './answer.ts';
 
@@ -126,7 +127,7 @@ function definition(generated: Generated, routes: Map<string, OperationRoute>): 
       if (generated.site) {
         const site = await context.site();
         input[generated.site] = generated.site === 'siteId' ? site.id : site.bucketId;
-        if (generated.database) input.databaseId = await databaseOf(context, site.id);
+        if (generated.database) input.databaseId = (await siteDatabase(context.api(), site)).database.id;
       }
       const answer = await send(context, route, input);
       context.out.print(answer, formatAnswer(answer));
@@ -136,23 +137,13 @@ function definition(generated: Generated, routes: Map<string, OperationRoute>): 
   };
 }
 
-async function databaseOf(context: CommandContext, siteId: string): Promise<string> {
-  const { databases } = await context.api().get<{ databases: Array<{ id: string }> }>(`sites/${siteId}/databases`);
-  if (!databases[0]) throw new UsageError('the site has no database yet: create it with `berth db create --site …`');
-  return databases[0].id;
-}
-
 /** The REST request of an operation: its path filled in, the rest of the input in the query or body. */
 function send(context: CommandContext, route: OperationRoute, input: Record<string, unknown>): Promise<unknown> {
-  const inPath = pathParameters(route.path);
-  const path = route.path.replace(/^\/v0\//, '').replace(/:(\w+)|\{\*(\w+)\}/g, (_, name: string | undefined, rest: string | undefined) => {
-    const value = String(input[(name ?? rest)!] ?? '');
-    return rest ? value.split('/').map(encodeURIComponent).join('/') : encodeURIComponent(value);
-  });
-  const others = Object.fromEntries(Object.entries(input).filter(([key]) => !inPath.includes(key)));
+  const { path, rest } = requestFor(route, input, encodeURIComponent);
+  const relative = path.replace(/^\/v0\//, '');
   return inputSource(route) === 'query'
-    ? context.api().request(route.method, path, { query: others as Record<string, string | number> })
-    : context.api().request(route.method, path, { body: others });
+    ? context.api().request(route.method, relative, { query: rest as Record<string, string | number> })
+    : context.api().request(route.method, relative, { body: rest });
 }
 
 /** The generated command groups, and `whoami`. */

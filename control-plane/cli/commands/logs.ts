@@ -1,21 +1,13 @@
 // `berth logs`: the console output of a site's functions, and with --follow the lines that come next.
+import type { FunctionLogLine } from '../../services/function-logs.ts';
 import type { ApiClient } from '../api-client.ts';
 import type { CommandDefinition } from '../command.ts';
 import type { Output } from '../output.ts';
 import { UsageError } from '../usage-error.ts';
 
-interface LogLine {
-  id: number;
-  functionPath: string | null;
-  requestId: string | null;
-  level: string;
-  message: string;
-  createdAt: string;
-}
-
 const POLL_MS = 1000;
 
-const format = (line: LogLine) => `${line.createdAt} ${line.level.padEnd(5)} ${line.functionPath ?? '-'}  ${line.message}`;
+const format = (line: FunctionLogLine) => `${line.createdAt} ${line.level.padEnd(5)} ${line.functionPath ?? '-'}  ${line.message}`;
 
 function lineCount(value: string): number {
   const count = Number(value);
@@ -24,9 +16,9 @@ function lineCount(value: string): number {
 }
 
 /** Lines newer than `after`, oldest first, at most `max`: the API lists the newest first. */
-async function newLines(api: ApiClient, siteId: string, after: number, max = Infinity): Promise<LogLine[]> {
-  const lines: LogLine[] = [];
-  for await (const line of api.list<LogLine>(`sites/${siteId}/logs`, 'logs')) {
+async function newLines(api: ApiClient, siteId: string, after: number, max = Infinity): Promise<FunctionLogLine[]> {
+  const lines: FunctionLogLine[] = [];
+  for await (const line of api.list<FunctionLogLine>(`sites/${siteId}/logs`, 'logs')) {
     if (line.id <= after || lines.length >= max) break;
     lines.push(line);
   }
