@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   invalid_function_path: 400,
   invalid_json: 400,
   invalid_migration_name: 400,
+  invalid_password: 400,
   invalid_path: 400,
   invalid_request: 400,
   invalid_secret_name: 400,

@@ -7,6 +7,7 @@ import { BerthError } from '../errors.ts';
 import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
+import { ROLES, type Role, createUser } from '../services/users.ts';
 import { Name, Uuid } from '../schemas.ts';
 import { useDataDir } from '../../storage/data-dir.ts';
 import { UsageError } from './usage-error.ts';
@@ -32,6 +33,13 @@ function uuid(value: unknown, flag: string): string {
 
 type Command = (store: Store, args: string[]) => Promise<{ json: unknown; text: string }>;
 
+/** The password piped to stdin, without the newline that ends it. */
+async function readPassword(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
 const commands: Record<string, Command> = {
   'create-account': async (store, args) => {
     const opts = options(args, { name: { type: 'string' }, plan: { type: 'string' } });
@@ -55,6 +63,16 @@ const commands: Record<string, Command> = {
       json: { key: created.key, id: created.id },
       text: `Created ${permission} key ${created.id}. Its secret is shown this once only:\n${created.key}`,
     };
+  },
+  'create-user': async (store, args) => {
+    const opts = options(args, { email: { type: 'string' }, account: { type: 'string' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } });
+    const email = required(opts.email, '--email');
+    const accountId = uuid(opts.account, '--account');
+    const role = required(opts.role, '--role') as Role;
+    if (!ROLES.includes(role)) throw new UsageError(`--role must be ${ROLES.join(' or ')}`);
+    if (opts['password-stdin'] !== true) throw new UsageError('--password-stdin is required: pipe the password in, so it never appears in the command line');
+    const created = await createUser(store, { email, accountId, role, password: await readPassword() });
+    return { json: created, text: `Created user ${created.user.id} (${created.user.email}), ${role} of account ${accountId}` };
   },
   'revoke-key': async (store, args) => {
     const opts = options(args, { id: { type: 'string' } });

@@ -8,6 +8,7 @@ import * as llmUsage from './migrations/0005_llm_usage.ts';
 import * as databases from './migrations/0006_databases.ts';
 import * as migrationLeases from './migrations/0007_migration_leases.ts';
 import * as databaseLifecycle from './migrations/0008_database_lifecycle.ts';
+import * as users from './migrations/0009_users.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -23,6 +24,7 @@ const migrations: Record<string, Migration> = {
   '0006_databases': databases,
   '0007_migration_leases': migrationLeases,
   '0008_database_lifecycle': databaseLifecycle,
+  '0009_users': users,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
