@@ -13,6 +13,7 @@ import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
+import { signInLimits } from './services/sessions.ts';
 import { BlobStore } from '../storage/blob-store.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
@@ -89,6 +90,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
       idleMs: config.functionIdleMs,
     }),
     now: options.now ?? monotonicClock(),
+    signInLimits: signInLimits(),
     siteUrl: options.siteUrl,
   };
   const serveCtx = createCtxHandler(deps);

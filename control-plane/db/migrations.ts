@@ -9,6 +9,7 @@ import * as databases from './migrations/0006_databases.ts';
 import * as migrationLeases from './migrations/0007_migration_leases.ts';
 import * as databaseLifecycle from './migrations/0008_database_lifecycle.ts';
 import * as users from './migrations/0009_users.ts';
+import * as sessions from './migrations/0010_sessions.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   '0007_migration_leases': migrationLeases,
   '0008_database_lifecycle': databaseLifecycle,
   '0009_users': users,
+  '0010_sessions': sessions,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

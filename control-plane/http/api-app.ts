@@ -6,6 +6,7 @@ import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
 import type { Deps } from '../services/deps.ts';
 import { mcpEndpoint } from '../mcp/http.ts';
+import { consoleRoutes } from './console.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
@@ -44,6 +45,7 @@ export function createApiApp(deps: Deps, version: string): Koa {
   app.use(requestContext(deps.log, 'api'));
   app.use(errorEnvelope(deps.log));
   app.use(open.routes());
+  app.use(consoleRoutes(deps).routes());
   app.use(mcpEndpoint(deps));
   app.use(requireApiKey(deps));
   // Runs after the router and allowedMethods (405, OPTIONS) have had their say.

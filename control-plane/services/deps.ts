@@ -6,6 +6,7 @@ import type { BlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
+import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
 
 export interface Deps {
@@ -23,6 +24,8 @@ export interface Deps {
   /** Encrypts secrets at rest; from <data dir>/master.key. */
   masterKey: Buffer;
   now: () => Date;
+  /** Failed sign-ins per email and per client address. */
+  signInLimits: { email: AttemptLimit; address: AttemptLimit };
   /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */
   siteUrl: (subdomain: string) => string;
 }

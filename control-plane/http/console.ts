@@ -1,0 +1,106 @@
+// The browser side of the control-plane host: sign-in at /login, sign-out, and /session for the
+// dashboard to come. Pages are plain HTML under a strict Content-Security-Policy. A state-changing
+// request from another site is refused by its Origin, and the session cookie is HttpOnly and
+// SameSite=Lax (Secure over https).
+import Router from '@koa/router';
+import type Koa from 'koa';
+import { BerthError } from '../errors.ts';
+import type { Deps } from '../services/deps.ts';
+import { ABSOLUTE_MS, sessionUser, signIn, signOut } from '../services/sessions.ts';
+import { readBody } from './read-body.ts';
+
+export const SESSION_COOKIE = 'berth_console';
+
+const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+function page(ctx: Koa.Context, status: number, title: string, body: string): void {
+  ctx.status = status;
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.set({ 'Content-Security-Policy': CSP, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store' });
+  ctx.body = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escape(title)} · Berth</title></head><body><main>${body}</main></body></html>`;
+}
+
+function loginPage(ctx: Koa.Context, status: number, message = '', email = ''): void {
+  page(
+    ctx,
+    status,
+    'Sign in',
+    `<h1>Sign in to Berth</h1>${message ? `<p role="alert">${escape(message)}</p>` : ''}
+<form method="post" action="/login">
+<p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="${escape(email)}"></p>
+<p><label for="password">Password</label><br><input id="password" name="password" type="password" autocomplete="current-password" required></p>
+<p><button type="submit">Sign in</button></p>
+</form>`,
+  );
+}
+
+/** A POST from a page of another site is refused: browsers always say where a cross-site POST comes from. */
+function sameOrigin(ctx: Koa.Context): void {
+  const origin = ctx.get('Origin');
+  if (origin && origin !== `${ctx.protocol}://${ctx.get('Host')}`) throw new BerthError('forbidden', 'a request from another site cannot sign in or out here');
+}
+
+async function readForm(ctx: Koa.Context, deps: Deps): Promise<Record<string, string>> {
+  const raw = (await readBody(ctx, deps.config.maxJsonBytes, () => new BerthError('payload_too_large', 'the form is too large'))).toString('utf8');
+  if (ctx.is('application/json')) {
+    try {
+      const value = JSON.parse(raw) as unknown;
+      if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, typeof v === 'string' ? v : '']));
+    } catch {
+      // Reported below, as for any body that is not a form.
+    }
+    throw new BerthError('invalid_json', 'the request body is not a JSON object');
+  }
+  return Object.fromEntries(new URLSearchParams(raw));
+}
+
+const wantsJson = (ctx: Koa.Context) => ctx.is('application/json') === 'application/json';
+
+export function consoleRoutes(deps: Deps): Router {
+  const router = new Router();
+
+  router.get('/login', (ctx) => loginPage(ctx, 200));
+
+  router.post('/login', async (ctx) => {
+    sameOrigin(ctx);
+    const form = await readForm(ctx, deps);
+    const json = wantsJson(ctx);
+    let signedIn;
+    try {
+      signedIn = await signIn(deps, { email: form.email ?? '', password: form.password ?? '', address: ctx.ip });
+    } catch (err) {
+      if (err instanceof BerthError && err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
+      if (json || !(err instanceof BerthError)) throw err;
+      return loginPage(ctx, err.status, err.message, form.email ?? '');
+    }
+    // A new token at every sign-in: a session id planted before it is worth nothing after.
+    ctx.cookies.set(SESSION_COOKIE, signedIn.token, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/', maxAge: ABSOLUTE_MS });
+    if (json) {
+      ctx.body = { user: signedIn.user };
+    } else {
+      ctx.status = 303;
+      ctx.redirect('/');
+    }
+  });
+
+  router.post('/logout', async (ctx) => {
+    sameOrigin(ctx);
+    const token = ctx.cookies.get(SESSION_COOKIE);
+    if (token) await signOut(deps, token);
+    ctx.cookies.set(SESSION_COOKIE, null, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/' });
+    ctx.status = 303;
+    ctx.redirect('/login');
+  });
+
+  router.get('/session', async (ctx) => {
+    const token = ctx.cookies.get(SESSION_COOKIE);
+    const user = token ? await sessionUser(deps, token) : null;
+    if (!user) throw new BerthError('unauthorized', 'not signed in: sign in at /login');
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { user };
+  });
+
+  return router;
+}
