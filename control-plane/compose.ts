@@ -94,7 +94,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     siteUrl: options.siteUrl,
   };
   const serveCtx = createCtxHandler(deps);
-  const owner = await ensureOwner(deps);
+  const owner = await ensureOwner(deps, { email: config.ownerEmail });
   await failInterruptedExports(deps);
   await releaseLeftoverLeases(deps);
   const scheduler = new CronScheduler(deps);

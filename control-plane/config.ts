@@ -6,6 +6,8 @@ export interface Config {
   bind: string;
   siteHost: string;
   dataDir: string;
+  /** The email of the owner user made on first run. */
+  ownerEmail: string;
   maxFileBytes: number;
   maxJsonBytes: number;
   logLevel: string;
@@ -44,6 +46,7 @@ export const DEFAULTS: Config = {
   bind: '127.0.0.1',
   siteHost: 'localhost',
   dataDir: './.berth',
+  ownerEmail: 'owner@localhost',
   maxFileBytes: 512 * 1024 * 1024,
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
@@ -100,6 +103,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
     siteHost,
     dataDir: path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir)),
+    ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),
     maxJsonBytes: DEFAULTS.maxJsonBytes,
     logLevel,

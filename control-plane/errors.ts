@@ -30,6 +30,7 @@ export const ERROR_CODES = {
   invalid_download_link: 403,
   invalid_function_path: 400,
   invalid_json: 400,
+  invalid_link: 400,
   invalid_migration_name: 400,
   invalid_password: 400,
   invalid_path: 400,

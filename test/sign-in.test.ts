@@ -96,3 +96,46 @@ test('a sign-in or sign-out posted from another site is refused', async (t) => {
   t.is((await http().post('logout', { headers: { cookie: token, origin: 'http://evil.example' } })).statusCode, 403);
   t.is((await http().get('session', { headers: { cookie: token } })).statusCode, 200, 'the session survived the forged sign-out');
 });
+
+test('the first run’s one-time link sets the owner’s password once, and signs the owner in', async (t) => {
+  const { email, signInToken } = t0.berth.owner!;
+  t.is(email, 'owner@localhost');
+  const link = `login/set-password?token=${signInToken}`;
+  const shown = await http().get(link);
+  t.is(shown.statusCode, 200);
+  t.regex(shown.body, /owner@localhost/);
+  t.regex(shown.body, /<label for="password">New password<\/label>/);
+  const short = await http().post('login/set-password', { form: { token: signInToken, password: 'short' } });
+  t.is(short.statusCode, 400, 'a refused password leaves the link usable');
+  const set = await http().post('login/set-password', { form: { token: signInToken, password: PASSWORD } });
+  t.is(set.statusCode, 303);
+  const session = await http().get('session', { headers: { cookie: cookieOf(set)!.split(';')[0]! }, responseType: 'json' });
+  t.like((session.body as { user: object }).user, { email: 'owner@localhost', memberships: [{ accountId: t0.owner.id, role: 'ADMIN' }] });
+  const again = await http().get(link);
+  t.is(again.statusCode, 400, 'the link works once');
+  t.regex(again.body, /used already or has expired/);
+  t.is((await http().post('login/set-password', { form: { token: signInToken, password: 'another long password' } })).statusCode, 400);
+  t.is((await http().post('login', form('owner@localhost', PASSWORD))).statusCode, 303);
+});
+
+test('a reset link ends the user’s sessions when it sets the new password, and expires after 24 hours', async (t) => {
+  let now = Date.now();
+  const own = await startTestBerth({}, { now: () => new Date(now) });
+  t.teardown(() => own.dispose());
+  const client = got.extend({ prefixUrl: own.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+  const { resetPassword } = await import('../control-plane/services/sign-in-links.ts');
+  const { token: first } = await resetPassword(own.berth.deps, 'owner@localhost');
+  t.is((await client.post('login/set-password', { form: { token: first, password: PASSWORD } })).statusCode, 303);
+  const session = cookieOf(await client.post('login', form('owner@localhost', PASSWORD)))!.split(';')[0]!;
+  t.is((await client.get('session', { headers: { cookie: session } })).statusCode, 200);
+
+  const { token: second } = await resetPassword(own.berth.deps, 'owner@localhost');
+  t.is((await client.post('login/set-password', { form: { token: second, password: 'a brand new password' } })).statusCode, 303);
+  t.is((await client.get('session', { headers: { cookie: session } })).statusCode, 401, 'the old session ended with the old password');
+  t.is((await client.post('login', form('owner@localhost', PASSWORD))).statusCode, 401);
+
+  const { token: late } = await resetPassword(own.berth.deps, 'owner@localhost');
+  now += 24 * 3600_000 + 1000;
+  t.is((await client.get(`login/set-password?token=${late}`)).statusCode, 400, 'expired after 24 hours');
+  t.is((await client.get('login/set-password?token=made-up')).statusCode, 400);
+});

@@ -71,3 +71,18 @@ test('passwords verify against their scrypt hash only, and a missing hash costs 
   t.false(await verifyPassword('the right password', null));
   t.false(await verifyPassword('the right password', 'garbage'));
 });
+
+test('reset-password prints a one-time link for the user, and names an unknown email as not found', async (t) => {
+  const dataDir = await makeDataDir(t);
+  const env = { BERTH_DATA_DIR: dataDir, BERTH_PORT: '8123' };
+  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--json'], env)).stdout) as { account: { id: string } };
+  await admin(['create-user', '--email', 'ada@example.com', '--account', account.account.id, '--role', 'MEMBER', '--password-stdin'], env, 'a long enough password');
+  const reset = await runBerth(['admin', 'reset-password', '--email', 'ADA@example.com', '--json'], env);
+  t.is(reset.code, 0, reset.stderr);
+  const { user, link } = JSON.parse(reset.stdout) as { user: { email: string }; link: string };
+  t.is(user.email, 'ada@example.com');
+  t.regex(link, /^http:\/\/127\.0\.0\.1:8123\/login\/set-password\?token=[\w-]{43}$/);
+  const unknown = await runBerth(['admin', 'reset-password', '--email', 'nobody@example.com', '--json'], env);
+  t.is(unknown.code, 1);
+  t.is(JSON.parse(unknown.stdout).error.code, 'not_found');
+});

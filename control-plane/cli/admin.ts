@@ -7,6 +7,7 @@ import { BerthError } from '../errors.ts';
 import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
+import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
 import { Name, Uuid } from '../schemas.ts';
 import { useDataDir } from '../../storage/data-dir.ts';
@@ -31,7 +32,10 @@ function uuid(value: unknown, flag: string): string {
   return text;
 }
 
-type Command = (store: Store, args: string[]) => Promise<{ json: unknown; text: string }>;
+type Command = (store: Store, args: string[], config: Config) => Promise<{ json: unknown; text: string }>;
+
+/** Where the server of this data dir is reached, for the links these commands print. */
+const serverUrl = (config: Config) => `http://${config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind}:${config.port}`;
 
 /** The password piped to stdin, without the newline that ends it. */
 async function readPassword(): Promise<string> {
@@ -74,6 +78,12 @@ const commands: Record<string, Command> = {
     const created = await createUser(store, { email, accountId, role, password: await readPassword() });
     return { json: created, text: `Created user ${created.user.id} (${created.user.email}), ${role} of account ${accountId}` };
   },
+  'reset-password': async (store, args, config) => {
+    const opts = options(args, { email: { type: 'string' } });
+    const { user, token } = await resetPassword(store, required(opts.email, '--email'));
+    const link = `${serverUrl(config)}${SET_PASSWORD_PATH}?token=${token}`;
+    return { json: { user, link }, text: `${user.email} may set a new password within 24 hours, once, at:\n${link}` };
+  },
   'revoke-key': async (store, args) => {
     const opts = options(args, { id: { type: 'string' } });
     const info = await revokeKey(store, uuid(opts.id, '--id'));
@@ -95,7 +105,7 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   useDataDir(config.dataDir);
   const db = await openMetaDb(config.dataDir);
   try {
-    const result = await command({ db, now: monotonicClock() }, args);
+    const result = await command({ db, now: monotonicClock() }, args, config);
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return 0;
   } catch (err) {

@@ -3,6 +3,7 @@
 import type { Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { startBerth } from '../server.ts';
+import { SET_PASSWORD_PATH } from '../services/sign-in-links.ts';
 
 export async function serve(config: Config): Promise<number> {
   const log = createLogger(config.logLevel);
@@ -16,6 +17,10 @@ export async function serve(config: Config): Promise<number> {
         `  WRITE key: ${berth.owner.writeKey}`,
         `  READ key:  ${berth.owner.readKey}`,
         'Keep them safe; more keys can be made with `npx berth admin create-key`.',
+        '',
+        `The owner user is ${berth.owner.email}. Set its password within 24 hours, once, at:`,
+        `  ${berth.url}${SET_PASSWORD_PATH}?token=${berth.owner.signInToken}`,
+        'A new link: `npx berth admin reset-password --email <email>`.',
         '',
         '',
       ].join('\n'),

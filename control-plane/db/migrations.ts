@@ -10,6 +10,7 @@ import * as migrationLeases from './migrations/0007_migration_leases.ts';
 import * as databaseLifecycle from './migrations/0008_database_lifecycle.ts';
 import * as users from './migrations/0009_users.ts';
 import * as sessions from './migrations/0010_sessions.ts';
+import * as signInLinks from './migrations/0011_sign_in_links.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -27,6 +28,7 @@ const migrations: Record<string, Migration> = {
   '0008_database_lifecycle': databaseLifecycle,
   '0009_users': users,
   '0010_sessions': sessions,
+  '0011_sign_in_links': signInLinks,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,5 +1,5 @@
-// The browser side of the control-plane host: sign-in at /login, sign-out, and /session for the
-// dashboard to come. Pages are plain HTML under a strict Content-Security-Policy. A state-changing
+// The browser side of the control-plane host: sign-in at /login, one-time links that set a password,
+// sign-out, and /session for the dashboard to come. Pages are plain HTML under a strict Content-Security-Policy. A state-changing
 // request from another site is refused by its Origin, and the session cookie is HttpOnly and
 // SameSite=Lax (Secure over https).
 import Router from '@koa/router';
@@ -7,6 +7,7 @@ import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { ABSOLUTE_MS, sessionUser, signIn, signOut } from '../services/sessions.ts';
+import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
 import { readBody } from './read-body.ts';
 
 export const SESSION_COOKIE = 'berth_console';
@@ -56,6 +57,25 @@ async function readForm(ctx: Koa.Context, deps: Deps): Promise<Record<string, st
   return Object.fromEntries(new URLSearchParams(raw));
 }
 
+/** A new token at every sign-in: a session id planted before it is worth nothing after. */
+function startSession(ctx: Koa.Context, signedIn: { token: string }): void {
+  ctx.cookies.set(SESSION_COOKIE, signedIn.token, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/', maxAge: ABSOLUTE_MS });
+}
+
+function setPasswordPage(ctx: Koa.Context, status: number, token: string, email: string, message = ''): void {
+  page(
+    ctx,
+    status,
+    'Set your password',
+    `<h1>Set your password</h1>${email ? `<p>For ${escape(email)}.</p>` : ''}${message ? `<p role="alert">${escape(message)}</p>` : ''}
+<form method="post" action="${SET_PASSWORD_PATH}">
+<input type="hidden" name="token" value="${escape(token)}">
+<p><label for="password">New password</label><br><input id="password" name="password" type="password" autocomplete="new-password" minlength="10" required></p>
+<p><button type="submit">Set password</button></p>
+</form>`,
+  );
+}
+
 const wantsJson = (ctx: Koa.Context) => ctx.is('application/json') === 'application/json';
 
 export function consoleRoutes(deps: Deps): Router {
@@ -75,14 +95,41 @@ export function consoleRoutes(deps: Deps): Router {
       if (json || !(err instanceof BerthError)) throw err;
       return loginPage(ctx, err.status, err.message, form.email ?? '');
     }
-    // A new token at every sign-in: a session id planted before it is worth nothing after.
-    ctx.cookies.set(SESSION_COOKIE, signedIn.token, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/', maxAge: ABSOLUTE_MS });
+    startSession(ctx, signedIn);
     if (json) {
       ctx.body = { user: signedIn.user };
     } else {
       ctx.status = 303;
       ctx.redirect('/');
     }
+  });
+
+  router.get(SET_PASSWORD_PATH, async (ctx) => {
+    const token = String(ctx.query.token ?? '');
+    try {
+      const { email } = await openSignInLink(deps, token);
+      setPasswordPage(ctx, 200, token, email);
+    } catch (err) {
+      if (!(err instanceof BerthError)) throw err;
+      page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escape(err.message)}</p>`);
+    }
+  });
+
+  router.post(SET_PASSWORD_PATH, async (ctx) => {
+    sameOrigin(ctx);
+    const form = await readForm(ctx, deps);
+    const token = form.token ?? '';
+    let email: string;
+    try {
+      ({ email } = await setPasswordWithLink(deps, token, form.password ?? ''));
+    } catch (err) {
+      if (!(err instanceof BerthError)) throw err;
+      if (err.code === 'invalid_password') return setPasswordPage(ctx, err.status, token, '', err.message);
+      return page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escape(err.message)}</p>`);
+    }
+    startSession(ctx, await signIn(deps, { email, password: form.password ?? '', address: ctx.ip }));
+    ctx.status = 303;
+    ctx.redirect('/');
   });
 
   router.post('/logout', async (ctx) => {

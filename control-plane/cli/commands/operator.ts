@@ -13,6 +13,7 @@ const ADMIN_USAGE = `Usage:
   berth admin revoke-key --id <keyId> [--json]
   berth admin list-keys --account <accountId> [--json]
   berth admin create-user --email <email> --account <accountId> --role ADMIN|MEMBER --password-stdin [--json]
+  berth admin reset-password --email <email> [--json]
 `;
 
 /** Runs with the server's configuration, reporting its mistakes as before the client commands existed. */
@@ -42,13 +43,14 @@ export const serveCommand: CommandDefinition = {
 
 export const adminCommand: CommandDefinition = {
   usage: 'admin [command...]',
-  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user',
+  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password',
   examples: [
     'berth admin create-account --name "Team" --plan builder --json',
     'berth admin create-key --account <accountId> --permission WRITE --json',
     'berth admin revoke-key --id <keyId>',
     'berth admin list-keys --account <accountId>',
     "printf '%s' \"$PASSWORD\" | berth admin create-user --email ada@example.com --account <accountId> --role ADMIN --password-stdin --json",
+    'berth admin reset-password --email ada@example.com',
   ],
   passThrough: true,
   run: ({ args }) => withConfig(async (config) => (await import('../admin.ts')).runAdmin(config, args)),
