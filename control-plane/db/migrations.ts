@@ -11,6 +11,7 @@ import * as databaseLifecycle from './migrations/0008_database_lifecycle.ts';
 import * as users from './migrations/0009_users.ts';
 import * as sessions from './migrations/0010_sessions.ts';
 import * as signInLinks from './migrations/0011_sign_in_links.ts';
+import * as siteSessions from './migrations/0012_site_sessions.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -29,6 +30,7 @@ const migrations: Record<string, Migration> = {
   '0009_users': users,
   '0010_sessions': sessions,
   '0011_sign_in_links': signInLinks,
+  '0012_site_sessions': siteSessions,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

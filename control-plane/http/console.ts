@@ -8,6 +8,8 @@ import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { ABSOLUTE_MS, sessionUser, signIn, signOut } from '../services/sessions.ts';
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
+import { createSiteToken } from '../services/site-sessions.ts';
+import { sitePath } from './hosting-app.ts';
 import { readBody } from './read-body.ts';
 
 export const SESSION_COOKIE = 'berth_console';
@@ -23,13 +25,23 @@ function page(ctx: Koa.Context, status: number, title: string, body: string): vo
   ctx.body = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escape(title)} · Berth</title></head><body><main>${body}</main></body></html>`;
 }
 
-function loginPage(ctx: Koa.Context, status: number, message = '', email = ''): void {
+/** A private site the browser came from, and the path it asked for there. */
+interface SiteReturn {
+  site?: string | undefined;
+  next?: string | undefined;
+}
+
+function loginPage(ctx: Koa.Context, status: number, message = '', email = '', back: SiteReturn = {}): void {
+  const hidden = Object.entries(back)
+    .filter(([, value]) => typeof value === 'string')
+    .map(([name, value]) => `<input type="hidden" name="${name}" value="${escape(value as string)}">`)
+    .join('');
   page(
     ctx,
     status,
     'Sign in',
     `<h1>Sign in to Berth</h1>${message ? `<p role="alert">${escape(message)}</p>` : ''}
-<form method="post" action="/login">
+<form method="post" action="/login">${hidden}
 <p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="${escape(email)}"></p>
 <p><label for="password">Password</label><br><input id="password" name="password" type="password" autocomplete="current-password" required></p>
 <p><button type="submit">Sign in</button></p>
@@ -76,12 +88,35 @@ function setPasswordPage(ctx: Koa.Context, status: number, token: string, email:
   );
 }
 
+function siteReturn(values: Record<string, unknown>): SiteReturn {
+  const site = typeof values.site === 'string' && UUID.test(values.site) ? values.site : undefined;
+  return site ? { site, next: sitePath(values.next) } : {};
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Sends the browser to the private site's host with a single-use token for it. */
+async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: SiteReturn): Promise<void> {
+  const site = await deps.db('sites').where({ id: back.site, status: 'ACTIVE' }).first('id', 'subdomain');
+  if (!site) return page(ctx, 404, 'Site not found', '<h1>Site not found</h1><p>There is no such site.</p>');
+  const token = await createSiteToken(deps, userId, site.id as string);
+  ctx.status = 303;
+  ctx.redirect(`${deps.siteUrl(site.subdomain as string)}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
+}
+
 const wantsJson = (ctx: Koa.Context) => ctx.is('application/json') === 'application/json';
 
 export function consoleRoutes(deps: Deps): Router {
   const router = new Router();
 
-  router.get('/login', (ctx) => loginPage(ctx, 200));
+  router.get('/login', async (ctx) => {
+    const back = siteReturn(ctx.query);
+    const token = ctx.cookies.get(SESSION_COOKIE);
+    const user = back.site && token ? await sessionUser(deps, token) : null;
+    // Already signed in here: straight back to the private site with its token.
+    if (user && back.site) return backToSite(ctx, deps, user.id, back);
+    loginPage(ctx, 200, '', '', back);
+  });
 
   router.post('/login', async (ctx) => {
     sameOrigin(ctx);
@@ -93,9 +128,11 @@ export function consoleRoutes(deps: Deps): Router {
     } catch (err) {
       if (err instanceof BerthError && err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
       if (json || !(err instanceof BerthError)) throw err;
-      return loginPage(ctx, err.status, err.message, form.email ?? '');
+      return loginPage(ctx, err.status, err.message, form.email ?? '', siteReturn(form));
     }
     startSession(ctx, signedIn);
+    const back = siteReturn(form);
+    if (back.site) return backToSite(ctx, deps, signedIn.user.id, back);
     if (json) {
       ctx.body = { user: signedIn.user };
     } else {

@@ -9,7 +9,9 @@ import { resolveSite, resolveWebFile, smallBody, streamBody } from '../services/
 import { invokeFunction } from './function-endpoint.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
-import { badRequestPage, noSitePage, notFoundPage, privateSitePage } from './pages.ts';
+import { SESSION_COOKIE } from './function-endpoint.ts';
+import { badRequestPage, linkExpiredPage, noSitePage, notFoundPage, notMemberPage, privateSitePage } from './pages.ts';
+import { endSiteSession, exchangeSiteToken, siteReader } from '../services/site-sessions.ts';
 
 /**
  * The subdomain a Host header names under the site host, or null for the control plane.
@@ -108,6 +110,44 @@ async function serveWeb(ctx: Koa.Context, deps: Deps, site: CachedSite, segments
   sendPage(ctx, 404, notFoundPage);
 }
 
+/** The control plane as the browser reaches it from this site: the site host without the subdomain. */
+function controlPlaneOrigin(ctx: Koa.Context, deps: Deps): string {
+  const port = /:(\d+)$/.exec(ctx.get('Host'))?.[1];
+  return `${ctx.protocol}://${deps.config.siteHost}${port ? `:${port}` : ''}`;
+}
+
+/** Where to go after signing in to the site: a path of this site only, never another origin. */
+export function sitePath(next: unknown): string {
+  return typeof next === 'string' && /^\/(?![/\\])[^\u0000-\u001f\\]*$/.test(next) ? next : '/';
+}
+
+const cookieOptions = (ctx: Koa.Context) => ({ httpOnly: true, sameSite: 'lax' as const, secure: ctx.protocol === 'https', path: '/' });
+
+/** The platform's own routes on a site host: /_berth/session (sign-in) and /_berth/logout. */
+async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route: string): Promise<void> {
+  if (route === 'session' && ctx.method === 'GET') {
+    let session: string;
+    try {
+      session = await exchangeSiteToken(deps, String(ctx.query.token ?? ''), site.id);
+    } catch (err) {
+      if (err instanceof BerthError) return sendPage(ctx, 400, linkExpiredPage);
+      throw err;
+    }
+    // A cookie of this host only (no Domain): it is never sent to, nor valid on, another site.
+    ctx.cookies.set(SESSION_COOKIE, session, cookieOptions(ctx));
+    ctx.status = 303;
+    return ctx.redirect(sitePath(ctx.query.next));
+  }
+  if (route === 'logout') {
+    const token = ctx.cookies.get(SESSION_COOKIE);
+    if (token) await endSiteSession(deps, token);
+    ctx.cookies.set(SESSION_COOKIE, null, cookieOptions(ctx));
+    ctx.status = 303;
+    return ctx.redirect('/');
+  }
+  sendPage(ctx, 404, notFoundPage);
+}
+
 export function createHostingApp(deps: Deps): Koa {
   const app = new Koa();
   app.silent = true;
@@ -135,13 +175,21 @@ export function createHostingApp(deps: Deps): Koa {
       }
       return invokeFunction(ctx, deps, site, segments[1]!);
     }
-    if (segments[0] === '_berth') return sendPage(ctx, 404, notFoundPage);
+    if (segments[0] === '_berth') return berthRoute(ctx, deps, site, segments.slice(1).join('/'));
 
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
       ctx.set('Allow', 'GET, HEAD');
       throw new BerthError('method_not_allowed', 'web files answer GET and HEAD only');
     }
-    if (site.access === 'PRIVATE') return sendPage(ctx, 401, privateSitePage);
+    if (site.access === 'PRIVATE') {
+      const token = ctx.cookies.get(SESSION_COOKIE);
+      const reader = token ? await siteReader(deps, token, site) : null;
+      if (reader === 'stranger') return sendPage(ctx, 403, notMemberPage);
+      if (reader === null) {
+        const next = ctx.querystring ? `${ctx.path}?${ctx.querystring}` : ctx.path;
+        return sendPage(ctx, 401, privateSitePage(`${controlPlaneOrigin(ctx, deps)}/login?${new URLSearchParams({ site: site.id, next })}`));
+      }
+    }
     await serveWeb(ctx, deps, site, segments);
   });
   return app;

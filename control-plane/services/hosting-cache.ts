@@ -6,6 +6,7 @@ import type { SiteRow } from '../db/site-row.ts';
 
 export interface CachedSite {
   id: string;
+  accountId: string;
   bucketId: string;
   access: 'PUBLIC' | 'PRIVATE';
   status: 'ACTIVE' | 'ARCHIVED';

@@ -10,7 +10,7 @@ export async function resolveSite(deps: Deps, subdomain: string): Promise<Cached
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
   const row = await deps.db<SiteRow>('sites').where({ subdomain }).first();
-  const site = row ? { id: row.id, bucketId: row.bucket_id, access: row.access, status: row.status } : null;
+  const site = row ? { id: row.id, accountId: row.account_id, bucketId: row.bucket_id, access: row.access, status: row.status } : null;
   deps.hostingCache.rememberSite(generation, subdomain, site);
   return site;
 }
