@@ -1,7 +1,7 @@
-// API keys: random bearer tokens stored only as SHA-256 digests. Keys carry 256 bits of entropy, so a
-// fast digest is enough: there is nothing to brute-force that a slow password hash would protect.
-import crypto from 'node:crypto';
+// API keys: random bearer tokens (tokens.ts) stored only as SHA-256 digests, each of one account with
+// a READ or WRITE permission.
 import { notFound } from '../errors.ts';
+import { digestToken, newToken } from './tokens.ts';
 import { type Actor, type Permission, type Store, newId, timestamp } from './deps.ts';
 
 const KEY_PREFIX = 'berth_';
@@ -23,19 +23,18 @@ export interface KeyInfo {
   revokedAt: string | null;
 }
 
-const hashKey = (key: string): string => crypto.createHash('sha256').update(key).digest('hex');
 
 /** Creates a key and returns its secret once; only the digest is stored. */
 export async function createKey(deps: Store, input: { accountId: string; permission: Permission }): Promise<{ id: string; key: string }> {
   const account = await deps.db('accounts').where({ id: input.accountId }).first('id');
   if (!account) throw notFound('account');
-  const key = KEY_PREFIX + crypto.randomBytes(32).toString('base64url');
+  const key = KEY_PREFIX + newToken();
   const id = newId();
   await deps.db('api_keys').insert({
     id,
     account_id: input.accountId,
     permission: input.permission,
-    key_hash: hashKey(key),
+    key_hash: digestToken(key),
     created_at: timestamp(deps),
     revoked_at: null,
   });
@@ -60,7 +59,7 @@ export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[
 /** The actor a presented key stands for, or null when it is unknown or revoked. */
 export async function authenticate(deps: Store, key: string): Promise<Actor | null> {
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
-  const row = await deps.db<KeyRow>('api_keys').where({ key_hash: hashKey(key) }).first();
+  const row = await deps.db<KeyRow>('api_keys').where({ key_hash: digestToken(key) }).first();
   if (!row || row.revoked_at) return null;
   return { via: 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }

@@ -2,7 +2,7 @@
 // so a copy of the metadata signs no one in. A session ends after IDLE_MS without use or ABSOLUTE_MS
 // after sign-in, whichever comes first, and at sign-out. A wrong password and an unknown email get the
 // same answer after the same work, and failures are limited per email and per client address.
-import crypto from 'node:crypto';
+import { digestToken, newToken } from './tokens.ts';
 import { BerthError } from '../errors.ts';
 import { AttemptLimit } from './attempt-limit.ts';
 import { type Deps, timestamp } from './deps.ts';
@@ -17,7 +17,6 @@ const TOUCH_MS = 60_000;
 /** Failed sign-ins allowed per email and per client address in a quarter of an hour. */
 export const signInLimits = () => ({ email: new AttemptLimit(5, 15 * 60_000), address: new AttemptLimit(20, 15 * 60_000) });
 
-const hashToken = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
 
 export interface SessionUser {
   id: string;
@@ -39,10 +38,10 @@ export async function signIn(deps: Deps, input: { email: string; password: strin
     throw new BerthError('invalid_credentials', 'the email or the password is wrong');
   }
   byEmail.clear(email);
-  const token = crypto.randomBytes(32).toString('base64url');
+  const token = newToken();
   const now = deps.now();
   await deps.db('sessions').insert({
-    token_hash: hashToken(token),
+    token_hash: digestToken(token),
     user_id: user.id,
     created_at: now.toISOString(),
     last_seen_at: now.toISOString(),
@@ -53,7 +52,7 @@ export async function signIn(deps: Deps, input: { email: string; password: strin
 
 /** The signed-in user behind a session token, or null when there is none or it has ended. */
 export async function sessionUser(deps: Deps, token: string): Promise<SessionUser | null> {
-  const tokenHash = hashToken(token);
+  const tokenHash = digestToken(token);
   const session = await deps.db('sessions').where({ token_hash: tokenHash }).first();
   if (!session) return null;
   const now = deps.now().getTime();
@@ -70,5 +69,5 @@ export async function sessionUser(deps: Deps, token: string): Promise<SessionUse
 }
 
 export async function signOut(deps: Deps, token: string): Promise<void> {
-  await deps.db('sessions').where({ token_hash: hashToken(token) }).delete();
+  await deps.db('sessions').where({ token_hash: digestToken(token) }).delete();
 }

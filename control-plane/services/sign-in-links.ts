@@ -1,6 +1,6 @@
 // One-time links where a user sets a password: valid for 24 hours and for one use. Setting the
 // password ends every session the user had, then signs them in afresh.
-import crypto from 'node:crypto';
+import { digestToken, newToken } from './tokens.ts';
 import { BerthError, notFound } from '../errors.ts';
 import { type Deps, type Store, timestamp } from './deps.ts';
 import { hashPassword } from './passwords.ts';
@@ -9,14 +9,13 @@ import { checkPassword, findUserByEmail } from './users.ts';
 export const LINK_TTL_MS = 24 * 3600_000;
 export const SET_PASSWORD_PATH = '/login/set-password';
 
-const hashToken = (token: string) => crypto.createHash('sha256').update(token).digest('hex');
 
 /** A new link token for `userId`; earlier unused links of the user stay valid until they expire. */
 export async function createSignInLink(deps: Store, userId: string): Promise<string> {
-  const token = crypto.randomBytes(32).toString('base64url');
+  const token = newToken();
   const now = deps.now();
   await deps.db('sign_in_links').insert({
-    token_hash: hashToken(token),
+    token_hash: digestToken(token),
     user_id: userId,
     created_at: now.toISOString(),
     expires_at: new Date(now.getTime() + LINK_TTL_MS).toISOString(),
@@ -41,7 +40,7 @@ interface LinkRow {
 
 /** The link's user while the link can still be used; a used, expired or unknown link is `invalid_link`. */
 export async function openSignInLink(deps: Deps, token: string): Promise<{ userId: string; email: string }> {
-  const link = await deps.db<LinkRow>('sign_in_links').where({ token_hash: hashToken(token) }).first();
+  const link = await deps.db<LinkRow>('sign_in_links').where({ token_hash: digestToken(token) }).first();
   if (!link || link.used_at !== null || Date.parse(link.expires_at) <= deps.now().getTime()) {
     throw new BerthError('invalid_link', 'this link was used already or has expired; ask for a new one (berth admin reset-password)');
   }
@@ -55,7 +54,7 @@ export async function setPasswordWithLink(deps: Deps, token: string, password: s
   const { userId, email } = await openSignInLink(deps, token);
   const passwordHash = await hashPassword(password);
   await deps.db.transaction(async (trx) => {
-    const spent = await trx('sign_in_links').where({ token_hash: hashToken(token), used_at: null }).update({ used_at: timestamp(deps) });
+    const spent = await trx('sign_in_links').where({ token_hash: digestToken(token), used_at: null }).update({ used_at: timestamp(deps) });
     if (spent === 0) throw new BerthError('invalid_link', 'this link was used already; ask for a new one (berth admin reset-password)');
     await trx('users').where({ id: userId }).update({ password_hash: passwordHash, updated_at: timestamp(deps) });
     await trx('sessions').where({ user_id: userId }).delete();
