@@ -1,7 +1,7 @@
-// The browser side of the control-plane host: sign-in at /login, one-time links that set a password,
-// sign-out, and /session for the dashboard to come. Pages are plain HTML under a strict Content-Security-Policy. A state-changing
-// request from another site is refused by its Origin, and the session cookie is HttpOnly and
-// SameSite=Lax (Secure over https).
+// The browser side of the control-plane host: sign-in at /login (and back to a PRIVATE site), one-time
+// links that set a password, sign-out, and /session for the dashboard to come. Pages are plain HTML
+// under a strict Content-Security-Policy; a state-changing request from another site is refused by
+// its Origin; the session cookie is HttpOnly and SameSite=Lax (Secure over https).
 import Router from '@koa/router';
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
@@ -10,19 +10,19 @@ import { ABSOLUTE_MS, sessionUser, signIn, signOut } from '../services/sessions.
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
 import { createSiteToken } from '../services/site-sessions.ts';
 import { sitePath } from './hosting-app.ts';
+import { escapeHtml } from './pages.ts';
 import { readBody } from './read-body.ts';
 
-export const SESSION_COOKIE = 'berth_console';
+/** The control plane's session cookie (a site's own is _berth_session). */
+export const CONSOLE_COOKIE = 'berth_console';
 
 const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function page(ctx: Koa.Context, status: number, title: string, body: string): void {
   ctx.status = status;
   ctx.type = 'text/html; charset=utf-8';
   ctx.set({ 'Content-Security-Policy': CSP, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store' });
-  ctx.body = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escape(title)} · Berth</title></head><body><main>${body}</main></body></html>`;
+  ctx.body = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)} · Berth</title></head><body><main>${body}</main></body></html>`;
 }
 
 /** A private site the browser came from, and the path it asked for there. */
@@ -34,15 +34,15 @@ interface SiteReturn {
 function loginPage(ctx: Koa.Context, status: number, message = '', email = '', back: SiteReturn = {}): void {
   const hidden = Object.entries(back)
     .filter(([, value]) => typeof value === 'string')
-    .map(([name, value]) => `<input type="hidden" name="${name}" value="${escape(value as string)}">`)
+    .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value as string)}">`)
     .join('');
   page(
     ctx,
     status,
     'Sign in',
-    `<h1>Sign in to Berth</h1>${message ? `<p role="alert">${escape(message)}</p>` : ''}
+    `<h1>Sign in to Berth</h1>${message ? `<p role="alert">${escapeHtml(message)}</p>` : ''}
 <form method="post" action="/login">${hidden}
-<p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="${escape(email)}"></p>
+<p><label for="email">Email</label><br><input id="email" name="email" type="email" autocomplete="username" required value="${escapeHtml(email)}"></p>
 <p><label for="password">Password</label><br><input id="password" name="password" type="password" autocomplete="current-password" required></p>
 <p><button type="submit">Sign in</button></p>
 </form>`,
@@ -71,7 +71,7 @@ async function readForm(ctx: Koa.Context, deps: Deps): Promise<Record<string, st
 
 /** A new token at every sign-in: a session id planted before it is worth nothing after. */
 function startSession(ctx: Koa.Context, signedIn: { token: string }): void {
-  ctx.cookies.set(SESSION_COOKIE, signedIn.token, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/', maxAge: ABSOLUTE_MS });
+  ctx.cookies.set(CONSOLE_COOKIE, signedIn.token, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/', maxAge: ABSOLUTE_MS });
 }
 
 function setPasswordPage(ctx: Koa.Context, status: number, token: string, email: string, message = ''): void {
@@ -79,9 +79,9 @@ function setPasswordPage(ctx: Koa.Context, status: number, token: string, email:
     ctx,
     status,
     'Set your password',
-    `<h1>Set your password</h1>${email ? `<p>For ${escape(email)}.</p>` : ''}${message ? `<p role="alert">${escape(message)}</p>` : ''}
+    `<h1>Set your password</h1>${email ? `<p>For ${escapeHtml(email)}.</p>` : ''}${message ? `<p role="alert">${escapeHtml(message)}</p>` : ''}
 <form method="post" action="${SET_PASSWORD_PATH}">
-<input type="hidden" name="token" value="${escape(token)}">
+<input type="hidden" name="token" value="${escapeHtml(token)}">
 <p><label for="password">New password</label><br><input id="password" name="password" type="password" autocomplete="new-password" minlength="10" required></p>
 <p><button type="submit">Set password</button></p>
 </form>`,
@@ -111,7 +111,7 @@ export function consoleRoutes(deps: Deps): Router {
 
   router.get('/login', async (ctx) => {
     const back = siteReturn(ctx.query);
-    const token = ctx.cookies.get(SESSION_COOKIE);
+    const token = ctx.cookies.get(CONSOLE_COOKIE);
     const user = back.site && token ? await sessionUser(deps, token) : null;
     // Already signed in here: straight back to the private site with its token.
     if (user && back.site) return backToSite(ctx, deps, user.id, back);
@@ -148,7 +148,7 @@ export function consoleRoutes(deps: Deps): Router {
       setPasswordPage(ctx, 200, token, email);
     } catch (err) {
       if (!(err instanceof BerthError)) throw err;
-      page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escape(err.message)}</p>`);
+      page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`);
     }
   });
 
@@ -162,7 +162,7 @@ export function consoleRoutes(deps: Deps): Router {
     } catch (err) {
       if (!(err instanceof BerthError)) throw err;
       if (err.code === 'invalid_password') return setPasswordPage(ctx, err.status, token, '', err.message);
-      return page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escape(err.message)}</p>`);
+      return page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`);
     }
     startSession(ctx, await signIn(deps, { email, password: form.password ?? '', address: ctx.ip }));
     ctx.status = 303;
@@ -171,15 +171,15 @@ export function consoleRoutes(deps: Deps): Router {
 
   router.post('/logout', async (ctx) => {
     sameOrigin(ctx);
-    const token = ctx.cookies.get(SESSION_COOKIE);
+    const token = ctx.cookies.get(CONSOLE_COOKIE);
     if (token) await signOut(deps, token);
-    ctx.cookies.set(SESSION_COOKIE, null, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/' });
+    ctx.cookies.set(CONSOLE_COOKIE, null, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/' });
     ctx.status = 303;
     ctx.redirect('/login');
   });
 
   router.get('/session', async (ctx) => {
-    const token = ctx.cookies.get(SESSION_COOKIE);
+    const token = ctx.cookies.get(CONSOLE_COOKIE);
     const user = token ? await sessionUser(deps, token) : null;
     if (!user) throw new BerthError('unauthorized', 'not signed in: sign in at /login');
     ctx.set('Cache-Control', 'no-store');

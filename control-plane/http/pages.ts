@@ -1,6 +1,6 @@
 // The few HTML pages the hosting layer writes itself: not found, and the private-site gate and refusal.
 
-const escapeHtml = (text: string): string =>
+export const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 
 function page(title: string, message: string, link?: { href: string; text: string }): string {
