@@ -2,6 +2,7 @@
 // defined once for both sides. Frames are the runtime's (runtime-host/protocol.ts): the host writes
 // requests to the process's stdin and reads results from its stdout, in order.
 // Dependency-free and web-standard only, because Deno imports it too.
+import type { SqlParam } from '../runtime-host/context-contract.ts';
 
 export const DbFrame = {
   /** process → host, once the database is open and confined. Payload: empty. */
@@ -36,7 +37,7 @@ export const LEDGER_DDL = `CREATE TABLE IF NOT EXISTS ${LEDGER_TABLE} (
 export type Access = 'function' | 'api' | 'system';
 export type Mode = Access | 'migration';
 
-export type SqlParam = string | number | boolean | null;
+export type { SqlParam };
 
 export interface Statement {
   sql: string;

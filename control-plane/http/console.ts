@@ -5,11 +5,12 @@
 import Router from '@koa/router';
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
+import { Uuid } from '../schemas.ts';
 import type { Deps } from '../services/deps.ts';
 import { ABSOLUTE_MS, sessionUser, signIn, signOut } from '../services/sessions.ts';
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
 import { createSiteToken } from '../services/site-sessions.ts';
-import { sitePath } from './hosting-app.ts';
+import { sessionCookie, sitePath } from './session-cookies.ts';
 import { escapeHtml } from './pages.ts';
 import { readBody } from './read-body.ts';
 
@@ -71,7 +72,7 @@ async function readForm(ctx: Koa.Context, deps: Deps): Promise<Record<string, st
 
 /** A new token at every sign-in: a session id planted before it is worth nothing after. */
 function startSession(ctx: Koa.Context, signedIn: { token: string }): void {
-  ctx.cookies.set(CONSOLE_COOKIE, signedIn.token, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/', maxAge: ABSOLUTE_MS });
+  ctx.cookies.set(CONSOLE_COOKIE, signedIn.token, sessionCookie(ctx.protocol, ABSOLUTE_MS));
 }
 
 function setPasswordPage(ctx: Koa.Context, status: number, token: string, email: string, message = ''): void {
@@ -89,11 +90,9 @@ function setPasswordPage(ctx: Koa.Context, status: number, token: string, email:
 }
 
 function siteReturn(values: Record<string, unknown>): SiteReturn {
-  const site = typeof values.site === 'string' && UUID.test(values.site) ? values.site : undefined;
+  const site = typeof values.site === 'string' && Uuid.safeParse(values.site).success ? values.site : undefined;
   return site ? { site, next: sitePath(values.next) } : {};
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Sends the browser to the private site's host with a single-use token for it. */
 async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: SiteReturn): Promise<void> {
@@ -173,7 +172,7 @@ export function consoleRoutes(deps: Deps): Router {
     sameOrigin(ctx);
     const token = ctx.cookies.get(CONSOLE_COOKIE);
     if (token) await signOut(deps, token);
-    ctx.cookies.set(CONSOLE_COOKIE, null, { httpOnly: true, sameSite: 'lax', secure: ctx.protocol === 'https', path: '/' });
+    ctx.cookies.set(CONSOLE_COOKIE, null, sessionCookie(ctx.protocol));
     ctx.status = 303;
     ctx.redirect('/login');
   });

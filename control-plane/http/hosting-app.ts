@@ -10,6 +10,7 @@ import { invokeFunction } from './function-endpoint.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
+import { sessionCookie, sitePath } from './session-cookies.ts';
 import { badRequestPage, linkExpiredPage, noSitePage, notFoundPage, notMemberPage, privateSitePage } from './pages.ts';
 import { endSiteSession, exchangeSiteToken, siteReader } from '../services/site-sessions.ts';
 
@@ -116,13 +117,6 @@ function controlPlaneOrigin(ctx: Koa.Context, deps: Deps): string {
   return `${ctx.protocol}://${deps.config.siteHost}${port ? `:${port}` : ''}`;
 }
 
-/** Where to go after signing in to the site: a path of this site only, never another origin. */
-export function sitePath(next: unknown): string {
-  return typeof next === 'string' && /^\/(?![/\\])[^\u0000-\u001f\\]*$/.test(next) ? next : '/';
-}
-
-const cookieOptions = (ctx: Koa.Context) => ({ httpOnly: true, sameSite: 'lax' as const, secure: ctx.protocol === 'https', path: '/' });
-
 /** The platform's own routes on a site host: /_berth/session (sign-in) and /_berth/logout. */
 async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route: string): Promise<void> {
   if (route === 'session' && ctx.method === 'GET') {
@@ -134,14 +128,14 @@ async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route:
       throw err;
     }
     // A cookie of this host only (no Domain): it is never sent to, nor valid on, another site.
-    ctx.cookies.set(SESSION_COOKIE, session, cookieOptions(ctx));
+    ctx.cookies.set(SESSION_COOKIE, session, sessionCookie(ctx.protocol));
     ctx.status = 303;
     return ctx.redirect(sitePath(ctx.query.next));
   }
   if (route === 'logout') {
     const token = ctx.cookies.get(SESSION_COOKIE);
     if (token) await endSiteSession(deps, token);
-    ctx.cookies.set(SESSION_COOKIE, null, cookieOptions(ctx));
+    ctx.cookies.set(SESSION_COOKIE, null, sessionCookie(ctx.protocol));
     ctx.status = 303;
     return ctx.redirect('/');
   }
