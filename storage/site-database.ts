@@ -38,7 +38,6 @@ export class StatementError extends Error {
 export interface SiteDatabaseProvider {
   /** Creates the database if it does not exist; safe to repeat. */
   create(siteId: string): Promise<void>;
-  exists(siteId: string): boolean;
   /** Runs one statement, atomically. */
   run(siteId: string, statement: Statement, access: Access): Promise<StatementResult>;
   /** Runs statements in one transaction: all of them or none. */
@@ -97,6 +96,10 @@ export class SiteDatabases implements SiteDatabaseProvider {
       maxWorkers: options.maxProcesses,
       idleMs: options.idleMs,
       start: async (siteId) => {
+        // The folder is made by create() and removed with the database: without it there is no
+        // database, and a process would make an empty one. Checked here, when a process starts, not
+        // on every statement.
+        if (!fs.existsSync(this.#dir(siteId))) throw new StatementError('unavailable', 'the site has no database');
         const process = Object.assign(
           await DatabaseProcess.start({
             denoPath: options.denoPath,
@@ -117,10 +120,6 @@ export class SiteDatabases implements SiteDatabaseProvider {
   #dir(siteId: string): string {
     if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
     return path.join(this.#root, siteId);
-  }
-
-  exists(siteId: string): boolean {
-    return fs.existsSync(path.join(this.#dir(siteId), 'db.sqlite'));
   }
 
   async create(siteId: string): Promise<void> {
@@ -171,7 +170,6 @@ export class SiteDatabases implements SiteDatabaseProvider {
 
   /** Sends `request` (null: only open the database) to the site's process and unwraps the result. */
   async #call(siteId: string, request: DbRequest | null, timeoutMs = this.#options.statementTimeoutMs, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
-    if (request && !this.exists(siteId)) throw new StatementError('unavailable', 'the site has no database');
     let process;
     try {
       process = await this.#pool.acquire(siteId);
