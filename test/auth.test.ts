@@ -41,6 +41,9 @@ function urlFor(template: string): string {
     .replace(/^\//, '');
 }
 
+/** Keys, members, invitations, CLI approvals and passwords: never an API key's business. */
+const forUsersOnly = (route: (typeof apiRoutes)[number]) => 'operation' in route && (route.operation.audience === 'users' || route.operation.audience === 'user-admins');
+
 function errorCode(res: { body: unknown }): string | undefined {
   return (JSON.parse(json<Buffer>(res).toString('utf8')) as ErrorBody).error?.code;
 }
@@ -109,7 +112,10 @@ test('READ keys may use every read route and no write route', async (t) => {
   const before = await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects`);
   for (const route of apiRoutes) {
     const res = await t0.owner.read(urlFor(route.path), requestFor(route));
-    if (route.method === 'GET') {
+    if (forUsersOnly(route)) {
+      t.is(res.statusCode, 403, `${route.method} ${route.path}`);
+      t.is(errorCode(res), 'forbidden');
+    } else if (route.method === 'GET') {
       t.is(res.statusCode, 200, `${route.method} ${route.path}`);
     } else {
       t.is(res.statusCode, 403, `${route.method} ${route.path}`);
@@ -135,10 +141,10 @@ test('HEAD and OPTIONS are read methods', async (t) => {
 test('another account’s key reaches none of the owner’s resources, on any route', async (t) => {
   const other = await t0.newAccount();
   for (const route of apiRoutes) {
-    if (route.path === '/v0/accounts/current') continue;
+    if (route.path.startsWith('/v0/accounts/current')) continue;
     const res = await other.api(urlFor(route.path), requestFor(route));
-    t.is(res.statusCode, 404, `${route.method} ${route.path}`);
-    t.is(errorCode(res), 'not_found');
+    t.is(res.statusCode, forUsersOnly(route) ? 403 : 404, `${route.method} ${route.path}`);
+    t.is(errorCode(res), forUsersOnly(route) ? 'forbidden' : 'not_found');
   }
   // Nothing changed on the owner's side.
   const file = await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects/web/index.html`, { responseType: 'text' });

@@ -51,7 +51,10 @@ test('signing in sets an HttpOnly, SameSite=Lax session cookie, new at every sig
   const second = cookieOf(await http().post('login', form('sign@example.com', PASSWORD)))!.split(';')[0]!;
   t.not(second, token, 'every sign-in gets a new session token');
 
-  const out = await http().post('logout', { headers: { cookie: token } });
+  const forged = await http().post('logout', { headers: { cookie: token } });
+  t.is(forged.statusCode, 403, 'signing out needs the session’s anti-forgery token');
+  const { csrfToken } = session.body as { csrfToken: string };
+  const out = await http().post('logout', { headers: { cookie: token, 'x-csrf-token': csrfToken } });
   t.is(out.statusCode, 303);
   t.is((await http().get('session', { headers: { cookie: token } })).statusCode, 401, 'the session ended at once');
   t.is((await http().get('session', { headers: { cookie: second } })).statusCode, 200, 'other sessions go on');

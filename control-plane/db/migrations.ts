@@ -12,6 +12,8 @@ import * as users from './migrations/0009_users.ts';
 import * as sessions from './migrations/0010_sessions.ts';
 import * as signInLinks from './migrations/0011_sign_in_links.ts';
 import * as siteSessions from './migrations/0012_site_sessions.ts';
+import * as invitations from './migrations/0013_invitations.ts';
+import * as cliLogins from './migrations/0014_cli_logins.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -31,6 +33,8 @@ const migrations: Record<string, Migration> = {
   '0010_sessions': sessions,
   '0011_sign_in_links': signInLinks,
   '0012_site_sessions': siteSessions,
+  '0013_invitations': invitations,
+  '0014_cli_logins': cliLogins,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -6,8 +6,9 @@ import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
 import type { Deps } from '../services/deps.ts';
 import { mcpEndpoint } from '../mcp/http.ts';
+import { cliLoginRoutes } from './cli-login.ts';
 import { consoleRoutes } from './console.ts';
-import { requireApiKey } from './middleware/auth.ts';
+import { requireCredential } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { buildOpenApi } from './openapi.ts';
@@ -46,8 +47,9 @@ export function createApiApp(deps: Deps, version: string): Koa {
   app.use(errorEnvelope(deps.log));
   app.use(open.routes());
   app.use(consoleRoutes(deps).routes());
+  app.use(cliLoginRoutes(deps).routes());
   app.use(mcpEndpoint(deps));
-  app.use(requireApiKey(deps));
+  app.use(requireCredential(deps));
   // Runs after the router and allowedMethods (405, OPTIONS) have had their say.
   app.use(async (ctx, next) => {
     await next();

@@ -1,5 +1,5 @@
 // The browser side of the control-plane host: sign-in at /login (and back to a PRIVATE site), one-time
-// links that set a password, sign-out, and /session for the dashboard to come. Pages are plain HTML
+// links that set a password, invitations, sign-out, and /session for the dashboard. Pages are plain HTML
 // under a strict Content-Security-Policy; a state-changing request from another site is refused by
 // its Origin; the session cookie is HttpOnly and SameSite=Lax (Secure over https).
 import Router from '@koa/router';
@@ -7,15 +7,14 @@ import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import { Uuid } from '../schemas.ts';
 import type { Deps } from '../services/deps.ts';
-import { ABSOLUTE_MS, sessionUser, signIn, signOut } from '../services/sessions.ts';
+import { safeEqual } from '../services/safe-equal.ts';
+import { ABSOLUTE_MS, csrfToken, sessionUser, signIn, signOut } from '../services/sessions.ts';
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
+import { INVITATION_PATH, type OpenInvitation, acceptInvitation, openInvitation } from '../services/members.ts';
 import { createSiteToken } from '../services/site-sessions.ts';
-import { sessionCookie, sitePath } from './session-cookies.ts';
+import { CONSOLE_COOKIE, sessionCookie, sitePath } from './session-cookies.ts';
 import { escapeHtml } from './pages.ts';
 import { readBody } from './read-body.ts';
-
-/** The control plane's session cookie (a site's own is _berth_session). */
-export const CONSOLE_COOKIE = 'berth_console';
 
 const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -103,6 +102,26 @@ async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: Si
   ctx.redirect(`${deps.siteUrl(site.subdomain as string)}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
 }
 
+function unusableLink(ctx: Koa.Context, err: BerthError): void {
+  page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`);
+}
+
+function invitationPage(ctx: Koa.Context, status: number, token: string, invitation: OpenInvitation, message = ''): void {
+  const [label, autocomplete] = invitation.hasPassword ? ['Password', 'current-password'] : ['Choose a password', 'new-password'];
+  page(
+    ctx,
+    status,
+    'Join an account',
+    `<h1>Join ${escapeHtml(invitation.accountName)}</h1>
+<p>${escapeHtml(invitation.email)} is invited as ${escapeHtml(invitation.role)}.${invitation.hasPassword ? ' Sign in with your password to accept.' : ''}</p>${message ? `<p role="alert">${escapeHtml(message)}</p>` : ''}
+<form method="post" action="${INVITATION_PATH}">
+<input type="hidden" name="token" value="${escapeHtml(token)}">
+<p><label for="password">${label}</label><br><input id="password" name="password" type="password" autocomplete="${autocomplete}" minlength="${invitation.hasPassword ? 1 : 10}" required></p>
+<p><button type="submit">Join</button></p>
+</form>`,
+  );
+}
+
 const wantsJson = (ctx: Koa.Context) => ctx.is('application/json') === 'application/json';
 
 export function consoleRoutes(deps: Deps): Router {
@@ -147,7 +166,7 @@ export function consoleRoutes(deps: Deps): Router {
       setPasswordPage(ctx, 200, token, email);
     } catch (err) {
       if (!(err instanceof BerthError)) throw err;
-      page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`);
+      unusableLink(ctx, err);
     }
   });
 
@@ -161,9 +180,51 @@ export function consoleRoutes(deps: Deps): Router {
     } catch (err) {
       if (!(err instanceof BerthError)) throw err;
       if (err.code === 'invalid_password') return setPasswordPage(ctx, err.status, token, '', err.message);
-      return page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`);
+      return unusableLink(ctx, err);
     }
     startSession(ctx, await signIn(deps, { email, password: form.password ?? '', address: ctx.ip }));
+    ctx.status = 303;
+    ctx.redirect('/');
+  });
+
+  router.get(INVITATION_PATH, async (ctx) => {
+    const token = String(ctx.query.token ?? '');
+    try {
+      invitationPage(ctx, 200, token, await openInvitation(deps, token));
+    } catch (err) {
+      if (!(err instanceof BerthError)) throw err;
+      unusableLink(ctx, err);
+    }
+  });
+
+  // A new user chooses a password; an existing one signs in with theirs. Either way they join, once.
+  router.post(INVITATION_PATH, async (ctx) => {
+    sameOrigin(ctx);
+    const form = await readForm(ctx, deps);
+    const token = form.token ?? '';
+    const password = form.password ?? '';
+    let invitation: OpenInvitation;
+    try {
+      invitation = await openInvitation(deps, token);
+    } catch (err) {
+      if (!(err instanceof BerthError)) throw err;
+      return unusableLink(ctx, err);
+    }
+    try {
+      if (invitation.hasPassword) {
+        const signedIn = await signIn(deps, { email: invitation.email, password, address: ctx.ip });
+        await acceptInvitation(deps, token);
+        startSession(ctx, signedIn);
+      } else {
+        await acceptInvitation(deps, token, password);
+        startSession(ctx, await signIn(deps, { email: invitation.email, password, address: ctx.ip }));
+      }
+    } catch (err) {
+      if (!(err instanceof BerthError)) throw err;
+      if (err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
+      if (err.code === 'invalid_invitation') return unusableLink(ctx, err);
+      return invitationPage(ctx, err.status, token, invitation, err.message);
+    }
     ctx.status = 303;
     ctx.redirect('/');
   });
@@ -171,6 +232,10 @@ export function consoleRoutes(deps: Deps): Router {
   router.post('/logout', async (ctx) => {
     sameOrigin(ctx);
     const token = ctx.cookies.get(CONSOLE_COOKIE);
+    // Signing someone out is a change too: only the dashboard, which knows the token, may ask.
+    if (token && !safeEqual(ctx.get('X-CSRF-Token') || (await readForm(ctx, deps)).csrf || '', csrfToken(deps, token))) {
+      throw new BerthError('forbidden', 'sign out from the dashboard: the request lacks its X-CSRF-Token');
+    }
     if (token) await signOut(deps, token);
     ctx.cookies.set(CONSOLE_COOKIE, null, sessionCookie(ctx.protocol));
     ctx.status = 303;
@@ -182,7 +247,7 @@ export function consoleRoutes(deps: Deps): Router {
     const user = token ? await sessionUser(deps, token) : null;
     if (!user) throw new BerthError('unauthorized', 'not signed in: sign in at /login');
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = { user };
+    ctx.body = { user, csrfToken: csrfToken(deps, token!) };
   });
 
   return router;

@@ -6,7 +6,7 @@ import type Koa from 'koa';
 import type Router from '@koa/router';
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
-import { type Operation, invalidInput, parseInput } from '../operations/operation.ts';
+import { type Operation, authorize, invalidInput, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
 import { nextCommands, withNextCommand } from './next-command.ts';
@@ -137,6 +137,7 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): voi
   for (const route of routes) {
     const handler: Koa.Middleware = isOperationRoute(route)
       ? async (ctx) => {
+          authorize(route.operation, ctx.state.actor as Actor);
           const input = await operationInput(route, ctx, deps);
           let output: unknown;
           try {

@@ -1,6 +1,9 @@
 // What the browser sessions of the control plane and of PRIVATE sites share: their cookie's flags, and
 // where a sign-in may send the browser afterwards.
 
+/** The control plane's session cookie (a site's own is _berth_session). */
+export const CONSOLE_COOKIE = 'berth_console';
+
 /** HttpOnly, SameSite=Lax and, over https, Secure; a cookie of the host that sets it (no Domain). */
 export const sessionCookie = (protocol: string, maxAge?: number) => ({
   httpOnly: true,

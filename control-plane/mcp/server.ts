@@ -4,7 +4,7 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { BerthError } from '../errors.ts';
-import { isReadOnly, parseInput } from '../operations/operation.ts';
+import { allows, authorize, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { VERSION } from '../version.ts';
 import { describeTool, mcpTools } from './tools.ts';
@@ -17,7 +17,7 @@ function failure(err: BerthError): CallToolResult {
 
 export function createMcpServer(deps: Deps, actor: Actor): Server {
   const server = new Server({ name: 'berth', version: VERSION }, { capabilities: { tools: {} } });
-  const visible = mcpTools.filter((tool) => actor.permission === 'WRITE' || isReadOnly(tool));
+  const visible = mcpTools.filter((tool) => allows(tool, actor));
 
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: visible.map(describeTool) }));
 
@@ -25,9 +25,7 @@ export function createMcpServer(deps: Deps, actor: Actor): Server {
     const tool = mcpTools.find((candidate) => candidate.name === request.params.name);
     try {
       if (!tool) throw new BerthError('unknown_tool', `no tool named "${request.params.name}"; tools/list names them`);
-      if (!isReadOnly(tool) && actor.permission !== 'WRITE') {
-        throw new BerthError('forbidden', `${tool.name} changes data and needs a WRITE key; this key is read-only`);
-      }
+      authorize(tool, actor);
       const output = (await tool.run(deps, actor, parseInput(tool, request.params.arguments ?? {}))) as Record<string, unknown>;
       return { content: [{ type: 'text', text: JSON.stringify(output) }], structuredContent: output };
     } catch (err) {

@@ -90,6 +90,7 @@ export const applyDatabaseMigrations = defineOperation({
 
 export const createDatabaseDeletionChallenge = defineOperation({
   name: 'create_database_deletion_challenge',
+  audience: 'admins',
   description: 'Step one of deleting a database: a confirmation code valid for ten minutes',
   permission: 'WRITE',
   input: DatabaseParams.strict(),
@@ -99,6 +100,7 @@ export const createDatabaseDeletionChallenge = defineOperation({
 
 export const deleteDatabase = defineOperation({
   name: 'delete_database',
+  audience: 'admins',
   description: 'Step two: delete the database for good with a current confirmation code (the bucket’s files stay)',
   permission: 'WRITE',
   destructive: true,
@@ -109,6 +111,7 @@ export const deleteDatabase = defineOperation({
 
 export const listDatabaseExports = defineOperation({
   name: 'list_database_exports',
+  audience: 'admins',
   description: 'Exports of the database, newest first, failed ones included',
   permission: 'READ',
   input: DatabaseParams.extend(PageQuery.shape),
@@ -118,6 +121,7 @@ export const listDatabaseExports = defineOperation({
 
 export const createDatabaseExport = defineOperation({
   name: 'create_database_export',
+  audience: 'admins',
   description: 'Start an SQL dump of the database (archived sites too); reconcile it until COMPLETE or ERROR',
   permission: 'WRITE',
   input: DatabaseParams.strict(),
@@ -127,6 +131,7 @@ export const createDatabaseExport = defineOperation({
 
 export const reconcileDatabaseExport = defineOperation({
   name: 'reconcile_database_export',
+  audience: 'admins',
   description: 'The export’s state; when COMPLETE, with a freshly signed download token',
   permission: 'WRITE',
   input: ExportParams.strict(),

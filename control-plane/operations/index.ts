@@ -6,6 +6,7 @@ import * as databases from './databases.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
 import type { Operation } from './operation.ts';
+import * as people from './people.ts';
 import * as secrets from './secrets.ts';
 import * as sites from './sites.ts';
 
@@ -13,6 +14,6 @@ function isOperation(value: unknown): value is Operation {
   return typeof value === 'object' && value !== null && 'run' in value && 'input' in value;
 }
 
-export const operations: Operation[] = [accounts, buckets, sites, files, functions, secrets, databases].flatMap((module) => Object.values(module).filter(isOperation));
+export const operations: Operation[] = [accounts, buckets, sites, files, functions, secrets, databases, people].flatMap((module) => Object.values(module).filter(isOperation));
 
 export const operationByName = new Map(operations.map((operation) => [operation.name, operation]));

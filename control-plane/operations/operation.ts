@@ -15,6 +15,12 @@ export interface Operation<I = any, O = any> {
   permission: Permission;
   /** Removes or overwrites something that cannot be had back by another call. */
   destructive?: boolean;
+  /**
+   * `users`: only a signed-in user may run it (managing keys and members, approving a CLI login: the
+   * spec keeps these out of the API-key contract). `admins`: a signed-in MEMBER may not (API keys
+   * stand for the account's administrators).
+   */
+  audience?: 'users' | 'admins' | 'user-admins';
   /** The whole input, an object: path parameters, query and body in REST terms. */
   input: z.ZodType<I>;
   output: z.ZodType<O>;
@@ -27,6 +33,30 @@ export function defineOperation<I, O>(operation: Operation<I, O>): Operation<I, 
 }
 
 export const isReadOnly = (operation: Operation): boolean => operation.permission === 'READ';
+
+/** Whether `actor` may run `operation` at all; every front door asks before it reads the input. */
+export function authorize(operation: Operation, actor: Actor): void {
+  if (operation.permission === 'WRITE' && actor.permission !== 'WRITE') {
+    throw new BerthError('forbidden', `this credential is read-only; ${operation.name} needs WRITE`);
+  }
+  const audience = operation.audience;
+  if ((audience === 'users' || audience === 'user-admins') && actor.via !== 'session') {
+    throw new BerthError('forbidden', `${operation.name} needs a signed-in user: use the dashboard`);
+  }
+  if ((audience === 'admins' || audience === 'user-admins') && actor.user && actor.user.role !== 'ADMIN') {
+    throw new BerthError('forbidden', `${operation.name} is for the account's administrators; your role is ${actor.user.role}`);
+  }
+}
+
+/** Whether `actor` may run `operation`, for listing what a front door offers. */
+export function allows(operation: Operation, actor: Actor): boolean {
+  try {
+    authorize(operation, actor);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * An operation's input from path parameters and a body: one strict object, so a field the operation

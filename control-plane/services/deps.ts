@@ -35,17 +35,22 @@ export type Store = Pick<Deps, 'db' | 'now'>;
 
 export type Permission = 'READ' | 'WRITE';
 
+/** A member's role in an account: ADMIN may do everything, MEMBER all but keys, members and exports. */
+export type Role = 'ADMIN' | 'MEMBER';
+
 /**
- * Who a service acts for: an API key (`key`), a function of a site (`function`), later a signed-in
- * user (`session`) or the CLI's own credential (`cli`). Services scope everything to `accountId`;
- * `id` is what audit logs record.
+ * Who a service acts for: an API key (`key`), a function of a site (`function`), a signed-in user of
+ * the dashboard (`session`) or the CLI's own credential (`cli`). Services scope everything to
+ * `accountId`; `id` is what audit logs record.
  */
 export interface Actor {
   via: 'key' | 'function' | 'session' | 'cli';
   accountId: string;
   permission: Permission;
-  /** The key's id, `function:<functionId>`, …: recorded by audit logs. */
+  /** The key's id, `function:<functionId>`, `user:<userId>`: recorded by audit logs. */
   id: string;
+  /** For a signed-in user: who, their role in `accountId`, and the session (its token's digest). */
+  user?: { id: string; email: string; role: Role; sessionHash: string };
 }
 
 /**

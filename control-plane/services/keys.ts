@@ -10,6 +10,8 @@ interface KeyRow {
   id: string;
   account_id: string;
   permission: Permission;
+  name: string | null;
+  created_by: string | null;
   key_hash: string;
   created_at: string;
   revoked_at: string | null;
@@ -18,6 +20,7 @@ interface KeyRow {
 export interface KeyInfo {
   id: string;
   accountId: string;
+  name: string | null;
   permission: Permission;
   createdAt: string;
   revokedAt: string | null;
@@ -25,7 +28,7 @@ export interface KeyInfo {
 
 
 /** Creates a key and returns its secret once; only the digest is stored. */
-export async function createKey(deps: Store, input: { accountId: string; permission: Permission }): Promise<{ id: string; key: string }> {
+export async function createKey(deps: Store, input: { accountId: string; permission: Permission; name?: string; createdBy?: string }): Promise<{ id: string; key: string }> {
   const account = await deps.db('accounts').where({ id: input.accountId }).first('id');
   if (!account) throw notFound('account');
   const key = KEY_PREFIX + newToken();
@@ -34,6 +37,8 @@ export async function createKey(deps: Store, input: { accountId: string; permiss
     id,
     account_id: input.accountId,
     permission: input.permission,
+    name: input.name ?? null,
+    created_by: input.createdBy ?? null,
     key_hash: digestToken(key),
     created_at: timestamp(deps),
     revoked_at: null,
@@ -49,6 +54,13 @@ export async function revokeKey(deps: Store, id: string): Promise<KeyInfo> {
     await deps.db('api_keys').where({ id }).update({ revoked_at: timestamp(deps) });
   }
   return toKeyInfo((await deps.db<KeyRow>('api_keys').where({ id }).first())!);
+}
+
+/** One key of the account. */
+export async function getKey(deps: Store, accountId: string, id: string): Promise<KeyInfo> {
+  const row = await deps.db<KeyRow>('api_keys').where({ id, account_id: accountId }).first();
+  if (!row) throw notFound('key');
+  return toKeyInfo(row);
 }
 
 export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[]> {
@@ -67,6 +79,7 @@ export async function authenticate(deps: Store, key: string): Promise<Actor | nu
 const toKeyInfo = (row: KeyRow): KeyInfo => ({
   id: row.id,
   accountId: row.account_id,
+  name: row.name,
   permission: row.permission,
   createdAt: row.created_at,
   revokedAt: row.revoked_at,

@@ -62,6 +62,14 @@ async function countCall(deps: Deps, accountId: string): Promise<void> {
   }
 }
 
+/** Today's (UTC) model calls of the account against its allowance; refused calls past it not counted. */
+export async function modelCallsToday(deps: Deps, accountId: string): Promise<{ day: string; modelCalls: number; allowance: number }> {
+  const day = deps.now().toISOString().slice(0, 10);
+  const row = (await deps.db('llm_usage').where({ account_id: accountId, day }).first('calls')) as { calls: number } | undefined;
+  const allowance = deps.config.llm.dailyCalls;
+  return { day, modelCalls: Math.min(row?.calls ?? 0, allowance), allowance };
+}
+
 async function recordTokens(deps: Deps, accountId: string, usage: MessageResult['usage']): Promise<void> {
   const day = deps.now().toISOString().slice(0, 10);
   await deps.db('llm_usage')

@@ -2,12 +2,14 @@
 // so a copy of the metadata signs no one in. A session ends after IDLE_MS without use or ABSOLUTE_MS
 // after sign-in, whichever comes first, and at sign-out. A wrong password and an unknown email get the
 // same answer after the same work, and failures are limited per email and per client address.
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
 import { digestToken, newToken } from './tokens.ts';
 import { BerthError } from '../errors.ts';
 import { AttemptLimit } from './attempt-limit.ts';
-import { type Deps, timestamp } from './deps.ts';
-import { verifyPassword } from './passwords.ts';
-import type { Role, UserRow } from './users.ts';
+import { type Actor, type Deps, timestamp } from './deps.ts';
+import { hashPassword, verifyPassword } from './passwords.ts';
+import { type Role, type UserRow, checkPassword } from './users.ts';
 
 export const IDLE_MS = 12 * 3600_000;
 export const ABSOLUTE_MS = 7 * 24 * 3600_000;
@@ -21,8 +23,16 @@ export const signInLimits = () => ({ email: new AttemptLimit(5, 15 * 60_000), ad
 export interface SessionUser {
   id: string;
   email: string;
-  memberships: Array<{ accountId: string; role: Role }>;
+  memberships: Array<{ accountId: string; accountName: string; role: Role }>;
 }
+
+/**
+ * The session's anti-forgery token: a page of the dashboard reads it from /session (same origin only)
+ * and sends it with every API request made with the cookie, which another site cannot do. Derived, so
+ * nothing more is stored: it changes with the session and cannot be computed without the master key.
+ */
+export const csrfToken = (deps: Pick<Deps, 'masterKey'>, sessionToken: string): string =>
+  crypto.createHmac('sha256', deps.masterKey).update(`berth csrf\0${digestToken(sessionToken)}`).digest('base64url');
 
 /** Checks the email and password; on success, a new session's token (a fresh one at every sign-in). */
 export async function signIn(deps: Deps, input: { email: string; password: string; address: string }): Promise<{ token: string; user: { id: string; email: string } }> {
@@ -64,10 +74,49 @@ export async function sessionUser(deps: Deps, token: string): Promise<SessionUse
   if (now >= lastSeen + TOUCH_MS) await deps.db('sessions').where({ token_hash: tokenHash }).update({ last_seen_at: timestamp(deps) });
   const user = await deps.db<UserRow>('users').where({ id: session.user_id as string }).first();
   if (!user) return null;
-  const memberships = (await deps.db('memberships').where({ user_id: user.id }).orderBy('created_at').select('account_id', 'role')) as Array<{ account_id: string; role: Role }>;
-  return { id: user.id, email: user.email, memberships: memberships.map((m) => ({ accountId: m.account_id, role: m.role })) };
+  const memberships = (await deps
+    .db('memberships')
+    .join('accounts', 'accounts.id', 'memberships.account_id')
+    .where({ user_id: user.id })
+    .orderBy('memberships.created_at')
+    .select('account_id', 'accounts.name as account_name', 'role')) as Array<{ account_id: string; account_name: string; role: Role }>;
+  return { id: user.id, email: user.email, memberships: memberships.map((m) => ({ accountId: m.account_id, accountName: m.account_name, role: m.role })) };
 }
 
 export async function signOut(deps: Deps, token: string): Promise<void> {
   await deps.db('sessions').where({ token_hash: digestToken(token) }).delete();
+}
+
+/**
+ * Ends the user's sessions, on the control plane and on PRIVATE sites, at once: after a password is
+ * set, nobody who knew the old one stays signed in. `keepSessionHash` spares the session that changed it.
+ */
+export async function endSessions(db: Knex, userId: string, keepSessionHash?: string): Promise<void> {
+  const sessions = db('sessions').where({ user_id: userId });
+  if (keepSessionHash) sessions.whereNot({ token_hash: keepSessionHash });
+  await sessions.delete();
+  await db('site_sessions').where({ user_id: userId }).delete();
+}
+
+/**
+ * A signed-in user changes their password, giving the current one (failures count like sign-ins):
+ * every other session of theirs ends at once, on the control plane and on PRIVATE sites.
+ */
+export async function changePassword(deps: Deps, actor: Actor, input: { currentPassword: string; newPassword: string }): Promise<{ changed: true }> {
+  const { id, email, sessionHash } = actor.user!;
+  checkPassword(input.newPassword);
+  const limit = deps.signInLimits.email;
+  const wait = limit.retryAfter(email);
+  if (wait > 0) throw new BerthError('too_many_attempts', 'too many wrong passwords; try again later', { retryAfterSeconds: wait });
+  const user = await deps.db<UserRow>('users').where({ id }).first();
+  if (!(await verifyPassword(input.currentPassword, user?.password_hash ?? null))) {
+    limit.fail(email);
+    throw new BerthError('invalid_credentials', 'the current password is wrong');
+  }
+  const passwordHash = await hashPassword(input.newPassword);
+  await deps.db.transaction(async (trx) => {
+    await trx('users').where({ id }).update({ password_hash: passwordHash, updated_at: timestamp(deps) });
+    await endSessions(trx, id, sessionHash);
+  });
+  return { changed: true };
 }

@@ -4,6 +4,7 @@ import { digestToken, newToken } from './tokens.ts';
 import { BerthError, notFound } from '../errors.ts';
 import { type Deps, type Store, timestamp } from './deps.ts';
 import { hashPassword } from './passwords.ts';
+import { endSessions } from './sessions.ts';
 import { checkPassword, findUserByEmail } from './users.ts';
 
 export const LINK_TTL_MS = 24 * 3600_000;
@@ -57,7 +58,7 @@ export async function setPasswordWithLink(deps: Deps, token: string, password: s
     const spent = await trx('sign_in_links').where({ token_hash: digestToken(token), used_at: null }).update({ used_at: timestamp(deps) });
     if (spent === 0) throw new BerthError('invalid_link', 'this link was used already; ask for a new one (berth admin reset-password)');
     await trx('users').where({ id: userId }).update({ password_hash: passwordHash, updated_at: timestamp(deps) });
-    await trx('sessions').where({ user_id: userId }).delete();
+    await endSessions(trx, userId);
   });
   return { email };
 }

@@ -1,9 +1,16 @@
-// API key authentication for /v0. The key's permission is checked against the HTTP method before any
-// route runs, so a READ key can never start a write.
+// Who is asking, for /v0 and /mcp: an API key (Authorization: Bearer, or X-API-Key), or else a
+// signed-in user's dashboard session (the berth_console cookie). A session request names its account
+// in Berth-Account (needed when the user has several) and carries the session's anti-forgery token in
+// X-CSRF-Token, which a page of another site cannot read and so cannot send. A READ key's permission
+// is checked against the HTTP method before any route runs, so it can never start a write.
 import type Koa from 'koa';
 import { BerthError } from '../../errors.ts';
 import type { Actor, Deps } from '../../services/deps.ts';
 import { authenticate } from '../../services/keys.ts';
+import { safeEqual } from '../../services/safe-equal.ts';
+import { csrfToken, sessionUser } from '../../services/sessions.ts';
+import { digestToken } from '../../services/tokens.ts';
+import { CONSOLE_COOKIE } from '../session-cookies.ts';
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -16,10 +23,39 @@ function presentedKey(ctx: Koa.Context): string | undefined {
   return ctx.get('X-API-Key').trim() || undefined;
 }
 
-/** The actor behind the request's API key; 401 when there is none or it is unknown or revoked. */
+/**
+ * The signed-in user acting in one of their accounts. Every request made with the cookie needs the
+ * token, reads included: a reveal of a secret writes the access log, and a link from another site
+ * must not be able to make it.
+ */
+async function sessionActor(ctx: Koa.Context, deps: Deps, token: string): Promise<Actor> {
+  const user = await sessionUser(deps, token);
+  if (!user) throw new BerthError('unauthorized', 'the session has ended; sign in again at /login');
+  if (!safeEqual(ctx.get('X-CSRF-Token'), csrfToken(deps, token))) {
+    throw new BerthError('forbidden', 'a request made with a session must carry its X-CSRF-Token (from GET /session)');
+  }
+  const chosen = ctx.get('Berth-Account').trim();
+  const membership = chosen ? user.memberships.find((m) => m.accountId === chosen) : user.memberships.length === 1 ? user.memberships[0] : undefined;
+  if (!membership) {
+    if (chosen) throw new BerthError('forbidden', 'you are not a member of that account');
+    if (user.memberships.length === 0) throw new BerthError('forbidden', 'you are not a member of any account');
+    throw new BerthError('invalid_request', 'you are a member of several accounts: name one in the Berth-Account header');
+  }
+  return {
+    via: 'session',
+    accountId: membership.accountId,
+    permission: 'WRITE',
+    id: `user:${user.id}`,
+    user: { id: user.id, email: user.email, role: membership.role, sessionHash: digestToken(token) },
+  };
+}
+
+/** The actor behind the request's API key or session; 401 when there is none or it has ended. */
 export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise<Actor> {
   const key = presentedKey(ctx);
   if (key === undefined) {
+    const session = ctx.cookies.get(CONSOLE_COOKIE);
+    if (session) return sessionActor(ctx, deps, session);
     throw new BerthError('unauthorized', 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
   }
   const actor = key ? await authenticate(deps, key) : null;
@@ -27,7 +63,7 @@ export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise
   return actor;
 }
 
-export function requireApiKey(deps: Deps): Koa.Middleware {
+export function requireCredential(deps: Deps): Koa.Middleware {
   return async (ctx, next) => {
     const actor = await authenticateRequest(ctx, deps);
     if (actor.permission === 'READ' && !READ_METHODS.has(ctx.method)) {

@@ -5,7 +5,8 @@ import { bucketRoutes } from './buckets.ts';
 import { databaseRoutes } from './databases.ts';
 import { fileRoutes } from './files.ts';
 import { functionRoutes } from './functions.ts';
+import { peopleRoutes } from './people.ts';
 import { secretRoutes } from './secrets.ts';
 import { siteRoutes } from './sites.ts';
 
-export const apiRoutes: AnyRoute[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes, ...databaseRoutes];
+export const apiRoutes: AnyRoute[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes, ...databaseRoutes, ...peopleRoutes];
