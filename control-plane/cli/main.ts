@@ -5,6 +5,7 @@ import { dbExportCommand } from './commands/db-export.ts';
 import { deployCommand, watchCommand } from './commands/deploy.ts';
 import { initCommand } from './commands/init.ts';
 import { filesGetCommand, filesPutCommand } from './commands/files.ts';
+import { loginCommand, logoutCommand } from './commands/login.ts';
 import { logsCommand } from './commands/logs.ts';
 import { mcpCommand } from './commands/mcp.ts';
 import { adminCommand, serveCommand } from './commands/operator.ts';
@@ -35,6 +36,8 @@ function baseProgram(): Program {
     .group({ name: 'files', summary: 'the files of a site’s bucket', commands: [filesPutCommand, filesGetCommand] })
     .group({ name: 'secrets', summary: 'the site’s secrets, read by its functions with ctx.secrets', commands: [secretsSetCommand] })
     .group({ name: 'db', summary: 'the site’s SQL database', commands: [dbMigrateCommand, dbExportCommand, dbDeleteCommand] })
+    .command(loginCommand)
+    .command(logoutCommand)
     .command(mcpCommand)
     .command(serveCommand)
     .command(adminCommand);

@@ -14,7 +14,7 @@ import { UsageError } from './usage-error.ts';
 const ROOT_HELP = `
 Environment:
   BERTH_URL       the server's address (default http://127.0.0.1:8080)
-  BERTH_API_KEY   an API key of your account (a WRITE key to change anything)
+  BERTH_API_KEY   an API key of your account (a WRITE key to change anything); unset, the key berth login stored
 
 Exit codes:
   0  done
