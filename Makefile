@@ -19,6 +19,7 @@ run: install
 # tsc checks the Node side; Deno checks the code that runs inside workers with Deno's own types.
 typecheck: install
 	$(BIN)/tsc --noEmit -p tsconfig.json
+	$(BIN)/tsc --noEmit -p control-plane/dashboard/tsconfig.json
 	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts test/fixtures/functions/*.ts
 
 test: typecheck

@@ -8,6 +8,7 @@ import type { Deps } from '../services/deps.ts';
 import { mcpEndpoint } from '../mcp/http.ts';
 import { cliLoginRoutes } from './cli-login.ts';
 import { consoleRoutes } from './console.ts';
+import { dashboardRoutes } from './dashboard.ts';
 import { requireCredential } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
@@ -45,6 +46,7 @@ export function createApiApp(deps: Deps, version: string): Koa {
 
   app.use(requestContext(deps.log, 'api'));
   app.use(errorEnvelope(deps.log));
+  app.use(dashboardRoutes(deps).routes());
   app.use(open.routes());
   app.use(consoleRoutes(deps).routes());
   app.use(cliLoginRoutes(deps).routes());

@@ -1,0 +1,167 @@
+// The shapes of the API's answers the dashboard reads (control-plane/schemas.ts is the source of truth;
+// GET /v0/openapi.json describes them all).
+
+export interface Pagination {
+  hasMore: boolean;
+  nextOffset: number | null;
+}
+
+export interface SourceProblem {
+  message: string;
+  line: number;
+  column: number;
+}
+
+export interface Site {
+  id: string;
+  name: string;
+  subdomain: string;
+  url: string;
+  access: 'PUBLIC' | 'PRIVATE';
+  status: 'ACTIVE' | 'ARCHIVED';
+  bucketId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface SiteDetail extends Site {
+  runtime: {
+    status: 'NEVER_RECONCILED' | 'RECONCILED' | 'FAILED';
+    lastRequestedAt: string | null;
+    lastReconciledAt: string | null;
+    functions: { total: number; ready: number; failed: Array<{ path: string; error: SourceProblem }> } | null;
+  };
+}
+
+export interface FileRecord {
+  id: string;
+  bucketId: string;
+  path: string;
+  contentType: string;
+  bytes: number;
+  currentVersionId: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface FileVersion {
+  id: string;
+  bytes: number;
+  contentType: string;
+  createdAt: string;
+  restoredFromVersionId: string | null;
+}
+
+export interface FunctionRecord {
+  id: string;
+  path: string;
+  name: string;
+  kind: 'api' | 'cron';
+  status: 'ACTIVE' | 'FAILED';
+  schedule: string | null;
+  nextRunAt: string | null;
+  deployedVersionId: string | null;
+  deployedAt: string | null;
+  attemptedVersionId: string;
+  lastError: SourceProblem | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface LogLine {
+  id: number;
+  functionPath: string | null;
+  requestId: string | null;
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+  createdAt: string;
+}
+
+export interface CronRun {
+  id: string;
+  path: string;
+  scheduledAt: string;
+  startedAt: string | null;
+  endedAt: string | null;
+  outcome: 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'SKIPPED';
+  error: string | null;
+}
+
+export interface SecretMetadata {
+  name: string;
+  updatedAt: string;
+}
+
+export interface SecretAccessLog {
+  id: number;
+  secretName: string;
+  keyId: string;
+  via: 'API' | 'CLI' | 'DASHBOARD';
+  accessedAt: string;
+  /** Set for reads by a signed-in user, when the server names them. */
+  userEmail?: string | null;
+  userId?: string | null;
+}
+
+export interface Database {
+  id: string;
+  status: 'PROVISIONING' | 'READY';
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface QueryEnvelope {
+  success: boolean;
+  errors: Array<{ code: string; message: string }>;
+  messages: string[];
+  result: Array<{ success: boolean; results: Array<Record<string, unknown>>; meta: { duration: number; changes: number; last_row_id: number | null } }>;
+}
+
+export interface MigrationReceipt {
+  id: number;
+  name: string;
+  checksum: string;
+  appliedAt: string;
+  sourceAvailable: boolean;
+}
+
+export interface DatabaseExport {
+  id: string;
+  status: 'PROCESSING' | 'COMPLETE' | 'ERROR';
+  createdAt: string;
+  completedAt: string | null;
+  bytes: number | null;
+  error: string | null;
+  downloadUrl?: string;
+  downloadUrlExpiresAt?: string;
+}
+
+export interface ApiKey {
+  id: string;
+  name: string;
+  permission: 'READ' | 'WRITE';
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface Member {
+  userId: string;
+  email: string;
+  role: 'ADMIN' | 'MEMBER';
+  joinedAt: string;
+}
+
+export interface Invitation {
+  id: string;
+  email: string;
+  role: 'ADMIN' | 'MEMBER';
+  createdAt: string;
+  expiresAt: string;
+}
+
+export interface CliLogin {
+  code: string;
+  machine: string;
+  status: string;
+  expiresAt: string;
+}
