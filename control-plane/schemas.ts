@@ -201,9 +201,10 @@ export const ReplaceSecretBody = z.object({ value: z.string({ error: 'must be a 
 export const SecretAccessLog = z.object({
   id: z.number().int(),
   secretName: z.string(),
-  keyId: z.string().describe('the API key that read the value'),
+  keyId: z.string().describe('the API key that read the value, or user:<userId> for a signed-in user'),
   via: z.enum(['API', 'CLI', 'DASHBOARD']),
   accessedAt: Timestamp,
+  userEmail: z.string().optional().describe('the signed-in user who read it'),
 });
 
 export const CronRun = z.object({

@@ -296,3 +296,29 @@ test('a CLI login: the code the CLI shows is approved once, its key collected on
     skewMs = 0;
   }
 });
+
+test('a secret revealed in the dashboard is logged as DASHBOARD with the user, one read by the CLI’s login key as CLI', async (t) => {
+  const { email, session } = await member('ADMIN');
+  const site = await createSite(t0.owner);
+  t.is((await session.api().post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 's3cret' } })).statusCode, 200);
+  const revealed = await session.api().get(`v0/sites/${site.id}/secrets/TOKEN`);
+  t.is(json<{ secret: { value: string } }>(revealed).secret.value, 's3cret');
+
+  const { login, pollToken } = json<{ login: { code: string }; pollToken: string }>(await http().post('cli-login', { json: { machine: 'desk' } }));
+  await session.api().post(`v0/cli-logins/${login.code}/approve`, { json: { permission: 'READ' } });
+  const { key } = json<{ key: string }>(await http().post('cli-login/poll', { json: { pollToken } }));
+  const cli = got.extend({ prefixUrl: t0.url, throwHttpErrors: false, responseType: 'json', headers: { authorization: `Bearer ${key}` } });
+  t.is((await cli.get(`v0/sites/${site.id}/secrets/TOKEN`)).statusCode, 200);
+  t.is((await t0.owner.read.get(`v0/sites/${site.id}/secrets/TOKEN`)).statusCode, 200);
+
+  const logs = json<{ accessLogs: Array<{ via: string; keyId: string; userEmail?: string }> }>(await t0.owner.read.get(`v0/sites/${site.id}/secret_access_logs`)).accessLogs;
+  t.deepEqual(
+    logs.map((entry) => [entry.via, entry.userEmail ?? null]),
+    [
+      ['API', null],
+      ['CLI', null],
+      ['DASHBOARD', email],
+    ],
+  );
+  t.regex(logs[2]!.keyId, /^user:/);
+});

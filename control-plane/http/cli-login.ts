@@ -38,7 +38,7 @@ export function cliLoginRoutes(deps: Deps): Router {
   // `berth logout`: a key may always revoke itself, whatever its permission.
   router.post('/revoke', async (ctx) => {
     const actor = await authenticateRequest(ctx, deps);
-    if (actor.via !== 'key') throw new BerthError('invalid_request', 'send the key to revoke as "Authorization: Bearer <key>"');
+    if (actor.via === 'session') throw new BerthError('invalid_request', 'send the key to revoke as "Authorization: Bearer <key>"');
     await revokeKey(deps, actor.id);
     ctx.body = { revoked: true, keyId: actor.id };
   });

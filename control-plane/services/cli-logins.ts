@@ -133,6 +133,7 @@ export async function pollCliLogin(deps: Deps, pollToken: unknown): Promise<CliL
       permission: row.permission!,
       name: `CLI on ${row.machine}`,
       createdBy: row.approved_by!,
+      forCli: true,
     });
     await trx('cli_logins').where({ id: row.id }).update({ key_id: id });
     return { status: 'APPROVED' as const, key, keyId: id, accountId: row.account_id!, permission: row.permission! };

@@ -12,6 +12,7 @@ interface KeyRow {
   permission: Permission;
   name: string | null;
   created_by: string | null;
+  for_cli: number | boolean;
   key_hash: string;
   created_at: string;
   revoked_at: string | null;
@@ -28,7 +29,7 @@ export interface KeyInfo {
 
 
 /** Creates a key and returns its secret once; only the digest is stored. */
-export async function createKey(deps: Store, input: { accountId: string; permission: Permission; name?: string; createdBy?: string }): Promise<{ id: string; key: string }> {
+export async function createKey(deps: Store, input: { accountId: string; permission: Permission; name?: string; createdBy?: string; forCli?: boolean }): Promise<{ id: string; key: string }> {
   const account = await deps.db('accounts').where({ id: input.accountId }).first('id');
   if (!account) throw notFound('account');
   const key = KEY_PREFIX + newToken();
@@ -39,6 +40,7 @@ export async function createKey(deps: Store, input: { accountId: string; permiss
     permission: input.permission,
     name: input.name ?? null,
     created_by: input.createdBy ?? null,
+    for_cli: input.forCli ?? false,
     key_hash: digestToken(key),
     created_at: timestamp(deps),
     revoked_at: null,
@@ -73,7 +75,7 @@ export async function authenticate(deps: Store, key: string): Promise<Actor | nu
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
   const row = await deps.db<KeyRow>('api_keys').where({ key_hash: digestToken(key) }).first();
   if (!row || row.revoked_at) return null;
-  return { via: 'key', accountId: row.account_id, id: row.id, permission: row.permission };
+  return { via: row.for_cli ? 'cli' : 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }
 
 const toKeyInfo = (row: KeyRow): KeyInfo => ({

@@ -97,13 +97,19 @@ export async function deleteSecret(deps: Deps, actor: Actor, siteId: string, nam
 
 export async function listAccessLogs(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
   await requireSite(deps, actor, siteId);
-  const query = deps.db('secret_access_logs').where({ site_id: siteId }).orderBy('id', 'desc');
-  const { items, pagination } = await paginate(query, page, (row: AccessLogRow) => ({
+  // A signed-in user's read is recorded as `user:<id>`; the entry names them by email.
+  const query = deps
+    .db('secret_access_logs')
+    .where({ site_id: siteId })
+    .orderBy('id', 'desc')
+    .select('*', deps.db.raw("(SELECT email FROM users WHERE secret_access_logs.key_id LIKE 'user:%' AND users.id = substr(secret_access_logs.key_id, 6)) AS user_email"));
+  const { items, pagination } = await paginate(query, page, (row: AccessLogRow & { user_email: string | null }) => ({
     id: row.id,
     secretName: row.secret_name,
     keyId: row.key_id,
     via: row.via,
     accessedAt: row.accessed_at,
+    ...(row.user_email ? { userEmail: row.user_email } : {}),
   }));
   return { accessLogs: items, pagination };
 }

@@ -17,8 +17,15 @@ export async function up(knex: Knex): Promise<void> {
     t.string('key_id');
     t.string('collected_at');
   });
+  // A key collected by `berth login` is the CLI's own credential: its reads are logged as channel CLI.
+  await knex.schema.alterTable('api_keys', (t) => {
+    t.boolean('for_cli').notNullable().defaultTo(false);
+  });
 }
 
 export async function down(knex: Knex): Promise<void> {
+  await knex.schema.alterTable('api_keys', (t) => {
+    t.dropColumn('for_cli');
+  });
   await knex.schema.dropTableIfExists('cli_logins');
 }
