@@ -22,7 +22,7 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-const env = (key = t0.owner.writeKey) => ({ ...process.env, BERTH_URL: t0.url, BERTH_API_KEY: key });
+const env = (key = t0.owner.writeKey) => ({ ...process.env, BERTH_URL: t0.url, BERTH_API_KEY: key, BERTH_CONFIG_DIR: path.join(os.tmpdir(), 'berth-no-login') });
 
 async function berth(args: string[], key?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

@@ -29,7 +29,7 @@ interface Run {
 }
 
 /** The environment a user would export, with a digest cache of the test's own. */
-const userEnv = (cache = path.join(scratch, 'cache')) => ({ BERTH_URL: t0.url, BERTH_API_KEY: t0.owner.writeKey, XDG_CACHE_HOME: cache });
+const userEnv = (cache = path.join(scratch, 'cache')) => ({ BERTH_URL: t0.url, BERTH_API_KEY: t0.owner.writeKey, XDG_CACHE_HOME: cache, BERTH_CONFIG_DIR: path.join(scratch, 'config') });
 
 function start(args: string[], env: Record<string, string> = userEnv(), input = '') {
   const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });

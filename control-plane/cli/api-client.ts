@@ -22,10 +22,12 @@ export const encodePath = (filePath: string) => filePath.split('/').map(encodeUR
 
 export class ApiClient {
   readonly url: string;
+  readonly #keySource: string;
   readonly #got: Got;
 
   constructor(connection: Connection) {
     this.url = connection.url;
+    this.#keySource = connection.keySource;
     this.#got = got.extend({
       prefixUrl: `${connection.url}/v0`,
       headers: {
@@ -107,7 +109,7 @@ export class ApiClient {
         ? { code: envelope.code, message: envelope.message, details: envelope.details }
         : { code: `http_${response.statusCode}`, message: `${this.url} answered ${response.statusCode} ${response.statusMessage ?? ''}`.trim() };
     if (response.statusCode === 401) {
-      throw new ApiError(401, { ...error, message: `${this.url} refused the API key in BERTH_API_KEY: ${error.message}` }, { exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT });
+      throw new ApiError(401, { ...error, message: `${this.url} refused the API key from ${this.#keySource}: ${error.message}` }, { exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT });
     }
     throw new ApiError(response.statusCode, error);
   }

@@ -12,6 +12,8 @@ export interface Connection {
   /** The API's origin, without a trailing slash. */
   url: string;
   key: string;
+  /** Where the key came from, for messages: `BERTH_API_KEY` or `the stored login`. */
+  keySource: string;
 }
 
 export const CREATE_KEY_HINT =
@@ -34,7 +36,7 @@ export function normalizeUrl(text: string, what = 'BERTH_URL'): string {
 export function connectionFromEnv(env: NodeJS.ProcessEnv = process.env): Connection {
   const envUrl = (env.BERTH_URL ?? '').trim();
   const envKey = (env.BERTH_API_KEY ?? '').trim();
-  if (envKey) return { url: normalizeUrl(envUrl || DEFAULT_URL), key: envKey };
+  if (envKey) return { url: normalizeUrl(envUrl || DEFAULT_URL), key: envKey, keySource: 'BERTH_API_KEY' };
   const stored = readLogin(env);
   if (!stored) {
     throw new CliError('BERTH_API_KEY is not set and there is no stored login', { code: 'no_api_key', exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT });
@@ -46,5 +48,5 @@ export function connectionFromEnv(env: NodeJS.ProcessEnv = process.env): Connect
       hint: `Run \`berth login --url ${normalizeUrl(envUrl)}\`, set BERTH_API_KEY, or unset BERTH_URL.`,
     });
   }
-  return { url: stored.url, key: stored.key };
+  return { url: stored.url, key: stored.key, keySource: 'the stored login (berth login)' };
 }
