@@ -1,11 +1,18 @@
 // The dashboard's shell: who is signed in, the account switcher, the navigation, sign-out, and the page
 // the hash names.
-import { chooseAccount, currentAccountId, currentSession, loadSession, signOut, takeReturnHash } from './api.ts';
+import { chooseAccount, currentAccountId, currentSession, isAdmin, loadSession, signOut, takeReturnHash } from './api.ts';
 import { fill, h, messageOf, run } from './dom.ts';
 import { type Route, currentRoute, go, href } from './router.ts';
+import * as account from './account.ts';
+import * as cliLogin from './cli-login.ts';
+import * as database from './database.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
+import * as keys from './keys.ts';
+import * as members from './members.ts';
+import * as secrets from './secrets.ts';
 import * as sites from './sites.ts';
+import * as usage from './usage.ts';
 
 type Page = (root: HTMLElement, route: Route) => Promise<void>;
 
@@ -21,9 +28,23 @@ function pageFor(route: Route): { page: Page; nav: string } {
           return { page: files.render, nav: 'sites' };
         case 'functions':
           return { page: functions.render, nav: 'sites' };
+        case 'secrets':
+          return { page: secrets.render, nav: 'sites' };
+        case 'database':
+          return { page: database.render, nav: 'sites' };
         default:
           return { page: sites.renderSite, nav: 'sites' };
       }
+    case 'keys':
+      return { page: keys.render, nav: 'keys' };
+    case 'members':
+      return { page: members.render, nav: 'members' };
+    case 'usage':
+      return { page: usage.render, nav: 'usage' };
+    case 'account':
+      return { page: account.render, nav: 'account' };
+    case 'cli-login':
+      return { page: cliLogin.render, nav: '' };
     default:
       return { page: notFound, nav: '' };
   }
@@ -43,6 +64,10 @@ function navigation(active: string): HTMLElement {
     'ul',
     null,
     h('li', null, link('sites', 'Sites', href('sites'))),
+    isAdmin() ? h('li', null, link('keys', 'API keys', href('keys'))) : null,
+    isAdmin() ? h('li', null, link('members', 'Members', href('members'))) : null,
+    h('li', null, link('usage', 'Usage', href('usage'))),
+    h('li', null, link('account', 'Password', href('account'))),
   );
 }
 
@@ -77,8 +102,9 @@ function accountSwitcher(): HTMLElement {
   );
   select.addEventListener('change', () => {
     chooseAccount(select.value);
-    // Ids in the hash belong to the previous account: start again from its sites.
-    go(href('sites'));
+    // Ids in the hash belong to the previous account: start again from its sites (a CLI approval stays).
+    if (currentRoute().segments[0] === 'cli-login') void render();
+    else go(href('sites'));
   });
   return h('div', { class: 'account-switch' }, h('label', { for: 'account-switch' }, 'Account'), select);
 }

@@ -69,6 +69,8 @@ const TABS: Array<[string, string]> = [
   ['', 'Overview'],
   ['files', 'Files'],
   ['functions', 'Functions'],
+  ['secrets', 'Secrets'],
+  ['database', 'Database'],
 ];
 
 /**

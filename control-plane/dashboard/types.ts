@@ -138,7 +138,7 @@ export interface DatabaseExport {
 
 export interface ApiKey {
   id: string;
-  name: string;
+  name: string | null;
   permission: 'READ' | 'WRITE';
   createdAt: string;
   revokedAt: string | null;
