@@ -18,10 +18,12 @@ import { readBody } from './read-body.ts';
 
 const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-function page(ctx: Koa.Context, status: number, title: string, body: string): void {
+function page(ctx: Koa.Context, status: number, title: string, body: string, csp = CSP): void {
   ctx.status = status;
   ctx.type = 'text/html; charset=utf-8';
-  ctx.set({ 'Content-Security-Policy': CSP, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'no-referrer', 'Cache-Control': 'no-store' });
+  // same-origin, not no-referrer: under no-referrer browsers send `Origin: null` with the form's own
+  // POST, which sameOrigin() would refuse; other sites still get no referrer.
+  ctx.set({ 'Content-Security-Policy': csp, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'same-origin', 'Cache-Control': 'no-store' });
   ctx.body = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)} · Berth</title></head><body><main>${body}</main></body></html>`;
 }
 
@@ -31,7 +33,7 @@ interface SiteReturn {
   next?: string | undefined;
 }
 
-function loginPage(ctx: Koa.Context, status: number, message = '', email = '', back: SiteReturn = {}): void {
+function loginPage(ctx: Koa.Context, status: number, message = '', email = '', back: SiteReturn = {}, siteHost = ''): void {
   const hidden = Object.entries(back)
     .filter(([, value]) => typeof value === 'string')
     .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value as string)}">`)
@@ -46,6 +48,8 @@ function loginPage(ctx: Koa.Context, status: number, message = '', email = '', b
 <p><label for="password">Password</label><br><input id="password" name="password" type="password" autocomplete="current-password" required></p>
 <p><button type="submit">Sign in</button></p>
 </form>`,
+    // Signing in for a private site ends in a redirect to the site's host, which form-action governs too.
+    back.site && siteHost ? CSP.replace("form-action 'self'", `form-action 'self' *.${siteHost}:*`) : CSP,
   );
 }
 
@@ -133,7 +137,7 @@ export function consoleRoutes(deps: Deps): Router {
     const user = back.site && token ? await sessionUser(deps, token) : null;
     // Already signed in here: straight back to the private site with its token.
     if (user && back.site) return backToSite(ctx, deps, user.id, back);
-    loginPage(ctx, 200, '', '', back);
+    loginPage(ctx, 200, '', '', back, deps.config.siteHost);
   });
 
   router.post('/login', async (ctx) => {
@@ -146,7 +150,7 @@ export function consoleRoutes(deps: Deps): Router {
     } catch (err) {
       if (err instanceof BerthError && err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
       if (json || !(err instanceof BerthError)) throw err;
-      return loginPage(ctx, err.status, err.message, form.email ?? '', siteReturn(form));
+      return loginPage(ctx, err.status, err.message, form.email ?? '', siteReturn(form), deps.config.siteHost);
     }
     startSession(ctx, signedIn);
     const back = siteReturn(form);
