@@ -1,7 +1,8 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test typecheck bench bench-noisy clean
+.PHONY: install run test typecheck chromium bench bench-noisy clean
 
 BIN := node_modules/.bin
+CHROMIUM := /usr/bin/chromium
 STAMP := node_modules/.berth-installed
 
 # Installs the versions pinned in package-lock.json; sqlite3 builds from source the first time
@@ -22,7 +23,16 @@ typecheck: install
 	$(BIN)/tsc --noEmit -p control-plane/dashboard/tsconfig.json
 	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts test/fixtures/functions/*.ts
 
-test: typecheck
+# The dashboard's browser tests drive Debian's Chromium: installed when missing (as root, as CI runs),
+# and a failure stops the tests loudly rather than skipping them.
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } || \
+	  { echo "make: could not install Debian's chromium package; the browser tests need $(CHROMIUM) (install it as root: apt-get install chromium)" >&2; exit 1; }
+	@test -x $(CHROMIUM) || { echo "make: the chromium package is installed but $(CHROMIUM) is missing" >&2; exit 1; }
+
+chromium: $(CHROMIUM)
+
+test: typecheck chromium
 	$(BIN)/ava
 
 bench: install

@@ -1,0 +1,48 @@
+// Drives Debian's Chromium (`make test` installs /usr/bin/chromium) with playwright-core, for the
+// dashboard's browser tests. Chromium resolves *.localhost to loopback itself, so hosted sites open at
+// http://<subdomain>.localhost:<port>/ with no DNS set-up.
+import fs from 'node:fs';
+import path from 'node:path';
+import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
+
+export const CHROMIUM = '/usr/bin/chromium';
+
+/** Screenshots are written only when asked for (BERTH_SCREENSHOTS=1), into docs/screenshots/. */
+export const SCREENSHOTS = process.env.BERTH_SCREENSHOTS === '1';
+const SCREENSHOT_DIR = path.resolve(import.meta.dirname, '../../docs/screenshots');
+
+export async function launchBrowser(): Promise<Browser> {
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run make test, which installs Debian's chromium package`);
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** A fresh browser profile: no cookies, no storage. */
+export async function newContext(browser: Browser, options: { width?: number; height?: number } = {}): Promise<BrowserContext> {
+  const context = await browser.newContext({ viewport: { width: options.width ?? 1280, height: options.height ?? 860 }, acceptDownloads: true });
+  context.setDefaultTimeout(15_000);
+  return context;
+}
+
+/** Signs in at /login on the control plane and waits for the dashboard to show the user. */
+export async function signIn(page: Page, baseUrl: string, email: string, password: string): Promise<void> {
+  await page.goto(`${baseUrl}/login`);
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill(password);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('button', { name: 'Sign out' }).waitFor();
+}
+
+/** Saves a full-page screenshot as docs/screenshots/<name>.png when BERTH_SCREENSHOTS=1. */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  if (!SCREENSHOTS) return;
+  fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}.png`), fullPage: true });
+}
+
+/** True when the page is wider than its viewport (a horizontal scroll bar). */
+export const overflowsSideways = (page: Page): Promise<boolean> =>
+  // A string, evaluated in the page: the Node side has no DOM types.
+  page.evaluate<boolean>('document.documentElement.scrollWidth > document.documentElement.clientWidth + 1');
