@@ -56,19 +56,26 @@ test.serial('sign in, create a site, upload index.html with the file picker and 
   t.is(new URL(page.url()).pathname, '/');
   await page.getByRole('heading', { name: 'Sites' }).waitFor();
 
-  await page.getByLabel('Site name').fill(`Docs ${HOSTILE}`);
+  await page.getByLabel('Site name').fill('Handbook');
   await page.getByLabel('Subdomain').fill('handbook');
   await page.getByRole('button', { name: 'Create site' }).click();
-  await page.getByRole('heading', { name: `Docs ${HOSTILE}` }).waitFor();
+  await page.getByRole('heading', { name: 'Handbook' }).waitFor();
   const siteId = /#\/sites\/([0-9a-f-]{36})/.exec(page.url())![1]!;
   site = { id: siteId, subdomain: 'handbook', url: `http://handbook.localhost:${t0.berth.port}/` };
-  t.is(await page.locator('img').count(), 0, 'a site name is text, never HTML');
 
   await page.getByRole('navigation', { name: 'Site' }).getByRole('link', { name: 'Files' }).click();
   await page.getByLabel('Upload to folder').fill('web/');
   await page.getByLabel('Choose files to upload').setInputFiles({ name: 'index.html', mimeType: 'text/html', buffer: Buffer.from('<!doctype html><title>Docs</title><h1>Hello from the dashboard</h1>') });
   await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').waitFor();
   t.is(await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('value'), await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('max'));
+  // A tenant's file name is text, never HTML.
+  await page.getByLabel('Upload to folder').fill('notes/');
+  await page.getByLabel('Choose files to upload').setInputFiles({ name: `${HOSTILE}.txt`, mimeType: 'text/plain', buffer: Buffer.from('hostile') });
+  await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').nth(1).waitFor();
+  await page.getByRole('link', { name: 'notes/', exact: true }).click();
+  await page.getByText(`${HOSTILE}.txt`, { exact: true }).waitFor();
+  t.is(await page.locator('main img').count(), 0);
+  await page.getByRole('link', { name: 'All files' }).click();
   await page.getByRole('link', { name: 'web/', exact: true }).click();
   await page.getByText('index.html', { exact: true }).waitFor();
   await screenshot(page, 'files');
@@ -81,7 +88,7 @@ test.serial('sign in, create a site, upload index.html with the file picker and 
   await visitor.close();
 
   await page.goto(dashboard('#/sites'));
-  await page.getByRole('link', { name: `Docs ${HOSTILE}` }).waitFor();
+  await page.getByRole('link', { name: 'Handbook', exact: true }).waitFor();
   await screenshot(page, 'sites');
 });
 
@@ -192,7 +199,7 @@ test.serial('at a phone’s width the main pages do not scroll sideways', async 
     t.false(await overflowsSideways(small), `${hash} fits 375 px`);
   }
   await small.goto(dashboard('#/sites'));
-  await small.getByRole('link', { name: `Docs ${HOSTILE}` }).waitFor();
+  await small.getByRole('link', { name: 'Handbook', exact: true }).waitFor();
   await screenshot(small, 'phone-sites');
   await phone.close();
 });
