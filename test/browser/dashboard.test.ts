@@ -8,6 +8,7 @@ import got from 'got';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { type TestBerth, startTestBerth } from '../helpers/berth.ts';
 import { launchBrowser, newContext, overflowsSideways, screenshot, signIn } from '../helpers/browser.ts';
+import { pollCliLogin, startCliLogin } from '../../control-plane/services/cli-logins.ts';
 import { createUser } from '../../control-plane/services/users.ts';
 
 const PASSWORD = 'a long enough password';
@@ -186,6 +187,28 @@ test.serial('run queries and see the rows as a table, hostile values as text', a
   await run('SELECT id, body, stars FROM notes ORDER BY id');
   await results.waitFor();
   await screenshot(page, 'database');
+});
+
+test.serial('a berth login is approved in the dashboard, through sign-in first, with the code shown as in the terminal', async (t) => {
+  const { login, pollToken } = await startCliLogin(t0.berth.deps, { machine: 'ada-laptop' });
+  t.deepEqual(await pollCliLogin(t0.berth.deps, pollToken), { status: 'PENDING' });
+  const fresh = await newContext(browser);
+  const tab = await fresh.newPage();
+  // The link the CLI prints; signed out, the dashboard sends the browser to /login and comes back to it.
+  await tab.goto(dashboard(`#/cli-login/${login.code}`));
+  await tab.waitForURL(`${t0.url}/login`);
+  await tab.getByLabel('Email').fill(ADMIN);
+  await tab.getByLabel('Password').fill(PASSWORD);
+  await tab.getByRole('button', { name: 'Sign in' }).click();
+  await tab.getByRole('heading', { name: 'Approve a CLI sign-in' }).waitFor();
+  t.is(await tab.getByLabel('Sign-in code').textContent(), login.code);
+  await tab.getByText('ada-laptop').waitFor();
+  await tab.getByRole('radio', { name: /WRITE/ }).check();
+  await tab.getByRole('button', { name: 'Approve' }).click();
+  await tab.getByRole('heading', { name: 'CLI sign-in approved' }).waitFor();
+  const collected = await pollCliLogin(t0.berth.deps, pollToken);
+  t.like(collected, { status: 'APPROVED', accountId: t0.owner.id, permission: 'WRITE' });
+  await fresh.close();
 });
 
 test.serial('at a phone’s width the main pages do not scroll sideways', async (t) => {
