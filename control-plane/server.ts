@@ -5,7 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { compose } from './compose.ts';
 import type { Config } from './config.ts';
 import { createApiApp } from './http/api-app.ts';
-import { createHostingApp, siteSubdomain } from './http/hosting-app.ts';
+import { functionHandler } from './http/function-endpoint.ts';
+import { createHostingApp, functionSegments, siteSubdomain } from './http/hosting-app.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
@@ -45,11 +46,15 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
 
   const api = createApiApp(deps, VERSION).callback();
   const hosting = createHostingApp(deps).callback();
+  const functions = functionHandler(deps);
   let closing = false;
   const server = http.createServer((req, res) => {
     // While shutting down, finish this request but do not keep its connection open for another.
     if (closing) res.setHeader('Connection', 'close');
-    return siteSubdomain(req.headers.host, config.siteHost) === null ? api(req, res) : hosting(req, res);
+    const subdomain = siteSubdomain(req.headers.host, config.siteHost);
+    if (subdomain === null) return api(req, res);
+    const segments = functionSegments(req.url);
+    return segments ? functions(req, res, subdomain, segments) : hosting(req, res);
   });
   server.keepAliveTimeout = 65_000;
 

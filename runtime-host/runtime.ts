@@ -101,18 +101,17 @@ export class RuntimeHost {
   /**
    * Runs a request through the deployment's worker. Resolves with the response head; the body
    * streams. Throws WorkerError when the function cannot answer, PoolFullError at capacity.
+   * `onCancel` receives, once the request is on its way, what cancels it (the caller hung up).
    */
-  async invoke(deployment: Deployment, request: WorkerRequest, signal?: AbortSignal): Promise<WorkerResponse> {
+  async invoke(deployment: Deployment, request: WorkerRequest, onCancel?: (cancel: () => void) => void): Promise<WorkerResponse> {
     const key = keyOf(deployment);
     this.#deployments.set(key, deployment);
     const worker = await this.#pool.acquire(key);
     const call = worker.invoke(request);
+    onCancel?.(call.cancel);
     const timer = setTimeout(() => worker.kill('timeout'), this.#options.timeoutMs);
-    const onAbort = () => call.cancel();
-    signal?.addEventListener('abort', onAbort, { once: true });
     const done = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
       this.#pool.release(worker);
     };
     try {

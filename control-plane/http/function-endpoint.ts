@@ -1,11 +1,16 @@
 // ANY /api/<name> on a site: hands the request to the function's worker and streams its answer back.
 // The platform's session cookie never reaches a function, and a function cannot set it.
-import type Koa from 'koa';
+import crypto from 'node:crypto';
+import type http from 'node:http';
+import { pipeline } from 'node:stream';
 import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
+import { resolveSite } from '../services/hosting.ts';
+import { isClientAbort, toBerthError } from './middleware/errors.ts';
+import { logRequest } from './middleware/request-context.ts';
+import { noSitePage } from './pages.ts';
 import { readBody } from './read-body.ts';
-import type { CachedSite } from '../services/hosting-cache.ts';
 import { PoolFullError } from '../../runtime-host/pool.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
 
@@ -60,45 +65,112 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
   return new BerthError('function_start_failed', 'the function could not be started');
 }
 
-export async function invokeFunction(ctx: Koa.Context, deps: Deps, site: CachedSite, name: string): Promise<void> {
+/**
+ * `/api/<name>` and anything below `/api/` of a site, straight on Node's request and response: the
+ * hottest path of the platform skips the Koa stack but keeps its rules (request id, one log line, the
+ * error envelope, the site's 404 page) through the same helpers.
+ */
+export function functionHandler(deps: Deps): (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]) => void {
+  return (req, res, subdomain, segments) => {
+    const started = process.hrtime.bigint();
+    const requestId = crypto.randomUUID();
+    res.setHeader('Berth-Request-Id', requestId);
+    const done = () =>
+      logRequest(deps.log, { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path: (req.url ?? '/').split('?', 1)[0]!, status: res.statusCode }, started);
+    serve(deps, req, res, subdomain, segments, requestId).then(done, (err: unknown) => {
+      fail(deps, res, err, requestId);
+      done();
+    });
+  };
+}
+
+async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> {
+  const site = await resolveSite(deps, subdomain);
+  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage);
+  if (segments.length !== 2 || segments[1] === '') throw new BerthError('function_not_found', 'functions are served at /api/<name>');
+  const name = segments[1]!;
   const deployment = await resolveEndpoint(deps, site.id, name);
   if (!deployment) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
   const limit = deps.config.maxFunctionBodyBytes;
-  const body = await readBody(ctx, limit, () => new BerthError('payload_too_large', `function request bodies may be at most ${limit} bytes`));
-  const requestId = ctx.state.requestId as string;
+  const body = await readBody({ req }, limit, () => new BerthError('payload_too_large', `function request bodies may be at most ${limit} bytes`));
+  const method = req.method ?? 'GET';
 
-  const abort = new AbortController();
-  ctx.res.once('close', () => {
-    if (!ctx.res.writableFinished) abort.abort();
+  // A client that hangs up cancels the call; the worker is told, and the function's request aborts.
+  let cancel: (() => void) | undefined;
+  let gone = false;
+  res.once('close', () => {
+    if (res.writableFinished) return;
+    gone = true;
+    cancel?.();
   });
   let response;
   try {
     response = await deps.runtime.invoke(
       deployment,
-      { method: ctx.method, url: ctx.href, headers: functionRequestHeaders(ctx.req.rawHeaders), body, requestId },
-      abort.signal,
+      { method, url: requestUrl(req), headers: functionRequestHeaders(req.rawHeaders), body, requestId },
+      (cancelCall) => (gone ? cancelCall() : (cancel = cancelCall)),
     );
   } catch (err) {
     throw toHttpError(err, deps, requestId);
   }
 
-  ctx.status = response.status;
-  let contentType: string | undefined;
-  for (const [name, value] of response.headers) {
-    if (HOP_BY_HOP.has(name)) continue;
-    if (name === 'set-cookie') {
-      if (!setsSessionCookie(value)) ctx.append('Set-Cookie', value);
-    } else if (name === 'content-type') {
-      contentType = value;
-    } else {
-      ctx.set(name, value);
+  const setCookies: string[] = [];
+  try {
+    res.statusCode = response.status;
+    for (const [header, value] of response.headers) {
+      if (HOP_BY_HOP.has(header)) continue;
+      if (header === 'set-cookie') {
+        if (!setsSessionCookie(value)) setCookies.push(value);
+      } else {
+        res.setHeader(header, value);
+      }
     }
+    if (setCookies.length > 0) res.setHeader('Set-Cookie', setCookies);
+  } catch (err) {
+    // A header Node refuses to send (e.g. a control character in its value) fails the call as a whole.
+    if (!Buffer.isBuffer(response.body)) response.body.destroy();
+    throw err;
   }
-  if (NULL_BODY_STATUSES.has(response.status) || ctx.method === 'HEAD') {
+  if (NULL_BODY_STATUSES.has(response.status) || method === 'HEAD') {
     if (!Buffer.isBuffer(response.body)) response.body.resume();
+    res.end();
     return;
   }
-  ctx.body = response.body;
-  if (contentType) ctx.set('Content-Type', contentType);
-  else ctx.remove('Content-Type');
+  if (Buffer.isBuffer(response.body)) {
+    res.setHeader('Content-Length', response.body.length);
+    res.end(response.body);
+    return;
+  }
+  pipeline(response.body, res, () => {});
+}
+
+/** The URL the function sees: the site's own scheme and host, as Koa's `ctx.href` gives it. */
+function requestUrl(req: http.IncomingMessage): string {
+  const secure = (req.socket as { encrypted?: boolean }).encrypted === true;
+  return `${secure ? 'https' : 'http'}://${req.headers.host ?? ''}${req.url ?? '/'}`;
+}
+
+function sendHtml(res: http.ServerResponse, status: number, html: string): void {
+  res.writeHead(status, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', 'Content-Length': Buffer.byteLength(html) });
+  res.end(html);
+}
+
+/** The error envelope, as the Koa apps answer it (middleware/errors.ts decides what a failure shows). */
+function fail(deps: Deps, res: http.ServerResponse, err: unknown, requestId: string): void {
+  if (isClientAbort(err)) {
+    deps.log.info({ reqId: requestId }, 'client closed the connection mid-request');
+    res.statusCode = 499;
+    res.destroy();
+    return;
+  }
+  const { error, internal } = toBerthError(err);
+  if (internal) deps.log.error({ reqId: requestId, err }, 'unhandled error');
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  for (const header of res.getHeaderNames()) if (header !== 'berth-request-id' && header !== 'connection') res.removeHeader(header);
+  const body = JSON.stringify({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) }, ...error.records });
+  res.writeHead(error.status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
 }

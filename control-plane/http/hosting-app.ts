@@ -1,12 +1,12 @@
 // Serves hosted sites: /web files by path with conditional and range requests, a custom 404.html,
-// the private-site gate, and the routes the platform reserves (/api/<name>, /_berth/*).
+// the private-site gate, and the platform's /_berth/* routes. /api/<name> has a lean path of its own
+// (function-endpoint.ts), chosen in server.ts by functionSegments.
 import Koa from 'koa';
 import rangeParser from 'range-parser';
 import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
-import { invokeFunction } from './function-endpoint.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
@@ -34,7 +34,7 @@ function sendPage(ctx: Koa.Context, status: number, html: string): void {
 }
 
 /** The decoded URL path's segments, or null when it is not a clean path (traversal, NUL, "//"). */
-function webSegments(urlPath: string): string[] | null {
+export function webSegments(urlPath: string): string[] | null {
   const segments = urlPath.split('/').slice(1).map((segment) => decodeURIComponent(segment));
   const last = segments.length - 1;
   for (const [i, segment] of segments.entries()) {
@@ -117,6 +117,22 @@ function controlPlaneOrigin(ctx: Koa.Context, deps: Deps): string {
   return `${ctx.protocol}://${deps.config.siteHost}${port ? `:${port}` : ''}`;
 }
 
+/**
+ * The segments of a request URL under /api/ of a site, or null for any other path (served by the
+ * hosting app, which also answers a path that is not clean). server.ts sends these to the functions.
+ */
+export function functionSegments(url = '/'): string[] | null {
+  const path = (url.startsWith('/') ? url : new URL(url, 'http://x').pathname).split('?', 1)[0]!;
+  if (!path.startsWith('/api/') && !path.toLowerCase().includes('%')) return null;
+  let segments: string[] | null;
+  try {
+    segments = webSegments(path);
+  } catch {
+    return null;
+  }
+  return segments && segments[0] === 'api' && segments.length > 1 ? segments : null;
+}
+
 /** The platform's own routes on a site host: /_berth/session (sign-in) and /_berth/logout. */
 async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route: string): Promise<void> {
   if (route === 'session' && ctx.method === 'GET') {
@@ -163,12 +179,6 @@ export function createHostingApp(deps: Deps): Koa {
     }
     if (!segments) return sendPage(ctx, 400, badRequestPage);
 
-    if (segments[0] === 'api' && segments.length > 1) {
-      if (segments.length !== 2 || segments[1] === '') {
-        throw new BerthError('function_not_found', 'functions are served at /api/<name>');
-      }
-      return invokeFunction(ctx, deps, site, segments[1]!);
-    }
     if (segments[0] === '_berth') return berthRoute(ctx, deps, site, segments.slice(1).join('/'));
 
     if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
