@@ -298,11 +298,12 @@ export class DenoWorker {
   #send(type: FrameTypeValue, stream: number, payload?: Uint8Array, written?: () => void): void {
     const socket = this.#socket;
     if (!socket || socket.destroyed) return;
-    // Frames written in the same tick leave in one write, as the shim batches its own.
+    // Frames written in the same turn of the event loop leave in one write, as the shim batches its
+    // own: requests that arrive on many connections at once cost the worker one read.
     if (!this.#corked) {
       this.#corked = true;
       socket.cork();
-      process.nextTick(() => {
+      setImmediate(() => {
         this.#corked = false;
         socket.uncork();
       });
