@@ -1,13 +1,42 @@
-// The process logger: JSON lines on stdout. Nothing secret is ever passed to it. Writes are buffered
-// asynchronously, so lines that arrive while a write is in progress go out together, and flushed on
-// shutdown.
-import { pino, type Logger } from 'pino';
+// The process logger: JSON lines on stdout. Nothing secret is ever passed to it. The lines of one turn
+// of the event loop leave in one write, so a busy server makes one write for many requests while each
+// line still shows at once; writes are asynchronous, and flushed on shutdown.
+import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 
+/** Gathers the lines written during a turn of the event loop and hands them on together. */
+class TurnBatcher implements DestinationStream {
+  readonly #out: ReturnType<typeof pino.destination>;
+  #lines: string[] = [];
+  #scheduled = false;
+
+  constructor(out: ReturnType<typeof pino.destination>) {
+    this.#out = out;
+  }
+
+  write(line: string): void {
+    this.#lines.push(line);
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.#drain());
+  }
+
+  /** What pino's `logger.flush(cb)` calls. */
+  flush(cb?: (err?: Error) => void): void {
+    this.#drain();
+    this.#out.flush(cb);
+  }
+
+  #drain(): void {
+    this.#scheduled = false;
+    if (this.#lines.length === 0) return;
+    const text = this.#lines.join('');
+    this.#lines = [];
+    this.#out.write(text);
+  }
+}
+
 export function createLogger(level: string): Logger {
-  return pino(
-    { level, base: { service: 'berth' }, timestamp: pino.stdTimeFunctions.isoTime },
-    pino.destination({ dest: 1, sync: false }),
-  );
+  return pino({ level, base: { service: 'berth' }, timestamp: pino.stdTimeFunctions.isoTime }, new TurnBatcher(pino.destination({ dest: 1, sync: false })));
 }
