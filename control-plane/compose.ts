@@ -1,6 +1,7 @@
 // The composition root: everything Berth is made of, built from Config in one place, and released in
 // the reverse order. The HTTP server (server.ts) and the tests start from here; nothing else constructs
 // a dependency.
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from './config.ts';
 import { openMetaDb } from './db/connection.ts';
@@ -20,6 +21,7 @@ import { loadMasterKey } from '../storage/master-key.ts';
 import { SiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { RuntimeHost } from '../runtime-host/runtime.ts';
+import { StartupError, dataDirProblem } from './startup-error.ts';
 
 export interface ComposeOptions {
   log: Logger;
@@ -40,16 +42,38 @@ export interface Composed {
   close(): Promise<void>;
 }
 
+/** The Deno executable functions and site databases run in, checked to be there and runnable. */
+function findDeno(override: string | undefined): string {
+  let denoPath: string;
+  try {
+    denoPath = resolveDenoBinary(override);
+    fs.accessSync(denoPath, fs.constants.X_OK);
+  } catch {
+    throw new StartupError(
+      override
+        ? `BERTH_DENO is ${override}, which is not an executable file: point it at a deno binary, or unset it to use the one npm installed`
+        : 'the Deno binary npm installs with Berth is missing: run `npm ci` (or `make install`) in the Berth folder, or set BERTH_DENO to a deno executable',
+    );
+  }
+  return denoPath;
+}
+
 export async function compose(config: Config, options: ComposeOptions): Promise<Composed> {
   const { log } = options;
-  const tightened = await openDataDir(config.dataDir);
+  // Found before anything is opened: nothing to release when it is missing.
+  const denoPath = findDeno(config.denoPath);
+  let tightened: number;
+  try {
+    tightened = await openDataDir(config.dataDir);
+  } catch (err) {
+    throw dataDirProblem(err, config.dataDir);
+  }
   if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
   const db = await openMetaDb(config.dataDir);
   const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
   await blobs.init();
 
   const runtimeDir = path.join(config.dataDir, 'runtime');
-  const denoPath = resolveDenoBinary(config.denoPath);
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   const runtime = new RuntimeHost(
     {

@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
 import type { Deps } from './services/deps.ts';
+import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
 
 export interface Berth {
@@ -60,9 +61,10 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
 
   try {
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
+      const failed = (err: Error) => reject(listenProblem(err, config.bind, config.port));
+      server.once('error', failed);
       server.listen(config.port, config.bind, () => {
-        server.off('error', reject);
+        server.off('error', failed);
         resolve();
       });
     });

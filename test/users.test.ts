@@ -24,7 +24,7 @@ function admin(args: string[], env: Record<string, string>, input: string): Prom
 test('create-user makes a member from a password on stdin, stored only as a hash', async (t) => {
   const dataDir = await makeDataDir(t);
   const env = { BERTH_DATA_DIR: dataDir };
-  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--json'], env)).stdout) as { account: { id: string } };
+  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], env)).stdout) as { account: { id: string } };
   const password = 'correct horse battery staple';
   const created = await admin(['create-user', '--email', ' Ada@Example.com ', '--account', account.account.id, '--role', 'ADMIN', '--password-stdin', '--json'], env, `${password}\n`);
   t.is(created.code, 0, created.stderr);
@@ -45,7 +45,7 @@ test('create-user makes a member from a password on stdin, stored only as a hash
 test('create-user refuses a password on argv, a short password, a bad role and an unknown account', async (t) => {
   const dataDir = await makeDataDir(t);
   const env = { BERTH_DATA_DIR: dataDir };
-  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--json'], env)).stdout) as { account: { id: string } };
+  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], env)).stdout) as { account: { id: string } };
   const base = ['create-user', '--email', 'bob@example.com', '--account', account.account.id];
   const noStdin = await admin([...base, '--role', 'ADMIN'], env, '');
   t.is(noStdin.code, 2);
@@ -75,7 +75,7 @@ test('passwords verify against their scrypt hash only, and a missing hash costs 
 test('reset-password prints a one-time link for the user, and names an unknown email as not found', async (t) => {
   const dataDir = await makeDataDir(t);
   const env = { BERTH_DATA_DIR: dataDir, BERTH_PORT: '8123' };
-  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--json'], env)).stdout) as { account: { id: string } };
+  const account = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], env)).stdout) as { account: { id: string } };
   await admin(['create-user', '--email', 'ada@example.com', '--account', account.account.id, '--role', 'MEMBER', '--password-stdin'], env, 'a long enough password');
   const reset = await runBerth(['admin', 'reset-password', '--email', 'ADA@example.com', '--json'], env);
   t.is(reset.code, 0, reset.stderr);

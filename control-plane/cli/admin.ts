@@ -1,5 +1,7 @@
 // Operator commands. They act on BERTH_DATA_DIR directly, so they work with or without a running
 // server; SQLite's WAL mode and busy timeout make them safe alongside one.
+import fs from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { openMetaDb } from '../db/connection.ts';
@@ -11,6 +13,7 @@ import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
 import { Name, Uuid } from '../schemas.ts';
 import { useDataDir } from '../../storage/data-dir.ts';
+import { StartupError, dataDirProblem } from '../startup-error.ts';
 import { UsageError } from './usage-error.ts';
 
 function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
@@ -97,15 +100,38 @@ const commands: Record<string, Command> = {
   },
 };
 
+const CREATE_FLAG = '--create-data-dir';
+
+/**
+ * An admin command acts on the data dir of a server: one that is missing or holds no metadata is a
+ * wrong BERTH_DATA_DIR (or working directory), not a new instance, unless the operator says so.
+ */
+function checkDataDir(dataDir: string, create: boolean): void {
+  if (create) return;
+  const where = path.resolve(dataDir);
+  if (!fs.existsSync(where)) {
+    throw new StartupError(`there is no data dir at ${where}: set BERTH_DATA_DIR to the server's data dir, or add ${CREATE_FLAG} to make a new one`);
+  }
+  if (!fs.existsSync(path.join(where, 'meta.sqlite'))) {
+    throw new StartupError(`${where} holds no Berth data (no meta.sqlite): set BERTH_DATA_DIR to the server's data dir, or add ${CREATE_FLAG} to start one there`);
+  }
+}
+
 export async function runAdmin(config: Config, argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   const command = name ? commands[name] : undefined;
   if (!command) throw new UsageError(name ? `unknown admin command "${name}"` : 'an admin command is required');
   const json = args.includes('--json');
-  useDataDir(config.dataDir);
+  const create = args.includes(CREATE_FLAG);
+  checkDataDir(config.dataDir, create);
+  try {
+    useDataDir(config.dataDir);
+  } catch (err) {
+    throw dataDirProblem(err, config.dataDir);
+  }
   const db = await openMetaDb(config.dataDir);
   try {
-    const result = await command({ db, now: monotonicClock() }, args, config);
+    const result = await command({ db, now: monotonicClock() }, args.filter((arg) => arg !== CREATE_FLAG), config);
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return 0;
   } catch (err) {

@@ -3,6 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import knexFactory, { type Knex } from 'knex';
 import { migrationSource } from './migrations.ts';
+import { StartupError } from '../startup-error.ts';
+import { VERSION } from '../version.ts';
 
 export type Db = Knex;
 
@@ -10,6 +12,18 @@ export type Db = Knex;
  * WAL lets the admin CLI write while the server reads; busy_timeout makes either side wait for the
  * other's write lock instead of failing; synchronous=FULL makes every commit durable before it returns.
  */
+/** A data dir a newer Berth has migrated is left alone: this version cannot know what its schema means. */
+async function refuseNewerSchema(db: Db, dataDir: string): Promise<void> {
+  if (!(await db.schema.hasTable('knex_migrations'))) return;
+  const known = new Set(await migrationSource.getMigrations([]));
+  const unknown = ((await db('knex_migrations').select('name')) as Array<{ name: string }>).map((row) => row.name).filter((name) => !known.has(name));
+  if (unknown.length > 0) {
+    throw new StartupError(
+      `the data dir ${path.resolve(dataDir)} was last used by a newer Berth (its metadata has schema step ${unknown.sort().at(-1)}, unknown to ${VERSION}): run that version or a newer one`,
+    );
+  }
+}
+
 export async function openMetaDb(dataDir: string): Promise<Db> {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const filename = path.join(dataDir, 'meta.sqlite');
@@ -31,6 +45,7 @@ export async function openMetaDb(dataDir: string): Promise<Db> {
     },
   });
   try {
+    await refuseNewerSchema(db, dataDir);
     await db.migrate.latest({ migrationSource, tableName: 'knex_migrations' });
   } catch (err) {
     await db.destroy();

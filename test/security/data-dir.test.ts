@@ -72,7 +72,7 @@ test('a server started with umask 022 creates nothing that group or others can r
 
 test('the admin CLI on a fresh data dir makes it private', async (t) => {
   const dataDir = path.join(await makeDataDir(t), 'admin-first');
-  const created = await runBerth(['admin', 'create-account', '--name', 'First', '--json'], { BERTH_DATA_DIR: dataDir });
+  const created = await runBerth(['admin', 'create-account', '--name', 'First', '--create-data-dir', '--json'], { BERTH_DATA_DIR: dataDir });
   t.is(created.code, 0, created.stderr);
   t.true(fs.existsSync(path.join(dataDir, 'meta.sqlite')));
   t.deepEqual(exposed(dataDir), []);

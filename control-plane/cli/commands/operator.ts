@@ -2,6 +2,7 @@
 // rather than through the API, and keep the output and exit codes they always had.
 // The server's modules are imported when these commands run: the client commands never need them.
 import { type Config, ConfigError, loadConfig } from '../../config.ts';
+import { StartupError } from '../../startup-error.ts';
 import type { CommandDefinition } from '../command.ts';
 import { EXIT } from '../exit-codes.ts';
 import { UsageError } from '../usage-error.ts';
@@ -14,6 +15,7 @@ const ADMIN_USAGE = `Usage:
   berth admin list-keys --account <accountId> [--json]
   berth admin create-user --email <email> --account <accountId> --role ADMIN|MEMBER --password-stdin [--json]
   berth admin reset-password --email <email> [--json]
+Admin commands act on an existing data dir (BERTH_DATA_DIR); --create-data-dir lets them make a new one.
 `;
 
 /** Runs with the server's configuration, reporting its mistakes as before the client commands existed. */
@@ -28,6 +30,10 @@ async function withConfig(run: (config: Config) => Promise<number>): Promise<num
     if (err instanceof ConfigError) {
       process.stderr.write(`berth: configuration error: ${err.message}\n`);
       return EXIT.USAGE;
+    }
+    if (err instanceof StartupError) {
+      process.stderr.write(`berth: ${err.message}\n`);
+      return EXIT.FAILED;
     }
     throw err;
   }

@@ -1,0 +1,41 @@
+// Problems an operator can fix, found while Berth starts or an admin command opens the data dir. Each
+// says in one line what is wrong and what to do; `berth serve` and `berth admin` print it and exit 1,
+// without a stack trace.
+import path from 'node:path';
+
+export class StartupError extends Error {}
+
+const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | null)?.code;
+
+/** Why the server could not listen, or the error itself when it is not one an operator can fix. */
+export function listenProblem(err: unknown, bind: string, port: number): unknown {
+  switch (errnoCode(err)) {
+    case 'EADDRINUSE':
+      return new StartupError(`port ${port} on ${bind} is already in use by another program: stop that program, or set BERTH_PORT to a free port`);
+    case 'EACCES':
+      return new StartupError(`this user may not listen on port ${port} (ports below 1024 need privileges): set BERTH_PORT above 1023 and put a proxy in front (docs/deploy.md)`);
+    case 'EADDRNOTAVAIL':
+      return new StartupError(`${bind} is not an address of this machine: set BERTH_BIND to one of its addresses, e.g. 127.0.0.1 or 0.0.0.0`);
+    default:
+      return err;
+  }
+}
+
+/** Why the data dir could not be made or written, or the error itself. */
+export function dataDirProblem(err: unknown, dataDir: string): unknown {
+  const where = path.resolve(dataDir);
+  switch (errnoCode(err)) {
+    case 'EACCES':
+    case 'EPERM':
+      return new StartupError(`the data dir ${where} is not writable by this user: give the user running Berth its ownership, or set BERTH_DATA_DIR`);
+    case 'EROFS':
+      return new StartupError(`the data dir ${where} is on a read-only file system: set BERTH_DATA_DIR to a writable place`);
+    case 'ENOTDIR':
+    case 'EEXIST':
+      return new StartupError(`the data dir ${where} is not a directory (or a part of its path is a file): set BERTH_DATA_DIR to a directory`);
+    case 'ENOSPC':
+      return new StartupError(`the disk of the data dir ${where} is full: free some space`);
+    default:
+      return err;
+  }
+}
