@@ -5,11 +5,12 @@ BIN := node_modules/.bin
 CHROMIUM := /usr/bin/chromium
 STAMP := node_modules/.berth-installed
 
-# Installs the versions pinned in package-lock.json; sqlite3 builds from source the first time
-# (about a minute). `npm install` rather than `npm ci`: npm records only this platform's optional
-# `@deno/*` binary in the lockfile and then `npm ci` refuses the very lockfile it wrote.
+# Installs exactly what package-lock.json pins (`npm ci`). The lockfile holds every platform's optional
+# `@deno/*` binary (test/lockfile.test.ts checks it), so it installs on any of them. The first install
+# takes one to two minutes, most of it compiling sqlite3 from source, during which npm prints nothing.
 $(STAMP): package.json package-lock.json
-	npm install --no-audit --no-fund
+	@echo "make: installing Berth's dependencies with npm ci (the first time takes 1–2 minutes: sqlite3 compiles from source)"
+	npm ci --no-audit --no-fund
 	@touch $@
 
 install: $(STAMP)
@@ -26,6 +27,7 @@ typecheck: install
 # The dashboard's browser tests drive Debian's Chromium: installed when missing (as root, as CI runs),
 # and a failure stops the tests loudly rather than skipping them.
 $(CHROMIUM):
+	@echo "make: installing Debian's chromium for the browser tests (apt-get; a minute or two)"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } || \
 	  { echo "make: could not install Debian's chromium package; the browser tests need $(CHROMIUM) (install it as root: apt-get install chromium)" >&2; exit 1; }
 	@test -x $(CHROMIUM) || { echo "make: the chromium package is installed but $(CHROMIUM) is missing" >&2; exit 1; }
