@@ -211,6 +211,23 @@ test.serial('a berth login is approved in the dashboard, through sign-in first, 
   await fresh.close();
 });
 
+test.serial('files dropped on the upload box are uploaded into the folder shown', async (t) => {
+  await page.goto(dashboard(`#/sites/${site.id}/files?prefix=web/`));
+  await page.getByText('index.html', { exact: true }).waitFor();
+  // What a drag from the desktop delivers: a DataTransfer holding files (built in the page).
+  const dataTransfer = await page.evaluateHandle(`(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(['<p>dropped</p>'], 'dropped.html', { type: 'text/html' }));
+    return dt;
+  })()`);
+  await page.getByRole('region', { name: 'Upload files' }).dispatchEvent('drop', { dataTransfer });
+  await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').waitFor();
+  await page.getByRole('cell', { name: 'dropped.html', exact: true }).waitFor();
+  const stored = await t0.owner.api.get(`v0/buckets/${(await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>()).bucketId}/objects/web/dropped.html`, { responseType: 'text' });
+  t.is(stored.body, '<p>dropped</p>');
+  t.regex(stored.headers['content-type']!, /^text\/html/);
+});
+
 test.serial('at a phone’s width the main pages do not scroll sideways', async (t) => {
   const phone = await newContext(browser, { width: 375, height: 740 });
   const small = await phone.newPage();
