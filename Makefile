@@ -1,8 +1,9 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test typecheck chromium bench bench-noisy clean
+.PHONY: install run test typecheck chromium nginx bench bench-noisy clean
 
 BIN := node_modules/.bin
 CHROMIUM := /usr/bin/chromium
+NGINX := /usr/sbin/nginx
 STAMP := node_modules/.berth-installed
 
 # Installs exactly what package-lock.json pins (`npm ci`). The lockfile holds every platform's optional
@@ -34,7 +35,16 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
-test: typecheck chromium
+# A test runs Berth behind Debian's nginx terminating TLS (with a certificate openssl makes), as docs/deploy.md sets it up.
+$(NGINX):
+	@echo "make: installing Debian's nginx for the reverse-proxy test (apt-get)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y nginx openssl || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nginx openssl; } || \
+	  { echo "make: could not install Debian's nginx package; the proxy test needs $(NGINX) (install it as root: apt-get install nginx)" >&2; exit 1; }
+	@test -x $(NGINX) || { echo "make: the nginx package is installed but $(NGINX) is missing" >&2; exit 1; }
+
+nginx: $(NGINX)
+
+test: typecheck chromium nginx
 	$(BIN)/ava
 
 bench: install

@@ -5,6 +5,14 @@ export interface Config {
   port: number;
   bind: string;
   siteHost: string;
+  /**
+   * Where people reach the control plane, e.g. https://example.com, for the links Berth makes (sign-in,
+   * invitations, export downloads, the gate's); sites are then at <sub>.<siteHost> with its scheme and
+   * port. Empty: links use the address each request came to (and http for sites).
+   */
+  publicUrl: string;
+  /** Honour X-Forwarded-Proto, -For and -Host: only behind a proxy that sets them, on a port nobody else reaches. */
+  trustProxy: boolean;
   dataDir: string;
   /** The email of the owner user made on first run. */
   ownerEmail: string;
@@ -45,6 +53,8 @@ export const DEFAULTS: Config = {
   port: 8080,
   bind: '127.0.0.1',
   siteHost: 'localhost',
+  publicUrl: '',
+  trustProxy: false,
   dataDir: './.berth',
   ownerEmail: 'owner@localhost',
   maxFileBytes: 512 * 1024 * 1024,
@@ -83,6 +93,30 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   return value;
 }
 
+function flag(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (!raw) return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(raw)) return true;
+  if (['0', 'false', 'no', 'off'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+/** An origin (scheme, host, port) people reach Berth at, without a path. */
+function publicUrl(env: NodeJS.ProcessEnv): string {
+  const raw = env.BERTH_PUBLIC_URL?.trim();
+  if (!raw) return '';
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`BERTH_PUBLIC_URL must be a URL such as "https://example.com", got "${raw}"`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
+    throw new ConfigError(`BERTH_PUBLIC_URL must be an http:// or https:// origin with no path, such as "https://example.com", got "${raw}"`);
+  }
+  return url.origin;
+}
+
 function text(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
   const raw = env[name]?.trim();
   return raw ? raw : fallback;
@@ -102,6 +136,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: integer(env, 'BERTH_PORT', DEFAULTS.port, 0, 65535),
     bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
     siteHost,
+    publicUrl: publicUrl(env),
+    trustProxy: flag(env, 'BERTH_TRUST_PROXY', DEFAULTS.trustProxy),
     dataDir: path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir)),
     ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),

@@ -11,12 +11,15 @@ import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
 import type { Deps } from './services/deps.ts';
+import { requestHost } from './http/proxy.ts';
 import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
 
 export interface Berth {
-  /** Control-plane base URL, e.g. http://127.0.0.1:8080 */
+  /** Control-plane base URL as bound, e.g. http://127.0.0.1:8080 */
   url: string;
+  /** Where people reach the control plane: BERTH_PUBLIC_URL, or `url`. */
+  publicUrl: string;
   port: number;
   deps: Deps;
   /** Set when this start created the owner account of an empty data dir. */
@@ -35,6 +38,15 @@ export interface StartOptions {
   workerNice?: number;
 }
 
+/** Where a site is reached: by the public URL's scheme and port when there is one, else by this server's port. */
+function siteUrl(config: Config, subdomain: string, boundPort: number): string {
+  if (config.publicUrl) {
+    const pub = new URL(config.publicUrl);
+    return `${pub.protocol}//${subdomain}.${config.siteHost}${pub.port ? `:${pub.port}` : ''}/`;
+  }
+  return `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`;
+}
+
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
   let boundPort = config.port;
@@ -42,7 +54,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     log,
     now: options.now,
     workerNice: options.workerNice,
-    siteUrl: (subdomain) => `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`,
+    siteUrl: (subdomain) => siteUrl(config, subdomain, boundPort),
   });
 
   const api = createApiApp(deps, VERSION).callback();
@@ -52,7 +64,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const server = http.createServer((req, res) => {
     // While shutting down, finish this request but do not keep its connection open for another.
     if (closing) res.setHeader('Connection', 'close');
-    const subdomain = siteSubdomain(req.headers.host, config.siteHost);
+    const subdomain = siteSubdomain(requestHost(req, config.trustProxy), config.siteHost);
     if (subdomain === null) return api(req, res);
     const segments = functionSegments(req.url);
     return segments ? functions(req, res, subdomain, segments) : hosting(req, res);
@@ -92,5 +104,6 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     return closed;
   };
 
-  return { url: `http://${host}:${boundPort}`, port: boundPort, deps, owner, scheduler, close };
+  const url = `http://${host}:${boundPort}`;
+  return { url, publicUrl: config.publicUrl || url, port: boundPort, deps, owner, scheduler, close };
 }

@@ -30,8 +30,19 @@ test('bad values are refused with the variable named', (t) => {
     [{ BERTH_LOG_LEVEL: 'loud' }, /BERTH_LOG_LEVEL/],
     [{ BERTH_LLM_PROVIDER: 'other' }, /BERTH_LLM_PROVIDER/],
     [{ BERTH_LLM_PROVIDER: 'openai' }, /BERTH_LLM_MODEL_LUNA/],
+    [{ BERTH_PUBLIC_URL: 'example.com' }, /BERTH_PUBLIC_URL/],
+    [{ BERTH_PUBLIC_URL: 'https://example.com/berth' }, /BERTH_PUBLIC_URL must be an http:\/\/ or https:\/\/ origin with no path/],
+    [{ BERTH_PUBLIC_URL: 'ftp://example.com' }, /BERTH_PUBLIC_URL/],
+    [{ BERTH_TRUST_PROXY: 'maybe' }, /BERTH_TRUST_PROXY must be true or false/],
   ] as const) {
     const error = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
     t.regex(error.message, message);
   }
+});
+
+test('the public URL is kept as an origin; trusting a proxy is off unless asked', (t) => {
+  t.like(loadConfig({}), { publicUrl: '', trustProxy: false });
+  t.like(loadConfig({ BERTH_PUBLIC_URL: 'https://Example.com/', BERTH_TRUST_PROXY: 'true' }), { publicUrl: 'https://example.com', trustProxy: true });
+  t.is(loadConfig({ BERTH_PUBLIC_URL: 'https://example.com:8443' }).publicUrl, 'https://example.com:8443');
+  t.false(loadConfig({ BERTH_TRUST_PROXY: '0' }).trustProxy);
 });

@@ -38,7 +38,7 @@ function uuid(value: unknown, flag: string): string {
 type Command = (store: Store, args: string[], config: Config) => Promise<{ json: unknown; text: string }>;
 
 /** Where the server of this data dir is reached, for the links these commands print. */
-const serverUrl = (config: Config) => `http://${config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind}:${config.port}`;
+const serverUrl = (config: Config) => config.publicUrl || `http://${config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind}:${config.port}`;
 
 /** The password piped to stdin, without the newline that ends it. */
 async function readPassword(): Promise<string> {
@@ -119,6 +119,8 @@ function checkDataDir(dataDir: string, create: boolean): void {
 
 export async function runAdmin(config: Config, argv: string[]): Promise<number> {
   const [name, ...args] = argv;
+  // backup reads BERTH_DATA_DIR without creating or migrating anything; restore makes a new data dir.
+  if (name === 'backup' || name === 'restore') return (await import('./backup.ts')).runBackupCommand(config, name, args);
   const command = name ? commands[name] : undefined;
   if (!command) throw new UsageError(name ? `unknown admin command "${name}"` : 'an admin command is required');
   const json = args.includes('--json');

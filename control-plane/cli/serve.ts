@@ -19,7 +19,7 @@ export async function serve(config: Config): Promise<number> {
         'Keep them safe; more keys can be made with `npx berth admin create-key`.',
         '',
         `The owner user is ${berth.owner.email}. Set its password within 24 hours, once, at:`,
-        `  ${berth.url}${SET_PASSWORD_PATH}?token=${berth.owner.signInToken}`,
+        `  ${berth.publicUrl}${SET_PASSWORD_PATH}?token=${berth.owner.signInToken}`,
         'A new link: `npx berth admin reset-password --email <email>`.',
         '',
         '',
@@ -54,6 +54,6 @@ export async function serve(config: Config): Promise<number> {
     process.on('SIGINT', stop);
   });
   // Only now: whoever waits for this line may signal at once, and must find the handlers in place.
-  log.info({ url: berth.url, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');
+  log.info({ url: berth.url, publicUrl: berth.publicUrl, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');
   return stopped;
 }

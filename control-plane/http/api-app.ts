@@ -12,6 +12,7 @@ import { dashboardRoutes } from './dashboard.ts';
 import { requireCredential } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
+import { applyProxySetting } from './proxy.ts';
 import { buildOpenApi } from './openapi.ts';
 import { mountRoutes } from './route.ts';
 import { apiRoutes } from './routes/index.ts';
@@ -19,6 +20,7 @@ import { apiRoutes } from './routes/index.ts';
 export function createApiApp(deps: Deps, version: string): Koa {
   const app = new Koa();
   app.silent = true;
+  applyProxySetting(app, deps.config);
 
   const openapi = buildOpenApi(apiRoutes, version);
   const open = new Router();

@@ -9,6 +9,7 @@ import type { Deps } from '../services/deps.ts';
 import { revokeKey } from '../services/keys.ts';
 import { readJsonBody } from './json-body.ts';
 import { authenticateRequest } from './middleware/auth.ts';
+import { publicOrigin } from './proxy.ts';
 
 async function jsonObject(ctx: Koa.Context, deps: Deps): Promise<Record<string, unknown>> {
   const body = await readJsonBody(ctx, deps.config.maxJsonBytes);
@@ -24,7 +25,7 @@ export function cliLoginRoutes(deps: Deps): Router {
     const { login, pollToken } = await startCliLogin(deps, { machine: body.machine });
     ctx.status = 201;
     ctx.set('Cache-Control', 'no-store');
-    ctx.body = { login, pollToken, approveUrl: `${ctx.protocol}://${ctx.host}/#/cli-login/${login.code}` };
+    ctx.body = { login, pollToken, approveUrl: `${publicOrigin(ctx, deps.config)}/#/cli-login/${login.code}` };
   });
 
   router.post('/poll', async (ctx) => {

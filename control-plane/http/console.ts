@@ -56,7 +56,7 @@ function loginPage(ctx: Koa.Context, status: number, message = '', email = '', b
 /** A POST from a page of another site is refused: browsers always say where a cross-site POST comes from. */
 function sameOrigin(ctx: Koa.Context): void {
   const origin = ctx.get('Origin');
-  if (origin && origin !== `${ctx.protocol}://${ctx.get('Host')}`) throw new BerthError('forbidden', 'a request from another site cannot sign in or out here');
+  if (origin && origin !== `${ctx.protocol}://${ctx.host}`) throw new BerthError('forbidden', 'a request from another site cannot sign in or out here');
 }
 
 async function readForm(ctx: Koa.Context, deps: Deps): Promise<Record<string, string>> {

@@ -10,6 +10,7 @@ import { resolveSite } from '../services/hosting.ts';
 import { isClientAbort, toBerthError } from './middleware/errors.ts';
 import { logRequest } from './middleware/request-context.ts';
 import { noSitePage } from './pages.ts';
+import { clientAddress, requestHost, requestProtocol } from './proxy.ts';
 import { readBody } from './read-body.ts';
 import { PoolFullError } from '../../runtime-host/pool.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
@@ -76,7 +77,11 @@ export function functionHandler(deps: Deps): (req: http.IncomingMessage, res: ht
     const requestId = crypto.randomUUID();
     res.setHeader('Berth-Request-Id', requestId);
     const done = () =>
-      logRequest(deps.log, { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path: (req.url ?? '/').split('?', 1)[0]!, status: res.statusCode }, started);
+      logRequest(
+        deps.log,
+        { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path: (req.url ?? '/').split('?', 1)[0]!, status: res.statusCode, ip: clientAddress(req, deps.config.trustProxy) },
+        started,
+      );
     serve(deps, req, res, subdomain, segments, requestId).then(done, (err: unknown) => {
       fail(deps, res, err, requestId);
       done();
@@ -107,7 +112,7 @@ async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResp
   try {
     response = await deps.runtime.invoke(
       deployment,
-      { method, url: requestUrl(req), headers: functionRequestHeaders(req.rawHeaders), body, requestId },
+      { method, url: requestUrl(req, deps.config.trustProxy), headers: functionRequestHeaders(req.rawHeaders), body, requestId },
       (cancelCall) => (gone ? cancelCall() : (cancel = cancelCall)),
     );
   } catch (err) {
@@ -144,10 +149,9 @@ async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResp
   pipeline(response.body, res, () => {});
 }
 
-/** The URL the function sees: the site's own scheme and host, as Koa's `ctx.href` gives it. */
-function requestUrl(req: http.IncomingMessage): string {
-  const secure = (req.socket as { encrypted?: boolean }).encrypted === true;
-  return `${secure ? 'https' : 'http'}://${req.headers.host ?? ''}${req.url ?? '/'}`;
+/** The URL the function sees: the site's own scheme and host, as the browser asked for it. */
+function requestUrl(req: http.IncomingMessage, trustProxy: boolean): string {
+  return `${requestProtocol(req, trustProxy)}://${requestHost(req, trustProxy)}${req.url ?? '/'}`;
 }
 
 function sendHtml(res: http.ServerResponse, status: number, html: string): void {

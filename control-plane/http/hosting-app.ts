@@ -9,6 +9,7 @@ import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
+import { applyProxySetting } from './proxy.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
 import { sessionCookie, sitePath } from './session-cookies.ts';
 import { badRequestPage, linkExpiredPage, noSitePage, notFoundPage, notMemberPage, privateSitePage } from './pages.ts';
@@ -111,9 +112,10 @@ async function serveWeb(ctx: Koa.Context, deps: Deps, site: CachedSite, segments
   sendPage(ctx, 404, notFoundPage);
 }
 
-/** The control plane as the browser reaches it from this site: the site host without the subdomain. */
+/** The control plane as the browser reaches it from this site: the public URL, or the site host without the subdomain. */
 function controlPlaneOrigin(ctx: Koa.Context, deps: Deps): string {
-  const port = /:(\d+)$/.exec(ctx.get('Host'))?.[1];
+  if (deps.config.publicUrl) return deps.config.publicUrl;
+  const port = /:(\d+)$/.exec(ctx.host)?.[1];
   return `${ctx.protocol}://${deps.config.siteHost}${port ? `:${port}` : ''}`;
 }
 
@@ -161,8 +163,9 @@ async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route:
 export function createHostingApp(deps: Deps): Koa {
   const app = new Koa();
   app.silent = true;
+  applyProxySetting(app, deps.config);
   app.use(async (ctx, next) => {
-    ctx.state.subdomain = siteSubdomain(ctx.get('Host'), deps.config.siteHost);
+    ctx.state.subdomain = siteSubdomain(ctx.host, deps.config.siteHost);
     await next();
   });
   app.use(requestContext(deps.log, 'site'));

@@ -10,6 +10,7 @@ import { type Operation, authorize, invalidInput, parseInput } from '../operatio
 import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
 import { nextCommands, withNextCommand } from './next-command.ts';
+import { publicOrigin } from './proxy.ts';
 
 type AnyObject = z.ZodType<Record<string, unknown>>;
 
@@ -49,8 +50,8 @@ export interface OperationRoute {
   errors?: Record<number, RouteResponse>;
   /** Response headers set on success. */
   headers?: Record<string, string>;
-  /** Renders the output for REST where only the front door knows what to add (e.g. its own URL)… */
-  present?: (output: any, ctx: Koa.Context) => unknown;
+  /** Renders the output for REST where only the front door knows what to add: links at `origin`, where people reach Berth… */
+  present?: (output: any, origin: string) => unknown;
   /** …and the schema of what it renders, for the OpenAPI document. */
   presents?: z.ZodType;
 }
@@ -150,7 +151,7 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): voi
           ctx.status = typeof route.status === 'function' ? route.status(output) : (route.status ?? 200);
           if (route.headers) ctx.set(route.headers);
           const body = withNextCommand(output, render);
-          ctx.body = route.present ? route.present(body, ctx) : body;
+          ctx.body = route.present ? route.present(body, publicOrigin(ctx, deps.config)) : body;
         }
       : async (ctx) => {
           const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');

@@ -13,6 +13,8 @@ export interface RequestLine {
   /** Without the query string, which may carry tokens. */
   path: string;
   status: number;
+  /** The client's address (the proxy's report of it behind a trusted proxy). */
+  ip: string;
 }
 
 /** The one log line of a finished request (Koa's apps and the lean function path alike). */
@@ -30,7 +32,7 @@ export function requestContext(log: Logger, kind: 'api' | 'site'): Koa.Middlewar
     try {
       await next();
     } finally {
-      logRequest(log, { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status }, started);
+      logRequest(log, { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ip: ctx.ip }, started);
     }
   };
 }

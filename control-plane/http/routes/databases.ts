@@ -1,4 +1,3 @@
-import type Koa from 'koa';
 import { z } from 'zod';
 import * as db from '../../operations/databases.ts';
 import { DatabaseExport, Pagination, QueryEnvelope, Timestamp } from '../../schemas.ts';
@@ -12,9 +11,9 @@ const RestExport = DatabaseExport.omit({ download: true }).extend({
 
 type ExportRecord = { id: string; download?: { token: string; expiresAt: string } };
 
-function withDownloadUrl({ download, ...record }: ExportRecord, ctx: Koa.Context) {
+function withDownloadUrl({ download, ...record }: ExportRecord, origin: string) {
   if (!download) return record;
-  return { ...record, downloadUrl: `${ctx.protocol}://${ctx.get('Host')}/v0/exports/${record.id}/download?${download.token}`, downloadUrlExpiresAt: download.expiresAt };
+  return { ...record, downloadUrl: `${origin}/v0/exports/${record.id}/download?${download.token}`, downloadUrlExpiresAt: download.expiresAt };
 }
 
 
@@ -83,7 +82,7 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     ok: 'a page of exports',
     presents: z.object({ exports: z.array(RestExport), pagination: Pagination }),
-    present: (output: { exports: ExportRecord[] }, ctx) => ({ ...output, exports: output.exports.map((record) => withDownloadUrl(record, ctx)) }),
+    present: (output: { exports: ExportRecord[] }, origin) => ({ ...output, exports: output.exports.map((record) => withDownloadUrl(record, origin)) }),
   },
   {
     operation: db.createDatabaseExport,
@@ -94,7 +93,7 @@ export const databaseRoutes: OperationRoute[] = [
     ok: 'the export, PROCESSING',
     errors: { 409: { description: 'an export of this database is already running (export_in_progress)' } },
     presents: z.object({ export: RestExport }),
-    present: (output: { export: ExportRecord }, ctx) => ({ export: withDownloadUrl(output.export, ctx) }),
+    present: (output: { export: ExportRecord }, origin) => ({ export: withDownloadUrl(output.export, origin) }),
   },
   {
     operation: db.reconcileDatabaseExport,
@@ -104,6 +103,6 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     ok: 'the export; when COMPLETE, with a fresh signed downloadUrl',
     presents: z.object({ export: RestExport }),
-    present: (output: { export: ExportRecord }, ctx) => ({ export: withDownloadUrl(output.export, ctx) }),
+    present: (output: { export: ExportRecord }, origin) => ({ export: withDownloadUrl(output.export, origin) }),
   },
 ];

@@ -1,14 +1,13 @@
 // Routes for signed-in users of the dashboard (keys, members, invitations, CLI login approval, one's own
 // password) and the account's usage. API keys are refused the user-only ones with 403 `forbidden`.
-import type Koa from 'koa';
 import { z } from 'zod';
 import * as people from '../../operations/people.ts';
 import type { OperationRoute } from '../route.ts';
 
 const USERS = 'People (signed-in users)';
 
-/** An invitation's link on the host the ADMIN is using. */
-const withInvitationUrl = (output: { path: string }, ctx: Koa.Context) => ({ ...output, url: `${ctx.protocol}://${ctx.host}${output.path}` });
+/** An invitation's link where people reach Berth. */
+const withInvitationUrl = (output: { path: string }, origin: string) => ({ ...output, url: `${origin}${output.path}` });
 
 export const peopleRoutes: OperationRoute[] = [
   { operation: people.getUsage, method: 'GET', path: '/v0/accounts/current/usage', operationId: 'getUsage', tag: 'Accounts', ok: 'model calls today against the allowance' },

@@ -1,0 +1,35 @@
+// Behind a proxy that terminates TLS (BERTH_TRUST_PROXY), a request's scheme, host and client address
+// are the ones the proxy reports in X-Forwarded-Proto, -Host and -For; otherwise the connection's own.
+// Koa's apps follow the same rules (app.proxy, and maxIpsCount 1: only the address the proxy itself
+// appended counts, never what a client wrote in the header); these are them for Node's bare request.
+import type http from 'node:http';
+import type Koa from 'koa';
+import type { Config } from '../config.ts';
+
+const first = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value)?.split(/\s*,\s*/, 1)[0] || undefined;
+
+export function applyProxySetting(app: Koa, config: Pick<Config, 'trustProxy'>): void {
+  app.proxy = config.trustProxy;
+  app.maxIpsCount = 1;
+}
+
+export function requestHost(req: http.IncomingMessage, trustProxy: boolean): string {
+  return (trustProxy && first(req.headers['x-forwarded-host'])) || first(req.headers.host) || '';
+}
+
+export function requestProtocol(req: http.IncomingMessage, trustProxy: boolean): 'http' | 'https' {
+  if ((req.socket as { encrypted?: boolean }).encrypted) return 'https';
+  return trustProxy && first(req.headers['x-forwarded-proto']) === 'https' ? 'https' : 'http';
+}
+
+export function clientAddress(req: http.IncomingMessage, trustProxy: boolean): string {
+  const forwarded = trustProxy ? req.headers['x-forwarded-for'] : undefined;
+  const last = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded)?.split(',').at(-1)?.trim();
+  return last || req.socket.remoteAddress || '';
+}
+
+/**
+ * The origin people reach the control plane at, for links in answers: BERTH_PUBLIC_URL when set,
+ * else the scheme and host this request came to.
+ */
+export const publicOrigin = (ctx: Koa.Context, config: Pick<Config, 'publicUrl'>): string => config.publicUrl || `${ctx.protocol}://${ctx.host}`;
