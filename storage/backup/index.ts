@@ -1,0 +1,5 @@
+// Backups of a data dir and restores from them: see create.ts, restore.ts and docs/backup.md.
+export { type BackupOptions, type BackupReport, createBackup } from './create.ts';
+export { MIN_PASSPHRASE_LENGTH } from './key-wrap.ts';
+export { BackupError } from './layout.ts';
+export { type RestoreOptions, type RestoreReport, restoreBackup } from './restore.ts';
