@@ -171,6 +171,7 @@ test('an online backup under a write load restores into a new data dir that answ
   t.deepEqual(await looseModes(restored), [], 'folders are 0700 and files 0600');
   t.deepEqual(await fsp.readFile(path.join(restored, 'master.key')), await fsp.readFile(path.join(dataDir, 'master.key')));
   t.false(fs.existsSync(path.join(restored, 'runtime')), 'runtime files are rebuilt, not restored');
+  t.false((await fsp.readFile(path.join(restored, 'meta.sqlite'))).includes(dataDir), 'nothing names the old data dir');
 
   const second = await startServe({ BERTH_DATA_DIR: restored });
   t.teardown(() => void second.child.kill('SIGKILL'));

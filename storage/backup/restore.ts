@@ -5,6 +5,8 @@
 // unwrapped or taken from the operator's file and checked against the manifest's fingerprint, every
 // file and folder is fsynced, and only then does the folder take the target's name. Whatever fails,
 // the folder is removed: the target is either untouched or whole. Folders are 0700, files 0600.
+// (An existing empty target on a file system of its own, or under a parent this user may not write,
+// is staged inside itself and filled entry by entry at the end, the metadata last.)
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
@@ -90,6 +92,15 @@ async function checkTarget(dataDir: string): Promise<boolean> {
   return true;
 }
 
+async function writable(folder: string): Promise<boolean> {
+  try {
+    await fsp.access(folder, fs.constants.W_OK | fs.constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function readKeyFile(file: string): Promise<Buffer> {
   let key: Buffer;
   try {
@@ -117,11 +128,12 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
   try {
     const targetExists = await checkTarget(dataDir);
     const parent = path.dirname(dataDir);
-    await fsp.mkdir(parent, { recursive: true, mode: 0o700 });
-    // Staged beside the target, so one rename publishes it; inside it when it is a mount point of its
-    // own (a rename cannot cross file systems), and then moved into place entry by entry.
-    const mountPoint = targetExists && (await fsp.stat(dataDir)).dev !== (await fsp.stat(parent)).dev;
-    const work = await fsp.mkdtemp(mountPoint ? path.join(dataDir, '.berth-restore-') : path.join(parent, `.${path.basename(dataDir)}.restore-`));
+    if (!targetExists) await fsp.mkdir(parent, { recursive: true, mode: 0o700 });
+    // Staged beside the target, so one rename publishes it. An existing empty target that is a mount
+    // point of its own (a rename cannot cross file systems), or whose parent this user may not write
+    // (/var/lib), is staged inside instead, and its entries are moved into place at the end.
+    const inside = targetExists && ((await fsp.stat(dataDir)).dev !== (await fsp.stat(parent)).dev || !(await writable(parent)));
+    const work = await fsp.mkdtemp(inside ? path.join(dataDir, '.berth-restore-') : path.join(parent, `.${path.basename(dataDir)}.restore-`));
     state.work = work;
     await fsp.chmod(work, 0o700);
 
@@ -178,12 +190,13 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
 
     // Folders deepest first, then the rename that makes it all appear at once.
     for (const folder of [...folders].sort((a, b) => b.length - a.length)) await syncPath(folder);
-    if (mountPoint) {
+    if (inside) {
       // The metadata last: until it is in place the folder is no data dir a server would open.
       const entries = (await fsp.readdir(work)).sort((a, b) => Number(a === META_NAME) - Number(b === META_NAME));
       for (const entry of entries) await fsp.rename(path.join(work, entry), path.join(dataDir, entry));
       await fsp.rmdir(work);
       state.done = true;
+      await fsp.chmod(dataDir, 0o700).catch(() => {});
       await syncPath(dataDir);
     } else {
       // rename(2) replaces an empty folder in one step.
