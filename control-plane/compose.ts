@@ -6,6 +6,7 @@ import path from 'node:path';
 import type { Config } from './config.ts';
 import { openMetaDb } from './db/connection.ts';
 import type { Logger } from './log.ts';
+import { Metrics } from './metrics.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { CronScheduler } from './services/cron.ts';
 import { type Deps, monotonicClock } from './services/deps.ts';
@@ -75,6 +76,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
 
   const runtimeDir = path.join(config.dataDir, 'runtime');
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
+  const metrics = new Metrics({ db, liveWorkers: () => runtime.workerCount });
   const runtime = new RuntimeHost(
     {
       denoPath,
@@ -88,6 +90,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
       startupTimeoutMs: 10_000,
       logger: log,
       ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
+      observer: { started: (seconds) => metrics.workerStarted(seconds), exited: (reason) => metrics.workerExited(reason) },
     },
     {
       // Served by services that need the runtime themselves: serveCtx is made once deps exist.
@@ -112,7 +115,9 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
       statementTimeoutMs: config.databaseTimeoutMs,
       maxProcesses: config.maxDatabaseProcesses,
       idleMs: config.functionIdleMs,
+      onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
     }),
+    metrics,
     now: options.now ?? monotonicClock(),
     signInLimits: signInLimits(),
     siteUrl: options.siteUrl,

@@ -13,6 +13,10 @@ export interface Config {
   publicUrl: string;
   /** Honour X-Forwarded-Proto, -For and -Host: only behind a proxy that sets them, on a port nobody else reaches. */
   trustProxy: boolean;
+  /** The bearer token GET /metrics asks for on the main port; empty: not served there. */
+  metricsToken: string;
+  /** host:port of a listener of its own that serves /metrics without a token; empty: none. */
+  metricsAddress: string;
   dataDir: string;
   /** The email of the owner user made on first run. */
   ownerEmail: string;
@@ -55,6 +59,8 @@ export const DEFAULTS: Config = {
   siteHost: 'localhost',
   publicUrl: '',
   trustProxy: false,
+  metricsToken: '',
+  metricsAddress: '',
   dataDir: './.berth',
   ownerEmail: 'owner@localhost',
   maxFileBytes: 512 * 1024 * 1024,
@@ -117,6 +123,19 @@ function publicUrl(env: NodeJS.ProcessEnv): string {
   return url.origin;
 }
 
+function metricsToken(env: NodeJS.ProcessEnv): string {
+  const token = env.BERTH_METRICS_TOKEN?.trim() ?? '';
+  if (token && (token.length < 16 || /\s/.test(token))) throw new ConfigError('BERTH_METRICS_TOKEN must be at least 16 characters with no spaces (e.g. `openssl rand -hex 24`)');
+  return token;
+}
+
+/** host:port, e.g. 127.0.0.1:9464 (brackets around an IPv6 host). */
+function metricsAddress(env: NodeJS.ProcessEnv): string {
+  const raw = env.BERTH_METRICS_ADDRESS?.trim() ?? '';
+  if (raw && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(raw)) throw new ConfigError(`BERTH_METRICS_ADDRESS must be host:port, such as 127.0.0.1:9464, got "${raw}"`);
+  return raw;
+}
+
 function text(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
   const raw = env[name]?.trim();
   return raw ? raw : fallback;
@@ -138,6 +157,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     siteHost,
     publicUrl: publicUrl(env),
     trustProxy: flag(env, 'BERTH_TRUST_PROXY', DEFAULTS.trustProxy),
+    metricsToken: metricsToken(env),
+    metricsAddress: metricsAddress(env),
     dataDir: path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir)),
     ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),

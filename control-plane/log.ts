@@ -1,7 +1,9 @@
-// The process logger: JSON lines on stdout. Nothing secret is ever passed to it. The lines of one turn
-// of the event loop leave in one write, so a busy server makes one write for many requests while each
-// line still shows at once; writes are asynchronous, and flushed on shutdown.
+// The process logger: JSON lines on stdout, or readable lines (pino-pretty) when stdout is a terminal.
+// Nothing secret is ever passed to it. The JSON lines of one turn of the event loop leave in one
+// write, so a busy server makes one write for many requests while each line still shows at once;
+// writes are asynchronous, and flushed on shutdown.
 import { pino, type DestinationStream, type Logger } from 'pino';
+import pretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -37,6 +39,8 @@ class TurnBatcher implements DestinationStream {
   }
 }
 
-export function createLogger(level: string): Logger {
-  return pino({ level, base: { service: 'berth' }, timestamp: pino.stdTimeFunctions.isoTime }, new TurnBatcher(pino.destination({ dest: 1, sync: false })));
+export function createLogger(level: string, terminal = process.stdout.isTTY === true): Logger {
+  const options = { level, base: { service: 'berth' }, timestamp: pino.stdTimeFunctions.isoTime };
+  if (terminal) return pino(options, pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'service,pid,hostname', singleLine: true }));
+  return pino(options, new TurnBatcher(pino.destination({ dest: 1, sync: false })));
 }

@@ -11,6 +11,7 @@ import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
 import type { Deps } from './services/deps.ts';
+import { metricsServer } from './http/metrics-endpoint.ts';
 import { requestHost } from './http/proxy.ts';
 import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
@@ -20,6 +21,8 @@ export interface Berth {
   url: string;
   /** Where people reach the control plane: BERTH_PUBLIC_URL, or `url`. */
   publicUrl: string;
+  /** The metrics listener's /metrics, when BERTH_METRICS_ADDRESS is set. */
+  metricsUrl?: string;
   port: number;
   deps: Deps;
   /** Set when this start created the owner account of an empty data dir. */
@@ -47,6 +50,23 @@ function siteUrl(config: Config, subdomain: string, boundPort: number): string {
   return `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`;
 }
 
+function listen(server: http.Server, bind: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const failed = (err: Error) => reject(listenProblem(err, bind, port));
+    server.once('error', failed);
+    server.listen(port, bind, () => {
+      server.off('error', failed);
+      resolve();
+    });
+  });
+}
+
+/** "127.0.0.1:9464" or "[::1]:9464" as a host and a port. */
+function splitAddress(address: string): { host: string; port: number } {
+  const at = address.lastIndexOf(':');
+  return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
+}
+
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
   let boundPort = config.port;
@@ -71,17 +91,17 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   });
   server.keepAliveTimeout = 65_000;
 
+  const metrics = config.metricsAddress ? metricsServer(deps.metrics) : undefined;
   try {
-    await new Promise<void>((resolve, reject) => {
-      const failed = (err: Error) => reject(listenProblem(err, config.bind, config.port));
-      server.once('error', failed);
-      server.listen(config.port, config.bind, () => {
-        server.off('error', failed);
-        resolve();
-      });
-    });
+    await listen(server, config.bind, config.port);
+    if (metrics) {
+      const { host: metricsHost, port: metricsPort } = splitAddress(config.metricsAddress);
+      await listen(metrics, metricsHost, metricsPort);
+    }
   } catch (err) {
     // Nothing was served: release what was composed, so the data dir is left as it was found.
+    server.close();
+    metrics?.close();
     await release();
     throw err;
   }
@@ -96,6 +116,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       // Keep-alive sockets become idle as their last request ends; close each one as soon as it does.
       const sweep = setInterval(() => server.closeIdleConnections(), 50);
       const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
+      metrics?.close();
       await drained;
       clearInterval(sweep);
       clearTimeout(force);
@@ -105,5 +126,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   };
 
   const url = `http://${host}:${boundPort}`;
-  return { url, publicUrl: config.publicUrl || url, port: boundPort, deps, owner, scheduler, close };
+  const metricsAddress = metrics?.address() as AddressInfo | undefined;
+  const metricsUrl = metricsAddress ? `http://${metricsAddress.family === 'IPv6' ? `[${metricsAddress.address}]` : metricsAddress.address}:${metricsAddress.port}/metrics` : undefined;
+  return { url, publicUrl: config.publicUrl || url, ...(metricsUrl ? { metricsUrl } : {}), port: boundPort, deps, owner, scheduler, close };
 }

@@ -31,6 +31,13 @@ export interface RuntimeOptions {
   workerNice?: number;
   /** What each worker may write to its site's logs (default DEFAULT_OUTPUT_BUDGET). */
   output?: OutputBudget;
+  /** Told of every worker started (with how long it took to be ready) and of every exit, for metrics. */
+  observer?: WorkerObserver;
+}
+
+export interface WorkerObserver {
+  started(seconds: number): void;
+  exited(reason: string): void;
 }
 
 export interface RuntimeLogger {
@@ -93,6 +100,11 @@ export class RuntimeHost {
     return this.#pool.size;
   }
 
+  /** Whether workers can start: the Deno executable is there and may be run. */
+  async denoAvailable(): Promise<void> {
+    await fs.promises.access(this.#options.denoPath, fs.constants.X_OK);
+  }
+
   /** Process ids of the live workers, for tests and diagnostics. */
   workerPids(): number[] {
     return this.#pool.workers().flatMap((worker) => (worker.pid ? [worker.pid] : []));
@@ -137,7 +149,18 @@ export class RuntimeHost {
     await this.#pool.close();
   }
 
-  #startWorker(deployment: Deployment): Promise<DenoWorker> {
+  async #startWorker(deployment: Deployment): Promise<DenoWorker> {
+    const started = performance.now();
+    const worker = await this.#spawn(deployment);
+    const { observer } = this.#options;
+    if (observer) {
+      observer.started((performance.now() - started) / 1000);
+      void worker.exited.then((reason) => observer.exited(reason));
+    }
+    return worker;
+  }
+
+  #spawn(deployment: Deployment): Promise<DenoWorker> {
     const { logger } = this.#options;
     const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
     return DenoWorker.start({

@@ -36,6 +36,13 @@ export class BlobStore {
     await fsp.mkdir(this.#tmp, { recursive: true, mode: 0o700 });
   }
 
+  /** Whether a blob can be written now: its temp folder accepts a file. */
+  async writable(): Promise<void> {
+    const probe = path.join(this.#tmp, `ready-${crypto.randomUUID()}`);
+    await fsp.writeFile(probe, '', { mode: 0o600 });
+    await fsp.rm(probe, { force: true });
+  }
+
   pathOf(sha256: string): string {
     if (!SHA256_HEX.test(sha256)) throw new Error(`not a sha256 digest: ${sha256}`);
     return path.join(this.#root, sha256.slice(0, 2), sha256);

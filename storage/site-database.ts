@@ -63,6 +63,8 @@ export interface SiteDatabaseOptions {
   maxProcesses: number;
   /** An idle database process is stopped after this long. */
   idleMs: number;
+  /** Told how long each statement or batch took, by whom it was run and whether it succeeded, for metrics. */
+  onStatement?: (access: Access, ok: boolean, seconds: number) => void;
 }
 
 /** Migrations may rebuild large tables and dumps read everything: both get more time than a statement. */
@@ -170,6 +172,20 @@ export class SiteDatabases implements SiteDatabaseProvider {
 
   /** Sends `request` (null: only open the database) to the site's process and unwraps the result. */
   async #call(siteId: string, request: DbRequest | null, timeoutMs = this.#options.statementTimeoutMs, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
+    const observe = this.#options.onStatement;
+    if (!observe || !request || (request.op !== 'run' && request.op !== 'batch')) return this.#send(siteId, request, timeoutMs, onChunk);
+    const started = performance.now();
+    let ok = false;
+    try {
+      const value = await this.#send(siteId, request, timeoutMs, onChunk);
+      ok = true;
+      return value;
+    } finally {
+      observe(request.access, ok, (performance.now() - started) / 1000);
+    }
+  }
+
+  async #send(siteId: string, request: DbRequest | null, timeoutMs: number, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
     let process;
     try {
       process = await this.#pool.acquire(siteId);

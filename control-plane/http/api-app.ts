@@ -4,6 +4,9 @@ import Router from '@koa/router';
 import fs from 'node:fs';
 import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
+import { readiness } from '../services/readiness.ts';
+import { safeEqual } from '../services/safe-equal.ts';
+import { sendMetrics } from './metrics-endpoint.ts';
 import type { Deps } from '../services/deps.ts';
 import { mcpEndpoint } from '../mcp/http.ts';
 import { cliLoginRoutes } from './cli-login.ts';
@@ -27,8 +30,23 @@ export function createApiApp(deps: Deps, version: string): Koa {
   open.get('/', (ctx) => {
     ctx.body = { service: 'berth', version, api: '/v0', openapi: '/v0/openapi.json' };
   });
+  // Liveness: the process answers. Readiness: it can do its work (metadata, blobs, Deno).
   open.get('/healthz', (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
     ctx.body = { ok: true };
+  });
+  open.get('/readyz', async (ctx) => {
+    const state = await readiness(deps);
+    ctx.set('Cache-Control', 'no-store');
+    ctx.status = state.ready ? 200 : 503;
+    ctx.body = state;
+  });
+  open.get('/metrics', async (ctx) => {
+    const token = deps.config.metricsToken;
+    if (!token) throw new BerthError('not_found', 'metrics are not served here: set BERTH_METRICS_TOKEN, or BERTH_METRICS_ADDRESS for a listener of their own');
+    const presented = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('Authorization'))?.[1] ?? '';
+    if (!safeEqual(presented, token)) throw new BerthError('unauthorized', 'metrics need "Authorization: Bearer <BERTH_METRICS_TOKEN>"');
+    await sendMetrics(ctx, deps.metrics);
   });
   open.get('/v0/openapi.json', (ctx) => {
     ctx.body = openapi;
@@ -46,7 +64,7 @@ export function createApiApp(deps: Deps, version: string): Koa {
   const api = new Router();
   mountRoutes(api, apiRoutes, deps);
 
-  app.use(requestContext(deps.log, 'api'));
+  app.use(requestContext(deps, 'api'));
   app.use(errorEnvelope(deps.log));
   app.use(dashboardRoutes(deps).routes());
   app.use(open.routes());

@@ -8,7 +8,7 @@ import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
 import { isClientAbort, toBerthError } from './middleware/errors.ts';
-import { logRequest } from './middleware/request-context.ts';
+import { finishRequest } from './middleware/request-context.ts';
 import { noSitePage } from './pages.ts';
 import { clientAddress, requestHost, requestProtocol } from './proxy.ts';
 import { readBody } from './read-body.ts';
@@ -77,9 +77,10 @@ export function functionHandler(deps: Deps): (req: http.IncomingMessage, res: ht
     const requestId = crypto.randomUUID();
     res.setHeader('Berth-Request-Id', requestId);
     const done = () =>
-      logRequest(
-        deps.log,
+      finishRequest(
+        deps,
         { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path: (req.url ?? '/').split('?', 1)[0]!, status: res.statusCode, ip: clientAddress(req, deps.config.trustProxy) },
+        'api',
         started,
       );
     serve(deps, req, res, subdomain, segments, requestId).then(done, (err: unknown) => {

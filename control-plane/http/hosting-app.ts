@@ -168,7 +168,7 @@ export function createHostingApp(deps: Deps): Koa {
     ctx.state.subdomain = siteSubdomain(ctx.host, deps.config.siteHost);
     await next();
   });
-  app.use(requestContext(deps.log, 'site'));
+  app.use(requestContext(deps, 'site'));
   app.use(errorEnvelope(deps.log));
   app.use(async (ctx) => {
     const site = await resolveSite(deps, ctx.state.subdomain as string);

@@ -102,7 +102,10 @@ export class CronScheduler {
           error: skipped ? 'the previous run was still running' : null,
         } satisfies CronRunRow);
       });
-      if (skipped) continue;
+      if (skipped) {
+        deps.metrics.cronRun('SKIPPED');
+        continue;
+      }
       const run = this.#run(job, id, scheduledAt);
       this.#runs.add(run);
       void run.finally(() => this.#runs.delete(run));
@@ -136,6 +139,7 @@ export class CronScheduler {
       if (!(err instanceof WorkerError)) deps.log.error({ err, functionId: job.id }, 'cron job failed to start');
     } finally {
       this.#running.delete(job.id);
+      deps.metrics.cronRun(outcome);
     }
     try {
       await deps.db('cron_runs').where({ id: runId }).update({ outcome, error, ended_at: timestamp(deps) });

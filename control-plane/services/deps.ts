@@ -8,6 +8,7 @@ import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
+import type { Metrics } from '../metrics.ts';
 
 export interface Deps {
   config: Config;
@@ -24,6 +25,8 @@ export interface Deps {
   /** Encrypts secrets at rest; from <data dir>/master.key. */
   masterKey: Buffer;
   now: () => Date;
+  /** What /metrics reports. */
+  metrics: Metrics;
   /** Failed sign-ins per email and per client address. */
   signInLimits: { email: AttemptLimit; address: AttemptLimit };
   /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */

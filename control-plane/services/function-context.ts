@@ -212,6 +212,7 @@ async function handleCtxCall(deps: Deps, methods: Record<CtxMethod, Method>, dep
     if (!method) {
       return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${String(call?.method)} is not available` } };
     }
+    deps.metrics.ctxCall(call.method);
     if (!Array.isArray(call.args)) {
       return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
     }

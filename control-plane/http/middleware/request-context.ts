@@ -1,8 +1,9 @@
-// Gives each request an id (echoed as Berth-Request-Id) and logs one line when it ends:
-// method, path without the query string, status and duration. Headers and bodies are never logged.
+// Gives each request an id (echoed as Berth-Request-Id) and, when it ends, logs one line (method,
+// path without the query string, status, duration, client address; never headers or bodies) and
+// counts it in the metrics by route, a label of few values.
 import crypto from 'node:crypto';
 import type Koa from 'koa';
-import type { Logger } from '../../log.ts';
+import type { Deps } from '../../services/deps.ts';
 
 export interface RequestLine {
   reqId: string;
@@ -17,13 +18,22 @@ export interface RequestLine {
   ip: string;
 }
 
-/** The one log line of a finished request (Koa's apps and the lean function path alike). */
-export function logRequest(log: Logger, line: RequestLine, started: bigint): void {
+/** The log line and metrics of a finished request (Koa's apps and the lean function path alike). */
+export function finishRequest(deps: Pick<Deps, 'log' | 'metrics'>, line: RequestLine, route: string, started: bigint): void {
   const ms = Number(process.hrtime.bigint() - started) / 1e6;
-  log.info({ ...line, ms: Math.round(ms * 100) / 100 }, 'request');
+  deps.log.info({ ...line, ms: Math.round(ms * 100) / 100 }, 'request');
+  deps.metrics.request(line.kind, route, line.status, ms / 1000);
 }
 
-export function requestContext(log: Logger, kind: 'api' | 'site'): Koa.Middleware {
+/** The route a request matched, as a metrics label: the router's pattern, never the path itself. */
+function routeOf(ctx: Koa.Context, kind: 'api' | 'site'): string {
+  if (kind === 'site') return ctx.path.startsWith('/_berth/') ? '/_berth' : 'web';
+  const matched = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+  if (typeof matched === 'string') return matched;
+  return ctx.path === '/mcp' ? '/mcp' : 'unmatched';
+}
+
+export function requestContext(deps: Pick<Deps, 'log' | 'metrics'>, kind: 'api' | 'site'): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const requestId = crypto.randomUUID();
@@ -32,7 +42,7 @@ export function requestContext(log: Logger, kind: 'api' | 'site'): Koa.Middlewar
     try {
       await next();
     } finally {
-      logRequest(log, { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ip: ctx.ip }, started);
+      finishRequest(deps, { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ip: ctx.ip }, routeOf(ctx, kind), started);
     }
   };
 }

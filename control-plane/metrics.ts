@@ -1,0 +1,84 @@
+// Prometheus metrics of one server (prom-client), in a registry of its own: what operators watch —
+// requests by route and status with their latency, workers live and started, cold starts, worker
+// exits by reason, ctx calls by method, cron runs by outcome, site database statement latency, and
+// bytes stored. Services and the runtime report through the small observer functions below, so
+// nothing outside this file knows prom-client.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Db } from './db/connection.ts';
+
+/** Latency buckets (seconds) from a warm static file to a slow function. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export interface MetricsSources {
+  db: Db;
+  /** Live function workers, read at scrape time. */
+  liveWorkers: () => number;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #requests: Counter<'kind' | 'route' | 'status'>;
+  readonly #requestSeconds: Histogram<'kind' | 'route'>;
+  readonly #workersStarted: Counter;
+  readonly #coldStartSeconds: Histogram;
+  readonly #workerExits: Counter<'reason'>;
+  readonly #ctxCalls: Counter<'method'>;
+  readonly #cronRuns: Counter<'outcome'>;
+  readonly #statementSeconds: Histogram<'source' | 'outcome'>;
+
+  constructor(sources: MetricsSources) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: 'berth_' });
+    this.#requests = new Counter({ name: 'berth_http_requests_total', help: 'HTTP requests answered, by kind (api, site), route and status', labelNames: ['kind', 'route', 'status'], registers });
+    this.#requestSeconds = new Histogram({ name: 'berth_http_request_duration_seconds', help: 'Time to answer an HTTP request (its head, for streamed bodies)', labelNames: ['kind', 'route'], buckets: LATENCY_BUCKETS, registers });
+    new Gauge({
+      name: 'berth_workers_live',
+      help: 'Function workers alive now',
+      registers,
+      collect() {
+        this.set(sources.liveWorkers());
+      },
+    });
+    this.#workersStarted = new Counter({ name: 'berth_workers_started_total', help: 'Function workers started', registers });
+    this.#coldStartSeconds = new Histogram({ name: 'berth_cold_start_duration_seconds', help: 'Time from starting a function worker to its being ready (a cold start)', buckets: LATENCY_BUCKETS, registers });
+    this.#workerExits = new Counter({ name: 'berth_worker_exits_total', help: 'Function workers that stopped, by reason: disposed (idle or retired), timeout, memory, crashed, protocol', labelNames: ['reason'], registers });
+    this.#ctxCalls = new Counter({ name: 'berth_ctx_calls_total', help: 'ctx calls served to functions, by method', labelNames: ['method'], registers });
+    this.#cronRuns = new Counter({ name: 'berth_cron_runs_total', help: 'Cron runs that ended, by outcome', labelNames: ['outcome'], registers });
+    this.#statementSeconds = new Histogram({ name: 'berth_database_statement_duration_seconds', help: 'Site database statements, by source (api, function, system) and outcome (ok, error)', labelNames: ['source', 'outcome'], buckets: LATENCY_BUCKETS, registers });
+    new Gauge({
+      name: 'berth_bytes_stored',
+      help: 'Bytes of file content stored (each distinct blob once)',
+      registers,
+      async collect() {
+        const row = (await sources.db.raw('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM (SELECT MAX(bytes) AS bytes FROM file_versions GROUP BY blob_sha256)')) as Array<{ bytes: number }>;
+        this.set(Number(row[0]?.bytes ?? 0));
+      },
+    });
+  }
+
+  request(kind: 'api' | 'site', route: string, status: number, seconds: number): void {
+    this.#requests.inc({ kind, route, status: String(status) });
+    this.#requestSeconds.observe({ kind, route }, seconds);
+  }
+
+  workerStarted(seconds: number): void {
+    this.#workersStarted.inc();
+    this.#coldStartSeconds.observe(seconds);
+  }
+
+  workerExited(reason: string): void {
+    this.#workerExits.inc({ reason });
+  }
+
+  ctxCall(method: string): void {
+    this.#ctxCalls.inc({ method });
+  }
+
+  cronRun(outcome: string): void {
+    this.#cronRuns.inc({ outcome });
+  }
+
+  statement(source: string, ok: boolean, seconds: number): void {
+    this.#statementSeconds.observe({ source, outcome: ok ? 'ok' : 'error' }, seconds);
+  }
+}

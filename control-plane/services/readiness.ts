@@ -1,0 +1,27 @@
+// Whether this server can do its work now, for GET /readyz: the metadata database answers, the blob
+// store takes a write, and the Deno executable that runs functions and site databases is there. Each
+// check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
+import type { Deps } from './deps.ts';
+
+const CHECK_MS = 2000;
+
+export type CheckResult = 'ok' | string;
+
+async function check(run: () => Promise<unknown>): Promise<CheckResult> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([run(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_MS} ms`)), CHECK_MS)))]);
+    return 'ok';
+  } catch (err) {
+    // A short reason for the operator; no paths or internals beyond the error's own message.
+    return err instanceof Error ? err.message.split('\n')[0]!.slice(0, 200) : 'failed';
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime'>): Promise<{ ready: boolean; checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> }> {
+  const [metadata, blobs, deno] = await Promise.all([check(() => deps.db.raw('SELECT 1')), check(() => deps.blobs.writable()), check(() => deps.runtime.denoAvailable())]);
+  const checks = { metadata, blobs, deno };
+  return { ready: Object.values(checks).every((result) => result === 'ok'), checks };
+}
