@@ -10,8 +10,10 @@ import path from 'node:path';
 import test from 'ava';
 import got from 'got';
 import sqlite3 from 'sqlite3';
+import { migrationSource } from '../control-plane/db/migrations.ts';
+import { createBackup, restoreBackup } from '../storage/backup/index.ts';
 import { snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
-import { apiClient, json, makeDataDir } from './helpers/berth.ts';
+import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
@@ -389,4 +391,40 @@ test('a copy under steady writes restarts, then finishes in one step, and is one
   );
   t.is(row.rows, row.total, 'the copy is one committed state');
   t.is(row.rows, 400 + writes, 'it holds every write committed before its last step');
+});
+
+test('a site database deleted and an export file gone while the backup runs are left out, and the copy says so', async (t) => {
+  t.timeout(120_000);
+  const own = await startTestBerth();
+  t.teardown(() => own.dispose());
+  const kept = await createSite(own.owner);
+  const gone = await createSite(own.owner);
+  const keptDb = json<{ database: { id: string } }>(await own.owner.api.post(`v0/sites/${kept.id}/databases`)).database;
+  t.is((await own.owner.api.post(`v0/sites/${gone.id}/databases`)).statusCode, 200);
+  const exportsPath = `v0/sites/${kept.id}/databases/${keptDb.id}/exports`;
+  const exported = json<{ export: { id: string; status: string } }>(await own.owner.api.post(exportsPath)).export;
+  for (let status = exported.status; status === 'PROCESSING'; ) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    status = json<{ export: { status: string } }>(await own.owner.api.post(`${exportsPath}/${exported.id}/reconcile`)).export.status;
+  }
+  // As a deletion does after removing the binding: the files go, while the metadata still lists them.
+  await fsp.rm(path.join(own.dataDir, 'sites', gone.id), { recursive: true, force: true });
+  await fsp.rm(path.join(own.dataDir, 'exports', `${exported.id}.sql`));
+
+  const root = await makeDataDir(t);
+  const file = path.join(root, 'b.tar');
+  const report = await createBackup({ dataDir: own.dataDir, file, berthVersion: 'test', masterKey: { mode: 'omitted' } });
+  t.deepEqual(report.deletedDuringBackup, [gone.id]);
+  t.like(report.contents, { sites: 2, siteDatabases: 1, exports: 0 });
+
+  const restored = path.join(root, 'data');
+  await restoreBackup({ file, dataDir: restored, knownMigrations: await migrationSource.getMigrations([]), masterKey: { file: path.join(own.dataDir, 'master.key') } });
+  const meta = new sqlite3.Database(path.join(restored, 'meta.sqlite'));
+  t.teardown(() => meta.close());
+  const all = <T>(sql: string) => new Promise<T[]>((resolve, reject) => meta.all<T>(sql, (err, rows) => (err ? reject(err) : resolve(rows))));
+  t.deepEqual(await all<{ site_id: string }>('SELECT site_id FROM databases'), [{ site_id: kept.id }]);
+  t.deepEqual(await all<{ status: string }>('SELECT status FROM database_exports'), [{ status: 'ERROR' }]);
+  t.true(fs.existsSync(path.join(restored, 'sites', kept.id, 'db.sqlite')));
+  t.false(fs.existsSync(path.join(restored, 'sites', gone.id)));
+  t.deepEqual((await fsp.readdir(restored)).filter((name) => name.endsWith('-wal') || name.endsWith('-journal')), [], 'each database is one file');
 });

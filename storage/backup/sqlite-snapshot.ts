@@ -114,9 +114,20 @@ export async function snapshotDatabase(source: string, dest: string, options: Sn
   }
 }
 
-/** Opens a finished snapshot (never a live database) to read or adjust it. */
+/**
+ * Opens a finished snapshot (never a live database) to read or adjust it. It is switched to a rollback
+ * journal first, so everything is in the one file once it is closed: no -wal to carry along. Berth
+ * turns WAL back on when it opens the restored file.
+ */
 export async function openSnapshot(file: string): Promise<SnapshotDb> {
-  return new SnapshotDb(await openDatabase(file, sqlite3.OPEN_READWRITE));
+  const snapshot = new SnapshotDb(await openDatabase(file, sqlite3.OPEN_READWRITE));
+  try {
+    await snapshot.all('PRAGMA journal_mode = DELETE');
+  } catch (err) {
+    await snapshot.close();
+    throw err;
+  }
+  return snapshot;
 }
 
 /** A small promise wrapper over a snapshot's connection. */
