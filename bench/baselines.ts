@@ -2,7 +2,13 @@
 //   node bench/baselines.ts node <port> <dir>       a bare Node http server answering /<name> with the
 //                                                    bytes of <dir>/<name>, held in memory
 //   node bench/baselines.ts sqlite <port> <db file>  a bare Node http server answering every request with
-//                                                    the bench statement run on SQLite directly
+//                                                    the bench statement run on SQLite directly, in the
+//                                                    envelope of Berth's query endpoint
+//   node bench/baselines.ts upload <port> <dir>      a bare Node http server storing each PUT /<name>:
+//                                                    the body written to a new file in <dir>/files,
+//                                                    fsynced, and one row inserted into <dir>/meta.sqlite
+//                                                    (WAL, synchronous FULL, as Berth's metadata);
+//                                                    GET /<name> reads a stored file back
 // The Deno baseline is `deno serve` of bench/hello-deno.ts.
 import fs from 'node:fs';
 import http from 'node:http';
@@ -29,17 +35,84 @@ function serveStatement(file: string): http.RequestListener {
   const db = new sqlite3.Database(file, sqlite3.OPEN_READONLY);
   return (req, res) => {
     req.resume();
-    db.get(BENCH_STATEMENT.sql, BENCH_STATEMENT.params, (err, row) => {
-      const body = JSON.stringify(err ? { error: err.message } : { results: [row] });
-      res.writeHead(err ? 500 : 200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) }).end(body);
+    const started = performance.now();
+    db.all(BENCH_STATEMENT.sql, BENCH_STATEMENT.params, (err, rows) => {
+      const duration = Math.round((performance.now() - started) * 1000) / 1000;
+      const body = JSON.stringify(
+        err
+          ? { success: false, errors: [{ code: 'statement_failed', message: err.message }], messages: [], result: [] }
+          : { success: true, errors: [], messages: [], result: [{ success: true, results: rows, meta: { duration, changes: 0, last_row_id: null } }] },
+      );
+      res.writeHead(err ? 500 : 200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
+    });
+  };
+}
+
+const FILE_NAME = /^\/([A-Za-z0-9._-]{1,200})$/;
+
+async function serveUploads(dir: string): Promise<http.RequestListener> {
+  const filesDir = path.join(dir, 'files');
+  fs.mkdirSync(filesDir, { recursive: true });
+  const db = new sqlite3.Database(path.join(dir, 'meta.sqlite'));
+  await new Promise<void>((resolve, reject) =>
+    db.exec(
+      `PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+       CREATE TABLE IF NOT EXISTS files (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, bytes INTEGER NOT NULL, created_at INTEGER NOT NULL)`,
+      (err) => (err ? reject(err) : resolve()),
+    ),
+  );
+  const answer = (res: http.ServerResponse, status: number, value: unknown) => {
+    const body = JSON.stringify(value);
+    res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
+  };
+  return (req, res) => {
+    const name = FILE_NAME.exec(req.url ?? '')?.[1];
+    if (!name) {
+      req.resume();
+      return answer(res, 404, { error: 'not found' });
+    }
+    const file = path.join(filesDir, name);
+    if (req.method === 'GET') {
+      fs.readFile(file, (err, bytes) => {
+        if (err) return answer(res, 404, { error: 'not found' });
+        res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': bytes.length }).end(bytes);
+      });
+      return;
+    }
+    if (req.method !== 'PUT') {
+      req.resume();
+      return answer(res, 405, { error: 'method not allowed' });
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const bytes = Buffer.concat(chunks);
+      const fail = (err: Error) => answer(res, 500, { error: err.message });
+      // A new file, its bytes written and fsynced, then one row: as a durable store needs at the least.
+      fs.open(file, 'wx', 0o600, (err, fd) => {
+        if (err) return fail(err);
+        fs.write(fd, bytes, 0, bytes.length, 0, (err) => {
+          if (err) return fs.close(fd, () => fail(err));
+          fs.fsync(fd, (err) => {
+            fs.close(fd, (closeErr) => {
+              if (err || closeErr) return fail((err ?? closeErr)!);
+              db.run('INSERT INTO files (name, bytes, created_at) VALUES (?, ?, ?)', [name, bytes.length, Date.now()], (err) => {
+                if (err) return fail(err);
+                answer(res, 200, { name, bytes: bytes.length });
+              });
+            });
+          });
+        });
+      });
     });
   };
 }
 
 if (import.meta.filename === process.argv[1]) {
-  if ((kind !== 'node' && kind !== 'sqlite') || !port || !target) {
-    process.stderr.write('usage: node bench/baselines.ts node|sqlite <port> <dir|db file>\n');
+  if ((kind !== 'node' && kind !== 'sqlite' && kind !== 'upload') || !port || !target) {
+    process.stderr.write('usage: node bench/baselines.ts node|sqlite|upload <port> <dir|db file|dir>\n');
     process.exit(2);
   }
-  http.createServer(kind === 'node' ? serveFiles(target) : serveStatement(target)).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
+  const listener = kind === 'node' ? serveFiles(target) : kind === 'sqlite' ? serveStatement(target) : await serveUploads(target);
+  http.createServer(listener).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
 }
