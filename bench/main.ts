@@ -1,239 +1,530 @@
-// `make bench`: Berth against its baselines, side by side in one run, with the same load generator
-// (autocannon, in its own process) and the same concurrency. Prints requests/s, latency and ratios.
-//   static files: Berth vs a bare Node http server holding the same bytes in memory (1 KiB, 1 MiB)
-//   functions:    a warm hello-world function vs the same handler under a bare `deno serve`
+// `make bench`: Berth against its baselines on equal CPU, in one run. Every server under test (Berth's
+// `berth serve` with its Deno workers and database processes, and each baseline in its turn) runs
+// pinned to CPU 0; the load generator (autocannon, in a process of its own) and this script run on
+// CPU 1. Both sides of a ratio get the same load: same connections, same duration, same warm-up.
+// Before measuring, both sides must answer the same bytes; any failed request (error, timeout,
+// non-2xx) is reported and makes the run exit non-zero.
+//   static files:  1 KiB and 1 MiB vs a bare Node http server holding the bytes in memory
+//   functions:     warm hello world vs the same handler under a bare `deno serve`, at BENCH_CONNECTIONS
+//                  and swept over 1, 16 and 64 connections
 //   site database: a function doing one ctx.db.first vs hello world; the query endpoint vs the same
-//                 statement run on SQLite directly behind a bare Node http server
-//   cold paths:   write of a new function → first answer; idle-evicted worker → first answer
-// BENCH_SECONDS sets each load run's duration (default 10), BENCH_CONNECTIONS the concurrency (50).
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+//                  statement run on SQLite by a bare Node http server
+//   uploads:       1 KiB PUTs vs a bare Node http server writing a new file, fsync, one SQLite insert
+//   mixed load:    static, hello, ctx.db.first and uploads at once (64 connections), per path, with the
+//                  RSS of the server and of each Deno process at 10 s and at the end
+//   cold paths:    a new function's first answer, alone and 8 at a time; an idle-evicted worker's
+// Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
+// BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
+// a ratio is measured again when other processes took more than that share of the server's core;
+// BENCH_WRITE_DOCS=1 writes docs/benchmarks.md's "Last run" section and docs/benchmarks.json from this
+// run; BENCH_KEEP_DATA=1 keeps the data dirs and Berth's request logs.
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import got from 'got';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { BENCH_STATEMENT } from './baselines.ts';
+import {
+  checkPinning,
+  commandLine,
+  cpusAllowed,
+  freePort,
+  LOAD_CORE,
+  machine,
+  pinSelf,
+  processTree,
+  ROOT,
+  rssBytes,
+  runLoad,
+  SERVER_CORE,
+  type Server,
+  startPinned,
+  stopAll,
+  waitForPort,
+  watchServer,
+} from './harness.ts';
+import type { LoadTarget } from './load-worker.ts';
+import { aims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
-const children: ChildProcess[] = [];
-
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < min) throw new Error(`${name} must be a number of at least ${min}, got "${raw}"`);
+  return value;
 }
 
-/** Resolves once something accepts connections on `port`. */
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    await sleep(50);
-  }
-  throw new Error(`nothing listens on port ${port}`);
+const SECONDS = envNumber('BENCH_SECONDS', 10);
+const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 50);
+const MIXED_SECONDS = envNumber('BENCH_MIXED_SECONDS', 60);
+const MIXED_CONNECTIONS = envNumber('BENCH_MIXED_CONNECTIONS', 64);
+const COLD_ROUNDS = envNumber('BENCH_COLD_ROUNDS', 8);
+/** A ratio is measured again (BENCH_RETRIES times at most) when other processes took more than this of the server's core. */
+const MAX_OTHERS = envNumber('BENCH_MAX_OTHERS', 0.15, 0);
+const RETRIES = Math.floor(envNumber('BENCH_RETRIES', 1, 0));
+const WARMUP_SECONDS = 2;
+const SWEEP = [1, 16, 64];
+const COLD_AT_ONCE = 8;
+const COLD_ALONE = 20;
+const WRITE_DOCS = process.env.BENCH_WRITE_DOCS === '1';
+
+const failures: string[] = [];
+
+/** Checks a condition that must hold before anything is measured. */
+function same(condition: boolean, what: string): void {
+  if (!condition) throw new Error(`the two sides do not answer the same: ${what}`);
 }
 
-/** Starts a process; resolves once a line of its stdout satisfies `ready` (at once without one). */
-function start(command: string, args: string[], env: NodeJS.ProcessEnv, ready?: (line: string) => boolean): Promise<{ lines: string[] }> {
-  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const lines: string[] = [];
-  return new Promise((resolve, reject) => {
-    let settled = !ready;
-    if (!ready) resolve({ lines });
-    let buffered = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const parts = buffered.split('\n');
-      buffered = parts.pop()!;
-      for (const line of parts) {
-        if (lines.length < 100) lines.push(line);
-        if (!settled && ready?.(line)) {
-          settled = true;
-          resolve({ lines });
-        }
-      }
-    });
-    child.stderr!.on('data', () => {});
-    child.once('exit', (code) => {
-      if (!settled) reject(new Error(`${command} exited with ${code}`));
-    });
-  });
-}
+const CLOCK = () => performance.now();
 
-interface LoadResult {
-  requests: number;
-  p50: number;
-  p99: number;
-  throughputMBs: number;
-  errors: number;
-  non2xx: number;
-}
-
-async function load(url: string, host?: string, post?: { body: string; key?: string }): Promise<LoadResult> {
-  const args = ['-c', String(CONNECTIONS), '-d', String(SECONDS), '-j', '--warmup', '[', '-c', String(CONNECTIONS), '-d', '2', ']'];
-  if (host) args.push('-H', `host=${host}`);
-  if (post) {
-    args.push('-m', 'POST', '-b', post.body, '-H', 'content-type=application/json');
-    if (post.key) args.push('-H', `authorization=Bearer ${post.key}`);
-  }
-  const { stdout } = await promisify(execFile)(path.join(ROOT, 'node_modules/.bin/autocannon'), [...args, url], { maxBuffer: 64 * 1024 * 1024 });
-  // With a warm-up, autocannon prints one JSON line per run: the measured run is the last.
-  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
-    requests: { average: number };
-    latency: { p50: number; p99: number };
-    throughput: { average: number };
-    errors: number;
-    non2xx: number;
+/** One load against one server, with the server's CPU time and what else ran on its core. */
+async function measure(server: Server, target: LoadTarget, seconds = SECONDS): Promise<Measured> {
+  let stop: ReturnType<typeof watchServer> | undefined;
+  const report = await runLoad({ targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS }, () => (stop = watchServer(server.pid, SERVER_CORE)));
+  const watched = stop!();
+  const r = report.results[0]!;
+  const m: Measured = {
+    ...r,
+    server: server.name,
+    serverCpuShare: watched.cpu,
+    cpuPerRequestUs: r.responses > 0 ? ((watched.cpu * watched.seconds) / r.responses) * 1e6 : NaN,
+    othersOnServerCore: watched.others,
+    loadCpuShare: report.cpuShare,
+    loadCpus: report.cpus,
   };
-  return { requests: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, throughputMBs: r.throughput.average / 1048576, errors: r.errors, non2xx: r.non2xx };
+  noteFailures(m);
+  return m;
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-
-function row(label: string, r: LoadResult): string {
-  return `  ${label.padEnd(28)} ${fmt(r.requests).padStart(9)} req/s   p50 ${fmt(r.p50, 1).padStart(6)} ms   p99 ${fmt(r.p99, 1).padStart(6)} ms   ${fmt(r.throughputMBs, 1).padStart(7)} MB/s   errors ${r.errors + r.non2xx}`;
+function noteFailures(m: { label: string; errors: number; timeouts: number; non2xx: number; warmupFailures: number; statusCodes: Record<string, number> }): void {
+  if (m.errors + m.timeouts + m.non2xx + m.warmupFailures === 0) return;
+  const codes = Object.entries(m.statusCodes)
+    .filter(([code]) => !code.startsWith('2'))
+    .map(([code, n]) => `${n}×${code}`)
+    .join(', ');
+  failures.push(`${m.label}: ${m.errors} errors (${m.timeouts} timeouts), ${m.non2xx} non-2xx${codes ? ` (${codes})` : ''}, ${m.warmupFailures} failures in the warm-up`);
 }
 
-let failures = 0;
-function check(result: LoadResult, label: string) {
-  if (result.errors > 0 || result.non2xx > 0) {
-    failures++;
-    console.log(`  !! ${label}: ${result.errors} errors and ${result.non2xx} non-2xx answers`);
+/**
+ * The baseline, then Berth, under the same load. The machine may be shared: when other processes took
+ * more than MAX_OTHERS of the server's core during either side, both are measured again (RETRIES
+ * times at most) and the pair with the least interference is kept.
+ */
+async function compare(name: string, baseline: [Server, LoadTarget], berth: [Server, LoadTarget], seconds = SECONDS): Promise<Comparison> {
+  let best: Comparison | undefined;
+  for (let attempt = 1; attempt <= 1 + RETRIES; attempt++) {
+    const b = await measure(...baseline, seconds);
+    printRow(b);
+    const m = await measure(...berth, seconds);
+    printRow(m);
+    const interference = Math.max(b.othersOnServerCore, m.othersOnServerCore);
+    const c: Comparison = { name, baseline: b, berth: m, ratio: m.rps / b.rps, addedP50: m.p50 - b.p50, cpuRatio: b.cpuPerRequestUs / m.cpuPerRequestUs, attempts: attempt, interference };
+    if (!best || interference < best.interference) best = { ...c };
+    best.attempts = attempt;
+    if (interference <= MAX_OTHERS) break;
+    console.log(`  (other processes took ${fmt(interference * 100)}% of CPU ${SERVER_CORE}${attempt <= RETRIES ? ': measuring again' : ''})`);
   }
+  const c = best!;
+  console.log(`  → ${name}: ratio ${fmt(c.ratio, 2)} (req/s), ${fmt(c.cpuRatio, 2)} (server CPU per request); added p50 ${fmt(c.addedP50, 2)} ms\n`);
+  return c;
+}
+
+const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+
+function printRow(m: Measured): void {
+  const failed = m.errors + m.timeouts + m.non2xx + m.warmupFailures;
+  console.log(
+    `  ${m.label.padEnd(34)} ${fmt(m.rps).padStart(7)} req/s  p50 ${fmt(m.p50, 2).padStart(7)}  p99 ${fmt(m.p99, 2).padStart(7)} ms  ` +
+      `server CPU ${fmt(m.cpuPerRequestUs).padStart(5)} µs/req (${fmt(m.serverCpuShare * 100)}% of CPU ${SERVER_CORE}, others ${fmt(m.othersOnServerCore * 100)}%)  ` +
+      `load ${fmt(m.loadCpuShare * 100)}%${m.loadCpuShare > SATURATED ? ' (saturated)' : ''}${failed ? `  FAILED ${failed}` : ''}`,
+  );
+}
+
+function distribution(values: number[]): Distribution {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+  return { n: sorted.length, p50: at(50), p99: at(99), max: sorted.at(-1)! };
+}
+
+function versions() {
+  const deno = spawnSync(resolveDenoBinary(process.env.BERTH_DENO), ['--version']).stdout.toString().split('\n')[0]?.replace(/^deno\s+/, '').split(' ')[0] ?? '?';
+  const pkg = (name: string) => {
+    try {
+      return (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+    } catch {
+      return '?';
+    }
+  };
+  const git = (...args: string[]) => spawnSync('git', args, { cwd: ROOT }).stdout?.toString().trim() ?? '';
+  return {
+    node: process.version.slice(1),
+    deno,
+    autocannon: pkg('autocannon'),
+    sqlite3: pkg('sqlite3'),
+    berthCommit: git('rev-parse', '--short', 'HEAD'),
+    berthTreeClean: git('status', '--porcelain', '--untracked-files=no') === '',
+  };
 }
 
 async function main() {
-  console.log(`Berth benchmark on ${os.cpus()[0]?.model} (${os.cpus().length} cores), Node ${process.version}`);
-  console.log(`autocannon: ${CONNECTIONS} connections, ${SECONDS} s per run after a 2 s warm-up\n`);
+  checkPinning();
+  pinSelf(LOAD_CORE);
+  const results: BenchResults = {
+    date: new Date().toISOString(),
+    machine: { ...machine(), loadAverageAtStart: os.loadavg().map((l) => Math.round(l * 100) / 100) },
+    versions: versions(),
+    method: {
+      serverCore: SERVER_CORE,
+      loadCore: LOAD_CORE,
+      seconds: SECONDS,
+      connections: CONNECTIONS,
+      warmupSeconds: WARMUP_SECONDS,
+      mixedSeconds: MIXED_SECONDS,
+      mixedConnections: MIXED_CONNECTIONS,
+      coldRounds: COLD_ROUNDS,
+      maxOthers: MAX_OTHERS,
+      retries: RETRIES,
+      loadGenerator: 'autocannon (programmatic, one process), latencies of every response at full resolution',
+    },
+    affinity: {},
+    failures,
+  } as BenchResults;
+  const { machine: mc, versions: v } = results;
+  console.log(`Berth benchmark on ${mc.cpu} (${mc.cores} cores), Node ${v.node}, Deno ${v.deno}, autocannon ${v.autocannon}; load average ${mc.loadAverageAtStart.join(' ')}`);
+  console.log(`servers under test on CPU ${SERVER_CORE}, load generator on CPU ${LOAD_CORE}; ${CONNECTIONS} connections, ${SECONDS} s per run after a ${WARMUP_SECONDS} s warm-up; mixed load ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s\n`);
 
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-bench-'));
+  try {
+    await run(work, results);
+  } finally {
+    await stopAll();
+    if (process.env.BENCH_KEEP_DATA === '1') console.log(`\nkept the data dirs and Berth's logs in ${work}`);
+    else await fs.rm(work, { recursive: true, force: true });
+  }
+
+  results.aims = aims(results);
+  printReport(results);
+  if (WRITE_DOCS) {
+    await writeDocs(results);
+    console.log('\nwrote docs/benchmarks.md (Last run) and docs/benchmarks.json');
+  }
+  if (failures.length > 0) {
+    console.log(`\n${failures.length} load run(s) had failed requests:`);
+    for (const f of failures) console.log(`  !! ${f}`);
+    process.exitCode = 1;
+  }
+}
+
+/** `berth serve` on the server core with a data dir of its own, its owner's WRITE key and one site. */
+async function startBerth(dir: string, env: NodeJS.ProcessEnv) {
+  await fs.mkdir(dir, { recursive: true });
+  const port = await freePort();
+  const logFile = path.join(dir, 'berth.log');
+  const server = await startPinned(
+    'berth serve',
+    SERVER_CORE,
+    process.execPath,
+    [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
+    { ...process.env, BERTH_PORT: String(port), BERTH_DATA_DIR: path.join(dir, 'data'), ...env },
+    { ready: (line) => line.includes('"msg":"listening"'), logFile },
+  );
+  const log = await fs.readFile(logFile, 'utf8');
+  const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
+  const accountId = /account:\s+(\S+)/.exec(log)![1]!;
+  const origin = `http://127.0.0.1:${port}`;
+  const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
+  const site = await api.post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ id: string; bucketId: string }>();
+  return { server, origin, port, key, api, site, dataDir: path.join(dir, 'data') };
+}
+
+/** Each uploading load gets file numbers of its own, so no run (or second attempt) rewrites a file. */
+let uploadRange = 0;
+function freshUploads(target: LoadTarget): LoadTarget {
+  return target.upload ? { ...target, upload: { ...target.upload, first: ++uploadRange * 10_000_000 } } : target;
+}
+
+async function run(work: string, results: BenchResults) {
   const filesDir = path.join(work, 'files');
   await fs.mkdir(filesDir);
   const small = crypto.randomBytes(1024);
   const large = crypto.randomBytes(1024 * 1024);
   await fs.writeFile(path.join(filesDir, 'small.bin'), small);
   await fs.writeFile(path.join(filesDir, 'large.bin'), large);
+  const tsx = ['--import', 'tsx'];
+  const deno = resolveDenoBinary(process.env.BERTH_DENO);
 
-  // Berth as operators run it: `berth serve`, request logging on (to a pipe we drain).
-  const berthPort = await freePort();
-  const berth = await start(process.execPath, [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'], {
-    ...process.env,
-    BERTH_PORT: String(berthPort),
-    BERTH_DATA_DIR: path.join(work, 'data'),
-    BERTH_FUNCTION_IDLE_MS: '200',
-  }, (line) => line.includes('"msg":"listening"'));
-  const output = berth.lines.join('\n');
-  const key = /WRITE key:\s+(\S+)/.exec(output)![1]!;
-  const accountId = /account:\s+(\S+)/.exec(output)![1]!;
-  const api = got.extend({ prefixUrl: `http://127.0.0.1:${berthPort}`, headers: { authorization: `Bearer ${key}` } });
-  const site = await api.post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ id: string; bucketId: string }>();
-  const host = `bench.localhost:${berthPort}`;
+  // Berth as operators run it: `berth serve`, request logging on, to a file.
+  const { server: berth, origin, port, key, api, site } = await startBerth(path.join(work, 'main'), {});
+  const host = `bench.localhost:${port}`;
+  const siteClient = got.extend({ headers: { host }, responseType: 'buffer', retry: { limit: 0 } });
   for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
-    await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, { body: bytes });
+    await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, { body: bytes, headers: { 'content-type': 'application/octet-stream' } });
   }
-  await api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')) });
-
-  const nodePort = await freePort();
-  await start(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/baselines.ts'), 'node', String(nodePort), filesDir], process.env, (l) => l === 'ready');
-  const denoPort = await freePort();
-  await start(resolveDenoBinary(process.env.BERTH_DENO), ['serve', '--no-config', '--quiet', `--allow-net=127.0.0.1:${denoPort}`, '--host', '127.0.0.1', '--port', String(denoPort), path.join(ROOT, 'bench/hello-deno.ts')], { ...process.env, NO_COLOR: '1' });
-  await waitForPort(denoPort);
-
-  // Both sides must answer the same bytes before anything is measured.
-  const siteClient = got.extend({ headers: { host }, responseType: 'buffer' });
-  for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
-    const viaBerth = await siteClient.get(`http://127.0.0.1:${berthPort}/${name}`);
-    const viaNode = await got.get(`http://127.0.0.1:${nodePort}/${name}`, { responseType: 'buffer' });
-    if (!viaBerth.body.equals(bytes) || !viaNode.body.equals(bytes)) throw new Error(`${name}: the servers do not answer the same bytes`);
+  for (const [name, file] of [['hello', 'hello-function.ts'], ['dbfirst', 'db-first-function.ts']] as const) {
+    await api.put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, { body: await fs.readFile(path.join(ROOT, 'bench', file)) });
   }
-  const fnAnswer = (await siteClient.get(`http://127.0.0.1:${berthPort}/api/hello`)).body.toString();
-  const denoAnswer = await got.get(`http://127.0.0.1:${denoPort}/`).text();
-  if (fnAnswer !== denoAnswer) throw new Error(`the function answers "${fnAnswer}", deno serve "${denoAnswer}"`);
-
-  console.log('Static files');
-  for (const [name, label] of [['small.bin', '1 KiB'], ['large.bin', '1 MiB']] as const) {
-    const bare = await load(`http://127.0.0.1:${nodePort}/${name}`);
-    const viaBerth = await load(`http://127.0.0.1:${berthPort}/${name}`, host);
-    check(bare, `bare ${label}`);
-    check(viaBerth, `berth ${label}`);
-    console.log(row(`bare node http, ${label}`, bare));
-    console.log(row(`berth, ${label}`, viaBerth));
-    console.log(`  ratio berth / bare (${label}): ${fmt(viaBerth.requests / bare.requests, 2)}\n`);
-  }
-
-  console.log('Warm function (hello world)');
-  const bareDeno = await load(`http://127.0.0.1:${denoPort}/`);
-  const fn = await load(`http://127.0.0.1:${berthPort}/api/hello`, host);
-  check(bareDeno, 'bare deno serve');
-  check(fn, 'berth function');
-  console.log(row('bare deno serve', bareDeno));
-  console.log(row('berth /api/hello', fn));
-  console.log(`  ratio berth / deno serve: ${fmt(fn.requests / bareDeno.requests, 2)}; added p50 ${fmt(fn.p50 - bareDeno.p50, 2)} ms\n`);
-
-  console.log('Site database');
   const db = await api.post(`v0/sites/${site.id}/databases`).json<{ database: { id: string } }>();
-  const queryPath = `v0/sites/${site.id}/databases/${db.database.id}/query`;
-  for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"]) await api.post(queryPath, { json: { sql } });
-  await api.put(`v0/buckets/${site.bucketId}/objects/api/dbfirst.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/db-first-function.ts')) });
+  const queryPath = `/v0/sites/${site.id}/databases/${db.database.id}/query`;
+  for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"]) await api.post(queryPath.slice(1), { json: { sql } });
+
+  const onSite = (label: string, p: string, connections = CONNECTIONS): LoadTarget => ({ label, origin, path: p, connections, headers: { host } });
+  const at = (label: string, p: number, pathname: string, connections = CONNECTIONS): LoadTarget => ({ label, origin: `http://127.0.0.1:${p}`, path: pathname, connections });
+
+  // Static files.
+  console.log('Static files');
+  const nodePort = await freePort();
+  const node = await startPinned('bare node http', SERVER_CORE, process.execPath, [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'node', String(nodePort), filesDir], process.env, { ready: (l) => l === 'ready' });
+  for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
+    const viaBerth = await siteClient.get(`${origin}/${name}`);
+    const viaNode = await got.get(`http://127.0.0.1:${nodePort}/${name}`, { responseType: 'buffer' });
+    same(viaBerth.body.equals(bytes) && viaNode.body.equals(bytes), `${name}: the file's bytes`);
+  }
+  results.static1k = await compare('1 KiB web file', [node, at('bare node http, 1 KiB', nodePort, '/small.bin')], [berth, onSite('berth, 1 KiB', '/small.bin')]);
+  results.static1m = await compare('1 MiB web file', [node, at('bare node http, 1 MiB', nodePort, '/large.bin')], [berth, onSite('berth, 1 MiB', '/large.bin')]);
+  await node.stop();
+
+  // Warm function against the same handler under deno serve, at the standard concurrency and swept.
+  console.log('Warm function (hello world)');
+  const denoPort = await freePort();
+  const denoServe = await startPinned(
+    'deno serve',
+    SERVER_CORE,
+    deno,
+    ['serve', '--no-config', '--quiet', `--allow-net=127.0.0.1:${denoPort}`, '--host', '127.0.0.1', '--port', String(denoPort), path.join(ROOT, 'bench/hello-deno.ts')],
+    { ...process.env, NO_COLOR: '1' },
+  );
+  await waitForPort(denoPort);
+  const fnAnswer = (await siteClient.get(`${origin}/api/hello`)).body.toString();
+  const denoAnswer = await got.get(`http://127.0.0.1:${denoPort}/`).text();
+  same(fnAnswer === denoAnswer, `the function answers "${fnAnswer}", deno serve "${denoAnswer}"`);
+  results.hello = await compare('hello-world function', [denoServe, at('bare deno serve', denoPort, '/')], [berth, onSite('berth /api/hello', '/api/hello')]);
+  results.affinity = affinityOf(berth, 'after the warm function runs');
+  results.sweep = [];
+  for (const connections of SWEEP) {
+    console.log(`Warm function, ${connections} connection${connections === 1 ? '' : 's'}`);
+    results.sweep.push({
+      connections,
+      ...(await compare(`hello-world function, ${connections} c`, [denoServe, at(`bare deno serve, ${connections} c`, denoPort, '/', connections)], [berth, onSite(`berth /api/hello, ${connections} c`, '/api/hello', connections)])),
+    });
+  }
+  await denoServe.stop();
+
+  // Site database.
+  console.log('Site database');
+  const dbAnswer = (await siteClient.get(`${origin}/api/dbfirst`)).body.toString();
+  same(dbAnswer === JSON.stringify({ v: 'world' }), `the ctx.db.first function answers ${dbAnswer}`);
+  results.dbFirst = await compare('ctx.db.first function', [berth, onSite('berth /api/hello', '/api/hello')], [berth, onSite('berth /api/dbfirst', '/api/dbfirst')]);
   const sqlitePort = await freePort();
-  await start(process.execPath, ['--import', 'tsx', path.join(ROOT, 'bench/baselines.ts'), 'sqlite', String(sqlitePort), path.join(work, 'data', 'sites', site.id, 'db.sqlite')], process.env, (l) => l === 'ready');
-  const hello = await load(`http://127.0.0.1:${berthPort}/api/hello`, host);
-  const dbFirst = await load(`http://127.0.0.1:${berthPort}/api/dbfirst`, host);
-  check(dbFirst, 'berth ctx.db.first');
-  console.log(row('function, hello world', hello));
-  console.log(row('function, ctx.db.first', dbFirst));
-  console.log(`  ratio ctx.db.first / hello world: ${fmt(dbFirst.requests / hello.requests, 2)}\n`);
+  const sqlite = await startPinned(
+    'bare node http + sqlite3',
+    SERVER_CORE,
+    process.execPath,
+    [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'sqlite', String(sqlitePort), path.join(work, 'main', 'data', 'sites', site.id, 'db.sqlite')],
+    process.env,
+    { ready: (l) => l === 'ready' },
+  );
   const body = JSON.stringify(BENCH_STATEMENT);
-  const direct = await load(`http://127.0.0.1:${sqlitePort}/`, undefined, { body });
-  const endpoint = await load(`http://127.0.0.1:${berthPort}/${queryPath}`, undefined, { body, key });
-  check(direct, 'node + sqlite3');
-  check(endpoint, 'berth query endpoint');
-  console.log(row('node http + sqlite3 direct', direct));
-  console.log(row('berth query endpoint', endpoint));
-  console.log(`  ratio endpoint / direct: ${fmt(endpoint.requests / direct.requests, 2)}\n`);
+  const json = { 'content-type': 'application/json' };
+  const viaEndpoint = await api.post(queryPath.slice(1), { body, headers: json }).json<QueryAnswer>();
+  const viaSqlite = await got.post(`http://127.0.0.1:${sqlitePort}/`, { body, headers: json }).json<QueryAnswer>();
+  same(JSON.stringify(withoutDuration(viaEndpoint)) === JSON.stringify(withoutDuration(viaSqlite)), `query answers ${JSON.stringify(viaEndpoint)} and ${JSON.stringify(viaSqlite)}`);
+  results.query = await compare(
+    'query endpoint',
+    [sqlite, { ...at('node http + sqlite3 direct', sqlitePort, '/'), method: 'POST', body, headers: json }],
+    [berth, { label: 'berth query endpoint', origin, path: queryPath, connections: CONNECTIONS, method: 'POST', body, headers: { ...json, authorization: `Bearer ${key}` } }],
+  );
+  await sqlite.stop();
 
-  console.log('Cold paths (p50 of 20)');
-  const firstAnswers: number[] = [];
-  for (let i = 0; i < 20; i++) {
-    const started = performance.now();
-    await api.put(`v0/buckets/${site.bucketId}/objects/api/cold${i}.ts`, { body: `export default () => new Response('cold ${i}');` });
-    await siteClient.get(`http://127.0.0.1:${berthPort}/api/cold${i}`);
-    firstAnswers.push(performance.now() - started);
-  }
-  const afterIdle: number[] = [];
-  for (let i = 0; i < 20; i++) {
-    await sleep(1300); // past BERTH_FUNCTION_IDLE_MS and one sweep
-    const started = performance.now();
-    await siteClient.get(`http://127.0.0.1:${berthPort}/api/hello`);
-    afterIdle.push(performance.now() - started);
-  }
-  console.log(`  write of a new function → first answer: ${fmt(median(firstAnswers), 1)} ms`);
-  console.log(`  idle-evicted worker → first answer:     ${fmt(median(afterIdle), 1)} ms`);
+  // Uploads: every request a new 1 KiB file.
+  console.log('1 KiB uploads');
+  const uploadPort = await freePort();
+  const uploadDir = path.join(work, 'upload-baseline');
+  const uploads = await startPinned('bare node http, write + fsync + sqlite insert', SERVER_CORE, process.execPath, [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'upload', String(uploadPort), uploadDir], process.env, {
+    ready: (l) => l === 'ready',
+  });
+  const probe = crypto.randomBytes(1024);
+  const octets = { 'content-type': 'application/octet-stream' };
+  await api.put(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, { body: probe, headers: octets });
+  await got.put(`http://127.0.0.1:${uploadPort}/up-check.bin`, { body: probe, headers: octets });
+  const backFromBerth = await api.get(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, { responseType: 'buffer' });
+  const backFromNode = await got.get(`http://127.0.0.1:${uploadPort}/up-check.bin`, { responseType: 'buffer' });
+  same(backFromBerth.body.equals(probe) && backFromNode.body.equals(probe), 'an uploaded file read back');
+  const berthUpload = (label: string, connections: number): LoadTarget => ({
+    label,
+    origin,
+    path: '/',
+    connections,
+    method: 'PUT',
+    headers: { ...octets, authorization: `Bearer ${key}` },
+    upload: { prefix: `/v0/buckets/${site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+  });
+  results.upload = await compare(
+    '1 KiB upload',
+    [uploads, { label: 'node http, write + fsync + insert', origin: `http://127.0.0.1:${uploadPort}`, path: '/', connections: CONNECTIONS, method: 'PUT', headers: octets, upload: { prefix: '/up-', bytes: 1024, first: 0 } }],
+    [berth, berthUpload('berth PUT web/up-<n>.bin', CONNECTIONS)],
+  );
+  await uploads.stop();
 
-  for (const child of children) child.kill('SIGTERM');
-  await sleep(300);
-  await fs.rm(work, { recursive: true, force: true });
-  if (failures > 0) process.exitCode = 1;
+  // The mixed load.
+  console.log(`Mixed load: ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s`);
+  results.mixed = await mixed(berth, [
+    onSite('static 1 KiB', '/small.bin'),
+    onSite('function hello', '/api/hello'),
+    onSite('function ctx.db.first', '/api/dbfirst'),
+    berthUpload('upload 1 KiB', 0),
+  ]);
+
+  await berth.stop();
+
+  // Cold paths, on a Berth of their own that evicts workers idle for 200 ms: the idle-eviction path
+  // can then be measured, and each round of new functions starts with no worker of the last alive.
+  // (The runs above keep the default idle time: a short one would evict workers whenever Node stalls.)
+  console.log('Cold first answers (a fresh Berth with BERTH_FUNCTION_IDLE_MS=200)');
+  const coldBerth = await startBerth(path.join(work, 'cold'), { BERTH_FUNCTION_IDLE_MS: '200' });
+  results.cold = await cold(coldBerth.origin, coldBerth.site.bucketId, coldBerth.api, got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }));
+  await coldBerth.server.stop();
 }
 
-main().catch((err: unknown) => {
+type QueryAnswer = { result?: Array<{ meta?: { duration?: number } }> };
+function withoutDuration(answer: QueryAnswer): unknown {
+  return { ...answer, result: answer.result?.map((r) => ({ ...r, meta: { ...r.meta, duration: 0 } })) };
+}
+
+function kindOf(pid: number, serverPid: number): string {
+  if (pid === serverPid) return 'berth serve (node)';
+  const cmd = commandLine(pid);
+  if (cmd.includes('sqlite-host')) return 'site database process (deno)';
+  if (/\bdeno\b/.test(cmd)) return 'function worker (deno)';
+  return path.basename(cmd.split(' ')[0] ?? '?');
+}
+
+/** The CPUs each process of Berth's tree may use; fails the run if any may leave the server core. */
+function affinityOf(server: Server, when: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pid of processTree(server.pid)) {
+    const cpus = cpusAllowed(pid);
+    out[`${kindOf(pid, server.pid)} ${pid}`] = cpus.join(',');
+    if (cpus.length !== 1 || cpus[0] !== SERVER_CORE) failures.push(`${kindOf(pid, server.pid)} ${pid} may run on CPUs ${cpus.join(',')} ${when}, not only on ${SERVER_CORE}`);
+  }
+  console.log(`  affinity ${when}: ${Object.entries(out).map(([p, c]) => `${p} → ${c}`).join('; ')}\n`);
+  return out;
+}
+
+async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults['mixed']> {
+  const share = Math.floor(MIXED_CONNECTIONS / targets.length);
+  targets.forEach((t, i) => (t.connections = share + (i < MIXED_CONNECTIONS % targets.length ? 1 : 0)));
+  const early = Math.min(10, MIXED_SECONDS / 2);
+  const late = Math.max(early, MIXED_SECONDS - 0.5);
+  const times = [early];
+  for (let t = 20; t < late; t += 10) times.push(t);
+  times.push(late);
+  const samples: Array<{ t: number; processes: Array<{ pid: number; kind: string; rss: number }> }> = [];
+  const timers: NodeJS.Timeout[] = [];
+  let stop: ReturnType<typeof watchServer> | undefined;
+  const report = await runLoad({ targets: targets.map(freshUploads), seconds: MIXED_SECONDS, warmupSeconds: WARMUP_SECONDS }, () => {
+    stop = watchServer(berth.pid, SERVER_CORE);
+    for (const t of new Set(times)) {
+      timers.push(
+        setTimeout(() => {
+          const processes = processTree(berth.pid).flatMap((pid) => {
+            const rss = rssBytes(pid);
+            return rss === undefined ? [] : [{ pid, kind: kindOf(pid, berth.pid), rss }];
+          });
+          samples.push({ t, processes });
+        }, t * 1000),
+      );
+    }
+  });
+  timers.forEach(clearTimeout);
+  const watched = stop!();
+  const affinity = affinityOf(berth, 'after the mixed load');
+  for (const r of report.results) {
+    noteFailures(r);
+    console.log(
+      `  ${r.label.padEnd(24)} ${String(r.connections).padStart(3)} c ${fmt(r.rps).padStart(7)} req/s  p50 ${fmt(r.p50, 1).padStart(7)}  p99 ${fmt(r.p99, 1).padStart(7)}  max ${fmt(r.max, 0).padStart(6)} ms  failed ${r.errors + r.timeouts + r.non2xx + r.warmupFailures}`,
+    );
+  }
+  const first = samples.find((s) => s.t === early);
+  const last = samples.find((s) => s.t === late) ?? samples.at(-1);
+  const memory = (first?.processes ?? []).map((p) => {
+    const end = last?.processes.find((q) => q.pid === p.pid);
+    return { pid: p.pid, kind: p.kind, early: p.rss, late: end?.rss ?? null, growth: end ? end.rss / p.rss - 1 : null };
+  });
+  for (const p of last?.processes ?? []) {
+    if (!memory.some((m) => m.pid === p.pid)) memory.push({ pid: p.pid, kind: `${p.kind}, started after ${early} s`, early: NaN, late: p.rss, growth: null });
+  }
+  console.log(`  RSS at ${early} s → ${late} s:`);
+  for (const m of memory) {
+    const mib = (bytes: number | null) => (bytes === null ? 'gone' : Number.isFinite(bytes) ? `${fmt(bytes / 2 ** 20, 1)} MiB` : '—');
+    console.log(`    ${`${m.kind} ${m.pid}`.padEnd(48)} ${mib(m.early).padStart(10)} → ${mib(m.late)}${m.growth === null ? '' : ` (${m.growth >= 0 ? '+' : ''}${fmt(m.growth * 100, 1)}%)`}`);
+  }
+  console.log(`  berth's CPU ${fmt(watched.cpu * 100)}% of CPU ${SERVER_CORE}, others ${fmt(watched.others * 100)}%; load generator ${fmt(report.cpuShare * 100)}%\n`);
+  return {
+    seconds: MIXED_SECONDS,
+    connections: MIXED_CONNECTIONS,
+    paths: report.results,
+    serverCpuShare: watched.cpu,
+    othersOnServerCore: watched.others,
+    loadCpuShare: report.cpuShare,
+    memory: { early, late, processes: memory, samples },
+    affinity,
+  };
+}
+
+async function cold(origin: string, bucketId: string, api: typeof got, siteClient: typeof got): Promise<BenchResults['cold']> {
+  const tag = Date.now().toString(36);
+  let n = 0;
+  const source = (name: string) => `export default () => new Response('${name}');`;
+  const put = (name: string) => api.put(`v0/buckets/${bucketId}/objects/api/${name}.ts`, { body: source(name) });
+  const first = async (name: string): Promise<number> => {
+    const started = CLOCK();
+    const answer = await siteClient.get(`${origin}/api/${name}`, { throwHttpErrors: false });
+    const ms = CLOCK() - started;
+    if (answer.statusCode !== 200 || answer.body.toString() !== name) failures.push(`cold /api/${name}: ${answer.statusCode} "${answer.body.toString().slice(0, 200)}"`);
+    return ms;
+  };
+
+  // One at a time: the write's answer, then the first request.
+  const writeToAnswer: number[] = [];
+  const requestToAnswer: number[] = [];
+  for (let i = 0; i < COLD_ALONE; i++) {
+    const name = `cold${tag}x${n++}`;
+    const started = CLOCK();
+    await put(name);
+    requestToAnswer.push(await first(name));
+    writeToAnswer.push(CLOCK() - started);
+    await sleep(100);
+  }
+  // Eight new functions, then all eight requested at once.
+  const atOnce: number[] = [];
+  for (let round = 0; round < COLD_ROUNDS; round++) {
+    const names = Array.from({ length: COLD_AT_ONCE }, () => `cold${tag}x${n++}`);
+    await Promise.all(names.map(put));
+    atOnce.push(...(await Promise.all(names.map(first))));
+    await sleep(500);
+  }
+  // A worker evicted for idleness (BERTH_FUNCTION_IDLE_MS=200 in this run) and called again.
+  const afterIdle: number[] = [];
+  for (let i = 0; i < COLD_ALONE; i++) {
+    await sleep(1300); // past the idle time and one sweep
+    afterIdle.push(await first(`cold${tag}x0`));
+  }
+  const c = { alone: distribution(requestToAnswer), writeToAnswer: distribution(writeToAnswer), atOnce: { ...distribution(atOnce), concurrent: COLD_AT_ONCE, rounds: COLD_ROUNDS }, idleEvicted: distribution(afterIdle) };
+  const line = (label: string, d: Distribution) => console.log(`  ${label.padEnd(52)} p50 ${fmt(d.p50, 1).padStart(6)} ms  p99 ${fmt(d.p99, 1).padStart(6)} ms  (n=${d.n})`);
+  line('new function, request → first answer, alone', c.alone);
+  line(`new functions, ${COLD_AT_ONCE} at a time, request → first answer`, c.atOnce);
+  line('new function, write → first answer', c.writeToAnswer);
+  line('idle-evicted worker → first answer', c.idleEvicted);
+  console.log('');
+  return c;
+}
+
+main().catch(async (err: unknown) => {
   console.error(err);
-  for (const child of children) child.kill('SIGKILL');
+  await stopAll();
   process.exitCode = 1;
 });

@@ -1,0 +1,191 @@
+// The load generator of `make bench`, run as its own process pinned to the load core:
+//   taskset -c 1 node --import tsx bench/load-worker.ts < spec.json
+// The spec (LoadSpec) lists one or more loads that run at the same time (one for each side of a ratio,
+// several for the mixed load). Each gets a warm-up, then the measured run; every response's latency is
+// recorded at full resolution (autocannon's own histogram keeps whole milliseconds). Prints JSON lines:
+// {"event":"start"} when the measured runs begin, then {"event":"result",...}.
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+
+export interface LoadTarget {
+  label: string;
+  /** Origin, e.g. http://127.0.0.1:8080 */
+  origin: string;
+  path: string;
+  connections: number;
+  method?: 'GET' | 'POST' | 'PUT';
+  headers?: Record<string, string>;
+  body?: string;
+  /**
+   * Each request writes a new file: `<prefix><n>.bin` with `bytes` bytes, different for every request;
+   * n counts from `first` (give each load its own range so that no run rewrites an earlier file).
+   */
+  upload?: { prefix: string; bytes: number; first: number };
+}
+
+export interface LoadSpec {
+  targets: LoadTarget[];
+  seconds: number;
+  warmupSeconds: number;
+}
+
+export interface LoadResult {
+  label: string;
+  connections: number;
+  seconds: number;
+  /** Responses received in the measured run (any status). */
+  responses: number;
+  rps: number;
+  /** Latency of every response, in ms. */
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+  bytesPerSecond: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodes: Record<string, number>;
+  /** Failures of the warm-up run (errors, timeouts and non-2xx together). */
+  warmupFailures: number;
+}
+
+export interface LoadReport {
+  event: 'result';
+  results: LoadResult[];
+  /** CPU time of this process over the measured run, as a share of one core. */
+  cpuShare: number;
+  /** CPUs this process may run on (Cpus_allowed_list). */
+  cpus: string;
+}
+
+interface AutocannonResult {
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodeStats: Record<string, { count: number }>;
+}
+interface AutocannonRequest {
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  body?: string | Buffer;
+}
+interface Tracker {
+  on(event: 'response', listener: (client: unknown, status: number, bytes: number, ms: number) => void): void;
+}
+type Autocannon = (opts: Record<string, unknown>, cb: (err: Error | null, result: AutocannonResult) => void) => Tracker;
+
+const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** The next file number of each uploading target, kept from its warm-up to its measured run. */
+const nextUpload = new WeakMap<LoadTarget, number>();
+
+function options(target: LoadTarget, connections: number, seconds: number): Record<string, unknown> {
+  const request: Record<string, unknown> = { method: target.method ?? 'GET', path: target.path, headers: target.headers ?? {} };
+  if (target.body !== undefined) request.body = target.body;
+  if (target.upload) {
+    const { prefix, bytes } = target.upload;
+    if (!nextUpload.has(target)) nextUpload.set(target, target.upload.first);
+    const base = Buffer.alloc(bytes);
+    for (let i = 0; i < bytes; i++) base[i] = (i * 31 + process.pid) & 0xff;
+    const salt = Date.now() & 0xffffffff;
+    // A new path and new bytes for every request: a content-addressed store cannot skip the write.
+    request.setupRequest = (req: AutocannonRequest) => {
+      const n = nextUpload.get(target)!;
+      nextUpload.set(target, n + 1);
+      const body = Buffer.from(base);
+      body.writeUInt32BE(n >>> 0, 0);
+      body.writeUInt32BE(salt >>> 0, 4);
+      req.path = `${prefix}${n}.bin`;
+      req.body = body;
+      return req;
+    };
+  }
+  return { url: target.origin, connections, duration: seconds, requests: [request] };
+}
+
+interface Collected {
+  latencies: Float64Array;
+  count: number;
+  bytes: number;
+}
+
+function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonResult; collected: Collected }> {
+  const collected: Collected = { latencies: new Float64Array(1 << 16), count: 0, bytes: 0 };
+  return new Promise((resolve, reject) => {
+    const tracker = autocannon(options(target, target.connections, seconds), (err, result) => (err ? reject(err) : resolve({ result, collected })));
+    tracker.on('response', (_client: unknown, _status: number, bytes: number, ms: number) => {
+      if (collected.count === collected.latencies.length) {
+        const grown = new Float64Array(collected.latencies.length * 2);
+        grown.set(collected.latencies);
+        collected.latencies = grown;
+      }
+      collected.latencies[collected.count++] = ms;
+      collected.bytes += bytes;
+    });
+  });
+}
+
+function failures(r: AutocannonResult): number {
+  return r.errors + r.timeouts + r.non2xx;
+}
+
+function summarize(target: LoadTarget, result: AutocannonResult, collected: Collected, warmupFailures: number): LoadResult {
+  const sorted = collected.latencies.slice(0, collected.count).sort();
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  const statusCodes: Record<string, number> = {};
+  for (const [code, { count }] of Object.entries(result.statusCodeStats)) statusCodes[code] = count;
+  return {
+    label: target.label,
+    connections: target.connections,
+    seconds: result.duration,
+    responses: collected.count,
+    rps: collected.count / result.duration,
+    p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
+    p99: percentile(sorted, 99),
+    max: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    mean: sorted.length ? sum / sorted.length : NaN,
+    bytesPerSecond: collected.bytes / result.duration,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    non2xx: result.non2xx,
+    statusCodes,
+    warmupFailures,
+  };
+}
+
+async function main() {
+  const spec = JSON.parse(fs.readFileSync(0, 'utf8')) as LoadSpec;
+  const warmups = spec.warmupSeconds > 0 ? await Promise.all(spec.targets.map((t) => run(t, spec.warmupSeconds))) : [];
+  process.stdout.write(JSON.stringify({ event: 'start' }) + '\n');
+  const before = process.cpuUsage();
+  const started = process.hrtime.bigint();
+  const measured = await Promise.all(spec.targets.map((t) => run(t, spec.seconds)));
+  const used = process.cpuUsage(before);
+  const wallUs = Number(process.hrtime.bigint() - started) / 1000;
+  const cpus = /Cpus_allowed_list:\s*(\S+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '?';
+  const report: LoadReport = {
+    event: 'result',
+    results: spec.targets.map((t, i) => summarize(t, measured[i]!.result, measured[i]!.collected, warmups[i] ? failures(warmups[i].result) : 0)),
+    cpuShare: (used.user + used.system) / wallUs,
+    cpus,
+  };
+  process.stdout.write(JSON.stringify(report) + '\n');
+}
+
+if (import.meta.filename === process.argv[1]) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

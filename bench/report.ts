@@ -1,0 +1,267 @@
+// The figures of one `make bench` run: their types, the aims of issue 12 met or missed, the table
+// printed at the end, and (BENCH_WRITE_DOCS=1) docs/benchmarks.md's "Last run" and docs/benchmarks.json.
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { ROOT } from './harness.ts';
+import type { LoadResult } from './load-worker.ts';
+
+export interface Measured extends LoadResult {
+  server: string;
+  /** CPU time of the server's whole process tree over the run, as a share of one core. */
+  serverCpuShare: number;
+  /** That CPU time per response, in µs: the cost of a request on the server's side. */
+  cpuPerRequestUs: number;
+  /** What other processes used of the server's core meanwhile (the machine is shared). */
+  othersOnServerCore: number;
+  loadCpuShare: number;
+  loadCpus: string;
+}
+
+export interface Comparison {
+  name: string;
+  baseline: Measured;
+  berth: Measured;
+  /** Berth's req/s over the baseline's. */
+  ratio: number;
+  /** Berth's p50 minus the baseline's, in ms. */
+  addedP50: number;
+  /** The baseline's server CPU per request over Berth's. */
+  cpuRatio: number;
+  /** How many pairs were measured before this one was kept (see BENCH_MAX_OTHERS). */
+  attempts: number;
+  /** The larger share of the server's core other processes took during either side. */
+  interference: number;
+}
+
+export interface Distribution {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export interface MemoryRow {
+  pid: number;
+  kind: string;
+  early: number;
+  late: number | null;
+  growth: number | null;
+}
+
+export interface Aim {
+  path: string;
+  baseline: string;
+  figure: string;
+  value: number;
+  shown: string;
+  aim: string;
+  met: boolean;
+}
+
+export interface BenchResults {
+  date: string;
+  machine: { cpu: string; cores: number; memoryGiB: number; kernel: string; loadAverageAtStart: number[] };
+  versions: { node: string; deno: string; autocannon: string; sqlite3: string; berthCommit: string; berthTreeClean: boolean };
+  method: {
+    serverCore: number;
+    loadCore: number;
+    seconds: number;
+    connections: number;
+    warmupSeconds: number;
+    mixedSeconds: number;
+    mixedConnections: number;
+    coldRounds: number;
+    maxOthers: number;
+    retries: number;
+    loadGenerator: string;
+  };
+  affinity: Record<string, string>;
+  static1k: Comparison;
+  static1m: Comparison;
+  hello: Comparison;
+  sweep: Array<Comparison & { connections: number }>;
+  dbFirst: Comparison;
+  query: Comparison;
+  upload: Comparison;
+  mixed: {
+    seconds: number;
+    connections: number;
+    paths: LoadResult[];
+    serverCpuShare: number;
+    othersOnServerCore: number;
+    loadCpuShare: number;
+    memory: { early: number; late: number; processes: MemoryRow[]; samples: Array<{ t: number; processes: Array<{ pid: number; kind: string; rss: number }> }> };
+    affinity: Record<string, string>;
+  };
+  cold: { alone: Distribution; writeToAnswer: Distribution; atOnce: Distribution & { concurrent: number; rounds: number }; idleEvicted: Distribution };
+  aims: Aim[];
+  failures: string[];
+}
+
+/** Past this share of its core, the load generator rather than the server may set the pace. */
+export const SATURATED = 0.9;
+
+const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+const pct = (n: number) => `${n >= 0 ? '+' : ''}${fmt(n * 100, 1)}%`;
+
+/** A note on a figure measured while other processes took a share of the server's core. */
+function noise(c: Comparison): string {
+  return c.interference > 0.05 ? `; others took ${fmt(c.interference * 100)}% of the server's CPU` : '';
+}
+
+function ratioAim(path: string, baseline: string, c: Comparison, min: number, connections: number): Aim {
+  return {
+    path,
+    baseline,
+    figure: `req/s ratio, ${connections} connections`,
+    value: c.ratio,
+    shown: `${fmt(c.ratio, 2)} (${fmt(c.berth.rps)} / ${fmt(c.baseline.rps)} req/s; CPU per request ${fmt(c.cpuRatio, 2)}${noise(c)})`,
+    aim: `≥ ${min}`,
+    met: c.ratio >= min,
+  };
+}
+
+function below(path: string, baseline: string, figure: string, value: number, max: number, unit: string, shown = `${fmt(value, unit === 'ms' && value < 10 ? 2 : 1)} ${unit}`): Aim {
+  return { path, baseline, figure, value, shown, aim: `< ${max} ${unit}`, met: value < max };
+}
+
+/** The aims of issue 12, each with this run's figure. */
+export function aims(r: BenchResults): Aim[] {
+  const c = r.method.connections;
+  const oneConnection = r.sweep.find((s) => s.connections === 1);
+  const mixedUpload = r.mixed.paths.find((p) => p.label.startsWith('upload'));
+  const workers = r.mixed.memory.processes.filter((p) => p.kind.includes('deno') && p.growth !== null);
+  const worst = workers.reduce<MemoryRow | undefined>((a, b) => (a && a.growth! >= b.growth! ? a : b), undefined);
+  const { early, late } = r.mixed.memory;
+  return [
+    ratioAim('warm hello-world function', 'bare `deno serve`, same handler', r.hello, 0.35, c),
+    below(
+      'warm hello-world function',
+      'bare `deno serve`, same handler',
+      'added p50, 1 connection',
+      oneConnection?.addedP50 ?? NaN,
+      0.5,
+      'ms',
+      oneConnection ? `${fmt(oneConnection.addedP50, 3)} ms (${fmt(oneConnection.berth.p50, 3)} vs ${fmt(oneConnection.baseline.p50, 3)} ms)` : 'not measured',
+    ),
+    ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, c),
+    ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.5, c),
+    ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.8, c),
+    ratioAim('1 KiB upload', 'bare Node `http` writing + fsync + one SQLite insert', r.upload, 0.5, c),
+    below('1 KiB upload', '—', `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`, mixedUpload?.p99 ?? NaN, 100, 'ms'),
+    below('cold first answer', '—', 'p50, alone (request → answer)', r.cold.alone.p50, 50, 'ms'),
+    below('cold first answer', '—', `p50, ${r.cold.atOnce.concurrent} at a time`, r.cold.atOnce.p50, 150, 'ms'),
+    {
+      path: 'worker memory under load',
+      baseline: '—',
+      figure: `largest RSS growth of a Deno process, ${early} s → ${late} s of the mixed load`,
+      value: worst?.growth ?? NaN,
+      shown: worst ? `${pct(worst.growth!)} (${worst.kind}, ${fmt(worst.early / 2 ** 20, 1)} → ${fmt(worst.late! / 2 ** 20, 1)} MiB)` : 'no Deno process lived through the load',
+      aim: '< 10%',
+      met: worst !== undefined && worst.growth! < 0.1,
+    },
+  ];
+}
+
+export function aimsTable(list: Aim[]): string {
+  const rows = list.map((a) => `| ${a.path} | ${a.baseline} | ${a.figure} | ${a.shown} | ${a.aim} | ${a.met ? 'met' : '**missed**'} |`);
+  return ['| path | baseline | figure | this run | aim | |', '|---|---|---|---|---|---|', ...rows].join('\n');
+}
+
+export function printReport(r: BenchResults): void {
+  const met = r.aims.filter((a) => a.met).length;
+  console.log(`Aims of issue 12 (${met} of ${r.aims.length} met)\n`);
+  console.log(aimsTable(r.aims).replaceAll('**', ''));
+}
+
+function runRow(label: string, m: Measured): string {
+  const failed = m.errors + m.timeouts + m.non2xx + m.warmupFailures;
+  const load = `${fmt(m.loadCpuShare * 100)}%${m.loadCpuShare > SATURATED ? ' (saturated)' : ''}`;
+  return `| ${label} | ${fmt(m.rps)} | ${fmt(m.p50, 2)} | ${fmt(m.p99, 2)} | ${fmt(m.cpuPerRequestUs)} µs | ${fmt(m.serverCpuShare * 100)}% | ${fmt(m.othersOnServerCore * 100)}% | ${load} | ${failed} |`;
+}
+
+/** The "Last run" section of docs/benchmarks.md. */
+export function lastRunMarkdown(r: BenchResults): string {
+  const m = r.method;
+  const v = r.versions;
+  const comparisons: Array<[string, Comparison]> = [
+    ['1 KiB web file', r.static1k],
+    ['1 MiB web file', r.static1m],
+    [`hello-world function, ${m.connections} c`, r.hello],
+    ...r.sweep.map((s): [string, Comparison] => [`hello-world function, ${s.connections} c`, s]),
+    ['function with one `ctx.db.first`', r.dbFirst],
+    ['query endpoint, one indexed SELECT', r.query],
+    ['1 KiB upload', r.upload],
+  ];
+  const lines: string[] = [];
+  lines.push(
+    `${r.date.slice(0, 10)}: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.kernel}; Node ${v.node}, Deno ${v.deno}, autocannon ${v.autocannon}, sqlite3 ${v.sqlite3}; ` +
+      `Berth ${v.berthCommit}${v.berthTreeClean ? '' : ' with uncommitted changes'}. Servers on CPU ${m.serverCore}, load generator on CPU ${m.loadCore}; ` +
+      `${m.connections} connections, ${m.seconds} s per run after a ${m.warmupSeconds} s warm-up; load average ${r.machine.loadAverageAtStart.join(', ')} at the start. ` +
+      `Every figure is also in [benchmarks.json](benchmarks.json).`,
+  );
+  lines.push('', `### Aims (${r.aims.filter((a) => a.met).length} of ${r.aims.length} met)`, '', aimsTable(r.aims));
+  lines.push(
+    '',
+    '### Every run',
+    '',
+    `Server CPU is the CPU time of the server's whole process tree (Berth: Node, workers, database processes) per response, and its share of CPU ${m.serverCore}; "others" is what other processes of the machine took of CPU ${m.serverCore} meanwhile; "load" is the load generator's share of CPU ${m.loadCore} (saturated past ${SATURATED * 100}%: the server may then be faster than measured). Ratios are Berth over its baseline; the CPU ratio is the baseline's CPU per request over Berth's.`,
+    '',
+    `| run | req/s | p50 ms | p99 ms | server CPU per request | server on CPU ${m.serverCore} | others on CPU ${m.serverCore} | load | failed |`,
+    '|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const [name, c] of comparisons) {
+    lines.push(runRow(`${name}: ${c.baseline.label}`, c.baseline), runRow(`${name}: ${c.berth.label}`, c.berth));
+    const attempts = c.attempts > 1 ? ` (kept from ${c.attempts} attempts)` : '';
+    lines.push(`| **${name}: ratio${attempts}** | **${fmt(c.ratio, 2)}** | ${c.addedP50 >= 0 ? '+' : ''}${fmt(c.addedP50, 2)} | | CPU ratio ${fmt(c.cpuRatio, 2)} | | | | |`);
+  }
+  lines.push('', `### Mixed load (${r.mixed.connections} connections for ${r.mixed.seconds} s)`, '');
+  lines.push(
+    `Berth used ${fmt(r.mixed.serverCpuShare * 100)}% of CPU ${m.serverCore} (others ${fmt(r.mixed.othersOnServerCore * 100)}%); the load generator ${fmt(r.mixed.loadCpuShare * 100)}% of CPU ${m.loadCore}.`,
+    '',
+    '| path | connections | req/s | p50 ms | p99 ms | max ms | failed |',
+    '|---|---|---|---|---|---|---|',
+  );
+  for (const p of r.mixed.paths) {
+    lines.push(`| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.timeouts + p.non2xx + p.warmupFailures} |`);
+  }
+  lines.push('', `| process | RSS at ${r.mixed.memory.early} s | RSS at ${r.mixed.memory.late} s | growth |`, '|---|---|---|---|');
+  for (const p of r.mixed.memory.processes) {
+    const mib = (bytes: number | null) => (bytes === null ? 'gone' : Number.isFinite(bytes) ? `${fmt(bytes / 2 ** 20, 1)} MiB` : '—');
+    lines.push(`| ${p.kind}, pid ${p.pid} | ${mib(p.early)} | ${mib(p.late)} | ${p.growth === null ? '—' : pct(p.growth)} |`);
+  }
+  const c = r.cold;
+  lines.push(
+    '',
+    '### Cold first answers',
+    '',
+    '| path | p50 | p99 | samples |',
+    '|---|---|---|---|',
+    `| new function, request → first answer, alone | ${fmt(c.alone.p50, 1)} ms | ${fmt(c.alone.p99, 1)} ms | ${c.alone.n} |`,
+    `| new functions, ${c.atOnce.concurrent} at a time, request → first answer | ${fmt(c.atOnce.p50, 1)} ms | ${fmt(c.atOnce.p99, 1)} ms | ${c.atOnce.n} (${c.atOnce.rounds} rounds) |`,
+    `| new function, write → first answer | ${fmt(c.writeToAnswer.p50, 1)} ms | ${fmt(c.writeToAnswer.p99, 1)} ms | ${c.writeToAnswer.n} |`,
+    `| idle-evicted worker → first answer | ${fmt(c.idleEvicted.p50, 1)} ms | ${fmt(c.idleEvicted.p99, 1)} ms | ${c.idleEvicted.n} |`,
+  );
+  if (r.failures.length > 0) {
+    lines.push('', '### Failed requests', '', ...r.failures.map((f) => `- ${f}`));
+  }
+  return lines.join('\n');
+}
+
+const START = '<!-- last run: written by `BENCH_WRITE_DOCS=1 make bench`; edit bench/report.ts, not this section -->';
+const END = '<!-- end of last run -->';
+
+/** Rounds floats for the JSON file: three decimals are more than any of these figures can tell. */
+function rounded(_key: string, value: unknown): unknown {
+  return typeof value === 'number' && !Number.isInteger(value) ? (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null) : value;
+}
+
+export async function writeDocs(r: BenchResults): Promise<void> {
+  const mdPath = path.join(ROOT, 'docs/benchmarks.md');
+  const md = await fs.readFile(mdPath, 'utf8');
+  const start = md.indexOf(START);
+  const end = md.indexOf(END);
+  if (start < 0 || end < start) throw new Error(`docs/benchmarks.md has lost its "Last run" markers:\n${START}\n${END}`);
+  await fs.writeFile(mdPath, `${md.slice(0, start + START.length)}\n\n${lastRunMarkdown(r)}\n\n${md.slice(end)}`);
+  await fs.writeFile(path.join(ROOT, 'docs/benchmarks.json'), `${JSON.stringify(r, rounded, 2)}\n`);
+}
