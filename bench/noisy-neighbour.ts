@@ -3,6 +3,8 @@
 // another site's 1 KiB file is measured, with function workers at a lower CPU priority (the default, nice +10) and at the same
 // priority as the server, alternating in one run. Prints each p99, the ratios to an idle server, and
 // the ratio between the two. BENCH_SECONDS sets each measurement's duration (default 5).
+// The load generator (autocannon) runs pinned to CPU 1; Berth and its workers may use every core, as
+// the burning function does: this measures sharing, not CPU cost per request.
 import { execFile } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -13,6 +15,7 @@ import { promisify } from 'node:util';
 import got from 'got';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { startBerth } from '../control-plane/server.ts';
+import { checkPinning, LOAD_CORE } from './harness.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -47,10 +50,10 @@ interface LoadResult {
   errors: number;
 }
 
-/** autocannon in its own process against 127.0.0.1, for `seconds`. */
+/** autocannon in its own process on the load core against 127.0.0.1, for `seconds`. */
 async function load(url: string, host: string, connections: number, seconds: number): Promise<LoadResult> {
-  const args = ['-c', String(connections), '-d', String(seconds), '-j', '-H', `host=${host}`, url];
-  const { stdout } = await promisify(execFile)(path.join(ROOT, 'node_modules/.bin/autocannon'), args, { maxBuffer: 64 * 1024 * 1024 });
+  const args = ['-c', String(LOAD_CORE), path.join(ROOT, 'node_modules/.bin/autocannon'), '-c', String(connections), '-d', String(seconds), '-j', '-H', `host=${host}`, url];
+  const { stdout } = await promisify(execFile)('taskset', args, { maxBuffer: 64 * 1024 * 1024 });
   const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as { requests: { average: number }; latency: { p50: number; p99: number }; errors: number; non2xx: number };
   return { requests: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx };
 }
@@ -88,8 +91,9 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 const fmt = (n: number, digits = 1) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 async function main() {
+  checkPinning();
   console.log(`Noisy neighbour on ${os.cpus()[0]?.model} (${os.cpus().length} cores), Node ${process.version}`);
-  console.log(`another site's 1 KiB file at ${MEASURE_CONNECTIONS} connections, ${SECONDS} s, while one site's function burns 20 ms of CPU per request on every core at ${BURN_CONNECTIONS} connections; ${ROUNDS} rounds\n`);
+  console.log(`another site's 1 KiB file at ${MEASURE_CONNECTIONS} connections, ${SECONDS} s (autocannon on CPU ${LOAD_CORE}), while one site's function burns 20 ms of CPU per request on every core at ${BURN_CONNECTIONS} connections; ${ROUNDS} rounds\n`);
   const results: Record<'lower' | 'same', Array<Awaited<ReturnType<typeof measure>>>> = { lower: [], same: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [mode, nice] of round % 2 === 0 ? ([['same', 0], ['lower', 10]] as const) : ([['lower', 10], ['same', 0]] as const)) {
