@@ -185,7 +185,7 @@ test('watch deploys each change until it is interrupted', async (t) => {
   const dir = await project({ 'web/index.html': 'first' });
   const watch = start(['watch', dir, '--site', site.subdomain]);
   t.teardown(() => watch.child.kill('SIGKILL'));
-  await until(async () => (watch.run.stderr.includes('watching') ? true : undefined), 'the watcher to start');
+  await until(async () => (watch.run.stderr.includes('watching') ? true : undefined), 'the watcher to start', 30_000);
   t.is((await t0.site(site.subdomain).get('')).body, 'first');
 
   await fs.writeFile(path.join(dir, 'web/index.html'), 'second');

@@ -101,7 +101,8 @@ test('after sign-in the browser goes only to a path of the site, whatever next s
   }
 });
 
-test('a token is good for a minute, and a browser signed in already goes straight back', async (t) => {
+// Serial: it moves the server's clock, which would expire the tokens of tests running beside it.
+test.serial('a token is good for a minute, and a browser signed in already goes straight back', async (t) => {
   const site = await privateSite();
   await createUser(t0.berth.deps, { email: 'quick@example.com', accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
   const signedIn = await signInFor('quick@example.com', site);

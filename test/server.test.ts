@@ -35,9 +35,11 @@ test('first run prints owner keys once; data survives a restart; logs hold no se
   t.is(called.body, 'hi');
   const requestId = String(called.headers['berth-request-id']);
 
-  // One log line per request: method, path, status, duration, and never a key.
-  await sleep(100);
-  const logLines = first.output().split('\n').filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l));
+  // One log line per request: method, path, status, duration, and never a key. Lines are written
+  // asynchronously: wait until the function request's has arrived.
+  const requestLines = () => first.output().split('\n').filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l));
+  for (let i = 0; i < 100 && !requestLines().some((l) => l.reqId === requestId); i++) await sleep(50);
+  const logLines = requestLines();
   const putLine = logLines.find((l) => l.method === 'PUT');
   t.like(putLine, { method: 'PUT', path: `/v0/buckets/${site.bucketId}/objects/web/data.bin`, status: 200 });
   t.is(typeof putLine.ms, 'number');
