@@ -6,7 +6,9 @@ import { compose } from './compose.ts';
 import type { Config } from './config.ts';
 import { createApiApp } from './http/api-app.ts';
 import { functionHandler } from './http/function-endpoint.ts';
-import { createHostingApp, functionSegments, siteSubdomain } from './http/hosting-app.ts';
+import { createHostingApp } from './http/hosting-app.ts';
+import { siteFilesHandler } from './http/site-files.ts';
+import { siteRoute, siteSubdomain } from './http/site-paths.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
@@ -80,14 +82,17 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const api = createApiApp(deps, VERSION).callback();
   const hosting = createHostingApp(deps).callback();
   const functions = functionHandler(deps);
+  const files = siteFilesHandler(deps);
   let closing = false;
   const server = http.createServer((req, res) => {
     // While shutting down, finish this request but do not keep its connection open for another.
     if (closing) res.setHeader('Connection', 'close');
     const subdomain = siteSubdomain(requestHost(req, config.trustProxy), config.siteHost);
     if (subdomain === null) return api(req, res);
-    const segments = functionSegments(req.url);
-    return segments ? functions(req, res, subdomain, segments) : hosting(req, res);
+    const route = siteRoute(req);
+    if (route.to === 'function') return functions(req, res, subdomain, route.segments);
+    if (route.to === 'files') return files(req, res, subdomain, route.segments);
+    return hosting(req, res);
   });
   server.keepAliveTimeout = 65_000;
 

@@ -7,7 +7,7 @@ import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
-import { isClientAbort, toBerthError } from './middleware/errors.ts';
+import { sendFailure, sendHtml } from './bare-response.ts';
 import { finishRequest } from './middleware/request-context.ts';
 import { noSitePage } from './pages.ts';
 import { clientAddress, requestHost, requestProtocol } from './proxy.ts';
@@ -84,7 +84,7 @@ export function functionHandler(deps: Deps): (req: http.IncomingMessage, res: ht
         started,
       );
     serve(deps, req, res, subdomain, segments, requestId).then(done, (err: unknown) => {
-      fail(deps, res, err, requestId);
+      sendFailure(deps, res, err, requestId);
       done();
     });
   };
@@ -153,29 +153,4 @@ async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResp
 /** The URL the function sees: the site's own scheme and host, as the browser asked for it. */
 function requestUrl(req: http.IncomingMessage, trustProxy: boolean): string {
   return `${requestProtocol(req, trustProxy)}://${requestHost(req, trustProxy)}${req.url ?? '/'}`;
-}
-
-function sendHtml(res: http.ServerResponse, status: number, html: string): void {
-  res.writeHead(status, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', 'Content-Length': Buffer.byteLength(html) });
-  res.end(html);
-}
-
-/** The error envelope, as the Koa apps answer it (middleware/errors.ts decides what a failure shows). */
-function fail(deps: Deps, res: http.ServerResponse, err: unknown, requestId: string): void {
-  if (isClientAbort(err)) {
-    deps.log.info({ reqId: requestId }, 'client closed the connection mid-request');
-    res.statusCode = 499;
-    res.destroy();
-    return;
-  }
-  const { error, internal } = toBerthError(err);
-  if (internal) deps.log.error({ reqId: requestId, err }, 'unhandled error');
-  if (res.headersSent) {
-    res.destroy();
-    return;
-  }
-  for (const header of res.getHeaderNames()) if (header !== 'berth-request-id' && header !== 'connection') res.removeHeader(header);
-  const body = JSON.stringify({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) }, ...error.records });
-  res.writeHead(error.status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
 }

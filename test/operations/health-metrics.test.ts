@@ -124,7 +124,7 @@ test('logs are readable lines on a terminal and JSON otherwise', async (t) => {
   const env = { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' };
   const bin = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
   // `script` gives the server a terminal; it stops it after a few seconds.
-  const { stdout } = await promisify(execFile)('script', ['-qec', `timeout -s TERM 5 ${process.execPath} ${bin} serve`, os.devNull], { env }).catch((err: { stdout: string }) => err);
+  const { stdout } = await promisify(execFile)('script', ['-qec', `timeout -s TERM -k 3 5 ${process.execPath} ${bin} serve`, os.devNull], { env }).catch((err: { stdout: string }) => err);
   t.regex(stdout, /INFO.*listening/);
   t.notRegex(stdout, /\{"level":30/);
 });
