@@ -39,8 +39,20 @@ class TurnBatcher implements DestinationStream {
   }
 }
 
+/** pino's ISO time, made once per millisecond rather than once per line: a busy server logs many per ms. */
+let lastMs = 0;
+let lastTime = '';
+function isoTime(): string {
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastTime = `,"time":"${new Date(now).toISOString()}"`;
+  }
+  return lastTime;
+}
+
 export function createLogger(level: string, terminal = process.stdout.isTTY === true): Logger {
-  const options = { level, base: { service: 'berth' }, timestamp: pino.stdTimeFunctions.isoTime };
+  const options = { level, base: { service: 'berth' }, timestamp: isoTime };
   if (terminal) return pino(options, pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'service,pid,hostname', singleLine: true }));
   return pino(options, new TurnBatcher(pino.destination({ dest: 1, sync: false })));
 }
