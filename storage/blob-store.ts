@@ -58,6 +58,7 @@ export class BlobStore {
     let bytes = 0;
     const handle = await fsp.open(tmpPath, 'wx', 0o600);
     let closed = false;
+    let placed = false;
     try {
       // destroyOnReturn: false leaves an oversized request's socket open, so a 413 can still be sent.
       for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -76,13 +77,14 @@ export class BlobStore {
         const dir = path.dirname(finalPath);
         await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
         await fsp.rename(tmpPath, finalPath);
+        placed = true;
         await syncDir(dir);
       }
       return { sha256, bytes };
     } finally {
       if (!closed) await handle.close().catch(() => {});
-      // After a successful rename there is nothing left to remove.
-      await fsp.rm(tmpPath, { force: true });
+      // After the rename there is nothing left to remove; otherwise the temp file goes, whatever failed.
+      if (!placed) await fsp.rm(tmpPath, { force: true });
     }
   }
 

@@ -148,10 +148,15 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
   };
 }
 
+/** The file's next version, numbered after its last in the same statement. */
 async function insertVersion(trx: Deps['db'], fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): Promise<string> {
-  const { seq } = (await trx('file_versions').where({ file_id: fileId }).max({ seq: 'seq' }).first()) as { seq: number | null };
   const id = newId();
-  await trx('file_versions').insert({ id, file_id: fileId, seq: (seq ?? 0) + 1, ...fields });
+  const columns = { id, file_id: fileId, ...fields };
+  const names = Object.keys(columns);
+  await trx.raw(
+    `INSERT INTO file_versions (${names.map(() => '??').join(', ')}, seq) SELECT ${names.map(() => '?').join(', ')}, COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?`,
+    [...names, ...Object.values(columns), fileId],
+  );
   return id;
 }
 
