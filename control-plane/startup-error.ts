@@ -2,10 +2,10 @@
 // says in one line what is wrong and what to do; `berth serve` and `berth admin` print it and exit 1,
 // without a stack trace.
 import path from 'node:path';
+import { errnoCode } from '../storage/durable.ts';
 
 export class StartupError extends Error {}
 
-const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | null)?.code;
 
 /** Why the server could not listen, or the error itself when it is not one an operator can fix. */
 export function listenProblem(err: unknown, bind: string, port: number): unknown {

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { syncPath } from './durable.ts';
 
 export interface StoredBlob {
   sha256: string;
@@ -78,7 +79,7 @@ export class BlobStore {
         await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
         await fsp.rename(tmpPath, finalPath);
         placed = true;
-        await syncDir(dir);
+        await syncPath(dir);
       }
       return { sha256, bytes };
     } finally {
@@ -95,14 +96,5 @@ export class BlobStore {
   /** A stream of the blob's bytes, optionally a byte range (inclusive `end`, as in HTTP). */
   stream(sha256: string, range?: { start: number; end: number }): Readable {
     return fs.createReadStream(this.pathOf(sha256), range ?? {});
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const handle = await fsp.open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

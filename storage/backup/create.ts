@@ -39,6 +39,7 @@ import {
 } from './layout.ts';
 import { type SnapshotOptions, type SnapshotReport, SnapshotSourceMissing, openSnapshot, snapshotDatabase } from './sqlite-snapshot.ts';
 import { TarWriter } from './tar.ts';
+import { errnoCode, syncPath } from '../durable.ts';
 
 export interface BackupOptions {
   dataDir: string;
@@ -80,16 +81,6 @@ async function* chunksOf(handle: FileHandle): AsyncIterable<Buffer> {
   }
 }
 
-const errnoCode = (err: unknown) => (err as NodeJS.ErrnoException | null)?.code;
-
-async function syncDir(dir: string): Promise<void> {
-  const handle = await fsp.open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
 
 function isInside(child: string, parent: string): boolean {
   const relative = path.relative(parent, child);
@@ -257,7 +248,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
 
     await fsp.rename(tmpFile, file);
     renamed = true;
-    await syncDir(outDir);
+    await syncPath(outDir);
 
     return {
       file,

@@ -28,6 +28,7 @@ import {
   isDataMember,
 } from './layout.ts';
 import { TarFormatError, readTar } from './tar.ts';
+import { syncPath } from '../durable.ts';
 
 export interface RestoreOptions {
   file: string;
@@ -59,14 +60,6 @@ const RECORD_LIMITS: Record<string, number> = {
 
 const damaged = (why: string) => new BackupError('backup_damaged', `the backup is damaged or altered (${why}); nothing was restored`);
 
-async function syncPath(target: string): Promise<void> {
-  const handle = await fsp.open(target, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
 
 function parseJson<T>(bytes: Buffer, what: string): T {
   try {

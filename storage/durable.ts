@@ -1,0 +1,16 @@
+// What makes a write survive a crash beyond the file's own contents: a renamed or created entry is only
+// durable once its directory is synced too.
+import fsp from 'node:fs/promises';
+
+/** Flushes a file or a directory (its entries: creations, renames, removals) to the disk. */
+export async function syncPath(target: string): Promise<void> {
+  const handle = await fsp.open(target, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The errno code of a file-system error, e.g. 'ENOENT'. */
+export const errnoCode = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | null)?.code;
