@@ -194,7 +194,8 @@ test('an invitation is a single-use link: the invitee chooses a password and joi
   t.false(json<{ invitations: Array<{ id: string }> }>(await session.api().get('v0/invitations')).invitations.some((i) => i.id === invitation.id));
 });
 
-test('an invited existing user accepts with their own password; revoked and expired invitations open nothing', async (t) => {
+// Serial: it moves the server's clock, which would end the sessions of tests running beside it.
+test.serial('an invited existing user accepts with their own password; revoked and expired invitations open nothing', async (t) => {
   const team = await createAccount(t0.berth.deps, { name: 'Team', plan: 'free' });
   const admin = await member('ADMIN', team.id);
   const existing = await member('MEMBER');
@@ -249,7 +250,8 @@ test('changing the password ends the user’s other sessions, on the control pla
   t.is((await http().post('login', { json: { email, password: 'a brand new password' } })).statusCode, 200);
 });
 
-test('a CLI login: the code the CLI shows is approved once, its key collected once, and requests expire after 10 minutes', async (t) => {
+// Serial: it moves the server's clock.
+test.serial('a CLI login: the code the CLI shows is approved once, its key collected once, and requests expire after 10 minutes', async (t) => {
   const { session } = await member('ADMIN');
   const started = await http().post('cli-login', { json: { machine: 'laptop\u0007\n' } });
   t.is(started.statusCode, 201);
