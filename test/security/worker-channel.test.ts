@@ -155,7 +155,7 @@ test.serial('functions do not learn host paths: arguments, main module, working 
   t.false(text.includes(REPO), 'nothing names where Berth is installed');
   t.false(text.includes(os.tmpdir()), 'nothing names the temp dir');
   t.deepEqual(seen.args, []);
-  t.like(seen, { mainModule: 'file:///$deno$stdin.mts', cwd: '/', execPath: 'NotCapable', prepareStackTrace: 'TypeError', processExecPath: 'deno', processArgv0: 'deno', stdin: '' });
+  t.like(seen, { mainModule: 'file:///$deno$stdin.mts', cwd: '/', execPath: 'deno', prepareStackTrace: 'TypeError', processExecPath: 'deno', processArgv0: 'deno', stdin: '' });
   t.regex(seen.stack as string, /at default \(api\/host-paths\.ts:\d+:\d+\)/, 'stack traces name the function by its site path');
   // Deno's own report of an uncaught error, on stderr, reaches the site's logs rewritten the same way.
   await t0.site(site.subdomain).get('api/host-paths', { searchParams: { crash: '1' } });
