@@ -166,6 +166,8 @@ export interface Server {
   /** The server's own pid (taskset execs it, so this is the server, not taskset). */
   pid: number;
   child: ChildProcess;
+  /** Throws if the server has exited (not by stop()), with its exit status and the end of its stderr. */
+  checkAlive(): void;
   stop(): Promise<void>;
 }
 
@@ -189,14 +191,23 @@ export async function startPinned(
   if (typeof out === 'number') fs.closeSync(out);
   let stderr = '';
   child.stderr!.on('data', (chunk: Buffer) => {
-    if (stderr.length < 8192) stderr += chunk.toString();
+    stderr = (stderr + chunk.toString()).slice(-16384);
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let stopping = false;
   const server: Server = {
     name,
     pid: child.pid!,
     child,
+    checkAlive() {
+      if (stopping || (child.exitCode === null && child.signalCode === null)) return;
+      throw new Error(
+        `${name} (pid ${child.pid}) exited (${child.exitCode ?? child.signalCode}) in the middle of the run, not stopped by the benchmark ` +
+          `(a crash, or a signal from another process; its request log says which, see BENCH_KEEP_DATA); the end of its stderr:\n${stderr.slice(-3000).trim()}`,
+      );
+    },
     async stop() {
+      stopping = true;
       running.delete(server);
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

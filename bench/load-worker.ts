@@ -49,6 +49,13 @@ export interface LoadResult {
   statusCodes: Record<string, number>;
   /** Failures of the warm-up run (errors, timeouts and non-2xx together). */
   warmupFailures: number;
+  /**
+   * The longest a connection had been waiting for an answer when the run ended, in ms. Latencies are
+   * those of answered requests only: a request still waiting at the end is in no percentile.
+   */
+  longestWaitAtEnd: number;
+  /** Connections that got no answer at all during the measured run. */
+  neverAnswered: number;
 }
 
 export interface LoadReport {
@@ -116,13 +123,22 @@ interface Collected {
   latencies: Float64Array;
   count: number;
   bytes: number;
+  /** When each connection (autocannon's client) last got an answer. */
+  lastAnswer: Map<unknown, number>;
+  started: number;
+  ended: number;
 }
 
 function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonResult; collected: Collected }> {
-  const collected: Collected = { latencies: new Float64Array(1 << 16), count: 0, bytes: 0 };
+  const collected: Collected = { latencies: new Float64Array(1 << 16), count: 0, bytes: 0, lastAnswer: new Map(), started: performance.now(), ended: 0 };
   return new Promise((resolve, reject) => {
-    const tracker = autocannon(options(target, target.connections, seconds), (err, result) => (err ? reject(err) : resolve({ result, collected })));
-    tracker.on('response', (_client: unknown, _status: number, bytes: number, ms: number) => {
+    const tracker = autocannon(options(target, target.connections, seconds), (err, result) => {
+      collected.ended = performance.now();
+      if (err) reject(err);
+      else resolve({ result, collected });
+    });
+    tracker.on('response', (client: unknown, _status: number, bytes: number, ms: number) => {
+      collected.lastAnswer.set(client, performance.now());
       if (collected.count === collected.latencies.length) {
         const grown = new Float64Array(collected.latencies.length * 2);
         grown.set(collected.latencies);
@@ -161,7 +177,16 @@ function summarize(target: LoadTarget, result: AutocannonResult, collected: Coll
     non2xx: result.non2xx,
     statusCodes,
     warmupFailures,
+    longestWaitAtEnd: longestWait(target, collected),
+    neverAnswered: Math.max(0, target.connections - collected.lastAnswer.size),
   };
+}
+
+function longestWait(target: LoadTarget, c: Collected): number {
+  if (c.lastAnswer.size < target.connections) return c.ended - c.started;
+  let oldest = c.ended;
+  for (const t of c.lastAnswer.values()) oldest = Math.min(oldest, t);
+  return c.ended - oldest;
 }
 
 async function main() {

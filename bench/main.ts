@@ -86,6 +86,7 @@ async function measure(server: Server, target: LoadTarget, seconds = SECONDS): P
   let stop: ReturnType<typeof watchServer> | undefined;
   const report = await runLoad({ targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS }, () => (stop = watchServer(server.pid, SERVER_CORE)));
   const watched = stop!();
+  server.checkAlive();
   const r = report.results[0]!;
   const m: Measured = {
     ...r,
@@ -198,11 +199,14 @@ async function main() {
   console.log(`servers under test on CPU ${SERVER_CORE}, load generator on CPU ${LOAD_CORE}; ${CONNECTIONS} connections, ${SECONDS} s per run after a ${WARMUP_SECONDS} s warm-up; mixed load ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s\n`);
 
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-bench-'));
+  let completed = false;
   try {
     await run(work, results);
+    completed = true;
   } finally {
     await stopAll();
-    if (process.env.BENCH_KEEP_DATA === '1') console.log(`\nkept the data dirs and Berth's logs in ${work}`);
+    // A run that broke keeps its data dirs and Berth's request logs, to find out why.
+    if (process.env.BENCH_KEEP_DATA === '1' || !completed) console.log(`\nkept the data dirs and Berth's logs in ${work}`);
     else await fs.rm(work, { recursive: true, force: true });
   }
 
@@ -385,7 +389,7 @@ async function run(work: string, results: BenchResults) {
   // (The runs above keep the default idle time: a short one would evict workers whenever Node stalls.)
   console.log('Cold first answers (a fresh Berth with BERTH_FUNCTION_IDLE_MS=200)');
   const coldBerth = await startBerth(path.join(work, 'cold'), { BERTH_FUNCTION_IDLE_MS: '200' });
-  results.cold = await cold(coldBerth.origin, coldBerth.site.bucketId, coldBerth.api, got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }));
+  results.cold = await cold(coldBerth.server, coldBerth.origin, coldBerth.site.bucketId, coldBerth.api, got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }));
   await coldBerth.server.stop();
 }
 
@@ -441,11 +445,13 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
   });
   timers.forEach(clearTimeout);
   const watched = stop!();
+  berth.checkAlive();
   const affinity = affinityOf(berth, 'after the mixed load');
   for (const r of report.results) {
     noteFailures(r);
     console.log(
-      `  ${r.label.padEnd(24)} ${String(r.connections).padStart(3)} c ${fmt(r.rps).padStart(7)} req/s  p50 ${fmt(r.p50, 1).padStart(7)}  p99 ${fmt(r.p99, 1).padStart(7)}  max ${fmt(r.max, 0).padStart(6)} ms  failed ${r.errors + r.timeouts + r.non2xx + r.warmupFailures}`,
+      `  ${r.label.padEnd(24)} ${String(r.connections).padStart(3)} c ${fmt(r.rps).padStart(7)} req/s  p50 ${fmt(r.p50, 1).padStart(7)}  p99 ${fmt(r.p99, 1).padStart(7)}  max ${fmt(r.max, 0).padStart(6)} ms  ` +
+        `failed ${r.errors + r.timeouts + r.non2xx + r.warmupFailures}  longest wait at the end ${fmt(r.longestWaitAtEnd / 1000, 1)} s${r.neverAnswered ? ` (${r.neverAnswered} connections never answered)` : ''}`,
     );
   }
   const first = samples.find((s) => s.t === early);
@@ -475,14 +481,17 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
   };
 }
 
-async function cold(origin: string, bucketId: string, api: typeof got, siteClient: typeof got): Promise<BenchResults['cold']> {
+async function cold(server: Server, origin: string, bucketId: string, api: typeof got, siteClient: typeof got): Promise<BenchResults['cold']> {
   const tag = Date.now().toString(36);
   let n = 0;
   const source = (name: string) => `export default () => new Response('${name}');`;
   const put = (name: string) => api.put(`v0/buckets/${bucketId}/objects/api/${name}.ts`, { body: source(name) });
   const first = async (name: string): Promise<number> => {
     const started = CLOCK();
-    const answer = await siteClient.get(`${origin}/api/${name}`, { throwHttpErrors: false });
+    const answer = await siteClient.get(`${origin}/api/${name}`, { throwHttpErrors: false }).catch((err: unknown) => {
+      server.checkAlive();
+      throw err;
+    });
     const ms = CLOCK() - started;
     if (answer.statusCode !== 200 || answer.body.toString() !== name) failures.push(`cold /api/${name}: ${answer.statusCode} "${answer.body.toString().slice(0, 200)}"`);
     return ms;

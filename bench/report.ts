@@ -235,11 +235,14 @@ export function lastRunMarkdown(r: BenchResults): string {
   lines.push(
     `Berth used ${fmt(r.mixed.serverCpuShare * 100)}% of CPU ${m.serverCore} (others ${fmt(r.mixed.othersOnServerCore * 100)}%); the load generator ${fmt(r.mixed.loadCpuShare * 100)}% of CPU ${m.loadCore}.`,
     '',
-    '| path | connections | req/s | p50 ms | p99 ms | max ms | failed |',
-    '|---|---|---|---|---|---|---|',
+    'Latencies are those of answered requests; a request still waiting when the run ends is in none, so the last column gives the longest a connection had then been waiting, and how many connections got no answer at all.',
+    '',
+    '| path | connections | req/s | p50 ms | p99 ms | max ms | failed | longest wait at the end |',
+    '|---|---|---|---|---|---|---|---|',
   );
   for (const p of r.mixed.paths) {
-    lines.push(`| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.timeouts + p.non2xx + p.warmupFailures} |`);
+    const wait = `${fmt(p.longestWaitAtEnd / 1000, 1)} s${p.neverAnswered ? ` (${p.neverAnswered} never answered)` : ''}`;
+    lines.push(`| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.timeouts + p.non2xx + p.warmupFailures} | ${wait} |`);
   }
   const samples = r.mixed.memory.samples;
   lines.push(
