@@ -167,7 +167,8 @@ function versions() {
     autocannon: pkg('autocannon'),
     sqlite3: pkg('sqlite3'),
     berthCommit: git('rev-parse', '--short', 'HEAD'),
-    berthTreeClean: git('status', '--porcelain', '--untracked-files=no') === '',
+    // Whether the server's own code (not the benchmark or the docs) differs from that commit.
+    berthTreeClean: git('status', '--porcelain', '--', 'control-plane', 'runtime-host', 'storage', 'deno-shim', 'package.json', 'package-lock.json') === '',
   };
 }
 
