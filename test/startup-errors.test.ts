@@ -35,6 +35,14 @@ test('a data dir that cannot be a directory is named', async (t) => {
   oneLine(t, run.stderr);
 });
 
+test('a data dir this user may not create is named', async (t) => {
+  // sysfs refuses new entries even to root, so this holds wherever the tests run.
+  const run = await runBerth(['serve'], { BERTH_DATA_DIR: '/sys/berth-test-data', BERTH_PORT: '0' });
+  t.is(run.code, 1);
+  t.regex(run.stderr, /^berth: the data dir \/sys\/berth-test-data is not writable by this user/);
+  oneLine(t, run.stderr);
+});
+
 test('a data dir a newer Berth migrated is left alone', async (t) => {
   const dataDir = await makeDataDir(t);
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
