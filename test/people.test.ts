@@ -324,3 +324,19 @@ test('a secret revealed in the dashboard is logged as DASHBOARD with the user, o
   );
   t.regex(logs[2]!.keyId, /^user:/);
 });
+
+test.serial('login requests a day past their expiry are cleared when another starts', async (t) => {
+  const old = json<{ login: { code: string } }>(await http().post('cli-login', { json: { machine: 'old laptop' } })).login;
+  const { session } = await member('ADMIN');
+  t.is((await session.api().get(`v0/cli-logins/${old.code}`)).statusCode, 200);
+  skewMs = 25 * 3600_000;
+  try {
+    t.is((await http().post('cli-login', { json: { machine: 'new laptop' } })).statusCode, 201);
+  } finally {
+    skewMs = 0;
+  }
+  const fresh = await signIn((await member('ADMIN')).email);
+  const gone = await fresh.api().get(`v0/cli-logins/${old.code}`);
+  t.is(gone.statusCode, 404);
+  t.is(code(gone), 'not_found');
+});

@@ -68,6 +68,8 @@ function machineName(raw: unknown): string {
 export async function startCliLogin(deps: Deps, input: { machine: unknown }): Promise<{ login: CliLogin; pollToken: string }> {
   const pollToken = newToken();
   const now = deps.now();
+  // Anyone may start a request: those a day past their expiry go, so the table stays small.
+  await deps.db('cli_logins').where('expires_at', '<', new Date(now.getTime() - 24 * 3600_000).toISOString()).delete();
   const row: CliLoginRow = {
     id: newId(),
     code: newCode(),
