@@ -16,6 +16,7 @@ import { FunctionLogBuffer } from './services/function-log-buffer.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
+import { cliLoginLimit } from './services/cli-logins.ts';
 import { BlobStore } from '../storage/blob-store.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
@@ -120,6 +121,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     metrics,
     now: options.now ?? monotonicClock(),
     signInLimits: signInLimits(),
+    cliLoginLimit: cliLoginLimit(),
     siteUrl: options.siteUrl,
   };
   const serveCtx = createCtxHandler(deps);

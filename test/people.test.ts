@@ -340,3 +340,14 @@ test.serial('login requests a day past their expiry are cleared when another sta
   t.is(gone.statusCode, 404);
   t.is(code(gone), 'not_found');
 });
+
+test('one address may start 30 CLI login requests in a quarter of an hour, then waits', async (t) => {
+  const own = await startTestBerth();
+  t.teardown(() => own.dispose());
+  const start = () => got.post(`${own.url}/cli-login`, { json: { machine: 'm' }, throwHttpErrors: false, responseType: 'json', retry: { limit: 0 } });
+  for (let i = 0; i < 30; i++) t.is((await start()).statusCode, 201);
+  const refused = await start();
+  t.is(refused.statusCode, 429);
+  t.is(code(refused), 'too_many_attempts');
+  t.truthy(refused.headers['retry-after']);
+});

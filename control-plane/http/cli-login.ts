@@ -22,7 +22,14 @@ export function cliLoginRoutes(deps: Deps): Router {
 
   router.post('/', async (ctx) => {
     const body = await jsonObject(ctx, deps);
-    const { login, pollToken } = await startCliLogin(deps, { machine: body.machine });
+    let started;
+    try {
+      started = await startCliLogin(deps, { machine: body.machine, address: ctx.ip });
+    } catch (err) {
+      if (err instanceof BerthError && err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
+      throw err;
+    }
+    const { login, pollToken } = started;
     ctx.status = 201;
     ctx.set('Cache-Control', 'no-store');
     ctx.body = { login, pollToken, approveUrl: `${publicOrigin(ctx, deps.config)}/#/cli-login/${login.code}` };

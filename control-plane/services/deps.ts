@@ -29,6 +29,8 @@ export interface Deps {
   metrics: Metrics;
   /** Failed sign-ins per email and per client address. */
   signInLimits: { email: AttemptLimit; address: AttemptLimit };
+  /** CLI login requests started per client address: anyone may start one, nobody may flood them. */
+  cliLoginLimit: AttemptLimit;
   /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */
   siteUrl: (subdomain: string) => string;
 }

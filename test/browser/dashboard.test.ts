@@ -190,7 +190,7 @@ test.serial('run queries and see the rows as a table, hostile values as text', a
 });
 
 test.serial('a berth login is approved in the dashboard, through sign-in first, with the code shown as in the terminal', async (t) => {
-  const { login, pollToken } = await startCliLogin(t0.berth.deps, { machine: 'ada-laptop' });
+  const { login, pollToken } = await startCliLogin(t0.berth.deps, { machine: 'ada-laptop', address: '127.0.0.1' });
   t.deepEqual(await pollCliLogin(t0.berth.deps, pollToken), { status: 'PENDING' });
   const fresh = await newContext(browser);
   const tab = await fresh.newPage();
