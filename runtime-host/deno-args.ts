@@ -45,6 +45,13 @@ export interface DenoArgsOptions {
  */
 export const DENO_RUN = ['run', '--no-config', '--no-prompt', '--no-remote', '--no-npm', '--no-lock'];
 
+/**
+ * A worker's young generation: V8's default grows it to 16 MiB a half, which a busy function fills
+ * and keeps. At 4 MiB a hello-world worker under load stayed at 73 MiB resident from 5 s to 40 s,
+ * against 108 MiB growing to 126 MiB, for no measurable CPU per request.
+ */
+export const SEMI_SPACE_MB = 4;
+
 /** The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's. */
 export function denoArgs(options: DenoArgsOptions): string[] {
   return [
@@ -53,7 +60,7 @@ export function denoArgs(options: DenoArgsOptions): string[] {
     `--deny-net=${[...new Set([...DENIED_NETWORKS, ...(options.extraDenied ?? [])])].join(',')}`,
     `--allow-read=${options.socketPath}`,
     `--allow-write=${options.socketPath}`,
-    `--v8-flags=--max-old-space-size=${options.heapMb}`,
+    `--v8-flags=--max-old-space-size=${options.heapMb},--max-semi-space-size=${SEMI_SPACE_MB}`,
     '-',
   ];
 }

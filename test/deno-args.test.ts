@@ -16,7 +16,7 @@ test('workers get outbound network and their own socket, nothing else', (t) => {
     t.false(args.some((a) => a.startsWith(forbidden)), forbidden);
   }
   for (const flag of ['--no-config', '--no-prompt', '--no-remote', '--no-npm']) t.true(args.includes(flag), flag);
-  t.true(args.includes('--v8-flags=--max-old-space-size=96'));
+  t.true(args.includes('--v8-flags=--max-old-space-size=96,--max-semi-space-size=4'));
   t.is(args.at(-1), '-', 'the program comes on stdin: no path, site or socket among the script arguments');
 });
 
