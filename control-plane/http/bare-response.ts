@@ -1,9 +1,39 @@
-// Answers written straight on Node's response by the lean site paths (site-files.ts and
-// function-endpoint.ts), the same as the Koa apps write them: HTML pages, and the error envelope for
-// any failure (middleware/errors.ts decides what a failure shows).
+// The lean site paths (site-files.ts and function-endpoint.ts) on Node's own request and response,
+// with what the Koa apps' middleware gives every request: an id, the error envelope for any failure
+// (middleware/errors.ts decides what a failure shows), one log line with its metrics; and HTML pages.
+import crypto from 'node:crypto';
 import type http from 'node:http';
 import type { Deps } from '../services/deps.ts';
 import { isClientAbort, toBerthError } from './middleware/errors.ts';
+import { finishRequest } from './middleware/request-context.ts';
+import { clientAddress } from './proxy.ts';
+import { urlPath } from './site-paths.ts';
+
+export type SiteRequestHandler = (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]) => void;
+
+/** A lean site path that answers with `serve`, counted in the metrics under `route`. */
+export function leanSiteHandler(
+  deps: Deps,
+  route: string,
+  serve: (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string) => Promise<void>,
+): SiteRequestHandler {
+  return (req, res, subdomain, segments) => {
+    const started = process.hrtime.bigint();
+    const requestId = crypto.randomUUID();
+    res.setHeader('Berth-Request-Id', requestId);
+    const done = () =>
+      finishRequest(
+        deps,
+        { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path: urlPath(req.url), status: res.statusCode, ip: clientAddress(req, deps.config.trustProxy) },
+        route,
+        started,
+      );
+    serve(req, res, subdomain, segments, requestId).then(done, (err: unknown) => {
+      sendFailure(deps, res, err, requestId);
+      done();
+    });
+  };
+}
 
 export function sendHtml(res: http.ServerResponse, status: number, html: string): void {
   res.writeHead(status, { 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', 'Content-Length': Buffer.byteLength(html) });

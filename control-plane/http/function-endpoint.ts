@@ -1,16 +1,14 @@
 // ANY /api/<name> on a site: hands the request to the function's worker and streams its answer back.
 // The platform's session cookie never reaches a function, and a function cannot set it.
-import crypto from 'node:crypto';
 import type http from 'node:http';
 import { pipeline } from 'node:stream';
 import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
-import { sendFailure, sendHtml } from './bare-response.ts';
-import { finishRequest } from './middleware/request-context.ts';
+import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { noSitePage } from './pages.ts';
-import { clientAddress, requestHost, requestProtocol } from './proxy.ts';
+import { requestHost, requestProtocol } from './proxy.ts';
 import { readBody } from './read-body.ts';
 import { PoolFullError } from '../../runtime-host/pool.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
@@ -71,24 +69,7 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
  * hottest path of the platform skips the Koa stack but keeps its rules (request id, one log line, the
  * error envelope, the site's 404 page) through the same helpers.
  */
-export function functionHandler(deps: Deps): (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]) => void {
-  return (req, res, subdomain, segments) => {
-    const started = process.hrtime.bigint();
-    const requestId = crypto.randomUUID();
-    res.setHeader('Berth-Request-Id', requestId);
-    const done = () =>
-      finishRequest(
-        deps,
-        { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path: (req.url ?? '/').split('?', 1)[0]!, status: res.statusCode, ip: clientAddress(req, deps.config.trustProxy) },
-        'api',
-        started,
-      );
-    serve(deps, req, res, subdomain, segments, requestId).then(done, (err: unknown) => {
-      sendFailure(deps, res, err, requestId);
-      done();
-    });
-  };
-}
+export const functionHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
 
 async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> {
   const site = await resolveSite(deps, subdomain);

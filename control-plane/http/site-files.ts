@@ -2,7 +2,6 @@
 // /web files by path with conditional and range requests, directories with their index.html, and the
 // site's own 404.html. The hottest path of hosting skips the Koa stack but keeps its rules (request id,
 // one log line, the error envelope) through the same helpers.
-import crypto from 'node:crypto';
 import type http from 'node:http';
 import { pipeline } from 'node:stream';
 import fresh from 'fresh';
@@ -11,27 +10,13 @@ import type { Deps } from '../services/deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
 import { siteReader } from '../services/site-sessions.ts';
-import { sendFailure, sendHtml } from './bare-response.ts';
+import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
-import { finishRequest } from './middleware/request-context.ts';
 import { noSitePage, notFoundPage, notMemberPage, privateSitePage } from './pages.ts';
-import { clientAddress, requestHost, requestProtocol } from './proxy.ts';
+import { requestHost, requestProtocol } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
 
-export function siteFilesHandler(deps: Deps): (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]) => void {
-  return (req, res, subdomain, segments) => {
-    const started = process.hrtime.bigint();
-    const requestId = crypto.randomUUID();
-    res.setHeader('Berth-Request-Id', requestId);
-    const path = urlPath(req.url);
-    const done = () =>
-      finishRequest(deps, { reqId: requestId, kind: 'site', host: subdomain, method: req.method ?? 'GET', path, status: res.statusCode, ip: clientAddress(req, deps.config.trustProxy) }, 'web', started);
-    serve(deps, req, res, subdomain, segments).then(done, (err: unknown) => {
-      sendFailure(deps, res, err, requestId);
-      done();
-    });
-  };
-}
+export const siteFilesHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'web', (req, res, subdomain, segments) => serve(deps, req, res, subdomain, segments));
 
 async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]): Promise<void> {
   const site = await resolveSite(deps, subdomain);
