@@ -12,7 +12,7 @@ import { mcpEndpoint } from '../mcp/http.ts';
 import { cliLoginRoutes } from './cli-login.ts';
 import { consoleRoutes } from './console.ts';
 import { dashboardRoutes } from './dashboard.ts';
-import { requireCredential } from './middleware/auth.ts';
+import { bearerToken, requireCredential } from './middleware/auth.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { applyProxySetting } from './proxy.ts';
@@ -44,8 +44,7 @@ export function createApiApp(deps: Deps, version: string): Koa {
   open.get('/metrics', async (ctx) => {
     const token = deps.config.metricsToken;
     if (!token) throw new BerthError('not_found', 'metrics are not served here: set BERTH_METRICS_TOKEN, or BERTH_METRICS_ADDRESS for a listener of their own');
-    const presented = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('Authorization'))?.[1] ?? '';
-    if (!safeEqual(presented, token)) throw new BerthError('unauthorized', 'metrics need "Authorization: Bearer <BERTH_METRICS_TOKEN>"');
+    if (!safeEqual(bearerToken(ctx.get('Authorization')), token)) throw new BerthError('unauthorized', 'metrics need "Authorization: Bearer <BERTH_METRICS_TOKEN>"');
     await sendMetrics(ctx, deps.metrics);
   });
   open.get('/v0/openapi.json', (ctx) => {

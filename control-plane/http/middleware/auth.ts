@@ -14,12 +14,12 @@ import { CONSOLE_COOKIE } from '../session-cookies.ts';
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
+/** The token of an `Authorization: Bearer <token>` header; '' for any other Authorization value. */
+export const bearerToken = (authorization: string): string => /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] ?? '';
+
 function presentedKey(ctx: Koa.Context): string | undefined {
   const authorization = ctx.get('Authorization');
-  if (authorization) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    return match ? match[1] : '';
-  }
+  if (authorization) return bearerToken(authorization);
   return ctx.get('X-API-Key').trim() || undefined;
 }
 
