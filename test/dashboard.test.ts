@@ -38,7 +38,7 @@ test('API clients keep getting the service description at /', async (t) => {
   }
 });
 
-test('the script is bundled at start and served with the stylesheet, revalidated by ETag', async (t) => {
+test('the script is bundled on first use and served with the stylesheet, revalidated by ETag', async (t) => {
   const js = await control().get('dashboard/app.js');
   t.is(js.statusCode, 200);
   t.regex(js.headers['content-type']!, /^text\/javascript/);

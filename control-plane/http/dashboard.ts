@@ -1,5 +1,5 @@
 // The dashboard at / of the control-plane host: a single-page app in control-plane/dashboard/, bundled
-// by esbuild in memory when the server starts (no build step, nothing written to disk) and served with
+// by esbuild in memory on first use (no build step, nothing written to disk) and served with
 // a strict Content-Security-Policy. It talks to /v0 with the session cookie like any API client.
 // GET / answers the page only to a browser (one that prefers HTML); API clients keep getting the JSON
 // service description.
@@ -74,14 +74,18 @@ function send(ctx: Koa.Context, item: Asset, cache: string): void {
 }
 
 /**
- * The dashboard's routes. The bundle is built once, starting now; a build failure is logged and
- * answers 500 on the dashboard's URLs while the API goes on working.
+ * The dashboard's routes. The bundle is built once, when a browser first asks for the dashboard, so a
+ * server nobody opens it on never pays for it; a build failure is logged and answers 500 on the
+ * dashboard's URLs while the API goes on working.
  */
 export function dashboardRoutes(deps: Pick<Deps, 'log'>): Router {
-  const built = buildDashboard();
-  built.catch((err: unknown) => deps.log.error({ err }, 'the dashboard could not be built'));
-  // A rejected build reaches the error envelope as an internal error (500), already logged above.
-  const assets = (): Promise<Assets> => built;
+  let built: Promise<Assets> | undefined;
+  // A rejected build reaches the error envelope as an internal error (500), logged here once.
+  const assets = (): Promise<Assets> =>
+    (built ??= buildDashboard().catch((err: unknown) => {
+      deps.log.error({ err }, 'the dashboard could not be built');
+      throw err;
+    }));
 
   const router = new Router();
   router.get('/', async (ctx, next) => {
