@@ -9,10 +9,10 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
-import sqlite3 from 'sqlite3';
+import Database from 'better-sqlite3';
 import { migrationSource } from '../control-plane/db/migrations.ts';
 import { createBackup, restoreBackup } from '../storage/backup/index.ts';
-import { snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
+import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
 import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 
@@ -360,15 +360,11 @@ test('restore refuses a non-empty folder and a file that is no backup; backup re
 test('a copy under steady writes restarts, then finishes in one step, and is one consistent moment', async (t) => {
   const root = await makeDataDir(t);
   const source = path.join(root, 'live.sqlite');
-  const open = () => new Promise<sqlite3.Database>((resolve, reject) => {
-    const db: sqlite3.Database = new sqlite3.Database(source, (err) => (err ? reject(err) : resolve(db)));
-  });
-  const exec = (db: sqlite3.Database, sql: string) => new Promise<void>((resolve, reject) => db.exec(sql, (err) => (err ? reject(err) : resolve())));
-  const writer = await open();
+  const writer = new Database(source);
   t.teardown(() => writer.close());
-  await exec(writer, "PRAGMA journal_mode = WAL; CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT); CREATE TABLE total (n INTEGER); INSERT INTO total VALUES (0);");
+  writer.exec("PRAGMA journal_mode = WAL; CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT); CREATE TABLE total (n INTEGER); INSERT INTO total VALUES (0);");
   // About 1000 pages, so small steps take many turns.
-  await exec(writer, `BEGIN; ${Array.from({ length: 400 }, () => "INSERT INTO rows (body) VALUES (hex(randomblob(4000)));").join(' ')} UPDATE total SET n = 400; COMMIT;`);
+  writer.exec(`BEGIN; ${Array.from({ length: 400 }, () => "INSERT INTO rows (body) VALUES (hex(randomblob(4000)));").join(' ')} UPDATE total SET n = 400; COMMIT;`);
 
   let writes = 0;
   const copy = path.join(root, 'copy.sqlite');
@@ -376,21 +372,50 @@ test('a copy under steady writes restarts, then finishes in one step, and is one
     stepPages: 20,
     maxRestarts: 3,
     // Another connection commits between steps: each write makes SQLite start the copy again.
-    onProgress: async () => {
+    onProgress: () => {
       writes++;
-      await exec(writer, "BEGIN; INSERT INTO rows (body) VALUES ('late'); UPDATE total SET n = n + 1; COMMIT;");
+      writer.exec("BEGIN; INSERT INTO rows (body) VALUES ('late'); UPDATE total SET n = n + 1; COMMIT;");
     },
   });
   t.is(report.restarts, 3);
   t.true(report.wholeStep);
 
-  const copied = new sqlite3.Database(copy);
+  const copied = new Database(copy);
   t.teardown(() => copied.close());
-  const row = await new Promise<{ rows: number; total: number }>((resolve, reject) =>
-    copied.get<{ rows: number; total: number }>('SELECT (SELECT count(*) FROM rows) AS rows, (SELECT n FROM total) AS total', (err, r) => (err ? reject(err) : resolve(r))),
-  );
+  const row = copied.prepare<[], { rows: number; total: number }>('SELECT (SELECT count(*) FROM rows) AS rows, (SELECT n FROM total) AS total').get()!;
   t.is(row.rows, row.total, 'the copy is one committed state');
   t.is(row.rows, 400 + writes, 'it holds every write committed before its last step');
+});
+
+test('a copy of a source that stays locked fails after the busy time and leaves no file', async (t) => {
+  const root = await makeDataDir(t);
+  const source = path.join(root, 'locked.sqlite');
+  const holder = new Database(source);
+  t.teardown(() => holder.close());
+  // A rollback-journal database: an exclusive transaction keeps every reader out.
+  holder.exec('CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1); BEGIN EXCLUSIVE;');
+  const copy = path.join(root, 'copy.sqlite');
+  const started = performance.now();
+  await t.throwsAsync(snapshotDatabase(source, copy, { busyMs: 200 }), { message: `${source} stayed locked for more than 200 ms` });
+  t.true(performance.now() - started >= 200);
+  t.false(fs.existsSync(copy));
+
+  // Locked once the copy has begun: the next step waits the busy time in vain, and the copy stops.
+  holder.exec('ROLLBACK');
+  const lockOnce = () => {
+    if (!holder.inTransaction) holder.exec('BEGIN EXCLUSIVE');
+  };
+  await t.throwsAsync(snapshotDatabase(source, copy, { busyMs: 200, onProgress: lockOnce }), { message: `${source} stayed locked for more than 200 ms` });
+  t.false(fs.existsSync(copy));
+});
+
+test('a missing source is reported as missing, and neither it nor a copy is created', async (t) => {
+  const root = await makeDataDir(t);
+  for (const source of [path.join(root, 'gone.sqlite'), path.join(root, 'gone', 'db.sqlite')]) {
+    await t.throwsAsync(snapshotDatabase(source, path.join(root, 'copy.sqlite')), { instanceOf: SnapshotSourceMissing });
+    t.false(fs.existsSync(source));
+  }
+  t.deepEqual(await fsp.readdir(root), []);
 });
 
 test('a site database deleted and an export file gone while the backup runs are left out, and the copy says so', async (t) => {
@@ -419,11 +444,10 @@ test('a site database deleted and an export file gone while the backup runs are 
 
   const restored = path.join(root, 'data');
   await restoreBackup({ file, dataDir: restored, knownMigrations: await migrationSource.getMigrations([]), masterKey: { file: path.join(own.dataDir, 'master.key') } });
-  const meta = new sqlite3.Database(path.join(restored, 'meta.sqlite'));
+  const meta = new Database(path.join(restored, 'meta.sqlite'));
   t.teardown(() => meta.close());
-  const all = <T>(sql: string) => new Promise<T[]>((resolve, reject) => meta.all<T>(sql, (err, rows) => (err ? reject(err) : resolve(rows))));
-  t.deepEqual(await all<{ site_id: string }>('SELECT site_id FROM databases'), [{ site_id: kept.id }]);
-  t.deepEqual(await all<{ status: string }>('SELECT status FROM database_exports'), [{ status: 'ERROR' }]);
+  t.deepEqual(meta.prepare('SELECT site_id FROM databases').all(), [{ site_id: kept.id }]);
+  t.deepEqual(meta.prepare('SELECT status FROM database_exports').all(), [{ status: 'ERROR' }]);
   t.true(fs.existsSync(path.join(restored, 'sites', kept.id, 'db.sqlite')));
   t.false(fs.existsSync(path.join(restored, 'sites', gone.id)));
   t.deepEqual((await fsp.readdir(restored)).filter((name) => name.endsWith('-wal') || name.endsWith('-journal')), [], 'each database is one file');

@@ -130,7 +130,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     } catch (err) {
       throw new BackupError('snapshot_failed', `the metadata (${path.join(dataDir, META_NAME)}) could not be copied: ${(err as Error).message}`);
     }
-    const meta = await openSnapshot(metaCopy);
+    const meta = openSnapshot(metaCopy);
     let migrations: string[];
     let databases: Array<{ id: string; site_id: string; status: string }>;
     let exportsDone: Array<{ id: string }>;
@@ -140,13 +140,13 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     const siteDbs: string[] = [];
     let restarts = metaReport.restarts;
     try {
-      await meta.check();
-      migrations = (await meta.all<{ name: string }>('SELECT name FROM knex_migrations ORDER BY id')).map((r) => r.name);
-      databases = await meta.all('SELECT id, site_id, status FROM databases ORDER BY site_id');
-      exportsDone = await meta.all("SELECT id FROM database_exports WHERE status = 'COMPLETE' ORDER BY id");
-      blobs = (await meta.all<{ sha: string }>('SELECT DISTINCT blob_sha256 AS sha FROM file_versions ORDER BY sha')).map((r) => r.sha);
-      contents.sites = (await meta.all<{ n: number }>('SELECT count(*) AS n FROM sites'))[0]!.n;
-      contents.fileVersions = (await meta.all<{ n: number }>('SELECT count(*) AS n FROM file_versions'))[0]!.n;
+      meta.check();
+      migrations = meta.all<{ name: string }>('SELECT name FROM knex_migrations ORDER BY id').map((r) => r.name);
+      databases = meta.all('SELECT id, site_id, status FROM databases ORDER BY site_id');
+      exportsDone = meta.all("SELECT id FROM database_exports WHERE status = 'COMPLETE' ORDER BY id");
+      blobs = meta.all<{ sha: string }>('SELECT DISTINCT blob_sha256 AS sha FROM file_versions ORDER BY sha').map((r) => r.sha);
+      contents.sites = meta.all<{ n: number }>('SELECT count(*) AS n FROM sites')[0]!.n;
+      contents.fileVersions = meta.all<{ n: number }>('SELECT count(*) AS n FROM file_versions')[0]!.n;
 
       // 2. Each site database the copy knows, as a snapshot of its own.
       for (const database of databases) {
@@ -163,20 +163,20 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
           await fsp.rm(path.dirname(copy), { recursive: true, force: true });
           // PROVISIONING: the next create makes it. READY: deleted since the metadata was copied.
           if (database.status === 'READY') {
-            await meta.run('DELETE FROM database_deletion_challenges WHERE database_id = ?', [database.id]);
-            await meta.run('DELETE FROM migration_leases WHERE database_id = ?', [database.id]);
-            await meta.run('DELETE FROM databases WHERE id = ?', [database.id]);
+            meta.run('DELETE FROM database_deletion_challenges WHERE database_id = ?', [database.id]);
+            meta.run('DELETE FROM migration_leases WHERE database_id = ?', [database.id]);
+            meta.run('DELETE FROM databases WHERE id = ?', [database.id]);
             deletedDuringBackup.push(database.site_id);
           }
           continue;
         }
-        const siteDb = await openSnapshot(copy);
+        const siteDb = openSnapshot(copy);
         try {
-          await siteDb.check();
+          siteDb.check();
         } catch (err) {
           throw new BackupError('snapshot_failed', `the database of site ${database.site_id}: ${(err as Error).message}`);
         } finally {
-          await siteDb.close();
+          siteDb.close();
         }
         siteDbs.push(database.site_id);
       }
@@ -185,11 +185,11 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       const present: string[] = [];
       for (const { id } of exportsDone) {
         if (fs.existsSync(path.join(dataDir, exportMember(id)))) present.push(id);
-        else await meta.run("UPDATE database_exports SET status = 'ERROR', error = ? WHERE id = ?", ['the export file was missing when the backup was taken; create a new one', id]);
+        else meta.run("UPDATE database_exports SET status = 'ERROR', error = ? WHERE id = ?", ['the export file was missing when the backup was taken; create a new one', id]);
       }
       exportsDone = present.map((id) => ({ id }));
     } finally {
-      await meta.close();
+      meta.close();
     }
     contents.siteDatabases = siteDbs.length;
     contents.exports = exportsDone.length;
