@@ -6,7 +6,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import sqlite3 from 'sqlite3';
+import Database from 'better-sqlite3';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
@@ -237,11 +237,10 @@ test('db export saves a dump that loads into SQLite', async (t) => {
   t.is(run.code, 0, run.stderr);
   t.like(JSON.parse(run.stdout), { file: out });
   const dump = await fs.readFile(out, 'utf8');
-  const rows = await new Promise<unknown[]>((resolve, reject) => {
-    const db = new sqlite3.Database(':memory:');
-    db.exec(dump, (err) => (err ? reject(err) : db.all('SELECT body FROM notes', (e, r) => db.close(() => (e ? reject(e) : resolve(r))))));
-  });
-  t.deepEqual(rows, [{ body: "it's exported" }]);
+  const db = new Database(':memory:');
+  t.teardown(() => db.close());
+  db.exec(dump);
+  t.deepEqual(db.prepare('SELECT body FROM notes').all(), [{ body: "it's exported" }]);
 });
 
 test('db delete needs a confirmation: --yes, or a terminal to ask on', async (t) => {

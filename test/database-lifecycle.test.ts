@@ -3,8 +3,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import sqlite3 from 'sqlite3';
 import test from 'ava';
+import Database from 'better-sqlite3';
 import got from 'got';
 import { startBerth } from '../control-plane/server.ts';
 import { type TestBerth, apiClient, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
@@ -56,13 +56,14 @@ test('deletion takes a current code of this very database; the bucket’s files 
   t.is((await t0.owner.api.post(`${other.base}/query`, { json: { sql: 'SELECT 1' } })).statusCode, 200, 'the other database is untouched');
 });
 
-const rows = (file: string, sql: string) =>
-  new Promise<unknown[]>((resolve, reject) => {
-    const db = new sqlite3.Database(file, (err) => {
-      if (err) return reject(err);
-      db.all(sql, (e, r) => db.close(() => (e ? reject(e) : resolve(r))));
-    });
-  });
+function rows(file: string, sql: string): unknown[] {
+  const db = new Database(file);
+  try {
+    return db.prepare(sql).all();
+  } finally {
+    db.close();
+  }
+}
 
 test('an export is a signed, expiring SQL dump that rebuilds an equal database', async (t) => {
   const { site, base, query } = await database();
@@ -88,13 +89,16 @@ test('an export is a signed, expiring SQL dump that rebuilds an equal database',
   const download = await got.get(url, { throwHttpErrors: false });
   t.is(download.statusCode, 200, 'no API key needed');
   const restored = path.join(t0.dataDir, 'restored.sqlite');
-  await new Promise<void>((resolve, reject) => {
-    const db = new sqlite3.Database(restored, (err) => (err ? reject(err) : db.exec(download.body, (e) => db.close(() => (e ? reject(e) : resolve())))));
-  });
+  const restoredDb = new Database(restored);
+  try {
+    restoredDb.exec(download.body);
+  } finally {
+    restoredDb.close();
+  }
   const original = path.join(t0.dataDir, 'sites', site.id, 'db.sqlite');
   const compare = "SELECT id, quote(name), quote(big), quote(ratio), quote(data), quote(note) FROM things ORDER BY id";
-  t.deepEqual(await rows(restored, compare), await rows(original, compare));
-  t.deepEqual(await rows(restored, "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'things_name'"), [{ name: 'things_name' }]);
+  t.deepEqual(rows(restored, compare), rows(original, compare));
+  t.deepEqual(rows(restored, "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'things_name'"), [{ name: 'things_name' }]);
 
   const tampered = await got.get(url.replace(/signature=./, 'signature=A'), { throwHttpErrors: false });
   t.is(tampered.statusCode, 403);

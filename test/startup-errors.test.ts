@@ -48,7 +48,7 @@ test('a data dir a newer Berth migrated is left alone', async (t) => {
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   first.child.kill('SIGTERM');
   t.is(await first.exited, 0);
-  const db = knexFactory({ client: 'sqlite3', connection: { filename: path.join(dataDir, 'meta.sqlite') }, useNullAsDefault: true });
+  const db = knexFactory({ client: 'better-sqlite3', connection: { filename: path.join(dataDir, 'meta.sqlite') }, useNullAsDefault: true });
   await db('knex_migrations').insert({ name: '9999_from_the_future', batch: 99, migration_time: new Date() });
   await db.destroy();
   const run = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
