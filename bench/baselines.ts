@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import sqlite3 from 'sqlite3';
+import Database from 'better-sqlite3';
 
 export const BENCH_STATEMENT = { sql: 'SELECT v FROM kv WHERE k = ?', params: ['hello'] };
 
@@ -32,35 +32,36 @@ function serveFiles(dir: string): http.RequestListener {
 }
 
 function serveStatement(file: string): http.RequestListener {
-  const db = new sqlite3.Database(file, sqlite3.OPEN_READONLY);
+  const statement = new Database(file, { readonly: true }).prepare(BENCH_STATEMENT.sql);
   return (req, res) => {
     req.resume();
     const started = performance.now();
-    db.all(BENCH_STATEMENT.sql, BENCH_STATEMENT.params, (err, rows) => {
+    let status = 200;
+    let answer: unknown;
+    try {
+      const rows = statement.all(...BENCH_STATEMENT.params);
       const duration = Math.round((performance.now() - started) * 1000) / 1000;
-      const body = JSON.stringify(
-        err
-          ? { success: false, errors: [{ code: 'statement_failed', message: err.message }], messages: [], result: [] }
-          : { success: true, errors: [], messages: [], result: [{ success: true, results: rows, meta: { duration, changes: 0, last_row_id: null } }] },
-      );
-      res.writeHead(err ? 500 : 200, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
-    });
+      answer = { success: true, errors: [], messages: [], result: [{ success: true, results: rows, meta: { duration, changes: 0, last_row_id: null } }] };
+    } catch (err) {
+      status = 500;
+      answer = { success: false, errors: [{ code: 'statement_failed', message: (err as Error).message }], messages: [], result: [] };
+    }
+    const body = JSON.stringify(answer);
+    res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
   };
 }
 
 const FILE_NAME = /^\/([A-Za-z0-9._-]{1,200})$/;
 
-async function serveUploads(dir: string): Promise<http.RequestListener> {
+function serveUploads(dir: string): http.RequestListener {
   const filesDir = path.join(dir, 'files');
   fs.mkdirSync(filesDir, { recursive: true });
-  const db = new sqlite3.Database(path.join(dir, 'meta.sqlite'));
-  await new Promise<void>((resolve, reject) =>
-    db.exec(
-      `PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
-       CREATE TABLE IF NOT EXISTS files (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, bytes INTEGER NOT NULL, created_at INTEGER NOT NULL)`,
-      (err) => (err ? reject(err) : resolve()),
-    ),
+  const db = new Database(path.join(dir, 'meta.sqlite'));
+  db.exec(
+    `PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+     CREATE TABLE IF NOT EXISTS files (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, bytes INTEGER NOT NULL, created_at INTEGER NOT NULL)`,
   );
+  const insert = db.prepare('INSERT INTO files (name, bytes, created_at) VALUES (?, ?, ?)');
   const answer = (res: http.ServerResponse, status: number, value: unknown) => {
     const body = JSON.stringify(value);
     res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
@@ -96,10 +97,12 @@ async function serveUploads(dir: string): Promise<http.RequestListener> {
           fs.fsync(fd, (err) => {
             fs.close(fd, (closeErr) => {
               if (err || closeErr) return fail((err ?? closeErr)!);
-              db.run('INSERT INTO files (name, bytes, created_at) VALUES (?, ?, ?)', [name, bytes.length, Date.now()], (err) => {
-                if (err) return fail(err);
-                answer(res, 200, { name, bytes: bytes.length });
-              });
+              try {
+                insert.run(name, bytes.length, Date.now());
+              } catch (err) {
+                return fail(err as Error);
+              }
+              answer(res, 200, { name, bytes: bytes.length });
             });
           });
         });
@@ -113,6 +116,6 @@ if (import.meta.filename === process.argv[1]) {
     process.stderr.write('usage: node bench/baselines.ts node|sqlite|upload <port> <dir|db file|dir>\n');
     process.exit(2);
   }
-  const listener = kind === 'node' ? serveFiles(target) : kind === 'sqlite' ? serveStatement(target) : await serveUploads(target);
+  const listener = kind === 'node' ? serveFiles(target) : kind === 'sqlite' ? serveStatement(target) : serveUploads(target);
   http.createServer(listener).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
 }

@@ -165,7 +165,7 @@ function versions() {
     node: process.version.slice(1),
     deno,
     autocannon: pkg('autocannon'),
-    sqlite3: pkg('sqlite3'),
+    betterSqlite3: pkg('better-sqlite3'),
     berthCommit: git('rev-parse', '--short', 'HEAD'),
     // Whether the server's own code (not the benchmark or the docs) differs from that commit.
     berthTreeClean: git('status', '--porcelain', '--', 'control-plane', 'runtime-host', 'storage', 'deno-shim', 'package.json', 'package-lock.json') === '',
@@ -325,7 +325,7 @@ async function run(work: string, results: BenchResults) {
   results.dbFirst = await compare('ctx.db.first function', [berth, onSite('berth /api/hello', '/api/hello')], [berth, onSite('berth /api/dbfirst', '/api/dbfirst')]);
   const sqlitePort = await freePort();
   const sqlite = await startPinned(
-    'bare node http + sqlite3',
+    'bare node http + better-sqlite3',
     SERVER_CORE,
     process.execPath,
     [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'sqlite', String(sqlitePort), path.join(work, 'main', 'data', 'sites', site.id, 'db.sqlite')],
@@ -339,7 +339,7 @@ async function run(work: string, results: BenchResults) {
   same(JSON.stringify(withoutDuration(viaEndpoint)) === JSON.stringify(withoutDuration(viaSqlite)), `query answers ${JSON.stringify(viaEndpoint)} and ${JSON.stringify(viaSqlite)}`);
   results.query = await compare(
     'query endpoint',
-    [sqlite, { ...at('node http + sqlite3 direct', sqlitePort, '/'), method: 'POST', body, headers: json }],
+    [sqlite, { ...at('node http + better-sqlite3 direct', sqlitePort, '/'), method: 'POST', body, headers: json }],
     [berth, { label: 'berth query endpoint', origin, path: queryPath, connections: CONNECTIONS, method: 'POST', body, headers: { ...json, authorization: `Bearer ${key}` } }],
   );
   await sqlite.stop();

@@ -61,7 +61,7 @@ export interface Aim {
 export interface BenchResults {
   date: string;
   machine: { cpu: string; cores: number; memoryGiB: number; kernel: string; loadAverageAtStart: number[] };
-  versions: { node: string; deno: string; autocannon: string; sqlite3: string; berthCommit: string; berthTreeClean: boolean };
+  versions: { node: string; deno: string; autocannon: string; betterSqlite3: string; berthCommit: string; berthTreeClean: boolean };
   method: {
     serverCore: number;
     loadCore: number;
@@ -211,7 +211,7 @@ export function lastRunMarkdown(r: BenchResults): string {
   ];
   const lines: string[] = [];
   lines.push(
-    `${r.date.slice(0, 10)}: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.kernel}; Node ${v.node}, Deno ${v.deno}, autocannon ${v.autocannon}, sqlite3 ${v.sqlite3}; ` +
+    `${r.date.slice(0, 10)}: ${r.machine.cpu}, ${r.machine.cores} cores, ${r.machine.memoryGiB} GiB, ${r.machine.kernel}; Node ${v.node}, Deno ${v.deno}, autocannon ${v.autocannon}, better-sqlite3 ${v.betterSqlite3}; ` +
       `Berth ${v.berthCommit}${v.berthTreeClean ? '' : ' with uncommitted changes'}. Servers on CPU ${m.serverCore}, load generator on CPU ${m.loadCore}; ` +
       `${m.connections} connections, ${m.seconds} s per run after a ${m.warmupSeconds} s warm-up; load average ${r.machine.loadAverageAtStart.join(', ')} at the start. ` +
       `Every figure is also in [benchmarks.json](benchmarks.json).`,
