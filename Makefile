@@ -8,9 +8,10 @@ STAMP := node_modules/.berth-installed
 
 # Installs exactly what package-lock.json pins (`npm ci`). The lockfile holds every platform's optional
 # `@deno/*` binary (test/lockfile.test.ts checks it), so it installs on any of them. The first install
-# takes one to two minutes, most of it compiling sqlite3 from source, during which npm prints nothing.
+# takes one to two minutes when better-sqlite3 finds no prebuilt binary to download and compiles SQLite
+# from source, during which npm prints nothing.
 $(STAMP): package.json package-lock.json
-	@echo "make: installing Berth's dependencies with npm ci (the first time takes 1–2 minutes: sqlite3 compiles from source)"
+	@echo "make: installing Berth's dependencies with npm ci (the first time may take 1–2 minutes: better-sqlite3 may compile SQLite from source)"
 	npm ci --no-audit --no-fund
 	@touch $@
 
