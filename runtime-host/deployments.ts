@@ -1,5 +1,5 @@
 // Generated files of deployed function versions, under <runtime dir>/functions/<functionId>/<versionId>/,
-// and the entry program a worker runs. The entry reaches Deno on stdin, so no host path or channel
+// and the entry programs workers run. An entry reaches Deno on stdin, so no host path or channel
 // detail is in the worker's arguments; it opens the channel before the function's module is even
 // evaluated, and the function's top level then runs inside the hardened, log-capturing environment.
 import fs from 'node:fs';
@@ -59,4 +59,12 @@ export function entryProgram(modulePath: string, params: Omit<ChannelParams, 'fu
     `await run(channel, () => import(${JSON.stringify(functionUrl)}));`,
     '',
   ].join('\n');
+}
+
+/**
+ * The program a spare runs: the shim, loaded and connected, then waiting for the one function the
+ * host will give it over the channel (see standby in deno-shim/shim.ts). It names no function or site.
+ */
+export function spareProgram(socketPath: string): string {
+  return [`import { standby } from ${JSON.stringify(SHIM_URL)};`, `await standby(${JSON.stringify(socketPath)});`, ''].join('\n');
 }

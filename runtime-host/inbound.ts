@@ -20,6 +20,11 @@ export class ProtocolViolation extends Error {}
 export interface ChannelView {
   /** The Ready frame has arrived. */
   ready: boolean;
+  /**
+   * Set while the worker is a spare not given its function yet: 'announce' until its Standby frame
+   * arrives, 'waiting' after it. A spare runs no tenant code, so it has nothing else to send.
+   */
+  spare?: 'announce' | 'waiting' | undefined;
   /** The highest ctx call id seen; call ids only grow. */
   lastCall: number;
   /** A request stream the host opened and that is not over: awaiting its head, or streaming its body. */
@@ -27,6 +32,7 @@ export interface ChannelView {
 }
 
 export type Inbound =
+  | { type: 'standby' }
   | { type: 'ready'; info: ReadyInfo }
   | { type: 'head'; stream: number; head: ResponseHead }
   | { type: 'chunk'; stream: number; bytes: Uint8Array }
@@ -114,6 +120,13 @@ function logEntry(frame: Frame): LogEntry {
 /** Checks one frame from a worker against the channel's state; throws ProtocolViolation. */
 export function readInbound(frame: Frame, channel: ChannelView): Inbound {
   const { type, stream } = frame;
+  if (channel.spare === 'waiting') fail(`frame type ${type} from a spare waiting for its function`);
+  if (channel.spare === 'announce') {
+    if (type !== FrameType.Standby) fail(`frame type ${type} from a spare before Standby`);
+    if (stream !== 0) fail('Standby on a stream');
+    if (frame.payload.length !== 0) fail('Standby with a payload');
+    return { type: 'standby' };
+  }
   if (!channel.ready && type !== FrameType.Ready && type !== FrameType.Log) fail(`frame type ${type} before Ready`);
   switch (type) {
     case FrameType.Ready:

@@ -25,6 +25,10 @@ export const FrameType = {
   Log: 9,
   /** host → shim: the client went away; abort the request's signal. */
   Cancel: 10,
+  /** host → spare shim, once: the function it will serve for its whole life. Payload: u32 head length | JSON LoadHead | source bytes. */
+  Load: 11,
+  /** spare shim → host, once connected: booted and waiting for its function (a Load). No payload. */
+  Standby: 12,
 } as const;
 
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
@@ -36,6 +40,14 @@ export interface ChannelParams {
   kind: 'api' | 'cron';
   /** The function module's file URL, and its path in the site, which stack traces show instead. */
   functionUrl: string;
+  sourcePath: string;
+}
+
+/** What a spare is told with its function's source (see Load); never shown to the function. */
+export interface LoadHead {
+  siteId: string;
+  kind: 'api' | 'cron';
+  /** The function's path in its site, which stack traces show instead of the module's URL. */
   sourcePath: string;
 }
 
@@ -118,6 +130,8 @@ export function shimPayloadBytes(type: number): number {
       return 128 * 1024;
     case FrameType.CtxCall:
       return MAX_CTX_CALL_BYTES;
+    case FrameType.Standby:
+      return 0;
     default:
       return -1;
   }
@@ -145,8 +159,8 @@ export function encodeFrame(type: FrameTypeValue, stream: number, payload: Uint8
 export const encodeJson = (value: unknown): Uint8Array => encoder.encode(JSON.stringify(value));
 export const decodeJson = <T>(bytes: Uint8Array): T => JSON.parse(decoder.decode(bytes)) as T;
 
-/** A Request frame's payload: the head's length, the head as JSON, then the body. */
-export function encodeRequest(head: RequestHead, body: Uint8Array): Uint8Array {
+/** A Request or Load frame's payload: the head's length, the head as JSON, then the body's bytes. */
+function encodeHeadAndBody(head: unknown, body: Uint8Array): Uint8Array {
   const headBytes = encodeJson(head);
   const payload = new Uint8Array(4 + headBytes.length + body.length);
   new DataView(payload.buffer).setUint32(0, headBytes.length);
@@ -155,13 +169,18 @@ export function encodeRequest(head: RequestHead, body: Uint8Array): Uint8Array {
   return payload;
 }
 
-export function decodeRequest(payload: Uint8Array): { head: RequestHead; body: Uint8Array } {
+function decodeHeadAndBody<T>(payload: Uint8Array): { head: T; body: Uint8Array } {
   const headLength = new DataView(payload.buffer, payload.byteOffset, payload.byteLength).getUint32(0);
   return {
-    head: decodeJson<RequestHead>(payload.subarray(4, 4 + headLength)),
+    head: decodeJson<T>(payload.subarray(4, 4 + headLength)),
     body: payload.subarray(4 + headLength),
   };
 }
+
+export const encodeRequest = (head: RequestHead, body: Uint8Array): Uint8Array => encodeHeadAndBody(head, body);
+export const decodeRequest = (payload: Uint8Array): { head: RequestHead; body: Uint8Array } => decodeHeadAndBody<RequestHead>(payload);
+export const encodeLoad = (head: LoadHead, source: Uint8Array): Uint8Array => encodeHeadAndBody(head, source);
+export const decodeLoad = (payload: Uint8Array): { head: LoadHead; body: Uint8Array } => decodeHeadAndBody<LoadHead>(payload);
 
 /**
  * Rewrites host locations in a stack trace or message, as file URLs or paths, so a function never

@@ -2,6 +2,8 @@
 // socket that is its only channel: requests go out as frames, responses, ctx calls and logs come back.
 // Nothing that comes back is trusted: every frame is checked (inbound.ts) before use, and what a worker
 // can make the host hold in memory is bounded (ctx calls in flight, unread body chunks, output).
+// A worker starts either with its function (start) or as a spare bound to none (startSpare), which the
+// host later gives one function version for the rest of its life (bind).
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -9,7 +11,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { denoArgs, denoEnv } from './deno-args.ts';
-import { entryProgram } from './deployments.ts';
+import { entryProgram, spareProgram } from './deployments.ts';
 import { type ChannelView, ProtocolViolation, inboundFrameBytes, readInbound } from './inbound.ts';
 import { DEFAULT_OUTPUT_BUDGET, type OutputBudget, OutputLimit, readOutput } from './output-limit.ts';
 import { lowerPriority } from './priority.ts';
@@ -26,33 +28,46 @@ import {
   type ResponseHead,
   encodeFrame,
   encodeJson,
+  encodeLoad,
   encodeRequest,
   pathRedactor,
 } from './protocol.ts';
 
-export interface WorkerOptions {
+/** How a worker's process starts: the same for every worker, spare or not. */
+export interface WorkerProcessOptions {
   denoPath: string;
-  /** The deployed function's module. */
-  modulePath: string;
-  /** The function's path in its site, e.g. api/hello.ts. */
-  sourcePath: string;
   socketPath: string;
   denoDir: string;
-  siteId: string;
-  kind: 'api' | 'cron';
   heapMb: number;
   extraDenied: string[];
+  /** How long the process may take to be ready, and a spare to load the function it is given. */
   startupTimeoutMs: number;
   /** How much lower than the host's the worker's CPU priority is (a nice increment; 0 keeps it equal). */
   nice: number;
   output?: OutputBudget;
-  onCtxCall: (call: CtxCall) => Promise<CtxResult>;
-  onLog: (entry: LogEntry) => void;
+}
+
+/** Where a worker's faults are reported. */
+export interface WorkerFaults {
   /** The worker broke the channel protocol; it is being stopped. */
   onProtocolError: (message: string) => void;
   /** A fault of the host's own while serving the worker. */
   onError: (err: unknown, message: string) => void;
 }
+
+/** The one function version a worker serves, and the hooks of the site it serves it for. */
+export interface WorkerBinding extends WorkerFaults {
+  /** The deployed function's module. */
+  modulePath: string;
+  /** The function's path in its site, e.g. api/hello.ts. */
+  sourcePath: string;
+  siteId: string;
+  kind: 'api' | 'cron';
+  onCtxCall: (call: CtxCall) => Promise<CtxResult>;
+  onLog: (entry: LogEntry) => void;
+}
+
+export type WorkerOptions = WorkerProcessOptions & WorkerBinding;
 
 export interface WorkerRequest {
   method: string;
@@ -84,6 +99,13 @@ export class WorkerError extends Error {
 }
 
 const BERTH_URL = pathToFileURL(path.resolve(import.meta.dirname, '..') + path.sep).href;
+/**
+ * A spare imports the function it is given from a data: URL of its source, which Deno's own reports
+ * on stderr (an uncaught error) shorten to its first and last 20 characters of base64: in a bound
+ * spare's raw output any such URL is shown as the function's path, as the module file's URL is for a
+ * worker started with its function.
+ */
+const MODULE_DATA_URL = /data:application\/typescript;base64,[A-Za-z0-9+/=]*(?:\.{6}[A-Za-z0-9+/=]*)?/g;
 
 const FAILURES: Record<ExitReason, string> = {
   disposed: 'the worker was stopped',
@@ -111,12 +133,18 @@ interface Pending {
 }
 
 export class DenoWorker {
-  readonly #options: WorkerOptions;
+  readonly #options: WorkerProcessOptions;
+  /** Set from the start, or when a spare is given its function; never changed afterwards. */
+  #binding: WorkerBinding | undefined;
+  /** Where faults go before the worker is bound. */
+  readonly #spareFaults: WorkerFaults | undefined;
   readonly #process: ResultPromise;
   readonly #server: net.Server;
   #socket: net.Socket | undefined;
   readonly #reader = new FrameReader(inboundFrameBytes);
   readonly #output: OutputLimit;
+  /** Rewrites host locations in the process's raw output. */
+  #rewrite: (line: string) => string;
   readonly #pending = new Map<number, Pending>();
   readonly #view: ChannelView;
   /** Frames read but not handled yet, while the channel is held. */
@@ -131,27 +159,28 @@ export class DenoWorker {
   #nextStream = 1;
   #corked = false;
   #exitReason: ExitReason | undefined;
-  readonly #startTimer: NodeJS.Timeout;
+  /** Bounds the start step under way: the process's start, then a spare's loading of its function. */
+  #startTimer: NodeJS.Timeout | undefined;
   #killTimer: NodeJS.Timeout | undefined;
-  readonly #ready: Promise<void>;
-  #settleReady: (error?: Error) => void = () => {};
+  #settleStep: (error?: Error) => void = () => {};
   readonly exited: Promise<ExitReason>;
 
-  private constructor(options: WorkerOptions, server: net.Server) {
+  private constructor(options: WorkerProcessOptions, server: net.Server, binding: WorkerBinding | undefined, spareFaults?: WorkerFaults) {
     this.#options = options;
+    this.#binding = binding;
+    this.#spareFaults = spareFaults;
     this.#server = server;
-    this.#output = new OutputLimit(options.output ?? DEFAULT_OUTPUT_BUDGET, options.onLog);
+    // A spare has no site to log for; it runs no tenant code, so it has nothing worth keeping to say.
+    this.#output = new OutputLimit(options.output ?? DEFAULT_OUTPUT_BUDGET, (entry) => this.#binding?.onLog(entry));
     this.#view = {
       ready: false,
+      spare: binding ? undefined : 'announce',
       lastCall: 0,
       response: (stream) => {
         const pending = this.#pending.get(stream);
         return pending ? (pending.head ? 'body' : 'head') : null;
       },
     };
-    this.#ready = new Promise((resolve, reject) => {
-      this.#settleReady = (error) => (error ? reject(error) : resolve());
-    });
     server.once('connection', (socket) => {
       // One connection only, and the path goes away with it: nobody else may attach to this channel.
       server.close();
@@ -160,13 +189,14 @@ export class DenoWorker {
       else socket.destroy();
     });
 
-    const functionUrl = pathToFileURL(options.modulePath).href;
     this.#process = execa(options.denoPath, denoArgs(options), {
       argv0: 'deno',
       cwd: '/',
       env: denoEnv(options.denoDir),
       extendEnv: false,
-      input: entryProgram(options.modulePath, { socketPath: options.socketPath, siteId: options.siteId, kind: options.kind, sourcePath: options.sourcePath }),
+      input: binding
+        ? entryProgram(binding.modulePath, { socketPath: options.socketPath, siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath })
+        : spareProgram(options.socketPath),
       buffer: false,
       reject: false,
       // A session of its own: Ctrl-C at the terminal signals the server's process group, and the server,
@@ -177,9 +207,9 @@ export class DenoWorker {
     });
     lowerPriority(this.#process.pid, options.nice);
     // Output that bypasses console.* (Deno's own messages, Deno.stdout) still reaches the site's logs.
-    const rewrite = pathRedactor(functionUrl, options.sourcePath, BERTH_URL);
-    if (this.#process.stdout) readOutput(this.#process.stdout, 'info', this.#output, rewrite);
-    if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, rewrite);
+    this.#rewrite = binding ? pathRedactor(pathToFileURL(binding.modulePath).href, binding.sourcePath, BERTH_URL) : (line) => line;
+    if (this.#process.stdout) readOutput(this.#process.stdout, 'info', this.#output, (line) => this.#rewrite(line));
+    if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, (line) => this.#rewrite(line));
     const ended = (): ExitReason => {
       clearTimeout(this.#killTimer);
       this.#stop('crashed', new Error('the worker exited before it was ready'));
@@ -187,14 +217,22 @@ export class DenoWorker {
       return this.#exitReason!;
     };
     this.exited = this.#process.then(ended, ended);
-    this.#startTimer = setTimeout(
-      () => this.#stop('crashed', new Error(`the worker was not ready within ${options.startupTimeoutMs} ms`)),
-      options.startupTimeoutMs,
-    );
   }
 
-  /** Spawns Deno and resolves once the shim has connected and said it is ready. */
-  static async start(options: WorkerOptions): Promise<DenoWorker> {
+  /** Spawns Deno with its function and resolves once the shim has connected and said it is ready. */
+  static start(options: WorkerOptions): Promise<DenoWorker> {
+    return DenoWorker.#spawn(options, options);
+  }
+
+  /**
+   * Spawns a spare: Deno with the same command line as any worker, no function and no site. Resolves
+   * once the shim has connected and said it is on standby; bind() then gives it its function.
+   */
+  static startSpare(options: WorkerProcessOptions, faults: WorkerFaults): Promise<DenoWorker> {
+    return DenoWorker.#spawn(options, undefined, faults);
+  }
+
+  static async #spawn(options: WorkerProcessOptions, binding: WorkerBinding | undefined, spareFaults?: WorkerFaults): Promise<DenoWorker> {
     fs.rmSync(options.socketPath, { force: true });
     const server = net.createServer();
     server.maxConnections = 1;
@@ -202,11 +240,42 @@ export class DenoWorker {
       server.once('error', reject);
       server.listen(options.socketPath, () => resolve());
     });
-    const worker = new DenoWorker(options, server);
-    await worker.#ready;
+    const worker = new DenoWorker(options, server, binding, spareFaults);
+    await worker.#step();
     // Threads Deno started before the first call took its priority from the main thread's old one.
     lowerPriority(worker.pid, options.nice);
     return worker;
+  }
+
+  /**
+   * Gives a spare on standby the one function version it will serve for the rest of its life, and
+   * resolves once the function is loaded and the worker is ready. The binding is the host's: the
+   * worker's ctx calls and logs go to this site's hooks, whatever the worker says.
+   */
+  async bind(binding: WorkerBinding, source: Uint8Array): Promise<void> {
+    if (this.#binding || this.#view.spare !== 'waiting') throw new Error('only a spare on standby may be given a function');
+    this.#binding = binding;
+    this.#view.spare = undefined;
+    const rewrite = pathRedactor(pathToFileURL(binding.modulePath).href, binding.sourcePath, BERTH_URL);
+    this.#rewrite = (line) => rewrite(line).replace(MODULE_DATA_URL, binding.sourcePath);
+    const loaded = this.#step();
+    this.#send(FrameType.Load, 0, encodeLoad({ siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath }, source));
+    await loaded;
+  }
+
+  /** A start step: settled by the next Ready or Standby, or failed by the worker's end or the time limit. */
+  #step(): Promise<void> {
+    const step = new Promise<void>((resolve, reject) => {
+      this.#settleStep = (error) => (error ? reject(error) : resolve());
+    });
+    if (!this.alive) this.#settleStep(new Error('the worker has stopped'));
+    else {
+      this.#startTimer = setTimeout(
+        () => this.#stop('crashed', new Error(`the worker was not ready within ${this.#options.startupTimeoutMs} ms`)),
+        this.#options.startupTimeoutMs,
+      );
+    }
+    return step;
   }
 
   get pid(): number | undefined {
@@ -261,7 +330,7 @@ export class DenoWorker {
     this.#exitReason = reason;
     clearTimeout(this.#startTimer);
     clearTimeout(this.#floodHold);
-    this.#settleReady(startError);
+    this.#settleStep(startError);
     this.#failAll(reason);
     this.#queue = [];
     this.#server.close();
@@ -271,9 +340,14 @@ export class DenoWorker {
     fs.rmSync(this.#options.socketPath, { force: true });
   }
 
+  /** Where faults go: the site's hooks once bound. */
+  get #faults(): WorkerFaults {
+    return (this.#binding ?? this.#spareFaults)!;
+  }
+
   #violation(message: string): void {
     if (!this.alive) return;
-    this.#options.onProtocolError(message);
+    this.#faults.onProtocolError(message);
     this.kill('protocol');
   }
 
@@ -331,7 +405,7 @@ export class DenoWorker {
         if (err instanceof ProtocolViolation) {
           this.#violation(err.message);
         } else {
-          this.#options.onError(err, 'a worker frame could not be handled');
+          this.#faults.onError(err, 'a worker frame could not be handled');
           this.kill('crashed');
         }
       }
@@ -349,10 +423,15 @@ export class DenoWorker {
   #handle(frame: Frame): void {
     const message = readInbound(frame, this.#view);
     switch (message.type) {
+      case 'standby':
+        this.#view.spare = 'waiting';
+        clearTimeout(this.#startTimer);
+        this.#settleStep();
+        return;
       case 'ready':
         this.#view.ready = true;
         clearTimeout(this.#startTimer);
-        this.#settleReady();
+        this.#settleStep();
         return;
       case 'head':
         this.#pending.get(message.stream)!.head = message.head;
@@ -401,14 +480,16 @@ export class DenoWorker {
    * host pile up results.
    */
   async #serveCtx(stream: number, call: CtxCall, bytes: number): Promise<void> {
+    // A ctx call passes the checks only once the worker is ready, so only once it is bound.
+    const binding = this.#binding!;
     this.#ctxCalls++;
     this.#ctxBytes += bytes;
     const failed: CtxResult = { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${call.method} failed` } };
     let payload: Uint8Array;
     try {
-      payload = encodeJson(await this.#options.onCtxCall(call));
+      payload = encodeJson(await binding.onCtxCall(call));
     } catch (err) {
-      this.#options.onError(err, 'a ctx call could not be served');
+      binding.onError(err, 'a ctx call could not be served');
       payload = encodeJson(failed);
     }
     this.#ctxBytes += payload.length - bytes;
