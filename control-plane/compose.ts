@@ -88,6 +88,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
       timeoutMs: config.functionTimeoutMs,
       idleMs: config.functionIdleMs,
       maxWorkers: config.maxWorkers,
+      spareWorkers: config.spareWorkers,
       startupTimeoutMs: 10_000,
       logger: log,
       ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),

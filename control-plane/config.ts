@@ -30,6 +30,8 @@ export interface Config {
   functionHeapMb: number;
   functionIdleMs: number;
   maxWorkers: number;
+  /** Function workers kept started ahead of need, bound to no function until a cold call takes one; 0: none. */
+  spareWorkers: number;
   maxFunctionBodyBytes: number;
   functionLogsPerSite: number;
   /** Time limit of one site database statement or batch. */
@@ -72,6 +74,7 @@ export const DEFAULTS: Config = {
   functionHeapMb: 128,
   functionIdleMs: 5 * 60_000,
   maxWorkers: 64,
+  spareWorkers: 4,
   maxFunctionBodyBytes: 10 * 1024 * 1024,
   functionLogsPerSite: 1000,
   databaseTimeoutMs: 30_000,
@@ -170,6 +173,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     functionHeapMb: integer(env, 'BERTH_FUNCTION_MEMORY_MB', DEFAULTS.functionHeapMb, 16, 16_384),
     functionIdleMs: integer(env, 'BERTH_FUNCTION_IDLE_MS', DEFAULTS.functionIdleMs, 100, 24 * 3600_000),
     maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
+    spareWorkers: integer(env, 'BERTH_SPARE_WORKERS', DEFAULTS.spareWorkers, 0, 64),
     maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),

@@ -15,6 +15,11 @@ export interface PoolOptions<W extends PoolWorker> {
   maxWorkers: number;
   idleMs: number;
   start: (key: string) => Promise<W>;
+  /**
+   * The worker for `key` made from a process started ahead of need (a spare), or null when there is
+   * none. A spare already counts against maxWorkers, so taking one evicts nothing.
+   */
+  adopt?: (key: string) => Promise<W> | null;
 }
 
 interface Entry<W extends PoolWorker> {
@@ -42,6 +47,11 @@ export class WorkerPool<W extends PoolWorker> {
 
   get size(): number {
     return this.#live.size + this.#retired.size;
+  }
+
+  /** Workers being started for requests. */
+  get starting(): number {
+    return this.#starting.size;
   }
 
   /** The live worker for `key`, started if needed; the caller must call release() when done. */
@@ -95,8 +105,9 @@ export class WorkerPool<W extends PoolWorker> {
   }
 
   async #start(key: string): Promise<Entry<W>> {
-    this.#makeRoom();
-    const worker = await this.#options.start(key);
+    const adopted = this.#options.adopt?.(key) ?? null;
+    if (!adopted) this.#makeRoom();
+    const worker = await (adopted ?? this.#options.start(key));
     const entry: Entry<W> = { key, worker, lastUsed: Date.now(), retired: false };
     this.#live.set(key, entry);
     void worker.exited.then(() => {

@@ -1,7 +1,8 @@
 // The runtime host: starts workers for deployments on demand, sends them requests with a wall-clock
 // limit, watches their memory, and routes their ctx calls and logs to the control plane's handlers
 // for the one site each worker serves. Workers run at a lower CPU priority than the host, so hosting
-// and the API stay responsive while functions burn CPU.
+// and the API stay responsive while functions burn CPU. A few spare workers (spares.ts) wait started
+// ahead of need, so a cold call need not wait for Deno to boot.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -11,8 +12,9 @@ import { killLeftovers } from './leftovers.ts';
 import { WorkerPool } from './pool.ts';
 import { DEFAULT_NICE } from './priority.ts';
 import type { OutputBudget } from './output-limit.ts';
-import type { CtxCall, CtxResult, LogEntry } from './protocol.ts';
-import { DenoWorker, type WorkerRequest, type WorkerResponse } from './worker.ts';
+import { type CtxCall, type CtxResult, HEADER_BYTES, type LogEntry, MAX_FRAME_BYTES } from './protocol.ts';
+import { Spares } from './spares.ts';
+import { DenoWorker, type WorkerBinding, type WorkerProcessOptions, type WorkerRequest, type WorkerResponse } from './worker.ts';
 
 export interface RuntimeOptions {
   denoPath: string;
@@ -23,7 +25,10 @@ export interface RuntimeOptions {
   rssLimitBytes: number;
   timeoutMs: number;
   idleMs: number;
+  /** Deno processes alive at most: workers, draining ones and spares. */
   maxWorkers: number;
+  /** Spare workers kept started and not yet given a function (default 0: none). */
+  spareWorkers?: number;
   startupTimeoutMs: number;
   /** The host's own log, for workers that break the protocol. */
   logger: RuntimeLogger;
@@ -63,6 +68,9 @@ export interface RuntimeHooks {
 
 const keyOf = (d: Pick<Deployment, 'functionId' | 'versionId'>) => `${d.functionId}:${d.versionId}`;
 
+/** A source a spare can be sent in its Load frame (the shim reads host frames up to MAX_FRAME_BYTES); a larger one starts a worker of its own. */
+const MAX_SPARE_SOURCE_BYTES = MAX_FRAME_BYTES - HEADER_BYTES - 64 * 1024;
+
 /** Unix socket paths are limited to about 100 bytes; fall back to the temp dir for deep data dirs. */
 function socketDirFor(runtimeDir: string): string {
   const preferred = path.join(runtimeDir, 'sockets');
@@ -74,6 +82,7 @@ export class RuntimeHost {
   readonly #options: RuntimeOptions;
   readonly #hooks: RuntimeHooks;
   readonly #pool: WorkerPool<DenoWorker>;
+  readonly #spares: Spares<DenoWorker>;
   readonly #deployments = new Map<string, Deployment>();
   readonly #socketDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
@@ -90,14 +99,32 @@ export class RuntimeHost {
       maxWorkers: options.maxWorkers,
       idleMs: options.idleMs,
       start: (key) => this.#startWorker(this.#deployments.get(key)!),
+      adopt: (key) => {
+        const spare = this.#spares.take();
+        return spare && this.#startWorker(this.#deployments.get(key)!, spare);
+      },
     });
+    // Spares count against the worker cap and fill only free slots: a spare never evicts a worker. They
+    // start only while no worker is being started for a request.
+    this.#spares = new Spares({
+      count: options.spareWorkers ?? 0,
+      start: () => this.#startSpare(),
+      mayStart: () => this.#pool.starting === 0 && this.#pool.size + this.#spares.count < options.maxWorkers,
+      onFailure: (err) => options.logger.warn({ err }, 'a spare function worker could not start'),
+    });
+    this.#spares.fill();
     this.#memoryWatch = setInterval(() => this.#checkMemory(), 500);
     this.#memoryWatch.unref();
   }
 
-  /** Live workers, for tests and diagnostics. */
+  /** Live workers, for tests and diagnostics (spares not included). */
   get workerCount(): number {
     return this.#pool.size;
+  }
+
+  /** Spares started and not yet given a function, for tests and diagnostics. */
+  get spareCount(): number {
+    return this.#spares.count;
   }
 
   /** Whether workers can start: the Deno executable is there and may be run. */
@@ -108,6 +135,11 @@ export class RuntimeHost {
   /** Process ids of the live workers, for tests and diagnostics. */
   workerPids(): number[] {
     return this.#pool.workers().flatMap((worker) => (worker.pid ? [worker.pid] : []));
+  }
+
+  /** Process ids of the spares on standby, for tests and diagnostics. */
+  sparePids(): number[] {
+    return this.#spares.workers().flatMap((worker) => (worker.pid ? [worker.pid] : []));
   }
 
   /**
@@ -146,41 +178,84 @@ export class RuntimeHost {
 
   async close(): Promise<void> {
     clearInterval(this.#memoryWatch);
-    await this.#pool.close();
+    await Promise.all([this.#pool.close(), this.#spares.close()]);
   }
 
-  async #startWorker(deployment: Deployment): Promise<DenoWorker> {
+  /** A worker for `deployment`: the spare given, or a process of its own. */
+  async #startWorker(deployment: Deployment, spare?: Promise<DenoWorker>): Promise<DenoWorker> {
     const started = performance.now();
-    const worker = await this.#spawn(deployment);
+    // Spares may refill once the pool has counted this start as over (a worker, or a free slot).
+    const worker = await (spare ? this.#bindSpare(spare, deployment) : this.#spawn(deployment)).finally(() => setImmediate(() => this.#spares.fill()));
     const { observer } = this.#options;
     if (observer) {
       observer.started((performance.now() - started) / 1000);
       void worker.exited.then((reason) => observer.exited(reason));
     }
+    void worker.exited.then(() => setImmediate(() => this.#spares.fill()));
     return worker;
   }
 
+  /**
+   * Gives a spare the deployment's function. A spare that failed to boot, or a source too large to
+   * send, leaves its slot under the cap to a process of the deployment's own.
+   */
+  async #bindSpare(spare: Promise<DenoWorker>, deployment: Deployment): Promise<DenoWorker> {
+    const worker = await spare.catch(() => undefined);
+    if (!worker?.alive) return this.#spawn(deployment);
+    try {
+      const source = await fs.promises.readFile(deployment.modulePath);
+      if (source.length > MAX_SPARE_SOURCE_BYTES) {
+        worker.kill('disposed');
+        return this.#spawn(deployment);
+      }
+      await worker.bind(this.#binding(deployment), source);
+      return worker;
+    } catch (err) {
+      worker.kill('crashed');
+      throw err;
+    }
+  }
+
   #spawn(deployment: Deployment): Promise<DenoWorker> {
+    return DenoWorker.start({ ...this.#processOptions(), ...this.#binding(deployment) });
+  }
+
+  #startSpare(): Promise<DenoWorker> {
     const { logger } = this.#options;
-    const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
-    return DenoWorker.start({
+    return DenoWorker.startSpare(this.#processOptions(), {
+      onProtocolError: (violation) => logger.warn({ violation }, 'a spare function worker broke the runtime protocol; stopped it'),
+      onError: (err, message) => logger.error({ err }, message),
+    });
+  }
+
+  /** How every worker's process starts, spare or not: only the socket differs. */
+  #processOptions(): WorkerProcessOptions {
+    return {
       denoPath: this.#options.denoPath,
-      modulePath: deployment.modulePath,
-      sourcePath: deployment.path,
       socketPath: path.join(this.#socketDir, `${crypto.randomBytes(8).toString('hex')}.sock`),
       denoDir: path.join(this.#options.runtimeDir, 'deno-dir'),
-      siteId: deployment.siteId,
-      kind: deployment.kind,
       heapMb: this.#options.heapMb,
       extraDenied: this.#localAddresses,
       startupTimeoutMs: this.#options.startupTimeoutMs,
       nice: this.#options.workerNice ?? DEFAULT_NICE,
       ...(this.#options.output ? { output: this.#options.output } : {}),
+    };
+  }
+
+  /** The deployment a worker serves: its ctx calls and logs are this site's, whatever the worker says. */
+  #binding(deployment: Deployment): WorkerBinding {
+    const { logger } = this.#options;
+    const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
+    return {
+      modulePath: deployment.modulePath,
+      sourcePath: deployment.path,
+      siteId: deployment.siteId,
+      kind: deployment.kind,
       onCtxCall: (call) => this.#hooks.ctx(deployment, call),
       onLog: (entry) => this.#hooks.log(deployment, entry),
       onProtocolError: (violation) => logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),
       onError: (err, message) => logger.error({ ...about, err }, message),
-    });
+    };
   }
 
   #checkMemory(): void {

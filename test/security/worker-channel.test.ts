@@ -27,7 +27,9 @@ const t1Log: Array<{ level: number; msg: string; path?: string; violation?: stri
 let t1Echo: { subdomain: string };
 
 test.before(async () => {
-  t0 = await startTestBerth({ functionTimeoutMs: 15_000 });
+  // Workers started with their function, each making its socket as it starts; spare workers, whose
+  // sockets are made ahead of need, have tests of their own (spare-workers.test.ts).
+  t0 = await startTestBerth({ functionTimeoutMs: 15_000, spareWorkers: 0 });
   bystander = await createSite(t0.owner);
   await deployFixture(t0.owner, bystander.bucketId, 'echo');
   const sink = new Writable({
@@ -36,7 +38,7 @@ test.before(async () => {
       done();
     },
   });
-  t1 = await startTestBerth({ denoPath: HOSTILE_DENO, functionTimeoutMs: 10_000 }, { log: pino({ level: 'warn' }, sink) });
+  t1 = await startTestBerth({ denoPath: HOSTILE_DENO, functionTimeoutMs: 10_000, spareWorkers: 0 }, { log: pino({ level: 'warn' }, sink) });
   const site = await createSite(t1.owner);
   await deployFixture(t1.owner, site.bucketId, 'echo');
   t1Echo = site;
