@@ -83,6 +83,7 @@ export class RuntimeHost {
   readonly #hooks: RuntimeHooks;
   readonly #pool: WorkerPool<DenoWorker>;
   readonly #spares: Spares<DenoWorker>;
+  #closing = false;
   readonly #deployments = new Map<string, Deployment>();
   readonly #socketDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
@@ -100,14 +101,16 @@ export class RuntimeHost {
       idleMs: options.idleMs,
       start: (key) => this.#startWorker(this.#deployments.get(key)!),
       adopt: (key) => {
-        const spare = this.#spares.take();
+        const spare = this.#spares.take(this.#pool.size + this.#pool.starting + this.#spares.count < options.maxWorkers);
         return spare && this.#startWorker(this.#deployments.get(key)!, spare);
       },
     });
-    // Spares count against the worker cap and fill only free slots: a spare never evicts a worker. They
-    // start only while no worker is being started for a request.
+    // Spares count against the worker cap and use only free slots: a spare never evicts a worker. In
+    // the background they start only while no worker is being started for a request; a call that finds
+    // none left starts one of its own, one boot per CPU at a time.
     this.#spares = new Spares({
       count: options.spareWorkers ?? 0,
+      parallel: os.availableParallelism(),
       start: () => this.#startSpare(),
       mayStart: () => this.#pool.starting === 0 && this.#pool.size + this.#spares.count < options.maxWorkers,
       onFailure: (err) => options.logger.warn({ err }, 'a spare function worker could not start'),
@@ -177,6 +180,7 @@ export class RuntimeHost {
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     clearInterval(this.#memoryWatch);
     await Promise.all([this.#pool.close(), this.#spares.close()]);
   }
@@ -201,7 +205,10 @@ export class RuntimeHost {
    */
   async #bindSpare(spare: Promise<DenoWorker>, deployment: Deployment): Promise<DenoWorker> {
     const worker = await spare.catch(() => undefined);
-    if (!worker?.alive) return this.#spawn(deployment);
+    if (!worker?.alive) {
+      if (this.#closing) throw new Error('the runtime is stopping');
+      return this.#spawn(deployment);
+    }
     try {
       const source = await fs.promises.readFile(deployment.modulePath);
       if (source.length > MAX_SPARE_SOURCE_BYTES) {

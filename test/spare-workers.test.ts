@@ -75,7 +75,7 @@ test('spares are refilled after they are taken, never more than configured, and 
   }, 5);
   t.teardown(() => clearInterval(watch));
 
-  // Three new functions at once: two take the spares, the third starts a worker of its own.
+  // Three new functions at once: two take the spares, the third starts a spare of its own.
   const before = new Set(runtime(berth).workerPids());
   const answers = await Promise.all(sites.map((site) => berth.site(site.subdomain).get('api/counter')));
   for (const answer of answers) t.is(JSON.parse(answer.body).count, 1);
