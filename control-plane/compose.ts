@@ -4,7 +4,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Config } from './config.ts';
-import { openMetaDb } from './db/connection.ts';
+import { metaDbPath, openMetaDb } from './db/connection.ts';
+import { HotStatements } from './db/hot-statements.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
@@ -72,6 +73,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   }
   if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
   const db = await openMetaDb(config.dataDir);
+  const hotSql = new HotStatements(db, metaDbPath(config.dataDir));
   const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
   await blobs.init();
 
@@ -103,6 +105,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   const deps: Deps = {
     config,
     db,
+    hotSql,
     blobs,
     log,
     hostingCache: new HostingCache(),
@@ -137,6 +140,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     await runtime.close();
     await deps.siteDatabases.close();
     await functionLogs.flush();
+    hotSql.close();
     await db.destroy();
   };
   return { deps, owner, scheduler, close };

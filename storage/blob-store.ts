@@ -24,6 +24,8 @@ const SHA256_HEX = /^[0-9a-f]{64}$/;
 export class BlobStore {
   readonly #root: string;
   readonly #tmp: string;
+  /** Shard folders known to exist; there are at most 256, and nothing removes them. */
+  readonly #shards = new Set<string>();
 
   constructor(root: string) {
     this.#root = root;
@@ -76,7 +78,7 @@ export class BlobStore {
       const finalPath = this.pathOf(sha256);
       if (!fs.existsSync(finalPath)) {
         const dir = path.dirname(finalPath);
-        await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+        await this.#shard(dir);
         await fsp.rename(tmpPath, finalPath);
         placed = true;
         await syncPath(dir);
@@ -87,6 +89,16 @@ export class BlobStore {
       // After the rename there is nothing left to remove; otherwise the temp file goes, whatever failed.
       if (!placed) await fsp.rm(tmpPath, { force: true });
     }
+  }
+
+  /** Makes a blob's folder (blobs/<aa>) once, durably: after a crash its blobs are still found in it. */
+  async #shard(dir: string): Promise<void> {
+    if (this.#shards.has(dir)) return;
+    if (!fs.existsSync(dir)) {
+      await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+      await syncPath(this.#root);
+    }
+    this.#shards.add(dir);
   }
 
   async read(sha256: string): Promise<Buffer> {

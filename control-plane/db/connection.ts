@@ -21,9 +21,11 @@ async function refuseNewerSchema(db: Db, dataDir: string): Promise<void> {
   }
 }
 
+export const metaDbPath = (dataDir: string): string => path.join(dataDir, 'meta.sqlite');
+
 export async function openMetaDb(dataDir: string): Promise<Db> {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const filename = path.join(dataDir, 'meta.sqlite');
+  const filename = metaDbPath(dataDir);
   // SQLite gives its -wal and -shm files the database file's mode: make that 0600 from the start.
   fs.closeSync(fs.openSync(filename, 'a', 0o600));
   // better-sqlite3 runs each statement on the calling thread: a metadata lookup costs microseconds

@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/connection.ts';
+import type { HotStatements } from '../db/hot-statements.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
@@ -13,6 +14,8 @@ import type { Metrics } from '../metrics.ts';
 export interface Deps {
   config: Config;
   db: Db;
+  /** The statements every request runs, prepared once; the rest goes through `db`. */
+  hotSql: HotStatements;
   blobs: BlobStore;
   log: Logger;
   hostingCache: HostingCache;

@@ -4,6 +4,7 @@
 import type { Readable } from 'node:stream';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { BlobTooLargeError } from '../../storage/blob-store.ts';
+import type { HotWriter } from '../db/hot-statements.ts';
 import { requireBucket } from './buckets.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type FileRow, type StoredFile, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
@@ -104,7 +105,7 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
 
   // Fail fast on a stale If-Match before reading the body; it is checked again when committing.
   if (input.ifMatch !== undefined) {
-    const existing = await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first();
+    const existing = deps.hotSql.get<FileRow>(FILE_AT_PATH, bucketId, path);
     assertExpectedVersion(existing?.current_version_id ?? null, input.ifMatch, 'If-Match');
   }
 
@@ -117,21 +118,21 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
   }
 
   const now = timestamp(deps);
-  const result = await deps.db.transaction(async (trx) => {
-    let file = await trx<FileRow>('files').where({ bucket_id: bucketId, path }).first();
+  const result = await deps.hotSql.write((sql) => {
+    let file = sql.get<FileRow>(FILE_AT_PATH, bucketId, path);
     if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
     if (!file) {
       file = { id: newId(), bucket_id: bucketId, path, current_version_id: null, created_at: now, updated_at: now };
-      await trx('files').insert(file);
+      sql.run('INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)', file.id, bucketId, path, now, now);
     }
-    const versionId = await insertVersion(trx, file.id, {
+    const versionId = insertVersion(sql, file.id, {
       blob_sha256: blob.sha256,
       bytes: blob.bytes,
       content_type: contentType,
       restored_from_version_id: null,
       created_at: now,
     });
-    await trx('files').where({ id: file.id }).update({ current_version_id: versionId, updated_at: now });
+    makeCurrent(sql, file.id, versionId, now);
     return { fileId: file.id, versionId };
   });
   deps.hostingCache.forgetFile(bucketId, path);
@@ -148,17 +149,21 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
   };
 }
 
+const FILE_AT_PATH = 'SELECT * FROM files WHERE bucket_id = ? AND path = ?';
+
 /** The file's next version, numbered after its last in the same statement. */
-async function insertVersion(trx: Deps['db'], fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): Promise<string> {
+function insertVersion(sql: HotWriter, fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): string {
   const id = newId();
-  const columns = { id, file_id: fileId, ...fields };
-  const names = Object.keys(columns);
-  await trx.raw(
-    `INSERT INTO file_versions (${names.map(() => '??').join(', ')}, seq) SELECT ${names.map(() => '?').join(', ')}, COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?`,
-    [...names, ...Object.values(columns), fileId],
+  sql.run(
+    `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
+     SELECT ?, ?, ?, ?, ?, ?, ?, COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?`,
+    id, fileId, fields.blob_sha256, fields.bytes, fields.content_type, fields.restored_from_version_id, fields.created_at, fileId,
   );
   return id;
 }
+
+const makeCurrent = (sql: HotWriter, fileId: string, versionId: string, now: string) =>
+  sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', versionId, now, fileId);
 
 /** Deletes the file at `path`: it disappears from listings and hosting; its history is kept. */
 export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string) {
@@ -218,17 +223,17 @@ export async function restoreFile(
   const file = await requireFileById(deps, actor, fileId);
   const source = await requireVersion(deps, fileId, input.versionId);
   const now = timestamp(deps);
-  const versionId = await deps.db.transaction(async (trx) => {
-    const fresh = (await trx<FileRow>('files').where({ id: fileId }).first())!;
+  const versionId = await deps.hotSql.write((sql) => {
+    const fresh = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId)!;
     assertExpectedVersion(fresh.current_version_id, input.currentVersionId, 'currentVersionId');
-    const id = await insertVersion(trx, fileId, {
+    const id = insertVersion(sql, fileId, {
       blob_sha256: source.blob_sha256,
       bytes: source.bytes,
       content_type: source.content_type,
       restored_from_version_id: source.id,
       created_at: now,
     });
-    await trx('files').where({ id: fileId }).update({ current_version_id: id, updated_at: now });
+    makeCurrent(sql, fileId, id, now);
     return id;
   });
   deps.hostingCache.forgetFile(file.bucket_id, file.path);

@@ -2,7 +2,7 @@
 // a READ or WRITE permission.
 import { notFound } from '../errors.ts';
 import { digestToken, newToken } from './tokens.ts';
-import { type Actor, type Permission, type Store, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, type Permission, type Store, newId, timestamp } from './deps.ts';
 
 const KEY_PREFIX = 'berth_';
 
@@ -71,9 +71,9 @@ export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[
 }
 
 /** The actor a presented key stands for, or null when it is unknown or revoked. */
-export async function authenticate(deps: Store, key: string): Promise<Actor | null> {
+export function authenticate(deps: Pick<Deps, 'hotSql'>, key: string): Actor | null {
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
-  const row = await deps.db<KeyRow>('api_keys').where({ key_hash: digestToken(key) }).first();
+  const row = deps.hotSql.get<KeyRow>('SELECT * FROM api_keys WHERE key_hash = ?', digestToken(key));
   if (!row || row.revoked_at) return null;
   return { via: row.for_cli ? 'cli' : 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }

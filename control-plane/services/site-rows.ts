@@ -6,12 +6,12 @@ import type { SiteRow } from '../db/site-row.ts';
 export type { SiteAccess, SiteRow, SiteStatus } from '../db/site-row.ts';
 
 export async function requireSite(deps: Deps, actor: Actor, id: string): Promise<SiteRow> {
-  const row = await deps.db<SiteRow>('sites').where({ id, account_id: actor.accountId }).first();
+  const row = deps.hotSql.get<SiteRow>('SELECT * FROM sites WHERE id = ? AND account_id = ?', id, actor.accountId);
   if (!row) throw notFound('site');
   return row;
 }
 
 /** The site attached to a bucket, if any. */
 export async function siteOfBucket(deps: Deps, bucketId: string): Promise<SiteRow | undefined> {
-  return deps.db<SiteRow>('sites').where({ bucket_id: bucketId }).first();
+  return deps.hotSql.get<SiteRow>('SELECT * FROM sites WHERE bucket_id = ?', bucketId);
 }

@@ -1,0 +1,80 @@
+// The metadata statements every request runs (who holds this key, is this bucket theirs) and the
+// commit of a file write, on better-sqlite3 directly: each SQL text is prepared once and then runs in
+// a few microseconds, where Knex's query builder and runner spend close to a hundred on every call.
+// Everything else reads and writes through Knex.
+//
+// Reads use a connection of their own, opened read-only: it sees committed data only, never a write
+// another request has in flight on Knex's connection, and in WAL mode it never waits for a writer.
+// Writes borrow Knex's one connection from its pool, so they can never land inside a transaction
+// Knex has open, and run as one synchronous IMMEDIATE transaction: no other work can interleave.
+import Database from 'better-sqlite3';
+import type { Db } from './connection.ts';
+
+type Param = string | number | bigint | null | Buffer;
+
+/** Prepared statements of one connection, by SQL text. */
+class StatementCache {
+  readonly #statements = new Map<string, Database.Statement>();
+
+  constructor(readonly connection: Database.Database) {}
+
+  statement(sql: string): Database.Statement {
+    let statement = this.#statements.get(sql);
+    if (!statement) {
+      statement = this.connection.prepare(sql);
+      this.#statements.set(sql, statement);
+    }
+    return statement;
+  }
+}
+
+/** What a write transaction may do: the same three verbs on the writer's connection. */
+export interface HotWriter {
+  get<T>(sql: string, ...params: Param[]): T | undefined;
+  all<T>(sql: string, ...params: Param[]): T[];
+  run(sql: string, ...params: Param[]): Database.RunResult;
+}
+
+export class HotStatements {
+  readonly #knex: Db;
+  readonly #reads: StatementCache;
+  /** Knex's connection, known once it has been borrowed. */
+  #writes: StatementCache | undefined;
+
+  constructor(knex: Db, filename: string) {
+    this.#knex = knex;
+    const reader = new Database(filename, { readonly: true, fileMustExist: true });
+    reader.pragma('busy_timeout = 10000');
+    this.#reads = new StatementCache(reader);
+  }
+
+  /** The first row of a read, from committed data. */
+  get<T>(sql: string, ...params: Param[]): T | undefined {
+    return this.#reads.statement(sql).get(...params) as T | undefined;
+  }
+
+  all<T>(sql: string, ...params: Param[]): T[] {
+    return this.#reads.statement(sql).all(...params) as T[];
+  }
+
+  /** Runs `work` as one IMMEDIATE transaction on Knex's connection, waiting for it like any Knex query. */
+  async write<T>(work: (writer: HotWriter) => T): Promise<T> {
+    const connection = (await this.#knex.client.acquireConnection()) as Database.Database;
+    try {
+      if (this.#writes?.connection !== connection) this.#writes = new StatementCache(connection);
+      const cache = this.#writes;
+      const writer: HotWriter = {
+        get: <R>(sql: string, ...params: Param[]) => cache.statement(sql).get(...params) as R | undefined,
+        all: <R>(sql: string, ...params: Param[]) => cache.statement(sql).all(...params) as R[],
+        run: (sql: string, ...params: Param[]) => cache.statement(sql).run(...params),
+      };
+      return connection.transaction(() => work(writer)).immediate();
+    } finally {
+      await this.#knex.client.releaseConnection(connection);
+    }
+  }
+
+  close(): void {
+    this.#reads.connection.close();
+  }
+}
