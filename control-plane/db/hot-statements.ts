@@ -6,9 +6,11 @@
 // Reads use a connection of their own, opened read-only: it sees committed data only, never a write
 // another request has in flight on Knex's connection, and in WAL mode it never waits for a writer.
 // Writes borrow Knex's one connection from its pool, so they can never land inside a transaction
-// Knex has open, and run as one synchronous IMMEDIATE transaction: no other work can interleave.
+// Knex has open, and run as one synchronous IMMEDIATE transaction: no other work can interleave. Their
+// commit is made durable by a shared fdatasync off the event loop (wal-sync.ts) before they resolve.
 import Database from 'better-sqlite3';
 import type { Db } from './connection.ts';
+import { WalSync } from './wal-sync.ts';
 
 type Param = string | number | bigint | null | Buffer;
 
@@ -40,9 +42,11 @@ export class HotStatements {
   readonly #reads: StatementCache;
   /** Knex's connection, known once it has been borrowed. */
   #writes: StatementCache | undefined;
+  readonly #wal: WalSync;
 
   constructor(knex: Db, filename: string) {
     this.#knex = knex;
+    this.#wal = new WalSync(filename);
     const reader = new Database(filename, { readonly: true, fileMustExist: true });
     reader.pragma('busy_timeout = 10000');
     this.#reads = new StatementCache(reader);
@@ -57,9 +61,13 @@ export class HotStatements {
     return this.#reads.statement(sql).all(...params) as T[];
   }
 
-  /** Runs `work` as one IMMEDIATE transaction on Knex's connection, waiting for it like any Knex query. */
+  /**
+   * Runs `work` as one IMMEDIATE transaction on Knex's connection, waiting for it like any Knex query,
+   * and resolves once the commit is on disk.
+   */
   async write<T>(work: (writer: HotWriter) => T): Promise<T> {
     const connection = (await this.#knex.client.acquireConnection()) as Database.Database;
+    let result: T;
     try {
       if (this.#writes?.connection !== connection) this.#writes = new StatementCache(connection);
       const cache = this.#writes;
@@ -68,13 +76,21 @@ export class HotStatements {
         all: <R>(sql: string, ...params: Param[]) => cache.statement(sql).all(...params) as R[],
         run: (sql: string, ...params: Param[]) => cache.statement(sql).run(...params),
       };
-      return connection.transaction(() => work(writer)).immediate();
+      connection.pragma('synchronous = NORMAL');
+      try {
+        result = connection.transaction(() => work(writer)).immediate();
+      } finally {
+        connection.pragma('synchronous = FULL');
+      }
     } finally {
       await this.#knex.client.releaseConnection(connection);
     }
+    await this.#wal.durable();
+    return result;
   }
 
   close(): void {
+    this.#wal.close();
     this.#reads.connection.close();
   }
 }
