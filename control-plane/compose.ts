@@ -140,6 +140,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     await runtime.close();
     await deps.siteDatabases.close();
     await functionLogs.flush();
+    await blobs.close();
     hotSql.close();
     await db.destroy();
   };

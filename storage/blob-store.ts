@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
+import { BlobWriter } from './blob-writer.ts';
 import { syncPath } from './durable.ts';
 
 export interface StoredBlob {
@@ -21,11 +22,15 @@ export class BlobTooLargeError extends Error {
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
+/** Bodies declared at most this long are read whole and written by a writer thread in one job. */
+export const SMALL_BLOB_BYTES = 256 * 1024;
+
 export class BlobStore {
   readonly #root: string;
   readonly #tmp: string;
   /** Shard folders known to exist; there are at most 256, and nothing removes them. */
   readonly #shards = new Set<string>();
+  readonly #writer = new BlobWriter(2);
 
   constructor(root: string) {
     this.#root = root;
@@ -52,10 +57,34 @@ export class BlobStore {
   }
 
   /**
-   * Streams `source` into the store, at most `maxBytes`; returns its digest and size. Whatever fails
-   * (the source, the size limit, the disk), the temp file is gone when this returns or throws.
+   * Stores `source`, at most `maxBytes`; returns its digest and size. A body declared small
+   * (`declaredBytes`) is read whole, hashed, and written by a writer thread unless the store has it
+   * already; any other is streamed to a temp file while it is hashed. Whatever fails (the source, the
+   * size limit, the disk), no temp file is left when this returns or throws.
    */
-  async put(source: Readable, maxBytes: number): Promise<StoredBlob> {
+  async put(source: Readable, maxBytes: number, declaredBytes?: number): Promise<StoredBlob> {
+    if (declaredBytes !== undefined && declaredBytes <= SMALL_BLOB_BYTES) return this.#putSmall(source, Math.min(maxBytes, SMALL_BLOB_BYTES));
+    return this.#putStream(source, maxBytes);
+  }
+
+  async #putSmall(source: Readable, maxBytes: number): Promise<StoredBlob> {
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (bytes > maxBytes) throw new BlobTooLargeError(maxBytes);
+      chunks.push(chunk);
+    }
+    const data = Buffer.concat(chunks, bytes);
+    const sha256 = crypto.createHash('sha256').update(data).digest('hex');
+    const final = this.pathOf(sha256);
+    if (!fs.existsSync(final)) {
+      await this.#writer.write({ data, tmp: path.join(this.#tmp, crypto.randomUUID()), final, root: this.#root });
+    }
+    return { sha256, bytes };
+  }
+
+  async #putStream(source: Readable, maxBytes: number): Promise<StoredBlob> {
     const tmpPath = path.join(this.#tmp, crypto.randomUUID());
     const hash = crypto.createHash('sha256');
     let bytes = 0;
@@ -103,6 +132,11 @@ export class BlobStore {
 
   async read(sha256: string): Promise<Buffer> {
     return fsp.readFile(this.pathOf(sha256));
+  }
+
+  /** Stops the writer threads. */
+  async close(): Promise<void> {
+    await this.#writer.close();
   }
 
   /** A stream of the blob's bytes, optionally a byte range (inclusive `end`, as in HTTP). */

@@ -111,7 +111,7 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
 
   let blob;
   try {
-    blob = await deps.blobs.put(input.body, limit);
+    blob = await deps.blobs.put(input.body, limit, input.declaredBytes);
   } catch (err) {
     if (err instanceof BlobTooLargeError) throw tooLarge(limit);
     throw err;
