@@ -4,7 +4,7 @@
 // (no writable_schema, no schema_version writes); limits (no attached database, bounded strings);
 // temporary storage in memory under a hard heap limit. Deno's permissions let the process open
 // nothing but its site's folder. Requests arrive on stdin and are answered in order on stdout.
-import { DatabaseSync, constants } from 'node:sqlite';
+import { DatabaseSync, type StatementSync, constants } from 'node:sqlite';
 import { FrameReader, encodeFrame, encodeJson, decodeJson } from '../runtime-host/protocol.ts';
 import {
   type DbRequest,
@@ -171,6 +171,30 @@ function toBase64(bytes: Uint8Array): string {
 const bind = (params: Statement['params']) => params.map((p) => (typeof p === 'boolean' ? (p ? 1 : 0) : p));
 
 /**
+ * Statements prepared once, by whose they are and their SQL text: the authorizer's verdict depends on
+ * nothing else, and SQLite asks it again whenever a schema change makes it prepare one anew. The 64
+ * most recently used are kept, none longer than 4 KiB of SQL.
+ */
+const preparedStatements = new Map<string, StatementSync>();
+const CACHED_STATEMENTS = 64;
+const CACHED_SQL_LENGTH = 4096;
+
+function prepared(sql: string, as: Mode): StatementSync {
+  const key = `${as}\n${sql}`;
+  let statement = preparedStatements.get(key);
+  if (statement) {
+    preparedStatements.delete(key);
+  } else {
+    statement = db.prepare(sql);
+    statement.setReadBigInts(true);
+    if (sql.length > CACHED_SQL_LENGTH) return statement;
+  }
+  preparedStatements.set(key, statement);
+  if (preparedStatements.size > CACHED_STATEMENTS) preparedStatements.delete(preparedStatements.keys().next().value!);
+  return statement;
+}
+
+/**
  * Runs one statement and returns its outcome as JSON text, each row serialised once. A result past
  * the cap is refused; one too large even to read stops this process at its heap limit, and nothing else.
  */
@@ -178,11 +202,7 @@ function execute(statement: Statement, as: Mode): string {
   const started = performance.now();
   const before = (counters.get() as { n: number }).n;
   // all(), not iterate(): Deno 2.9's iterate() ends quietly on an error instead of throwing it.
-  const read = confined(as, () => {
-    const prepared = db.prepare(statement.sql);
-    prepared.setReadBigInts(true);
-    return prepared.all(...bind(statement.params));
-  });
+  const read = confined(as, () => prepared(statement.sql, as).all(...bind(statement.params)));
   const rows: string[] = [];
   let bytes = 0;
   for (const row of read) {
@@ -198,15 +218,19 @@ function execute(statement: Statement, as: Mode): string {
   return `{"rows":[${rows.join(',')}],"changes":${changes},"lastRowId":${lastRowId},"durationMs":${performance.now() - started}}`;
 }
 
+const BEGIN = { deferred: db.prepare('BEGIN'), immediate: db.prepare('BEGIN IMMEDIATE') };
+const COMMIT = db.prepare('COMMIT');
+const ROLLBACK = db.prepare('ROLLBACK');
+
 /** Runs `work` in one transaction: committed whole, or rolled back whole. */
-function transaction<T>(begin: string, work: () => T): T {
-  db.exec(begin);
+function transaction<T>(begin: keyof typeof BEGIN, work: () => T): T {
+  BEGIN[begin].run();
   try {
     const result = work();
-    db.exec('COMMIT');
+    COMMIT.run();
     return result;
   } catch (err) {
-    if (db.isTransaction) db.exec('ROLLBACK');
+    if (db.isTransaction) ROLLBACK.run();
     throw err;
   }
 }
@@ -233,7 +257,7 @@ function dump(send: (chunk: Uint8Array) => void): number {
     buffered = [];
     size = 0;
   };
-  transaction('BEGIN', () => {
+  transaction('deferred', () => {
     const all = (sql: string) => db.prepare(sql).all() as Array<Record<string, string>>;
     const objects = all(
       "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid",
@@ -270,11 +294,11 @@ function dump(send: (chunk: Uint8Array) => void): number {
 function handle(request: DbRequest, stream: number): string {
   switch (request.op) {
     case 'run':
-      return transaction('BEGIN', () => execute(request.statement, request.access));
+      return transaction('deferred', () => execute(request.statement, request.access));
     case 'batch':
-      return transaction('BEGIN IMMEDIATE', () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`);
+      return transaction('immediate', () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`);
     case 'migrate':
-      transaction('BEGIN IMMEDIATE', () => {
+      transaction('immediate', () => {
         confined('migration', () => db.exec(request.sql));
         execute(request.receipt, 'system');
       });
@@ -284,12 +308,35 @@ function handle(request: DbRequest, stream: number): string {
   }
 }
 
-function write(bytes: Uint8Array): void {
+/** Answers to the frames of one chunk of stdin, written together. */
+let answers: Uint8Array[] = [];
+
+function writeAll(bytes: Uint8Array): void {
   for (let written = 0; written < bytes.length; ) written += Deno.stdout.writeSync(bytes.subarray(written));
 }
 
+/** Writes the answers so far; Berth reads frames in the order of its requests. */
+function flush(): void {
+  if (answers.length === 0) return;
+  const pending = answers;
+  answers = [];
+  if (pending.length === 1) return writeAll(pending[0]!);
+  const out = new Uint8Array(pending.reduce((sum, bytes) => sum + bytes.length, 0));
+  let at = 0;
+  for (const bytes of pending) {
+    out.set(bytes, at);
+    at += bytes.length;
+  }
+  writeAll(out);
+}
+
+function write(bytes: Uint8Array): void {
+  flush();
+  writeAll(bytes);
+}
+
 function answer(stream: number, payload: Uint8Array): void {
-  write(encodeFrame(DbFrame.Result, stream, payload));
+  answers.push(encodeFrame(DbFrame.Result, stream, payload));
 }
 
 function serve(stream: number, request: DbRequest): void {
@@ -308,6 +355,7 @@ for await (const chunk of Deno.stdin.readable) {
   for (const frame of reader.push(chunk)) {
     serve(frame.stream, decodeJson<DbRequest>(frame.payload));
   }
+  flush();
 }
 // Berth closed the channel: close the database, which checkpoints the WAL into it.
 db.close();

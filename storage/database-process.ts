@@ -64,6 +64,8 @@ export class DatabaseProcess {
   #nextStream = 1;
   #timer: NodeJS.Timeout | undefined;
   #stopReason: StopReason | undefined;
+  /** Frames written this turn are held until the next (see #send). */
+  #corked = false;
   readonly exited: Promise<StopReason>;
 
   private constructor(child: ResultPromise) {
@@ -136,9 +138,23 @@ export class DatabaseProcess {
       if (!this.alive) return reject(new DatabaseProcessError(this.#stopReason ?? 'crashed'));
       const stream = this.#nextStream++;
       this.#queue.push({ stream, timeoutMs, resolve, reject, onChunk });
-      this.#process.stdin!.write(encodeFrame(DbFrame.Request, stream, encodeJson(request)));
+      this.#send(encodeFrame(DbFrame.Request, stream, encodeJson(request)));
       if (this.#queue.length === 1) this.#startClock();
     });
+  }
+
+  /** Writes a frame; the frames of one event-loop turn reach the process in one write. */
+  #send(frame: Uint8Array): void {
+    const stdin = this.#process.stdin!;
+    if (!this.#corked) {
+      this.#corked = true;
+      stdin.cork();
+      setImmediate(() => {
+        this.#corked = false;
+        stdin.uncork();
+      });
+    }
+    stdin.write(frame);
   }
 
   /**

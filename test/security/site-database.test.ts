@@ -160,6 +160,23 @@ test('ctx.db from a function is confined the same way, batch included', async (t
   await other.answers(t);
 });
 
+test('a statement prepared for one caller is never reused for another with fewer rights', async (t) => {
+  const { site, query } = await siteWithDatabase();
+  await query('CREATE TABLE items (name TEXT)');
+  await deployFixture(t0.owner, site.bucketId, 'db');
+  const call = async (body: unknown) => JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as { value?: unknown; error?: { code: string } };
+  const sql = 'SELECT count(*) AS n FROM _berth_migrations';
+  // The query endpoint may read the ledger; the same text from a function, before and after, may not.
+  t.is((await call({ op: 'query', sql })).error?.code, 'DATABASE_RESERVED_TABLE');
+  for (let i = 0; i < 3; i++) t.deepEqual((await query(sql)).body.result[0]?.results, [{ n: 0 }]);
+  t.is((await call({ op: 'query', sql })).error?.code, 'DATABASE_RESERVED_TABLE');
+  // A view created after a statement was prepared is judged when the statement is prepared anew.
+  t.deepEqual((await call({ op: 'query', sql: 'SELECT * FROM items' })).value, []);
+  await query('DROP TABLE items');
+  await query('CREATE VIEW items AS SELECT name FROM _berth_migrations');
+  t.is((await call({ op: 'query', sql: 'SELECT * FROM items' })).error?.code, 'DATABASE_RESERVED_TABLE');
+});
+
 test('migrations are confined too, and cannot rewrite the ledger', async (t) => {
   const other = await bystander();
   const { base, query } = await siteWithDatabase();
