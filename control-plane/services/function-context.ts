@@ -81,9 +81,11 @@ function serialize(value: unknown): string {
 }
 
 async function write(scope: CallScope, raw: string, text: string, contentType: string) {
+  const bytes = Buffer.from(text, 'utf8');
   const result = await writeFile(scope.deps, scope.actor, scope.site.bucket_id, dataPath(raw), {
-    body: Readable.from([Buffer.from(text, 'utf8')]),
+    body: Readable.from([bytes]),
     contentType,
+    declaredBytes: bytes.length,
   });
   return { path: result.path, versionId: result.versionId, bytes: result.bytes };
 }
