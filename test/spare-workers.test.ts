@@ -8,16 +8,7 @@ import test from 'ava';
 import { ConfigError, DEFAULTS, loadConfig } from '../control-plane/config.ts';
 import { type TestBerth, createSite, deployFixture, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { processesMentioning } from './helpers/process.ts';
-
-/** Polls until `check` holds; fails the test with `what` if it never does. */
-async function until<T>(check: () => T | undefined | false | Promise<T | undefined | false>, what: string): Promise<T> {
-  for (let i = 0; i < 200; i++) {
-    const value = await check();
-    if (value) return value;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+import { until } from './helpers/until.ts';
 
 const runtime = (berth: TestBerth) => berth.berth.deps.runtime;
 const standby = (berth: TestBerth, count: number) => until(() => runtime(berth).sparePids().length === count && runtime(berth).sparePids(), `${count} spares on standby`);

@@ -7,12 +7,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
-import { setTimeout as sleep } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
 import { pino } from 'pino';
 import { type TestBerth, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
 import { type ChannelView, ProtocolViolation, readInbound } from '../../runtime-host/inbound.ts';
 import { FrameType } from '../../runtime-host/protocol.ts';
+import { until } from '../helpers/until.ts';
 
 const HOSTILE_SPARE = path.resolve(import.meta.dirname, '../fixtures/hostile-spare.mjs');
 const REPO = path.resolve(import.meta.dirname, '../..');
@@ -27,16 +27,6 @@ test.before(async () => {
 test.after.always(async () => {
   await Promise.all([spares?.dispose(), direct?.dispose()]);
 });
-
-/** Polls until `check` holds; fails the test with `what` if it never does. */
-async function until<T>(check: () => T | undefined | false | Promise<T | undefined | false>, what: string): Promise<T> {
-  for (let i = 0; i < 200; i++) {
-    const value = await check();
-    if (value) return value;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 const standby = (berth: TestBerth, count: number) => until(() => berth.berth.deps.runtime.sparePids().length >= count && berth.berth.deps.runtime.sparePids(), `${count} spares on standby`);
 
