@@ -138,7 +138,10 @@ test('a server killed during a migration leaves the migration and its receipt, o
   await pending;
 
   const again = await startServe({ BERTH_DATA_DIR: dataDir });
-  t.teardown(() => void again.child.kill('SIGTERM'));
+  t.teardown(async () => {
+    again.child.kill('SIGTERM');
+    await again.exited;
+  });
   const api2 = apiClient(again.url, key);
   const receipts = json<{ applied: Receipt[] }>(await api2.get(`${base}/migrations`)).applied;
   const table = json<{ result: Array<{ results: unknown[] }> }>(await api2.post(`${base}/query`, { json: { sql: "SELECT name FROM sqlite_master WHERE name = 'big'" } }));

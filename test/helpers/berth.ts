@@ -44,7 +44,8 @@ export function apiClient(url: string, key?: string): Got {
 /** A fresh data dir; pass `t` to have it removed when the test ends. */
 export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void }): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-test-'));
-  t?.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  // A server killed by its test may leave a Deno child writing its cache for a moment: retry on ENOTEMPTY.
+  t?.teardown(() => fs.rm(dir, { recursive: true, force: true, maxRetries: 10 }));
   return dir;
 }
 
@@ -92,7 +93,7 @@ export async function startTestBerth(overrides: Partial<Config> = {}, options: S
     },
     async dispose() {
       await berth.close();
-      await fs.rm(dataDir, { recursive: true, force: true });
+      await fs.rm(dataDir, { recursive: true, force: true, maxRetries: 10 });
     },
   };
   return handle;

@@ -31,7 +31,10 @@ test('after kill -9 during an apply, the next apply on the restarted server runs
   t.true(Date.now() - started < 5000);
 
   const again = await startServe({ BERTH_DATA_DIR: dataDir });
-  t.teardown(() => void again.child.kill('SIGTERM'));
+  t.teardown(async () => {
+    again.child.kill('SIGTERM');
+    await again.exited;
+  });
   const api2 = apiClient(again.url, key);
   // The killed run committed all of its migration or none of it; the next list says which.
   const receipts = json<{ applied: Array<{ name: string }> }>(await api2.get(`${base}/migrations`)).applied;
