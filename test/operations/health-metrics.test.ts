@@ -1,9 +1,8 @@
 // Health, readiness and Prometheus metrics through real HTTP, and readable logs on a terminal.
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
@@ -123,8 +122,22 @@ test('logs are readable lines on a terminal and JSON otherwise', async (t) => {
   const dataDir = await makeDataDir(t);
   const env = { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' };
   const bin = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
-  // `script` gives the server a terminal; it stops it after a few seconds.
-  const { stdout } = await promisify(execFile)('script', ['-qec', `timeout -s TERM -k 3 5 ${process.execPath} ${bin} serve`, os.devNull], { env }).catch((err: { stdout: string }) => err);
+  // `script` gives the server a terminal. It is stopped once it has said it listens (or at the latest
+  // after 60 s: a fresh machine's first start can be slow).
+  const server = spawn('script', ['-qec', `timeout -s TERM -k 3 60 ${process.execPath} ${bin} serve`, os.devNull], { env });
+  let stdout = '';
+  const exited = new Promise((resolve) => server.once('exit', resolve));
+  await Promise.race([
+    new Promise<void>((resolve) =>
+      server.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+        if (/listening/.test(stdout)) resolve();
+      }),
+    ),
+    exited,
+  ]);
+  server.kill('SIGTERM');
+  await exited;
   t.regex(stdout, /INFO.*listening/);
   t.notRegex(stdout, /\{"level":30/);
 });
