@@ -27,8 +27,9 @@ export class WalSync {
       });
       return this.#running;
     }
-    // The running sync may have started before this caller's commit: it needs the next one.
-    this.#next ??= this.#running.then(() => {
+    // The running sync may have started before this caller's commit: it needs the next one, whether
+    // the running one succeeds or fails.
+    this.#next ??= this.#running.catch(() => {}).then(() => {
       this.#next = undefined;
       return this.durable();
     });
