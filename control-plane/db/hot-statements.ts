@@ -14,13 +14,19 @@ import { WalSync } from './wal-sync.ts';
 
 type Param = string | number | bigint | null | Buffer;
 
-/** Prepared statements of one connection, by SQL text. */
-class StatementCache {
+/** What a write transaction may do on the writer's connection. */
+export interface HotWriter {
+  get<T>(sql: string, ...params: Param[]): T | undefined;
+  run(sql: string, ...params: Param[]): Database.RunResult;
+}
+
+/** One connection's statements, each prepared the first time its SQL text runs. */
+class StatementCache implements HotWriter {
   readonly #statements = new Map<string, Database.Statement>();
 
   constructor(readonly connection: Database.Database) {}
 
-  statement(sql: string): Database.Statement {
+  #statement(sql: string): Database.Statement {
     let statement = this.#statements.get(sql);
     if (!statement) {
       statement = this.connection.prepare(sql);
@@ -28,13 +34,14 @@ class StatementCache {
     }
     return statement;
   }
-}
 
-/** What a write transaction may do: the same three verbs on the writer's connection. */
-export interface HotWriter {
-  get<T>(sql: string, ...params: Param[]): T | undefined;
-  all<T>(sql: string, ...params: Param[]): T[];
-  run(sql: string, ...params: Param[]): Database.RunResult;
+  get<T>(sql: string, ...params: Param[]): T | undefined {
+    return this.#statement(sql).get(...params) as T | undefined;
+  }
+
+  run(sql: string, ...params: Param[]): Database.RunResult {
+    return this.#statement(sql).run(...params);
+  }
 }
 
 export class HotStatements {
@@ -54,11 +61,7 @@ export class HotStatements {
 
   /** The first row of a read, from committed data. */
   get<T>(sql: string, ...params: Param[]): T | undefined {
-    return this.#reads.statement(sql).get(...params) as T | undefined;
-  }
-
-  all<T>(sql: string, ...params: Param[]): T[] {
-    return this.#reads.statement(sql).all(...params) as T[];
+    return this.#reads.get<T>(sql, ...params);
   }
 
   /**
@@ -70,12 +73,7 @@ export class HotStatements {
     let result: T;
     try {
       if (this.#writes?.connection !== connection) this.#writes = new StatementCache(connection);
-      const cache = this.#writes;
-      const writer: HotWriter = {
-        get: <R>(sql: string, ...params: Param[]) => cache.statement(sql).get(...params) as R | undefined,
-        all: <R>(sql: string, ...params: Param[]) => cache.statement(sql).all(...params) as R[],
-        run: (sql: string, ...params: Param[]) => cache.statement(sql).run(...params),
-      };
+      const writer = this.#writes;
       connection.pragma('synchronous = NORMAL');
       try {
         result = connection.transaction(() => work(writer)).immediate();
