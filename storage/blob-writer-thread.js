@@ -17,11 +17,11 @@ function syncFolder(dir) {
 }
 
 /**
+ * Places the blob, unless an identical upload placed it meanwhile.
  * @param {{ data: Uint8Array, tmp: string, final: string, root: string }} job
- * @returns {boolean} whether the blob was placed (false: it was there already)
  */
 function place({ data, tmp, final, root }) {
-  if (fs.existsSync(final)) return false;
+  if (fs.existsSync(final)) return;
   const fd = fs.openSync(tmp, 'wx', 0o600);
   try {
     for (let at = 0; at < data.length; ) at += fs.writeSync(fd, data, at);
@@ -36,12 +36,12 @@ function place({ data, tmp, final, root }) {
   }
   fs.renameSync(tmp, final);
   syncFolder(dir);
-  return true;
 }
 
 parentPort?.on('message', (/** @type {{ id: number, data: Uint8Array, tmp: string, final: string, root: string }} */ job) => {
   try {
-    parentPort?.postMessage({ id: job.id, placed: place(job) });
+    place(job);
+    parentPort?.postMessage({ id: job.id });
   } catch (err) {
     // Whatever failed, the temp file goes; after the rename there is none left.
     fs.rmSync(job.tmp, { force: true });

@@ -15,11 +15,11 @@ export interface BlobJob {
 }
 
 interface Pending {
-  resolve: (placed: boolean) => void;
+  resolve: () => void;
   reject: (err: Error) => void;
 }
 
-type Answer = { id: number; placed: boolean } | { id: number; error: { message: string; code?: string } };
+type Answer = { id: number; error?: { message: string; code?: string } };
 
 const THREAD_URL = new URL('./blob-writer-thread.js', import.meta.url);
 
@@ -35,8 +35,8 @@ class WriterThread {
       const waiting = this.pending.get(answer.id);
       if (!waiting) return;
       this.pending.delete(answer.id);
-      if ('error' in answer) waiting.reject(Object.assign(new Error(answer.error.message), { code: answer.error.code }));
-      else waiting.resolve(answer.placed);
+      if (answer.error) waiting.reject(Object.assign(new Error(answer.error.message), { code: answer.error.code }));
+      else waiting.resolve();
     });
     const gone = (err: Error) => {
       onGone();
@@ -66,8 +66,8 @@ export class BlobWriter {
     this.#threads = new Array<WriterThread | undefined>(threads).fill(undefined);
   }
 
-  /** Places the blob; false when it was there already. Nothing of it is left behind on failure. */
-  write(job: BlobJob): Promise<boolean> {
+  /** Places the blob (unless it is there already); nothing of it is left behind on failure. */
+  write(job: BlobJob): Promise<void> {
     const thread = this.#leastBusy();
     const id = ++this.#lastId;
     return new Promise((resolve, reject) => thread.send(id, job, { resolve, reject }));
