@@ -15,6 +15,7 @@ import { entryProgram, spareProgram } from './deployments.ts';
 import { type ChannelView, ProtocolViolation, inboundFrameBytes, readInbound } from './inbound.ts';
 import { DEFAULT_OUTPUT_BUDGET, type OutputBudget, OutputLimit, readOutput } from './output-limit.ts';
 import { lowerPriority } from './priority.ts';
+import { corkForTurn } from './turn-cork.ts';
 import {
   type CtxCall,
   CtxErrorCode,
@@ -157,7 +158,6 @@ export class DenoWorker {
   /** Set while a Log flood holds the channel until the output window turns. */
   #floodHold: NodeJS.Timeout | undefined;
   #nextStream = 1;
-  #corked = false;
   #exitReason: ExitReason | undefined;
   /** Bounds the start step under way: the process's start, then a spare's loading of its function. */
   #startTimer: NodeJS.Timeout | undefined;
@@ -372,16 +372,8 @@ export class DenoWorker {
   #send(type: FrameTypeValue, stream: number, payload?: Uint8Array, written?: () => void): void {
     const socket = this.#socket;
     if (!socket || socket.destroyed) return;
-    // Frames written in the same turn of the event loop leave in one write, as the shim batches its
-    // own: requests that arrive on many connections at once cost the worker one read.
-    if (!this.#corked) {
-      this.#corked = true;
-      socket.cork();
-      setImmediate(() => {
-        this.#corked = false;
-        socket.uncork();
-      });
-    }
+    // One write per turn, as the shim batches its own frames.
+    corkForTurn(socket);
     const frame = encodeFrame(type, stream, payload);
     if (!written) socket.write(frame);
     else

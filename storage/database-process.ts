@@ -7,6 +7,7 @@ import { execa, type ResultPromise } from 'execa';
 import { DENO_RUN, denoEnv } from '../runtime-host/deno-args.ts';
 import { DEFAULT_NICE, lowerPriority } from '../runtime-host/priority.ts';
 import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../runtime-host/protocol.ts';
+import { corkForTurn } from '../runtime-host/turn-cork.ts';
 import { type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './database-protocol.ts';
 
 const HOST = path.resolve(import.meta.dirname, '../deno-shim/sqlite-host.ts');
@@ -64,8 +65,6 @@ export class DatabaseProcess {
   #nextStream = 1;
   #timer: NodeJS.Timeout | undefined;
   #stopReason: StopReason | undefined;
-  /** Frames written this turn are held until the next (see #send). */
-  #corked = false;
   readonly exited: Promise<StopReason>;
 
   private constructor(child: ResultPromise) {
@@ -146,14 +145,7 @@ export class DatabaseProcess {
   /** Writes a frame; the frames of one event-loop turn reach the process in one write. */
   #send(frame: Uint8Array): void {
     const stdin = this.#process.stdin!;
-    if (!this.#corked) {
-      this.#corked = true;
-      stdin.cork();
-      setImmediate(() => {
-        this.#corked = false;
-        stdin.uncork();
-      });
-    }
+    corkForTurn(stdin);
     stdin.write(frame);
   }
 
