@@ -1,5 +1,5 @@
-// `berth serve`: start the server, print the owner's keys on first run, stop cleanly on SIGTERM/SIGINT
-// (a second signal exits at once).
+// `berth serve`: start the server, print the owner's keys on first run, stop cleanly on SIGTERM, SIGINT
+// or SIGHUP (a second SIGINT exits at once).
 import type { Config } from '../config.ts';
 import { createLogger } from '../log.ts';
 import { startBerth } from '../server.ts';
@@ -30,7 +30,14 @@ export async function serve(config: Config): Promise<number> {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) {
-        // The operator insists. Storage survives a crash by design, and workers end with their channel.
+        // A repeated SIGTERM or SIGHUP is not an operator insisting: `make` passes its own SIGTERM on to
+        // the server 10 ms after the process group got one, and supervisors repeat theirs. Only a
+        // second Ctrl-C at the terminal cuts the grace period short.
+        if (signal !== 'SIGINT') {
+          log.info({ signal }, 'already shutting down; requests in flight keep their grace period (Ctrl-C again to exit at once)');
+          return;
+        }
+        // Storage survives a crash by design, and workers end with their channel.
         log.warn({ signal }, 'second signal; exiting without waiting for requests in flight');
         log.flush(() => process.exit(1));
         return;
@@ -48,10 +55,9 @@ export async function serve(config: Config): Promise<number> {
         },
       );
     };
-    // `on`, not `once`: a second signal must find a listener, or Node's default action would kill the
-    // process in the middle of its shutdown.
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
+    // `on`, not `once`: a later signal must find a listener, or Node's default action would kill the
+    // process in the middle of its shutdown. SIGHUP (the terminal went away) stops it like SIGTERM.
+    for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, stop);
   });
   // Only now: whoever waits for this line may signal at once, and must find the handlers in place.
   log.info({ url: berth.url, publicUrl: berth.publicUrl, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');

@@ -14,13 +14,28 @@ export interface ServeProcess {
   exited: Promise<number | null>;
 }
 
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+export interface ServeOptions {
+  /** Starts it in a group of its own, to be signalled whole as a terminal's Ctrl-C does. */
+  processGroup?: boolean;
+  /**
+   * Starts it as the README does, with `make run` (in a group of its own): `child` is then make, and
+   * the server its child. The install step is taken as done (`-o`), so a test never reinstalls.
+   */
+  viaMake?: boolean;
+}
+
 /** Starts `berth serve` and waits for its "listening" log line. */
-/** `processGroup` starts it in a group of its own, to be signalled whole as a terminal's Ctrl-C does. */
-export async function startServe(env: Record<string, string>, options: { processGroup?: boolean } = {}): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+export async function startServe(env: Record<string, string>, options: ServeOptions = {}): Promise<ServeProcess> {
+  const [command, args] = options.viaMake
+    ? ['make', ['--no-print-directory', '-o', 'node_modules/.berth-installed', 'run']]
+    : [process.execPath, [BIN, 'serve']];
+  const child = spawn(command, args, {
+    cwd: ROOT,
     env: { ...process.env, BERTH_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    detached: options.processGroup ?? false,
+    detached: (options.processGroup ?? false) || (options.viaMake ?? false),
   });
   let stdout = '';
   let stderr = '';

@@ -116,3 +116,128 @@ test('a second signal during the shutdown forces the exit; workers do not outliv
   await call;
   t.deepEqual(await noneLeft(dataDir), []);
 });
+
+test('a repeated SIGTERM during the shutdown keeps the grace period; the call in flight finishes', async (t) => {
+  const { dataDir, server, site } = await serveWithFunction(t);
+  const call = slowGet(server, site.subdomain, '/api/slow?ms=2000', 0);
+  await sleep(500);
+  server.child.kill('SIGTERM');
+  await sleep(50);
+  server.child.kill('SIGTERM');
+  server.child.kill('SIGHUP');
+  const answered = await call;
+  t.is(answered.status, 200);
+  t.is(answered.body.toString(), 'answered after 2000 ms');
+  t.is(await server.exited, 0);
+  t.true(server.output().includes('already shutting down'));
+  t.deepEqual(await noneLeft(dataDir), []);
+});
+
+interface LoadResult {
+  /** Requests answered 200. */
+  ok: number;
+  /** What went wrong with requests sent before the signal. */
+  failures: string[];
+}
+
+/**
+ * A static load: `connections` keep-alive clients each asking for one file in a loop until told the
+ * signal's time. Only requests sent before it must succeed: later ones may find the port closed.
+ */
+function staticLoad(server: ServeProcess, subdomain: string, urlPath: string, connections: number) {
+  const url = new URL(server.url);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  let signalledAt = Infinity;
+  const result: LoadResult = { ok: 0, failures: [] };
+  const once = () =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.get({ agent, host: url.hostname, port: url.port, path: urlPath, headers: { host: `${subdomain}.localhost:${url.port}` } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+    });
+  const loops = Array.from({ length: connections }, async () => {
+    while (Date.now() < signalledAt) {
+      const sentAt = Date.now();
+      try {
+        const status = await once();
+        if (status === 200) result.ok++;
+        else if (sentAt < signalledAt) result.failures.push(`status ${status}`);
+      } catch (err) {
+        if (sentAt < signalledAt) result.failures.push((err as NodeJS.ErrnoException).code ?? String(err));
+      }
+    }
+  });
+  return {
+    signalled: (at: number) => (signalledAt = at),
+    done: async (): Promise<LoadResult> => {
+      await Promise.all(loops);
+      agent.destroy();
+      return result;
+    },
+  };
+}
+
+type StopWay = 'the server process alone' | 'the process group of `make run`' | 'every process of the tree at once';
+
+const stopsCleanly = test.macro(async (t, way: StopWay) => {
+  const dataDir = await makeDataDir(t);
+  const env = { BERTH_DATA_DIR: dataDir, BERTH_SHUTDOWN_GRACE_MS: '15000' };
+  const server = await startServe(env, { viaMake: way === 'the process group of `make run`' });
+  t.teardown(() => {
+    try {
+      process.kill(-server.child.pid!, 'SIGKILL');
+    } catch {
+      server.child.kill('SIGKILL');
+    }
+  });
+  const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
+  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
+  const api = apiClient(server.url, writeKey);
+  const site = json<{ id: string; bucketId: string; subdomain: string }>(await api.post('v0/sites', { json: { accountId, name: 'stop' } }));
+  const owner: TestAccount = { id: accountId, writeKey, readKey: writeKey, api, read: api };
+  await deployFixture(owner, site.bucketId, 'slow');
+  await putFile(owner, site.bucketId, 'web/index.html', Buffer.from('<h1>still here</h1>'), 'text/html');
+  const database = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
+
+  const load = staticLoad(server, site.subdomain, '/index.html', 4);
+  const calls = Array.from({ length: 16 }, () => slowGet(server, site.subdomain, '/api/slow?ms=2500', 0));
+  const statement = api.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
+    json: { sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c' },
+  });
+  await sleep(700);
+  const children = processesMentioning(dataDir);
+  t.true(children.length >= 2, 'a function worker and a database process run at the signal');
+
+  load.signalled(Date.now());
+  if (way === 'the server process alone') server.child.kill('SIGTERM');
+  else if (way === 'the process group of `make run`') process.kill(-server.child.pid!, 'SIGTERM');
+  else for (const pid of [server.child.pid!, ...children]) process.kill(pid, 'SIGTERM');
+
+  for (const answered of await Promise.all(calls)) {
+    t.is(answered.status, 200);
+    t.is(answered.body.toString(), 'answered after 2500 ms');
+  }
+  const counted = await statement;
+  t.is(counted.statusCode, 200, 'the statement in flight finished');
+  const { ok, failures } = await load.done();
+  t.deepEqual(failures, [], 'no static request sent before the signal failed');
+  t.true(ok > 0);
+  await server.exited;
+  t.true(server.output().includes('"msg":"stopped"'));
+  t.deepEqual(await noneLeft(dataDir), [], 'workers and database processes stopped with the server');
+
+  const again = await startServe(env);
+  t.teardown(() => void again.child.kill('SIGKILL'));
+  const page = await apiClient(again.url).get('index.html', { headers: { host: `${site.subdomain}.localhost` }, responseType: 'text' });
+  t.is(page.statusCode, 200);
+  t.is(page.body, '<h1>still here</h1>');
+  again.child.kill('SIGTERM');
+  t.is(await again.exited, 0);
+});
+
+test('stopping under load: SIGTERM to the server process alone', stopsCleanly, 'the server process alone');
+test('stopping under load: SIGTERM to the process group of `make run`', stopsCleanly, 'the process group of `make run`');
+test('stopping under load: SIGTERM to every process of the tree at once, as systemd does', stopsCleanly, 'every process of the tree at once');
