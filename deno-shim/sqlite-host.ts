@@ -18,6 +18,9 @@ import {
   MAX_DB_FRAME_BYTES,
   MAX_RESULT_BYTES,
 } from '../storage/database-protocol.ts';
+import { leaveStoppingToTheHost } from './signals.ts';
+
+leaveStoppingToTheHost();
 
 const [file, heapLimit] = Deno.args;
 if (!file || !heapLimit) throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes>');
