@@ -23,7 +23,10 @@ import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { SiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
-import { RuntimeHost } from '../runtime-host/runtime.ts';
+import { stopLeftovers } from '../runtime-host/leftovers.ts';
+import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
+import { type DataDirLock, DataDirInUse, lockDataDir } from '../storage/data-dir-lock.ts';
+import { sweepTempFiles } from '../storage/temp-files.ts';
 import { StartupError, dataDirProblem } from './startup-error.ts';
 
 export interface ComposeOptions {
@@ -72,12 +75,37 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     throw dataDirProblem(err, config.dataDir);
   }
   if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
+  let lock: DataDirLock;
+  try {
+    lock = lockDataDir(config.dataDir);
+  } catch (err) {
+    if (err instanceof DataDirInUse) {
+      throw new StartupError(`${err.message}: stop it first, or set BERTH_DATA_DIR to another folder (\`berth admin\` commands may run beside it)`);
+    }
+    throw err;
+  }
+  const runtimeDir = path.join(config.dataDir, 'runtime');
+  try {
+    return await composeLocked(config, options, { denoPath, runtimeDir, lock });
+  } catch (err) {
+    lock.release();
+    throw err;
+  }
+}
+
+async function composeLocked(config: Config, options: ComposeOptions, held: { denoPath: string; runtimeDir: string; lock: DataDirLock }): Promise<Composed> {
+  const { log } = options;
+  const { denoPath, runtimeDir, lock } = held;
+  // The data dir is this process's now: what a killed server left running or half-written goes first.
+  const stopped = await stopLeftovers([config.dataDir, socketDirFor(runtimeDir)]);
+  if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
+  const swept = sweepTempFiles(config.dataDir);
+  if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
   const db = await openMetaDb(config.dataDir);
   const hotSql = new HotStatements(db, metaDbPath(config.dataDir));
   const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
   await blobs.init();
 
-  const runtimeDir = path.join(config.dataDir, 'runtime');
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   const metrics = new Metrics({ db, liveWorkers: () => runtime.workerCount });
   const runtime = new RuntimeHost(
@@ -143,6 +171,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     await blobs.close();
     hotSql.close();
     await db.destroy();
+    lock.release();
   };
   return { deps, owner, scheduler, close };
 }

@@ -1,8 +1,11 @@
 // Processes a previous server left running. A server killed outright (SIGKILL, OOM killer) cannot stop
-// its children: a database process in the middle of a long statement, or a worker stuck in a loop,
-// notices its closed channel only when it next reads it, and meanwhile holds its database's write lock
-// or burns CPU. The next server on the same data dir stops them before it starts its own.
+// its children: a database process in the middle of a long statement or an export, or a worker stuck
+// in a loop, notices its closed channel only when it next reads it, and meanwhile holds its database's
+// write lock, writes, or burns CPU. The next server on the same data dir (it holds the data dir's lock,
+// so they are not another live server's) stops them before it starts its own or sweeps temp files.
 import fs from 'node:fs';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Pids of this user's processes, other than this one, whose command line mentions `needle`. */
 export function processesMentioning(needle: string): number[] {
@@ -24,16 +27,31 @@ export function processesMentioning(needle: string): number[] {
   return pids;
 }
 
-/** Kills the processes left by a previous server whose command line mentions `needle`; returns how many. */
-export function killLeftovers(needle: string): number {
-  let killed = 0;
-  for (const pid of processesMentioning(needle)) {
+/** Ended, or a zombie waiting for a parent that is not us to reap it: it runs no more either way. */
+function ended(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Kills every Deno process a previous server left that may write inside one of `places` (the data dir,
+ * and the workers' socket folder when it lies elsewhere), as its command line says, and waits until
+ * none runs; returns how many there were.
+ */
+export async function stopLeftovers(places: string[], timeoutMs = 5000): Promise<number> {
+  const pids = [...new Set(places.flatMap((place) => processesMentioning(`--allow-write=${path.resolve(place)}${path.sep}`)))];
+  for (const pid of pids) {
     try {
       process.kill(pid, 'SIGKILL');
-      killed++;
     } catch {
       // Gone already, or not ours to stop.
     }
   }
-  return killed;
+  const deadline = Date.now() + timeoutMs;
+  while (!pids.every(ended) && Date.now() < deadline) await sleep(10);
+  return pids.length;
 }

@@ -8,7 +8,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { localAddresses } from './deno-args.ts';
-import { killLeftovers } from './leftovers.ts';
 import { WorkerPool } from './pool.ts';
 import { DEFAULT_NICE } from './priority.ts';
 import type { OutputBudget } from './output-limit.ts';
@@ -72,7 +71,7 @@ const keyOf = (d: Pick<Deployment, 'functionId' | 'versionId'>) => `${d.function
 const MAX_SPARE_SOURCE_BYTES = MAX_FRAME_BYTES - HEADER_BYTES - 64 * 1024;
 
 /** Unix socket paths are limited to about 100 bytes; fall back to the temp dir for deep data dirs. */
-function socketDirFor(runtimeDir: string): string {
+export function socketDirFor(runtimeDir: string): string {
   const preferred = path.join(runtimeDir, 'sockets');
   if (preferred.length + 30 < 100) return preferred;
   return path.join(os.tmpdir(), `berth-${crypto.createHash('sha256').update(runtimeDir).digest('hex').slice(0, 12)}`);
@@ -93,7 +92,6 @@ export class RuntimeHost {
     this.#options = options;
     this.#hooks = hooks;
     this.#socketDir = socketDirFor(options.runtimeDir);
-    killLeftovers(`--allow-write=${this.#socketDir}${path.sep}`);
     fs.rmSync(this.#socketDir, { recursive: true, force: true });
     fs.mkdirSync(this.#socketDir, { recursive: true, mode: 0o700 });
     this.#pool = new WorkerPool({

@@ -6,7 +6,6 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { killLeftovers } from '../runtime-host/leftovers.ts';
 import { PoolFullError, WorkerPool } from '../runtime-host/pool.ts';
 import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
 import type { Access, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
@@ -93,7 +92,6 @@ export class SiteDatabases implements SiteDatabaseProvider {
   constructor(options: SiteDatabaseOptions) {
     this.#options = options;
     this.#root = path.join(options.dataDir, 'sites');
-    killLeftovers(`--allow-write=${this.#root}${path.sep}`);
     this.#pool = new WorkerPool({
       maxWorkers: options.maxProcesses,
       idleMs: options.idleMs,

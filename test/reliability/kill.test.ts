@@ -1,0 +1,162 @@
+// kill -9 of the server in the middle of work: the next start on the same data dir ends the processes
+// the killed server left and removes its half-written temp files; and while a server runs, no second
+// one may take its data dir.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import test, { type ExecutionContext } from 'ava';
+import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
+import { type ServeProcess, processesMentioning, runBerth, startServe } from '../helpers/process.ts';
+import { until } from '../helpers/until.ts';
+
+/** Every file or folder under `dir` whose name ends in `.tmp`, and whatever is in the blob store's temp folder. */
+function tempFiles(dir: string): string[] {
+  const found: string[] = [];
+  const walk = (folder: string) => {
+    for (const entry of fs.readdirSync(folder, { withFileTypes: true })) {
+      const full = path.join(folder, entry.name);
+      const storeTemp = full === path.join(dir, 'blobs', '.tmp'); // the blob store's own folder stays, empty
+      if ((entry.name.endsWith('.tmp') && !storeTemp) || path.basename(folder) === '.tmp') found.push(path.relative(dir, full));
+      if (entry.isDirectory() && full !== path.join(dir, 'runtime', 'deno-dir')) walk(full);
+    }
+  };
+  walk(dir);
+  return found;
+}
+
+const running = (pid: number): boolean => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+};
+
+async function serve(t: ExecutionContext, dataDir: string): Promise<ServeProcess> {
+  const server = await startServe({ BERTH_DATA_DIR: dataDir });
+  t.teardown(async () => {
+    server.child.kill('SIGKILL');
+    await server.exited;
+  });
+  return server;
+}
+
+async function ownerSite(server: ServeProcess) {
+  const key = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
+  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
+  const api = apiClient(server.url, key);
+  const site = json<{ id: string; bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'killed' } }));
+  return { key, api, site };
+}
+
+/** Kills the server outright and returns the pids of the Deno processes it had running. */
+async function killOutright(server: ServeProcess, dataDir: string): Promise<number[]> {
+  const children = processesMentioning(dataDir);
+  server.child.kill('SIGKILL');
+  await server.exited;
+  return children;
+}
+
+/** Restarts on the data dir and checks that nothing of the killed server is left. */
+async function restartClean(t: ExecutionContext, dataDir: string, orphans: number[]): Promise<ServeProcess> {
+  const again = await serve(t, dataDir);
+  t.deepEqual(tempFiles(dataDir), [], 'no temp file of the killed server is left');
+  t.deepEqual(orphans.filter(running), [], 'no process of the killed server is left');
+  return again;
+}
+
+test('kill -9 during an export of a large table: the dump in progress is stopped and its temp file removed', async (t) => {
+  const dataDir = await makeDataDir(t);
+  const server = await serve(t, dataDir);
+  const { key, api, site } = await ownerSite(server);
+  const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
+  const base = `v0/sites/${site.id}/databases/${db.id}`;
+  for (const sql of ['CREATE TABLE big (b BLOB)', 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 60000) INSERT INTO big SELECT randomblob(2000) FROM c']) {
+    const filled = await api.post(`${base}/query`, { json: { sql } });
+    t.is(filled.statusCode, 200, JSON.stringify(filled.body));
+  }
+  const started = json<{ export: { id: string } }>(await api.post(`${base}/exports`)).export;
+  const dump = path.join(dataDir, 'exports', `${started.id}.sql.tmp`);
+  await until(() => fs.existsSync(dump) && fs.statSync(dump).size > 0, 'the dump to be written');
+  const orphans = await killOutright(server, dataDir);
+  t.true(orphans.length > 0, 'the database process was running at the kill');
+
+  const again = await restartClean(t, dataDir, orphans);
+  const api2 = apiClient(again.url, key);
+  const reconciled = json<{ export: { status: string } }>(await api2.post(`${base}/exports/${started.id}/reconcile`)).export;
+  t.is(reconciled.status, 'ERROR');
+});
+
+test('kill -9 during an upload: the partial blob is removed and no version was made', async (t) => {
+  const dataDir = await makeDataDir(t);
+  const server = await serve(t, dataDir);
+  const { key, site } = await ownerSite(server);
+  const url = new URL(server.url);
+  const upload = http.request({
+    host: url.hostname,
+    port: url.port,
+    method: 'PUT',
+    path: `/v0/buckets/${site.bucketId}/objects/web/big.bin`,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'content-length': String(64 * 1024 * 1024) },
+  });
+  upload.on('error', () => {});
+  upload.write(Buffer.alloc(4 * 1024 * 1024, 1));
+  const partial = path.join(dataDir, 'blobs', '.tmp');
+  await until(() => fs.readdirSync(partial).some((name) => fs.statSync(path.join(partial, name)).size > 0), 'the upload to reach the blob store');
+  const orphans = await killOutright(server, dataDir);
+  upload.destroy();
+
+  const again = await restartClean(t, dataDir, orphans);
+  const read = await apiClient(again.url, key).get(`v0/buckets/${site.bucketId}/objects/web/big.bin`);
+  t.is(read.statusCode, 404);
+  t.is(json<{ error: { code: string } }>(read).error.code, 'not_found');
+});
+
+test('kill -9 during a migration: its database process is stopped and the migration is whole or absent', async (t) => {
+  const dataDir = await makeDataDir(t);
+  const server = await serve(t, dataDir);
+  const { key, api, site } = await ownerSite(server);
+  const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
+  const base = `v0/sites/${site.id}/databases/${db.id}`;
+  const slow = {
+    name: '0001_big.sql',
+    sql: 'CREATE TABLE big (x INTEGER); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) INSERT INTO big SELECT x FROM c;',
+  };
+  const pending = api.post(`${base}/migrations/apply`, { json: { migrations: [slow], confirm: true } }).catch(() => null);
+  await sleep(500);
+  const orphans = await killOutright(server, dataDir);
+  await pending;
+  t.true(orphans.length > 0, 'the database process was running at the kill');
+
+  const again = await restartClean(t, dataDir, orphans);
+  const api2 = apiClient(again.url, key);
+  const applied = json<{ applied: Array<{ name: string }> }>(await api2.get(`${base}/migrations`)).applied.map((m) => m.name);
+  const counted = await api2.post(`${base}/query`, { json: { sql: "SELECT count(*) AS n FROM sqlite_schema WHERE name = 'big'" } });
+  const tables = json<{ result: Array<{ results: Array<{ n: number }> }> }>(counted).result[0]!.results[0]!.n;
+  t.is(tables, applied.length, 'the table exists exactly when the ledger says the migration was applied');
+});
+
+test('a second server on the same data dir refuses to start, naming it and the running server; admin commands still work', async (t) => {
+  const dataDir = await makeDataDir(t);
+  const first = await serve(t, dataDir);
+  const { api, site } = await ownerSite(first);
+  const accountId = /account:\s+(\S+)/.exec(first.output())![1]!;
+
+  const second = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
+  t.is(second.code, 1);
+  t.is(second.stderr.trim().split('\n').length, 1, second.stderr);
+  t.true(second.stderr.includes(`the data dir ${dataDir} is in use by another Berth server (pid ${first.child.pid})`), second.stderr);
+
+  const listed = await runBerth(['admin', 'list-keys', '--account', accountId], { BERTH_DATA_DIR: dataDir });
+  t.is(listed.code, 0, listed.stderr);
+  const read = await api.get(`v0/sites/${site.id}`);
+  t.is(read.statusCode, 200, 'the first server kept serving');
+
+  // Killed outright, the server's lock goes with it: the next start does not wait for anything.
+  first.child.kill('SIGKILL');
+  await first.exited;
+  const next = await serve(t, dataDir);
+  t.is((await apiClient(next.url).get('healthz')).statusCode, 200);
+});
