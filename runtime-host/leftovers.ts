@@ -28,7 +28,7 @@ export function processesMentioning(needle: string): number[] {
 }
 
 /** Ended, or a zombie waiting for a parent that is not us to reap it: it runs no more either way. */
-function ended(pid: number): boolean {
+export function ended(pid: number): boolean {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');

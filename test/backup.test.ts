@@ -452,3 +452,37 @@ test('a site database deleted and an export file gone while the backup runs are 
   t.false(fs.existsSync(path.join(restored, 'sites', gone.id)));
   t.deepEqual((await fsp.readdir(restored)).filter((name) => name.endsWith('-wal') || name.endsWith('-journal')), [], 'each database is one file');
 });
+
+/** The pid of a process that has ended. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  await new Promise((resolve) => child.once('exit', resolve));
+  return child.pid!;
+}
+
+test('a backup or restore killed outright leaves nothing the next one in the same place does not remove; a live one is left alone', async (t) => {
+  const root = await makeDataDir(t);
+  const berth = await startTestBerth({ dataDir: path.join(root, 'data') });
+  t.teardown(() => berth.dispose());
+  const dead = await deadPid();
+  const archive = path.join(root, 'b.tar');
+  // What a killed backup leaves beside its archive, and what a backup still running there has made.
+  await fsp.mkdir(path.join(root, `.berth-backup-${dead}-abc123`));
+  await fsp.writeFile(path.join(root, `.berth-backup-${dead}-abc123`, 'meta.sqlite'), 'half a copy');
+  await fsp.writeFile(path.join(root, `.b.tar.${dead}-0123456789ab.tmp`), 'half an archive');
+  await fsp.mkdir(path.join(root, `.berth-backup-${process.pid}-live12`));
+  const backedUp = await runBerth(['admin', 'backup', archive, '--without-master-key'], { BERTH_DATA_DIR: berth.dataDir });
+  t.is(backedUp.code, 0, backedUp.stderr);
+  t.deepEqual((await fsp.readdir(root)).filter((name) => name.startsWith('.')).sort(), [`.berth-backup-${process.pid}-live12`]);
+
+  // A restore killed while staging beside its target, or inside an existing empty one.
+  const target = path.join(root, 'restored');
+  await fsp.mkdir(target);
+  await fsp.mkdir(path.join(target, `.berth-restore-${dead}-xyz789`));
+  await fsp.mkdir(path.join(root, `.restored.restore-${dead}-xyz789`));
+  const restored = await runBerth(['admin', 'restore', archive, '--data-dir', target, '--master-key', path.join(berth.dataDir, 'master.key')], {});
+  t.is(restored.code, 0, restored.stderr);
+  t.true(fs.existsSync(path.join(target, 'meta.sqlite')));
+  t.false(fs.existsSync(path.join(target, `.berth-restore-${dead}-xyz789`)));
+  t.false(fs.existsSync(path.join(root, `.restored.restore-${dead}-xyz789`)));
+});

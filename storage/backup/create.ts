@@ -19,6 +19,7 @@ import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { KeyWrapError, MASTER_KEY_BYTES, keyFingerprint, wrapMasterKey } from './key-wrap.ts';
+import { ownedPrefix, sweepDeadLeftovers } from './leftovers.ts';
 import {
   BackupError,
   type BackupContents,
@@ -117,8 +118,11 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
   if (masterKey.length !== MASTER_KEY_BYTES) throw new BackupError('no_master_key', `${path.join(dataDir, 'master.key')} is not a ${MASTER_KEY_BYTES}-byte key`);
   const wrapped = options.masterKey.mode === 'wrapped' ? await wrapMasterKey(masterKey, options.masterKey.passphrase) : null;
 
-  const work = await fsp.mkdtemp(path.join(outDir, '.berth-backup-'));
-  const tmpFile = path.join(outDir, `.${path.basename(file)}.${crypto.randomBytes(6).toString('hex')}.tmp`);
+  // Named after this process, so the next backup here can tell a killed backup's leftovers from a live one's.
+  const stems = ['.berth-backup-', `.${path.basename(file)}.`];
+  await sweepDeadLeftovers(outDir, stems);
+  const work = await fsp.mkdtemp(path.join(outDir, ownedPrefix(stems[0]!)));
+  const tmpFile = path.join(outDir, `${ownedPrefix(stems[1]!)}${crypto.randomBytes(6).toString('hex')}.tmp`);
   let archive: FileHandle | null = null;
   let renamed = false;
   try {

@@ -11,6 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import { ownedPrefix, sweepDeadLeftovers } from './leftovers.ts';
 import { KeyWrapError, MASTER_KEY_BYTES, type WrappedKey, keyFingerprint, unwrapMasterKey } from './key-wrap.ts';
 import {
   BLOB_PATH,
@@ -119,14 +120,18 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
   }
   const state: { work: string | null; current: FileHandle | null; done: boolean } = { work: null, current: null, done: false };
   try {
-    const targetExists = await checkTarget(dataDir);
+    // A restore killed outright left its staging folder beside the target or inside it.
     const parent = path.dirname(dataDir);
+    const stems = { beside: `.${path.basename(dataDir)}.restore-`, inside: '.berth-restore-' };
+    await sweepDeadLeftovers(parent, [stems.beside]);
+    await sweepDeadLeftovers(dataDir, [stems.inside]);
+    const targetExists = await checkTarget(dataDir);
     if (!targetExists) await fsp.mkdir(parent, { recursive: true, mode: 0o700 });
     // Staged beside the target, so one rename publishes it. An existing empty target that is a mount
     // point of its own (a rename cannot cross file systems), or whose parent this user may not write
     // (/var/lib), is staged inside instead, and its entries are moved into place at the end.
     const inside = targetExists && ((await fsp.stat(dataDir)).dev !== (await fsp.stat(parent)).dev || !(await writable(parent)));
-    const work = await fsp.mkdtemp(inside ? path.join(dataDir, '.berth-restore-') : path.join(parent, `.${path.basename(dataDir)}.restore-`));
+    const work = await fsp.mkdtemp(inside ? path.join(dataDir, ownedPrefix(stems.inside)) : path.join(parent, ownedPrefix(stems.beside)));
     state.work = work;
     await fsp.chmod(work, 0o700);
 
