@@ -15,10 +15,12 @@ import { failInterruptedExports } from './services/exports.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
 import { HostingCache } from './services/hosting-cache.ts';
+import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { BlobStore } from '../storage/blob-store.ts';
+import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { SiteDatabases } from '../storage/site-database.ts';
@@ -107,7 +109,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   await blobs.init();
 
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
-  const metrics = new Metrics({ db, liveWorkers: () => runtime.workerCount });
+  const metrics = new Metrics({ db, liveWorkers: () => runtime.workerCount, storageByAccount: () => storageByAccount({ db }, config) });
   const runtime = new RuntimeHost(
     {
       denoPath,
@@ -135,6 +137,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     db,
     hotSql,
     blobs,
+    storageQuota: new StorageQuota(config, hotSql),
     log,
     hostingCache: new HostingCache(),
     runtime,
@@ -148,6 +151,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       statementTimeoutMs: config.databaseTimeoutMs,
       maxProcesses: config.maxDatabaseProcesses,
       idleMs: config.functionIdleMs,
+      maxBytes: config.siteDatabaseMaxBytes,
       onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
     }),
     metrics,
@@ -162,8 +166,21 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   await releaseLeftoverLeases(deps);
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
+  const sweeper = new BlobSweeper(
+    path.join(config.dataDir, 'blobs'),
+    (sha256) => hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256) !== undefined,
+    config.blobSweepMs,
+  );
+  if (config.blobSweepMs > 0) {
+    sweeper.start(
+      config.blobSweepMs,
+      ({ removed, bytes }) => removed > 0 && log.info({ blobs: removed, bytes }, 'removed blobs no file version references'),
+      (err) => log.error({ err }, 'sweeping unreferenced blobs failed'),
+    );
+  }
 
   const close = async () => {
+    await sweeper.stop();
     await scheduler.stop();
     await runtime.close();
     await deps.siteDatabases.close();

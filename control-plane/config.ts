@@ -21,6 +21,10 @@ export interface Config {
   /** The email of the owner user made on first run. */
   ownerEmail: string;
   maxFileBytes: number;
+  /** Bytes an account's file versions may hold (each blob once), unless the operator set its own limit. */
+  accountStorageBytes: number;
+  /** How often blobs no version references are removed (each once unused that long); 0: never. */
+  blobSweepMs: number;
   maxJsonBytes: number;
   logLevel: string;
   shutdownGraceMs: number;
@@ -38,6 +42,8 @@ export interface Config {
   databaseTimeoutMs: number;
   /** Site database processes alive at most. */
   maxDatabaseProcesses: number;
+  /** Size a site database may grow to, enforced by SQLite (max_page_count). */
+  siteDatabaseMaxBytes: number;
   /** How often the cron scheduler looks for due jobs; 0 turns automatic ticks off. */
   cronTickMs: number;
   llm: LlmConfig;
@@ -66,6 +72,8 @@ export const DEFAULTS: Config = {
   dataDir: './.berth',
   ownerEmail: 'owner@localhost',
   maxFileBytes: 512 * 1024 * 1024,
+  accountStorageBytes: 10 * 1024 ** 3,
+  blobSweepMs: 3600_000,
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
   shutdownGraceMs: 10_000,
@@ -79,6 +87,7 @@ export const DEFAULTS: Config = {
   functionLogsPerSite: 1000,
   databaseTimeoutMs: 30_000,
   maxDatabaseProcesses: 32,
+  siteDatabaseMaxBytes: 1024 ** 3,
   cronTickMs: 1000,
   llm: {
     provider: '',
@@ -165,6 +174,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir)),
     ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),
+    accountStorageBytes: integer(env, 'BERTH_ACCOUNT_STORAGE_BYTES', DEFAULTS.accountStorageBytes, 0, Number.MAX_SAFE_INTEGER),
+    blobSweepMs: integer(env, 'BERTH_BLOB_SWEEP_MS', DEFAULTS.blobSweepMs, 0, 7 * 24 * 3600_000),
     maxJsonBytes: DEFAULTS.maxJsonBytes,
     logLevel,
     shutdownGraceMs: integer(env, 'BERTH_SHUTDOWN_GRACE_MS', DEFAULTS.shutdownGraceMs, 0, 600_000),
@@ -178,6 +189,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
     maxDatabaseProcesses: integer(env, 'BERTH_MAX_DATABASE_PROCESSES', DEFAULTS.maxDatabaseProcesses, 1, 10_000),
+    // A site database holds at least its ledger and a few tables: 1 MiB is the smallest useful size.
+    siteDatabaseMaxBytes: integer(env, 'BERTH_SITE_DATABASE_MAX_BYTES', DEFAULTS.siteDatabaseMaxBytes, 1024 * 1024, Number.MAX_SAFE_INTEGER),
     cronTickMs: integer(env, 'BERTH_CRON_TICK_MS', DEFAULTS.cronTickMs, 0, 60_000),
     llm: loadLlmConfig(env),
   };

@@ -57,10 +57,12 @@ export const ERROR_CODES = {
   not_implemented: 501,
   payload_too_large: 413,
   query_not_allowed: 400,
+  quota_exceeded: 413,
   reserved_path: 400,
   runtime_busy: 503,
   site_limit_reached: 422,
   site_not_active: 409,
+  storage_unavailable: 503,
   subdomain_reserved: 409,
   subdomain_taken: 409,
   too_many_attempts: 429,
@@ -68,6 +70,7 @@ export const ERROR_CODES = {
   unknown_tool: 404,
   unsupported_media_type: 415,
   version_conflict: 409,
+  version_in_use: 409,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

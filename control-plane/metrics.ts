@@ -1,7 +1,7 @@
 // Prometheus metrics of one server (prom-client), in a registry of its own: what operators watch —
 // requests by route and status with their latency, workers live and started, cold starts, worker
-// exits by reason, ctx calls by method, cron runs by outcome, site database statement latency, and
-// bytes stored. Services and the runtime report through the small observer functions below, so
+// exits by reason, ctx calls by method, cron runs by outcome, site database statement latency, bytes
+// stored, and each account's stored bytes against its limit. Services and the runtime report through the small observer functions below, so
 // nothing outside this file knows prom-client.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from './db/connection.ts';
@@ -13,6 +13,8 @@ export interface MetricsSources {
   db: Db;
   /** Live function workers, read at scrape time. */
   liveWorkers: () => number;
+  /** What each account stores and may store (null: no limit), read at scrape time. */
+  storageByAccount: () => Promise<Array<{ accountId: string; usedBytes: number; limitBytes: number | null }>>;
 }
 
 export class Metrics {
@@ -52,6 +54,26 @@ export class Metrics {
       async collect() {
         const row = (await sources.db.raw('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM (SELECT MAX(bytes) AS bytes FROM file_versions GROUP BY blob_sha256)')) as Array<{ bytes: number }>;
         this.set(Number(row[0]?.bytes ?? 0));
+      },
+    });
+    new Gauge({
+      name: 'berth_account_storage_bytes',
+      help: 'Bytes each account’s file versions hold, each distinct content once',
+      labelNames: ['account'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const { accountId, usedBytes } of await sources.storageByAccount()) this.set({ account: accountId }, usedBytes);
+      },
+    });
+    new Gauge({
+      name: 'berth_account_storage_limit_bytes',
+      help: 'The storage limit of each account that has one',
+      labelNames: ['account'],
+      registers,
+      async collect() {
+        this.reset();
+        for (const { accountId, limitBytes } of await sources.storageByAccount()) if (limitBytes !== null) this.set({ account: accountId }, limitBytes);
       },
     });
   }

@@ -218,7 +218,14 @@ export const CronRun = z.object({
 });
 export const ListCronRunsQuery = PageQuery.extend({ path: z.string().optional().describe('only runs of this cron/<name>.ts') });
 
-export const Database = z.object({ id: Uuid, status: z.enum(['PROVISIONING', 'READY']), createdAt: Timestamp, updatedAt: Timestamp });
+export const Database = z.object({
+  id: Uuid,
+  status: z.enum(['PROVISIONING', 'READY']),
+  sizeBytes: z.number().int().describe('space the database takes on disk now'),
+  maxBytes: z.number().int().describe('size it may grow to; writes past it fail with database_full'),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
 export const DatabaseParams = z.object({ siteId: Uuid, databaseId: Uuid });
 export const QueryBody = z
   .object({

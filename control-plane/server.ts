@@ -1,7 +1,7 @@
 // Starts a Berth instance: composes it (compose.ts), listens on one port and dispatches each request by
 // its Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { compose } from './compose.ts';
 import type { Config } from './config.ts';
 import { createApiApp } from './http/api-app.ts';
@@ -17,6 +17,9 @@ import { metricsServer } from './http/metrics-endpoint.ts';
 import { requestHost } from './http/proxy.ts';
 import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
+
+/** How long keep-alive connections idle at shutdown may still bring in a request already sent. */
+const IDLE_LINGER_MS = 1000;
 
 export interface Berth {
   /** Control-plane base URL as bound, e.g. http://127.0.0.1:8080 */
@@ -117,12 +120,21 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const close = () => {
     closed ??= (async () => {
       closing = true;
-      const drained = new Promise<void>((resolve) => server.close(() => resolve()));
-      // Keep-alive sockets become idle as their last request ends; close each one as soon as it does.
-      const sweep = setInterval(() => server.closeIdleConnections(), 50);
+      // Stop listening, but not as http.Server.close() does, which also drops every keep-alive
+      // connection idle at this instant: a request a client has just sent on one, not yet read by a
+      // busy event loop, would be reset. Idle connections get a moment to bring such a request in
+      // (answered with Connection: close); after it, each one is closed as soon as it is idle.
+      const drained = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
+      let sweep: NodeJS.Timeout | undefined;
+      const linger = setTimeout(() => {
+        // http.Server.close() now: the idle connections go, and so does its own timer of header timeouts.
+        server.close();
+        sweep = setInterval(() => server.closeIdleConnections(), 50);
+      }, Math.min(IDLE_LINGER_MS, config.shutdownGraceMs));
       const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       metrics?.close();
       await drained;
+      clearTimeout(linger);
       clearInterval(sweep);
       clearTimeout(force);
       await release();

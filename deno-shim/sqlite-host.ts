@@ -22,8 +22,8 @@ import { leaveStoppingToTheHost } from './signals.ts';
 
 leaveStoppingToTheHost();
 
-const [file, heapLimit] = Deno.args;
-if (!file || !heapLimit) throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes>');
+const [file, heapLimit, maxBytes] = Deno.args;
+if (!file || !heapLimit || !maxBytes) throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes>');
 
 // Deno 2.9 implements these parts of node:sqlite; its bundled Node types predate them.
 type Action =
@@ -126,7 +126,15 @@ function authorize(action: number, a1: string | null, a2: string | null, _db: st
 }
 
 const db = new DatabaseSync(file, { enableForeignKeyConstraints: true, timeout: 5000 });
+const pragma = <T>(sql: string): T => Object.values(db.prepare(`PRAGMA ${sql}`).get() as Record<string, T>)[0]!;
+// A new database gets incremental auto-vacuum, so the pages its deleted rows free can be given back
+// to the disk (see reclaim); it can only be chosen before the first page is written.
+if (pragma<number>('page_count') === 0) db.exec('PRAGMA auto_vacuum = INCREMENTAL');
 db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY; PRAGMA hard_heap_limit = ${Number(heapLimit)};`);
+// The size limit is SQLite's own: a write that needs a page past it fails with SQLITE_FULL and is
+// rolled back. Tenants may read max_page_count but not set it (see READABLE).
+const pageSize = pragma<number>('page_size');
+db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(Number(maxBytes) / pageSize))}`);
 db.exec(LEDGER_DDL);
 const confinable = db as unknown as ConfinableDatabase;
 confinable.enableDefensive(true);
@@ -238,6 +246,27 @@ function transaction<T>(begin: keyof typeof BEGIN, work: () => T): T {
   }
 }
 
+/** Free pages are given back to the disk after a write once they are this many (1 MiB of 4 KiB pages), or a quarter of the database. */
+const RECLAIM_PAGES = 256;
+const INCREMENTAL_VACUUM = db.prepare('PRAGMA incremental_vacuum');
+
+/**
+ * Gives the free pages deleted rows and dropped tables left back to the disk, in their own transaction
+ * after the tenant's has committed. Databases made before incremental auto-vacuum keep theirs until
+ * they are compacted (storage/sqlite-compact.ts).
+ */
+function reclaim(): void {
+  if (pragma<number>('auto_vacuum') !== 2) return;
+  const free = pragma<number>('freelist_count');
+  if (free === 0 || free < Math.min(RECLAIM_PAGES, pragma<number>('page_count') / 4)) return;
+  // Each step moves pages; all() steps until every free page is gone. The checkpoint then writes the
+  // moved pages back and truncates both the file and its write-ahead log.
+  INCREMENTAL_VACUUM.all();
+  db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+}
+
+const sizeBytes = () => pragma<number>('page_count') * pageSize;
+
 const encoder = new TextEncoder();
 const DUMP_PAGE_ROWS = 1000;
 const quote = (name: string) => `"${name.replace(/"/g, '""')}"`;
@@ -296,16 +325,24 @@ function dump(send: (chunk: Uint8Array) => void): number {
 
 function handle(request: DbRequest, stream: number): string {
   switch (request.op) {
-    case 'run':
-      return transaction('deferred', () => execute(request.statement, request.access));
-    case 'batch':
-      return transaction('immediate', () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`);
+    case 'run': {
+      const outcome = transaction('deferred', () => execute(request.statement, request.access));
+      reclaim();
+      return outcome;
+    }
+    case 'batch': {
+      const outcome = transaction('immediate', () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`);
+      reclaim();
+      return outcome;
+    }
     case 'migrate':
       transaction('immediate', () => {
         confined('migration', () => db.exec(request.sql));
         execute(request.receipt, 'system');
       });
+      reclaim();
       return 'null';
+
     case 'dump':
       return JSON.stringify({ bytes: dump((chunk) => write(encodeFrame(DbFrame.DumpChunk, stream, chunk))) });
   }
@@ -342,12 +379,25 @@ function answer(stream: number, payload: Uint8Array): void {
   answers.push(encodeFrame(DbFrame.Result, stream, payload));
 }
 
+const SQLITE_FULL = 13;
+
+/** SQLite's own error as a Failure: a write past the size limit is `full`, anything else `failed`. */
+function fromSqlite(err: unknown): Failure {
+  if ((err as { errcode?: unknown } | null)?.errcode === SQLITE_FULL) {
+    return new Failure(
+      'full',
+      `the database is full: it may grow to ${Number(maxBytes)} bytes and holds ${sizeBytes()}; nothing of this write was kept. Delete rows (the space they free is reused), or ask the operator for a higher limit`,
+    );
+  }
+  return new Failure('failed', err instanceof Error ? err.message : String(err));
+}
+
 function serve(stream: number, request: DbRequest): void {
   try {
     const value = handle(request, stream);
     answer(stream, encoder.encode(`{"ok":true,"value":${value}}`));
   } catch (err) {
-    const failure = err instanceof Failure ? err : new Failure('failed', err instanceof Error ? err.message : String(err));
+    const failure = err instanceof Failure ? err : fromSqlite(err);
     answer(stream, encodeJson({ ok: false, error: { reason: failure.reason, message: failure.message } }));
   }
 }

@@ -78,7 +78,7 @@ export class BlobStore {
     const data = Buffer.concat(chunks, bytes);
     const sha256 = crypto.createHash('sha256').update(data).digest('hex');
     const final = this.pathOf(sha256);
-    if (!fs.existsSync(final)) {
+    if (!(await this.touch(sha256))) {
       await this.#writer.write({ data, tmp: path.join(this.#tmp, crypto.randomUUID()), final, root: this.#root });
     }
     return { sha256, bytes };
@@ -105,7 +105,7 @@ export class BlobStore {
 
       const sha256 = hash.digest('hex');
       const finalPath = this.pathOf(sha256);
-      if (!fs.existsSync(finalPath)) {
+      if (!(await this.touch(sha256))) {
         const dir = path.dirname(finalPath);
         await this.#shard(dir);
         await fsp.rename(tmpPath, finalPath);
@@ -128,6 +128,26 @@ export class BlobStore {
       await syncPath(this.#root);
     }
     this.#shards.add(dir);
+  }
+
+  /**
+   * Marks a blob as just used (its mtime is now), so the sweeper leaves it alone for a while; false
+   * when the store does not have it. Written, reused and released blobs are all touched.
+   */
+  async touch(sha256: string): Promise<boolean> {
+    const now = new Date();
+    try {
+      await fsp.utimes(this.pathOf(sha256), now, now);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw err;
+    }
+  }
+
+  /** Whether the store has the blob, checked on the spot (see BlobSweeper for why that matters). */
+  has(sha256: string): boolean {
+    return fs.existsSync(this.pathOf(sha256));
   }
 
   async read(sha256: string): Promise<Buffer> {

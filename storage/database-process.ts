@@ -20,11 +20,13 @@ export interface DatabaseProcessOptions {
   siteDir: string;
   /** SQLite's own allocations (page cache, sorts, temporary tables) stop at this many bytes. */
   sqliteHeapBytes: number;
+  /** The database file may grow to this many bytes (SQLite's max_page_count). */
+  maxBytes: number;
   startupTimeoutMs: number;
 }
 
 /** The sandbox of a database process, as a pure function. */
-export function sqliteHostArgs(options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes'>): string[] {
+export function sqliteHostArgs(options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes'>): string[] {
   return [
     ...DENO_RUN,
     `--allow-read=${options.siteDir}`,
@@ -33,6 +35,7 @@ export function sqliteHostArgs(options: Pick<DatabaseProcessOptions, 'siteDir' |
     HOST,
     path.join(options.siteDir, 'db.sqlite'),
     String(options.sqliteHeapBytes),
+    String(options.maxBytes),
   ];
 }
 

@@ -66,12 +66,19 @@ export interface StatementOutcome {
 
 /**
  * Why a statement failed: `failed` is SQLite's own error, `denied` a capability site databases do
- * not have, `reserved` the ledger used where it is out of reach, `too_large` a result over the cap.
+ * not have, `reserved` the ledger used where it is out of reach, `too_large` a result over the cap,
+ * `full` a write past the database's size limit.
  */
-export type FailureReason = 'failed' | 'denied' | 'reserved' | 'too_large';
+export type FailureReason = 'failed' | 'denied' | 'reserved' | 'too_large' | 'full';
+
+/** What compacting a database gave back. */
+export interface Compaction {
+  bytesBefore: number;
+  bytesAfter: number;
+}
 
 export type DbResult =
-  | { ok: true; value: StatementOutcome | StatementOutcome[] | { bytes: number } | null }
+  | { ok: true; value: StatementOutcome | StatementOutcome[] | { bytes: number } | Compaction | null }
   | { ok: false; error: { reason: FailureReason; message: string } };
 
 /** A statement's rows may hold at most this much JSON, so no result can flood either process. */

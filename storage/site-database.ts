@@ -8,9 +8,10 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { PoolFullError, WorkerPool } from '../runtime-host/pool.ts';
 import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
-import type { Access, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
+import { compactSqlite } from './sqlite-compact.ts';
+import type { Access, Compaction, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
 
-export type { Access, SqlParam, Statement } from './database-protocol.ts';
+export type { Access, Compaction, SqlParam, Statement } from './database-protocol.ts';
 
 export interface StatementResult {
   rows: Array<Record<string, unknown>>;
@@ -22,7 +23,8 @@ export interface StatementResult {
 /**
  * A statement that did not run to completion. `reason` says why: SQLite refused it (`failed`), it
  * asked for a capability site databases do not have (`denied`), it used the migration ledger where
- * that is reserved (`reserved`), its result was too large (`too_large`), it ran past its time limit
+ * that is reserved (`reserved`), its result was too large (`too_large`), it needed more space than the
+ * database may take (`full`), it ran past its time limit
  * (`timeout`), or no database process could serve it (`busy`, `unavailable`). Messages name no host path.
  */
 export class StatementError extends Error {
@@ -48,6 +50,10 @@ export interface SiteDatabaseProvider {
   migrate(siteId: string, sql: string, receipt: Statement): Promise<void>;
   /** Writes SQL text that rebuilds the database's schema and data in an empty database to `file`; returns its size. */
   dump(siteId: string, file: string): Promise<number>;
+  /** Rewrites the database without free space, between statements; says what that gave back. */
+  compact(siteId: string): Promise<Compaction>;
+  /** The space the database takes on disk now, its write-ahead log included. */
+  size(siteId: string): Promise<number>;
   remove(siteId: string): Promise<void>;
   close(): Promise<void>;
 }
@@ -62,6 +68,8 @@ export interface SiteDatabaseOptions {
   maxProcesses: number;
   /** An idle database process is stopped after this long. */
   idleMs: number;
+  /** A database may grow to this many bytes. */
+  maxBytes: number;
   /** Told how long each statement or batch took, by whom it was run and whether it succeeded, for metrics. */
   onStatement?: (access: Access, ok: boolean, seconds: number) => void;
 }
@@ -88,6 +96,11 @@ export class SiteDatabases implements SiteDatabaseProvider {
   readonly #pool: WorkerPool<DatabaseProcess & { siteId: string }>;
   /** Every process not yet exited, evicted ones included, so close() can wait for them all. */
   readonly #started = new Set<DatabaseProcess & { siteId: string }>();
+  /** Calls sent and not yet answered, per site, and who waits for a site's to be answered. */
+  readonly #inflight = new Map<string, number>();
+  readonly #drained = new Map<string, () => void>();
+  /** Sites being compacted: their new calls wait for this. */
+  readonly #paused = new Map<string, Promise<void>>();
 
   constructor(options: SiteDatabaseOptions) {
     this.#options = options;
@@ -106,6 +119,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
             denoDir: options.denoDir,
             siteDir: this.#dir(siteId),
             sqliteHeapBytes: SQLITE_HEAP_BYTES,
+            maxBytes: options.maxBytes,
             startupTimeoutMs: 10_000,
           }),
           { siteId },
@@ -154,12 +168,46 @@ export class SiteDatabases implements SiteDatabaseProvider {
     }
   }
 
+  /**
+   * Compacts between calls: new calls of the site wait until it is done, and it starts once the
+   * site's calls in flight are answered.
+   */
+  async compact(siteId: string): Promise<Compaction> {
+    const file = path.join(this.#dir(siteId), 'db.sqlite');
+    if (!fs.existsSync(file)) throw new StatementError('unavailable', 'the site has no database');
+    while (this.#paused.has(siteId)) await this.#paused.get(siteId);
+    let resume!: () => void;
+    this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
+    try {
+      while ((this.#inflight.get(siteId) ?? 0) > 0) await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      const compaction = await compactSqlite(file, this.#dir(siteId)).catch((err: Error) => {
+        throw new StatementError('unavailable', `the database could not be compacted: ${err.message}`);
+      });
+      // A connection opened before keeps what it read of the file's header (auto-vacuum among it).
+      await this.#stop(siteId);
+      return compaction;
+    } finally {
+      this.#paused.delete(siteId);
+      resume();
+    }
+  }
+
+  async size(siteId: string): Promise<number> {
+    const sizes = await Promise.all(['db.sqlite', 'db.sqlite-wal'].map((name) => fsp.stat(path.join(this.#dir(siteId), name)).then((s) => s.size, () => 0)));
+    return sizes[0]! + sizes[1]!;
+  }
+
   async remove(siteId: string): Promise<void> {
+    await this.#stop(siteId);
+    await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
+  }
+
+  /** Ends the site's processes; the next call starts a new one. */
+  async #stop(siteId: string): Promise<void> {
     this.#pool.retire((key) => key === siteId);
     const stopping = [...this.#started].filter((p) => p.siteId === siteId);
     for (const process of stopping) process.kill('disposed');
     await Promise.all(stopping.map((p) => p.exited));
-    await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
@@ -184,6 +232,23 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async #send(siteId: string, request: DbRequest | null, timeoutMs: number, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
+    while (this.#paused.has(siteId)) await this.#paused.get(siteId);
+    this.#inflight.set(siteId, (this.#inflight.get(siteId) ?? 0) + 1);
+    try {
+      return await this.#sendNow(siteId, request, timeoutMs, onChunk);
+    } finally {
+      const left = this.#inflight.get(siteId)! - 1;
+      if (left > 0) {
+        this.#inflight.set(siteId, left);
+      } else {
+        this.#inflight.delete(siteId);
+        this.#drained.get(siteId)?.();
+        this.#drained.delete(siteId);
+      }
+    }
+  }
+
+  async #sendNow(siteId: string, request: DbRequest | null, timeoutMs: number, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
     let process;
     try {
       process = await this.#pool.acquire(siteId);

@@ -9,6 +9,8 @@ import { BerthError } from '../errors.ts';
 import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
+import { setStorageLimit } from '../services/storage-quota.ts';
+import { formatBytes } from '../format-bytes.ts';
 import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
 import { Name, Uuid } from '../schemas.ts';
@@ -91,6 +93,19 @@ const commands: Record<string, Command> = {
     const opts = options(args, { id: { type: 'string' } });
     const info = await revokeKey(store, uuid(opts.id, '--id'));
     return { json: { revoked: true, id: info.id }, text: `Revoked key ${info.id}` };
+  },
+  'set-storage-limit': async (store, args, config) => {
+    const opts = options(args, { account: { type: 'string' }, bytes: { type: 'string' } });
+    const accountId = uuid(opts.account, '--account');
+    const raw = required(opts.bytes, '--bytes');
+    const bytes = raw === 'default' ? null : Number(raw);
+    if (bytes !== null && (!Number.isSafeInteger(bytes) || bytes < 0)) throw new UsageError('--bytes must be a number of bytes, or "default" for the plan’s limit');
+    const usage = await setStorageLimit(store, config, accountId, bytes);
+    const limit = usage.limitBytes === null ? 'no limit' : `a limit of ${formatBytes(usage.limitBytes)} (${usage.limitBytes} bytes)`;
+    return {
+      json: { accountId, storage: usage },
+      text: `Account ${accountId} stores ${formatBytes(usage.usedBytes)}, with ${limit}${bytes === null ? ', its plan’s' : ''}`,
+    };
   },
   'list-keys': async (store, args) => {
     const opts = options(args, { account: { type: 'string' } });

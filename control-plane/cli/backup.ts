@@ -8,7 +8,7 @@ import { VERSION } from '../version.ts';
 import { BackupError, MIN_PASSPHRASE_LENGTH, createBackup, restoreBackup } from '../../storage/backup/index.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT } from './exit-codes.ts';
-import { formatBytes } from './format-bytes.ts';
+import { formatBytes } from '../format-bytes.ts';
 import { ask, readStdin, stdinIsTerminal } from './terminal.ts';
 
 export const BACKUP_USAGE = `Usage:

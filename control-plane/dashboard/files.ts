@@ -230,6 +230,18 @@ async function showVersions(site: SiteDetail, file: FileRecord, el: HTMLElement,
                         },
                         { status, ariaLabel: `Restore version ${v.id.slice(0, 8)}` },
                       ),
+                  v.id === current
+                    ? null
+                    : actionButton(
+                        'Delete',
+                        async () => {
+                          if (!window.confirm(`Delete version ${v.id.slice(0, 8)} of ${file.path} for good?`)) return;
+                          const deleted = await api<{ freedBytes: number }>('DELETE', `/v0/files/${encodeURIComponent(file.id)}/versions/${encodeURIComponent(v.id)}`);
+                          status.note(`Deleted version ${v.id.slice(0, 8)}${deleted.freedBytes > 0 ? `, freeing ${formatBytes(deleted.freedBytes)}` : ''}.`);
+                          await load();
+                        },
+                        { status, class: 'danger', ariaLabel: `Delete version ${v.id.slice(0, 8)}` },
+                      ),
                 ),
             },
           ],

@@ -17,6 +17,7 @@ type Param = string | number | bigint | null | Buffer;
 /** What a write transaction may do on the writer's connection. */
 export interface HotWriter {
   get<T>(sql: string, ...params: Param[]): T | undefined;
+  all<T>(sql: string, ...params: Param[]): T[];
   run(sql: string, ...params: Param[]): Database.RunResult;
 }
 
@@ -37,6 +38,10 @@ class StatementCache implements HotWriter {
 
   get<T>(sql: string, ...params: Param[]): T | undefined {
     return this.#statement(sql).get(...params) as T | undefined;
+  }
+
+  all<T>(sql: string, ...params: Param[]): T[] {
+    return this.#statement(sql).all(...params) as T[];
   }
 
   run(sql: string, ...params: Param[]): Database.RunResult {

@@ -14,6 +14,7 @@ import * as signInLinks from './migrations/0011_sign_in_links.ts';
 import * as siteSessions from './migrations/0012_site_sessions.ts';
 import * as invitations from './migrations/0013_invitations.ts';
 import * as cliLogins from './migrations/0014_cli_logins.ts';
+import * as storageQuota from './migrations/0015_storage_quota.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -35,6 +36,7 @@ const migrations: Record<string, Migration> = {
   '0012_site_sessions': siteSessions,
   '0013_invitations': invitations,
   '0014_cli_logins': cliLogins,
+  '0015_storage_quota': storageQuota,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,4 +1,4 @@
-// Site databases: creation, the one-statement query, numbered migrations and the two-step deletion.
+// Site databases: creation, the one-statement query, numbered migrations, compaction and the two-step deletion.
 import { z } from 'zod';
 import * as databases from '../services/databases.ts';
 import * as exportsService from '../services/exports.ts';
@@ -20,6 +20,7 @@ import {
   QueryBody,
   QueryEnvelope,
   SiteParams,
+  Uuid,
 } from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
@@ -86,6 +87,15 @@ export const applyDatabaseMigrations = defineOperation({
   input: withParams(DatabaseParams, ApplyMigrationsBody),
   output: z.object({ appliedNames: z.array(z.string()), nextAction: z.string(), next: NextStep }),
   run: (deps, actor, input) => migrations.applyMigrations(deps, actor, input.siteId, input.databaseId, input.migrations),
+});
+
+export const compactDatabase = defineOperation({
+  name: 'compact_database',
+  description: 'Rewrite the site’s database without the free space deleted rows left (VACUUM, between statements); says what that gave back',
+  permission: 'WRITE',
+  input: DatabaseParams.strict(),
+  output: z.object({ databaseId: Uuid, bytesBefore: z.number().int(), bytesAfter: z.number().int() }),
+  run: (deps, actor, input) => databases.compactDatabase(deps, actor, input.siteId, input.databaseId),
 });
 
 export const createDatabaseDeletionChallenge = defineOperation({

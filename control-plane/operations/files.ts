@@ -115,3 +115,23 @@ export const restoreFileVersion = defineOperation({
   output: z.object({ fileId: Uuid, versionId: Uuid, restoredFromVersionId: Uuid, path: z.string() }),
   run: (deps, actor, { fileId, ...restore }) => files.restoreFile(deps, actor, fileId, restore),
 });
+
+export const deleteFileVersion = defineOperation({
+  name: 'delete_file_version',
+  description: 'Delete one old version of a file for good, freeing its bytes unless another version holds the same content',
+  permission: 'WRITE',
+  destructive: true,
+  input: VersionParams.strict(),
+  output: z.object({ deleted: z.literal(true), fileId: Uuid, versionId: Uuid, freedBytes: z.number().int() }),
+  run: (deps, actor, input) => files.deleteVersion(deps, actor, input.fileId, input.versionId),
+});
+
+export const pruneFileVersions = defineOperation({
+  name: 'prune_file_versions',
+  description: 'Delete every version of a file but its current one (all of a deleted file’s) and those functions are served from',
+  permission: 'WRITE',
+  destructive: true,
+  input: FileParams.strict(),
+  output: z.object({ fileId: Uuid, deletedVersions: z.number().int(), freedBytes: z.number().int() }),
+  run: (deps, actor, input) => files.pruneVersions(deps, actor, input.fileId),
+});

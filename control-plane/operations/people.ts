@@ -157,9 +157,16 @@ export const changePassword = defineOperation({
 
 export const getUsage = defineOperation({
   name: 'get_usage',
-  description: 'The account’s model calls today (UTC) against its daily allowance',
+  description: 'The account’s model calls today (UTC) against its daily allowance, and the bytes its files hold against its storage limit',
   permission: 'READ',
   input: z.object({}).strict(),
-  output: z.object({ usage: z.object({ day: z.string(), modelCalls: z.number().int(), allowance: z.number().int() }) }),
-  run: async (deps, actor) => ({ usage: await modelCallsToday(deps, actor.accountId) }),
+  output: z.object({
+    usage: z.object({
+      day: z.string(),
+      modelCalls: z.number().int(),
+      allowance: z.number().int(),
+      storage: z.object({ usedBytes: z.number().int(), limitBytes: z.number().int().nullable().describe('null: no limit') }),
+    }),
+  }),
+  run: async (deps, actor) => ({ usage: { ...(await modelCallsToday(deps, actor.accountId)), storage: deps.storageQuota.usage(actor.accountId) } }),
 });

@@ -18,13 +18,23 @@ interface DatabaseRow {
   updated_at: string;
 }
 
-const toDatabase = (row: DatabaseRow) => ({ id: row.id, status: row.status, createdAt: row.created_at, updatedAt: row.updated_at });
+/** A database as callers see it, with the space it takes and may take. */
+async function toDatabase(deps: Deps, row: DatabaseRow) {
+  return {
+    id: row.id,
+    status: row.status,
+    sizeBytes: row.status === 'READY' ? await deps.siteDatabases.size(row.site_id) : 0,
+    maxBytes: deps.config.siteDatabaseMaxBytes,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
 
 export async function listDatabases(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
   await requireSite(deps, actor, siteId);
   const query = deps.db('databases').where({ site_id: siteId }).orderBy('created_at');
-  const { items, pagination } = await paginate(query, page, toDatabase);
-  return { databases: items, pagination };
+  const { items, pagination } = await paginate(query, page, (row: DatabaseRow) => row);
+  return { databases: await Promise.all(items.map((row) => toDatabase(deps, row))), pagination };
 }
 
 /** Creates the site's database, or resumes a creation that was interrupted; returns the existing one. */
@@ -44,7 +54,7 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
     deps.hostingCache.forgetDatabase(siteId);
     row = (await deps.db<DatabaseRow>('databases').where({ id: row.id }).first())!;
   }
-  return { database: toDatabase(row) };
+  return { database: await toDatabase(deps, row) };
 }
 
 /** The actor's ready database of a site; `activeSite` also requires the site to be active. */
@@ -68,6 +78,7 @@ const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> =
   denied: 'statement_not_allowed',
   timeout: 'statement_timeout',
   too_large: 'result_too_large',
+  full: 'database_full',
 };
 
 /** The query endpoint: one statement, answered in the provider-style envelope (success false when it failed). */
@@ -125,6 +136,8 @@ function runtimeError(err: StatementError): RuntimeDatabaseError {
       return new RuntimeDatabaseError('DATABASE_TIMEOUT', err.message);
     case 'too_large':
       return new RuntimeDatabaseError('DATABASE_RESULT_TOO_LARGE', err.message);
+    case 'full':
+      return new RuntimeDatabaseError('DATABASE_FULL', err.message);
     case 'busy':
     case 'unavailable':
       return new RuntimeDatabaseError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', err.message);
@@ -148,6 +161,22 @@ export async function runForFunction(deps: Deps, siteId: string, statements: Sta
     return results.map((r) => ({ rows: r.rows, changes: r.changes, lastInsertRowId: r.lastRowId }));
   } catch (err) {
     throw err instanceof StatementError ? runtimeError(err) : err;
+  }
+}
+
+/**
+ * Rewrites the database without the free space deleted rows left (VACUUM), between statements: what
+ * tenants cannot run themselves. Databases made by an earlier Berth also switch to incremental
+ * auto-vacuum, after which Berth gives free space back by itself.
+ */
+export async function compactDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
+  await requireDatabase(deps, actor, siteId, databaseId);
+  try {
+    const { bytesBefore, bytesAfter } = await deps.siteDatabases.compact(siteId);
+    return { databaseId, bytesBefore, bytesAfter };
+  } catch (err) {
+    if (err instanceof StatementError) throw new BerthError('database_unavailable', err.message);
+    throw err;
   }
 }
 

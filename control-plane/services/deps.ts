@@ -10,6 +10,7 @@ import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
 import type { Metrics } from '../metrics.ts';
+import type { StorageQuota } from './storage-quota.ts';
 
 export interface Deps {
   config: Config;
@@ -17,6 +18,8 @@ export interface Deps {
   /** The statements every request runs, prepared once; the rest goes through `db`. */
   hotSql: HotStatements;
   blobs: BlobStore;
+  /** What each account's files hold against its limit, uploads in flight included. */
+  storageQuota: StorageQuota;
   log: Logger;
   hostingCache: HostingCache;
   runtime: RuntimeHost;

@@ -1,7 +1,7 @@
 // Versioned files in buckets. Bytes go to the blob store first; the metadata row that makes them the
 // current version is committed afterwards in one transaction, so a failed or interrupted write leaves
 // at most an unreferenced blob, never a version without its bytes.
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { BlobTooLargeError } from '../../storage/blob-store.ts';
 import type { HotWriter } from '../db/hot-statements.ts';
@@ -11,6 +11,7 @@ import { type FileRow, type StoredFile, type VersionRow, currentFiles, findCurre
 import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
+import { type Reservation, chargeVersion, releaseVersion } from './storage-quota.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 const CONTENT_TYPE_PATTERN = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+(?:\s*;\s*[^\u0000-\u001f\u007f]*)?$/i;
@@ -109,32 +110,51 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
     assertExpectedVersion(existing?.current_version_id ?? null, input.ifMatch, 'If-Match');
   }
 
-  let blob;
+  // Bytes are reserved against the account's quota before they are stored: all of a declared size
+  // at once (refused before the body is read), or chunk by chunk as an undeclared one arrives.
+  const reservation = deps.storageQuota.reserve(actor.accountId);
+  let result: { fileId: string; versionId: string; bytes: number };
   try {
-    blob = await deps.blobs.put(input.body, limit, input.declaredBytes);
-  } catch (err) {
-    if (err instanceof BlobTooLargeError) throw tooLarge(limit);
-    throw err;
-  }
-
-  const now = timestamp(deps);
-  const result = await deps.hotSql.write((sql) => {
-    let file = sql.get<FileRow>(FILE_AT_PATH, bucketId, path);
-    if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
-    if (!file) {
-      file = { id: newId(), bucket_id: bucketId, path, current_version_id: null, created_at: now, updated_at: now };
-      sql.run('INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)', file.id, bucketId, path, now, now);
+    let body = input.body;
+    if (input.declaredBytes !== undefined) reservation.take(input.declaredBytes);
+    else body = Readable.from(reservedAsRead(body, reservation));
+    let blob;
+    try {
+      blob = await deps.blobs.put(body, limit, input.declaredBytes);
+    } catch (err) {
+      if (err instanceof BlobTooLargeError) throw tooLarge(limit);
+      throw err;
     }
-    const versionId = insertVersion(sql, file.id, {
-      blob_sha256: blob.sha256,
-      bytes: blob.bytes,
-      content_type: contentType,
-      restored_from_version_id: null,
-      created_at: now,
+
+    const now = timestamp(deps);
+    result = await deps.hotSql.write((sql) => {
+      let file = sql.get<FileRow>(FILE_AT_PATH, bucketId, path);
+      if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
+      // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
+      if (!deps.blobs.has(blob.sha256)) throw new BerthError('storage_unavailable', 'the stored bytes of this write were removed before it completed; send it again');
+      chargeVersion(sql, deps.config, actor.accountId, blob.sha256, blob.bytes);
+      if (!file) {
+        file = { id: newId(), bucket_id: bucketId, path, current_version_id: null, created_at: now, updated_at: now };
+        sql.run('INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)', file.id, bucketId, path, now, now);
+      }
+      const versionId = insertVersion(sql, file.id, {
+        blob_sha256: blob.sha256,
+        bytes: blob.bytes,
+        content_type: contentType,
+        restored_from_version_id: null,
+        created_at: now,
+      });
+      makeCurrent(sql, file.id, versionId, now);
+      return { fileId: file.id, versionId, bytes: blob.bytes };
     });
-    makeCurrent(sql, file.id, versionId, now);
-    return { fileId: file.id, versionId };
-  });
+  } finally {
+    reservation.release();
+  }
+  return afterWrite(deps, bucketId, path, contentType, result);
+}
+
+/** What a committed write answers, once hosting and the runtime have caught up with it. */
+async function afterWrite(deps: Deps, bucketId: string, path: string, contentType: string, result: { fileId: string; versionId: string; bytes: number }): Promise<WriteFileResult> {
   deps.hostingCache.forgetFile(bucketId, path);
   const deployment = await syncRuntimeSource(deps, bucketId, path);
   return {
@@ -143,13 +163,21 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
     bucketId,
     path,
     contentType,
-    bytes: blob.bytes,
+    bytes: result.bytes,
     versionId: result.versionId,
     ...(deployment ? { deployment } : {}),
   };
 }
 
 const FILE_AT_PATH = 'SELECT * FROM files WHERE bucket_id = ? AND path = ?';
+
+/** A body's chunks as they are read, each reserved against the account's quota before it is passed on. */
+async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncGenerator<Buffer> {
+  for await (const chunk of body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+    reservation.take(chunk.length);
+    yield chunk;
+  }
+}
 
 /** The file's next version, numbered after its last in the same statement. */
 function insertVersion(sql: HotWriter, fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): string {
@@ -226,6 +254,8 @@ export async function restoreFile(
   const versionId = await deps.hotSql.write((sql) => {
     const fresh = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId)!;
     assertExpectedVersion(fresh.current_version_id, input.currentVersionId, 'currentVersionId');
+    // The account references the old version's blob already, so a restore never needs quota.
+    chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);
     const id = insertVersion(sql, fileId, {
       blob_sha256: source.blob_sha256,
       bytes: source.bytes,
@@ -239,4 +269,68 @@ export async function restoreFile(
   deps.hostingCache.forgetFile(file.bucket_id, file.path);
   const deployment = await syncRuntimeSource(deps, file.bucket_id, file.path);
   return { fileId, versionId, restoredFromVersionId: source.id, path: file.path, ...(deployment ? { deployment } : {}) };
+}
+
+/** Versions that are the source a function is served from: deleting one would stop the function. */
+const DEPLOYED_VERSIONS = 'SELECT deployed_version_id FROM functions WHERE deployed_version_id IS NOT NULL';
+
+/** Deletes `versions` of `file` and uncounts them; a deleted file whose last version goes is gone. */
+function removeVersions(sql: HotWriter, accountId: string, file: FileRow, versions: VersionRow[]): number {
+  let freed = 0;
+  for (const version of versions) {
+    sql.run('DELETE FROM file_versions WHERE id = ?', version.id);
+    freed += releaseVersion(sql, accountId, version.blob_sha256);
+  }
+  if (file.current_version_id === null && !sql.get('SELECT 1 FROM file_versions WHERE file_id = ? LIMIT 1', file.id)) {
+    sql.run('DELETE FROM files WHERE id = ?', file.id);
+  }
+  return freed;
+}
+
+/**
+ * Deletes one version of a file for good; its bytes stop counting against the account's storage once
+ * no other version of the account holds the same content. The current version and a version a function
+ * is served from stay: they are what the site serves.
+ */
+export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, versionId: string) {
+  await requireFileById(deps, actor, fileId);
+  const outcome = await deps.hotSql.write((sql) => {
+    const file = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+    const version = file && sql.get<VersionRow>('SELECT * FROM file_versions WHERE id = ? AND file_id = ?', versionId, fileId);
+    if (!file || !version) throw notFound('version');
+    if (file.current_version_id === version.id) {
+      throw conflict('version_in_use', 'this is the file’s current version: write or restore another version, or delete the file, first');
+    }
+    const deployed = sql.get<{ path: string }>('SELECT path FROM functions WHERE deployed_version_id = ?', version.id);
+    if (deployed) throw conflict('version_in_use', `this version is the source ${deployed.path} is served from; deploy a newer version of it first`);
+    return { freed: removeVersions(sql, actor.accountId, file, [version]), blob: version.blob_sha256 };
+  });
+  await releaseBlobs(deps, [outcome.blob]);
+  return { deleted: true as const, fileId, versionId, freedBytes: outcome.freed };
+}
+
+/**
+ * Deletes every version of a file but its current one (none, for a deleted file) and any a function is
+ * served from: what frees the space of a file's history.
+ */
+export async function pruneVersions(deps: Deps, actor: Actor, fileId: string) {
+  await requireFileById(deps, actor, fileId);
+  const outcome = await deps.hotSql.write((sql) => {
+    const file = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+    if (!file) throw notFound('file');
+    const versions = sql.all<VersionRow>(
+      `SELECT * FROM file_versions WHERE file_id = ? AND id IS NOT ? AND id NOT IN (${DEPLOYED_VERSIONS})`,
+      fileId,
+      file.current_version_id,
+    );
+    const freedBytes = removeVersions(sql, actor.accountId, file, versions);
+    return { result: { fileId, deletedVersions: versions.length, freedBytes }, blobs: versions.map((v) => v.blob_sha256) };
+  });
+  await releaseBlobs(deps, outcome.blobs);
+  return outcome.result;
+}
+
+/** Blobs of deleted versions start their time to the sweeper now, not when they were written. */
+async function releaseBlobs(deps: Deps, blobs: string[]): Promise<void> {
+  for (const sha256 of new Set(blobs)) await deps.blobs.touch(sha256);
 }

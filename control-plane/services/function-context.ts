@@ -82,12 +82,18 @@ function serialize(value: unknown): string {
 
 async function write(scope: CallScope, raw: string, text: string, contentType: string) {
   const bytes = Buffer.from(text, 'utf8');
-  const result = await writeFile(scope.deps, scope.actor, scope.site.bucket_id, dataPath(raw), {
-    body: Readable.from([bytes]),
-    contentType,
-    declaredBytes: bytes.length,
-  });
-  return { path: result.path, versionId: result.versionId, bytes: result.bytes };
+  try {
+    const result = await writeFile(scope.deps, scope.actor, scope.site.bucket_id, dataPath(raw), {
+      body: Readable.from([bytes]),
+      contentType,
+      declaredBytes: bytes.length,
+    });
+    return { path: result.path, versionId: result.versionId, bytes: result.bytes };
+  } catch (err) {
+    // The account's quota keeps the code and status it has everywhere, so an uncaught one answers 413.
+    if (err instanceof BerthError && err.code === 'quota_exceeded') throw new CtxError(err.code, err.message, 413);
+    throw err;
+  }
 }
 
 const isParam = (p: unknown): p is SqlParam => p === null || ['string', 'number', 'boolean'].includes(typeof p);

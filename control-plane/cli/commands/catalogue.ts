@@ -48,6 +48,8 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
       { usage: 'rm <path>', operation: 'delete_file', site: 'bucketId', args: ['path'], examples: ['berth files rm web/old.html --site blog'] },
       { usage: 'versions <fileId>', operation: 'list_file_versions', args: ['fileId'], examples: ['berth files versions 5f0c…'] },
       { usage: 'restore <fileId> <versionId>', operation: 'restore_file_version', args: ['fileId', 'versionId'], examples: ['berth files restore 5f0c… 91ab… --current-version-id 77de…'] },
+      { usage: 'rm-version <fileId> <versionId>', operation: 'delete_file_version', args: ['fileId', 'versionId'], examples: ['berth files rm-version 5f0c… 91ab…'] },
+      { usage: 'prune <fileId>', operation: 'prune_file_versions', args: ['fileId'], examples: ['berth files prune 5f0c…'] },
     ],
   },
   {
@@ -65,6 +67,7 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
     commands: [
       { usage: 'create', operation: 'create_database', site: 'siteId', examples: ['berth db create --site blog'] },
       { usage: 'query <sql>', operation: 'query_database', site: 'siteId', database: true, args: ['sql'], examples: ["berth db query 'SELECT count(*) FROM notes' --site blog", "berth db query 'INSERT INTO notes (body) VALUES (?)' --params '[\"hi\"]' --site blog"] },
+      { usage: 'compact', operation: 'compact_database', site: 'siteId', database: true, examples: ['berth db compact --site blog'] },
     ],
   },
 ];

@@ -4,7 +4,7 @@ import { rm, rename } from 'node:fs/promises';
 import { CliError } from '../cli-error.ts';
 import type { CommandDefinition } from '../command.ts';
 import { siteDatabase } from '../database.ts';
-import { formatBytes } from '../format-bytes.ts';
+import { formatBytes } from '../../format-bytes.ts';
 
 interface DatabaseExport {
   id: string;

@@ -15,6 +15,7 @@ const ADMIN_USAGE = `Usage:
   berth admin list-keys --account <accountId> [--json]
   berth admin create-user --email <email> --account <accountId> --role ADMIN|MEMBER --password-stdin [--json]
   berth admin reset-password --email <email> [--json]
+  berth admin set-storage-limit --account <accountId> --bytes <bytes>|default [--json]
   berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--json]
   berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
 Admin commands act on an existing data dir (BERTH_DATA_DIR); --create-data-dir lets them make a new one.
@@ -51,7 +52,7 @@ export const serveCommand: CommandDefinition = {
 
 export const adminCommand: CommandDefinition = {
   usage: 'admin [command...]',
-  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, backup, restore',
+  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, backup, restore',
   examples: [
     'berth admin create-account --name "Team" --plan builder --json',
     'berth admin create-key --account <accountId> --permission WRITE --json',
@@ -59,6 +60,7 @@ export const adminCommand: CommandDefinition = {
     'berth admin list-keys --account <accountId>',
     "printf '%s' \"$PASSWORD\" | berth admin create-user --email ada@example.com --account <accountId> --role ADMIN --password-stdin --json",
     'berth admin reset-password --email ada@example.com',
+    'berth admin set-storage-limit --account <accountId> --bytes 53687091200',
     'berth admin backup /backups/berth-$(date +%F).tar --master-key-passphrase-stdin < /root/berth-passphrase',
     'berth admin restore /backups/berth-2026-11-23.tar --data-dir /var/lib/berth/data --master-key-passphrase-stdin < /root/berth-passphrase',
   ],

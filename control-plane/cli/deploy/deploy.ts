@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import { type ApiClient, encodePath } from '../api-client.ts';
 import { ApiError } from '../cli-error.ts';
-import { formatBytes } from '../format-bytes.ts';
+import { formatBytes } from '../../format-bytes.ts';
 import type { Site } from '../site.ts';
 import { DigestCache } from './digest-cache.ts';
 import { Sha256Sink } from './digest.ts';

@@ -64,6 +64,7 @@ export const databaseRoutes: OperationRoute[] = [
       422: { description: 'a migration failed and was rolled back (migration_failed; details.appliedNames lists what was applied before it)' },
     },
   },
+  { operation: db.compactDatabase, method: 'POST', path: '/v0/sites/:siteId/databases/:databaseId/compact', operationId: 'compactDatabase', tag: 'Databases', ok: 'the size before and after' },
   { operation: db.createDatabaseDeletionChallenge, method: 'POST', path: '/v0/sites/:siteId/databases/:databaseId/deletion-challenges', operationId: 'createDatabaseDeletionChallenge', tag: 'Databases', ok: 'the challenge' },
   {
     operation: db.deleteDatabase,

@@ -61,7 +61,7 @@ export const fileRoutes: AnyRoute[] = [
     responses: {
       200: { description: 'the new version', schema: WriteFileResult },
       409: { description: 'If-Match is not the current version (code "version_conflict")' },
-      413: { description: 'the body exceeds the configured maximum file size (code "file_too_large")' },
+      413: { description: 'the body exceeds the configured maximum file size (code "file_too_large"), or the account’s storage limit (code "quota_exceeded")' },
     },
     handler: async ({ deps, actor, params, ctx }) => {
       if (ctx.querystring !== '') {
@@ -97,6 +97,16 @@ export const fileRoutes: AnyRoute[] = [
       sendBytes(ctx, deps, sha256, { bytes: version.bytes, contentType: version.contentType, fileId: params.fileId, versionId: version.id });
     },
   }),
+  {
+    operation: files.deleteFileVersion,
+    method: 'DELETE',
+    path: '/v0/files/:fileId/versions/:versionId',
+    operationId: 'deleteFileVersion',
+    tag: 'Files',
+    ok: 'the deleted version and the bytes it freed',
+    errors: { 409: { description: 'the version is current, or a function is served from it (code "version_in_use")' } },
+  },
+  { operation: files.pruneFileVersions, method: 'DELETE', path: '/v0/files/:fileId/versions', operationId: 'pruneFileVersions', tag: 'Files', ok: 'how many versions went and the bytes they freed' },
   {
     operation: files.restoreFileVersion,
     method: 'POST',

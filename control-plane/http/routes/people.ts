@@ -10,7 +10,7 @@ const USERS = 'People (signed-in users)';
 const withInvitationUrl = (output: { path: string }, origin: string) => ({ ...output, url: `${origin}${output.path}` });
 
 export const peopleRoutes: OperationRoute[] = [
-  { operation: people.getUsage, method: 'GET', path: '/v0/accounts/current/usage', operationId: 'getUsage', tag: 'Accounts', ok: 'model calls today against the allowance' },
+  { operation: people.getUsage, method: 'GET', path: '/v0/accounts/current/usage', operationId: 'getUsage', tag: 'Accounts', ok: 'model calls today against the allowance, stored bytes against the storage limit' },
   { operation: people.listApiKeys, method: 'GET', path: '/v0/keys', operationId: 'listApiKeys', tag: USERS, ok: 'the account’s API keys' },
   { operation: people.createApiKey, method: 'POST', path: '/v0/keys', operationId: 'createApiKey', tag: USERS, status: 201, ok: 'the key, with its secret this once' },
   { operation: people.revokeApiKey, method: 'DELETE', path: '/v0/keys/:keyId', operationId: 'revokeApiKey', tag: USERS, ok: 'the revoked key' },

@@ -1,0 +1,150 @@
+// How many bytes an account's files hold, and how many they may. Usage counts each blob the account's
+// file versions reference once, however many versions or files share it: the `account_blobs` rows and
+// `accounts.storage_used_bytes` change in the same transaction as the versions themselves (see
+// chargeVersion and releaseVersion), so the count is never off and a quota check is one row read.
+//
+// Uploads in flight are not in the metadata yet: each holds a reservation of the bytes it has read so
+// far, and a write is refused once committed and reserved bytes together would pass the limit. So
+// concurrent uploads cannot together store more than the account has left, even as blobs nobody
+// ends up referencing.
+import { BerthError, notFound } from '../errors.ts';
+import { formatBytes } from '../format-bytes.ts';
+import type { Config } from '../config.ts';
+import type { HotStatements, HotWriter } from '../db/hot-statements.ts';
+import type { Plan } from './accounts.ts';
+import type { Store } from './deps.ts';
+
+/** Plans whose accounts store without a limit, like their sites. */
+const UNLIMITED_PLANS: ReadonlySet<Plan> = new Set(['platform-admin']);
+
+interface QuotaRow {
+  plan: Plan;
+  storage_used_bytes: number;
+  storage_limit_bytes: number | null;
+}
+
+export interface StorageUsage {
+  usedBytes: number;
+  /** null: no limit. */
+  limitBytes: number | null;
+}
+
+const ACCOUNT_QUOTA = 'SELECT plan, storage_used_bytes, storage_limit_bytes FROM accounts WHERE id = ?';
+
+/** The limit of an account: the operator's own for it, or its plan's. */
+export function storageLimit(config: Pick<Config, 'accountStorageBytes'>, row: Pick<QuotaRow, 'plan' | 'storage_limit_bytes'>): number | null {
+  if (row.storage_limit_bytes !== null) return row.storage_limit_bytes;
+  return UNLIMITED_PLANS.has(row.plan) ? null : config.accountStorageBytes;
+}
+
+export function quotaExceeded(usage: { usedBytes: number; limitBytes: number }, neededBytes: number): BerthError {
+  return new BerthError(
+    'quota_exceeded',
+    `this account stores ${formatBytes(usage.usedBytes)} of its ${formatBytes(usage.limitBytes)} limit, and the write needs ${formatBytes(neededBytes)} more: ` +
+      'delete old file versions (DELETE /v0/files/:fileId/versions) or files to free space, or ask the operator for a higher limit',
+    { usedBytes: usage.usedBytes, limitBytes: usage.limitBytes, neededBytes },
+  );
+}
+
+/**
+ * Counts a new version of `sha256` against the account, inside the transaction that inserts it. A blob
+ * the account already references costs nothing; a new one is refused past the limit.
+ */
+export function chargeVersion(sql: HotWriter, config: Pick<Config, 'accountStorageBytes'>, accountId: string, sha256: string, bytes: number): void {
+  const held = sql.run('UPDATE account_blobs SET versions = versions + 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+  if (held.changes > 0) return;
+  const account = sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId)!;
+  const limit = storageLimit(config, account);
+  if (limit !== null && account.storage_used_bytes + bytes > limit) {
+    throw quotaExceeded({ usedBytes: account.storage_used_bytes, limitBytes: limit }, bytes);
+  }
+  sql.run('INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1)', accountId, sha256, bytes);
+  sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ?', bytes, accountId);
+}
+
+/** Uncounts a deleted version, inside the transaction that deletes it; returns the bytes it freed. */
+export function releaseVersion(sql: HotWriter, accountId: string, sha256: string): number {
+  const row = sql.get<{ bytes: number; versions: number }>('SELECT bytes, versions FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+  if (!row) return 0;
+  if (row.versions > 1) {
+    sql.run('UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+    return 0;
+  }
+  sql.run('DELETE FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+  sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes - ? WHERE id = ?', row.bytes, accountId);
+  return row.bytes;
+}
+
+/**
+ * The operator's limit for one account (`null`: its plan's again); answers what it stores and may store.
+ * A lower limit than what is stored refuses new bytes and keeps everything stored.
+ */
+export async function setStorageLimit(store: Store, config: Pick<Config, 'accountStorageBytes'>, accountId: string, limitBytes: number | null): Promise<StorageUsage> {
+  const changed = await store.db('accounts').where({ id: accountId }).update({ storage_limit_bytes: limitBytes });
+  if (changed === 0) throw notFound('account');
+  const row = (await store.db('accounts').where({ id: accountId }).first('plan', 'storage_used_bytes', 'storage_limit_bytes')) as QuotaRow;
+  return { usedBytes: Number(row.storage_used_bytes), limitBytes: storageLimit(config, row) };
+}
+
+/** Every account's usage, for the metrics. */
+export async function storageByAccount(store: Pick<Store, 'db'>, config: Pick<Config, 'accountStorageBytes'>) {
+  const rows = (await store.db('accounts').orderBy('id').select('id', 'plan', 'storage_used_bytes', 'storage_limit_bytes')) as Array<QuotaRow & { id: string }>;
+  return rows.map((row) => ({ accountId: row.id, usedBytes: Number(row.storage_used_bytes), limitBytes: storageLimit(config, row) }));
+}
+
+/** Bytes held by uploads in flight, per account; see the file's header. */
+export class StorageQuota {
+  readonly #reserved = new Map<string, number>();
+
+  constructor(
+    readonly config: Pick<Config, 'accountStorageBytes'>,
+    readonly hotSql: Pick<HotStatements, 'get'>,
+  ) {}
+
+  /** What the account's versions hold now, and its limit. */
+  usage(accountId: string): StorageUsage {
+    const row = this.hotSql.get<QuotaRow>(ACCOUNT_QUOTA, accountId);
+    if (!row) return { usedBytes: 0, limitBytes: this.config.accountStorageBytes };
+    return { usedBytes: row.storage_used_bytes, limitBytes: storageLimit(this.config, row) };
+  }
+
+  /** A reservation for one upload of the account; release it whatever happens to the upload. */
+  reserve(accountId: string): Reservation {
+    return new Reservation(this, accountId);
+  }
+
+  /** Adds `bytes` to the account's reservations, or throws quota_exceeded if they would not fit. */
+  take(accountId: string, bytes: number): void {
+    const usage = this.usage(accountId);
+    const reserved = this.#reserved.get(accountId) ?? 0;
+    if (usage.limitBytes !== null && usage.usedBytes + reserved + bytes > usage.limitBytes) {
+      throw quotaExceeded({ usedBytes: usage.usedBytes + reserved, limitBytes: usage.limitBytes }, bytes);
+    }
+    this.#reserved.set(accountId, reserved + bytes);
+  }
+
+  give(accountId: string, bytes: number): void {
+    const left = (this.#reserved.get(accountId) ?? 0) - bytes;
+    if (left > 0) this.#reserved.set(accountId, left);
+    else this.#reserved.delete(accountId);
+  }
+}
+
+export class Reservation {
+  #held = 0;
+
+  constructor(
+    readonly quota: StorageQuota,
+    readonly accountId: string,
+  ) {}
+
+  take(bytes: number): void {
+    this.quota.take(this.accountId, bytes);
+    this.#held += bytes;
+  }
+
+  release(): void {
+    this.quota.give(this.accountId, this.#held);
+    this.#held = 0;
+  }
+}
