@@ -60,7 +60,36 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     await migrationsSection(dbPath),
     isAdmin() ? await exportsSection(dbPath) : null,
     isAdmin() ? deleteSection(site, dbPath, () => render(root, route)) : null,
+    sizeSection(dbPath, database),
     h('p', { class: 'hint' }, 'Database ', h('span', { class: 'mono' }, database.id), ' · ', badge(database.status), ' · created ', time(database.createdAt)),
+  );
+}
+
+/** The space the database takes against its limit, and compaction. */
+function sizeSection(dbPath: string, database: Database): HTMLElement {
+  const status = statusLine();
+  const size = h('p', { class: 'big-number' }, `${formatBytes(database.sizeBytes)} of ${formatBytes(database.maxBytes)}`);
+  return h(
+    'section',
+    { class: 'card' },
+    h('h2', null, 'Size'),
+    size,
+    h('meter', { min: 0, max: database.maxBytes, value: database.sizeBytes, high: database.maxBytes * 0.8, optimum: 0, 'aria-label': 'Database size against its limit' }),
+    h('p', { class: 'hint' }, 'Writes past the limit fail with database_full. Space freed by deleted rows is given back by itself; compacting rewrites the database without any free space, and the site’s queries wait while it runs.'),
+    h(
+      'div',
+      { class: 'actions' },
+      actionButton(
+        'Compact',
+        async () => {
+          const done = await api<{ bytesBefore: number; bytesAfter: number }>('POST', `${dbPath}/compact`);
+          size.textContent = `${formatBytes(done.bytesAfter)} of ${formatBytes(database.maxBytes)}`;
+          status.note(`Compacted: ${formatBytes(done.bytesBefore)} → ${formatBytes(done.bytesAfter)}.`);
+        },
+        { status },
+      ),
+    ),
+    status.el,
   );
 }
 

@@ -106,6 +106,8 @@ export interface SecretAccessLog {
 export interface Database {
   id: string;
   status: 'PROVISIONING' | 'READY';
+  sizeBytes: number;
+  maxBytes: number;
   createdAt: string;
   updatedAt: string;
 }
