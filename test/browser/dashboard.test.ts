@@ -1,8 +1,9 @@
 // The dashboard in a real browser (Debian's Chromium, driven by playwright-core), against a real server:
 // sign in, make a site, upload its page with the file picker and read it at its own host, make it
 // PRIVATE and pass the gate in a fresh browser, a non-member's 403, a WRITE key made here and used
-// with the API, a secret revealed and its DASHBOARD entry in the access log, a query's table, a
-// phone's width, and sign-out. BERTH_SCREENSHOTS=1 also writes docs/screenshots/*.png.
+// with the API, a secret revealed and its DASHBOARD entry in the access log, a query's table, stored
+// bytes on the Usage page and an old version deleted, a database's size and compaction, a phone's
+// width, and sign-out. BERTH_SCREENSHOTS=1 also writes docs/screenshots/*.png.
 import test from 'ava';
 import got from 'got';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -226,6 +227,38 @@ test.serial('files dropped on the upload box are uploaded into the folder shown'
   const stored = await t0.owner.api.get(`v0/buckets/${(await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>()).bucketId}/objects/web/dropped.html`, { responseType: 'text' });
   t.is(stored.body, '<p>dropped</p>');
   t.regex(stored.headers['content-type']!, /^text\/html/);
+});
+
+test.serial('Usage shows what the account stores; deleting an old version from a file’s history frees it; the database page shows its size and compacts', async (t) => {
+  const { bucketId } = await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>();
+  const write = (fill: number) => t0.owner.api.put(`v0/buckets/${bucketId}/objects/web/big.bin`, { body: Buffer.alloc(300 * 1024, fill) });
+  t.is((await write(1)).statusCode, 200);
+  t.is((await write(2)).statusCode, 200);
+
+  // The owner's account is on the platform-admin plan: no limit, so the page shows the bytes alone.
+  const usedBytes = async () => (await t0.owner.read.get('v0/accounts/current/usage').json<{ usage: { storage: { usedBytes: number } } }>()).usage.storage.usedBytes;
+  const shown = async () => {
+    await page.goto(dashboard('#/usage'));
+    const card = page.getByRole('heading', { name: 'Storage' }).locator('..');
+    await card.getByText('This account has no storage limit.', { exact: false }).waitFor();
+    return card.locator('.big-number').textContent();
+  };
+  const before = { bytes: await usedBytes(), text: await shown() };
+
+  await page.goto(dashboard(`#/sites/${site.id}/files?prefix=web/`));
+  await page.getByRole('button', { name: 'Versions of web/big.bin' }).click();
+  // The confirmation is answered yes (a real dialog would count as a tenant string run as HTML).
+  await page.evaluate('window.confirm = () => true');
+  await page.getByRole('button', { name: /^Delete version / }).click();
+  await page.getByText('freeing 300 KiB').waitFor();
+  t.is(await usedBytes(), before.bytes - 300 * 1024);
+  t.not(await shown(), before.text);
+
+  await page.goto(dashboard(`#/sites/${site.id}/database`));
+  await page.getByRole('meter', { name: 'Database size against its limit' }).waitFor();
+  await page.getByText(/of 1\.0 GiB/).waitFor();
+  await page.getByRole('button', { name: 'Compact' }).click();
+  await page.getByText(/^Compacted: /).waitFor();
 });
 
 test.serial('at a phone’s width the main pages do not scroll sideways', async (t) => {
