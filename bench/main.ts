@@ -49,6 +49,7 @@ import {
 } from './harness.ts';
 import type { LoadTarget } from './load-worker.ts';
 import { aims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
+import { usesNodeApiDriver } from '../storage/sqlite-driver.js';
 
 function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
   const raw = process.env[name];
@@ -165,7 +166,7 @@ function versions() {
     node: process.version.slice(1),
     deno,
     autocannon: pkg('autocannon'),
-    betterSqlite3: pkg('better-sqlite3'),
+    betterSqlite3: pkg(usesNodeApiDriver ? 'better-sqlite3-napi' : 'better-sqlite3'),
     berthCommit: git('rev-parse', '--short', 'HEAD'),
     // Whether the server's own code (not the benchmark or the docs) differs from that commit.
     berthTreeClean: git('status', '--porcelain', '--', 'control-plane', 'runtime-host', 'storage', 'deno-shim', 'package.json', 'package-lock.json') === '',

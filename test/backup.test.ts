@@ -9,7 +9,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
-import Database from 'better-sqlite3';
+import Database from '../storage/sqlite-driver.js';
 import { migrationSource } from '../control-plane/db/migrations.ts';
 import { createBackup, restoreBackup } from '../storage/backup/index.ts';
 import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';

@@ -6,7 +6,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import Database from 'better-sqlite3';
+import Database from '../storage/sqlite-driver.js';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');

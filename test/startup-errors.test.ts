@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import test from 'ava';
-import knexFactory from 'knex';
+import Database from '../storage/sqlite-driver.js';
 import { makeDataDir } from './helpers/berth.ts';
 import { runBerth, startServe } from './helpers/process.ts';
 
@@ -48,9 +48,9 @@ test('a data dir a newer Berth migrated is left alone', async (t) => {
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   first.child.kill('SIGTERM');
   t.is(await first.exited, 0);
-  const db = knexFactory({ client: 'better-sqlite3', connection: { filename: path.join(dataDir, 'meta.sqlite') }, useNullAsDefault: true });
-  await db('knex_migrations').insert({ name: '9999_from_the_future', batch: 99, migration_time: new Date() });
-  await db.destroy();
+  const db = new Database(path.join(dataDir, 'meta.sqlite'));
+  db.prepare('INSERT INTO knex_migrations (name, batch, migration_time) VALUES (?, ?, ?)').run('9999_from_the_future', 99, Date.now());
+  db.close();
   const run = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
   t.is(run.code, 1);
   t.regex(run.stderr, /^berth: the data dir .* was last used by a newer Berth \(its metadata has schema step 9999_from_the_future, unknown to .*\): run that version or a newer one/);

@@ -1,13 +1,24 @@
 // Opens the metadata database (meta.sqlite) and brings its schema up to date.
 import fs from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import knexFactory, { type Knex } from 'knex';
+import Database from '../../storage/sqlite-driver.js';
 import { migrationSource } from './migrations.ts';
 import { StartupError } from '../startup-error.ts';
 import { VERSION } from '../version.ts';
 
 export type Db = Knex;
+
+/** Knex's better-sqlite3 client, on the driver this Node can run (storage/sqlite-driver.js). */
+const KnexBetterSqlite3 = createRequire(import.meta.url)('knex/lib/dialects/better-sqlite3/index.js') as typeof Knex.Client;
+class MetadataClient extends KnexBetterSqlite3 {
+  // Knex's own types leave out the hook its clients load their driver with.
+  _driver() {
+    return Database;
+  }
+}
 
 /** A data dir a newer Berth has migrated is left alone: this version cannot know what its schema means. */
 async function refuseNewerSchema(db: Db, dataDir: string): Promise<void> {
@@ -34,7 +45,7 @@ export async function openMetaDb(dataDir: string): Promise<Db> {
   // failing (the server's thread waits with it, but admin commands hold the lock for milliseconds);
   // synchronous=FULL makes every commit durable before it returns.
   const db = knexFactory({
-    client: 'better-sqlite3',
+    client: MetadataClient,
     connection: { filename },
     useNullAsDefault: true,
     pool: {

@@ -8,7 +8,8 @@
 // Writes borrow Knex's one connection from its pool, so they can never land inside a transaction
 // Knex has open, and run as one synchronous IMMEDIATE transaction: no other work can interleave. Their
 // commit is made durable by a shared fdatasync off the event loop (wal-sync.ts) before they resolve.
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from '../../storage/sqlite-driver.js';
 import type { Db } from './connection.ts';
 import { WalSync } from './wal-sync.ts';
 
@@ -18,16 +19,16 @@ type Param = string | number | bigint | null | Buffer;
 export interface HotWriter {
   get<T>(sql: string, ...params: Param[]): T | undefined;
   all<T>(sql: string, ...params: Param[]): T[];
-  run(sql: string, ...params: Param[]): Database.RunResult;
+  run(sql: string, ...params: Param[]): BetterSqlite3.RunResult;
 }
 
 /** One connection's statements, each prepared the first time its SQL text runs. */
 class StatementCache implements HotWriter {
-  readonly #statements = new Map<string, Database.Statement>();
+  readonly #statements = new Map<string, BetterSqlite3.Statement>();
 
-  constructor(readonly connection: Database.Database) {}
+  constructor(readonly connection: BetterSqlite3.Database) {}
 
-  #statement(sql: string): Database.Statement {
+  #statement(sql: string): BetterSqlite3.Statement {
     let statement = this.#statements.get(sql);
     if (!statement) {
       statement = this.connection.prepare(sql);
@@ -44,7 +45,7 @@ class StatementCache implements HotWriter {
     return this.#statement(sql).all(...params) as T[];
   }
 
-  run(sql: string, ...params: Param[]): Database.RunResult {
+  run(sql: string, ...params: Param[]): BetterSqlite3.RunResult {
     return this.#statement(sql).run(...params);
   }
 }
@@ -74,7 +75,7 @@ export class HotStatements {
    * and resolves once the commit is on disk.
    */
   async write<T>(work: (writer: HotWriter) => T): Promise<T> {
-    const connection = (await this.#knex.client.acquireConnection()) as Database.Database;
+    const connection = (await this.#knex.client.acquireConnection()) as BetterSqlite3.Database;
     let result: T;
     try {
       if (this.#writes?.connection !== connection) this.#writes = new StatementCache(connection);

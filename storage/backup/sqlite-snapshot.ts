@@ -12,7 +12,8 @@
 // had worked. The source's busy timeout is therefore the bound itself: a step that comes back without
 // progress after waiting that long found the source locked all along.
 import fs from 'node:fs';
-import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import Database from '../sqlite-driver.js';
 
 export interface SnapshotOptions {
   /** Pages copied per step before falling back to one step (default 1000, 4 MB at SQLite's default page size). */
@@ -49,7 +50,7 @@ export async function snapshotDatabase(source: string, dest: string, options: Sn
   const busyMs = options.busyMs ?? 30_000;
   const locked = () => new Error(`${source} stayed locked for more than ${busyMs} ms`);
 
-  let db: Database.Database;
+  let db: BetterSqlite3.Database;
   try {
     db = new Database(source, { fileMustExist: true, timeout: busyMs });
   } catch (err) {
@@ -106,9 +107,9 @@ export function openSnapshot(file: string): SnapshotDb {
 
 /** A snapshot's connection, with the few statements the backup runs on it. */
 export class SnapshotDb {
-  readonly #db: Database.Database;
+  readonly #db: BetterSqlite3.Database;
 
-  constructor(db: Database.Database) {
+  constructor(db: BetterSqlite3.Database) {
     this.#db = db;
   }
 
