@@ -75,9 +75,51 @@ test('a member signs in through the gate and reads the site; the token works onc
   const forOther = onSite((await signInFor('member@example.com', site)).headers.location!);
   t.is((await t0.site(other.subdomain).get(forOther.path)).statusCode, 400, 'a token is bound to its site');
 
-  const out = await t0.site(site.subdomain).get('_berth/logout', { headers: { cookie: pair } });
+  const out = await signOutOf(site.subdomain, pair);
   t.is(out.statusCode, 303);
+  t.is(out.headers.location, '/');
+  t.regex(cookie(out, '_berth_session')!, /expires=Thu, 01 Jan 1970/i);
   t.is((await t0.site(site.subdomain).get('', { headers: { cookie: pair } })).statusCode, 401, 'signed out of the site');
+});
+
+/** What the sign-out page's button does: POST the anti-forgery token the page holds. */
+async function signOutOf(subdomain: string, pair: string) {
+  const form = await t0.site(subdomain).get('_berth/logout', { headers: { cookie: pair } });
+  const csrf = /name="csrf" value="([^"]+)"/.exec(form.body)![1]!;
+  return t0.site(subdomain).post('_berth/logout', { headers: { cookie: pair }, form: { csrf } });
+}
+
+test('another page cannot sign a visitor out: a GET shows a button, a POST needs the token of that page', async (t) => {
+  const site = await privateSite();
+  await createUser(t0.berth.deps, { email: 'visitor@example.com', accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
+  const { path } = onSite((await signInFor('visitor@example.com', site)).headers.location!);
+  const pair = cookie(await t0.site(site.subdomain).get(path), '_berth_session')!.split(';')[0]!;
+  const signedIn = async () => (await t0.site(site.subdomain).get('', { headers: { cookie: pair } })).statusCode === 200;
+
+  // What an <img src> or a link on any page makes the browser send.
+  const shown = await t0.site(site.subdomain).get('_berth/logout', { headers: { cookie: pair } });
+  t.is(shown.statusCode, 200);
+  t.regex(shown.body, /<form method="post" action="\/_berth\/logout">/);
+  t.regex(shown.headers['content-security-policy'] as string, /form-action 'self'/);
+  t.true(await signedIn(), 'a GET signs nobody out');
+
+  // A form of another page, which cannot read the token.
+  const noToken = await t0.site(site.subdomain).post('_berth/logout', { headers: { cookie: pair }, form: {} });
+  t.is(noToken.statusCode, 403);
+  const wrongToken = await t0.site(site.subdomain).post('_berth/logout', { headers: { cookie: pair }, form: { csrf: 'x'.repeat(43) } });
+  t.is(wrongToken.statusCode, 403);
+  const csrf = /name="csrf" value="([^"]+)"/.exec(shown.body)![1]!;
+  const otherOrigin = await t0.site(site.subdomain).post('_berth/logout', { headers: { cookie: pair, origin: 'http://evil.example' }, form: { csrf } });
+  t.is(otherOrigin.statusCode, 403);
+  t.is(JSON.parse(otherOrigin.body).error.code, 'forbidden');
+  t.true(await signedIn(), 'still signed in after every forged sign-out');
+
+  t.is((await t0.site(site.subdomain).put('_berth/logout', { headers: { cookie: pair } })).statusCode, 405);
+  t.is((await signOutOf(site.subdomain, pair)).statusCode, 303);
+  t.false(await signedIn());
+  // Signed out, the page says so, and a POST without a session just goes home.
+  t.regex((await t0.site(site.subdomain).get('_berth/logout')).body, /not signed in/);
+  t.is((await t0.site(site.subdomain).post('_berth/logout', { form: {} })).statusCode, 303);
 });
 
 test('a signed-in non-member gets a 403 page, not the site', async (t) => {

@@ -14,7 +14,7 @@ import { INVITATION_PATH, type OpenInvitation, acceptInvitation, openInvitation 
 import { createSiteToken } from '../services/site-sessions.ts';
 import { CONSOLE_COOKIE, sessionCookie, sitePath } from './session-cookies.ts';
 import { escapeHtml } from './pages.ts';
-import { readBody } from './read-body.ts';
+import { readForm, sameOrigin } from './forms.ts';
 
 const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -51,26 +51,6 @@ function loginPage(ctx: Koa.Context, status: number, message = '', email = '', b
     // Signing in for a private site ends in a redirect to the site's host, which form-action governs too.
     back.site && siteHost ? CSP.replace("form-action 'self'", `form-action 'self' *.${siteHost}:*`) : CSP,
   );
-}
-
-/** A POST from a page of another site is refused: browsers always say where a cross-site POST comes from. */
-function sameOrigin(ctx: Koa.Context): void {
-  const origin = ctx.get('Origin');
-  if (origin && origin !== `${ctx.protocol}://${ctx.host}`) throw new BerthError('forbidden', 'a request from another site cannot sign in or out here');
-}
-
-async function readForm(ctx: Koa.Context, deps: Deps): Promise<Record<string, string>> {
-  const raw = (await readBody(ctx, deps.config.maxJsonBytes, () => new BerthError('payload_too_large', 'the form is too large'))).toString('utf8');
-  if (ctx.is('application/json')) {
-    try {
-      const value = JSON.parse(raw) as unknown;
-      if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, typeof v === 'string' ? v : '']));
-    } catch {
-      // Reported below, as for any body that is not a form.
-    }
-    throw new BerthError('invalid_json', 'the request body is not a JSON object');
-  }
-  return Object.fromEntries(new URLSearchParams(raw));
 }
 
 /** A new token at every sign-in: a session id planted before it is worth nothing after. */

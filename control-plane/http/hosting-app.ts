@@ -12,7 +12,10 @@ import { requestContext } from './middleware/request-context.ts';
 import { applyProxySetting } from './proxy.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
 import { sessionCookie, sitePath } from './session-cookies.ts';
-import { badRequestPage, linkExpiredPage, noSitePage, notFoundPage } from './pages.ts';
+import { badRequestPage, forbiddenPage, linkExpiredPage, noSitePage, notFoundPage, signOutPage } from './pages.ts';
+import { readForm, sameOrigin } from './forms.ts';
+import { csrfToken } from '../services/sessions.ts';
+import { safeEqual } from '../services/safe-equal.ts';
 import { endSiteSession, exchangeSiteToken } from '../services/site-sessions.ts';
 import { siteSubdomain, webSegments } from './site-paths.ts';
 
@@ -23,7 +26,7 @@ function sendPage(ctx: Koa.Context, status: number, html: string): void {
   ctx.body = html;
 }
 
-/** The platform's own routes on a site host: /_berth/session (sign-in) and /_berth/logout. */
+/** The platform's own routes on a site host: /_berth/session (sign-in) and /_berth/logout (sign-out). */
 async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route: string): Promise<void> {
   if (route === 'session' && ctx.method === 'GET') {
     let session: string;
@@ -38,14 +41,37 @@ async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route:
     ctx.status = 303;
     return ctx.redirect(sitePath(ctx.query.next));
   }
-  if (route === 'logout') {
-    const token = ctx.cookies.get(SESSION_COOKIE);
-    if (token) await endSiteSession(deps, token);
-    ctx.cookies.set(SESSION_COOKIE, null, sessionCookie(ctx.protocol));
-    ctx.status = 303;
-    return ctx.redirect('/');
-  }
+  if (route === 'logout') return signOut(ctx, deps);
   sendPage(ctx, 404, notFoundPage);
+}
+
+/** The page of the sign-out form, which allows nothing but posting it to this host. */
+const SIGN_OUT_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/**
+ * GET /_berth/logout shows a button; POST signs out, with the session's anti-forgery token from that
+ * page (which pages of other sites cannot read) and not from another site's page (its Origin).
+ */
+async function signOut(ctx: Koa.Context, deps: Deps): Promise<void> {
+  const token = ctx.cookies.get(SESSION_COOKIE) ?? null;
+  if (ctx.method === 'GET' || ctx.method === 'HEAD') {
+    ctx.set({ 'Content-Security-Policy': SIGN_OUT_CSP, 'Referrer-Policy': 'same-origin', 'X-Content-Type-Options': 'nosniff' });
+    return sendPage(ctx, 200, signOutPage(token === null ? null : csrfToken(deps, token)));
+  }
+  if (ctx.method !== 'POST') {
+    ctx.set('Allow', 'GET, HEAD, POST');
+    throw new BerthError('method_not_allowed', 'sign out with the form at GET /_berth/logout');
+  }
+  sameOrigin(ctx);
+  if (token !== null) {
+    if (!safeEqual((await readForm(ctx, deps)).csrf ?? '', csrfToken(deps, token))) {
+      return sendPage(ctx, 403, forbiddenPage);
+    }
+    await endSiteSession(deps, token);
+  }
+  ctx.cookies.set(SESSION_COOKIE, null, sessionCookie(ctx.protocol));
+  ctx.status = 303;
+  ctx.redirect('/');
 }
 
 export function createHostingApp(deps: Deps): Koa {
