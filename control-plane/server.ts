@@ -1,7 +1,7 @@
 // Starts a Berth instance: composes it (compose.ts), listens on one port and dispatches each request by
 // its Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { compose } from './compose.ts';
 import type { Config } from './config.ts';
 import { createApiApp } from './http/api-app.ts';
@@ -18,8 +18,8 @@ import { requestHost } from './http/proxy.ts';
 import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
 
-/** How long keep-alive connections idle at shutdown may still bring in a request already sent. */
-const IDLE_LINGER_MS = 1000;
+/** How long a stopping server goes on accepting connections, and idle ones may bring in a request already sent. */
+const ACCEPT_LINGER_MS = 1000;
 
 export interface Berth {
   /** Control-plane base URL as bound, e.g. http://127.0.0.1:8080 */
@@ -120,17 +120,16 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const close = () => {
     closed ??= (async () => {
       closing = true;
-      // Stop listening, but not as http.Server.close() does, which also drops every keep-alive
-      // connection idle at this instant: a request a client has just sent on one, not yet read by a
-      // busy event loop, would be reset. Idle connections get a moment to bring such a request in
-      // (answered with Connection: close); after it, each one is closed as soon as it is idle.
-      const drained = new Promise<void>((resolve) => net.Server.prototype.close.call(server, () => resolve()));
+      // Go on accepting for a moment before closing the listener: connections a client opened just
+      // before the signal may still wait in the kernel's accept queue of a busy server, and closing
+      // the listener would reset them. Meanwhile every answer says Connection: close. Then the
+      // listener closes (and with it the connections idle now), and each other one as soon as it is idle.
+      const drained = new Promise<void>((resolve) => server.once('close', () => resolve()));
       let sweep: NodeJS.Timeout | undefined;
       const linger = setTimeout(() => {
-        // http.Server.close() now: the idle connections go, and so does its own timer of header timeouts.
         server.close();
         sweep = setInterval(() => server.closeIdleConnections(), 50);
-      }, Math.min(IDLE_LINGER_MS, config.shutdownGraceMs));
+      }, Math.min(ACCEPT_LINGER_MS, config.shutdownGraceMs));
       const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       metrics?.close();
       await drained;
