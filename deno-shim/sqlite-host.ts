@@ -205,22 +205,64 @@ function prepared(sql: string, as: Mode): StatementSync {
   return statement;
 }
 
+/** A row's size as JSON, roughly and never much below it: what measure() adds up. */
+function estimatedBytes(row: Record<string, unknown>): number {
+  let bytes = 2;
+  for (const column in row) {
+    const value = row[column];
+    bytes += column.length + 4;
+    if (typeof value === 'string') bytes += value.length;
+    else if (value instanceof Uint8Array) bytes += Math.ceil(value.length / 3) * 4 + 12;
+    else bytes += 24;
+  }
+  return bytes;
+}
+
+const MEASURE = { begin: db.prepare('SAVEPOINT berth_measure'), undo: db.prepare('ROLLBACK TO berth_measure'), end: db.prepare('RELEASE berth_measure') };
+
 /**
- * Runs one statement and returns its outcome as JSON text, each row serialised once. A result past
- * the cap is refused; one too large even to read stops this process at its heap limit, and nothing else.
+ * Streams a statement's rows once, keeping none, and refuses it as too large as soon as they pass the
+ * cap: all(), which reports errors, builds every row at once, and a result of millions of rows would
+ * stop this process at its heap limit. Whatever the statement wrote is undone; it runs again for real.
+ * (iterate() alone will not do: Deno 2.9's ends quietly on an error instead of throwing it.)
+ */
+function measure(query: StatementSync, params: ReturnType<typeof bind>, as: Mode): void {
+  // The savepoint is Berth's own statement, run outside the tenant's rights; the rows are the tenant's.
+  MEASURE.begin.run();
+  try {
+    confined(as, () => {
+      let bytes = 0;
+      for (const row of query.iterate(...params)) {
+        bytes += estimatedBytes(row as Record<string, unknown>);
+        if (bytes > MAX_RESULT_BYTES) throw tooLarge();
+      }
+    });
+  } finally {
+    MEASURE.undo.run();
+    MEASURE.end.run();
+  }
+}
+
+const tooLarge = () => new Failure('too_large', `the result is larger than ${MAX_RESULT_BYTES} bytes; select fewer rows or columns`);
+
+/**
+ * Runs one statement and returns its outcome as JSON text, each row serialised once. A statement that
+ * returns rows is measured first (see measure), so a result past the cap is refused before it is built.
  */
 function execute(statement: Statement, as: Mode): string {
   const started = performance.now();
   const before = (counters.get() as { n: number }).n;
-  // all(), not iterate(): Deno 2.9's iterate() ends quietly on an error instead of throwing it.
-  const read = confined(as, () => prepared(statement.sql, as).all(...bind(statement.params)));
+  const params = bind(statement.params);
+  const query = confined(as, () => prepared(statement.sql, as));
+  if (query.columns().length > 0) measure(query, params, as);
+  const read = confined(as, () => query.all(...params));
   const rows: string[] = [];
   let bytes = 0;
   for (const row of read) {
     const fields = Object.entries(row as Record<string, unknown>).map(([column, value]) => `${JSON.stringify(column)}:${encodeValue(column, value)}`);
     const text = `{${fields.join(',')}}`;
     bytes += text.length;
-    if (bytes > MAX_RESULT_BYTES) throw new Failure('too_large', `the result is larger than ${MAX_RESULT_BYTES} bytes; select fewer rows or columns`);
+    if (bytes > MAX_RESULT_BYTES) throw tooLarge();
     rows.push(text);
   }
   const after = counters.get() as { n: number; id: number };

@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
 import { type TestAccount, type TestBerth, createSite, deployFixture, json, startTestBerth } from '../helpers/berth.ts';
+import { processesMentioning } from '../helpers/process.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -243,6 +244,32 @@ test('results and values are bounded: no statement can flood memory', async (t) 
   const many = await query('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000) SELECT x, hex(zeroblob(500)) AS filler FROM c');
   t.is(many.body.errors[0]?.code, 'result_too_large');
   t.true((await query('SELECT 1 AS one')).body.success);
+  await other.answers(t);
+});
+
+test('a result too large to hold in memory is refused as result_too_large before it is built; the database process survives', async (t) => {
+  const other = await bystander();
+  const { site, query } = await siteWithDatabase();
+  await query('CREATE TABLE kept (v TEXT)');
+  await query("INSERT INTO kept VALUES ('before')");
+  const pidBefore = processesMentioning(path.join(t0.dataDir, 'sites', site.id));
+  // Millions of small rows: tiny as JSON row by row, far past the database process's heap built whole.
+  const rows = await query('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT x FROM c');
+  t.is(rows.status, 400);
+  t.is(rows.body.errors[0]?.code, 'result_too_large');
+  // One value as large as SQLite allows, and the same from a write that returns what it wrote.
+  const value = await query("SELECT zeroblob(60 * 1024 * 1024) AS b");
+  t.is(value.body.errors[0]?.code, 'result_too_large');
+  const returning = await query("INSERT INTO kept SELECT printf('%.*c', 1000, 'x') FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) SELECT x FROM c) RETURNING v");
+  t.is(returning.body.errors[0]?.code, 'result_too_large');
+  t.deepEqual((await query('SELECT v FROM kept')).body.result[0]?.results, [{ v: 'before' }], 'nothing of the refused write was kept');
+  t.deepEqual(processesMentioning(path.join(t0.dataDir, 'sites', site.id)), pidBefore, 'the same database process answers');
+
+  await deployFixture(t0.owner, site.bucketId, 'db');
+  const call = async (body: unknown) => JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as { value?: unknown; error?: { code: string } };
+  const fromFunction = await call({ op: 'query', sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT x FROM c' });
+  t.is(fromFunction.error?.code, 'DATABASE_RESULT_TOO_LARGE');
+  t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM kept' })).value, { n: 1 });
   await other.answers(t);
 });
 
