@@ -232,6 +232,11 @@ export class FrameReader {
     this.#maxFrameBytes = maxFrameBytes;
   }
 
+  /** Bytes held: never more than the frame in progress declares, which its type's cap bounds. */
+  get buffered(): number {
+    return this.#length;
+  }
+
   push(chunk: Uint8Array): Frame[] {
     this.#append(chunk);
     const frames: Frame[] = [];
