@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test test-node24 typecheck chromium nginx bench bench-noisy clean
+.PHONY: install run test test-node24 typecheck chromium nginx iproute2 bench bench-noisy clean
 
 BIN := node_modules/.bin
 CHROMIUM := /usr/bin/chromium
@@ -45,7 +45,16 @@ $(NGINX):
 
 nginx: $(NGINX)
 
-test: typecheck chromium nginx
+# The egress tests put a server on a public-looking address in a network namespace of their own (ip netns).
+IP := /usr/sbin/ip
+$(IP):
+	@echo "make: installing Debian's iproute2 for the egress tests (apt-get)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2 || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2; } || \
+	  { echo "make: could not install Debian's iproute2 package; the egress tests need $(IP) (install it as root: apt-get install iproute2)" >&2; exit 1; }
+
+iproute2: $(IP)
+
+test: typecheck chromium nginx iproute2
 	$(BIN)/ava
 
 # The suite again on Node 24, the current LTS, from the npm registry's build of it (unpacked into
@@ -61,7 +70,7 @@ $(NODE24)/bin/node:
 	mv $(NODE24).tmp/package $(NODE24) && rm -rf $(NODE24).tmp
 	@$(NODE24)/bin/node --version
 
-test-node24: typecheck chromium nginx $(NODE24)/bin/node
+test-node24: typecheck chromium nginx iproute2 $(NODE24)/bin/node
 	PATH="$(CURDIR)/$(NODE24)/bin:$$PATH" node $(BIN)/ava
 
 bench: install

@@ -27,6 +27,7 @@ import { SiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { stopLeftovers } from '../runtime-host/leftovers.ts';
 import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
+import { EgressProxy } from '../runtime-host/egress-proxy.ts';
 import { type DataDirLock, DataDirInUse, lockDataDir } from '../storage/data-dir-lock.ts';
 import { sweepTempFiles } from '../storage/temp-files.ts';
 import { StartupError, dataDirProblem } from './startup-error.ts';
@@ -109,6 +110,17 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   await blobs.init();
 
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
+  const egress = await EgressProxy.start({
+    perSite: config.egressConnectionsPerSite,
+    dnsServers: config.egressDnsServers,
+    connectTimeoutMs: 10_000,
+    idleTimeoutMs: config.functionTimeoutMs,
+    observer: {
+      request: (siteId, outcome) => metrics.egressRequest(siteId, outcome),
+      bytes: (siteId, direction, bytes) => metrics.egressBytes(siteId, direction, bytes),
+      log: (grant, message) => functionLogs.add(grant.siteId, grant.path, { requestId: null, level: 'warn', message }),
+    },
+  });
   const metrics = new Metrics({ db, liveWorkers: () => runtime.workerCount, storageByAccount: () => storageByAccount({ db }, config) });
   const runtime = new RuntimeHost(
     {
@@ -123,6 +135,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       spareWorkers: config.spareWorkers,
       startupTimeoutMs: 10_000,
       logger: log,
+      egress,
       ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
       observer: { started: (seconds) => metrics.workerStarted(seconds), exited: (reason) => metrics.workerExited(reason) },
     },
@@ -183,6 +196,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await sweeper.stop();
     await scheduler.stop();
     await runtime.close();
+    await egress.close();
     await deps.siteDatabases.close();
     await functionLogs.flush();
     await blobs.close();

@@ -37,6 +37,10 @@ export interface Config {
   /** Function workers kept started ahead of need, bound to no function until a cold call takes one; 0: none. */
   spareWorkers: number;
   maxFunctionBodyBytes: number;
+  /** Outbound requests of one site's functions in flight at most; more wait for a turn. */
+  egressConnectionsPerSite: number;
+  /** DNS servers the egress proxy resolves names with (host or host:port); empty: the system's resolver. */
+  egressDnsServers: string[];
   functionLogsPerSite: number;
   /** Time limit of one site database statement or batch. */
   databaseTimeoutMs: number;
@@ -84,6 +88,8 @@ export const DEFAULTS: Config = {
   maxWorkers: 64,
   spareWorkers: 4,
   maxFunctionBodyBytes: 10 * 1024 * 1024,
+  egressConnectionsPerSite: 16,
+  egressDnsServers: [],
   functionLogsPerSite: 1000,
   databaseTimeoutMs: 30_000,
   maxDatabaseProcesses: 32,
@@ -148,6 +154,19 @@ function metricsAddress(env: NodeJS.ProcessEnv): string {
   return raw;
 }
 
+/** BERTH_EGRESS_DNS_SERVERS: IP addresses, each with an optional port (`[v6]:port` for IPv6). */
+function dnsServers(env: NodeJS.ProcessEnv): string[] {
+  const raw = env.BERTH_EGRESS_DNS_SERVERS?.trim() ?? '';
+  if (!raw) return [];
+  const servers = raw.split(',').map((s) => s.trim());
+  for (const server of servers) {
+    if (!/^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-fA-F:.]+\](:\d{1,5})?|[0-9a-fA-F:]+)$/.test(server)) {
+      throw new ConfigError(`BERTH_EGRESS_DNS_SERVERS must be IP addresses with optional ports, such as "192.0.2.53,[2001:db8::53]:5353", got "${server}"`);
+    }
+  }
+  return servers;
+}
+
 function text(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
   const raw = env[name]?.trim();
   return raw ? raw : fallback;
@@ -186,6 +205,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
     spareWorkers: integer(env, 'BERTH_SPARE_WORKERS', DEFAULTS.spareWorkers, 0, 64),
     maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
+    egressConnectionsPerSite: integer(env, 'BERTH_EGRESS_CONNECTIONS_PER_SITE', DEFAULTS.egressConnectionsPerSite, 1, 10_000),
+    egressDnsServers: dnsServers(env),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
     maxDatabaseProcesses: integer(env, 'BERTH_MAX_DATABASE_PROCESSES', DEFAULTS.maxDatabaseProcesses, 1, 10_000),

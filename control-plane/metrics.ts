@@ -27,6 +27,8 @@ export class Metrics {
   readonly #ctxCalls: Counter<'method'>;
   readonly #cronRuns: Counter<'outcome'>;
   readonly #statementSeconds: Histogram<'source' | 'outcome'>;
+  readonly #egressRequests: Counter<'site' | 'outcome'>;
+  readonly #egressBytes: Counter<'site' | 'direction'>;
 
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
@@ -47,6 +49,8 @@ export class Metrics {
     this.#ctxCalls = new Counter({ name: 'berth_ctx_calls_total', help: 'ctx calls served to functions, by method', labelNames: ['method'], registers });
     this.#cronRuns = new Counter({ name: 'berth_cron_runs_total', help: 'Cron runs that ended, by outcome', labelNames: ['outcome'], registers });
     this.#statementSeconds = new Histogram({ name: 'berth_database_statement_duration_seconds', help: 'Site database statements, by source (api, function, system) and outcome (ok, error)', labelNames: ['source', 'outcome'], buckets: LATENCY_BUCKETS, registers });
+    this.#egressRequests = new Counter({ name: 'berth_egress_requests_total', help: 'Outbound requests of functions through the egress proxy, by site and outcome (forwarded, refused, failed)', labelNames: ['site', 'outcome'], registers });
+    this.#egressBytes = new Counter({ name: 'berth_egress_bytes_total', help: 'Bytes of functions’ outbound requests (out) and their answers (in), by site', labelNames: ['site', 'direction'], registers });
     new Gauge({
       name: 'berth_bytes_stored',
       help: 'Bytes of file content stored (each distinct blob once)',
@@ -90,6 +94,14 @@ export class Metrics {
 
   workerExited(reason: string): void {
     this.#workerExits.inc({ reason });
+  }
+
+  egressRequest(site: string, outcome: string): void {
+    this.#egressRequests.inc({ site, outcome });
+  }
+
+  egressBytes(site: string, direction: string, bytes: number): void {
+    this.#egressBytes.inc({ site, direction }, bytes);
   }
 
   ctxCall(method: string): void {

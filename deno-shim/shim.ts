@@ -4,6 +4,7 @@
 // connects and waits on standby until the host sends it its function's source (standby).
 import { setImmediate } from 'node:timers';
 import { currentRequest, hideHostPaths, setLogSink } from './harden.ts';
+import { routeFetchThroughEgress } from './egress.ts';
 import { createContext } from './context.ts';
 import {
   CHUNK_BYTES,
@@ -98,11 +99,13 @@ async function open(socketPath: string): Promise<Deno.Conn> {
   const conn = await Deno.connect({ transport: 'unix', path: socketPath });
   Deno.permissions.revokeSync({ name: 'read', path: socketPath });
   Deno.permissions.revokeSync({ name: 'write', path: socketPath });
+  Deno.permissions.revokeSync({ name: 'net', host: `unix:${socketPath}` });
   return conn;
 }
 
 export async function connect(params: ChannelParams): Promise<Channel> {
   hideHostPaths(params.functionUrl, params.sourcePath);
+  routeFetchThroughEgress(params.egress);
   return { conn: await open(params.socketPath), siteId: params.siteId, kind: params.kind };
 }
 
@@ -154,6 +157,7 @@ export async function standby(socketPath: string): Promise<void> {
   const { head, body } = decodeLoad(frames[0]!.payload);
   const functionUrl = moduleUrl(body);
   hideHostPaths(functionUrl, head.sourcePath);
+  routeFetchThroughEgress(head.egress);
   await run({ conn, siteId: head.siteId, kind: head.kind }, () => import(functionUrl), reader);
 }
 

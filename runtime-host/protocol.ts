@@ -33,10 +33,17 @@ export const FrameType = {
 
 export type FrameTypeValue = (typeof FrameType)[keyof typeof FrameType];
 
+/** Where a worker's fetches go (runtime-host/egress-proxy.ts), and its grant there. */
+export interface EgressRoute {
+  url: string;
+  token: string;
+}
+
 /** What the shim needs before the function runs (in the entry program, see deployments.ts); never shown to the function. */
 export interface ChannelParams {
   socketPath: string;
   siteId: string;
+  egress: EgressRoute;
   kind: 'api' | 'cron';
   /** The function module's file URL, and its path in the site, which stack traces show instead. */
   functionUrl: string;
@@ -46,6 +53,7 @@ export interface ChannelParams {
 /** What a spare is told with its function's source (see Load); never shown to the function. */
 export interface LoadHead {
   siteId: string;
+  egress: EgressRoute;
   kind: 'api' | 'cron';
   /** The function's path in its site, which stack traces show instead of the module's URL. */
   sourcePath: string;

@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { localAddresses } from './deno-args.ts';
+import type { EgressProxy } from './egress-proxy.ts';
 import { WorkerPool } from './pool.ts';
 import { DEFAULT_NICE } from './priority.ts';
 import type { OutputBudget } from './output-limit.ts';
@@ -37,6 +37,8 @@ export interface RuntimeOptions {
   output?: OutputBudget;
   /** Told of every worker started (with how long it took to be ready) and of every exit, for metrics. */
   observer?: WorkerObserver;
+  /** Where workers' fetches go; each bound worker gets a grant there for its site. */
+  egress: Pick<EgressProxy, 'url' | 'address' | 'grant' | 'revoke'>;
 }
 
 export interface WorkerObserver {
@@ -86,7 +88,6 @@ export class RuntimeHost {
   readonly #deployments = new Map<string, Deployment>();
   readonly #socketDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
-  readonly #localAddresses = localAddresses(os.networkInterfaces());
 
   constructor(options: RuntimeOptions, hooks: RuntimeHooks) {
     this.#options = options;
@@ -240,7 +241,7 @@ export class RuntimeHost {
       socketPath: path.join(this.#socketDir, `${crypto.randomBytes(8).toString('hex')}.sock`),
       denoDir: path.join(this.#options.runtimeDir, 'deno-dir'),
       heapMb: this.#options.heapMb,
-      extraDenied: this.#localAddresses,
+      egressAddress: this.#options.egress.address,
       startupTimeoutMs: this.#options.startupTimeoutMs,
       nice: this.#options.workerNice ?? DEFAULT_NICE,
       ...(this.#options.output ? { output: this.#options.output } : {}),
@@ -251,11 +252,15 @@ export class RuntimeHost {
   #binding(deployment: Deployment): WorkerBinding {
     const { logger } = this.#options;
     const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
+    const { egress } = this.#options;
+    const token = egress.grant({ siteId: deployment.siteId, path: deployment.path });
     return {
       modulePath: deployment.modulePath,
       sourcePath: deployment.path,
       siteId: deployment.siteId,
       kind: deployment.kind,
+      egress: { url: egress.url, token },
+      releaseEgress: () => egress.revoke(token),
       onCtxCall: (call) => this.#hooks.ctx(deployment, call),
       onLog: (entry) => this.#hooks.log(deployment, entry),
       onProtocolError: (violation) => logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),

@@ -20,6 +20,7 @@ import {
   type CtxCall,
   CtxErrorCode,
   type CtxResult,
+  type EgressRoute,
   type Frame,
   FrameReader,
   FrameType,
@@ -40,7 +41,8 @@ export interface WorkerProcessOptions {
   socketPath: string;
   denoDir: string;
   heapMb: number;
-  extraDenied: string[];
+  /** host:port of the egress proxy, the one address the worker may connect to. */
+  egressAddress: string;
   /** How long the process may take to be ready, and a spare to load the function it is given. */
   startupTimeoutMs: number;
   /** How much lower than the host's the worker's CPU priority is (a nice increment; 0 keeps it equal). */
@@ -64,6 +66,9 @@ export interface WorkerBinding extends WorkerFaults {
   sourcePath: string;
   siteId: string;
   kind: 'api' | 'cron';
+  /** The worker's grant at the egress proxy, given back once the worker is gone. */
+  egress: EgressRoute;
+  releaseEgress: () => void;
   onCtxCall: (call: CtxCall) => Promise<CtxResult>;
   onLog: (entry: LogEntry) => void;
 }
@@ -195,7 +200,7 @@ export class DenoWorker {
       env: denoEnv(options.denoDir),
       extendEnv: false,
       input: binding
-        ? entryProgram(binding.modulePath, { socketPath: options.socketPath, siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath })
+        ? entryProgram(binding.modulePath, { socketPath: options.socketPath, siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath, egress: binding.egress })
         : spareProgram(options.socketPath),
       buffer: false,
       reject: false,
@@ -212,6 +217,7 @@ export class DenoWorker {
     if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, (line) => this.#rewrite(line));
     const ended = (): ExitReason => {
       clearTimeout(this.#killTimer);
+      this.#binding?.releaseEgress();
       this.#stop('crashed', new Error('the worker exited before it was ready'));
       this.#output.close();
       return this.#exitReason!;
@@ -259,7 +265,7 @@ export class DenoWorker {
     const rewrite = pathRedactor(pathToFileURL(binding.modulePath).href, binding.sourcePath, BERTH_URL);
     this.#rewrite = (line) => rewrite(line).replace(MODULE_DATA_URL, binding.sourcePath);
     const loaded = this.#step();
-    this.#send(FrameType.Load, 0, encodeLoad({ siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath }, source));
+    this.#send(FrameType.Load, 0, encodeLoad({ siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath, egress: binding.egress }, source));
     await loaded;
   }
 

@@ -28,7 +28,8 @@ test('files, environment, processes, FFI, listeners, host imports and private ne
   const res = await t0.site(site.subdomain).get('api/escapes', { searchParams: { target } });
   t.is(res.statusCode, 200);
   const results = JSON.parse(res.body) as Record<string, string>;
-  // Refused by permission checks, before any file is opened or any packet leaves.
+  // Refused by permission checks, before any file is opened or any packet leaves; fetches by the
+  // egress proxy, the one address the worker may connect to (a TypeError, as fetch's network errors).
   t.deepEqual(results, {
     readFile: 'NotCapable',
     writeFile: 'NotCapable',
@@ -38,10 +39,16 @@ test('files, environment, processes, FFI, listeners, host imports and private ne
     listen: 'NotCapable',
     listenLoopback: 'NotCapable',
     importHostFile: 'TypeError',
-    fetchTarget: 'NotCapable',
-    fetchLocalhost: 'NotCapable',
-    fetchPrivate: 'NotCapable',
-    fetchMetadata: 'NotCapable',
+    fetchTarget: 'TypeError',
+    fetchLocalhost: 'TypeError',
+    fetchPrivate: 'TypeError',
+    fetchMetadata: 'TypeError',
+    fetchIpv6UniqueLocal: 'TypeError',
+    fetchMapped: 'TypeError',
+    connectTarget: 'NotCapable',
+    connectIpv6LinkLocal: 'NotCapable',
+    connectTls: 'NotCapable',
+    resolveDns: 'NotCapable',
     localStorage: 'removed',
   });
   await bystanderAnswers(t);

@@ -1,0 +1,249 @@
+// The egress proxy: the only address a function worker may connect to (its --allow-net), through
+// which the shim sends every outbound fetch (deno-shim/egress.ts). For each request it resolves the
+// name itself, refuses the request if any address is not public (egress-policy.ts), connects to the
+// address it checked (so a name that changes its answer between check and connect changes nothing),
+// and streams the request and the answer through. It counts requests and bytes per site and bounds
+// the site's outbound requests in flight.
+//
+// Deno checks --allow-net against a fetch's target, not the proxy it goes through, so a worker allowed
+// to reach only the proxy cannot hand it a CONNECT tunnel: the proxy originates the request itself,
+// TLS included (certificates checked against the name), and the worker speaks plain HTTP to it on
+// loopback, naming its target and its grant in headers the proxy removes.
+import crypto from 'node:crypto';
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo, LookupFunction } from 'node:net';
+import { literalAddress, refusal } from './egress-policy.ts';
+
+export const EGRESS_URL_HEADER = 'x-berth-egress-url';
+export const EGRESS_TOKEN_HEADER = 'x-berth-egress-token';
+/** On the proxy's own answers: why it did not forward the request (refused) or could not (failed). */
+export const EGRESS_REFUSED_HEADER = 'x-berth-egress-refused';
+export const EGRESS_FAILED_HEADER = 'x-berth-egress-failed';
+
+/** Headers that belong to one connection, never forwarded either way. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+
+export interface EgressGrant {
+  siteId: string;
+  /** The function's path in its site, for the site's logs. */
+  path: string;
+}
+
+export interface EgressObserver {
+  request(siteId: string, outcome: 'forwarded' | 'refused' | 'failed'): void;
+  bytes(siteId: string, direction: 'out' | 'in', bytes: number): void;
+  /** A refusal or failure, told to the site's function logs. */
+  log(grant: EgressGrant, message: string): void;
+}
+
+export interface EgressOptions {
+  /** Requests of one site in flight at most; more wait for a turn. */
+  perSite: number;
+  /** DNS servers (host or host:port) to resolve names with; empty: the system's resolver. */
+  dnsServers: string[];
+  /** How long connecting may take, and an answer may stay silent. */
+  connectTimeoutMs: number;
+  idleTimeoutMs: number;
+  observer: EgressObserver;
+}
+
+/** Resolves a name to every address it has, with the system's resolver or the configured servers. */
+function resolver(servers: string[]): (name: string) => Promise<string[]> {
+  if (servers.length === 0) return async (name) => (await dns.promises.lookup(name, { all: true, verbatim: true })).map((a) => a.address);
+  const custom = new dns.promises.Resolver();
+  custom.setServers(servers);
+  return async (name) => {
+    const found = await Promise.allSettled([custom.resolve4(name), custom.resolve6(name)]);
+    const addresses = found.flatMap((result) => (result.status === 'fulfilled' ? result.value : []));
+    if (addresses.length === 0) throw new Error(`${name} does not resolve`);
+    return addresses;
+  };
+}
+
+/** A lookup that answers the one address already checked, whatever is asked. */
+const pinnedTo = (address: string): LookupFunction => {
+  const family = address.includes(':') ? 6 : 4;
+  return (_hostname, options, callback) => {
+    if (options.all) (callback as unknown as (err: null, addresses: Array<{ address: string; family: number }>) => void)(null, [{ address, family }]);
+    else callback(null, address, family);
+  };
+};
+
+/** Turns for one site's requests. */
+class Turns {
+  #inFlight = 0;
+  readonly #waiting: Array<() => void> = [];
+
+  constructor(readonly limit: number) {}
+
+  async take(): Promise<void> {
+    if (this.#inFlight < this.limit) {
+      this.#inFlight++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+  }
+
+  give(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#inFlight--;
+  }
+
+  get idle(): boolean {
+    return this.#inFlight === 0 && this.#waiting.length === 0;
+  }
+}
+
+export class EgressProxy {
+  readonly #server: http.Server;
+  readonly #grants = new Map<string, EgressGrant>();
+  readonly #turns = new Map<string, Turns>();
+  readonly #resolve: (name: string) => Promise<string[]>;
+  #url = '';
+
+  private constructor(readonly options: EgressOptions) {
+    this.#resolve = resolver(options.dnsServers);
+    this.#server = http.createServer((req, res) => void this.#forward(req, res));
+    this.#server.keepAliveTimeout = 60_000;
+  }
+
+  /** Listens on a free loopback port. */
+  static async start(options: EgressOptions): Promise<EgressProxy> {
+    const proxy = new EgressProxy(options);
+    await new Promise<void>((resolve, reject) => {
+      proxy.#server.once('error', reject);
+      proxy.#server.listen(0, '127.0.0.1', () => resolve());
+    });
+    proxy.#url = `http://127.0.0.1:${(proxy.#server.address() as AddressInfo).port}`;
+    return proxy;
+  }
+
+  /** Where workers reach the proxy: the only address their --allow-net names. */
+  get url(): string {
+    return this.#url;
+  }
+
+  get address(): string {
+    return this.#url.slice('http://'.length);
+  }
+
+  /** A token for one worker's requests, made on behalf of its site and function. */
+  grant(grant: EgressGrant): string {
+    const token = crypto.randomBytes(24).toString('base64url');
+    this.#grants.set(token, grant);
+    return token;
+  }
+
+  revoke(token: string): void {
+    this.#grants.delete(token);
+  }
+
+  async close(): Promise<void> {
+    this.#server.closeAllConnections();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const grant = this.#grants.get(String(req.headers[EGRESS_TOKEN_HEADER] ?? ''));
+    if (!grant) return answer(res, 403, EGRESS_REFUSED_HEADER, 'EGRESS_NOT_GRANTED', 'this connection holds no grant of the egress proxy');
+    const { observer } = this.options;
+    const refuse = (code: string, message: string) => {
+      observer.request(grant.siteId, 'refused');
+      observer.log(grant, `fetch refused: ${message}`);
+      answer(res, 403, EGRESS_REFUSED_HEADER, code, message);
+    };
+    const fail = (message: string) => {
+      observer.request(grant.siteId, 'failed');
+      observer.log(grant, `fetch failed: ${message}`);
+      if (!res.headersSent) answer(res, 502, EGRESS_FAILED_HEADER, 'EGRESS_FAILED', message);
+      else res.destroy();
+    };
+
+    let target: URL;
+    try {
+      target = new URL(String(req.headers[EGRESS_URL_HEADER] ?? ''));
+    } catch {
+      return refuse('EGRESS_INVALID_URL', 'the target is not a URL');
+    }
+    if (target.protocol !== 'http:' && target.protocol !== 'https:') return refuse('EGRESS_INVALID_URL', `${target.protocol} URLs are not fetched through the network`);
+    if (target.username || target.password) return refuse('EGRESS_INVALID_URL', 'credentials in the URL are not sent; use an Authorization header');
+
+    let addresses: string[];
+    const literal = literalAddress(target.hostname);
+    try {
+      addresses = literal ? [literal] : await this.#resolve(target.hostname);
+    } catch {
+      return fail(`${target.hostname} does not resolve`);
+    }
+    const refused = addresses.map(refusal).find((reason) => reason !== null);
+    if (refused) return refuse('EGRESS_REFUSED', `${target.host}: ${refused}`);
+
+    const turns = this.#turnsOf(grant.siteId);
+    await turns.take();
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      turns.give();
+      if (turns.idle) this.#turns.delete(grant.siteId);
+    };
+    res.once('close', release);
+
+    const headers: http.OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (!HOP_BY_HOP.has(name) && !name.startsWith('x-berth-egress-') && value !== undefined) headers[name] = value;
+    }
+    headers.host = target.host;
+    const secure = target.protocol === 'https:';
+    const upstream = (secure ? https : http).request({
+      method: req.method,
+      hostname: literal ?? target.hostname,
+      port: target.port || (secure ? 443 : 80),
+      path: `${target.pathname}${target.search}`,
+      headers,
+      lookup: pinnedTo(addresses[0]!),
+      ...(secure && !literal ? { servername: target.hostname } : {}),
+      timeout: this.options.connectTimeoutMs,
+      agent: false,
+    });
+    upstream.once('socket', (socket) => socket.once('connect', () => socket.setTimeout(this.options.idleTimeoutMs)));
+    upstream.once('timeout', () => upstream.destroy(new Error(`${target.host} did not answer in time`)));
+    upstream.once('error', (err) => {
+      release();
+      fail(`${target.host}: ${err.message}`);
+    });
+    upstream.once('response', (answer) => {
+      observer.request(grant.siteId, 'forwarded');
+      const back: http.OutgoingHttpHeaders = {};
+      for (const [name, value] of Object.entries(answer.headers)) if (!HOP_BY_HOP.has(name) && value !== undefined) back[name] = value;
+      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, back);
+      answer.on('data', (chunk: Buffer) => observer.bytes(grant.siteId, 'in', chunk.length));
+      answer.pipe(res);
+      answer.once('error', () => res.destroy());
+    });
+    req.on('data', (chunk: Buffer) => observer.bytes(grant.siteId, 'out', chunk.length));
+    req.pipe(upstream);
+    // The function gave up (its fetch was aborted, or it ended): the request upstream goes too.
+    res.once('close', () => {
+      if (!res.writableFinished) upstream.destroy();
+    });
+  }
+
+  #turnsOf(siteId: string): Turns {
+    let turns = this.#turns.get(siteId);
+    if (!turns) {
+      turns = new Turns(this.options.perSite);
+      this.#turns.set(siteId, turns);
+    }
+    return turns;
+  }
+}
+
+/** The proxy's own answer: a code in a header the shim reads, and the reason as the body. */
+function answer(res: http.ServerResponse, status: number, header: string, code: string, message: string): void {
+  res.writeHead(status, { [header]: code, 'content-type': 'text/plain; charset=utf-8', connection: 'close' });
+  res.end(message);
+}

@@ -1,0 +1,159 @@
+// Functions' outbound traffic through the egress proxy, against a real server on a public-looking
+// address (11.0.0.2, in a network namespace the test makes, reached over a veth pair) and names served
+// by a DNS server of the test's own: public targets are reached, redirects included; every private,
+// loopback, link-local, unique-local, multicast and IPv4-in-IPv6 target is refused, by name, by
+// literal address in any notation and behind a redirect; raw connections go nowhere; a site's
+// requests in flight are bounded; and requests, bytes and refusals are counted and logged.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import path from 'node:path';
+import test from 'ava';
+import got from 'got';
+import { type TestBerth, createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
+import { type DnsServer, startDnsServer } from './helpers/dns-server.ts';
+import { until } from './helpers/until.ts';
+
+const TOKEN = 'metrics-token-for-the-egress-tests-01';
+const NS = `berth-egress-${process.pid}`;
+const HOST_SIDE = `be${process.pid % 100000}h`;
+const NS_SIDE = `be${process.pid % 100000}n`;
+const FAR = '11.0.0.2';
+
+let t0: TestBerth;
+let dns: DnsServer;
+let server: ChildProcess | undefined;
+let site: { id: string; subdomain: string; bucketId: string };
+
+const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+
+test.before(async () => {
+  try {
+    ip('netns', 'add', NS);
+    ip('link', 'add', HOST_SIDE, 'type', 'veth', 'peer', 'name', NS_SIDE);
+    ip('link', 'set', NS_SIDE, 'netns', NS);
+    ip('addr', 'add', '11.0.0.1/30', 'dev', HOST_SIDE);
+    ip('link', 'set', HOST_SIDE, 'up');
+    ip('netns', 'exec', NS, 'ip', 'addr', 'add', `${FAR}/30`, 'dev', NS_SIDE);
+    ip('netns', 'exec', NS, 'ip', 'link', 'set', NS_SIDE, 'up');
+    ip('netns', 'exec', NS, 'ip', 'link', 'set', 'lo', 'up');
+  } catch (err) {
+    throw new Error(`the egress tests need a network namespace of their own (ip netns, as root): ${String((err as { stderr?: Buffer }).stderr ?? err)}`);
+  }
+  server = spawn('ip', ['netns', 'exec', NS, process.execPath, path.resolve(import.meta.dirname, 'fixtures/public-server.mjs'), FAR, '80'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    server!.stdout!.once('data', () => resolve());
+    server!.once('exit', (code) => reject(new Error(`the public server exited with ${code}`)));
+  });
+  dns = await startDnsServer({
+    'far.test': { A: [FAR] },
+    'loopback.test': { A: ['127.0.0.1'] },
+    'private.test': { A: ['10.1.2.3'] },
+    'shared.test': { A: ['100.64.0.1'] },
+    'metadata.test': { A: ['169.254.169.254'] },
+    'zero.test': { A: ['0.0.0.0'] },
+    'multicast.test': { A: ['224.0.0.1'] },
+    'loopback6.test': { AAAA: ['::1'] },
+    'unique-local.test': { AAAA: ['fd00:ec2::254'] },
+    'link-local6.test': { AAAA: ['fe80::1'] },
+    'mapped.test': { AAAA: ['::ffff:127.0.0.1'] },
+    'nat64.test': { AAAA: ['64:ff9b::7f00:1'] },
+    // One public address and one private: refused, whichever a connection would have used.
+    'mixed.test': { A: [FAR, '10.0.0.1'] },
+  });
+  t0 = await startTestBerth({ egressDnsServers: [dns.address], egressConnectionsPerSite: 2, metricsToken: TOKEN });
+  site = await createSite(t0.owner);
+  await deployFixture(t0.owner, site.bucketId, 'fetcher');
+});
+
+test.after.always(async () => {
+  await t0?.dispose();
+  await dns?.close();
+  server?.kill();
+  try {
+    ip('netns', 'del', NS);
+  } catch {
+    // Not made: nothing to remove.
+  }
+});
+
+type Outcome = { status?: number; body?: string; url?: string; redirected?: boolean; location?: string | null; error?: { name: string; code?: string; message: string }; connected?: boolean };
+
+async function fetchFrom(body: Record<string, unknown>): Promise<Outcome> {
+  const res = await t0.site(site.subdomain).post('api/fetcher', { json: body });
+  if (res.statusCode !== 200) throw new Error(`the function answered ${res.statusCode}: ${res.body}`);
+  return JSON.parse(res.body) as Outcome;
+}
+
+test('a public name is reached through the proxy, with bodies both ways and nothing of the proxy showing', async (t) => {
+  t.like(await fetchFrom({ url: 'http://far.test/hello' }), { status: 200, body: 'hello from far away', url: 'http://far.test/hello', redirected: false });
+  const echoed = await fetchFrom({ url: `http://${FAR}/echo`, init: { method: 'POST', body: 'sent by a function' } });
+  t.is(echoed.status, 200);
+  t.deepEqual(JSON.parse(echoed.body!), { method: 'POST', host: FAR, body: 'sent by a function', egressHeaders: [] });
+});
+
+test('every name that resolves to a refused range is refused, and nothing is sent', async (t) => {
+  for (const name of ['loopback', 'private', 'shared', 'metadata', 'zero', 'multicast', 'loopback6', 'unique-local', 'link-local6', 'mapped', 'nat64', 'mixed']) {
+    const outcome = await fetchFrom({ url: `http://${name}.test/` });
+    t.is(outcome.error?.name, 'TypeError', name);
+    t.is(outcome.error?.code, 'EGRESS_REFUSED', name);
+    t.regex(outcome.error!.message, /not a public address/, name);
+  }
+  t.is((await fetchFrom({ url: 'http://nowhere.test/' })).error?.code, 'EGRESS_FAILED');
+});
+
+test('literal addresses are refused in every notation, the control plane included', async (t) => {
+  const port = new URL(t0.url).port;
+  for (const url of [
+    `http://127.0.0.1:${port}/healthz`,
+    'http://2130706433/',
+    'http://0x7f.1/',
+    'http://[::1]/',
+    'http://[::ffff:127.0.0.1]/',
+    'http://[::ffff:a01:203]/',
+    'http://[fd00:ec2::254]/latest/meta-data/',
+    'http://[fe80::1]/',
+    'https://169.254.169.254/',
+    'http://10.0.0.1/',
+  ]) {
+    t.is((await fetchFrom({ url })).error?.code, 'EGRESS_REFUSED', url);
+  }
+});
+
+test('redirects are followed hop by hop, each checked: a redirect to a refused address is refused', async (t) => {
+  const to = (target: string, status = 302) => `http://far.test/redirect?status=${status}&to=${encodeURIComponent(target)}`;
+  t.like(await fetchFrom({ url: to('http://far.test/hello') }), { status: 200, body: 'hello from far away', url: 'http://far.test/hello', redirected: true });
+  t.like(await fetchFrom({ url: to('http://far.test/echo', 307), init: { method: 'POST', body: 'again' } }), { status: 200, redirected: true });
+  const refused = await fetchFrom({ url: to(`http://127.0.0.1:${new URL(t0.url).port}/healthz`) });
+  t.is(refused.error?.code, 'EGRESS_REFUSED');
+  t.is((await fetchFrom({ url: to('http://[fd00:ec2::254]/', 301) })).error?.code, 'EGRESS_REFUSED');
+  t.like(await fetchFrom({ url: to('http://10.0.0.1/'), init: { redirect: 'manual' } }), { status: 302, location: 'http://10.0.0.1/' });
+  t.is((await fetchFrom({ url: to('http://far.test/hello'), init: { redirect: 'error' } })).error?.code, 'EGRESS_REDIRECT');
+});
+
+test('a raw connection goes nowhere, not even to a public address', async (t) => {
+  for (const connect of [{ hostname: FAR, port: 80 }, { hostname: 'fd00:ec2::254', port: 80 }, { hostname: '127.0.0.1', port: Number(new URL(t0.url).port) }]) {
+    t.is((await fetchFrom({ connect })).error?.name, 'NotCapable', JSON.stringify(connect));
+  }
+});
+
+test('a site’s requests in flight are bounded; the rest wait for a turn and are answered', async (t) => {
+  await fetchFrom({ url: 'http://far.test/most-in-flight' });
+  const all = (await t0.site(site.subdomain).post('api/fetcher', { json: { url: 'http://far.test/slow?ms=300', many: 6 } }).json()) as Outcome[];
+  t.true(all.every((o) => o.status === 200 && o.body === 'slow'));
+  t.is((await fetchFrom({ url: 'http://far.test/most-in-flight' })).body, '2');
+});
+
+test('requests, bytes and refusals are counted by site, and refusals reach the site’s logs', async (t) => {
+  await fetchFrom({ url: 'http://far.test/hello' });
+  await fetchFrom({ url: 'http://metadata.test/latest/meta-data/' });
+  const metrics = (await got.get(`${t0.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).body;
+  const value = (line: string) => Number(new RegExp(`^${line.replace(/[{}]/g, '\\$&')} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+  t.true(value(`berth_egress_requests_total{site="${site.id}",outcome="forwarded"}`) >= 1);
+  t.true(value(`berth_egress_requests_total{site="${site.id}",outcome="refused"}`) >= 1);
+  t.true(value(`berth_egress_bytes_total{site="${site.id}",direction="in"}`) >= 'hello from far away'.length);
+  const logs = await until(async () => {
+    const body = (await t0.owner.read.get(`v0/sites/${site.id}/logs`).json()) as { logs: Array<{ message: string; level: string }> };
+    return body.logs.find((l) => l.message.includes('metadata.test'));
+  }, 'the refusal in the site’s logs');
+  t.is(logs.level, 'warn');
+  t.regex(logs.message, /fetch refused: metadata\.test: 169\.254\.169\.254 is in the link-local range/);
+});
