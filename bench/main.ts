@@ -50,6 +50,7 @@ import {
 import type { LoadTarget } from './load-worker.ts';
 import { aims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
 import { usesNodeApiDriver } from '../storage/sqlite-driver.js';
+import { startPublicHost } from '../test/helpers/public-host.ts';
 
 function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
   const raw = process.env[name];
@@ -318,6 +319,30 @@ async function run(work: string, results: BenchResults) {
     });
   }
   await denoServe.stop();
+
+  // Outbound fetch: a function through the egress proxy against the same fetch from bare Deno, both
+  // of a page served on a public-looking address (a network namespace of the bench's own).
+  console.log('Outbound fetch (through the egress proxy)');
+  const far = await startPublicHost();
+  try {
+    await api.put(`v0/buckets/${site.bucketId}/objects/api/fetch.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/fetch-function.ts')) });
+    const fetchPort = await freePort();
+    const denoFetch = await startPinned(
+      'deno serve + fetch',
+      SERVER_CORE,
+      deno,
+      ['serve', '--no-config', '--quiet', `--allow-net=127.0.0.1:${fetchPort},${far.address}:80`, '--host', '127.0.0.1', '--port', String(fetchPort), path.join(ROOT, 'bench/fetch-deno.ts')],
+      { ...process.env, NO_COLOR: '1' },
+    );
+    await waitForPort(fetchPort);
+    const viaFunction = (await siteClient.get(`${origin}/api/fetch`)).body.toString();
+    const viaDeno = await got.get(`http://127.0.0.1:${fetchPort}/`).text();
+    same(viaFunction === viaDeno, `the function fetched "${viaFunction}", deno serve "${viaDeno}"`);
+    results.egress = await compare('outbound fetch', [denoFetch, at('bare deno serve, fetch', fetchPort, '/')], [berth, onSite('berth /api/fetch', '/api/fetch')]);
+    await denoFetch.stop();
+  } finally {
+    await far.stop();
+  }
 
   // Site database.
   console.log('Site database');

@@ -81,6 +81,8 @@ export interface BenchResults {
   hello: Comparison;
   sweep: Array<Comparison & { connections: number }>;
   dbFirst: Comparison;
+  /** A function's fetch through the egress proxy against the same fetch from bare Deno. */
+  egress: Comparison;
   query: Comparison;
   upload: Comparison;
   mixed: {
@@ -161,6 +163,7 @@ export function aims(r: BenchResults): Aim[] {
       oneConnection ? `${fmt(oneConnection.addedP50, 3)} ms (${fmt(oneConnection.berth.p50, 3)} vs ${fmt(oneConnection.baseline.p50, 3)} ms)` : 'not measured',
     ),
     ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, r),
+    ratioAim('outbound `fetch` from a function, through the egress proxy', 'bare `deno serve`, the same fetch', r.egress, 0.7, r),
     ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.5, r),
     ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.8, r),
     ratioAim('1 KiB upload', 'bare Node `http` writing + fsync + one SQLite insert', r.upload, 0.5, r),
@@ -206,6 +209,7 @@ export function lastRunMarkdown(r: BenchResults): string {
     [`hello-world function, ${m.connections} c`, r.hello],
     ...r.sweep.map((s): [string, Comparison] => [`hello-world function, ${s.connections} c`, s]),
     ['function with one `ctx.db.first`', r.dbFirst],
+    ['outbound fetch, through the egress proxy', r.egress],
     ['query endpoint, one indexed SELECT', r.query],
     ['1 KiB upload', r.upload],
   ];

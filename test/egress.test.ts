@@ -4,45 +4,23 @@
 // loopback, link-local, unique-local, multicast and IPv4-in-IPv6 target is refused, by name, by
 // literal address in any notation and behind a redirect; raw connections go nowhere; a site's
 // requests in flight are bounded; and requests, bytes and refusals are counted and logged.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import path from 'node:path';
 import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
 import { type DnsServer, startDnsServer } from './helpers/dns-server.ts';
+import { type PublicHost, PUBLIC_ADDRESS, startPublicHost } from './helpers/public-host.ts';
 import { until } from './helpers/until.ts';
 
 const TOKEN = 'metrics-token-for-the-egress-tests-01';
-const NS = `berth-egress-${process.pid}`;
-const HOST_SIDE = `be${process.pid % 100000}h`;
-const NS_SIDE = `be${process.pid % 100000}n`;
-const FAR = '11.0.0.2';
+const FAR = PUBLIC_ADDRESS;
 
 let t0: TestBerth;
 let dns: DnsServer;
-let server: ChildProcess | undefined;
+let far: PublicHost | undefined;
 let site: { id: string; subdomain: string; bucketId: string };
 
-const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-
 test.before(async () => {
-  try {
-    ip('netns', 'add', NS);
-    ip('link', 'add', HOST_SIDE, 'type', 'veth', 'peer', 'name', NS_SIDE);
-    ip('link', 'set', NS_SIDE, 'netns', NS);
-    ip('addr', 'add', '11.0.0.1/30', 'dev', HOST_SIDE);
-    ip('link', 'set', HOST_SIDE, 'up');
-    ip('netns', 'exec', NS, 'ip', 'addr', 'add', `${FAR}/30`, 'dev', NS_SIDE);
-    ip('netns', 'exec', NS, 'ip', 'link', 'set', NS_SIDE, 'up');
-    ip('netns', 'exec', NS, 'ip', 'link', 'set', 'lo', 'up');
-  } catch (err) {
-    throw new Error(`the egress tests need a network namespace of their own (ip netns, as root): ${String((err as { stderr?: Buffer }).stderr ?? err)}`);
-  }
-  server = spawn('ip', ['netns', 'exec', NS, process.execPath, path.resolve(import.meta.dirname, 'fixtures/public-server.mjs'), FAR, '80'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    server!.stdout!.once('data', () => resolve());
-    server!.once('exit', (code) => reject(new Error(`the public server exited with ${code}`)));
-  });
+  far = await startPublicHost();
   dns = await startDnsServer({
     'far.test': { A: [FAR] },
     'loopback.test': { A: ['127.0.0.1'] },
@@ -67,12 +45,7 @@ test.before(async () => {
 test.after.always(async () => {
   await t0?.dispose();
   await dns?.close();
-  server?.kill();
-  try {
-    ip('netns', 'del', NS);
-  } catch {
-    // Not made: nothing to remove.
-  }
+  await far?.stop();
 });
 
 type Outcome = { status?: number; body?: string; url?: string; redirected?: boolean; location?: string | null; error?: { name: string; code?: string; message: string }; connected?: boolean };
