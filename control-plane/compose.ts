@@ -3,9 +3,8 @@
 // a dependency.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Config } from './config.ts';
-import { metaDbPath, openMetaDb } from './db/connection.ts';
-import { HotStatements } from './db/hot-statements.ts';
+import { type Config, blobDirOf, masterKeyFileOf } from './config.ts';
+import { openMetadata } from './db/metadata.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
@@ -104,9 +103,9 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
   const swept = sweepTempFiles(config.dataDir);
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
-  const db = await openMetaDb(config.dataDir);
-  const hotSql = new HotStatements(db, metaDbPath(config.dataDir));
-  const blobs = new BlobStore(path.join(config.dataDir, 'blobs'));
+  const metadata = await openMetadata(config, { onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
+  const { db, hot: hotSql } = metadata;
+  const blobs = new BlobStore(blobDirOf(config));
   await blobs.init();
 
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
@@ -156,7 +155,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     runtime,
     runtimeDir,
     functionLogs,
-    masterKey: loadMasterKey(config.dataDir),
+    masterKey: loadMasterKey(masterKeyFileOf(config)),
     siteDatabases: new SiteDatabases({
       dataDir: config.dataDir,
       denoPath,
@@ -180,8 +179,9 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
   const sweeper = new BlobSweeper(
-    path.join(config.dataDir, 'blobs'),
-    (sha256) => hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256) !== undefined,
+    blobDirOf(config),
+    async (sha256) => (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
+    (sha256) => blobs.isPinned(sha256),
     config.blobSweepMs,
   );
   if (config.blobSweepMs > 0) {
@@ -200,8 +200,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await deps.siteDatabases.close();
     await functionLogs.flush();
     await blobs.close();
-    hotSql.close();
-    await db.destroy();
+    await metadata.close();
     lock.release();
   };
   return { deps, owner, scheduler, close };

@@ -18,6 +18,17 @@ export interface Config {
   /** host:port of a listener of its own that serves /metrics without a token; empty: none. */
   metricsAddress: string;
   dataDir: string;
+  /**
+   * Where the metadata lives: a postgres:// (or postgresql://) URL puts it on PostgreSQL; empty: in
+   * meta.sqlite in the data dir.
+   */
+  databaseUrl: string;
+  /** Connections Berth keeps open to PostgreSQL at most (each of its two pools). */
+  databasePool: number;
+  /** Where file bytes live (content-addressed); empty: <data dir>/blobs (see blobDirOf). */
+  blobDir: string;
+  /** The key that seals secrets at rest, made on first start; empty: <data dir>/master.key (see masterKeyFileOf). */
+  masterKeyFile: string;
   /** The email of the owner user made on first run. */
   ownerEmail: string;
   maxFileBytes: number;
@@ -74,6 +85,10 @@ export const DEFAULTS: Config = {
   metricsToken: '',
   metricsAddress: '',
   dataDir: './.berth',
+  databaseUrl: '',
+  databasePool: 10,
+  blobDir: '',
+  masterKeyFile: '',
   ownerEmail: 'owner@localhost',
   maxFileBytes: 512 * 1024 * 1024,
   accountStorageBytes: 10 * 1024 ** 3,
@@ -104,6 +119,9 @@ export const DEFAULTS: Config = {
     dailyCalls: 1000,
   },
 };
+
+export const blobDirOf = (config: Pick<Config, 'blobDir' | 'dataDir'>): string => config.blobDir || path.join(config.dataDir, 'blobs');
+export const masterKeyFileOf = (config: Pick<Config, 'masterKeyFile' | 'dataDir'>): string => config.masterKeyFile || path.join(config.dataDir, 'master.key');
 
 export class ConfigError extends Error {}
 
@@ -154,6 +172,24 @@ function metricsAddress(env: NodeJS.ProcessEnv): string {
   return raw;
 }
 
+/** BERTH_DATABASE_URL: a PostgreSQL URL, checked for its form only (the server is reached at start). */
+function databaseUrl(env: NodeJS.ProcessEnv): string {
+  const raw = env.BERTH_DATABASE_URL?.trim() ?? '';
+  if (!raw) return '';
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('BERTH_DATABASE_URL must be a URL such as postgres://berth:password@db.example.com:5432/berth');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    // The URL may hold a password: name only its scheme.
+    throw new ConfigError(`BERTH_DATABASE_URL must be a postgres:// or postgresql:// URL, got one starting with ${url.protocol}//`);
+  }
+  if (!url.pathname.replace(/^\//, '')) throw new ConfigError('BERTH_DATABASE_URL must name a database, such as postgres://berth@localhost/berth');
+  return raw;
+}
+
 /** BERTH_EGRESS_DNS_SERVERS: IP addresses, each with an optional port (`[v6]:port` for IPv6). */
 function dnsServers(env: NodeJS.ProcessEnv): string[] {
   const raw = env.BERTH_EGRESS_DNS_SERVERS?.trim() ?? '';
@@ -165,6 +201,12 @@ function dnsServers(env: NodeJS.ProcessEnv): string[] {
     }
   }
   return servers;
+}
+
+/** An absolute path, or '' when the variable is unset. */
+function optionalPath(env: NodeJS.ProcessEnv, name: string): string {
+  const raw = env[name]?.trim();
+  return raw ? path.resolve(raw) : '';
 }
 
 function text(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
@@ -182,6 +224,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
     throw new ConfigError(`BERTH_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
   }
+  const dataDir = path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir));
   return {
     port: integer(env, 'BERTH_PORT', DEFAULTS.port, 0, 65535),
     bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
@@ -190,7 +233,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: flag(env, 'BERTH_TRUST_PROXY', DEFAULTS.trustProxy),
     metricsToken: metricsToken(env),
     metricsAddress: metricsAddress(env),
-    dataDir: path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir)),
+    dataDir,
+    databaseUrl: databaseUrl(env),
+    databasePool: integer(env, 'BERTH_DATABASE_POOL', DEFAULTS.databasePool, 1, 1000),
+    blobDir: optionalPath(env, 'BERTH_BLOB_DIR'),
+    masterKeyFile: optionalPath(env, 'BERTH_MASTER_KEY_FILE'),
     ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),
     accountStorageBytes: integer(env, 'BERTH_ACCOUNT_STORAGE_BYTES', DEFAULTS.accountStorageBytes, 0, Number.MAX_SAFE_INTEGER),

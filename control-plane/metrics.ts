@@ -4,7 +4,7 @@
 // stored, and each account's stored bytes against its limit. Services and the runtime report through the small observer functions below, so
 // nothing outside this file knows prom-client.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Db } from './db/connection.ts';
+import type { Db } from './db/metadata.ts';
 
 /** Latency buckets (seconds) from a warm static file to a slow function. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -13,6 +13,11 @@ export interface StoredBlob {
   bytes: number;
 }
 
+/** A blob just stored, kept from the sweeper until `unpin` (once the version that references it is committed, or not). */
+export interface PinnedBlob extends StoredBlob {
+  unpin(): void;
+}
+
 /** Thrown when a stream grows past the allowed size; nothing is kept. */
 export class BlobTooLargeError extends Error {
   constructor(readonly limit: number) {
@@ -31,6 +36,8 @@ export class BlobStore {
   /** Shard folders known to exist; there are at most 256, and nothing removes them. */
   readonly #shards = new Set<string>();
   readonly #writer = new BlobWriter(2);
+  /** Blobs stored by writes that have not committed yet, with how many such writes each has. */
+  readonly #pins = new Map<string, number>();
 
   constructor(root: string) {
     this.#root = root;
@@ -60,14 +67,32 @@ export class BlobStore {
    * Stores `source`, at most `maxBytes`; returns its digest and size. A body declared small
    * (`declaredBytes`) is read whole, hashed, and written by a writer thread unless the store has it
    * already; any other is streamed to a temp file while it is hashed. Whatever fails (the source, the
-   * size limit, the disk), no temp file is left when this returns or throws.
+   * size limit, the disk), no temp file is left when this returns or throws. The blob is pinned from
+   * the moment its digest is known: the caller unpins it once it is referenced, or will not be.
    */
-  async put(source: Readable, maxBytes: number, declaredBytes?: number): Promise<StoredBlob> {
+  async put(source: Readable, maxBytes: number, declaredBytes?: number): Promise<PinnedBlob> {
     if (declaredBytes !== undefined && declaredBytes <= SMALL_BLOB_BYTES) return this.#putSmall(source, Math.min(maxBytes, SMALL_BLOB_BYTES));
     return this.#putStream(source, maxBytes);
   }
 
-  async #putSmall(source: Readable, maxBytes: number): Promise<StoredBlob> {
+  #pin(sha256: string): () => void {
+    this.#pins.set(sha256, (this.#pins.get(sha256) ?? 0) + 1);
+    let pinned = true;
+    return () => {
+      if (!pinned) return;
+      pinned = false;
+      const left = this.#pins.get(sha256)! - 1;
+      if (left > 0) this.#pins.set(sha256, left);
+      else this.#pins.delete(sha256);
+    };
+  }
+
+  /** Whether a write of this process has stored the blob and not committed yet (see BlobSweeper). */
+  isPinned(sha256: string): boolean {
+    return this.#pins.has(sha256);
+  }
+
+  async #putSmall(source: Readable, maxBytes: number): Promise<PinnedBlob> {
     const chunks: Buffer[] = [];
     let bytes = 0;
     for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -78,19 +103,26 @@ export class BlobStore {
     const data = Buffer.concat(chunks, bytes);
     const sha256 = crypto.createHash('sha256').update(data).digest('hex');
     const final = this.pathOf(sha256);
-    if (!(await this.touch(sha256))) {
-      await this.#writer.write({ data, tmp: path.join(this.#tmp, crypto.randomUUID()), final, root: this.#root });
+    const unpin = this.#pin(sha256);
+    try {
+      if (!(await this.touch(sha256))) {
+        await this.#writer.write({ data, tmp: path.join(this.#tmp, crypto.randomUUID()), final, root: this.#root });
+      }
+    } catch (err) {
+      unpin();
+      throw err;
     }
-    return { sha256, bytes };
+    return { sha256, bytes, unpin };
   }
 
-  async #putStream(source: Readable, maxBytes: number): Promise<StoredBlob> {
+  async #putStream(source: Readable, maxBytes: number): Promise<PinnedBlob> {
     const tmpPath = path.join(this.#tmp, crypto.randomUUID());
     const hash = crypto.createHash('sha256');
     let bytes = 0;
     const handle = await fsp.open(tmpPath, 'wx', 0o600);
     let closed = false;
     let placed = false;
+    let unpin: (() => void) | undefined;
     try {
       // destroyOnReturn: false leaves an oversized request's socket open, so a 413 can still be sent.
       for await (const chunk of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -105,6 +137,7 @@ export class BlobStore {
 
       const sha256 = hash.digest('hex');
       const finalPath = this.pathOf(sha256);
+      unpin = this.#pin(sha256);
       if (!(await this.touch(sha256))) {
         const dir = path.dirname(finalPath);
         await this.#shard(dir);
@@ -112,7 +145,10 @@ export class BlobStore {
         placed = true;
         await syncPath(dir);
       }
-      return { sha256, bytes };
+      return { sha256, bytes, unpin };
+    } catch (err) {
+      unpin?.();
+      throw err;
     } finally {
       if (!closed) await handle.close().catch(() => {});
       // After the rename there is nothing left to remove; otherwise the temp file goes, whatever failed.

@@ -3,9 +3,13 @@
 // reused or released (BlobStore.touch) for `minAgeMs`, so a backup or an upload that is about to
 // reference it has long finished with it.
 //
-// Each blob is checked and removed in one synchronous step on the event loop, and a file write checks,
-// in its own synchronous commit, that its blob is still there: so a commit can never reference a
-// blob that the sweeper removed, whichever of the two runs first.
+// A write pins its blob (BlobStore.isPinned) from the moment its digest is known until its version is
+// committed, and touches it; its commit checks that the blob is still there. The sweeper asks the
+// metadata whether a blob is referenced, then looks at its pins and age again and removes it in the
+// same synchronous step: a write of this process that stored the blob meanwhile keeps it, and one that
+// comes after the removal stores it again. A process sharing the blob folder (BERTH_BLOB_DIR) is kept
+// off by the age alone: its write must commit within `minAgeMs` of storing the bytes, or it finds them
+// gone and fails with storage_unavailable rather than reference removed bytes.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -26,7 +30,9 @@ export class BlobSweeper {
   constructor(
     readonly root: string,
     /** Whether any file version references the blob now, from committed metadata. */
-    readonly isReferenced: (sha256: string) => boolean,
+    readonly isReferenced: (sha256: string) => Promise<boolean>,
+    /** Whether a write of this process stored the blob and has not committed yet. */
+    readonly isPinned: (sha256: string) => boolean,
     readonly minAgeMs: number,
   ) {}
 
@@ -37,8 +43,13 @@ export class BlobSweeper {
       for (const name of await fsp.readdir(dir)) {
         if (!SHA256_HEX.test(name)) continue;
         const file = path.join(dir, name);
-        const stat = fs.statSync(file, { throwIfNoEntry: false });
-        if (!stat || now - stat.mtimeMs < this.minAgeMs || this.isReferenced(name)) continue;
+        const old = () => {
+          const stat = fs.statSync(file, { throwIfNoEntry: false });
+          return stat && now - stat.mtimeMs >= this.minAgeMs ? stat : undefined;
+        };
+        if (this.isPinned(name) || !old() || (await this.isReferenced(name))) continue;
+        const stat = this.isPinned(name) ? undefined : old();
+        if (!stat) continue;
         fs.unlinkSync(file);
         report.removed++;
         report.bytes += stat.size;

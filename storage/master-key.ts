@@ -1,5 +1,5 @@
-// The instance's master key: 32 random bytes in <data dir>/master.key (mode 0600), made once. It
-// encrypts secrets at rest (AES-256-GCM) and will sign temporary URLs.
+// The instance's master key: 32 random bytes in a file of mode 0600 (BERTH_MASTER_KEY_FILE, by default
+// <data dir>/master.key), made once. It encrypts secrets at rest (AES-256-GCM) and signs session tokens.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -7,9 +7,9 @@ import path from 'node:path';
 const KEY_BYTES = 32;
 
 /** Loads the master key, creating it on first use; never replaces an existing one. */
-export function loadMasterKey(dataDir: string): Buffer {
-  const file = path.join(dataDir, 'master.key');
+export function loadMasterKey(file: string): Buffer {
   if (!fs.existsSync(file)) {
+    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     const tmp = `${file}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, crypto.randomBytes(KEY_BYTES), { mode: 0o600 });
     const handle = fs.openSync(tmp, 'r');

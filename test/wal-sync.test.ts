@@ -1,10 +1,10 @@
-// Group commit of the metadata WAL (control-plane/db/wal-sync.ts): callers that commit while a sync
+// Group commit of the metadata WAL (control-plane/db/sqlite/wal-sync.ts): callers that commit while a sync
 // runs wait for the next one, and a failed sync fails only the callers it was for.
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import { WalSync } from '../control-plane/db/wal-sync.ts';
+import { WalSync } from '../control-plane/db/sqlite/wal-sync.ts';
 
 test('a failed WAL sync fails its own callers only; later callers get a sync of their own', async (t) => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-wal-'));

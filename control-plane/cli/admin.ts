@@ -1,10 +1,11 @@
-// Operator commands. They act on BERTH_DATA_DIR directly, so they work with or without a running
-// server; SQLite's WAL mode and busy timeout make them safe alongside one.
+// Operator commands. They act on the metadata directly (meta.sqlite in BERTH_DATA_DIR, or the
+// PostgreSQL database BERTH_DATABASE_URL names), so they work with or without a running server;
+// SQLite's WAL mode and busy timeout, or PostgreSQL's own concurrency, make them safe alongside one.
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
-import { openMetaDb } from '../db/connection.ts';
+import { openMetadata } from '../db/metadata.ts';
 import { BerthError } from '../errors.ts';
 import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
@@ -140,13 +141,17 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   if (!command) throw new UsageError(name ? `unknown admin command "${name}"` : 'an admin command is required');
   const json = args.includes('--json');
   const create = args.includes(CREATE_FLAG);
-  checkDataDir(config.dataDir, create);
-  try {
-    useDataDir(config.dataDir);
-  } catch (err) {
-    throw dataDirProblem(err, config.dataDir);
+  // On PostgreSQL the metadata is not in the data dir: these commands do not need it.
+  if (!config.databaseUrl) {
+    checkDataDir(config.dataDir, create);
+    try {
+      useDataDir(config.dataDir);
+    } catch (err) {
+      throw dataDirProblem(err, config.dataDir);
+    }
   }
-  const db = await openMetaDb(config.dataDir);
+  const metadata = await openMetadata(config);
+  const { db } = metadata;
   try {
     const result = await command({ db, now: monotonicClock() }, args.filter((arg) => arg !== CREATE_FLAG), config);
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
@@ -157,6 +162,6 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
     else process.stderr.write(`berth: ${err.message}\n`);
     return 1;
   } finally {
-    await db.destroy();
+    await metadata.close();
   }
 }

@@ -168,5 +168,5 @@ export const getUsage = defineOperation({
       storage: z.object({ usedBytes: z.number().int(), limitBytes: z.number().int().nullable().describe('null: no limit') }),
     }),
   }),
-  run: async (deps, actor) => ({ usage: { ...(await modelCallsToday(deps, actor.accountId)), storage: deps.storageQuota.usage(actor.accountId) } }),
+  run: async (deps, actor) => ({ usage: { ...(await modelCallsToday(deps, actor.accountId)), storage: await deps.storageQuota.usage(actor.accountId) } }),
 });

@@ -30,7 +30,7 @@ export const toBucket = (row: BucketRow): Bucket => ({
 
 /** The actor's bucket row; a bucket of another account is reported as not found. */
 export async function requireBucket(deps: Deps, actor: Actor, id: string): Promise<BucketRow> {
-  const row = deps.hotSql.get<BucketRow>('SELECT * FROM buckets WHERE id = ? AND account_id = ?', id, actor.accountId);
+  const row = await deps.hotSql.get<BucketRow>('SELECT * FROM buckets WHERE id = ? AND account_id = ?', id, actor.accountId);
   if (!row) throw notFound('bucket');
   return row;
 }

@@ -61,7 +61,7 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
 export async function requireDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, options: { activeSite?: boolean } = {}): Promise<DatabaseRow> {
   const site = await requireSite(deps, actor, siteId);
   if (options.activeSite && site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
-  const row = deps.hotSql.get<DatabaseRow>('SELECT * FROM databases WHERE id = ? AND site_id = ?', databaseId, siteId);
+  const row = await deps.hotSql.get<DatabaseRow>('SELECT * FROM databases WHERE id = ? AND site_id = ?', databaseId, siteId);
   if (!row) throw notFound('database');
   if (row.status !== 'READY') throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');
   return row;

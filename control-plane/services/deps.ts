@@ -1,8 +1,8 @@
 // What every service function receives: its dependencies as one typed object, no globals.
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import type { Db } from '../db/connection.ts';
-import type { HotStatements } from '../db/hot-statements.ts';
+import type { HotSql } from '../db/hot-sql.ts';
+import type { Db } from '../db/metadata.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
@@ -16,7 +16,7 @@ export interface Deps {
   config: Config;
   db: Db;
   /** The statements every request runs, prepared once; the rest goes through `db`. */
-  hotSql: HotStatements;
+  hotSql: HotSql;
   blobs: BlobStore;
   /** What each account's files hold against its limit, uploads in flight included. */
   storageQuota: StorageQuota;
@@ -28,7 +28,7 @@ export interface Deps {
   functionLogs: FunctionLogBuffer;
   /** The per-site SQL databases. */
   siteDatabases: SiteDatabaseProvider;
-  /** Encrypts secrets at rest; from <data dir>/master.key. */
+  /** Encrypts secrets at rest and signs session tokens; from BERTH_MASTER_KEY_FILE. */
   masterKey: Buffer;
   now: () => Date;
   /** What /metrics reports. */

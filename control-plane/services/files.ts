@@ -3,8 +3,8 @@
 // at most an unreferenced blob, never a version without its bytes.
 import { Readable } from 'node:stream';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import { BlobTooLargeError } from '../../storage/blob-store.ts';
-import type { HotWriter } from '../db/hot-statements.ts';
+import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
+import type { HotTx } from '../db/hot-sql.ts';
 import { requireBucket } from './buckets.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type FileRow, type StoredFile, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
@@ -106,7 +106,7 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
 
   // Fail fast on a stale If-Match before reading the body; it is checked again when committing.
   if (input.ifMatch !== undefined) {
-    const existing = deps.hotSql.get<FileRow>(FILE_AT_PATH, bucketId, path);
+    const existing = await deps.hotSql.get<FileRow>(FILE_AT_PATH, bucketId, path);
     assertExpectedVersion(existing?.current_version_id ?? null, input.ifMatch, 'If-Match');
   }
 
@@ -114,11 +114,11 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
   // at once (refused before the body is read), or chunk by chunk as an undeclared one arrives.
   const reservation = deps.storageQuota.reserve(actor.accountId);
   let result: { fileId: string; versionId: string; bytes: number };
+  let blob: PinnedBlob | undefined;
   try {
     let body = input.body;
-    if (input.declaredBytes !== undefined) reservation.take(input.declaredBytes);
+    if (input.declaredBytes !== undefined) await reservation.take(input.declaredBytes);
     else body = Readable.from(reservedAsRead(body, reservation));
-    let blob;
     try {
       blob = await deps.blobs.put(body, limit, input.declaredBytes);
     } catch (err) {
@@ -127,27 +127,35 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
     }
 
     const now = timestamp(deps);
-    result = await deps.hotSql.write((sql) => {
-      let file = sql.get<FileRow>(FILE_AT_PATH, bucketId, path);
+    const stored = blob;
+    result = await deps.hotSql.write(async (sql) => {
+      // The file's row is locked for the rest of the transaction: writers of one path take turns, so
+      // If-Match and the version numbers hold under concurrent writes on any backend.
+      let file = await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path);
       if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
       // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
-      if (!deps.blobs.has(blob.sha256)) throw new BerthError('storage_unavailable', 'the stored bytes of this write were removed before it completed; send it again');
-      chargeVersion(sql, deps.config, actor.accountId, blob.sha256, blob.bytes);
+      if (!deps.blobs.has(stored.sha256)) throw new BerthError('storage_unavailable', 'the stored bytes of this write were removed before it completed; send it again');
       if (!file) {
-        file = { id: newId(), bucket_id: bucketId, path, current_version_id: null, created_at: now, updated_at: now };
-        sql.run('INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)', file.id, bucketId, path, now, now);
+        // A concurrent first write of the same path may insert it first: then this one continues it.
+        await sql.run(
+          'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (bucket_id, path) DO NOTHING',
+          newId(), bucketId, path, now, now,
+        );
+        file = (await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path))!;
       }
-      const versionId = insertVersion(sql, file.id, {
-        blob_sha256: blob.sha256,
-        bytes: blob.bytes,
+      await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
+      const versionId = await insertVersion(sql, file.id, {
+        blob_sha256: stored.sha256,
+        bytes: stored.bytes,
         content_type: contentType,
         restored_from_version_id: null,
         created_at: now,
       });
-      makeCurrent(sql, file.id, versionId, now);
-      return { fileId: file.id, versionId, bytes: blob.bytes };
+      await makeCurrent(sql, file.id, versionId, now);
+      return { fileId: file.id, versionId, bytes: stored.bytes };
     });
   } finally {
+    blob?.unpin();
     reservation.release();
   }
   return afterWrite(deps, bucketId, path, contentType, result);
@@ -174,23 +182,23 @@ const FILE_AT_PATH = 'SELECT * FROM files WHERE bucket_id = ? AND path = ?';
 /** A body's chunks as they are read, each reserved against the account's quota before it is passed on. */
 async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncGenerator<Buffer> {
   for await (const chunk of body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-    reservation.take(chunk.length);
+    await reservation.take(chunk.length);
     yield chunk;
   }
 }
 
-/** The file's next version, numbered after its last in the same statement. */
-function insertVersion(sql: HotWriter, fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): string {
+/** The file's next version, numbered after its last in the same statement (the file's row is locked). */
+async function insertVersion(sql: HotTx, fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): Promise<string> {
   const id = newId();
-  sql.run(
+  await sql.run(
     `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
-     SELECT ?, ?, ?, ?, ?, ?, ?, COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?`,
+     VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
     id, fileId, fields.blob_sha256, fields.bytes, fields.content_type, fields.restored_from_version_id, fields.created_at, fileId,
   );
   return id;
 }
 
-const makeCurrent = (sql: HotWriter, fileId: string, versionId: string, now: string) =>
+const makeCurrent = (sql: HotTx, fileId: string, versionId: string, now: string) =>
   sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', versionId, now, fileId);
 
 /** Deletes the file at `path`: it disappears from listings and hosting; its history is kept. */
@@ -251,19 +259,23 @@ export async function restoreFile(
   const file = await requireFileById(deps, actor, fileId);
   const source = await requireVersion(deps, fileId, input.versionId);
   const now = timestamp(deps);
-  const versionId = await deps.hotSql.write((sql) => {
-    const fresh = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId)!;
+  const versionId = await deps.hotSql.write(async (sql) => {
+    const fresh = await sql.getForUpdate<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+    // Its last versions may have been deleted since it was read.
+    if (!fresh) throw notFound('file');
     assertExpectedVersion(fresh.current_version_id, input.currentVersionId, 'currentVersionId');
+    // The version itself may have been deleted meanwhile: a restore of it would reference nothing.
+    if (!(await sql.get('SELECT 1 FROM file_versions WHERE id = ?', source.id))) throw notFound('version');
     // The account references the old version's blob already, so a restore never needs quota.
-    chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);
-    const id = insertVersion(sql, fileId, {
+    await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);
+    const id = await insertVersion(sql, fileId, {
       blob_sha256: source.blob_sha256,
       bytes: source.bytes,
       content_type: source.content_type,
       restored_from_version_id: source.id,
       created_at: now,
     });
-    makeCurrent(sql, fileId, id, now);
+    await makeCurrent(sql, fileId, id, now);
     return id;
   });
   deps.hostingCache.forgetFile(file.bucket_id, file.path);
@@ -275,14 +287,14 @@ export async function restoreFile(
 const DEPLOYED_VERSIONS = 'SELECT deployed_version_id FROM functions WHERE deployed_version_id IS NOT NULL';
 
 /** Deletes `versions` of `file` and uncounts them; a deleted file whose last version goes is gone. */
-function removeVersions(sql: HotWriter, accountId: string, file: FileRow, versions: VersionRow[]): number {
+async function removeVersions(sql: HotTx, accountId: string, file: FileRow, versions: VersionRow[]): Promise<number> {
   let freed = 0;
   for (const version of versions) {
-    sql.run('DELETE FROM file_versions WHERE id = ?', version.id);
-    freed += releaseVersion(sql, accountId, version.blob_sha256);
+    await sql.run('DELETE FROM file_versions WHERE id = ?', version.id);
+    freed += await releaseVersion(sql, accountId, version.blob_sha256);
   }
-  if (file.current_version_id === null && !sql.get('SELECT 1 FROM file_versions WHERE file_id = ? LIMIT 1', file.id)) {
-    sql.run('DELETE FROM files WHERE id = ?', file.id);
+  if (file.current_version_id === null && !(await sql.get('SELECT 1 FROM file_versions WHERE file_id = ? LIMIT 1', file.id))) {
+    await sql.run('DELETE FROM files WHERE id = ?', file.id);
   }
   return freed;
 }
@@ -294,16 +306,16 @@ function removeVersions(sql: HotWriter, accountId: string, file: FileRow, versio
  */
 export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, versionId: string) {
   await requireFileById(deps, actor, fileId);
-  const outcome = await deps.hotSql.write((sql) => {
-    const file = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
-    const version = file && sql.get<VersionRow>('SELECT * FROM file_versions WHERE id = ? AND file_id = ?', versionId, fileId);
+  const outcome = await deps.hotSql.write(async (sql) => {
+    const file = await sql.getForUpdate<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+    const version = file && (await sql.get<VersionRow>('SELECT * FROM file_versions WHERE id = ? AND file_id = ?', versionId, fileId));
     if (!file || !version) throw notFound('version');
     if (file.current_version_id === version.id) {
       throw conflict('version_in_use', 'this is the file’s current version: write or restore another version, or delete the file, first');
     }
-    const deployed = sql.get<{ path: string }>('SELECT path FROM functions WHERE deployed_version_id = ?', version.id);
+    const deployed = await sql.get<{ path: string }>('SELECT path FROM functions WHERE deployed_version_id = ?', version.id);
     if (deployed) throw conflict('version_in_use', `this version is the source ${deployed.path} is served from; deploy a newer version of it first`);
-    return { freed: removeVersions(sql, actor.accountId, file, [version]), blob: version.blob_sha256 };
+    return { freed: await removeVersions(sql, actor.accountId, file, [version]), blob: version.blob_sha256 };
   });
   await releaseBlobs(deps, [outcome.blob]);
   return { deleted: true as const, fileId, versionId, freedBytes: outcome.freed };
@@ -315,15 +327,15 @@ export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, ve
  */
 export async function pruneVersions(deps: Deps, actor: Actor, fileId: string) {
   await requireFileById(deps, actor, fileId);
-  const outcome = await deps.hotSql.write((sql) => {
-    const file = sql.get<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+  const outcome = await deps.hotSql.write(async (sql) => {
+    const file = await sql.getForUpdate<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
     if (!file) throw notFound('file');
-    const versions = sql.all<VersionRow>(
-      `SELECT * FROM file_versions WHERE file_id = ? AND id IS NOT ? AND id NOT IN (${DEPLOYED_VERSIONS})`,
+    const versions = await sql.all<VersionRow>(
+      `SELECT * FROM file_versions WHERE file_id = ? AND id IS DISTINCT FROM ? AND id NOT IN (${DEPLOYED_VERSIONS})`,
       fileId,
       file.current_version_id,
     );
-    const freedBytes = removeVersions(sql, actor.accountId, file, versions);
+    const freedBytes = await removeVersions(sql, actor.accountId, file, versions);
     return { result: { fileId, deletedVersions: versions.length, freedBytes }, blobs: versions.map((v) => v.blob_sha256) };
   });
   await releaseBlobs(deps, outcome.blobs);

@@ -1,6 +1,6 @@
 // The buffer behind function logs: lines are kept in memory and written in batches, so a chatty
 // function costs one insert per batch, not per line; each site keeps its newest N lines.
-import type { Db } from '../db/connection.ts';
+import type { Db } from '../db/metadata.ts';
 import type { Logger } from '../log.ts';
 import type { LogEntry } from '../../runtime-host/protocol.ts';
 

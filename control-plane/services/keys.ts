@@ -71,9 +71,9 @@ export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[
 }
 
 /** The actor a presented key stands for, or null when it is unknown or revoked. */
-export function authenticate(deps: Pick<Deps, 'hotSql'>, key: string): Actor | null {
+export async function authenticate(deps: Pick<Deps, 'hotSql'>, key: string): Promise<Actor | null> {
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
-  const row = deps.hotSql.get<KeyRow>('SELECT * FROM api_keys WHERE key_hash = ?', digestToken(key));
+  const row = await deps.hotSql.get<KeyRow>('SELECT * FROM api_keys WHERE key_hash = ?', digestToken(key));
   if (!row || row.revoked_at) return null;
   return { via: row.for_cli ? 'cli' : 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }

@@ -6,7 +6,7 @@ import type { SiteRow } from '../db/site-row.ts';
 export type { SiteAccess, SiteRow, SiteStatus } from '../db/site-row.ts';
 
 export async function requireSite(deps: Deps, actor: Actor, id: string): Promise<SiteRow> {
-  const row = deps.hotSql.get<SiteRow>('SELECT * FROM sites WHERE id = ? AND account_id = ?', id, actor.accountId);
+  const row = await deps.hotSql.get<SiteRow>('SELECT * FROM sites WHERE id = ? AND account_id = ?', id, actor.accountId);
   if (!row) throw notFound('site');
   return row;
 }

@@ -10,7 +10,7 @@
 import { BerthError, notFound } from '../errors.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Config } from '../config.ts';
-import type { HotStatements, HotWriter } from '../db/hot-statements.ts';
+import type { HotSql, HotTx } from '../db/hot-sql.ts';
 import type { Plan } from './accounts.ts';
 import type { Store } from './deps.ts';
 
@@ -48,30 +48,32 @@ export function quotaExceeded(usage: { usedBytes: number; limitBytes: number }, 
 
 /**
  * Counts a new version of `sha256` against the account, inside the transaction that inserts it. A blob
- * the account already references costs nothing; a new one is refused past the limit.
+ * the account already references costs nothing; a new one is refused past the limit. The account's row
+ * is locked first, so the account's commits take turns: two cannot both fit in the last free space.
  */
-export function chargeVersion(sql: HotWriter, config: Pick<Config, 'accountStorageBytes'>, accountId: string, sha256: string, bytes: number): void {
-  const held = sql.run('UPDATE account_blobs SET versions = versions + 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+export async function chargeVersion(sql: HotTx, config: Pick<Config, 'accountStorageBytes'>, accountId: string, sha256: string, bytes: number): Promise<void> {
+  const account = (await sql.getForUpdate<QuotaRow>(ACCOUNT_QUOTA, accountId))!;
+  const held = await sql.run('UPDATE account_blobs SET versions = versions + 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
   if (held.changes > 0) return;
-  const account = sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId)!;
   const limit = storageLimit(config, account);
   if (limit !== null && account.storage_used_bytes + bytes > limit) {
     throw quotaExceeded({ usedBytes: account.storage_used_bytes, limitBytes: limit }, bytes);
   }
-  sql.run('INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1)', accountId, sha256, bytes);
-  sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ?', bytes, accountId);
+  await sql.run('INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1)', accountId, sha256, bytes);
+  await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ?', bytes, accountId);
 }
 
 /** Uncounts a deleted version, inside the transaction that deletes it; returns the bytes it freed. */
-export function releaseVersion(sql: HotWriter, accountId: string, sha256: string): number {
-  const row = sql.get<{ bytes: number; versions: number }>('SELECT bytes, versions FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+export async function releaseVersion(sql: HotTx, accountId: string, sha256: string): Promise<number> {
+  await sql.getForUpdate(ACCOUNT_QUOTA, accountId);
+  const row = await sql.get<{ bytes: number; versions: number }>('SELECT bytes, versions FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
   if (!row) return 0;
   if (row.versions > 1) {
-    sql.run('UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+    await sql.run('UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
     return 0;
   }
-  sql.run('DELETE FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
-  sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes - ? WHERE id = ?', row.bytes, accountId);
+  await sql.run('DELETE FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
+  await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes - ? WHERE id = ?', row.bytes, accountId);
   return row.bytes;
 }
 
@@ -95,15 +97,20 @@ export async function storageByAccount(store: Pick<Store, 'db'>, config: Pick<Co
 /** Bytes held by uploads in flight, per account; see the file's header. */
 export class StorageQuota {
   readonly #reserved = new Map<string, number>();
+  /**
+   * Each account's usage as last read, while it has uploads in flight: read again once one of them
+   * ends, since what it reserved may now be committed.
+   */
+  readonly #usage = new Map<string, StorageUsage>();
 
   constructor(
     readonly config: Pick<Config, 'accountStorageBytes'>,
-    readonly hotSql: Pick<HotStatements, 'get'>,
+    readonly hotSql: Pick<HotSql, 'get'>,
   ) {}
 
   /** What the account's versions hold now, and its limit. */
-  usage(accountId: string): StorageUsage {
-    const row = this.hotSql.get<QuotaRow>(ACCOUNT_QUOTA, accountId);
+  async usage(accountId: string): Promise<StorageUsage> {
+    const row = await this.hotSql.get<QuotaRow>(ACCOUNT_QUOTA, accountId);
     if (!row) return { usedBytes: 0, limitBytes: this.config.accountStorageBytes };
     return { usedBytes: row.storage_used_bytes, limitBytes: storageLimit(this.config, row) };
   }
@@ -114,8 +121,12 @@ export class StorageQuota {
   }
 
   /** Adds `bytes` to the account's reservations, or throws quota_exceeded if they would not fit. */
-  take(accountId: string, bytes: number): void {
-    const usage = this.usage(accountId);
+  async take(accountId: string, bytes: number): Promise<void> {
+    let usage = this.#usage.get(accountId);
+    if (!usage) {
+      usage = await this.usage(accountId);
+      this.#usage.set(accountId, usage);
+    }
     const reserved = this.#reserved.get(accountId) ?? 0;
     if (usage.limitBytes !== null && usage.usedBytes + reserved + bytes > usage.limitBytes) {
       throw quotaExceeded({ usedBytes: usage.usedBytes + reserved, limitBytes: usage.limitBytes }, bytes);
@@ -124,6 +135,7 @@ export class StorageQuota {
   }
 
   give(accountId: string, bytes: number): void {
+    this.#usage.delete(accountId);
     const left = (this.#reserved.get(accountId) ?? 0) - bytes;
     if (left > 0) this.#reserved.set(accountId, left);
     else this.#reserved.delete(accountId);
@@ -138,8 +150,8 @@ export class Reservation {
     readonly accountId: string,
   ) {}
 
-  take(bytes: number): void {
-    this.quota.take(this.accountId, bytes);
+  async take(bytes: number): Promise<void> {
+    await this.quota.take(this.accountId, bytes);
     this.#held += bytes;
   }
 

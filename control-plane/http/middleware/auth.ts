@@ -58,7 +58,7 @@ export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise
     if (session) return sessionActor(ctx, deps, session);
     throw new BerthError('unauthorized', 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
   }
-  const actor = key ? authenticate(deps, key) : null;
+  const actor = key ? await authenticate(deps, key) : null;
   if (!actor) throw new BerthError('unauthorized', 'the API key is invalid or revoked');
   return actor;
 }

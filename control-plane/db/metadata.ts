@@ -1,0 +1,132 @@
+// The metadata port: where accounts, sites, files and everything else Berth knows are kept. On SQLite
+// (meta.sqlite in the data dir, the embedded default) or on PostgreSQL (BERTH_DATABASE_URL), chosen by
+// configuration here and nowhere else: services get Knex for general queries and HotSql for the
+// statements every request runs, and never ask which backend is behind them.
+import path from 'node:path';
+import type { Knex } from 'knex';
+import type pg from 'pg';
+import type { Config } from '../config.ts';
+import { StartupError } from '../startup-error.ts';
+import type { HotSql } from './hot-sql.ts';
+import { migrateToLatest } from './schema.ts';
+import { connectOnce, describeUrl, openPostgresKnex, openPostgresPool } from './postgres/connection.ts';
+import { PostgresHotSql } from './postgres/hot-sql.ts';
+import { metaDbPath, openSqliteKnex } from './sqlite/connection.ts';
+import { SqliteHotSql } from './sqlite/hot-sql.ts';
+
+export type Db = Knex;
+export type Backend = 'sqlite' | 'postgres';
+
+export interface Metadata {
+  backend: Backend;
+  db: Db;
+  hot: HotSql;
+  /** Where the metadata is, for messages (never a password). */
+  where: string;
+  close(): Promise<void>;
+}
+
+type MetadataConfig = Pick<Config, 'dataDir' | 'databaseUrl' | 'databasePool'>;
+
+export const backendOf = (config: Pick<Config, 'databaseUrl'>): Backend => (config.databaseUrl ? 'postgres' : 'sqlite');
+
+/** Opens the metadata and brings its schema up to date; a problem an operator can fix is a StartupError. */
+export async function openMetadata(config: MetadataConfig, options: { onConnectionError?: (err: Error) => void } = {}): Promise<Metadata> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePool, options.onConnectionError ?? (() => {})) : openSqlite(config.dataDir);
+}
+
+async function openSqlite(dataDir: string): Promise<Metadata> {
+  const db = openSqliteKnex(dataDir);
+  const where = `the data dir ${path.resolve(dataDir)}`;
+  try {
+    await migrateToLatest(db, where);
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+  const hot = new SqliteHotSql(db, metaDbPath(dataDir));
+  return {
+    backend: 'sqlite',
+    db,
+    hot,
+    where,
+    async close() {
+      await hot.close();
+      await db.destroy();
+    },
+  };
+}
+
+/** Codes of `pg` and of PostgreSQL that mean the server cannot be used as configured. */
+function unreachable(err: unknown, where: string): StartupError | undefined {
+  const code = (err as { code?: string }).code;
+  const reason = (() => {
+    switch (code) {
+      case 'ECONNREFUSED':
+        return 'the connection was refused: is the server running, and listening there?';
+      case 'ENOTFOUND':
+      case 'EAI_AGAIN':
+        return 'the host name does not resolve';
+      case 'ENOENT':
+        return 'no server socket there';
+      case 'ETIMEDOUT':
+        return 'the server did not answer';
+      case '28P01':
+      case '28000':
+        return 'the server refused the user or password';
+      case '3D000':
+        return 'the database does not exist: create it (docs/deploy.md)';
+      case '42501':
+        return 'the user lacks a privilege Berth needs: make it the owner of the database (docs/deploy.md)';
+      default:
+        return (err as Error).message === 'timeout expired' || (err as Error).message === 'Connection terminated due to connection timeout'
+          ? 'the server did not answer within 10 s'
+          : undefined;
+    }
+  })();
+  return reason ? new StartupError(`cannot use ${where}: ${reason} (set BERTH_DATABASE_URL)`) : undefined;
+}
+
+async function openPostgres(url: string, poolSize: number, onConnectionError: (err: Error) => void): Promise<Metadata> {
+  const where = describeUrl(url);
+  const pool = openPostgresPool(url, poolSize, onConnectionError);
+  const db = openPostgresKnex(pool);
+  try {
+    await withMigrationLock(url, () => migrateToLatest(db, where));
+  } catch (err) {
+    await db.destroy();
+    await pool.end();
+    throw unreachable(err, where) ?? err;
+  }
+  const hot = new PostgresHotSql(pool);
+  return {
+    backend: 'postgres',
+    db,
+    hot,
+    where,
+    async close() {
+      await hot.close();
+      await db.destroy();
+      await pool.end();
+    },
+  };
+}
+
+/** Any 64-bit number, the same in every Berth: the advisory lock the schema is migrated under. */
+const MIGRATION_LOCK = 0x6265727468n; // "berth"
+
+/**
+ * Runs `work` holding a session-level advisory lock on a connection of its own, so that nodes starting
+ * together migrate one after the other: the later ones find the schema up to date.
+ */
+async function withMigrationLock<T>(url: string, work: () => Promise<T>): Promise<T> {
+  const client: pg.Client = connectOnce(url);
+  await client.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK.toString()]);
+    return await work();
+  } finally {
+    // Ending the session releases the lock, whatever happened.
+    await client.end().catch(() => {});
+  }
+}
