@@ -56,8 +56,9 @@ export class Metrics {
       help: 'Bytes of file content stored (each distinct blob once)',
       registers,
       async collect() {
-        const row = (await sources.db.raw('SELECT COALESCE(SUM(bytes), 0) AS bytes FROM (SELECT MAX(bytes) AS bytes FROM file_versions GROUP BY blob_sha256)')) as Array<{ bytes: number }>;
-        this.set(Number(row[0]?.bytes ?? 0));
+        const blobs = sources.db('file_versions').max({ bytes: 'bytes' }).groupBy('blob_sha256').as('blobs');
+        const row = (await sources.db.sum({ bytes: 'bytes' }).from(blobs).first()) as { bytes: number | string | null } | undefined;
+        this.set(Number(row?.bytes ?? 0));
       },
     });
     new Gauge({

@@ -48,7 +48,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('files', (t) => {
     t.string('id').primary();
     t.string('bucket_id').notNullable().references('buckets.id');
-    t.string('path').notNullable();
+    t.text('path').notNullable();
     t.string('current_version_id');
     t.string('created_at').notNullable();
     t.string('updated_at').notNullable();
@@ -60,7 +60,7 @@ export async function up(knex: Knex): Promise<void> {
     t.string('file_id').notNullable().references('files.id');
     t.integer('seq').notNullable();
     t.string('blob_sha256').notNullable();
-    t.integer('bytes').notNullable();
+    t.bigInteger('bytes').notNullable();
     t.string('content_type').notNullable();
     t.string('restored_from_version_id');
     t.string('created_at').notNullable();

@@ -6,8 +6,8 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('functions', (t) => {
     t.string('id').primary();
     t.string('site_id').notNullable().references('sites.id');
-    t.string('path').notNullable();
-    t.string('name').notNullable();
+    t.text('path').notNullable();
+    t.text('name').notNullable();
     t.string('status').notNullable();
     t.string('deployed_version_id');
     t.string('deployed_at');
@@ -21,7 +21,7 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('function_logs', (t) => {
     t.increments('id');
     t.string('site_id').notNullable().references('sites.id');
-    t.string('function_path');
+    t.text('function_path');
     t.string('request_id');
     t.string('level').notNullable();
     t.text('message').notNullable();

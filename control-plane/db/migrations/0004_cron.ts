@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('functions', (t) => {
     t.string('kind').notNullable().defaultTo('api');
-    t.string('schedule');
+    t.text('schedule');
     // The newest scheduled time a run was started for; written before the run starts, so a restart
     // never runs the same scheduled time twice.
     t.string('cron_last_scheduled_at');
@@ -13,7 +13,7 @@ export async function up(knex: Knex): Promise<void> {
     t.string('id').primary();
     t.string('site_id').notNullable().references('sites.id');
     t.string('function_id').notNullable();
-    t.string('path').notNullable();
+    t.text('path').notNullable();
     t.string('scheduled_at').notNullable();
     t.string('started_at');
     t.string('ended_at');

@@ -5,9 +5,9 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('llm_usage', (t) => {
     t.string('account_id').notNullable().references('accounts.id');
     t.string('day').notNullable();
-    t.integer('calls').notNullable();
-    t.integer('input_tokens').notNullable();
-    t.integer('output_tokens').notNullable();
+    t.bigInteger('calls').notNullable();
+    t.bigInteger('input_tokens').notNullable();
+    t.bigInteger('output_tokens').notNullable();
     t.primary(['account_id', 'day']);
   });
 }

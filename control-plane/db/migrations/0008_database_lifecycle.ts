@@ -14,7 +14,7 @@ export async function up(knex: Knex): Promise<void> {
     t.string('site_id').notNullable().references('sites.id');
     t.string('status').notNullable();
     t.text('error');
-    t.integer('bytes');
+    t.bigInteger('bytes');
     t.string('created_at').notNullable();
     t.string('completed_at');
     t.index(['database_id', 'created_at']);
