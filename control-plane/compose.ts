@@ -168,8 +168,8 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     }),
     metrics,
     now: options.now ?? monotonicClock(),
-    signInLimits: signInLimits(),
-    cliLoginLimit: cliLoginLimit(),
+    signInLimits: signInLimits(metadata),
+    cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
   };
   const serveCtx = createCtxHandler(deps);

@@ -1,4 +1,10 @@
-// Metadata schema migrations, passed to Knex as an explicit ordered list (never a folder scan).
+// Metadata schema migrations, passed to Knex as an explicit ordered list (never a folder scan). One
+// set serves SQLite and PostgreSQL, written with Knex's schema builder and SQL both engines run. Types
+// keep one meaning on both: paths and other text a user writes are `text` (a `string` is varchar(255)
+// on PostgreSQL), byte sizes and counters that may pass 2^31 are `bigInteger`, timestamps are ISO 8601
+// UTC strings (which sort as time does), booleans are `boolean`. The first migrations said varchar and
+// integer where these rules say text and bigint; they were corrected in place, which changes nothing
+// for SQLite (its column affinities are the same) and gives PostgreSQL the right types from the start.
 import type { Knex } from 'knex';
 import * as initial from './migrations/0001_initial.ts';
 import * as functions from './migrations/0002_functions.ts';
@@ -15,6 +21,7 @@ import * as siteSessions from './migrations/0012_site_sessions.ts';
 import * as invitations from './migrations/0013_invitations.ts';
 import * as cliLogins from './migrations/0014_cli_logins.ts';
 import * as storageQuota from './migrations/0015_storage_quota.ts';
+import * as attemptLimits from './migrations/0016_attempt_limits.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -37,6 +44,7 @@ const migrations: Record<string, Migration> = {
   '0013_invitations': invitations,
   '0014_cli_logins': cliLogins,
   '0015_storage_quota': storageQuota,
+  '0016_attempt_limits': attemptLimits,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

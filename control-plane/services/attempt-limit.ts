@@ -1,42 +1,53 @@
 // Counts failed attempts per key (an email, an address) in a fixed window, so guessing passwords is
-// slow for one account and for one client alike. In memory: a restart forgets, which only helps the
-// legitimate user who was locked out.
-export class AttemptLimit {
-  readonly #max: number;
-  readonly #windowMs: number;
-  readonly #now: () => number;
-  readonly #failures = new Map<string, { count: number; resetAt: number }>();
+// slow for one account and for one client alike. The counts live in the metadata (`attempt_limits`),
+// kept by rate-limiter-flexible's store for the backend, so every server of an instance counts
+// against the same limit and a restart forgets nothing.
+import { type RateLimiterAbstract, RateLimiterPostgres, RateLimiterSQLite } from 'rate-limiter-flexible';
+import type { Metadata } from '../db/metadata.ts';
 
-  constructor(max: number, windowMs: number, now: () => number = Date.now) {
+const TABLE = 'attempt_limits';
+/** Windows that ended are deleted at most this often, by the next failure. */
+const CLEAR_EVERY_MS = 5 * 60_000;
+
+export class AttemptLimit {
+  readonly #limiter: RateLimiterAbstract;
+  readonly #max: number;
+  #clearedAt = Date.now();
+
+  /** `name` keeps this limit's keys apart from other limits' in the one table. */
+  constructor(metadata: Pick<Metadata, 'backend' | 'db'>, name: string, max: number, windowMs: number) {
     this.#max = max;
-    this.#windowMs = windowMs;
-    this.#now = now;
+    const options = {
+      storeClient: metadata.db,
+      storeType: 'knex',
+      tableName: TABLE,
+      tableCreated: true,
+      keyPrefix: name,
+      points: max,
+      duration: windowMs / 1000,
+      // The stores' own timer would outlive a closed instance; failures clear instead (see fail).
+      clearExpiredByTimeout: false,
+    };
+    this.#limiter = metadata.backend === 'postgres' ? new RateLimiterPostgres(options) : new RateLimiterSQLite(options);
   }
 
   /** Seconds until `key` may try again, or 0 when it may now. */
-  retryAfter(key: string): number {
-    const entry = this.#failures.get(key);
-    if (!entry || entry.resetAt <= this.#now()) return 0;
-    return entry.count >= this.#max ? Math.ceil((entry.resetAt - this.#now()) / 1000) : 0;
+  async retryAfter(key: string): Promise<number> {
+    const res = await this.#limiter.get(key);
+    if (!res || res.consumedPoints < this.#max || res.msBeforeNext <= 0) return 0;
+    return Math.ceil(res.msBeforeNext / 1000);
   }
 
-  fail(key: string): void {
-    const now = this.#now();
-    const entry = this.#failures.get(key);
-    if (!entry || entry.resetAt <= now) {
-      this.#sweep(now);
-      this.#failures.set(key, { count: 1, resetAt: now + this.#windowMs });
-    } else {
-      entry.count++;
+  async fail(key: string): Promise<void> {
+    await this.#limiter.penalty(key, 1);
+    const now = Date.now();
+    if (now - this.#clearedAt > CLEAR_EVERY_MS) {
+      this.#clearedAt = now;
+      await (this.#limiter as RateLimiterAbstract & { clearExpired(before: number): Promise<unknown> }).clearExpired(now);
     }
   }
 
-  clear(key: string): void {
-    this.#failures.delete(key);
-  }
-
-  /** Forgets windows that are over, so the map holds only recent failures. */
-  #sweep(now: number): void {
-    for (const [key, entry] of this.#failures) if (entry.resetAt <= now) this.#failures.delete(key);
+  async clear(key: string): Promise<void> {
+    await this.#limiter.delete(key);
   }
 }

@@ -7,12 +7,13 @@ import crypto from 'node:crypto';
 import { BerthError, notFound } from '../errors.ts';
 import { type Actor, type Deps, type Permission, newId, timestamp } from './deps.ts';
 import { AttemptLimit } from './attempt-limit.ts';
+import type { Metadata } from '../db/metadata.ts';
 import { createKey } from './keys.ts';
 import { digestToken, newToken } from './tokens.ts';
 
 export const CLI_LOGIN_MS = 10 * 60_000;
 /** Login requests one client address may start in a quarter of an hour. */
-export const cliLoginLimit = () => new AttemptLimit(30, 15 * 60_000);
+export const cliLoginLimit = (metadata: Pick<Metadata, 'backend' | 'db'>) => new AttemptLimit(metadata, 'cli-login-address', 30, 15 * 60_000);
 /** No 0/O or 1/I: the code is read off one screen and compared with another. */
 const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 const CODE = /^[A-Z2-9]{4}-[A-Z2-9]{4}$/;
@@ -69,9 +70,9 @@ function machineName(raw: unknown): string {
 }
 
 export async function startCliLogin(deps: Deps, input: { machine: unknown; address: string }): Promise<{ login: CliLogin; pollToken: string }> {
-  const wait = deps.cliLoginLimit.retryAfter(input.address);
+  const wait = await deps.cliLoginLimit.retryAfter(input.address);
   if (wait > 0) throw new BerthError('too_many_attempts', 'too many login requests from this address; try again later', { retryAfterSeconds: wait });
-  deps.cliLoginLimit.fail(input.address);
+  await deps.cliLoginLimit.fail(input.address);
   const pollToken = newToken();
   const now = deps.now();
   // Anyone may start a request: those a day past their expiry go, so the table stays small.

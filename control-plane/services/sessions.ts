@@ -7,6 +7,7 @@ import type { Knex } from 'knex';
 import { digestToken, newToken } from './tokens.ts';
 import { BerthError } from '../errors.ts';
 import { AttemptLimit } from './attempt-limit.ts';
+import type { Metadata } from '../db/metadata.ts';
 import { type Actor, type Deps, timestamp } from './deps.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import { type Role, type UserRow, checkPassword } from './users.ts';
@@ -17,7 +18,10 @@ export const ABSOLUTE_MS = 7 * 24 * 3600_000;
 const TOUCH_MS = 60_000;
 
 /** Failed sign-ins allowed per email and per client address in a quarter of an hour. */
-export const signInLimits = () => ({ email: new AttemptLimit(5, 15 * 60_000), address: new AttemptLimit(20, 15 * 60_000) });
+export const signInLimits = (metadata: Pick<Metadata, 'backend' | 'db'>) => ({
+  email: new AttemptLimit(metadata, 'sign-in-email', 5, 15 * 60_000),
+  address: new AttemptLimit(metadata, 'sign-in-address', 20, 15 * 60_000),
+});
 
 
 export interface SessionUser {
@@ -38,16 +42,16 @@ export const csrfToken = (deps: Pick<Deps, 'masterKey'>, sessionToken: string): 
 export async function signIn(deps: Deps, input: { email: string; password: string; address: string }): Promise<{ token: string; user: { id: string; email: string } }> {
   const email = input.email.trim().toLowerCase();
   const { email: byEmail, address: byAddress } = deps.signInLimits;
-  const wait = Math.max(byEmail.retryAfter(email), byAddress.retryAfter(input.address));
+  const wait = Math.max(await byEmail.retryAfter(email), await byAddress.retryAfter(input.address));
   if (wait > 0) throw new BerthError('too_many_attempts', 'too many failed sign-ins; try again later', { retryAfterSeconds: wait });
   const user = await deps.db<UserRow>('users').where({ email }).first();
   const valid = await verifyPassword(input.password, user?.password_hash ?? null);
   if (!user || !valid) {
-    byEmail.fail(email);
-    byAddress.fail(input.address);
+    await byEmail.fail(email);
+    await byAddress.fail(input.address);
     throw new BerthError('invalid_credentials', 'the email or the password is wrong');
   }
-  byEmail.clear(email);
+  await byEmail.clear(email);
   const token = newToken();
   const now = deps.now();
   await deps.db('sessions').insert({
@@ -106,11 +110,11 @@ export async function changePassword(deps: Deps, actor: Actor, input: { currentP
   const { id, email, sessionHash } = actor.user!;
   checkPassword(input.newPassword);
   const limit = deps.signInLimits.email;
-  const wait = limit.retryAfter(email);
+  const wait = await limit.retryAfter(email);
   if (wait > 0) throw new BerthError('too_many_attempts', 'too many wrong passwords; try again later', { retryAfterSeconds: wait });
   const user = await deps.db<UserRow>('users').where({ id }).first();
   if (!(await verifyPassword(input.currentPassword, user?.password_hash ?? null))) {
-    limit.fail(email);
+    await limit.fail(email);
     throw new BerthError('invalid_credentials', 'the current password is wrong');
   }
   const passwordHash = await hashPassword(input.newPassword);

@@ -9,6 +9,11 @@ import Database from '../../../storage/sqlite-driver.js';
 /** Knex's better-sqlite3 client, on the driver this Node can run (storage/sqlite-driver.js). */
 const KnexBetterSqlite3 = createRequire(import.meta.url)('knex/lib/dialects/better-sqlite3/index.js') as typeof Knex.Client;
 class MetadataClient extends KnexBetterSqlite3 {
+  constructor(config: Knex.Config) {
+    // It is Knex's better-sqlite3 dialect, and says so to whoever asks (rate-limiter-flexible does).
+    super({ ...config, client: 'better-sqlite3' });
+  }
+
   // Knex's own types leave out the hook its clients load their driver with.
   _driver() {
     return Database;
