@@ -150,7 +150,7 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
       throw dataDirProblem(err, config.dataDir);
     }
   }
-  const metadata = await openMetadata(config);
+  const metadata = await openMetadata(config, { create });
   const { db } = metadata;
   try {
     const result = await command({ db, now: monotonicClock() }, args.filter((arg) => arg !== CREATE_FLAG), config);

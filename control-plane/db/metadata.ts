@@ -31,8 +31,15 @@ type MetadataConfig = Pick<Config, 'dataDir' | 'databaseUrl' | 'databasePool'>;
 export const backendOf = (config: Pick<Config, 'databaseUrl'>): Backend => (config.databaseUrl ? 'postgres' : 'sqlite');
 
 /** Opens the metadata and brings its schema up to date; a problem an operator can fix is a StartupError. */
-export async function openMetadata(config: MetadataConfig, options: { onConnectionError?: (err: Error) => void } = {}): Promise<Metadata> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePool, options.onConnectionError ?? (() => {})) : openSqlite(config.dataDir);
+export interface OpenOptions {
+  /** Told when a pooled connection fails while idle (the pool replaces it). */
+  onConnectionError?: (err: Error) => void;
+  /** false: refuse a database with no Berth schema instead of creating it (admin commands). */
+  create?: boolean;
+}
+
+export async function openMetadata(config: MetadataConfig, options: OpenOptions = {}): Promise<Metadata> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePool, options) : openSqlite(config.dataDir);
 }
 
 async function openSqlite(dataDir: string): Promise<Metadata> {
@@ -87,12 +94,12 @@ function unreachable(err: unknown, where: string): StartupError | undefined {
   return reason ? new StartupError(`cannot use ${where}: ${reason} (set BERTH_DATABASE_URL)`) : undefined;
 }
 
-async function openPostgres(url: string, poolSize: number, onConnectionError: (err: Error) => void): Promise<Metadata> {
+async function openPostgres(url: string, poolSize: number, options: OpenOptions): Promise<Metadata> {
   const where = describeUrl(url);
-  const pool = openPostgresPool(url, poolSize, onConnectionError);
+  const pool = openPostgresPool(url, poolSize, options.onConnectionError ?? (() => {}));
   const db = openPostgresKnex(pool);
   try {
-    await withMigrationLock(url, () => migrateToLatest(db, where));
+    await withMigrationLock(url, () => migrateToLatest(db, where, { create: options.create ?? true }));
   } catch (err) {
     await db.destroy();
     await pool.end();

@@ -17,7 +17,14 @@ async function refuseNewerSchema(db: Knex, where: string): Promise<void> {
   }
 }
 
-export async function migrateToLatest(db: Knex, where: string): Promise<void> {
+/**
+ * Migrates the schema to this version's. `create: false` (an admin command not told to start a new
+ * instance) refuses metadata that has no schema yet: it is a wrong address, not a new instance.
+ */
+export async function migrateToLatest(db: Knex, where: string, options: { create?: boolean } = {}): Promise<void> {
+  if (options.create === false && !(await db.schema.hasTable('knex_migrations'))) {
+    throw new StartupError(`${where} holds no Berth metadata: point BERTH_DATABASE_URL at the server's database, or add --create-data-dir to start a new instance there`);
+  }
   await refuseNewerSchema(db, where);
   await db.migrate.latest({ migrationSource, tableName: 'knex_migrations' });
 }
