@@ -14,13 +14,14 @@ import { migrationSource } from '../control-plane/db/migrations.ts';
 import { createBackup, restoreBackup } from '../storage/backup/index.ts';
 import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
 import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
-import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
+import { type ServeProcess, runBerth, startServe, withBackend } from './helpers/process.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 const PASSPHRASE = 'correct horse battery staple';
 
 /** `berth …` with `input` on its stdin. */
-function berthWithInput(args: string[], env: Record<string, string>, input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function berthWithInput(args: string[], givenEnv: Record<string, string>, input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = await withBackend(givenEnv);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';

@@ -7,6 +7,7 @@ import test from 'ava';
 import Database from '../storage/sqlite-driver.js';
 import { makeDataDir } from './helpers/berth.ts';
 import { runBerth, startServe } from './helpers/process.ts';
+import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
 
 /** One line on stderr, no stack trace. */
 function oneLine(t: { is: (a: unknown, b: unknown, m?: string) => void; false: (v: boolean, m?: string) => void }, stderr: string) {
@@ -48,12 +49,17 @@ test('a data dir a newer Berth migrated is left alone', async (t) => {
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   first.child.kill('SIGTERM');
   t.is(await first.exited, 0);
-  const db = new Database(path.join(dataDir, 'meta.sqlite'));
-  db.prepare('INSERT INTO knex_migrations (name, batch, migration_time) VALUES (?, ?, ?)').run('9999_from_the_future', 99, Date.now());
-  db.close();
+  if (onPostgres) {
+    await asAdmin((client) => client.query("INSERT INTO knex_migrations (name, batch, migration_time) VALUES ('9999_from_the_future', 99, now())"), databaseOf(dataDir));
+  } else {
+    const db = new Database(path.join(dataDir, 'meta.sqlite'));
+    db.prepare('INSERT INTO knex_migrations (name, batch, migration_time) VALUES (?, ?, ?)').run('9999_from_the_future', 99, Date.now());
+    db.close();
+  }
   const run = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
   t.is(run.code, 1);
-  t.regex(run.stderr, /^berth: the data dir .* was last used by a newer Berth \(its metadata has schema step 9999_from_the_future, unknown to .*\): run that version or a newer one/);
+  const where = onPostgres ? `PostgreSQL at .*, database ${databaseOf(dataDir)}` : 'the data dir .*';
+  t.regex(run.stderr, new RegExp(`^berth: ${where} was last used by a newer Berth \\(its metadata has schema step 9999_from_the_future, unknown to .*\\): run that version or a newer one`));
   oneLine(t, run.stderr);
 });
 
@@ -65,6 +71,19 @@ test('a missing Deno binary is named, with what to do', async (t) => {
 });
 
 test('admin refuses a data dir that does not exist or holds no Berth data, unless asked to create it', async (t) => {
+  if (onPostgres) {
+    // The metadata is in the database: an empty one is the wrong address, unless asked to start there.
+    const dataDir = await makeDataDir(t);
+    const env = { BERTH_DATA_DIR: dataDir, BERTH_DATABASE_URL: await databaseFor(dataDir) };
+    const empty = await runBerth(['admin', 'create-account', '--name', 'Team'], env);
+    t.is(empty.code, 1);
+    t.is(empty.stderr, `berth: PostgreSQL at 127.0.0.1:${new URL(env.BERTH_DATABASE_URL).port}, database ${databaseOf(dataDir)} holds no Berth metadata: point BERTH_DATABASE_URL at the server's database, or add --create-data-dir to start a new instance there\n`);
+    const tables = await asAdmin((client) => client.query("SELECT 1 FROM pg_tables WHERE schemaname = 'public'"), databaseOf(dataDir));
+    t.is(tables.rowCount, 0, 'nothing was created');
+    const created = await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], env);
+    t.is(created.code, 0, created.stderr);
+    return;
+  }
   const parent = await makeDataDir(t);
   const missing = path.join(parent, 'nowhere');
   const run = await runBerth(['admin', 'list-keys', '--account', crypto.randomUUID()], { BERTH_DATA_DIR: missing });

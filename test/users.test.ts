@@ -5,13 +5,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import { makeDataDir } from './helpers/berth.ts';
-import { runBerth } from './helpers/process.ts';
+import { runBerth, withBackend } from './helpers/process.ts';
+import { storedMetadata } from './helpers/postgres.ts';
 import { hashPassword, verifyPassword } from '../control-plane/services/passwords.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 
 /** `berth admin …` with `input` on stdin. */
-function admin(args: string[], env: Record<string, string>, input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function admin(args: string[], givenEnv: Record<string, string>, input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = await withBackend(givenEnv);
   const child = spawn(process.execPath, [BIN, 'admin', ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
   child.stdin.end(input);
   let stdout = '';
@@ -32,9 +34,7 @@ test('create-user makes a member from a password on stdin, stored only as a hash
   t.is(user.email, 'ada@example.com', 'emails are compared lowercased');
   t.false(created.stdout.includes(password));
 
-  const meta = await fs.readFile(path.join(dataDir, 'meta.sqlite'));
-  const wal = await fs.readFile(path.join(dataDir, 'meta.sqlite-wal')).catch(() => Buffer.alloc(0));
-  t.false(Buffer.concat([meta, wal]).includes(password), 'the password is not stored in clear');
+  t.false((await storedMetadata(dataDir)).includes(password), 'the password is not stored in clear');
 
   // The same person added to a second account is the same user.
   const other = JSON.parse((await runBerth(['admin', 'create-account', '--name', 'Other', '--json'], env)).stdout) as { account: { id: string } };

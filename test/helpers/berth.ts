@@ -9,6 +9,7 @@ import { type Berth, type StartOptions, startBerth } from '../../control-plane/s
 import type { Plan } from '../../control-plane/services/accounts.ts';
 import { createAccount } from '../../control-plane/services/accounts.ts';
 import { createKey } from '../../control-plane/services/keys.ts';
+import { databaseFor, onPostgres } from './postgres.ts';
 
 export interface TestAccount {
   id: string;
@@ -51,7 +52,8 @@ export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void 
 
 export async function startTestBerth(overrides: Partial<Config> = {}, options: StartOptions = {}): Promise<TestBerth> {
   const dataDir = overrides.dataDir ?? (await makeDataDir());
-  const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir };
+  const databaseUrl = overrides.databaseUrl ?? (onPostgres ? await databaseFor(dataDir) : '');
+  const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir, databaseUrl };
   const berth = await startBerth(config, options);
   const owner = berth.owner!;
   const account = (id: string, writeKey: string, readKey: string): TestAccount => ({

@@ -2,6 +2,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { backendEnv } from './postgres.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
 
@@ -26,8 +27,14 @@ export interface ServeOptions {
   viaMake?: boolean;
 }
 
+/** `env` with what the data dir it names needs on this pass's backend (test/helpers/postgres.ts). */
+export async function withBackend(env: Record<string, string>): Promise<Record<string, string>> {
+  return env.BERTH_DATA_DIR && !env.BERTH_DATABASE_URL ? { ...(await backendEnv(env.BERTH_DATA_DIR)), ...env } : env;
+}
+
 /** Starts `berth serve` and waits for its "listening" log line. */
-export async function startServe(env: Record<string, string>, options: ServeOptions = {}): Promise<ServeProcess> {
+export async function startServe(givenEnv: Record<string, string>, options: ServeOptions = {}): Promise<ServeProcess> {
+  const env = await withBackend(givenEnv);
   const [command, args] = options.viaMake
     ? ['make', ['--no-print-directory', '-o', 'node_modules/.berth-installed', 'run']]
     : [process.execPath, [BIN, 'serve']];
@@ -58,7 +65,7 @@ export async function startServe(env: Record<string, string>, options: ServeOpti
 
 export async function runBerth(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...env } });
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...(await withBackend(env)) } });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };

@@ -6,6 +6,7 @@ import path from 'node:path';
 import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
+import { withBackend } from '../helpers/process.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
 
 const TOKEN = 'metrics-token-for-the-tests-0123456789';
@@ -120,7 +121,7 @@ test('BERTH_METRICS_ADDRESS serves /metrics on a listener of its own, without a 
 
 test('logs are readable lines on a terminal and JSON otherwise', async (t) => {
   const dataDir = await makeDataDir(t);
-  const env = { ...process.env, BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' };
+  const env = { ...process.env, ...(await withBackend({ BERTH_DATA_DIR: dataDir })), BERTH_PORT: '0' };
   const bin = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
   // `script` gives the server a terminal. It is stopped once it has said it listens (or at the latest
   // after 60 s: a fresh machine's first start can be slow).

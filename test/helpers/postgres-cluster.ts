@@ -1,0 +1,83 @@
+// A throwaway PostgreSQL cluster for the suite: Debian's server binaries, `initdb` into a temp dir as an
+// unprivileged system user (PostgreSQL refuses to run as root), a private unix socket directory and a
+// free TCP port on loopback. Connections over the socket are trusted (the suite's admin); connections
+// over TCP need a password (Berth's role), as on a real server.
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+export interface Cluster {
+  /** The superuser's URL, over the unix socket. */
+  adminUrl: string;
+  stop(): void;
+}
+
+/** The newest PostgreSQL server installed by Debian's packages. */
+export function postgresBinDir(): string {
+  const root = '/usr/lib/postgresql';
+  const versions = fs.existsSync(root) ? fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres'))) : [];
+  const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
+  if (!newest) throw new Error(`no PostgreSQL server under ${root}: install Debian's postgresql package (make test does)`);
+  return path.join(root, newest, 'bin');
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Runs a server binary as the cluster's owner: `postgres` when we are root, ourselves otherwise. */
+function asOwner(bin: string, args: string[]): void {
+  const [command, argv] = process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
+  const result = spawnSync(command, argv, { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`${path.basename(bin)} failed (${result.status}): ${result.stderr || result.stdout}`);
+}
+
+export async function startCluster(): Promise<Cluster> {
+  const bin = postgresBinDir();
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-postgres-'));
+  const data = path.join(root, 'data');
+  const sockets = path.join(root, 'sockets');
+  fs.mkdirSync(sockets);
+  if (process.getuid?.() === 0) {
+    const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
+    const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }));
+    fs.chownSync(root, uid, gid);
+    fs.chownSync(sockets, uid, gid);
+  }
+  const port = await freePort();
+  asOwner(path.join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  // A test cluster trades crash safety for speed (its data is thrown away); Berth's own durability is
+  // PostgreSQL's commit, which these settings do not change the semantics of for a running server.
+  const options = [
+    `-p ${port}`,
+    `-k ${sockets}`,
+    '-c listen_addresses=127.0.0.1',
+    '-c fsync=off',
+    '-c synchronous_commit=off',
+    '-c full_page_writes=off',
+    '-c max_connections=400',
+  ].join(' ');
+  asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-l', path.join(root, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
+  let stopped = false;
+  return {
+    adminUrl: `postgres://postgres@localhost:${port}/postgres?host=${encodeURIComponent(sockets)}`,
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      try {
+        asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } finally {
+        fs.rmSync(root, { recursive: true, force: true });
+      }
+    },
+  };
+}
