@@ -10,11 +10,10 @@ import path from 'node:path';
 import test from 'ava';
 import got from 'got';
 import Database from '../storage/sqlite-driver.js';
-import { migrationSource } from '../control-plane/db/migrations.ts';
-import { createBackup, restoreBackup } from '../storage/backup/index.ts';
 import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
 import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe, withBackend } from './helpers/process.ts';
+import { storedMetadata } from './helpers/postgres.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 const PASSPHRASE = 'correct horse battery staple';
@@ -168,13 +167,14 @@ test('an online backup under a write load restores into a new data dir that answ
 
   // Restore into a new data dir, and serve it.
   const restored = path.join(root, 'restored', 'data');
-  const restore = await berthWithInput(['admin', 'restore', archive, '--data-dir', restored, '--master-key-passphrase-stdin'], {}, `${PASSPHRASE}\n`);
+  // BERTH_DATA_DIR names the new instance: on PostgreSQL its metadata goes into that instance's database.
+  const restore = await berthWithInput(['admin', 'restore', archive, '--data-dir', restored, '--master-key-passphrase-stdin'], { BERTH_DATA_DIR: restored }, `${PASSPHRASE}\n`);
   t.is(restore.code, 0, restore.stderr);
   t.regex(restore.stdout, /Restored .* into /);
   t.deepEqual(await looseModes(restored), [], 'folders are 0700 and files 0600');
   t.deepEqual(await fsp.readFile(path.join(restored, 'master.key')), await fsp.readFile(path.join(dataDir, 'master.key')));
   t.false(fs.existsSync(path.join(restored, 'runtime')), 'runtime files are rebuilt, not restored');
-  t.false((await fsp.readFile(path.join(restored, 'meta.sqlite'))).includes(dataDir), 'nothing names the old data dir');
+  t.false((await storedMetadata(restored)).includes(dataDir), 'nothing names the old data dir');
 
   const second = await startServe({ BERTH_DATA_DIR: restored });
   t.teardown(() => void second.child.kill('SIGKILL'));
@@ -320,7 +320,7 @@ test('restore refuses a non-empty folder and a file that is no backup; backup re
   t.is(inside.code, 1);
   t.regex(inside.stderr, /inside the data dir/);
   t.is(nowhere.code, 1);
-  t.regex(nowhere.stderr, /holds no Berth data/);
+  t.regex(nowhere.stderr, /there is no data dir at /);
   t.false(fs.existsSync(path.join(root, 'nothing')), 'backup creates no data dir');
   t.false(fs.existsSync(path.join(root, 'b.tar')));
 
@@ -439,12 +439,15 @@ test('a site database deleted and an export file gone while the backup runs are 
 
   const root = await makeDataDir(t);
   const file = path.join(root, 'b.tar');
-  const report = await createBackup({ dataDir: own.dataDir, file, berthVersion: 'test', masterKey: { mode: 'omitted' } });
+  const backup = await runBerth(['admin', 'backup', file, '--without-master-key', '--json'], { BERTH_DATA_DIR: own.dataDir });
+  t.is(backup.code, 0, backup.stderr);
+  const report = (JSON.parse(backup.stdout) as { backup: { deletedDuringBackup: string[]; contents: Record<string, number> } }).backup;
   t.deepEqual(report.deletedDuringBackup, [gone.id]);
   t.like(report.contents, { sites: 2, siteDatabases: 1, exports: 0 });
 
   const restored = path.join(root, 'data');
-  await restoreBackup({ file, dataDir: restored, knownMigrations: await migrationSource.getMigrations([]), masterKey: { file: path.join(own.dataDir, 'master.key') } });
+  const restore = await runBerth(['admin', 'restore', file, '--data-dir', restored, '--master-key', path.join(own.dataDir, 'master.key')], {});
+  t.is(restore.code, 0, restore.stderr);
   const meta = new Database(path.join(restored, 'meta.sqlite'));
   t.teardown(() => meta.close());
   t.deepEqual(meta.prepare('SELECT site_id FROM databases').all(), [{ site_id: kept.id }]);

@@ -137,12 +137,17 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   const [name, ...args] = argv;
   // backup reads BERTH_DATA_DIR without creating or migrating anything; restore makes a new data dir.
   if (name === 'backup' || name === 'restore') return (await import('./backup.ts')).runBackupCommand(config, name, args);
+  if (name === 'copy-metadata') {
+    const result = await (await import('./copy-metadata.ts')).runCopyMetadata(config, args);
+    process.stdout.write(args.includes('--json') ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
+    return 0;
+  }
   const command = name ? commands[name] : undefined;
   if (!command) throw new UsageError(name ? `unknown admin command "${name}"` : 'an admin command is required');
   const json = args.includes('--json');
   const create = args.includes(CREATE_FLAG);
-  // On PostgreSQL the metadata is not in the data dir: these commands do not need it.
-  if (!config.databaseUrl) {
+  // On PostgreSQL the metadata is not in the data dir: these commands need it only to start a new instance.
+  if (!config.databaseUrl || create) {
     checkDataDir(config.dataDir, create);
     try {
       useDataDir(config.dataDir);

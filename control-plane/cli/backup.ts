@@ -1,10 +1,14 @@
 // `berth admin backup` and `berth admin restore`: an online backup of a data dir into one archive file,
 // and a new data dir rebuilt from one. Passphrases come from stdin (or a hidden prompt), never argv.
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Config } from '../config.ts';
+import { type Config, blobDirOf, masterKeyFileOf } from '../config.ts';
+import { assertEmpty, clearMetadata, copyMetadata } from '../db/copy-metadata.ts';
+import { type Metadata, openMetadata } from '../db/metadata.ts';
 import { migrationSource } from '../db/migrations.ts';
 import { VERSION } from '../version.ts';
+import { BerthError } from '../errors.ts';
 import { BackupError, MIN_PASSPHRASE_LENGTH, createBackup, restoreBackup } from '../../storage/backup/index.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT } from './exit-codes.ts';
@@ -51,6 +55,43 @@ async function passphrase(confirm: boolean): Promise<string> {
 
 type Result = { json: unknown; text: string };
 
+/**
+ * The restored meta.sqlite into the (empty) PostgreSQL metadata, then out of the data dir, where a
+ * start without BERTH_DATABASE_URL would take it for the instance's. A failed copy is undone on both
+ * sides: the rows it wrote, and the restored data dir.
+ */
+async function moveMetadataInto(target: Metadata, dataDir: string): Promise<void> {
+  try {
+    const restored = await openMetadata({ dataDir, databaseUrl: '', databasePool: 1 }, { create: false });
+    try {
+      await copyMetadata(restored.db, target.db);
+    } finally {
+      await restored.close();
+    }
+  } catch (err) {
+    await clearMetadata(target.db);
+    await fsp.rm(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  for (const name of ['meta.sqlite', 'meta.sqlite-wal', 'meta.sqlite-shm']) await fsp.rm(path.join(dataDir, name), { force: true });
+}
+
+/** The PostgreSQL metadata, from one snapshot, as a SQLite file of the same schema (what an archive holds). */
+async function metadataAsSqlite(config: Config, target: string) {
+  const source = await openMetadata(config, { create: false });
+  try {
+    const copy = await openMetadata({ dataDir: path.dirname(target), databaseUrl: '', databasePool: 1 });
+    try {
+      await copyMetadata(source.db, copy.db);
+    } finally {
+      await copy.close();
+    }
+  } finally {
+    await source.close();
+  }
+  return { pages: 0, restarts: 0, wholeStep: true };
+}
+
 async function backup(config: Config, args: string[]): Promise<Result> {
   const { values, positionals } = parse(args, {
     'without-master-key': { type: 'boolean' },
@@ -71,20 +112,28 @@ async function backup(config: Config, args: string[]): Promise<Result> {
     if ([...phrase].length < MIN_PASSPHRASE_LENGTH) throw new BackupUsageError(`the passphrase must be at least ${MIN_PASSPHRASE_LENGTH} characters: the wrapped key is only as strong as it`);
     masterKey = { mode: 'wrapped', passphrase: phrase };
   }
-  const report = await createBackup({ dataDir: config.dataDir, file, berthVersion: VERSION, masterKey });
+  const report = await createBackup({
+    dataDir: config.dataDir,
+    blobDir: blobDirOf(config),
+    masterKeyFile: masterKeyFileOf(config),
+    ...(config.databaseUrl ? { copyMetadata: (target: string) => metadataAsSqlite(config, target) } : {}),
+    file,
+    berthVersion: VERSION,
+    masterKey,
+  });
   const c = report.contents;
   const lines = [
     `Backed up ${config.dataDir} to ${report.file} (${formatBytes(report.bytes)}, sha256 ${report.sha256})`,
     `  ${c.sites} sites, ${c.fileVersions} file versions in ${c.blobs} blobs, ${c.siteDatabases} site databases, ${c.exports} exports; schema ${report.schema.latest ?? 'empty'}`,
     report.masterKey === 'wrapped'
       ? '  master key: wrapped with your passphrase; a restore asks for it'
-      : `  master key: left out; keep ${path.join(config.dataDir, 'master.key')} safe and apart from this file: a restore needs it (--master-key)`,
+      : `  master key: left out; keep ${masterKeyFileOf(config)} safe and apart from this file: a restore needs it (--master-key)`,
   ];
   if (report.deletedDuringBackup.length > 0) lines.push(`  site databases deleted while the backup ran, left out: ${report.deletedDuringBackup.join(', ')}`);
   return { json: { backup: report }, text: lines.join('\n') };
 }
 
-async function restore(args: string[]): Promise<Result> {
+async function restore(config: Config, args: string[]): Promise<Result> {
   const { values, positionals } = parse(args, {
     'data-dir': { type: 'string' },
     'master-key': { type: 'string' },
@@ -97,15 +146,25 @@ async function restore(args: string[]): Promise<Result> {
   const wrap = values['master-key-passphrase-stdin'] === true;
   if (typeof keyFile === 'string' && wrap) throw new BackupUsageError('--master-key and --master-key-passphrase-stdin exclude each other');
   const masterKey = typeof keyFile === 'string' ? { file: keyFile } : wrap ? { passphrase: await passphrase(false) } : null;
-  const report = await restoreBackup({ file, dataDir, knownMigrations: await migrationSource.getMigrations([]), masterKey });
+  // With BERTH_DATABASE_URL, the metadata goes into that database: it must be empty before anything is restored.
+  const target = config.databaseUrl ? await openMetadata(config) : undefined;
+  let report;
+  try {
+    if (target) await assertEmpty(target.db).catch((err: Error) => Promise.reject(new BackupError('target_not_empty', `${target.where}: ${err.message}; nothing was restored`)));
+    report = await restoreBackup({ file, dataDir, knownMigrations: await migrationSource.getMigrations([]), masterKey });
+    if (target) await moveMetadataInto(target, report.dataDir);
+  } finally {
+    await target?.close();
+  }
   const c = report.contents;
   return {
     json: { restore: report },
     text: [
       `Restored ${report.file} (taken ${report.createdAt} by Berth ${report.berthVersion}) into ${report.dataDir}`,
       `  ${c.sites} sites, ${c.fileVersions} file versions in ${c.blobs} blobs, ${c.siteDatabases} site databases, ${c.exports} exports; schema ${report.schema.latest ?? 'empty'}`,
-      `Start it with: BERTH_DATA_DIR=${report.dataDir} npx berth serve`,
-    ].join('\n'),
+      target ? `  metadata: into ${target.where}` : '',
+      `Start it with: BERTH_DATA_DIR=${report.dataDir}${target ? ' BERTH_DATABASE_URL=…' : ''} npx berth serve`,
+    ].filter(Boolean).join('\n'),
   };
 }
 
@@ -119,7 +178,7 @@ export async function runBackupCommand(config: Config, name: 'backup' | 'restore
   // Whatever this makes (copies, the archive, a restored data dir) is private to this user.
   process.umask(0o077);
   try {
-    const result = name === 'backup' ? await backup(config, args) : await restore(args);
+    const result = name === 'backup' ? await backup(config, args) : await restore(config, args);
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return EXIT.OK;
   } catch (err) {
@@ -129,7 +188,7 @@ export async function runBackupCommand(config: Config, name: 'backup' | 'restore
     }
     const errno = (err as NodeJS.ErrnoException | null)?.code;
     // A disk full, a folder not writable: the operator's to fix, shown as Node words it.
-    const code = err instanceof BackupError || err instanceof CliError ? err.code : typeof errno === 'string' && /^E[A-Z]+$/.test(errno) ? errno.toLowerCase() : null;
+    const code = err instanceof BackupError || err instanceof CliError || err instanceof BerthError ? err.code : typeof errno === 'string' && /^E[A-Z]+$/.test(errno) ? errno.toLowerCase() : null;
     if (code === null) throw err;
     const message = (err as Error).message;
     if (json) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);

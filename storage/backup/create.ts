@@ -1,7 +1,8 @@
 // `berth admin backup`: one archive file of a data dir, taken while its server keeps serving and writing.
 //
-// Consistency: the metadata is copied first, with SQLite's online backup API, and everything else is
-// chosen from that copy, never from the live database. Each site database is then copied the same way.
+// Consistency: the metadata is copied first, with SQLite's online backup API (or, for metadata on
+// PostgreSQL, row by row from one snapshot into a SQLite file of the same schema: an archive always
+// holds meta.sqlite), and everything else is chosen from that copy, never from the live database. Each site database is then copied the same way.
 // The blobs are the ones the copied metadata's file versions reference. Blobs are content-addressed and
 // never rewritten or deleted (the blob store has no delete, and versions are immutable), so a blob
 // the copy references is on disk for as long as the backup runs and its bytes are the ones the copy
@@ -44,6 +45,14 @@ import { errnoCode, syncPath } from '../durable.ts';
 
 export interface BackupOptions {
   dataDir: string;
+  /** Where the blobs are (default <data dir>/blobs) and the master key file (default <data dir>/master.key). */
+  blobDir?: string;
+  masterKeyFile?: string;
+  /**
+   * Writes a consistent SQLite copy of the metadata to `target`; by default the online backup of
+   * <data dir>/meta.sqlite.
+   */
+  copyMetadata?: (target: string) => Promise<SnapshotReport>;
   /** The archive to write; replaced atomically if it exists. */
   file: string;
   berthVersion: string;
@@ -93,8 +102,11 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
   const file = path.resolve(options.file);
   const outDir = path.dirname(file);
   const createdAt = (options.now?.() ?? new Date()).toISOString();
+  const blobDir = path.resolve(options.blobDir ?? path.join(dataDir, 'blobs'));
+  const keyFile = path.resolve(options.masterKeyFile ?? path.join(dataDir, 'master.key'));
 
-  if (!fs.existsSync(path.join(dataDir, META_NAME))) {
+  if (!fs.existsSync(dataDir)) throw new BackupError('not_a_data_dir', `there is no data dir at ${dataDir}: set BERTH_DATA_DIR to the server's data dir`);
+  if (!options.copyMetadata && !fs.existsSync(path.join(dataDir, META_NAME))) {
     throw new BackupError('not_a_data_dir', `${dataDir} holds no Berth data (no ${META_NAME}): set BERTH_DATA_DIR to the server's data dir`);
   }
   if (isInside(file, dataDir)) {
@@ -111,11 +123,11 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
 
   let masterKey: Buffer;
   try {
-    masterKey = await fsp.readFile(path.join(dataDir, 'master.key'));
+    masterKey = await fsp.readFile(keyFile);
   } catch {
-    throw new BackupError('no_master_key', `${path.join(dataDir, 'master.key')} cannot be read: a data dir without its master key cannot be backed up whole`);
+    throw new BackupError('no_master_key', `${keyFile} cannot be read: a data dir without its master key cannot be backed up whole`);
   }
-  if (masterKey.length !== MASTER_KEY_BYTES) throw new BackupError('no_master_key', `${path.join(dataDir, 'master.key')} is not a ${MASTER_KEY_BYTES}-byte key`);
+  if (masterKey.length !== MASTER_KEY_BYTES) throw new BackupError('no_master_key', `${keyFile} is not a ${MASTER_KEY_BYTES}-byte key`);
   const wrapped = options.masterKey.mode === 'wrapped' ? await wrapMasterKey(masterKey, options.masterKey.passphrase) : null;
 
   // Named after this process, so the next backup here can tell a killed backup's leftovers from a live one's.
@@ -130,9 +142,9 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     const metaCopy = path.join(work, META_NAME);
     let metaReport: SnapshotReport;
     try {
-      metaReport = await snapshotDatabase(path.join(dataDir, META_NAME), metaCopy, options.snapshot);
+      metaReport = options.copyMetadata ? await options.copyMetadata(metaCopy) : await snapshotDatabase(path.join(dataDir, META_NAME), metaCopy, options.snapshot);
     } catch (err) {
-      throw new BackupError('snapshot_failed', `the metadata (${path.join(dataDir, META_NAME)}) could not be copied: ${(err as Error).message}`);
+      throw new BackupError('snapshot_failed', `the metadata (${options.copyMetadata ? 'on PostgreSQL' : path.join(dataDir, META_NAME)}) could not be copied: ${(err as Error).message}`);
     }
     const meta = openSnapshot(metaCopy);
     let migrations: string[];
@@ -222,13 +234,13 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       const member = blobMember(sha256);
       let written: ManifestFile;
       try {
-        written = await addFile(member, path.join(dataDir, member));
+        written = await addFile(member, path.join(blobDir, path.relative('blobs', member)));
       } catch (err) {
         if (errnoCode(err) !== 'ENOENT') throw err;
-        throw new BackupError('blob_missing', `blob ${sha256}, which stored file versions reference, is missing from ${path.join(dataDir, 'blobs')}: the data dir is damaged`);
+        throw new BackupError('blob_missing', `blob ${sha256}, which stored file versions reference, is missing from ${blobDir}: the data dir is damaged`);
       }
       if (written.sha256 !== sha256) {
-        throw new BackupError('blob_damaged', `blob ${sha256} in ${path.join(dataDir, 'blobs')} no longer holds the bytes it is named after: the data dir is damaged`);
+        throw new BackupError('blob_damaged', `blob ${sha256} in ${blobDir} no longer holds the bytes it is named after: the data dir is damaged`);
       }
       files.push(written);
     }

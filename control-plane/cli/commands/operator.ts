@@ -18,6 +18,7 @@ const ADMIN_USAGE = `Usage:
   berth admin set-storage-limit --account <accountId> --bytes <bytes>|default [--json]
   berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--json]
   berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
+  berth admin copy-metadata --to postgres://user:password@host:5432/db [--json]
 Admin commands act on an existing data dir (BERTH_DATA_DIR); --create-data-dir lets them make a new one.
 `;
 
