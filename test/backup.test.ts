@@ -28,7 +28,7 @@ async function berthWithInput(args: string[], givenEnv: Record<string, string>, 
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.once('error', reject);
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(input);
   });
 }

@@ -48,7 +48,7 @@ export async function startServe(givenEnv: Record<string, string>, options: Serv
   let stderr = '';
   child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
     const onData = () => {
       const line = stdout.split('\n').find((l) => l.includes('"msg":"listening"'));
