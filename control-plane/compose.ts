@@ -2,6 +2,7 @@
 // the reverse order. The HTTP server (server.ts) and the tests start from here; nothing else constructs
 // a dependency.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { type Config, blobDirOf, masterKeyFileOf } from './config.ts';
 import { openMetadata } from './db/metadata.ts';
@@ -26,6 +27,7 @@ import { SiteDatabases } from '../storage/site-database.ts';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { stopLeftovers } from '../runtime-host/leftovers.ts';
 import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
+import { removeDeployments } from '../runtime-host/deployments.ts';
 import { EgressProxy } from '../runtime-host/egress-proxy.ts';
 import { type DataDirLock, DataDirInUse, lockDataDir } from '../storage/data-dir-lock.ts';
 import { sweepTempFiles } from '../storage/temp-files.ts';
@@ -144,14 +146,34 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
     },
   );
+  const changes = await metadata.openChanges((err) => log.warn({ err }, 'lost the connection that hears other servers’ changes; reconnecting'));
+  const hostingCache = new HostingCache();
+  changes.subscribe({
+    change(change) {
+      switch (change.kind) {
+        case 'file':
+          return hostingCache.forgetFile(change.bucketId, change.path);
+        case 'sites':
+          return hostingCache.forgetSites();
+        case 'database':
+          return hostingCache.forgetDatabase(change.siteId);
+        case 'function':
+          hostingCache.forgetFunction(change.siteId, change.name);
+          runtime.retire(change.functionId);
+          return removeDeployments(runtimeDir, change.functionId, change.versionId ?? undefined);
+      }
+    },
+    resync: () => hostingCache.clear(),
+  });
   const deps: Deps = {
     config,
     db,
     hotSql,
+    changes,
     blobs,
     storageQuota: new StorageQuota(config, hotSql),
     log,
-    hostingCache: new HostingCache(),
+    hostingCache,
     runtime,
     runtimeDir,
     functionLogs,
@@ -168,6 +190,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     }),
     metrics,
     now: options.now ?? monotonicClock(),
+    nodeId: `${os.hostname()}:${config.dataDir}`,
     signInLimits: signInLimits(metadata),
     cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
@@ -199,6 +222,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await egress.close();
     await deps.siteDatabases.close();
     await functionLogs.flush();
+    await changes.close();
     await blobs.close();
     await metadata.close();
     lock.release();

@@ -8,6 +8,8 @@ import type pg from 'pg';
 import type { Config } from '../config.ts';
 import { StartupError } from '../startup-error.ts';
 import type { HotSql } from './hot-sql.ts';
+import { type ChangeFeed, LocalChangeFeed } from './changes.ts';
+import { PostgresChanges } from './postgres/changes.ts';
 import { migrateToLatest } from './schema.ts';
 import { connectOnce, describeUrl, openPostgresKnex, openPostgresPool } from './postgres/connection.ts';
 import { PostgresHotSql } from './postgres/hot-sql.ts';
@@ -21,6 +23,8 @@ export interface Metadata {
   backend: Backend;
   db: Db;
   hot: HotSql;
+  /** The feed a server publishes its changes on and learns of other servers' (see changes.ts). */
+  openChanges(onError: (err: Error) => void): Promise<ChangeFeed>;
   /** Where the metadata is, for messages (never a password). */
   where: string;
   close(): Promise<void>;
@@ -56,6 +60,7 @@ async function openSqlite(dataDir: string): Promise<Metadata> {
     backend: 'sqlite',
     db,
     hot,
+    openChanges: async () => new LocalChangeFeed(),
     where,
     async close() {
       await hot.close();
@@ -110,6 +115,11 @@ async function openPostgres(url: string, poolSize: number, options: OpenOptions)
     backend: 'postgres',
     db,
     hot,
+    async openChanges(onError) {
+      const changes = new PostgresChanges(pool, () => connectOnce(url), onError);
+      await changes.start();
+      return changes;
+    },
     where,
     async close() {
       await hot.close();

@@ -22,6 +22,7 @@ import * as invitations from './migrations/0013_invitations.ts';
 import * as cliLogins from './migrations/0014_cli_logins.ts';
 import * as storageQuota from './migrations/0015_storage_quota.ts';
 import * as attemptLimits from './migrations/0016_attempt_limits.ts';
+import * as nodeOwnership from './migrations/0017_node_ownership.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -45,6 +46,7 @@ const migrations: Record<string, Migration> = {
   '0014_cli_logins': cliLogins,
   '0015_storage_quota': storageQuota,
   '0016_attempt_limits': attemptLimits,
+  '0017_node_ownership': nodeOwnership,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -2,6 +2,7 @@
 // start with no other step.
 import { createAccount } from './accounts.ts';
 import type { Store } from './deps.ts';
+import { lockName } from '../db/locks.ts';
 import { createKey } from './keys.ts';
 import { createSignInLink } from './sign-in-links.ts';
 import { createUser } from './users.ts';
@@ -18,10 +19,12 @@ export interface OwnerCredentials {
 
 /** Creates the owner account, its two keys and its owner user when no account exists yet; otherwise returns null. */
 export async function ensureOwner(deps: Store, owner: { email: string }): Promise<OwnerCredentials | null> {
-  const existing = await deps.db('accounts').first('id');
-  if (existing) return null;
-  // One transaction: a crash must not leave an owner without keys, which would never be printed.
+  if (await deps.db('accounts').first('id')) return null;
+  // One transaction: a crash must not leave an owner without keys, which would never be printed. Servers
+  // starting together on one database take turns, and only the first finds no account.
   return deps.db.transaction(async (trx) => {
+    await lockName(trx, 'bootstrap');
+    if (await trx('accounts').first('id')) return null;
     const tx = { ...deps, db: trx };
     const account = await createAccount(tx, { name: 'Owner', plan: 'platform-admin' });
     const write = await createKey(tx, { accountId: account.id, permission: 'WRITE' });

@@ -2,9 +2,10 @@
 // same sandbox and with the same ctx as functions, and the record of their runs.
 //
 // Each tick looks for the newest scheduled time at or before now that a job has not reached yet. Its
-// claim (cron_last_scheduled_at) is committed with the run's row before the run starts, so a restart
-// never runs one scheduled time twice. Times missed while the server was down, or the site archived,
-// are coalesced into one run at the next tick. A job still running at its next time is not started
+// claim (cron_last_scheduled_at) is committed with the run's row before the run starts, under a lock
+// on the job's row, so neither a restart nor another server sharing the metadata ever runs one
+// scheduled time twice. Times missed while the servers were down, or the site archived, are coalesced
+// into one run at the next tick. A job still running (on any server) at its next time is not started
 // again: that time is recorded as SKIPPED.
 import { CronExpressionParser } from 'cron-parser';
 import type { Actor, Deps } from './deps.ts';
@@ -14,6 +15,8 @@ import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 import { normalizeFilePath } from './paths.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
+import { lockRows } from '../db/locks.ts';
+import { leftByThisNode } from '../db/node-work.ts';
 
 type Outcome = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'SKIPPED';
 
@@ -46,11 +49,14 @@ export class CronScheduler {
     this.#deps = deps;
   }
 
-  /** Marks runs cut short by the previous process, then ticks every `everyMs` (0: only on demand). */
+  /**
+   * Marks runs cut short by this node's previous process, and any server's runs older than a run can
+   * last (their server is gone), then ticks every `everyMs` (0: only on demand).
+   */
   async start(everyMs: number): Promise<void> {
-    await this.#deps.db('cron_runs')
-      .where({ outcome: 'RUNNING' })
-      .update({ outcome: 'FAILED', ended_at: timestamp(this.#deps), error: 'interrupted: the server stopped during the run' });
+    const interrupted = { outcome: 'FAILED', ended_at: timestamp(this.#deps), error: 'interrupted: the server stopped during the run' };
+    await leftByThisNode(this.#deps.db, 'cron_runs', this.#deps.nodeId).where({ outcome: 'RUNNING' }).update(interrupted);
+    await this.#deps.db('cron_runs').where({ outcome: 'RUNNING' }).andWhere('started_at', '<', this.#longestRunStart()).update(interrupted);
     if (everyMs > 0) {
       this.#timer = setInterval(() => this.tick().catch((err: unknown) => this.#deps.log.error({ err }, 'cron tick failed')), everyMs);
       this.#timer.unref();
@@ -72,6 +78,11 @@ export class CronScheduler {
     await Promise.all(await claimed);
   }
 
+  /** Runs started before this are over, whichever server ran them: a run is stopped at the function timeout. */
+  #longestRunStart(): string {
+    return new Date(this.#deps.now().getTime() - this.#deps.config.functionTimeoutMs - 60_000).toISOString();
+  }
+
   async #claimDueRuns(): Promise<Promise<void>[]> {
     const deps = this.#deps;
     const now = deps.now();
@@ -87,8 +98,13 @@ export class CronScheduler {
       if (due <= claimed) continue;
       const scheduledAt = due.toISOString();
       const id = newId();
-      const skipped = this.#running.has(job.id);
-      await deps.db.transaction(async (trx) => {
+      let skipped = this.#running.has(job.id);
+      const claimedHere = await deps.db.transaction(async (trx) => {
+        // Servers sharing the metadata take turns on the job's row; the first claims the time.
+        await lockRows(trx, 'functions', { id: job.id });
+        const fresh = await trx('functions').where({ id: job.id }).first('cron_last_scheduled_at');
+        if (!fresh || (fresh.cron_last_scheduled_at && new Date(fresh.cron_last_scheduled_at as string) >= due)) return false;
+        skipped ||= Boolean(await trx('cron_runs').where({ function_id: job.id, outcome: 'RUNNING' }).andWhere('started_at', '>=', this.#longestRunStart()).first('id'));
         await trx('functions').where({ id: job.id }).update({ cron_last_scheduled_at: scheduledAt });
         await trx('cron_runs').insert({
           id,
@@ -100,8 +116,11 @@ export class CronScheduler {
           ended_at: skipped ? timestamp(deps) : null,
           outcome: skipped ? 'SKIPPED' : 'RUNNING',
           error: skipped ? 'the previous run was still running' : null,
-        } satisfies CronRunRow);
+          node_id: deps.nodeId,
+        } satisfies CronRunRow & { node_id: string });
+        return true;
       });
+      if (!claimedHere) continue;
       if (skipped) {
         deps.metrics.cronRun('SKIPPED');
         continue;

@@ -51,7 +51,7 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
   if (row.status !== 'READY') {
     await deps.siteDatabases.create(siteId);
     await deps.db('databases').where({ id: row.id }).update({ status: 'READY', updated_at: timestamp(deps) });
-    deps.hostingCache.forgetDatabase(siteId);
+    await deps.changes.publish({ kind: 'database', siteId });
     row = (await deps.db<DatabaseRow>('databases').where({ id: row.id }).first())!;
   }
   return { database: await toDatabase(deps, row) };
@@ -214,7 +214,7 @@ export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, d
     await trx('database_deletion_challenges').where({ database_id: databaseId }).delete();
     await trx('migration_leases').where({ database_id: databaseId }).delete();
   });
-  deps.hostingCache.forgetDatabase(siteId);
+  await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId);
   return { deleted: true as const, databaseId };
 }

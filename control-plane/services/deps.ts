@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { HotSql } from '../db/hot-sql.ts';
+import type { ChangeFeed } from '../db/changes.ts';
 import type { Db } from '../db/metadata.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
@@ -22,6 +23,8 @@ export interface Deps {
   storageQuota: StorageQuota;
   log: Logger;
   hostingCache: HostingCache;
+  /** Where a service says what it changed, once committed, so every server's caches forget it. */
+  changes: ChangeFeed;
   runtime: RuntimeHost;
   /** Disposable runtime files (generated entries, sockets, Deno's cache). */
   runtimeDir: string;
@@ -31,6 +34,11 @@ export interface Deps {
   /** Encrypts secrets at rest and signs session tokens; from BERTH_MASTER_KEY_FILE. */
   masterKey: Buffer;
   now: () => Date;
+  /**
+   * This server process among those sharing the metadata: its host and data dir, the same across its
+   * restarts. Work in flight is marked with it, so a start cleans up only what its own past left.
+   */
+  nodeId: string;
   /** What /metrics reports. */
   metrics: Metrics;
   /** Failed sign-ins per email and per client address. */

@@ -8,6 +8,8 @@ import type { Actor, Deps } from './deps.ts';
 import { newId, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { safeEqual } from './safe-equal.ts';
+import { lockRows } from '../db/locks.ts';
+import { leftByThisNode } from '../db/node-work.ts';
 import { requireSite } from './site-rows.ts';
 
 const LINK_TTL_MS = 15 * 60_000;
@@ -56,9 +58,9 @@ async function requireDatabaseOfSite(deps: Deps, actor: Actor, siteId: string, d
   if (!db) throw notFound('database');
 }
 
-/** Marks exports that a stopped process left PROCESSING as failed, so none stays stuck. */
+/** Marks the exports this node's stopped process left PROCESSING as failed, so none stays stuck. */
 export async function failInterruptedExports(deps: Deps): Promise<void> {
-  await deps.db('database_exports')
+  await leftByThisNode(deps.db, 'database_exports', deps.nodeId)
     .where({ status: 'PROCESSING' })
     .update({ status: 'ERROR', error: 'interrupted: the server stopped during the export; create a new one', completed_at: timestamp(deps) });
 }
@@ -87,10 +89,12 @@ export async function createExport(deps: Deps, actor: Actor, siteId: string, dat
   const now = timestamp(deps);
   const row: ExportRow = { id: newId(), database_id: databaseId, site_id: siteId, status: 'PROCESSING', error: null, bytes: null, created_at: now, completed_at: null };
   await deps.db.transaction(async (trx) => {
+    // Two requests (on any server) take turns here: the second sees the first one's export.
+    await lockRows(trx, 'databases', { id: databaseId });
     if (await trx('database_exports').where({ database_id: databaseId, status: 'PROCESSING' }).first('id')) {
       throw conflict('export_in_progress', 'an export of this database is already running; reconcile it until it is COMPLETE or ERROR');
     }
-    await trx('database_exports').insert(row);
+    await trx('database_exports').insert({ ...row, node_id: deps.nodeId });
   });
   void produce(deps, row);
   return { export: toExport(deps, row) };

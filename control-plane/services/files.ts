@@ -163,7 +163,7 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
 
 /** What a committed write answers, once hosting and the runtime have caught up with it. */
 async function afterWrite(deps: Deps, bucketId: string, path: string, contentType: string, result: { fileId: string; versionId: string; bytes: number }): Promise<WriteFileResult> {
-  deps.hostingCache.forgetFile(bucketId, path);
+  await deps.changes.publish({ kind: 'file', bucketId, path });
   const deployment = await syncRuntimeSource(deps, bucketId, path);
   return {
     id: result.fileId,
@@ -211,7 +211,7 @@ export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, raw
     .update({ current_version_id: null, updated_at: timestamp(deps) });
   if (changed === 0) throw notFound('file');
   const file = (await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first())!;
-  deps.hostingCache.forgetFile(bucketId, path);
+  await deps.changes.publish({ kind: 'file', bucketId, path });
   await syncRuntimeSource(deps, bucketId, path);
   return { id: file.id, bucketId, path };
 }
@@ -278,7 +278,7 @@ export async function restoreFile(
     await makeCurrent(sql, fileId, id, now);
     return id;
   });
-  deps.hostingCache.forgetFile(file.bucket_id, file.path);
+  await deps.changes.publish({ kind: 'file', bucketId: file.bucket_id, path: file.path });
   const deployment = await syncRuntimeSource(deps, file.bucket_id, file.path);
   return { fileId, versionId, restoredFromVersionId: source.id, path: file.path, ...(deployment ? { deployment } : {}) };
 }

@@ -4,7 +4,7 @@
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { type Deployment } from '../../runtime-host/runtime.ts';
-import { deploymentExists, removeDeployments, writeDeployment } from '../../runtime-host/deployments.ts';
+import { deploymentExists, writeDeployment } from '../../runtime-host/deployments.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
@@ -131,9 +131,8 @@ async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcom
     });
   }
   if (validation.ok) {
-    deps.runtime.retire(id);
-    removeDeployments(deps.runtimeDir, id, versionId);
-    deps.hostingCache.forgetFunction(site.id, named.name);
+    // Every server retires the function's old workers and module files, and forgets its cached deployment.
+    await deps.changes.publish({ kind: 'function', siteId: site.id, name: named.name, functionId: id, versionId });
   }
   const row = (await deps.db<FunctionRow>('functions').where({ id }).first())!;
   return {
@@ -149,9 +148,7 @@ async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
   const row = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
   if (!row) return;
   await deps.db('functions').where({ id: row.id }).delete();
-  deps.runtime.retire(row.id);
-  removeDeployments(deps.runtimeDir, row.id);
-  deps.hostingCache.forgetFunction(site.id, row.name);
+  await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId: null });
 }
 
 /**

@@ -1,6 +1,7 @@
-// In-memory lookups for the hosting hot path. Only this process changes sites and files, and every
-// change calls forget*, so a cached answer is never older than the last write. A generation counter
-// keeps a lookup that raced with a write from storing what it read before that write.
+// In-memory lookups for the hosting hot path. Every change to sites, files, functions and databases is
+// published on the change feed (db/changes.ts), which calls forget* here at once for a change of this
+// process and within a moment for another server's, and clear() when changes may have been missed. A
+// generation counter keeps a lookup that raced with a write from storing what it read before it.
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import type { SiteRow } from '../db/site-row.ts';
 
@@ -134,6 +135,16 @@ export class HostingCache {
   forgetFile(bucketId: string, path: string): void {
     this.#generation++;
     this.#files.delete(fileKey(bucketId, path));
+  }
+
+  /** Forgets every lookup (blobs are immutable and stay). */
+  clear(): void {
+    this.#generation++;
+    this.#sites.clear();
+    this.#siteRows.clear();
+    this.#functions.clear();
+    this.#databases.clear();
+    this.#files.clear();
   }
 }
 

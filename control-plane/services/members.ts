@@ -2,6 +2,7 @@
 // keeps at least one ADMIN, so it can never lock itself out of its keys and members.
 import type { Knex } from 'knex';
 import { BerthError, notFound } from '../errors.ts';
+import { lockRows } from '../db/locks.ts';
 import { type Actor, type Deps, type Role, newId, timestamp } from './deps.ts';
 import { hashPassword } from './passwords.ts';
 import { digestToken, newToken } from './tokens.ts';
@@ -40,6 +41,12 @@ async function memberRow(db: Knex, accountId: string, userId: string): Promise<M
   return member;
 }
 
+/**
+ * Makes the account's membership changes take turns (on any server), so that each counts the ADMINs
+ * the one before it left; the first statement of every such transaction.
+ */
+const lockMemberships = (trx: Knex.Transaction, accountId: string) => lockRows(trx, 'accounts', { id: accountId });
+
 /** Refuses a change that would leave the account with no ADMIN; runs inside the change's transaction. */
 async function keepAnAdmin(trx: Knex.Transaction, accountId: string): Promise<void> {
   const admins = (await trx('memberships').where({ account_id: accountId, role: 'ADMIN' }).count({ n: '*' }).first()) as { n: number };
@@ -48,6 +55,7 @@ async function keepAnAdmin(trx: Knex.Transaction, accountId: string): Promise<vo
 
 export async function updateMember(deps: Deps, actor: Actor, userId: string, role: Role): Promise<{ member: Member }> {
   return deps.db.transaction(async (trx) => {
+    await lockMemberships(trx, actor.accountId);
     await memberRow(trx, actor.accountId, userId);
     await trx('memberships').where({ account_id: actor.accountId, user_id: userId }).update({ role });
     await keepAnAdmin(trx, actor.accountId);
@@ -58,6 +66,7 @@ export async function updateMember(deps: Deps, actor: Actor, userId: string, rol
 /** Removes a member from the account; their sessions stay, but this account's doors close at once. */
 export async function removeMember(deps: Deps, actor: Actor, userId: string): Promise<{ removed: true; userId: string }> {
   return deps.db.transaction(async (trx) => {
+    await lockMemberships(trx, actor.accountId);
     await memberRow(trx, actor.accountId, userId);
     await trx('memberships').where({ account_id: actor.accountId, user_id: userId }).delete();
     await keepAnAdmin(trx, actor.accountId);

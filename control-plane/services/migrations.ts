@@ -9,6 +9,8 @@ import type { Actor, Deps } from './deps.ts';
 import { nextStep } from './next-step.ts';
 import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
 import { requireDatabase } from './databases.ts';
+import { lockRows } from '../db/locks.ts';
+import { leftByThisNode } from '../db/node-work.ts';
 
 export const MIGRATION_NAME = /^\d{4}_[A-Za-z0-9_-]+\.sql$/;
 const LEASE_MS = 10 * 60_000;
@@ -62,10 +64,18 @@ async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work
   const holder = crypto.randomUUID();
   const now = deps.now();
   const acquired = await deps.db.transaction(async (trx) => {
+    // Runs on any server take turns on the database's row, so one of two racing runs sees the other's lease.
+    await lockRows(trx, 'databases', { id: databaseId });
     const lease = await trx('migration_leases').where({ database_id: databaseId }).first();
     if (lease && new Date(lease.expires_at as string) > now) return lease as { acquired_at: string; expires_at: string };
     await trx('migration_leases').where({ database_id: databaseId }).delete();
-    await trx('migration_leases').insert({ database_id: databaseId, holder, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
+    await trx('migration_leases').insert({
+      database_id: databaseId,
+      holder,
+      node_id: deps.nodeId,
+      acquired_at: now.toISOString(),
+      expires_at: new Date(now.getTime() + LEASE_MS).toISOString(),
+    });
     return null;
   });
   if (acquired) {
@@ -83,11 +93,12 @@ async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work
 }
 
 /**
- * Drops the leases left by a process that stopped mid-run. Called at start-up, before any request:
- * only one server runs per data dir and the admin CLI takes no leases, so none can be live.
+ * Drops the leases this node's previous process left when it stopped mid-run. Called at start-up,
+ * before any request: none of this node's leases can be live then. Other servers' leases are theirs
+ * (and expire by themselves should their server be gone).
  */
 export async function releaseLeftoverLeases(deps: Deps): Promise<void> {
-  const released = await deps.db('migration_leases').delete();
+  const released = await leftByThisNode(deps.db, 'migration_leases', deps.nodeId).delete();
   if (released > 0) deps.log.warn({ released }, 'released migration leases of the previous process');
 }
 

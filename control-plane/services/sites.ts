@@ -1,5 +1,7 @@
 // Sites: hosting attached to one bucket, served at its own subdomain.
 import { BerthError, conflict } from '../errors.ts';
+import { lockRows } from '../db/locks.ts';
+import { isUniqueViolation } from '../db/errors.ts';
 import { SITE_CAPS, requireOwnAccount } from './accounts.ts';
 import { type BucketRow, insertBucket, requireBucket, toBucket } from './buckets.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
@@ -102,6 +104,8 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
     const subdomain = input.subdomain ?? generateSubdomain(input.name);
     try {
       const row = await deps.db.transaction(async (trx) => {
+        // The account's site creations take turns (on any server): each counts the sites before it.
+        await lockRows(trx, 'accounts', { id: account.id });
         const cap = SITE_CAPS[account.plan];
         if (cap !== null) {
           const { count } = (await trx('sites').where({ account_id: account.id }).count({ count: '*' }).first()) as { count: number };
@@ -136,10 +140,16 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
           created_at: now,
           updated_at: now,
         };
-        await trx('sites').insert(site);
+        try {
+          await trx('sites').insert(site);
+        } catch (err) {
+          // Another account's site took the subdomain after the check above.
+          if (isUniqueViolation(err)) throw conflict('subdomain_taken', `subdomain "${subdomain}" is already taken`);
+          throw err;
+        }
         return site;
       });
-      deps.hostingCache.forgetSites();
+      await deps.changes.publish({ kind: 'sites' });
       // An existing bucket may already hold function sources: deploy them for the new site.
       if (input.bucketId !== undefined) await reconcile(deps, row);
       return toSite(deps, row);
@@ -176,7 +186,7 @@ export async function updateSite(deps: Deps, actor: Actor, id: string, input: Up
   if (input.access !== undefined) changes.access = input.access;
   if (input.status !== undefined) changes.status = input.status;
   await deps.db('sites').where({ id }).update(changes);
-  deps.hostingCache.forgetSites();
+  await deps.changes.publish({ kind: 'sites' });
   if (input.reconcile) await reconcile(deps, (await requireSite(deps, actor, id)));
   return getSite(deps, actor, id);
 }

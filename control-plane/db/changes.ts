@@ -1,0 +1,82 @@
+// The change feed: how every server of an instance learns that something it may have cached changed.
+// A service publishes a change once its transaction has committed; the publishing process applies it
+// to its own caches at once (so it reads its own writes), and every other process within a moment
+// through PostgreSQL's LISTEN/NOTIFY on one channel (postgres/changes.ts). Whenever changes may have
+// been missed (the listening connection was lost), subscribers are told to resync: to forget
+// everything they cached. On SQLite the feed stays in the process (LocalChangeFeed): one server owns
+// meta.sqlite, by the data dir's lock, so no other process caches what it changes.
+
+/** What changed; subscribers forget what they cached about it. */
+export type Change =
+  | { kind: 'file'; bucketId: string; path: string }
+  /** Any site: created, archived, made PRIVATE, deleted, renamed. */
+  | { kind: 'sites' }
+  /** A function deployed (versionId) or removed (null). */
+  | { kind: 'function'; siteId: string; name: string; functionId: string; versionId: string | null }
+  | { kind: 'database'; siteId: string };
+
+export interface ChangeListener {
+  change(change: Change): void;
+  /** Changes may have been missed: forget everything. */
+  resync(): void;
+}
+
+export interface ChangeFeed {
+  /** Applies the change here, then tells the other processes; resolves once it is sent. */
+  publish(change: Change): Promise<void>;
+  subscribe(listener: ChangeListener): void;
+  close(): Promise<void>;
+}
+
+/** Applies changes to this process's listeners: the part of every feed that stays in one process. */
+export class LocalChanges {
+  readonly #listeners: ChangeListener[] = [];
+
+  subscribe(listener: ChangeListener): void {
+    this.#listeners.push(listener);
+  }
+
+  apply(change: Change): void {
+    for (const listener of this.#listeners) listener.change(change);
+  }
+
+  resync(): void {
+    for (const listener of this.#listeners) listener.resync();
+  }
+}
+
+/** The feed of a server that is alone with its metadata (SQLite). */
+export class LocalChangeFeed implements ChangeFeed {
+  readonly #local = new LocalChanges();
+
+  async publish(change: Change): Promise<void> {
+    this.#local.apply(change);
+  }
+
+  subscribe(listener: ChangeListener): void {
+    this.#local.subscribe(listener);
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** A published change's shape, checked before it is applied: a NOTIFY payload is only text. */
+export function parseChange(value: unknown): Change | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const c = value as Record<string, unknown>;
+  const text = (key: string) => typeof c[key] === 'string';
+  switch (c.kind) {
+    case 'file':
+      return text('bucketId') && text('path') ? { kind: 'file', bucketId: c.bucketId as string, path: c.path as string } : undefined;
+    case 'sites':
+      return { kind: 'sites' };
+    case 'function':
+      return text('siteId') && text('name') && text('functionId') && (c.versionId === null || text('versionId'))
+        ? { kind: 'function', siteId: c.siteId as string, name: c.name as string, functionId: c.functionId as string, versionId: c.versionId as string | null }
+        : undefined;
+    case 'database':
+      return text('siteId') ? { kind: 'database', siteId: c.siteId as string } : undefined;
+    default:
+      return undefined;
+  }
+}
