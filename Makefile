@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test test-node24 typecheck chromium nginx iproute2 bench bench-noisy clean
+.PHONY: install run test test-node24 typecheck chromium nginx iproute2 postgresql bench bench-noisy clean
 
 BIN := node_modules/.bin
 CHROMIUM := /usr/bin/chromium
@@ -54,10 +54,19 @@ $(IP):
 
 iproute2: $(IP)
 
-test: typecheck chromium nginx iproute2
-	$(BIN)/ava
+# The suite runs Berth on PostgreSQL too: test/run-suite.ts starts a throwaway cluster from Debian's
+# server binaries (initdb into a temp dir as the postgres user), unless BERTH_TEST_DATABASE_URL names one.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  echo "make: installing Debian's postgresql for the PostgreSQL pass of the suite (apt-get)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; } || \
+	  { echo "make: could not install Debian's postgresql package; the suite needs its server (install it as root: apt-get install postgresql)" >&2; exit 1; }; }
 
-# The suite again on Node 24, the current LTS, from the npm registry's build of it (unpacked into
+# The whole suite twice: on the embedded defaults (SQLite), then on PostgreSQL.
+test: typecheck chromium nginx iproute2 postgresql
+	node --import tsx test/run-suite.ts
+
+# The suite again (on SQLite) with Node 24, from the npm registry's build of it (unpacked into
 # .tools/, once): ava, the servers and CLIs the tests start and `make run` all use it, put first on PATH.
 NODE24_VERSION := 24.21.0
 NODE24_PLATFORM := $(subst Linux,linux,$(subst Darwin,darwin,$(shell uname -s)))-$(subst x86_64,x64,$(subst aarch64,arm64,$(shell uname -m)))
@@ -71,7 +80,7 @@ $(NODE24)/bin/node:
 	@$(NODE24)/bin/node --version
 
 test-node24: typecheck chromium nginx iproute2 $(NODE24)/bin/node
-	PATH="$(CURDIR)/$(NODE24)/bin:$$PATH" node $(BIN)/ava
+	PATH="$(CURDIR)/$(NODE24)/bin:$$PATH" node --import tsx test/run-suite.ts --backends sqlite
 
 bench: install
 	node --import tsx bench/main.ts
