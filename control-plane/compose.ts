@@ -1,11 +1,13 @@
 // The composition root: everything Berth is made of, built from Config in one place, and released in
 // the reverse order. The HTTP server (server.ts) and the tests start from here; nothing else constructs
 // a dependency.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { type Config, blobDirOf, masterKeyFileOf } from './config.ts';
 import { openMetadata } from './db/metadata.ts';
+import { logJobFailure } from './db/errors.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
@@ -105,7 +107,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
   const swept = sweepTempFiles(config.dataDir);
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
-  const metadata = await openMetadata(config, { onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
+  const metadata = await openMetadata(config, { deadlines: true, onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
   const { db, hot: hotSql } = metadata;
   const blobs = new BlobStore(blobDirOf(config));
   await blobs.init();
@@ -190,7 +192,8 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     }),
     metrics,
     now: options.now ?? monotonicClock(),
-    nodeId: `${os.hostname()}:${config.dataDir}`,
+    // Stable across restarts, distinct for two servers on one host; the path itself stays out of the metadata.
+    nodeId: `${os.hostname()}:${crypto.createHash('sha256').update(path.resolve(config.dataDir)).digest('hex').slice(0, 12)}`,
     signInLimits: signInLimits(metadata),
     cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
@@ -211,7 +214,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     sweeper.start(
       config.blobSweepMs,
       ({ removed, bytes }) => removed > 0 && log.info({ blobs: removed, bytes }, 'removed blobs no file version references'),
-      (err) => log.error({ err }, 'sweeping unreferenced blobs failed'),
+      (err) => logJobFailure(log, err, 'sweeping unreferenced blobs failed'),
     );
   }
 

@@ -48,6 +48,7 @@ export const ERROR_CODES = {
   llm_rate_limited: 429,
   llm_timeout: 504,
   llm_usage_exceeded: 429,
+  metadata_unavailable: 503,
   method_not_allowed: 405,
   migration_failed: 422,
   migration_history_conflict: 409,
@@ -102,3 +103,6 @@ export const invalid = (message: string, details?: Record<string, unknown>) => n
 export const notFound = (what: string) => new BerthError('not_found', `${what} not found`);
 
 export const conflict = (code: ErrorCode, message: string, details?: Record<string, unknown>) => new BerthError(code, message, details);
+
+/** The metadata server did not answer (see db/errors.ts): the request may be sent again shortly. */
+export const metadataUnavailable = () => new BerthError('metadata_unavailable', 'the metadata database is not answering; try again shortly');

@@ -40,6 +40,11 @@ export interface OpenOptions {
   onConnectionError?: (err: Error) => void;
   /** false: refuse a database with no Berth schema instead of creating it (admin commands). */
   create?: boolean;
+  /**
+   * A serving process's statements have deadlines (postgres/connection.ts), so that a request never
+   * waits long on a server that is gone; admin commands copying whole tables have none.
+   */
+  deadlines?: boolean;
 }
 
 export async function openMetadata(config: MetadataConfig, options: OpenOptions = {}): Promise<Metadata> {
@@ -101,15 +106,20 @@ function unreachable(err: unknown, where: string): StartupError | undefined {
 
 async function openPostgres(url: string, poolSize: number, options: OpenOptions): Promise<Metadata> {
   const where = describeUrl(url);
-  const pool = openPostgresPool(url, poolSize, options.onConnectionError ?? (() => {}));
-  const db = openPostgresKnex(pool);
+  // The schema is brought up to date on a connection without the serving deadlines: a migration of a
+  // large table may take longer than any request should.
+  const migratorPool = openPostgresPool(url, 1, { onError: () => {}, deadlines: false });
+  const migrator = openPostgresKnex(migratorPool);
   try {
-    await withMigrationLock(url, () => migrateToLatest(db, where, { create: options.create ?? true }));
+    await withMigrationLock(url, () => migrateToLatest(migrator, where, { create: options.create ?? true }));
   } catch (err) {
-    await db.destroy();
-    await pool.end();
     throw unreachable(err, where) ?? err;
+  } finally {
+    await migrator.destroy();
+    await migratorPool.end();
   }
+  const pool = openPostgresPool(url, poolSize, { onError: options.onConnectionError ?? (() => {}), deadlines: options.deadlines ?? false });
+  const db = openPostgresKnex(pool);
   const hot = new PostgresHotSql(pool);
   return {
     backend: 'postgres',

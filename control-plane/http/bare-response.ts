@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import type http from 'node:http';
 import type { Deps } from '../services/deps.ts';
-import { isClientAbort, toBerthError } from './middleware/errors.ts';
+import { isClientAbort, logFailure, toBerthError } from './middleware/errors.ts';
 import { finishRequest } from './middleware/request-context.ts';
 import { clientAddress } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
@@ -49,7 +49,7 @@ export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, e
     return;
   }
   const { error, internal } = toBerthError(err);
-  if (internal) deps.log.error({ reqId: requestId, err }, 'unhandled error');
+  logFailure(deps.log, requestId, err, error, internal);
   if (res.headersSent) {
     res.destroy();
     return;

@@ -17,6 +17,7 @@ import { normalizeFilePath } from './paths.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
 import { lockRows } from '../db/locks.ts';
 import { leftByThisNode } from '../db/node-work.ts';
+import { logJobFailure } from '../db/errors.ts';
 
 type Outcome = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'SKIPPED';
 
@@ -58,7 +59,8 @@ export class CronScheduler {
     await leftByThisNode(this.#deps.db, 'cron_runs', this.#deps.nodeId).where({ outcome: 'RUNNING' }).update(interrupted);
     await this.#deps.db('cron_runs').where({ outcome: 'RUNNING' }).andWhere('started_at', '<', this.#longestRunStart()).update(interrupted);
     if (everyMs > 0) {
-      this.#timer = setInterval(() => this.tick().catch((err: unknown) => this.#deps.log.error({ err }, 'cron tick failed')), everyMs);
+      // A failed tick is logged once, where the claim failed; the next tick tries again.
+      this.#timer = setInterval(() => this.tick().catch(() => {}), everyMs);
       this.#timer.unref();
     }
   }
@@ -74,7 +76,10 @@ export class CronScheduler {
   async tick(): Promise<void> {
     // Claims happen one tick at a time, so two ticks never claim the same scheduled time.
     const claimed = this.#claiming.then(() => this.#claimDueRuns());
-    this.#claiming = claimed.catch((err: unknown) => this.#deps.log.error({ err }, 'cron tick failed'));
+    this.#claiming = claimed.then(
+      () => {},
+      (err: unknown) => logJobFailure(this.#deps.log, err, 'cron tick failed'),
+    );
     await Promise.all(await claimed);
   }
 

@@ -3,6 +3,7 @@
 // New namespaces are added by registering their methods here.
 import { Readable } from 'node:stream';
 import { BerthError } from '../errors.ts';
+import { isMetadataUnavailable, logJobFailure } from '../db/errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
 import type { CtxMethod } from '../../runtime-host/context-contract.ts';
@@ -233,7 +234,8 @@ async function handleCtxCall(deps: Deps, methods: Record<CtxMethod, Method>, dep
       return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };
     }
     if (err instanceof BerthError) return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
-    deps.log.error({ err, functionId: deployment.functionId }, 'ctx call failed');
-    return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${String(call?.method)} failed` } };
+    logJobFailure(deps.log, err, 'ctx call failed', { functionId: deployment.functionId });
+    const why = isMetadataUnavailable(err) ? ': the metadata database is not answering, try again shortly' : '';
+    return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${String(call?.method)} failed${why}` } };
   }
 }

@@ -2,6 +2,7 @@
 // function costs one insert per batch, not per line; each site keeps its newest N lines.
 import type { Db } from '../db/metadata.ts';
 import type { Logger } from '../log.ts';
+import { logJobFailure } from '../db/errors.ts';
 import type { LogEntry } from '../../runtime-host/protocol.ts';
 
 /** A stored log line, as the function_logs table has it. */
@@ -70,7 +71,7 @@ export class FunctionLogBuffer {
         }
       });
     } catch (err) {
-      log.error({ err }, 'could not store function logs');
+      logJobFailure(log, err, 'could not store function logs');
     }
   }
 }

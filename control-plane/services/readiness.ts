@@ -2,10 +2,22 @@
 // store takes a write, and the Deno executable that runs functions and site databases is there. Each
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
 import type { Deps } from './deps.ts';
+import { isMetadataUnavailable } from '../db/errors.ts';
 
 const CHECK_MS = 2000;
 
 export type CheckResult = 'ok' | string;
+
+/** The metadata answers a query; an outage is named without the server's address (this endpoint is public). */
+async function metadataAnswers(db: Deps['db']): Promise<void> {
+  try {
+    await db.raw('SELECT 1');
+  } catch (err) {
+    if (!isMetadataUnavailable(err)) throw err;
+    const code = (err as { code?: unknown }).code;
+    throw new Error(`the metadata database is not answering${typeof code === 'string' ? ` (${code})` : ''}`);
+  }
+}
 
 async function check(run: () => Promise<unknown>): Promise<CheckResult> {
   let timer: NodeJS.Timeout | undefined;
@@ -21,7 +33,7 @@ async function check(run: () => Promise<unknown>): Promise<CheckResult> {
 }
 
 export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime'>): Promise<{ ready: boolean; checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> }> {
-  const [metadata, blobs, deno] = await Promise.all([check(() => deps.db.raw('SELECT 1')), check(() => deps.blobs.writable()), check(() => deps.runtime.denoAvailable())]);
+  const [metadata, blobs, deno] = await Promise.all([check(() => metadataAnswers(deps.db)), check(() => deps.blobs.writable()), check(() => deps.runtime.denoAvailable())]);
   const checks = { metadata, blobs, deno };
   return { ready: Object.values(checks).every((result) => result === 'ok'), checks };
 }

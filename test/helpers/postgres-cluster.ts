@@ -11,6 +11,15 @@ import path from 'node:path';
 export interface Cluster {
   /** The superuser's URL, over the unix socket. */
   adminUrl: string;
+  /** The TCP port on 127.0.0.1. */
+  port: number;
+  /** The postmaster's pid (its children are the server's other processes). */
+  serverPid(): number;
+  /** Shuts the server down as an operator would (`pg_ctl stop -m fast`: sessions are ended), keeping its data. */
+  pause(): void;
+  /** Starts it again after pause(), on the same port and data. */
+  resume(): void;
+  /** Stops the server and removes its files. */
   stop(): void;
 }
 
@@ -41,7 +50,8 @@ function asOwner(bin: string, args: string[]): void {
   if (result.status !== 0) throw new Error(`${path.basename(bin)} failed (${result.status}): ${result.stderr || result.stdout}`);
 }
 
-export async function startCluster(): Promise<Cluster> {
+/** `durable`: PostgreSQL's own crash safety (fsync, synchronous commit), as benchmarks need; tests go without. */
+export async function startCluster(options: { durable?: boolean } = {}): Promise<Cluster> {
   const bin = postgresBinDir();
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-postgres-'));
   const data = path.join(root, 'data');
@@ -57,24 +67,29 @@ export async function startCluster(): Promise<Cluster> {
   asOwner(path.join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-sync']);
   // A test cluster trades crash safety for speed (its data is thrown away); Berth's own durability is
   // PostgreSQL's commit, which these settings do not change the semantics of for a running server.
-  const options = [
-    `-p ${port}`,
-    `-k ${sockets}`,
-    '-c listen_addresses=127.0.0.1',
-    '-c fsync=off',
-    '-c synchronous_commit=off',
-    '-c full_page_writes=off',
-    '-c max_connections=400',
-  ].join(' ');
-  asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-l', path.join(root, 'server.log'), '-w', '-t', '60', '-o', options, 'start']);
+  const fast = options.durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off'];
+  const serverOptions = [`-p ${port}`, `-k ${sockets}`, '-c listen_addresses=127.0.0.1', ...fast, '-c max_connections=400'].join(' ');
+  let running = false;
+  const start = () => {
+    asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-l', path.join(root, 'server.log'), '-w', '-t', '60', '-o', serverOptions, 'start']);
+    running = true;
+  };
+  start();
   let stopped = false;
   return {
     adminUrl: `postgres://postgres@localhost:${port}/postgres?host=${encodeURIComponent(sockets)}`,
+    port,
+    serverPid: () => Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]),
+    pause() {
+      asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-m', 'fast', '-w', 'stop']);
+      running = false;
+    },
+    resume: start,
     stop() {
       if (stopped) return;
       stopped = true;
       try {
-        asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']);
+        if (running) asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']);
       } finally {
         fs.rmSync(root, { recursive: true, force: true });
       }

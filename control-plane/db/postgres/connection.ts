@@ -22,28 +22,44 @@ export function describeUrl(url: string): string {
   return `PostgreSQL at ${host}, database ${decodeURIComponent(parsed.pathname.slice(1))}`;
 }
 
-export function openPostgresPool(url: string, max: number, onError: (err: Error) => void): pg.Pool {
+/**
+ * How long a serving process waits on the metadata server, so that a request that needs it fails with
+ * metadata_unavailable within 10 s rather than hang: a connection (or a free one of the pool) within
+ * 5 s; a statement, lock waits included, cancelled by the server after 8 s; and, should the server
+ * itself not answer, the statement given up by the client after 9 s.
+ */
+export const DEADLINES = { connectMs: 5_000, statementMs: 8_000, answerMs: 9_000 } as const;
+
+export function openPostgresPool(url: string, max: number, options: { onError: (err: Error) => void; deadlines: boolean }): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max,
     types,
     application_name: 'berth',
-    // A server that does not answer fails the request that needed it, never hangs it.
-    connectionTimeoutMillis: 10_000,
+    connectionTimeoutMillis: options.deadlines ? DEADLINES.connectMs : 10_000,
+    ...(options.deadlines ? { statement_timeout: DEADLINES.statementMs, query_timeout: DEADLINES.answerMs } : {}),
     idleTimeoutMillis: 30_000,
     keepAlive: true,
   });
   // An idle connection the server dropped: the pool replaces it; the next query reconnects.
-  pool.on('error', onError);
+  pool.on('error', options.onError);
   return pool;
 }
 
 /** Knex over the pool. */
 export function openPostgresKnex(pool: pg.Pool): Knex {
-  return knexFactory({ client: 'pg', connectionPool: pool } as Knex.Config);
+  return knexFactory({
+    client: 'pg',
+    connectionPool: pool,
+    log: {
+      // A connection that cannot be had fails its query, which its caller reports (as
+      // metadata_unavailable, once): Knex's own stack trace of it on stderr would only repeat it.
+      warn: (message: string) => void (message.startsWith('Acquire connection error') || console.warn(`knex: ${message}`)),
+    },
+  } as Knex.Config);
 }
 
 /** A connection of its own, outside the pool (the migration lock holds one for the whole migration). */
 export function connectOnce(url: string): pg.Client {
-  return new pg.Client({ connectionString: url, types, application_name: 'berth', connectionTimeoutMillis: 10_000 });
+  return new pg.Client({ connectionString: url, types, application_name: 'berth', connectionTimeoutMillis: 10_000, keepAlive: true });
 }

@@ -2,8 +2,9 @@
 // raised by Koa or the router keep their status with a generic code; anything else is a bug, logged
 // with the request id and shown as internal_error without its message.
 import type Koa from 'koa';
-import { BerthError, type ErrorCode } from '../../errors.ts';
+import { BerthError, type ErrorCode, metadataUnavailable } from '../../errors.ts';
 import type { Logger } from '../../log.ts';
+import { isMetadataUnavailable } from '../../db/errors.ts';
 
 const CODES_BY_STATUS: Record<number, ErrorCode> = {
   400: 'invalid_request',
@@ -30,11 +31,20 @@ export function toBerthError(err: unknown): { error: BerthError; internal: boole
   if (err instanceof URIError) {
     return { error: new BerthError('invalid_request', 'the URL contains invalid percent-encoding'), internal: false };
   }
+  if (isMetadataUnavailable(err)) {
+    return { error: metadataUnavailable(), internal: false };
+  }
   const e = (err ?? {}) as HttpishError;
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
     return { error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.message ?? 'request failed'), internal: false };
   }
   return { error: new BerthError('internal_error', 'internal error; the request id is in the Berth-Request-Id header'), internal: true };
+}
+
+/** Logs what the operator must hear of a failure: a bug with its stack, an outage with its reason. */
+export function logFailure(log: Pick<Logger, 'error' | 'warn'>, reqId: string, err: unknown, error: BerthError, internal: boolean): void {
+  if (internal) log.error({ reqId, err }, 'unhandled error');
+  else if (error.code === 'metadata_unavailable') log.warn({ reqId, reason: (err as Error).message }, 'the metadata database did not answer');
 }
 
 /** A client that hung up mid-request is not a server failure. */
@@ -54,7 +64,7 @@ export function errorEnvelope(log: Logger): Koa.Middleware {
         return;
       }
       const { error, internal } = toBerthError(err);
-      if (internal) log.error({ reqId: ctx.state.requestId, err }, 'unhandled error');
+      logFailure(log, ctx.state.requestId as string, err, error, internal);
       const headers = (err as HttpishError | null)?.headers;
       if (headers?.allow) ctx.set('Allow', headers.allow);
       ctx.status = error.status;
