@@ -27,11 +27,14 @@ export function checkPinning(): void {
   }
 }
 
-/** Moves every thread of this process to `core`; children started later inherit it. */
-export function pinSelf(core: number): void {
-  const r = spawnSync('taskset', ['-a', '-p', '-c', String(core), String(process.pid)]);
-  if (r.status !== 0) throw new Error(`taskset could not pin the benchmark to CPU ${core}: ${r.stderr.toString().trim()}`);
+/** Moves every thread of process `pid` to `core`; children it starts later inherit it. */
+export function pinProcess(pid: number, core: number, what: string): void {
+  const r = spawnSync('taskset', ['-a', '-p', '-c', String(core), String(pid)]);
+  if (r.status !== 0) throw new Error(`taskset could not pin ${what} to CPU ${core}: ${r.stderr.toString().trim()}`);
 }
+
+/** Moves every thread of this process to `core`; children started later inherit it. */
+export const pinSelf = (core: number): void => pinProcess(process.pid, core, 'the benchmark');
 
 function parseCpuList(list: string): number[] {
   return list.split(',').flatMap((part) => {
@@ -123,16 +126,18 @@ export function coreBusySeconds(core: number): number {
 }
 
 /**
- * Watches a server over one load run: CPU time of its process tree, and what the rest of the machine
- * took of its core meanwhile.
+ * Watches a server over one load run: CPU time of its process tree (and of its companions' trees),
+ * and what the rest of the machine took of its core meanwhile.
  */
-export function watchServer(pid: number, core: number): () => { seconds: number; cpu: number; others: number } {
+export function watchServer(server: Pick<Server, 'pid' | 'companions'>, core: number): () => { seconds: number; cpu: number; others: number } {
+  const roots = [server.pid, ...(server.companions ?? [])];
+  const cpuOf = () => roots.reduce((sum, pid) => sum + treeCpuSeconds(pid), 0);
   const started = performance.now();
-  const cpu = treeCpuSeconds(pid);
+  const cpu = cpuOf();
   const busy = coreBusySeconds(core);
   return () => {
     const seconds = (performance.now() - started) / 1000;
-    const used = treeCpuSeconds(pid) - cpu;
+    const used = cpuOf() - cpu;
     return { seconds, cpu: used / seconds, others: Math.max(0, (coreBusySeconds(core) - busy - used) / seconds) };
   };
 }
@@ -166,6 +171,11 @@ export interface Server {
   /** The server's own pid (taskset execs it, so this is the server, not taskset). */
   pid: number;
   child: ChildProcess;
+  /**
+   * Processes that serve with it on its core (PostgreSQL, for Berth with its metadata there): their
+   * CPU is the server's, not another process's.
+   */
+  companions?: number[];
   /** Throws if the server has exited (not by stop()), with its exit status and the end of its stderr. */
   checkAlive(): void;
   stop(): Promise<void>;

@@ -12,6 +12,8 @@
 //   uploads:       1 KiB PUTs vs a bare Node http server writing a new file, fsync, one SQLite insert
 //   mixed load:    static, hello, ctx.db.first and uploads at once (64 connections), per path, with the
 //                  RSS of the server and of each Deno process at 10 s and at the end
+//   PostgreSQL:    1 KiB static file, warm hello and 1 KiB uploads with the metadata on PostgreSQL vs the
+//                  same on SQLite (PostgreSQL pinned with Berth, its CPU counted as Berth's)
 //   cold paths:    a new function's first answer, alone and 8 at a time; an idle-evicted worker's
 // Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
 // BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
@@ -26,6 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import got from 'got';
+import pg from 'pg';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { BENCH_STATEMENT } from './baselines.ts';
 import {
@@ -35,6 +38,7 @@ import {
   freePort,
   LOAD_CORE,
   machine,
+  pinProcess,
   pinSelf,
   processTree,
   ROOT,
@@ -51,6 +55,7 @@ import type { LoadTarget } from './load-worker.ts';
 import { aims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
 import { usesNodeApiDriver } from '../storage/sqlite-driver.js';
 import { startPublicHost } from '../test/helpers/public-host.ts';
+import { startCluster } from '../test/helpers/postgres-cluster.ts';
 
 function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
   const raw = process.env[name];
@@ -86,7 +91,7 @@ const CLOCK = () => performance.now();
 /** One load against one server, with the server's CPU time and what else ran on its core. */
 async function measure(server: Server, target: LoadTarget, seconds = SECONDS): Promise<Measured> {
   let stop: ReturnType<typeof watchServer> | undefined;
-  const report = await runLoad({ targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS }, () => (stop = watchServer(server.pid, SERVER_CORE)));
+  const report = await runLoad({ targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS }, () => (stop = watchServer(server, SERVER_CORE)));
   const watched = stop!();
   server.checkAlive();
   const r = report.results[0]!;
@@ -409,6 +414,53 @@ async function run(work: string, results: BenchResults) {
     berthUpload('upload 1 KiB', 0),
   ]);
 
+  // Metadata on PostgreSQL: a second Berth, its metadata on a PostgreSQL server with its own crash
+  // safety on, against the Berth above on SQLite. PostgreSQL runs on the server core and its CPU is
+  // counted as Berth's: SQLite runs inside Berth's process, so each side has one core for everything.
+  console.log('Metadata on PostgreSQL (against the same Berth on SQLite)');
+  const cluster = await startCluster({ durable: true });
+  try {
+    const postmaster = cluster.serverPid();
+    for (const pid of processTree(postmaster)) pinProcess(pid, SERVER_CORE, 'PostgreSQL');
+    const admin = new pg.Client({ connectionString: cluster.adminUrl });
+    await admin.connect();
+    await admin.query("CREATE ROLE berth_bench LOGIN PASSWORD 'bench-password'");
+    await admin.query('CREATE DATABASE berth_bench OWNER berth_bench');
+    await admin.end();
+    const onPg = await startBerth(path.join(work, 'postgres'), { BERTH_DATABASE_URL: `postgres://berth_bench:bench-password@127.0.0.1:${cluster.port}/berth_bench` });
+    onPg.server.companions = [postmaster];
+    await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/web/small.bin`, { body: small, headers: octets });
+    await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/api/hello.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')) });
+    const pgHost = `bench.localhost:${onPg.port}`;
+    const pgClient = got.extend({ headers: { host: pgHost }, responseType: 'buffer', retry: { limit: 0 } });
+    same((await pgClient.get(`${onPg.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on PostgreSQL');
+    same((await pgClient.get(`${onPg.origin}/api/hello`)).body.toString() === fnAnswer, 'the hello function on PostgreSQL');
+    const onPgSite = (label: string, p: string): LoadTarget => ({ label, origin: onPg.origin, path: p, connections: CONNECTIONS, headers: { host: pgHost } });
+    results.postgres = {
+      static1k: await compare('1 KiB web file, metadata on PostgreSQL', [berth, onSite('berth on SQLite, 1 KiB', '/small.bin')], [onPg.server, onPgSite('berth on PostgreSQL, 1 KiB', '/small.bin')]),
+      hello: await compare('hello-world function, metadata on PostgreSQL', [berth, onSite('berth on SQLite, /api/hello', '/api/hello')], [onPg.server, onPgSite('berth on PostgreSQL, /api/hello', '/api/hello')]),
+      upload: await compare(
+        '1 KiB upload, metadata on PostgreSQL',
+        [berth, berthUpload('berth on SQLite, PUT', CONNECTIONS)],
+        [
+          onPg.server,
+          {
+            label: 'berth on PostgreSQL, PUT',
+            origin: onPg.origin,
+            path: '/',
+            connections: CONNECTIONS,
+            method: 'PUT',
+            headers: { ...octets, authorization: `Bearer ${onPg.key}` },
+            upload: { prefix: `/v0/buckets/${onPg.site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+          },
+        ],
+      ),
+    };
+    await onPg.server.stop();
+  } finally {
+    cluster.stop();
+  }
+
   await berth.stop();
 
   // Cold paths, on a Berth of their own that evicts workers idle for 200 ms: the idle-eviction path
@@ -457,7 +509,7 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
   const timers: NodeJS.Timeout[] = [];
   let stop: ReturnType<typeof watchServer> | undefined;
   const report = await runLoad({ targets: targets.map(freshUploads), seconds: MIXED_SECONDS, warmupSeconds: WARMUP_SECONDS }, () => {
-    stop = watchServer(berth.pid, SERVER_CORE);
+    stop = watchServer(berth, SERVER_CORE);
     for (const t of new Set(times)) {
       timers.push(
         setTimeout(() => {

@@ -85,6 +85,8 @@ export interface BenchResults {
   egress: Comparison;
   query: Comparison;
   upload: Comparison;
+  /** Berth with its metadata on PostgreSQL (the "berth" side) against Berth on SQLite (the "baseline"). */
+  postgres: { static1k: Comparison; hello: Comparison; upload: Comparison };
   mixed: {
     seconds: number;
     connections: number;
@@ -167,6 +169,9 @@ export function aims(r: BenchResults): Aim[] {
     ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.5, r),
     ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.8, r),
     ratioAim('1 KiB upload', 'bare Node `http` writing + fsync + one SQLite insert', r.upload, 0.5, r),
+    ratioAim('1 KiB static file, metadata on PostgreSQL', 'the same on SQLite', r.postgres.static1k, 0.9, r),
+    ratioAim('warm hello-world function, metadata on PostgreSQL', 'the same on SQLite', r.postgres.hello, 0.9, r),
+    ratioAim('1 KiB upload, metadata on PostgreSQL', 'the same on SQLite', r.postgres.upload, 0.5, r),
     below('1 KiB upload', '—', `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`, mixedUpload?.p99 ?? NaN, 100, 'ms'),
     below('cold first answer', '—', 'p50, alone (request → answer)', r.cold.alone.p50, 50, 'ms'),
     below('cold first answer', '—', `p50, ${r.cold.atOnce.concurrent} at a time`, r.cold.atOnce.p50, 150, 'ms'),
@@ -212,6 +217,9 @@ export function lastRunMarkdown(r: BenchResults): string {
     ['outbound fetch, through the egress proxy', r.egress],
     ['query endpoint, one indexed SELECT', r.query],
     ['1 KiB upload', r.upload],
+    ['1 KiB web file, metadata on PostgreSQL', r.postgres.static1k],
+    ['hello-world function, metadata on PostgreSQL', r.postgres.hello],
+    ['1 KiB upload, metadata on PostgreSQL', r.postgres.upload],
   ];
   const lines: string[] = [];
   lines.push(
