@@ -79,7 +79,7 @@ $(NODE24)/bin/node:
 	mv $(NODE24).tmp/package $(NODE24) && rm -rf $(NODE24).tmp
 	@$(NODE24)/bin/node --version
 
-test-node24: typecheck chromium nginx iproute2 $(NODE24)/bin/node
+test-node24: typecheck chromium nginx iproute2 postgresql $(NODE24)/bin/node
 	PATH="$(CURDIR)/$(NODE24)/bin:$$PATH" node --import tsx test/run-suite.ts --backends sqlite
 
 bench: install

@@ -19,21 +19,21 @@ function parseArgs(argv: string[]): { backends: Backend[]; avaArgs: string[] } {
   return { backends: named as Backend[], avaArgs: [...argv.slice(0, at), ...argv.slice(at + 2)] };
 }
 
-function runAva(backend: Backend, adminUrl: string | undefined, avaArgs: string[]): Promise<number> {
+function runAva(backend: Backend, adminUrl: string, avaArgs: string[]): Promise<number> {
   console.log(`\nThe suite on ${backend === 'sqlite' ? 'SQLite (the embedded default)' : 'PostgreSQL'}\n`);
   const ava = path.resolve(import.meta.dirname, '../node_modules/ava/entrypoints/cli.mjs');
   const child = spawn(process.execPath, [ava, ...avaArgs], {
     stdio: 'inherit',
-    env: { ...process.env, BERTH_TEST_BACKEND: backend, ...(adminUrl ? { BERTH_TEST_DATABASE_URL: adminUrl } : {}) },
+    env: { ...process.env, BERTH_TEST_BACKEND: backend, BERTH_TEST_DATABASE_URL: adminUrl },
   });
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
 }
 
 const { backends, avaArgs } = parseArgs(process.argv.slice(2));
-const onPostgres = backends.includes('postgres');
 const given = process.env.BERTH_TEST_DATABASE_URL;
+// The SQLite pass needs a PostgreSQL server too: copy-metadata's tests move an instance into one.
 let cluster: Cluster | undefined;
-if (onPostgres && !given) {
+if (!given) {
   cluster = await startCluster();
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
@@ -42,7 +42,7 @@ if (onPostgres && !given) {
     });
   }
 }
-const adminUrl = given ?? cluster?.adminUrl;
+const adminUrl = given ?? cluster!.adminUrl;
 let failed = false;
 try {
   for (const backend of backends) {
@@ -51,7 +51,7 @@ try {
   }
 } finally {
   if (cluster) cluster.stop();
-  else if (onPostgres) {
+  else {
     const { dropTestDatabases } = await import('./helpers/postgres.ts');
     await dropTestDatabases();
   }
