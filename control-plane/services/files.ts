@@ -143,7 +143,6 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
         );
         file = (await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path))!;
       }
-      await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
       const versionId = await insertVersion(sql, file.id, {
         blob_sha256: stored.sha256,
         bytes: stored.bytes,
@@ -152,6 +151,7 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
         created_at: now,
       });
       await makeCurrent(sql, file.id, versionId, now);
+      await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
       return { fileId: file.id, versionId, bytes: stored.bytes };
     });
   } finally {
@@ -266,8 +266,6 @@ export async function restoreFile(
     assertExpectedVersion(fresh.current_version_id, input.currentVersionId, 'currentVersionId');
     // The version itself may have been deleted meanwhile: a restore of it would reference nothing.
     if (!(await sql.get('SELECT 1 FROM file_versions WHERE id = ?', source.id))) throw notFound('version');
-    // The account references the old version's blob already, so a restore never needs quota.
-    await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);
     const id = await insertVersion(sql, fileId, {
       blob_sha256: source.blob_sha256,
       bytes: source.bytes,
@@ -276,6 +274,8 @@ export async function restoreFile(
       created_at: now,
     });
     await makeCurrent(sql, fileId, id, now);
+    // The account references the old version's blob already, so a restore never needs quota.
+    await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);
     return id;
   });
   await deps.changes.publish({ kind: 'file', bucketId: file.bucket_id, path: file.path });

@@ -46,32 +46,39 @@ export function quotaExceeded(usage: { usedBytes: number; limitBytes: number }, 
   );
 }
 
+/** What a statement compares usage with for an account without a limit. */
+const NO_LIMIT = Number.MAX_SAFE_INTEGER;
+
 /**
- * Counts a new version of `sha256` against the account, inside the transaction that inserts it. A blob
- * the account already references costs nothing; a new one is refused past the limit. The account's row
- * is locked first, so the account's commits take turns: two cannot both fit in the last free space.
+ * Counts a new version of `sha256` against the account, inside the transaction that inserts it: a blob
+ * the account already references costs nothing; a new one is refused past the limit. Writers of one
+ * blob take turns on its `account_blobs` row, so only the first counts its bytes. Writers of new blobs
+ * take turns on the account's row, which the one statement that adds their bytes locks until the
+ * commit and which checks the limit itself: two cannot both fit in the last free space. Call it last
+ * before the commit, so that the account's writes wait on each other as briefly as can be. Locks are
+ * taken in one order everywhere (a file, a blob of the account, the account), so writers never deadlock.
  */
 export async function chargeVersion(sql: HotTx, config: Pick<Config, 'accountStorageBytes'>, accountId: string, sha256: string, bytes: number): Promise<void> {
-  const account = (await sql.getForUpdate<QuotaRow>(ACCOUNT_QUOTA, accountId))!;
-  const held = await sql.run('UPDATE account_blobs SET versions = versions + 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
-  if (held.changes > 0) return;
-  const limit = storageLimit(config, account);
-  if (limit !== null && account.storage_used_bytes + bytes > limit) {
-    throw quotaExceeded({ usedBytes: account.storage_used_bytes, limitBytes: limit }, bytes);
+  const held = await sql.get<{ versions: number }>(
+    'INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1) ON CONFLICT (account_id, blob_sha256) DO UPDATE SET versions = account_blobs.versions + 1 RETURNING versions',
+    accountId, sha256, bytes,
+  );
+  if (held!.versions > 1) return;
+  const limit = storageLimit(config, (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!);
+  const charged = await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ? AND storage_used_bytes + ? <= ?', bytes, accountId, bytes, limit ?? NO_LIMIT);
+  if (charged.changes === 0) {
+    const account = (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!;
+    throw quotaExceeded({ usedBytes: account.storage_used_bytes, limitBytes: limit ?? NO_LIMIT }, bytes);
   }
-  await sql.run('INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1)', accountId, sha256, bytes);
-  await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ?', bytes, accountId);
 }
 
 /** Uncounts a deleted version, inside the transaction that deletes it; returns the bytes it freed. */
 export async function releaseVersion(sql: HotTx, accountId: string, sha256: string): Promise<number> {
-  await sql.getForUpdate(ACCOUNT_QUOTA, accountId);
-  const row = await sql.get<{ bytes: number; versions: number }>('SELECT bytes, versions FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
-  if (!row) return 0;
-  if (row.versions > 1) {
-    await sql.run('UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
-    return 0;
-  }
+  const row = await sql.get<{ bytes: number; versions: number }>(
+    'UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 = ? RETURNING bytes, versions',
+    accountId, sha256,
+  );
+  if (!row || row.versions > 0) return 0;
   await sql.run('DELETE FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
   await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes - ? WHERE id = ?', row.bytes, accountId);
   return row.bytes;
