@@ -44,7 +44,7 @@ test('healthz answers without a key; readyz checks the metadata, the blob store 
   t.is(health.statusCode, 200);
   t.deepEqual(health.body, { ok: true });
   const ready = await t0.anonymous.get('readyz');
-  t.is(ready.statusCode, 200);
+  t.is(ready.statusCode, 200, JSON.stringify(ready.body));
   t.deepEqual(ready.body, { ready: true, checks: { metadata: 'ok', blobs: 'ok', deno: 'ok' } });
 
   await fs.rm(deno);
@@ -59,7 +59,7 @@ test('healthz answers without a key; readyz checks the metadata, the blob store 
 
 test('metrics are off without a token, refused with a wrong one, and report what the server did', async (t) => {
   const clock = { now: new Date('2026-11-22T10:00:30Z') };
-  const t0: TestBerth = await startTestBerth({ metricsToken: TOKEN, cronTickMs: 0, functionTimeoutMs: 500 }, { now: () => clock.now });
+  const t0: TestBerth = await startTestBerth({ metricsToken: TOKEN, cronTickMs: 0, functionTimeoutMs: 2000 }, { now: () => clock.now });
   t.teardown(() => t0.dispose());
   const plain = await startTestBerth();
   t.teardown(() => plain.dispose());
