@@ -3,7 +3,6 @@
 // commands; a request expires after 10 minutes and is approved once; logout revokes the key.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
@@ -12,6 +11,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { type TestBerth, apiClient, json, startTestBerth } from './helpers/berth.ts';
 import { createUser } from '../control-plane/services/users.ts';
+import { freePort } from './helpers/ports.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 const PASSWORD = 'a long enough password';
@@ -119,14 +119,6 @@ interface Stored {
 
 const readStored = async (configDir: string) => JSON.parse(await fs.readFile(path.join(configDir, 'credentials.json'), 'utf8')) as Stored;
 const exists = (file: string) => fs.access(file).then(() => true, () => false);
-
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 // Serial tests run before the others: this one moves the server's clock past every pending request.
 test.serial('a request not approved within 10 minutes expires: the CLI says so and exits 1, and it can no longer be approved', async (t) => {
@@ -283,7 +275,7 @@ test('logout forgets a key the server no longer knows; a server that cannot be r
   t.false(await exists(path.join(dir, 'credentials.json')));
 
   // A login stored for a server that is not running.
-  const closed = `http://127.0.0.1:${await closedPort()}`;
+  const closed = `http://127.0.0.1:${await freePort()}`;
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   await fs.writeFile(path.join(dir, 'credentials.json'), JSON.stringify({ ...stored, url: closed }), { mode: 0o600 });
   const kept = await berth(['logout'], cliEnv(dir));

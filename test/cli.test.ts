@@ -2,12 +2,12 @@
 // BERTH_URL and BERTH_API_KEY.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
 import Database from '../storage/sqlite-driver.js';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { freePort } from './helpers/ports.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 
@@ -288,7 +288,7 @@ test('logs prints what functions wrote, oldest first', async (t) => {
 
 test('failures a user can cause are explained, with exit codes 1, 2 and 3 and no stack trace', async (t) => {
   const dir = await project({ 'web/index.html': 'home' });
-  const closed = await closedPort();
+  const closed = await freePort();
   const unreachable = await berth(['deploy', dir, '--site', 'anything'], { env: { ...userEnv(), BERTH_URL: `http://127.0.0.1:${closed}` } });
   t.is(unreachable.code, 3);
   t.regex(unreachable.stderr, new RegExp(`cannot reach Berth at http://127\\.0\\.0\\.1:${closed}`));
@@ -335,13 +335,3 @@ test('every command has help with examples', async (t) => {
   t.regex(root.stdout, /Exit codes:/);
 });
 
-function closedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}

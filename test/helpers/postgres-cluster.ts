@@ -4,9 +4,9 @@
 // over TCP need a password (Berth's role), as on a real server.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { freePort } from './ports.ts';
 
 export interface Cluster {
   /** The superuser's URL, over the unix socket. */
@@ -30,17 +30,6 @@ export function postgresBinDir(): string {
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
   if (!newest) throw new Error(`no PostgreSQL server under ${root}: install Debian's postgresql package (make test does)`);
   return path.join(root, newest, 'bin');
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Runs a server binary as the cluster's owner: `postgres` when we are root, ourselves otherwise. */

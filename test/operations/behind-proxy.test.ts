@@ -13,6 +13,7 @@ import got, { type Got } from 'got';
 import { pino } from 'pino';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from '../helpers/berth.ts';
 import { createUser } from '../../control-plane/services/users.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const NGINX = '/usr/sbin/nginx';
 const DOMAIN = 'example.test';
@@ -23,14 +24,6 @@ let nginx: ChildProcess;
 let proxyPort: number;
 let t0: TestBerth;
 const logLines: Array<Record<string, unknown>> = [];
-
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 async function waitForPort(port: number): Promise<void> {
   for (let i = 0; i < 100; i++) {
