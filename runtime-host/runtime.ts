@@ -199,8 +199,9 @@ export class RuntimeHost {
   }
 
   /**
-   * Gives a spare the deployment's function. A spare that failed to boot, or a source too large to
-   * send, leaves its slot under the cap to a process of the deployment's own.
+   * Gives a spare the deployment's function. A spare that failed to boot or stopped before it was
+   * given the function, or a source too large to send, leaves its slot under the cap to a process of
+   * the deployment's own.
    */
   async #bindSpare(spare: Promise<DenoWorker>, deployment: Deployment): Promise<DenoWorker> {
     const worker = await spare.catch(() => undefined);
@@ -214,6 +215,9 @@ export class RuntimeHost {
         worker.kill('disposed');
         return this.#spawn(deployment);
       }
+      // A spare that stopped while the source was read failed on Berth's code alone (it has run no
+      // tenant code yet): the call gets a worker of its own rather than the spare's failure.
+      if (!worker.alive) return this.#spawn(deployment);
       await worker.bind(this.#binding(deployment), source);
       return worker;
     } catch (err) {
