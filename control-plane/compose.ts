@@ -5,7 +5,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { type Config, blobDirOf, masterKeyFileOf } from './config.ts';
+import { type Config, masterKeyFileOf } from './config.ts';
 import { openMetadata } from './db/metadata.ts';
 import { logJobFailure } from './db/errors.ts';
 import type { Logger } from './log.ts';
@@ -21,8 +21,8 @@ import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
-import { BlobStore } from '../storage/blob-store.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
+import { openBlobStore } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { SiteDatabases } from '../storage/site-database.ts';
@@ -33,7 +33,7 @@ import { removeDeployments } from '../runtime-host/deployments.ts';
 import { EgressProxy } from '../runtime-host/egress-proxy.ts';
 import { type DataDirLock, DataDirInUse, lockDataDir } from '../storage/data-dir-lock.ts';
 import { sweepTempFiles } from '../storage/temp-files.ts';
-import { StartupError, dataDirProblem } from './startup-error.ts';
+import { StartupError, blobStoreProblem, dataDirProblem } from './startup-error.ts';
 
 export interface ComposeOptions {
   log: Logger;
@@ -109,8 +109,12 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
   const metadata = await openMetadata(config, { deadlines: true, onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
   const { db, hot: hotSql } = metadata;
-  const blobs = new BlobStore(blobDirOf(config));
-  await blobs.init();
+  const blobs = openBlobStore(config);
+  try {
+    await blobs.init();
+  } catch (err) {
+    throw blobStoreProblem(err);
+  }
 
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   const egress = await EgressProxy.start({
@@ -205,15 +209,14 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
   const sweeper = new BlobSweeper(
-    blobDirOf(config),
+    blobs,
     async (sha256) => (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
-    (sha256) => blobs.isPinned(sha256),
     config.blobSweepMs,
   );
   if (config.blobSweepMs > 0) {
     sweeper.start(
       config.blobSweepMs,
-      ({ removed, bytes }) => removed > 0 && log.info({ blobs: removed, bytes }, 'removed blobs no file version references'),
+      ({ removed, bytes, leftovers }) => (removed > 0 || leftovers > 0) && log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references'),
       (err) => logJobFailure(log, err, 'sweeping unreferenced blobs failed'),
     );
   }

@@ -1,5 +1,6 @@
 // The one place that reads the environment: every other module receives a typed Config.
 import path from 'node:path';
+import type { ObjectStoreLocation } from '../storage/s3-blob-store.ts';
 
 export interface Config {
   port: number;
@@ -27,6 +28,10 @@ export interface Config {
   databasePool: number;
   /** Where file bytes live (content-addressed); empty: <data dir>/blobs (see blobDirOf). */
   blobDir: string;
+  /** File bytes and exports in an S3-compatible bucket instead; null: in blobDir. */
+  objectStore: ObjectStoreLocation | null;
+  /** Memory for small blobs read often (static files, ctx.data), in front of either store; 0: none. */
+  blobCacheBytes: number;
   /** The key that seals secrets at rest, made on first start; empty: <data dir>/master.key (see masterKeyFileOf). */
   masterKeyFile: string;
   /** The email of the owner user made on first run. */
@@ -88,6 +93,8 @@ export const DEFAULTS: Config = {
   databaseUrl: '',
   databasePool: 10,
   blobDir: '',
+  objectStore: null,
+  blobCacheBytes: 64 * 1024 * 1024,
   masterKeyFile: '',
   ownerEmail: 'owner@localhost',
   maxFileBytes: 512 * 1024 * 1024,
@@ -203,6 +210,35 @@ function dnsServers(env: NodeJS.ProcessEnv): string[] {
   return servers;
 }
 
+/** BERTH_OBJECT_STORE=s3://<bucket>[/<prefix>] with BERTH_S3_ENDPOINT, BERTH_S3_REGION, BERTH_S3_FORCE_PATH_STYLE. */
+function objectStore(env: NodeJS.ProcessEnv): ObjectStoreLocation | null {
+  const raw = env.BERTH_OBJECT_STORE?.trim() ?? '';
+  if (!raw) return null;
+  const match = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(raw);
+  const bucket = match?.[1] ?? '';
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    throw new ConfigError(`BERTH_OBJECT_STORE must be s3://<bucket>[/<prefix>] with a valid bucket name, such as s3://berth-blobs/production, got "${raw}"`);
+  }
+  const prefix = (match?.[2] ?? '').replace(/^\/+|\/+$/g, '');
+  const endpoint = env.BERTH_S3_ENDPOINT?.trim() ?? '';
+  if (endpoint) {
+    let url: URL | undefined;
+    try {
+      url = new URL(endpoint);
+    } catch {}
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) {
+      throw new ConfigError('BERTH_S3_ENDPOINT must be an http:// or https:// URL without credentials, such as https://s3.example.com');
+    }
+  }
+  return {
+    bucket,
+    prefix: prefix ? `${prefix}/` : '',
+    ...(endpoint ? { endpoint } : {}),
+    region: text(env, 'BERTH_S3_REGION', text(env, 'AWS_REGION', 'us-east-1')),
+    forcePathStyle: flag(env, 'BERTH_S3_FORCE_PATH_STYLE', false),
+  };
+}
+
 /** An absolute path, or '' when the variable is unset. */
 function optionalPath(env: NodeJS.ProcessEnv, name: string): string {
   const raw = env[name]?.trim();
@@ -237,6 +273,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: databaseUrl(env),
     databasePool: integer(env, 'BERTH_DATABASE_POOL', DEFAULTS.databasePool, 1, 1000),
     blobDir: optionalPath(env, 'BERTH_BLOB_DIR'),
+    objectStore: objectStore(env),
+    blobCacheBytes: integer(env, 'BERTH_BLOB_CACHE_BYTES', DEFAULTS.blobCacheBytes, 0, Number.MAX_SAFE_INTEGER),
     masterKeyFile: optionalPath(env, 'BERTH_MASTER_KEY_FILE'),
     ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),

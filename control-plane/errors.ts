@@ -106,3 +106,4 @@ export const conflict = (code: ErrorCode, message: string, details?: Record<stri
 
 /** The metadata server did not answer (see db/errors.ts): the request may be sent again shortly. */
 export const metadataUnavailable = () => new BerthError('metadata_unavailable', 'the metadata database is not answering; try again shortly');
+export const storageUnavailable = () => new BerthError('storage_unavailable', 'the file store is not answering; nothing was stored, try again shortly');

@@ -2,6 +2,7 @@
 // says in one line what is wrong and what to do; `berth serve` and `berth admin` print it and exit 1,
 // without a stack trace.
 import path from 'node:path';
+import { StorageUnavailableError } from '../storage/blob-store.ts';
 import { errnoCode } from '../storage/durable.ts';
 
 export class StartupError extends Error {}
@@ -38,4 +39,13 @@ export function dataDirProblem(err: unknown, dataDir: string): unknown {
     default:
       return err;
   }
+}
+
+/** Why the object store could not be used: its message names the endpoint and bucket, never a credential. */
+export function blobStoreProblem(err: unknown): unknown {
+  if (!(err instanceof StorageUnavailableError)) return err;
+  const hint = /AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|CredentialsProviderError|Forbidden/.test(err.reason)
+    ? 'check the credentials the AWS SDK finds (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the instance role)'
+    : 'check BERTH_OBJECT_STORE, BERTH_S3_ENDPOINT and that the store is up';
+  return new StartupError(`${err.message}: ${hint}`);
 }

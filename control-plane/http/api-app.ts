@@ -1,7 +1,6 @@
 // The control plane's Koa app: public service endpoints, MCP at /mcp, then the key-protected /v0 API.
 import Koa from 'koa';
 import Router from '@koa/router';
-import fs from 'node:fs';
 import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
 import { readiness } from '../services/readiness.ts';
@@ -52,8 +51,8 @@ export function createApiApp(deps: Deps, version: string): Koa {
   });
   // Signed export links work without an API key: the signature is the credential.
   open.get('/v0/exports/:exportId/download', async (ctx) => {
-    const { file, bytes } = await openDownload(deps, String(ctx.params.exportId), String(ctx.query.expires ?? ''), String(ctx.query.signature ?? ''));
-    ctx.body = fs.createReadStream(file);
+    const { body, bytes } = await openDownload(deps, String(ctx.params.exportId), String(ctx.query.expires ?? ''), String(ctx.query.signature ?? ''));
+    ctx.body = body;
     ctx.set('Content-Type', 'application/sql; charset=utf-8');
     ctx.set('Content-Length', String(bytes));
     ctx.set('Content-Disposition', `attachment; filename="${ctx.params.exportId}.sql"`);

@@ -90,7 +90,7 @@ async function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerR
     } else if (req.method === 'HEAD') {
       res.end();
     } else {
-      pipeline(streamBody(deps, file), res, () => {});
+      pipeline(await streamBody(deps, file), res, () => {});
     }
     return;
   }
@@ -132,5 +132,5 @@ async function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerR
   }
   const whole = await smallBody(deps, file);
   if (whole) res.end(range ? whole.subarray(range.start, range.end + 1) : whole);
-  else pipeline(streamBody(deps, file, range), res, () => {});
+  else pipeline(await streamBody(deps, file, range), res, () => {});
 }

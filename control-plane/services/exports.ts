@@ -1,8 +1,11 @@
-// Database exports: a SQL dump made in the background, kept under <data dir>/exports/, fetched through
-// a signed link that needs no API key and expires. An export interrupted by a restart ends in ERROR.
+// Database exports: a SQL dump made in the background into a temp file of the data dir, then kept by
+// the blob store (the data dir's exports/ folder, or the object store, where any server can read it),
+// fetched through a signed link that needs no API key and expires. An export interrupted by a restart
+// ends in ERROR.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import type { Actor, Deps } from './deps.ts';
 import { newId, timestamp } from './deps.ts';
@@ -27,7 +30,8 @@ interface ExportRow {
   completed_at: string | null;
 }
 
-const exportFile = (deps: Deps, id: string) => path.join(deps.config.dataDir, 'exports', `${id}.sql`);
+/** Where a dump is written before the store keeps it: beside the local store's exports, swept at start if left. */
+const dumpFile = (deps: Deps, id: string) => path.join(deps.config.dataDir, 'exports', `${id}.sql.tmp`);
 
 const signature = (deps: Deps, id: string, expires: number) =>
   crypto.createHmac('sha256', deps.masterKey).update(`export:${id}:${expires}`).digest('base64url');
@@ -66,20 +70,20 @@ export async function failInterruptedExports(deps: Deps): Promise<void> {
 }
 
 async function produce(deps: Deps, row: ExportRow): Promise<void> {
-  const file = exportFile(deps, row.id);
-  const tmp = `${file}.tmp`;
+  const tmp = dumpFile(deps, row.id);
   try {
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    const bytes = await deps.siteDatabases.dump(row.site_id, tmp);
-    fs.renameSync(tmp, file);
+    fs.mkdirSync(path.dirname(tmp), { recursive: true, mode: 0o700 });
+    await deps.siteDatabases.dump(row.site_id, tmp);
+    const bytes = await deps.blobs.putExport(row.id, tmp);
     await deps.db('database_exports').where({ id: row.id }).update({ status: 'COMPLETE', bytes, completed_at: timestamp(deps) });
   } catch (err) {
     deps.log.error({ err, exportId: row.id }, 'database export failed');
-    fs.rmSync(tmp, { force: true });
     await deps.db('database_exports')
       .where({ id: row.id })
       .update({ status: 'ERROR', error: 'the export could not be produced; create a new one', completed_at: timestamp(deps) })
       .catch(() => {});
+  } finally {
+    fs.rmSync(tmp, { force: true });
   }
 }
 
@@ -118,13 +122,13 @@ export async function listExports(deps: Deps, actor: Actor, siteId: string, data
 }
 
 /** The dump behind a signed link, checked without an API key. */
-export async function openDownload(deps: Deps, exportId: string, expires: string, given: string): Promise<{ file: string; bytes: number }> {
+export async function openDownload(deps: Deps, exportId: string, expires: string, given: string): Promise<{ body: Readable; bytes: number }> {
   const expiry = Number(expires);
   const valid = Number.isInteger(expiry) && safeEqual(given, signature(deps, exportId, expiry));
   if (!valid) throw new BerthError('invalid_download_link', 'this download link is not valid; reconcile the export for a new one');
   if (expiry * 1000 < deps.now().getTime()) throw new BerthError('download_link_expired', 'this download link has expired; reconcile the export for a new one');
   const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, status: 'COMPLETE' }).first();
-  const file = exportFile(deps, exportId);
-  if (!row || !fs.existsSync(file)) throw new BerthError('not_found', 'export not found');
-  return { file, bytes: row.bytes ?? fs.statSync(file).size };
+  const body = row && row.bytes !== null ? await deps.blobs.openExport(exportId) : null;
+  if (!row || row.bytes === null || !body) throw new BerthError('not_found', 'export not found');
+  return { body, bytes: row.bytes };
 }

@@ -2,7 +2,8 @@
 // deployment bound to that channel, not anything the function sends, decides the site it acts on.
 // New namespaces are added by registering their methods here.
 import { Readable } from 'node:stream';
-import { BerthError } from '../errors.ts';
+import { BerthError, storageUnavailable } from '../errors.ts';
+import { StorageUnavailableError } from '../../storage/blob-store.ts';
 import { isMetadataUnavailable, logJobFailure } from '../db/errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
@@ -234,6 +235,11 @@ async function handleCtxCall(deps: Deps, methods: Record<CtxMethod, Method>, dep
       return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };
     }
     if (err instanceof BerthError) return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
+    if (err instanceof StorageUnavailableError) {
+      deps.log.warn({ functionId: deployment.functionId, reason: err.message }, 'the blob store did not answer a ctx call');
+      const { code, message, status } = storageUnavailable();
+      return { ok: false, error: { code: `DATA_${code.toUpperCase()}`, message, status } };
+    }
     logJobFailure(deps.log, err, 'ctx call failed', { functionId: deployment.functionId });
     const why = isMetadataUnavailable(err) ? ': the metadata database is not answering, try again shortly' : '';
     return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${String(call?.method)} failed${why}` } };

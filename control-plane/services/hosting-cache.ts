@@ -24,8 +24,6 @@ export interface CachedWebFile {
 }
 
 const MAX_ENTRIES = 20_000;
-const MAX_BLOB_BYTES = 256 * 1024;
-const MAX_TOTAL_BLOB_BYTES = 64 * 1024 * 1024;
 
 export class HostingCache {
   #sites = new Map<string, CachedSite | null>();
@@ -34,8 +32,6 @@ export class HostingCache {
   #siteRows = new Map<string, SiteRow | null>();
   #databases = new Map<string, boolean>();
   #files = new Map<string, CachedWebFile | null>();
-  #blobs = new Map<string, Buffer>();
-  #blobBytes = 0;
   #generation = 0;
 
   /** Marks the start of a lookup; pass the result to the matching remember* call. */
@@ -77,29 +73,6 @@ export class HostingCache {
     this.#generation++;
     this.#functions.delete(fileKey(siteId, name));
   }
-
-  /** Small blobs' bytes, kept least-recently-used first out. Blobs are immutable: no invalidation. */
-  blob(sha256: string): Buffer | undefined {
-    const bytes = this.#blobs.get(sha256);
-    if (bytes) {
-      this.#blobs.delete(sha256);
-      this.#blobs.set(sha256, bytes);
-    }
-    return bytes;
-  }
-
-  rememberBlob(sha256: string, bytes: Buffer): void {
-    if (bytes.length > MAX_BLOB_BYTES || this.#blobs.has(sha256)) return;
-    this.#blobs.set(sha256, bytes);
-    this.#blobBytes += bytes.length;
-    for (const [key, value] of this.#blobs) {
-      if (this.#blobBytes <= MAX_TOTAL_BLOB_BYTES) break;
-      this.#blobs.delete(key);
-      this.#blobBytes -= value.length;
-    }
-  }
-
-  static readonly cacheableBlobBytes = MAX_BLOB_BYTES;
 
   siteRow(id: string): SiteRow | null | undefined {
     return this.#siteRows.get(id);

@@ -1,6 +1,7 @@
 // Lookups behind hosted site requests, answered from HostingCache when possible.
 import type { Readable } from 'node:stream';
-import { type CachedSite, type CachedWebFile, HostingCache } from './hosting-cache.ts';
+import type { ByteRange } from '../../storage/blob-store.ts';
+import type { CachedSite, CachedWebFile } from './hosting-cache.ts';
 import type { Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import type { SiteRow } from './site-rows.ts';
@@ -35,16 +36,12 @@ export async function resolveWebFile(deps: Deps, bucketId: string, path: string)
   return file;
 }
 
-/** The whole body of a small file from memory, or null when it should be streamed from disk. */
+/** The whole body of a small file, from the blob cache once read, or null when it should be streamed from the store. */
 export async function smallBody(deps: Deps, file: CachedWebFile): Promise<Buffer | null> {
-  if (file.bytes > HostingCache.cacheableBlobBytes) return null;
-  const cached = deps.hostingCache.blob(file.sha256);
-  if (cached) return cached;
-  const bytes = await deps.blobs.read(file.sha256);
-  deps.hostingCache.rememberBlob(file.sha256, bytes);
-  return bytes;
+  if (!deps.blobs.cacheable(file.bytes)) return null;
+  return deps.blobs.read(file.sha256);
 }
 
-export function streamBody(deps: Deps, file: CachedWebFile, range?: { start: number; end: number }): Readable {
+export function streamBody(deps: Deps, file: CachedWebFile, range?: ByteRange): Promise<Readable> {
   return deps.blobs.stream(file.sha256, range);
 }

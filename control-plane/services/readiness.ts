@@ -1,8 +1,9 @@
 // Whether this server can do its work now, for GET /readyz: the metadata database answers, the blob
-// store takes a write, and the Deno executable that runs functions and site databases is there. Each
+// store takes a write (the blob directory) or answers for its bucket (the object store), and the Deno executable that runs functions and site databases is there. Each
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
+import { StorageUnavailableError } from '../../storage/blob-store.ts';
 
 const CHECK_MS = 2000;
 
@@ -16,6 +17,16 @@ async function metadataAnswers(db: Deps['db']): Promise<void> {
     if (!isMetadataUnavailable(err)) throw err;
     const code = (err as { code?: unknown }).code;
     throw new Error(`the metadata database is not answering${typeof code === 'string' ? ` (${code})` : ''}`);
+  }
+}
+
+/** The blob store answers; an object store's outage is named without its endpoint or bucket. */
+async function blobsAnswer(blobs: Deps['blobs']): Promise<void> {
+  try {
+    await blobs.writable();
+  } catch (err) {
+    if (err instanceof StorageUnavailableError) throw new Error(`the blob store is not answering (${err.reason})`);
+    throw err;
   }
 }
 
@@ -33,7 +44,7 @@ async function check(run: () => Promise<unknown>): Promise<CheckResult> {
 }
 
 export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime'>): Promise<{ ready: boolean; checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> }> {
-  const [metadata, blobs, deno] = await Promise.all([check(() => metadataAnswers(deps.db)), check(() => deps.blobs.writable()), check(() => deps.runtime.denoAvailable())]);
+  const [metadata, blobs, deno] = await Promise.all([check(() => metadataAnswers(deps.db)), check(() => blobsAnswer(deps.blobs)), check(() => deps.runtime.denoAvailable())]);
   const checks = { metadata, blobs, deno };
   return { ready: Object.values(checks).every((result) => result === 'ok'), checks };
 }

@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { type TestBerth, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
-import { BlobStore } from '../../storage/blob-store.ts';
+import { LocalBlobStore } from '../../storage/local-blob-store.ts';
 
 let t0: TestBerth;
 let bucketId: string;
@@ -92,7 +92,7 @@ test.serial('a stale If-Match answers 409 and leaves no temp file', async (t) =>
 
 test.serial('a write that fails after its body was read (the blob cannot be moved into place) leaves no temp file', async (t) => {
   const root = path.join(await makeDataDir(t), 'blobs');
-  const store = new BlobStore(root);
+  const store = new LocalBlobStore(root, path.join(root, 'exports'));
   await store.init();
   const bytes = Buffer.from('unmovable');
   const digest = crypto.createHash('sha256').update(bytes).digest('hex');

@@ -2,7 +2,8 @@
 // raised by Koa or the router keep their status with a generic code; anything else is a bug, logged
 // with the request id and shown as internal_error without its message.
 import type Koa from 'koa';
-import { BerthError, type ErrorCode, metadataUnavailable } from '../../errors.ts';
+import { BerthError, type ErrorCode, metadataUnavailable, storageUnavailable } from '../../errors.ts';
+import { StorageUnavailableError } from '../../../storage/blob-store.ts';
 import type { Logger } from '../../log.ts';
 import { isMetadataUnavailable } from '../../db/errors.ts';
 
@@ -34,6 +35,9 @@ export function toBerthError(err: unknown): { error: BerthError; internal: boole
   if (isMetadataUnavailable(err)) {
     return { error: metadataUnavailable(), internal: false };
   }
+  if (err instanceof StorageUnavailableError) {
+    return { error: storageUnavailable(), internal: false };
+  }
   const e = (err ?? {}) as HttpishError;
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
     return { error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.message ?? 'request failed'), internal: false };
@@ -45,6 +49,7 @@ export function toBerthError(err: unknown): { error: BerthError; internal: boole
 export function logFailure(log: Pick<Logger, 'error' | 'warn'>, reqId: string, err: unknown, error: BerthError, internal: boolean): void {
   if (internal) log.error({ reqId, err }, 'unhandled error');
   else if (error.code === 'metadata_unavailable') log.warn({ reqId, reason: (err as Error).message }, 'the metadata database did not answer');
+  else if (err instanceof StorageUnavailableError) log.warn({ reqId, reason: err.message }, 'the blob store did not answer');
 }
 
 /** A client that hung up mid-request is not a server failure. */

@@ -9,9 +9,9 @@ import { type AnyRoute, defineRoute } from '../route.ts';
 const { ObjectParams, VersionParams } = files;
 
 /** Sends stored bytes with the headers every file read carries; HEAD sends the headers alone. */
-function sendBytes(ctx: Koa.Context, deps: Deps, sha256: string, meta: { bytes: number; contentType: string; fileId: string; versionId: string }) {
+async function sendBytes(ctx: Koa.Context, deps: Deps, sha256: string, meta: { bytes: number; contentType: string; fileId: string; versionId: string }): Promise<void> {
   ctx.status = 200;
-  if (ctx.method !== 'HEAD') ctx.body = deps.blobs.stream(sha256);
+  if (ctx.method !== 'HEAD') ctx.body = await deps.blobs.stream(sha256);
   ctx.set({
     'Content-Type': meta.contentType,
     'Content-Length': String(meta.bytes),
@@ -46,7 +46,7 @@ export const fileRoutes: AnyRoute[] = [
     responses: { 200: { description: 'the raw bytes with the stored Content-Type, Berth-File-Id and Berth-Version-Id', contentType: '*/*' } },
     handler: async ({ deps, actor, params, ctx }) => {
       const { file, sha256 } = await fileService.statFile(deps, actor, params.bucketId, params.path);
-      sendBytes(ctx, deps, sha256, { bytes: file.bytes, contentType: file.contentType, fileId: file.id, versionId: file.currentVersionId });
+      await sendBytes(ctx, deps, sha256, { bytes: file.bytes, contentType: file.contentType, fileId: file.id, versionId: file.currentVersionId });
     },
   }),
   defineRoute({
@@ -94,7 +94,7 @@ export const fileRoutes: AnyRoute[] = [
     responses: { 200: { description: 'the version’s raw bytes', contentType: '*/*' } },
     handler: async ({ deps, actor, params, ctx }) => {
       const { version, sha256 } = await fileService.getVersion(deps, actor, params.fileId, params.versionId);
-      sendBytes(ctx, deps, sha256, { bytes: version.bytes, contentType: version.contentType, fileId: params.fileId, versionId: version.id });
+      await sendBytes(ctx, deps, sha256, { bytes: version.bytes, contentType: version.contentType, fileId: params.fileId, versionId: version.id });
     },
   }),
   {
