@@ -107,14 +107,19 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
   const swept = sweepTempFiles(config.dataDir);
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
-  const metadata = await openMetadata(config, { deadlines: true, onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
-  const { db, hot: hotSql } = metadata;
+  // The blob store first: a store that cannot be used stops the start with nothing else opened.
   const blobs = openBlobStore(config);
   try {
     await blobs.init();
   } catch (err) {
+    await blobs.close();
     throw blobStoreProblem(err);
   }
+  if (config.objectStore && Number(process.versions.node.split('.')[0]) < 22) {
+    log.warn({ node: process.version }, 'the AWS SDK Berth uses for the object store drops Node.js 20 in 2027: move to Node.js 24');
+  }
+  const metadata = await openMetadata(config, { deadlines: true, onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
+  const { db, hot: hotSql } = metadata;
 
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   const egress = await EgressProxy.start({

@@ -213,11 +213,15 @@ function dnsServers(env: NodeJS.ProcessEnv): string[] {
 /** BERTH_OBJECT_STORE=s3://<bucket>[/<prefix>] with BERTH_S3_ENDPOINT, BERTH_S3_REGION, BERTH_S3_FORCE_PATH_STYLE. */
 function objectStore(env: NodeJS.ProcessEnv): ObjectStoreLocation | null {
   const raw = env.BERTH_OBJECT_STORE?.trim() ?? '';
-  if (!raw) return null;
+  return raw ? objectStoreLocation(raw, env, 'BERTH_OBJECT_STORE') : null;
+}
+
+/** An s3://<bucket>[/<prefix>] URL (named `name` in errors) with the BERTH_S3_* settings of `env`. */
+export function objectStoreLocation(raw: string, env: NodeJS.ProcessEnv, name: string): ObjectStoreLocation {
   const match = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(raw);
   const bucket = match?.[1] ?? '';
   if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
-    throw new ConfigError(`BERTH_OBJECT_STORE must be s3://<bucket>[/<prefix>] with a valid bucket name, such as s3://berth-blobs/production, got "${raw}"`);
+    throw new ConfigError(`${name} must be s3://<bucket>[/<prefix>] with a valid bucket name, such as s3://berth-blobs/production, got "${raw}"`);
   }
   const prefix = (match?.[2] ?? '').replace(/^\/+|\/+$/g, '');
   const endpoint = env.BERTH_S3_ENDPOINT?.trim() ?? '';

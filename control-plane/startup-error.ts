@@ -44,6 +44,7 @@ export function dataDirProblem(err: unknown, dataDir: string): unknown {
 /** Why the object store could not be used: its message names the endpoint and bucket, never a credential. */
 export function blobStoreProblem(err: unknown): unknown {
   if (!(err instanceof StorageUnavailableError)) return err;
+  if (err.reason === 'NoSuchBucket') return new StartupError(err.message);
   const hint = /AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|CredentialsProviderError|Forbidden/.test(err.reason)
     ? 'check the credentials the AWS SDK finds (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the instance role)'
     : 'check BERTH_OBJECT_STORE, BERTH_S3_ENDPOINT and that the store is up';

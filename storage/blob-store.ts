@@ -49,7 +49,7 @@ export interface BlobStore {
    * Checked while the version that will reference a stored blob commits: false when the sweeper may
    * have removed it since it was stored (the write then fails with storage_unavailable).
    */
-  stillStored(blob: PinnedBlob): boolean;
+  stillStored(blob: PinnedBlob): Promise<boolean>;
   /** Marks a blob as just used, so the sweeper leaves it alone for a while; false when the store does not have it. */
   touch(sha256: string): Promise<boolean>;
   has(sha256: string): Promise<boolean>;
@@ -66,7 +66,7 @@ export interface BlobStore {
   /** Removes what interrupted writes left (temp objects, unfinished multipart uploads) older than `minAgeMs`. */
   sweepLeftovers(minAgeMs: number): Promise<number>;
 
-  /** Stores a finished export's file, read from a local path, under its id; returns its size. */
+  /** Stores a finished export's file, read from a local path, under its id; returns its size. The file may be moved. */
   putExport(id: string, file: string): Promise<number>;
   /** A stream of an export's bytes, or null when the store does not have it. */
   openExport(id: string): Promise<Readable | null>;

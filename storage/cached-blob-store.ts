@@ -54,7 +54,7 @@ export class CachedBlobStore implements BlobStore {
   isPinned(sha256: string): boolean {
     return this.#store.isPinned(sha256);
   }
-  stillStored(blob: PinnedBlob): boolean {
+  stillStored(blob: PinnedBlob): Promise<boolean> {
     return this.#store.stillStored(blob);
   }
   touch(sha256: string): Promise<boolean> {

@@ -78,7 +78,7 @@ export class LocalBlobStore implements BlobStore {
   }
 
   /** Checked on the spot: the blob's file is still there. */
-  stillStored(blob: PinnedBlob): boolean {
+  async stillStored(blob: PinnedBlob): Promise<boolean> {
     return fs.existsSync(this.#pathOf(blob.sha256));
   }
 

@@ -53,7 +53,8 @@ export interface ObjectStoreLocation {
 /** How long a request may go without an answer before it counts as a failure. */
 const CONNECT_TIMEOUT_MS = 3000;
 const SOCKET_TIMEOUT_MS = 30_000;
-const PART_BYTES = 8 * 1024 * 1024;
+/** The smallest part S3 takes: a streamed upload holds at most three of them in memory. */
+const PART_BYTES = 5 * 1024 * 1024;
 
 const notFound = (err: unknown): boolean => {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
@@ -83,6 +84,8 @@ export class S3BlobStore implements BlobStore {
   readonly #safeAgeMs: number;
 
   constructor(at: ObjectStoreLocation, safeAgeMs: number) {
+    // The SDK prints a many-line warning on Node.js 20 to stderr; the server logs its own line instead.
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     this.#at = at;
     this.#safeAgeMs = safeAgeMs;
     this.#client = new S3Client({
@@ -107,8 +110,12 @@ export class S3BlobStore implements BlobStore {
       return await request();
     } catch (err) {
       if (notFound(err) || err instanceof BlobTooLargeError || err instanceof StorageUnavailableError) throw err;
-      const e = err as { name?: string; code?: string; message?: string };
-      const reason = e.name && e.name !== 'Error' ? e.name : (e.code ?? e.message ?? 'no answer');
+      const e = err as { name?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number } };
+      const status = e.$metadata?.httpStatusCode;
+      // An answer without a body (to a HEAD) has no error name: its status says what it was.
+      const reason = status === 403 && (!e.name || e.name === 'Unknown' || e.name === '403') ? 'AccessDenied (HTTP 403)'
+        : e.name && e.name !== 'Error' && e.name !== 'Unknown' ? e.name
+          : status ? `HTTP ${status}` : (e.code ?? e.message ?? 'no answer');
       throw new StorageUnavailableError(`${this.location} failed to ${what}: ${reason}`, reason, { cause: err });
     }
   }
@@ -208,9 +215,12 @@ export class S3BlobStore implements BlobStore {
     return this.#pins.has(sha256);
   }
 
-  /** Every put wrote the blob's key: the sweeper leaves it alone for its safe age from then. */
-  stillStored(blob: PinnedBlob): boolean {
-    return Date.now() - blob.storedAt < this.#safeAgeMs;
+  /**
+   * Every put wrote the blob's key: the sweeper leaves it alone for its safe age from then, so only a
+   * write slower than that asks the store.
+   */
+  async stillStored(blob: PinnedBlob): Promise<boolean> {
+    return Date.now() - blob.storedAt < this.#safeAgeMs || this.has(blob.sha256);
   }
 
   /** Rewrites the object's metadata in place, which makes its LastModified now. */
@@ -235,8 +245,24 @@ export class S3BlobStore implements BlobStore {
   }
 
   async has(sha256: string): Promise<boolean> {
+    return (await this.sizeOf(sha256)) !== null;
+  }
+
+  /** The stored blob's size, or null when the store does not have it. */
+  async sizeOf(sha256: string): Promise<number | null> {
     try {
-      await this.#send('look up a blob', () => this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })));
+      const head = await this.#send('look up a blob', () => this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })));
+      return head.ContentLength ?? 0;
+    } catch (err) {
+      if (notFound(err)) return null;
+      throw err;
+    }
+  }
+
+  /** Whether the store has the export. */
+  async hasExport(id: string): Promise<boolean> {
+    try {
+      await this.#send('look up an export', () => this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('exports', `${id}.sql`) })));
       return true;
     } catch (err) {
       if (notFound(err)) return false;
@@ -340,7 +366,6 @@ export class S3BlobStore implements BlobStore {
       leavePartsOnError: false,
     });
     await this.#send('store an export', () => upload.done());
-    fs.rmSync(file, { force: true });
     return bytes;
   }
 

@@ -13,6 +13,7 @@ import Database from '../storage/sqlite-driver.js';
 import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
 import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe, withBackend } from './helpers/process.ts';
+import { removeExport } from './helpers/object-store.ts';
 import { storedMetadata } from './helpers/postgres.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
@@ -435,7 +436,7 @@ test('a site database deleted and an export file gone while the backup runs are 
   }
   // As a deletion does after removing the binding: the files go, while the metadata still lists them.
   await fsp.rm(path.join(own.dataDir, 'sites', gone.id), { recursive: true, force: true });
-  await fsp.rm(path.join(own.dataDir, 'exports', `${exported.id}.sql`));
+  await removeExport(own.dataDir, exported.id);
 
   const root = await makeDataDir(t);
   const file = path.join(root, 'b.tar');

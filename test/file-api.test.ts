@@ -7,6 +7,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import test from 'ava';
 import { type TestAccount, type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { blobLeftovers } from './helpers/object-store.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -247,7 +248,7 @@ test('uploads past the size limit answer 413 and leave nothing behind', async (t
   t.is(chunked.statusCode, 413);
   t.is(json(chunked).error.code, 'file_too_large');
   t.deepEqual(json<{ files: FileBody[] }>(await small.owner.read.get(objects(b))).files.map((f) => f.path), ['fits.bin']);
-  t.deepEqual(await fs.readdir(path.join(small.dataDir, 'blobs', '.tmp')), []);
+  t.deepEqual(await blobLeftovers(small.dataDir), []);
 });
 
 test('a 200 MiB upload streams to disk and reads back byte for byte', async (t) => {
@@ -274,5 +275,5 @@ test('a 200 MiB upload streams to disk and reads back byte for byte', async (t) 
   const received = crypto.createHash('sha256');
   for await (const piece of t0.owner.read.stream(objects(b, 'big.bin'))) received.update(piece as Buffer);
   t.is(received.digest('hex'), sent.digest('hex'));
-  t.deepEqual(await fs.readdir(path.join(t0.dataDir, 'blobs', '.tmp')), []);
+  t.deepEqual(await blobLeftovers(t0.dataDir), []);
 });

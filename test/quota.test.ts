@@ -1,13 +1,12 @@
 // Account storage quotas through the real API, functions and admin CLI: a tenant trying to pass its
 // limit is refused with quota_exceeded and stores nothing, while another tenant keeps writing; what is
 // stored counts each content once; deleting versions gives the space back, and the sweeper the disk.
-import fs from 'node:fs';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import crypto from 'node:crypto';
 import test from 'ava';
 import got from 'got';
 import { type TestAccount, type TestBerth, createSite, deployFixture, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { blobStored } from './helpers/object-store.ts';
 import { runBerth } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
@@ -114,12 +113,9 @@ test('deleting a file keeps its versions; deleting versions frees their space, a
   await putFile(tenant, site.bucketId, 'web/again.bin', distinct(800 * KIB));
 
   // The bytes of both deleted versions leave the disk once unused for the sweep interval; others stay.
-  const onDisk = (body: Buffer) => {
-    const sha = crypto.createHash('sha256').update(body).digest('hex');
-    return fs.existsSync(path.join(t0.dataDir, 'blobs', sha.slice(0, 2), sha));
-  };
-  await until(() => !onDisk(body1) && !onDisk(body2), 'the sweeper to remove the deleted versions’ bytes');
-  t.true(onDisk(kept));
+  const stored = (body: Buffer) => blobStored(t0.dataDir, crypto.createHash('sha256').update(body).digest('hex'));
+  await until(async () => !(await stored(body1)) && !(await stored(body2)), 'the sweeper to remove the deleted versions’ bytes');
+  t.true(await stored(kept));
   t.is((await tenant.read.get(`v0/buckets/${site.bucketId}/objects/web/keep.bin`, { responseType: 'buffer' })).body.length, 100 * KIB);
 });
 

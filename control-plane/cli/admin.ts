@@ -137,8 +137,8 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   const [name, ...args] = argv;
   // backup reads BERTH_DATA_DIR without creating or migrating anything; restore makes a new data dir.
   if (name === 'backup' || name === 'restore') return (await import('./backup.ts')).runBackupCommand(config, name, args);
-  if (name === 'copy-metadata') {
-    const result = await (await import('./copy-metadata.ts')).runCopyMetadata(config, args);
+  if (name === 'copy-metadata' || name === 'copy-blobs') {
+    const result = name === 'copy-metadata' ? await (await import('./copy-metadata.ts')).runCopyMetadata(config, args) : await (await import('./copy-blobs.ts')).runCopyBlobs(config, args);
     process.stdout.write(args.includes('--json') ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return 0;
   }

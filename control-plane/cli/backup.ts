@@ -3,7 +3,9 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Config, blobDirOf, masterKeyFileOf } from '../config.ts';
+import { type Config, masterKeyFileOf } from '../config.ts';
+import { openBlobStore } from '../blob-stores.ts';
+import { StorageUnavailableError } from '../../storage/blob-store.ts';
 import { assertEmpty, clearMetadata, copyMetadata } from '../db/copy-metadata.ts';
 import { type Metadata, openMetadata } from '../db/metadata.ts';
 import { migrationSource } from '../db/migrations.ts';
@@ -16,9 +18,10 @@ import { formatBytes } from '../format-bytes.ts';
 import { ask, readStdin, stdinIsTerminal } from './terminal.ts';
 
 export const BACKUP_USAGE = `Usage:
-  berth admin backup <file> --master-key-passphrase-stdin | --without-master-key [--json]
+  berth admin backup <file> --master-key-passphrase-stdin | --without-master-key [--leave-blobs-in-store] [--json]
       an online backup of BERTH_DATA_DIR (metadata, site databases, files, exports) into one file;
-      the master key wrapped with a passphrase read from stdin, or left out (keep master.key yourself)
+      the master key wrapped with a passphrase read from stdin, or left out (keep master.key yourself);
+      with an object store, --leave-blobs-in-store lists the files' blobs instead of copying them
   berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
       a new data dir from a backup, checked against its manifest first; all or nothing
 See docs/backup.md.
@@ -96,8 +99,11 @@ async function backup(config: Config, args: string[]): Promise<Result> {
   const { values, positionals } = parse(args, {
     'without-master-key': { type: 'boolean' },
     'master-key-passphrase-stdin': { type: 'boolean' },
+    'leave-blobs-in-store': { type: 'boolean' },
   });
   const file = onePositional(positionals, 'backup file');
+  const leave = values['leave-blobs-in-store'] === true;
+  if (leave && !config.objectStore) throw new BackupUsageError('--leave-blobs-in-store needs an object store (BERTH_OBJECT_STORE): the blob directory is backed up by copying it');
   const wrap = values['master-key-passphrase-stdin'] === true;
   const omit = values['without-master-key'] === true;
   if (wrap && omit) throw new BackupUsageError('--master-key-passphrase-stdin and --without-master-key exclude each other');
@@ -112,25 +118,33 @@ async function backup(config: Config, args: string[]): Promise<Result> {
     if ([...phrase].length < MIN_PASSPHRASE_LENGTH) throw new BackupUsageError(`the passphrase must be at least ${MIN_PASSPHRASE_LENGTH} characters: the wrapped key is only as strong as it`);
     masterKey = { mode: 'wrapped', passphrase: phrase };
   }
-  const report = await createBackup({
-    dataDir: config.dataDir,
-    blobDir: blobDirOf(config),
-    masterKeyFile: masterKeyFileOf(config),
-    ...(config.databaseUrl ? { copyMetadata: (target: string) => metadataAsSqlite(config, target) } : {}),
-    file,
-    berthVersion: VERSION,
-    masterKey,
-  });
+  const blobs = openBlobStore(config);
+  let report;
+  try {
+    report = await createBackup({
+      dataDir: config.dataDir,
+      blobs,
+      leaveBlobsInStore: leave,
+      masterKeyFile: masterKeyFileOf(config),
+      ...(config.databaseUrl ? { copyMetadata: (target: string) => metadataAsSqlite(config, target) } : {}),
+      file,
+      berthVersion: VERSION,
+      masterKey,
+    });
+  } finally {
+    await blobs.close();
+  }
   const c = report.contents;
   const lines = [
     `Backed up ${config.dataDir} to ${report.file} (${formatBytes(report.bytes)}, sha256 ${report.sha256})`,
     `  ${c.sites} sites, ${c.fileVersions} file versions in ${c.blobs} blobs, ${c.siteDatabases} site databases, ${c.exports} exports; schema ${report.schema.latest ?? 'empty'}`,
+    leave ? `  blobs: left in ${blobs.location}, each checked present; a restore needs that store` : '',
     report.masterKey === 'wrapped'
       ? '  master key: wrapped with your passphrase; a restore asks for it'
       : `  master key: left out; keep ${masterKeyFileOf(config)} safe and apart from this file: a restore needs it (--master-key)`,
   ];
   if (report.deletedDuringBackup.length > 0) lines.push(`  site databases deleted while the backup ran, left out: ${report.deletedDuringBackup.join(', ')}`);
-  return { json: { backup: report }, text: lines.join('\n') };
+  return { json: { backup: report }, text: lines.filter(Boolean).join('\n') };
 }
 
 async function restore(config: Config, args: string[]): Promise<Result> {
@@ -148,13 +162,16 @@ async function restore(config: Config, args: string[]): Promise<Result> {
   const masterKey = typeof keyFile === 'string' ? { file: keyFile } : wrap ? { passphrase: await passphrase(false) } : null;
   // With BERTH_DATABASE_URL, the metadata goes into that database: it must be empty before anything is restored.
   const target = config.databaseUrl ? await openMetadata(config) : undefined;
+  // With BERTH_OBJECT_STORE, the blobs and exports go into that store.
+  const objectStore = config.objectStore ? openBlobStore(config) : undefined;
   let report;
   try {
     if (target) await assertEmpty(target.db).catch((err: Error) => Promise.reject(new BackupError('target_not_empty', `${target.where}: ${err.message}; nothing was restored`)));
-    report = await restoreBackup({ file, dataDir, knownMigrations: await migrationSource.getMigrations([]), masterKey });
+    report = await restoreBackup({ file, dataDir, knownMigrations: await migrationSource.getMigrations([]), masterKey, ...(objectStore ? { objectStore } : {}) });
     if (target) await moveMetadataInto(target, report.dataDir);
   } finally {
     await target?.close();
+    await objectStore?.close();
   }
   const c = report.contents;
   return {
@@ -163,6 +180,7 @@ async function restore(config: Config, args: string[]): Promise<Result> {
       `Restored ${report.file} (taken ${report.createdAt} by Berth ${report.berthVersion}) into ${report.dataDir}`,
       `  ${c.sites} sites, ${c.fileVersions} file versions in ${c.blobs} blobs, ${c.siteDatabases} site databases, ${c.exports} exports; schema ${report.schema.latest ?? 'empty'}`,
       target ? `  metadata: into ${target.where}` : '',
+      objectStore ? `  blobs and exports: in ${objectStore.location}` : '',
       `Start it with: BERTH_DATA_DIR=${report.dataDir}${target ? ' BERTH_DATABASE_URL=…' : ''} npx berth serve`,
     ].filter(Boolean).join('\n'),
   };
@@ -188,7 +206,12 @@ export async function runBackupCommand(config: Config, name: 'backup' | 'restore
     }
     const errno = (err as NodeJS.ErrnoException | null)?.code;
     // A disk full, a folder not writable: the operator's to fix, shown as Node words it.
-    const code = err instanceof BackupError || err instanceof CliError || err instanceof BerthError ? err.code : typeof errno === 'string' && /^E[A-Z]+$/.test(errno) ? errno.toLowerCase() : null;
+    const code =
+      err instanceof BackupError || err instanceof CliError || err instanceof BerthError
+        ? err.code
+        : err instanceof StorageUnavailableError
+          ? 'storage_unavailable'
+          : typeof errno === 'string' && /^E[A-Z]+$/.test(errno) ? errno.toLowerCase() : null;
     if (code === null) throw err;
     const message = (err as Error).message;
     if (json) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);

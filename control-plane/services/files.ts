@@ -134,7 +134,7 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
       let file = await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path);
       if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
       // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
-      if (!deps.blobs.stillStored(stored)) throw new BerthError('storage_unavailable', 'the stored bytes of this write were removed before it completed; send it again');
+      if (!(await deps.blobs.stillStored(stored))) throw new BerthError('storage_unavailable', 'the stored bytes of this write were removed before it completed; send it again');
       if (!file) {
         // A concurrent first write of the same path may insert it first: then this one continues it.
         await sql.run(

@@ -3,15 +3,18 @@
 // Consistency: the metadata is copied first, with SQLite's online backup API (or, for metadata on
 // PostgreSQL, row by row from one snapshot into a SQLite file of the same schema: an archive always
 // holds meta.sqlite), and everything else is chosen from that copy, never from the live database. Each site database is then copied the same way.
-// The blobs are the ones the copied metadata's file versions reference. Blobs are content-addressed and
-// never rewritten or deleted (the blob store has no delete, and versions are immutable), so a blob
-// the copy references is on disk for as long as the backup runs and its bytes are the ones the copy
-// means; the backup still hashes every blob it archives and stops if one does not match its name.
-// Uploads that land after the metadata copy add blobs nobody in the copy references: they are left out.
+// The blobs are the ones the copied metadata's file versions reference, read through the blob store
+// (the blob directory or the object store). Blobs are content-addressed and never rewritten, and the
+// sweeper removes one only an hour (BERTH_BLOB_SWEEP_MS) after the last version referencing it was
+// deleted, so a blob the copy references stays for as long as the backup runs and its bytes are the
+// ones the copy means; the backup still hashes every blob it archives and stops if one does not match
+// its name. Uploads that land after the metadata copy add blobs nobody in the copy references: they
+// are left out. On an object store the operator may leave the blobs there instead: the archive then
+// lists their digests, each checked present in the store, and a restore checks them again.
 //
 // A site database deleted while the backup runs (its row is gone from the live metadata before its
 // file) is left out, and its row is taken out of the copy, as the deletion would have done a moment
-// later. A finished export whose file is missing is marked failed in the copy.
+// later. A finished export the store no longer has is marked failed in the copy.
 //
 // The archive is written to a temporary file beside the target, fsynced, then renamed over it, so the
 // target is always either the previous archive or the whole new one. Mode 0600.
@@ -19,6 +22,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { KeyWrapError, MASTER_KEY_BYTES, keyFingerprint, wrapMasterKey } from './key-wrap.ts';
 import { ownedPrefix, sweepDeadLeftovers } from './leftovers.ts';
 import {
@@ -31,6 +35,7 @@ import {
   MANIFEST_NAME,
   MANIFEST_SUM_NAME,
   META_NAME,
+  STORE_BLOBS_NAME,
   type Manifest,
   type ManifestFile,
   type MasterKeyMode,
@@ -43,10 +48,21 @@ import { type SnapshotOptions, type SnapshotReport, SnapshotSourceMissing, openS
 import { TarWriter } from './tar.ts';
 import { errnoCode, syncPath } from '../durable.ts';
 
+/** What a backup reads of the instance's blob store. */
+export interface BackupBlobSource {
+  /** Where the blobs are, for messages. */
+  readonly location: string;
+  stream(sha256: string): Promise<Readable>;
+  has(sha256: string): Promise<boolean>;
+  openExport(id: string): Promise<Readable | null>;
+}
+
 export interface BackupOptions {
   dataDir: string;
-  /** Where the blobs are (default <data dir>/blobs) and the master key file (default <data dir>/master.key). */
-  blobDir?: string;
+  /** The instance's blob store, and whether its blobs stay there (listed, not copied). */
+  blobs: BackupBlobSource;
+  leaveBlobsInStore?: boolean;
+  /** The master key file (default <data dir>/master.key). */
   masterKeyFile?: string;
   /**
    * Writes a consistent SQLite copy of the metadata to `target`; by default the online backup of
@@ -102,7 +118,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
   const file = path.resolve(options.file);
   const outDir = path.dirname(file);
   const createdAt = (options.now?.() ?? new Date()).toISOString();
-  const blobDir = path.resolve(options.blobDir ?? path.join(dataDir, 'blobs'));
+  const store = options.blobs;
   const keyFile = path.resolve(options.masterKeyFile ?? path.join(dataDir, 'master.key'));
 
   if (!fs.existsSync(dataDir)) throw new BackupError('not_a_data_dir', `there is no data dir at ${dataDir}: set BERTH_DATA_DIR to the server's data dir`);
@@ -149,8 +165,8 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     const meta = openSnapshot(metaCopy);
     let migrations: string[];
     let databases: Array<{ id: string; site_id: string; status: string }>;
-    let exportsDone: Array<{ id: string }>;
-    let blobs: string[];
+    let exportsDone: Array<{ id: string; bytes: number }>;
+    let blobs: Array<{ sha: string; bytes: number }>;
     const contents: BackupContents = { sites: 0, fileVersions: 0, blobs: 0, siteDatabases: 0, exports: 0 };
     const deletedDuringBackup: string[] = [];
     const siteDbs: string[] = [];
@@ -159,8 +175,8 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       meta.check();
       migrations = meta.all<{ name: string }>('SELECT name FROM knex_migrations ORDER BY id').map((r) => r.name);
       databases = meta.all('SELECT id, site_id, status FROM databases ORDER BY site_id');
-      exportsDone = meta.all("SELECT id FROM database_exports WHERE status = 'COMPLETE' ORDER BY id");
-      blobs = meta.all<{ sha: string }>('SELECT DISTINCT blob_sha256 AS sha FROM file_versions ORDER BY sha').map((r) => r.sha);
+      exportsDone = meta.all("SELECT id, bytes FROM database_exports WHERE status = 'COMPLETE' ORDER BY id");
+      blobs = meta.all<{ sha: string; bytes: number }>('SELECT blob_sha256 AS sha, MAX(bytes) AS bytes FROM file_versions GROUP BY blob_sha256 ORDER BY sha');
       contents.sites = meta.all<{ n: number }>('SELECT count(*) AS n FROM sites')[0]!.n;
       contents.fileVersions = meta.all<{ n: number }>('SELECT count(*) AS n FROM file_versions')[0]!.n;
 
@@ -198,12 +214,17 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       }
 
       // 3. Finished exports whose file is gone cannot be offered after a restore.
-      const present: string[] = [];
-      for (const { id } of exportsDone) {
-        if (fs.existsSync(path.join(dataDir, exportMember(id)))) present.push(id);
-        else meta.run("UPDATE database_exports SET status = 'ERROR', error = ? WHERE id = ?", ['the export file was missing when the backup was taken; create a new one', id]);
+      const present: typeof exportsDone = [];
+      for (const done of exportsDone) {
+        const body = await store.openExport(done.id);
+        if (body) {
+          body.destroy();
+          present.push(done);
+        } else {
+          meta.run("UPDATE database_exports SET status = 'ERROR', error = ? WHERE id = ?", ['the export file was missing when the backup was taken; create a new one', done.id]);
+        }
       }
-      exportsDone = present.map((id) => ({ id }));
+      exportsDone = present;
     } finally {
       meta.close();
     }
@@ -229,20 +250,30 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     };
     files.push(await addFile(META_NAME, metaCopy));
     for (const siteId of siteDbs) files.push(await addFile(siteDbMember(siteId), path.join(work, siteDbMember(siteId))));
-    for (const { id } of exportsDone) files.push(await addFile(exportMember(id), path.join(dataDir, exportMember(id))));
-    for (const sha256 of blobs) {
-      const member = blobMember(sha256);
-      let written: ManifestFile;
-      try {
-        written = await addFile(member, path.join(blobDir, path.relative('blobs', member)));
-      } catch (err) {
-        if (errnoCode(err) !== 'ENOENT') throw err;
-        throw new BackupError('blob_missing', `blob ${sha256}, which stored file versions reference, is missing from ${blobDir}: the data dir is damaged`);
+    for (const { id, bytes } of exportsDone) {
+      const body = await store.openExport(id);
+      if (!body) throw new BackupError('export_missing', `export ${id} was removed from ${store.location} while the backup ran`);
+      files.push(await tar.add(exportMember(id), bytes, body));
+    }
+    const missing = (sha256: string) =>
+      new BackupError('blob_missing', `blob ${sha256}, which stored file versions reference, is missing from ${store.location}: the store is damaged`);
+    if (options.leaveBlobsInStore) {
+      for (const { sha } of blobs) if (!(await store.has(sha))) throw missing(sha);
+      files.push(await tar.addBuffer(STORE_BLOBS_NAME, Buffer.from(blobs.map(({ sha }) => `${sha}\n`).join(''))));
+    } else {
+      for (const { sha, bytes } of blobs) {
+        let written: ManifestFile;
+        try {
+          written = await tar.add(blobMember(sha), bytes, await store.stream(sha));
+        } catch (err) {
+          if (errnoCode(err) !== 'ENOENT') throw err;
+          throw missing(sha);
+        }
+        if (written.sha256 !== sha) {
+          throw new BackupError('blob_damaged', `blob ${sha} in ${store.location} no longer holds the bytes it is named after: the store is damaged`);
+        }
+        files.push(written);
       }
-      if (written.sha256 !== sha256) {
-        throw new BackupError('blob_damaged', `blob ${sha256} in ${blobDir} no longer holds the bytes it is named after: the data dir is damaged`);
-      }
-      files.push(written);
     }
     if (wrapped) files.push(await tar.addBuffer(WRAPPED_KEY_NAME, Buffer.from(`${JSON.stringify(wrapped, null, 2)}\n`)));
 
@@ -252,6 +283,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       masterKeyFingerprint: keyFingerprint(masterKey),
       contents,
       files,
+      ...(options.leaveBlobsInStore ? { blobsInStore: store.location } : {}),
     };
     const manifestBytes = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
     const manifestSum = await tar.addBuffer(MANIFEST_NAME, manifestBytes);

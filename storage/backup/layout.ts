@@ -4,7 +4,8 @@
 //   meta.sqlite              the metadata, as one consistent snapshot
 //   sites/<siteId>/db.sqlite each site database, as a snapshot of its own
 //   exports/<exportId>.sql   the finished database exports the metadata lists
-//   blobs/<aa>/<sha256>      every blob a file version of the snapshot references
+//   blobs/<aa>/<sha256>      every blob a file version of the snapshot references, or instead:
+//   blobs-in-store.txt       their digests, one a line, when they were left in the object store
 //   master.key.wrapped       the master key under a passphrase (only when the operator chose that)
 //   manifest.json            everything above with size and SHA-256, the schema level and counts
 //   manifest.json.sha256     the manifest's own SHA-256
@@ -20,6 +21,7 @@ export const META_NAME = 'meta.sqlite';
 export const WRAPPED_KEY_NAME = 'master.key.wrapped';
 export const MANIFEST_NAME = 'manifest.json';
 export const MANIFEST_SUM_NAME = 'manifest.json.sha256';
+export const STORE_BLOBS_NAME = 'blobs-in-store.txt';
 
 export type MasterKeyMode = 'wrapped' | 'omitted';
 
@@ -53,6 +55,8 @@ export interface Manifest extends BackupHeader {
   contents: BackupContents;
   /** Every member before the manifest, in archive order. */
   files: ManifestFile[];
+  /** Set when the blobs were left in the object store (listed in STORE_BLOBS_NAME): where they were. */
+  blobsInStore?: string;
 }
 
 /** A problem the operator can act on: shown as one line, exit code 1. */
@@ -72,7 +76,7 @@ export const BLOB_PATH = /^blobs\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
 
 /** Whether `name` is a member that lands in the restored data dir (as opposed to the archive's own records). */
 export function isDataMember(name: string): boolean {
-  if (name === META_NAME || SITE_DB_PATH.test(name) || EXPORT_PATH.test(name)) return true;
+  if (name === META_NAME || name === STORE_BLOBS_NAME || SITE_DB_PATH.test(name) || EXPORT_PATH.test(name)) return true;
   const blob = BLOB_PATH.exec(name);
   return blob !== null && blob[2]!.startsWith(blob[1]!);
 }

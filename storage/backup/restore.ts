@@ -11,6 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { ownedPrefix, sweepDeadLeftovers } from './leftovers.ts';
 import { KeyWrapError, MASTER_KEY_BYTES, type WrappedKey, keyFingerprint, unwrapMasterKey } from './key-wrap.ts';
 import {
@@ -23,6 +24,7 @@ import {
   MANIFEST_NAME,
   MANIFEST_SUM_NAME,
   META_NAME,
+  STORE_BLOBS_NAME,
   type Manifest,
   type ManifestFile,
   WRAPPED_KEY_NAME,
@@ -39,6 +41,19 @@ export interface RestoreOptions {
   knownMigrations: string[];
   /** The key file (a backup without its key, or instead of the passphrase), or the passphrase of a wrapped key. */
   masterKey: { file: string } | { passphrase: string } | null;
+  /**
+   * The object store the restored instance will use: the archive's blobs and exports go into it
+   * rather than into the data dir, and blobs the backup left in a store are checked present in it.
+   */
+  objectStore?: RestoreObjectStore;
+}
+
+/** What a restore needs of the restored instance's object store. */
+export interface RestoreObjectStore {
+  readonly location: string;
+  put(source: Readable, maxBytes: number): Promise<{ sha256: string; unpin(): void }>;
+  has(sha256: string): Promise<boolean>;
+  putExport(id: string, file: string): Promise<number>;
 }
 
 export interface RestoreReport {
@@ -182,12 +197,14 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
       const which = options.masterKey && 'file' in options.masterKey ? path.resolve(options.masterKey.file) : 'the unwrapped key';
       throw new BackupError('master_key', `${which} is not the master key of the backed-up instance; nothing was restored`);
     }
+    await placeBlobs(work, manifest, options.objectStore);
+
     const keyFile = path.join(work, 'master.key');
     await fsp.writeFile(keyFile, key, { mode: 0o600, flag: 'wx' });
     await syncPath(keyFile);
 
     // Folders deepest first, then the rename that makes it all appear at once.
-    for (const folder of [...folders].sort((a, b) => b.length - a.length)) await syncPath(folder);
+    for (const folder of [...folders].sort((a, b) => b.length - a.length)) if (fs.existsSync(folder)) await syncPath(folder);
     if (inside) {
       // The metadata last: until it is in place the folder is no data dir a server would open.
       const entries = (await fsp.readdir(work)).sort((a, b) => Number(a === META_NAME) - Number(b === META_NAME));
@@ -217,6 +234,40 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
     await archive.close().catch(() => {});
     if (state.work && !state.done) await fsp.rm(state.work, { recursive: true, force: true });
   }
+}
+
+/**
+ * Blobs the backup left in an object store must all be in the one the restored instance uses; blobs
+ * and exports in the archive go into that store when there is one (each blob checked by its digest),
+ * and out of the data dir.
+ */
+async function placeBlobs(work: string, manifest: Manifest, store: RestoreObjectStore | undefined): Promise<void> {
+  const listed = path.join(work, STORE_BLOBS_NAME);
+  if (manifest.blobsInStore !== undefined) {
+    if (!store) {
+      throw new BackupError('object_store_required', `this backup left its blobs in ${manifest.blobsInStore}: set BERTH_OBJECT_STORE (and BERTH_S3_*) to that store to restore it`);
+    }
+    const digests = (await fsp.readFile(listed, 'utf8')).split('\n').filter(Boolean);
+    const missing: string[] = [];
+    for (const sha256 of digests) if (!(await store.has(sha256))) missing.push(sha256);
+    if (missing.length > 0) {
+      throw new BackupError('blob_missing', `${missing.length} of the ${digests.length} blobs this backup left in its store are not in ${store.location} (the first: ${missing[0]}); nothing was restored`);
+    }
+    await fsp.rm(listed);
+  }
+  if (!store) return;
+  const blobs = path.join(work, 'blobs');
+  for (const shard of await fsp.readdir(blobs).catch(() => [])) {
+    for (const name of await fsp.readdir(path.join(blobs, shard))) {
+      const stored = await store.put(fs.createReadStream(path.join(blobs, shard, name)), Number.MAX_SAFE_INTEGER);
+      stored.unpin();
+      if (stored.sha256 !== name) throw damaged(`blobs/${shard}/${name} does not hold the bytes it is named after`);
+    }
+  }
+  await fsp.rm(blobs, { recursive: true, force: true });
+  const exports = path.join(work, 'exports');
+  for (const name of await fsp.readdir(exports).catch(() => [])) await store.putExport(name.replace(/\.sql$/, ''), path.join(exports, name));
+  await fsp.rm(exports, { recursive: true, force: true });
 }
 
 interface Unpacked {

@@ -10,6 +10,7 @@ import type { Plan } from '../../control-plane/services/accounts.ts';
 import { createAccount } from '../../control-plane/services/accounts.ts';
 import { createKey } from '../../control-plane/services/keys.ts';
 import { databaseFor, onPostgres } from './postgres.ts';
+import { objectStoreFor, onObjectStore } from './object-store.ts';
 
 export interface TestAccount {
   id: string;
@@ -53,7 +54,8 @@ export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void 
 export async function startTestBerth(overrides: Partial<Config> = {}, options: StartOptions = {}): Promise<TestBerth> {
   const dataDir = overrides.dataDir ?? (await makeDataDir());
   const databaseUrl = overrides.databaseUrl ?? (onPostgres ? await databaseFor(dataDir) : '');
-  const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir, databaseUrl };
+  const objectStore = overrides.objectStore !== undefined || overrides.blobDir ? (overrides.objectStore ?? null) : onObjectStore ? await objectStoreFor(dataDir) : null;
+  const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir, databaseUrl, objectStore };
   const berth = await startBerth(config, options);
   const owner = berth.owner!;
   const account = (id: string, writeKey: string, readKey: string): TestAccount => ({

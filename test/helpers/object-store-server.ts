@@ -79,7 +79,7 @@ export function objectStoreInstalled(): boolean {
   return ['ceph-mon', 'ceph-osd', 'radosgw', 'monmaptool'].every((bin) => spawnSync('which', [bin]).status === 0);
 }
 
-async function startOnce(): Promise<ObjectStoreServer> {
+async function startOnce(credentials?: Credentials): Promise<ObjectStoreServer> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-ceph-'));
   const conf = path.join(root, 'ceph.conf');
   const [monPort, rgwPort] = [await freePort(), await freePort()];
@@ -149,8 +149,8 @@ rgw dns name = 127.0.0.1
       }
     };
     await startGateway();
-    const accessKeyId = `berth${crypto.randomBytes(6).toString('hex')}`;
-    const secretAccessKey = crypto.randomBytes(24).toString('hex');
+    const accessKeyId = credentials?.accessKeyId ?? `berth${crypto.randomBytes(6).toString('hex')}`;
+    const secretAccessKey = credentials?.secretAccessKey ?? crypto.randomBytes(24).toString('hex');
     check(
       run('radosgw-admin', [...c, 'user', 'create', '--uid=berth', '--display-name=Berth tests', `--access-key=${accessKeyId}`, `--secret-key=${secretAccessKey}`], 60),
       'radosgw-admin user create',
@@ -176,13 +176,21 @@ rgw dns name = 127.0.0.1
   }
 }
 
-/** Starts a fresh one-host cluster; a start that fails (Ceph's occasional "wrong fsid") is retried in a new dir. */
-export async function startObjectStoreServer(): Promise<ObjectStoreServer> {
+interface Credentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+}
+
+/**
+ * Starts a fresh one-host cluster, with a user of the given credentials (random ones by default); a
+ * start that fails (Ceph's occasional "wrong fsid") is retried in a new dir.
+ */
+export async function startObjectStoreServer(credentials?: Credentials): Promise<ObjectStoreServer> {
   if (!objectStoreInstalled()) throw new Error("Ceph's radosgw is not installed: install Debian's ceph-mon, ceph-osd and radosgw (make test does)");
   let last: unknown;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      return await startOnce();
+      return await startOnce(credentials);
     } catch (err) {
       last = err;
     }

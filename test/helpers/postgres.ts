@@ -97,11 +97,8 @@ export async function dropTestDatabases(): Promise<void> {
   });
 }
 
-/**
- * The environment a server or admin command on `dataDir` needs for the backend of this pass: nothing
- * on SQLite, the data dir's database URL on PostgreSQL.
- */
-export async function backendEnv(dataDir: string): Promise<Record<string, string>> {
+/** The environment a server or admin command on `dataDir` needs for this pass's database: nothing on SQLite. */
+export async function databaseEnv(dataDir: string): Promise<Record<string, string>> {
   return onPostgres ? { BERTH_DATABASE_URL: await databaseFor(dataDir) } : {};
 }
 

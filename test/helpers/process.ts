@@ -2,7 +2,8 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { backendEnv } from './postgres.ts';
+import { objectStoreEnv } from './object-store.ts';
+import { databaseEnv } from './postgres.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
 
@@ -27,9 +28,15 @@ export interface ServeOptions {
   viaMake?: boolean;
 }
 
-/** `env` with what the data dir it names needs on this pass's backend (test/helpers/postgres.ts). */
+/**
+ * `env` with what the data dir it names needs on this pass's backends: its database
+ * (test/helpers/postgres.ts) and its bucket (test/helpers/object-store.ts), unless `env` names its own.
+ */
 export async function withBackend(env: Record<string, string>): Promise<Record<string, string>> {
-  return env.BERTH_DATA_DIR && !env.BERTH_DATABASE_URL ? { ...(await backendEnv(env.BERTH_DATA_DIR)), ...env } : env;
+  if (!env.BERTH_DATA_DIR) return env;
+  const database = env.BERTH_DATABASE_URL ? {} : await databaseEnv(env.BERTH_DATA_DIR);
+  const store = env.BERTH_OBJECT_STORE !== undefined || env.BERTH_BLOB_DIR ? {} : await objectStoreEnv(env.BERTH_DATA_DIR);
+  return { ...database, ...store, ...env };
 }
 
 /** Starts `berth serve` and waits for its "listening" log line. */

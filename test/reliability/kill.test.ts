@@ -34,8 +34,8 @@ const running = (pid: number): boolean => {
   }
 };
 
-async function serve(t: ExecutionContext, dataDir: string): Promise<ServeProcess> {
-  const server = await startServe({ BERTH_DATA_DIR: dataDir });
+async function serve(t: ExecutionContext, dataDir: string, env: Record<string, string> = {}): Promise<ServeProcess> {
+  const server = await startServe({ BERTH_DATA_DIR: dataDir, ...env });
   t.teardown(async () => {
     server.child.kill('SIGKILL');
     await server.exited;
@@ -60,8 +60,8 @@ async function killOutright(server: ServeProcess, dataDir: string): Promise<numb
 }
 
 /** Restarts on the data dir and checks that nothing of the killed server is left. */
-async function restartClean(t: ExecutionContext, dataDir: string, orphans: number[]): Promise<ServeProcess> {
-  const again = await serve(t, dataDir);
+async function restartClean(t: ExecutionContext, dataDir: string, orphans: number[], env: Record<string, string> = {}): Promise<ServeProcess> {
+  const again = await serve(t, dataDir, env);
   t.deepEqual(tempFiles(dataDir), [], 'no temp file of the killed server is left');
   t.deepEqual(orphans.filter(running), [], 'no process of the killed server is left');
   return again;
@@ -89,9 +89,11 @@ test('kill -9 during an export of a large table: the dump in progress is stopped
   t.is(reconciled.status, 'ERROR');
 });
 
+// The blob directory's temp files; the object store's are in test/object-store.test.ts.
 test('kill -9 during an upload: the partial blob is removed and no version was made', async (t) => {
   const dataDir = await makeDataDir(t);
-  const server = await serve(t, dataDir);
+  const local = { BERTH_OBJECT_STORE: '' };
+  const server = await serve(t, dataDir, local);
   const { key, site } = await ownerSite(server);
   const url = new URL(server.url);
   const upload = http.request({
@@ -108,7 +110,7 @@ test('kill -9 during an upload: the partial blob is removed and no version was m
   const orphans = await killOutright(server, dataDir);
   upload.destroy();
 
-  const again = await restartClean(t, dataDir, orphans);
+  const again = await restartClean(t, dataDir, orphans, local);
   const read = await apiClient(again.url, key).get(`v0/buckets/${site.bucketId}/objects/web/big.bin`);
   t.is(read.statusCode, 404);
   t.is(json<{ error: { code: string } }>(read).error.code, 'not_found');

@@ -7,6 +7,7 @@ import test from 'ava';
 import { type TestAccount, apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
 import { runBerth, startServe } from '../helpers/process.ts';
 import { onPostgres } from '../helpers/postgres.ts';
+import { onObjectStore } from '../helpers/object-store.ts';
 
 // Children inherit this umask: without Berth's own, everything it made would be 0644 and 0755.
 process.umask(0o022);
@@ -60,8 +61,10 @@ test('a server started with umask 022 creates nothing that group or others can r
   const admin = await runBerth(['admin', 'create-account', '--name', 'Second', '--json'], { BERTH_DATA_DIR: dataDir });
   t.is(admin.code, 0, admin.stderr);
 
+  // The metadata, blobs and exports are in the data dir on the embedded defaults only.
   const metadata = onPostgres ? [] : ['meta.sqlite'];
-  for (const name of [...metadata, 'master.key', 'blobs', path.join('sites', site.id, 'db.sqlite'), path.join('exports', `${record.id}.sql`)]) {
+  const blobs = onObjectStore ? [] : ['blobs', path.join('exports', `${record.id}.sql`)];
+  for (const name of [...metadata, ...blobs, 'master.key', path.join('sites', site.id, 'db.sqlite')]) {
     t.true(fs.existsSync(path.join(dataDir, name)), `${name} exists`);
   }
   t.deepEqual(exposed(dataDir), [], 'while the server runs (WAL and shared-memory files included)');

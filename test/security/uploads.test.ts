@@ -1,5 +1,5 @@
-// Failed and aborted uploads remove their temp file at once, and the server keeps answering. Serial:
-// each test looks at the one shared blobs/.tmp.
+// Failed and aborted uploads remove their temp file (or temp object) at once, and the server keeps
+// answering. Serial: each test looks at the one shared blob store.
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import net from 'node:net';
@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { type TestBerth, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
 import { LocalBlobStore } from '../../storage/local-blob-store.ts';
+import { blobLeftovers } from '../helpers/object-store.ts';
 
 let t0: TestBerth;
 let bucketId: string;
@@ -20,14 +21,12 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-const tmpDir = () => path.join(t0.dataDir, 'blobs', '.tmp');
-
-/** Polls briefly until blobs/.tmp is empty; returns what is left in it. */
+/** Polls briefly until the store holds no temp file or object; returns what is left. */
 async function leftovers(): Promise<string[]> {
-  let names = await fs.readdir(tmpDir());
+  let names = await blobLeftovers(t0.dataDir);
   for (let i = 0; i < 40 && names.length > 0; i++) {
     await sleep(50);
-    names = await fs.readdir(tmpDir());
+    names = await blobLeftovers(t0.dataDir);
   }
   return names;
 }
@@ -42,8 +41,9 @@ async function abandonUpload(objectPath: string, headers: Record<string, string>
     .join('');
   socket.write(`PUT /v0/buckets/${bucketId}/objects/${objectPath} HTTP/1.1\r\n${head}\r\n`);
   socket.write(sent);
-  // Wait until the server has the bytes on disk, i.e. its temp file exists.
-  for (let i = 0; i < 100 && (await fs.readdir(tmpDir())).length === 0; i++) await sleep(20);
+  // Wait until the server has begun storing the bytes, i.e. its temp file exists (an object store may
+  // hold them in memory until a whole part has come: then this waits its 2 s out).
+  for (let i = 0; i < 100 && (await blobLeftovers(t0.dataDir)).length === 0; i++) await sleep(20);
   socket.destroy();
 }
 

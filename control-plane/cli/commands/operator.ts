@@ -16,9 +16,10 @@ const ADMIN_USAGE = `Usage:
   berth admin create-user --email <email> --account <accountId> --role ADMIN|MEMBER --password-stdin [--json]
   berth admin reset-password --email <email> [--json]
   berth admin set-storage-limit --account <accountId> --bytes <bytes>|default [--json]
-  berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--json]
+  berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--leave-blobs-in-store] [--json]
   berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
   berth admin copy-metadata --to postgres://user:password@host:5432/db [--json]
+  berth admin copy-blobs --to s3://<bucket>[/<prefix>] [--json]   (endpoint and region from BERTH_S3_*)
 Admin commands act on an existing data dir (BERTH_DATA_DIR); --create-data-dir lets them make a new one.
 `;
 
@@ -53,7 +54,7 @@ export const serveCommand: CommandDefinition = {
 
 export const adminCommand: CommandDefinition = {
   usage: 'admin [command...]',
-  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, backup, restore',
+  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, backup, restore, copy-metadata, copy-blobs',
   examples: [
     'berth admin create-account --name "Team" --plan builder --json',
     'berth admin create-key --account <accountId> --permission WRITE --json',
@@ -64,6 +65,7 @@ export const adminCommand: CommandDefinition = {
     'berth admin set-storage-limit --account <accountId> --bytes 53687091200',
     'berth admin backup /backups/berth-$(date +%F).tar --master-key-passphrase-stdin < /root/berth-passphrase',
     'berth admin restore /backups/berth-2026-11-23.tar --data-dir /var/lib/berth/data --master-key-passphrase-stdin < /root/berth-passphrase',
+    'BERTH_S3_ENDPOINT=https://s3.example.com berth admin copy-blobs --to s3://berth-blobs/production',
   ],
   passThrough: true,
   run: ({ args }) => withConfig(async (config) => (await import('../admin.ts')).runAdmin(config, args)),
