@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test test-node24 typecheck chromium nginx iproute2 postgresql bench bench-noisy clean
+.PHONY: install run test test-node24 typecheck chromium nginx iproute2 postgresql radosgw bench bench-noisy clean
 
 BIN := node_modules/.bin
 CHROMIUM := /usr/bin/chromium
@@ -62,8 +62,21 @@ postgresql:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; } || \
 	  { echo "make: could not install Debian's postgresql package; the suite needs its server (install it as root: apt-get install postgresql)" >&2; exit 1; }; }
 
-# The whole suite twice: on the embedded defaults (SQLite), then on PostgreSQL.
-test: typecheck chromium nginx iproute2 postgresql
+# The suite keeps blobs in an S3-compatible object store too: test/run-suite.ts starts Ceph's radosgw on
+# a one-host Ceph cluster (a monitor and an OSD keeping objects in memory) in a temp dir.
+RADOSGW := /usr/bin/radosgw
+CEPH_PACKAGES := ceph-mon ceph-osd ceph-base radosgw
+$(RADOSGW):
+	@echo "make: installing Ceph's radosgw from Debian for the object-store pass of the suite (apt-get; about 60 MB)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CEPH_PACKAGES) || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CEPH_PACKAGES); } || \
+	  { echo "make: could not install Debian's Ceph packages; the suite needs radosgw (install them as root: apt-get install $(CEPH_PACKAGES))" >&2; exit 1; }
+	@test -x $(RADOSGW) || { echo "make: the radosgw package is installed but $(RADOSGW) is missing" >&2; exit 1; }
+
+radosgw: $(RADOSGW)
+
+# The whole suite twice: on the embedded defaults (SQLite and the data dir), then on the shared
+# backends (PostgreSQL and the object store).
+test: typecheck chromium nginx iproute2 postgresql radosgw
 	node --import tsx test/run-suite.ts
 
 # The suite again (on SQLite) with Node 24, from the npm registry's build of it (unpacked into
@@ -79,7 +92,7 @@ $(NODE24)/bin/node:
 	mv $(NODE24).tmp/package $(NODE24) && rm -rf $(NODE24).tmp
 	@$(NODE24)/bin/node --version
 
-test-node24: typecheck chromium nginx iproute2 postgresql $(NODE24)/bin/node
+test-node24: typecheck chromium nginx iproute2 postgresql radosgw $(NODE24)/bin/node
 	PATH="$(CURDIR)/$(NODE24)/bin:$$PATH" node --import tsx test/run-suite.ts --backends sqlite
 
 bench: install

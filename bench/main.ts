@@ -56,6 +56,8 @@ import { aims, SATURATED, type BenchResults, type Comparison, type Distribution,
 import { usesNodeApiDriver } from '../storage/sqlite-driver.js';
 import { startPublicHost } from '../test/helpers/public-host.ts';
 import { startCluster } from '../test/helpers/postgres-cluster.ts';
+import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 
 function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
   const raw = process.env[name];
@@ -459,6 +461,64 @@ async function run(work: string, results: BenchResults) {
     await onPg.server.stop();
   } finally {
     cluster.stop();
+  }
+
+  // Files on an object store: a Berth whose blobs are in a bucket of Ceph's radosgw (on a one-host
+  // Ceph cluster), against the Berth above on the blob directory. The store's daemons run on the server
+  // core and their CPU is counted as Berth's, as the file system's work is the kernel's on the other side.
+  console.log('Files on an object store (against the same Berth on the blob directory)');
+  const store = await startObjectStoreServer();
+  try {
+    for (const pid of store.pids()) for (const thread of processTree(pid)) pinProcess(thread, SERVER_CORE, 'Ceph');
+    const s3 = new S3Client({ endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey } });
+    await s3.send(new CreateBucketCommand({ Bucket: 'berth-bench' }));
+    s3.destroy();
+    const onS3 = await startBerth(path.join(work, 'object-store'), {
+      BERTH_OBJECT_STORE: 's3://berth-bench',
+      BERTH_S3_ENDPOINT: store.endpoint,
+      BERTH_S3_FORCE_PATH_STYLE: 'true',
+      AWS_ACCESS_KEY_ID: store.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: store.secretAccessKey,
+      AWS_REGION: 'us-east-1',
+    });
+    onS3.server.companions = store.pids();
+    for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
+      await onS3.api.put(`v0/buckets/${onS3.site.bucketId}/objects/web/${name}`, { body: bytes, headers: octets });
+    }
+    const s3Host = `bench.localhost:${onS3.port}`;
+    const s3Client = got.extend({ headers: { host: s3Host }, responseType: 'buffer', retry: { limit: 0 } });
+    same((await s3Client.get(`${onS3.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on the object store');
+    const range = { range: 'bytes=65536-131071' };
+    const ranged = await s3Client.get(`${onS3.origin}/large.bin`, { headers: range, responseType: 'buffer' });
+    same(ranged.statusCode === 206 && ranged.body.equals(large.subarray(65536, 131072)), 'a 64 KiB range of the 1 MiB file on the object store');
+    const onS3Site = (label: string, p: string, headers: Record<string, string> = {}): LoadTarget => ({ label, origin: onS3.origin, path: p, connections: CONNECTIONS, headers: { host: s3Host, ...headers } });
+    results.objectStore = {
+      static1k: await compare('1 KiB web file, files on an object store', [berth, onSite('berth on the blob directory, 1 KiB', '/small.bin')], [onS3.server, onS3Site('berth on the object store, 1 KiB', '/small.bin')]),
+      ranged1m: await compare(
+        '64 KiB range of a 1 MiB web file, files on an object store',
+        [berth, { ...onSite('berth on the blob directory, range of 1 MiB', '/large.bin'), headers: { host, ...range } }],
+        [onS3.server, onS3Site('berth on the object store, range of 1 MiB', '/large.bin', range)],
+      ),
+      upload: await compare(
+        '1 KiB upload, files on an object store',
+        [berth, berthUpload('berth on the blob directory, PUT', CONNECTIONS)],
+        [
+          onS3.server,
+          {
+            label: 'berth on the object store, PUT',
+            origin: onS3.origin,
+            path: '/',
+            connections: CONNECTIONS,
+            method: 'PUT',
+            headers: { ...octets, authorization: `Bearer ${onS3.key}` },
+            upload: { prefix: `/v0/buckets/${onS3.site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+          },
+        ],
+      ),
+    };
+    await onS3.server.stop();
+  } finally {
+    await store.stop();
   }
 
   await berth.stop();

@@ -87,6 +87,8 @@ export interface BenchResults {
   upload: Comparison;
   /** Berth with its metadata on PostgreSQL (the "berth" side) against Berth on SQLite (the "baseline"). */
   postgres: { static1k: Comparison; hello: Comparison; upload: Comparison };
+  /** Berth with its files on an object store (radosgw) against Berth on the blob directory. */
+  objectStore: { static1k: Comparison; ranged1m: Comparison; upload: Comparison };
   mixed: {
     seconds: number;
     connections: number;
@@ -172,6 +174,7 @@ export function aims(r: BenchResults): Aim[] {
     ratioAim('1 KiB static file, metadata on PostgreSQL', 'the same on SQLite', r.postgres.static1k, 0.9, r),
     ratioAim('warm hello-world function, metadata on PostgreSQL', 'the same on SQLite', r.postgres.hello, 0.9, r),
     ratioAim('1 KiB upload, metadata on PostgreSQL', 'the same on SQLite', r.postgres.upload, 0.5, r),
+    ratioAim('1 KiB static file, files on an object store', 'the same on the blob directory', r.objectStore.static1k, 0.9, r),
     below('1 KiB upload', '—', `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`, mixedUpload?.p99 ?? NaN, 100, 'ms'),
     below('cold first answer', '—', 'p50, alone (request → answer)', r.cold.alone.p50, 50, 'ms'),
     below('cold first answer', '—', `p50, ${r.cold.atOnce.concurrent} at a time`, r.cold.atOnce.p50, 150, 'ms'),
@@ -220,6 +223,9 @@ export function lastRunMarkdown(r: BenchResults): string {
     ['1 KiB web file, metadata on PostgreSQL', r.postgres.static1k],
     ['hello-world function, metadata on PostgreSQL', r.postgres.hello],
     ['1 KiB upload, metadata on PostgreSQL', r.postgres.upload],
+    ['1 KiB web file, files on an object store', r.objectStore.static1k],
+    ['64 KiB range of a 1 MiB web file, files on an object store', r.objectStore.ranged1m],
+    ['1 KiB upload, files on an object store', r.objectStore.upload],
   ];
   const lines: string[] = [];
   lines.push(

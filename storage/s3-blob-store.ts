@@ -204,6 +204,8 @@ export class S3BlobStore implements BlobStore {
       return { sha256, bytes: measure.bytes, unpin, storedAt: Date.now() };
     } catch (err) {
       unpin?.();
+      // The body stops being read: a store that failed mid-upload leaves nothing waiting on it.
+      measure.destroy();
       await upload.abort().catch(() => {});
       throw err instanceof BlobTooLargeError || measure.errored instanceof BlobTooLargeError ? new BlobTooLargeError(maxBytes) : err;
     } finally {

@@ -10,7 +10,7 @@ import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import got from 'got';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { apiClient, createSite, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
+import { apiClient, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
 import { blobLeftovers, bucketOf, keysIn, objectStoreEndpoint, objectStoreFor, testS3 } from './helpers/object-store.ts';
 import { startObjectStoreServer } from './helpers/object-store-server.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
@@ -145,7 +145,7 @@ s3test('kill -9 during uploads to the store: no version points at a missing obje
       if (res?.statusCode === 200) acknowledged.push({ path: filePath, body });
     }
   });
-  await until(async () => acknowledged.length >= 8 && (await blobLeftovers(dataDir)).some((name) => name.startsWith('multipart ')), 'small uploads, and the large one to reach the store');
+  await until(async () => acknowledged.length >= 8 && (await blobLeftovers(dataDir, true)).some((name) => name.startsWith('multipart ')), 'small uploads, and the large one to reach the store');
   server.child.kill('SIGKILL');
   await server.exited;
   stop = true;
@@ -171,7 +171,7 @@ s3test('kill -9 during uploads to the store: no version points at a missing obje
   }
   for (const file of listed) t.is((await api2.get(`v0/buckets/${site.bucketId}/objects/${file.path}`, { responseType: 'buffer' })).statusCode, 200, `${file.path} has its bytes`);
   t.false(listed.some((file) => file.path === 'web/large.bin'));
-  await until(async () => (await blobLeftovers(dataDir)).length === 0, 'the sweeper to remove the temp objects and the unfinished upload');
+  await until(async () => (await blobLeftovers(dataDir, true)).length === 0, 'the sweeper to remove the temp objects and the unfinished upload');
   await until(async () => !(await keysIn(dataDir, 'blobs/')).includes(`blobs/${sha256(orphan)}`), 'the sweeper to remove the orphan');
   t.regex(again.output(), /removed blobs no file version references/);
 });
@@ -188,10 +188,14 @@ s3test('while the store is down, uploads answer 503 storage_unavailable and stor
   const site = await createSite(berth.owner);
   await putFile(berth.owner, site.bucketId, 'web/index.html', '<p>cached</p>', 'text/html');
   await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
+  await deployFixture(berth.owner, site.bucketId, 'filler');
   t.is((await berth.site(site.subdomain).get('')).body, '<p>cached</p>');
 
   // A steady write load across the outage: every answer is a success or storage_unavailable.
   let stop = false;
+  t.teardown(() => {
+    stop = true;
+  });
   const answers: Array<{ status: number; code?: string; path: string }> = [];
   const load = (async () => {
     for (let i = 0; !stop; i++) {
@@ -212,6 +216,8 @@ s3test('while the store is down, uploads answer 503 storage_unavailable and stor
   t.is(cached.body, '<p>cached</p>');
   const uncached = await berth.site(site.subdomain).get('big.bin');
   t.is(uncached.statusCode, 503);
+  const filled: unknown = JSON.parse((await berth.site(site.subdomain).post('api/filler')).body);
+  t.deepEqual(filled, { written: 0, error: { code: 'DATA_STORAGE_UNAVAILABLE', status: 503, message: 'the file store is not answering; nothing was stored, try again shortly' } });
   const ready = await berth.anonymous.get('readyz', { responseType: 'json' });
   t.is(ready.statusCode, 503);
   t.regex((ready.body as { checks: { blobs: string } }).checks.blobs, /^the blob store is not answering \(\S+\)$/);

@@ -6,7 +6,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { parseArgs } from 'node:util';
 import { openBlobStore } from '../blob-stores.ts';
 import { type Config, ConfigError, objectStoreLocation } from '../config.ts';
 import { openMetadata } from '../db/metadata.ts';
@@ -14,7 +13,7 @@ import { formatBytes } from '../format-bytes.ts';
 import { StartupError, blobStoreProblem } from '../startup-error.ts';
 import { DataDirInUse, lockDataDir } from '../../storage/data-dir-lock.ts';
 import { S3BlobStore } from '../../storage/s3-blob-store.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError, copyTarget } from './usage-error.ts';
 
 interface CopyReport {
   to: string;
@@ -23,13 +22,7 @@ interface CopyReport {
 }
 
 export async function runCopyBlobs(config: Config, args: string[]): Promise<{ json: unknown; text: string }> {
-  let to: string;
-  try {
-    const { values } = parseArgs({ args, options: { to: { type: 'string' }, json: { type: 'boolean' } }, strict: true });
-    to = (values.to ?? '').trim();
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const to = copyTarget(args);
   if (!to) throw new UsageError('--to s3://<bucket>[/<prefix>] names the object store to copy into (its endpoint and region from BERTH_S3_*)');
   let location;
   try {

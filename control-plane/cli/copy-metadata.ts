@@ -1,22 +1,15 @@
 // `berth admin copy-metadata --to postgres://…`: moves a stopped instance's metadata into an empty
 // PostgreSQL database, table by table, and checks each table afterwards; the source is only read.
-import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { BerthError } from '../errors.ts';
 import { copyMetadata } from '../db/copy-metadata.ts';
 import { openMetadata } from '../db/metadata.ts';
 import { StartupError } from '../startup-error.ts';
 import { DataDirInUse, lockDataDir } from '../../storage/data-dir-lock.ts';
-import { UsageError } from './usage-error.ts';
+import { UsageError, copyTarget } from './usage-error.ts';
 
 export async function runCopyMetadata(config: Config, args: string[]): Promise<{ json: unknown; text: string }> {
-  let to: string;
-  try {
-    const { values } = parseArgs({ args, options: { to: { type: 'string' }, json: { type: 'boolean' } }, strict: true });
-    to = (values.to ?? '').trim();
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const to = copyTarget(args);
   if (!/^postgres(ql)?:\/\//.test(to)) throw new UsageError('--to must be the postgres:// URL of an empty database');
   if (to === config.databaseUrl) throw new UsageError('--to names the database BERTH_DATABASE_URL already uses: the source and the target must differ');
 

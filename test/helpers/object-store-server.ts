@@ -15,6 +15,8 @@ export interface ObjectStoreServer {
   endpoint: string;
   accessKeyId: string;
   secretAccessKey: string;
+  /** The daemons' pids: monitor, OSD and gateway. */
+  pids(): number[];
   /** Stops the gateway alone (the cluster behind it keeps its objects), as an outage would. */
   pause(): Promise<void>;
   /** Starts the gateway again after pause(), on the same port. */
@@ -160,6 +162,11 @@ rgw dns name = 127.0.0.1
       endpoint: `http://127.0.0.1:${rgwPort}`,
       accessKeyId,
       secretAccessKey,
+      pids: () =>
+        fs
+          .readdirSync(path.join(root, 'run'))
+          .filter((name) => name.endsWith('.pid'))
+          .flatMap((name) => pidOf(path.join(root, 'run', name)) ?? []),
       pause: () => stopDaemon(pidFiles.rgw!),
       resume: startGateway,
       async stop() {

@@ -71,10 +71,11 @@ export async function keysIn(dataDir: string, prefix: string): Promise<string[]>
 
 /**
  * What interrupted or refused writes left in the instance's blob store: files in blobs/.tmp of the data
- * dir, or temp objects and unfinished multipart uploads in its bucket.
+ * dir, or temp objects and unfinished multipart uploads in its bucket (`inBucket`: by default in the
+ * object-store pass).
  */
-export async function blobLeftovers(dataDir: string): Promise<string[]> {
-  if (!onObjectStore) return fs.readdir(path.join(dataDir, 'blobs', '.tmp')).catch(() => []);
+export async function blobLeftovers(dataDir: string, inBucket = onObjectStore): Promise<string[]> {
+  if (!inBucket) return fs.readdir(path.join(dataDir, 'blobs', '.tmp')).catch(() => []);
   const uploads = await testS3().send(new ListMultipartUploadsCommand({ Bucket: bucketOf(dataDir) }));
   return [...(await keysIn(dataDir, 'tmp/')), ...(uploads.Uploads ?? []).map((upload) => `multipart ${upload.Key}`)];
 }
