@@ -270,7 +270,8 @@ test('a 200 MiB upload streams to disk and reads back byte for byte', async (t) 
   t.is(res.statusCode, 200);
   t.is(json<{ bytes: number }>(res).bytes, size);
   // The server runs in this process: had it buffered the body, RSS would have grown by 200 MiB or more.
-  t.true(peak - before < 100 * 1024 * 1024, `RSS grew by ${Math.round((peak - before) / 1048576)} MiB`);
+  // Streamed, it grows by the chunks not yet collected: about 50 MiB on Node 20, 95 MiB on Node 24.
+  t.true(peak - before < 150 * 1024 * 1024, `RSS grew by ${Math.round((peak - before) / 1048576)} MiB`);
 
   const received = crypto.createHash('sha256');
   for await (const piece of t0.owner.read.stream(objects(b, 'big.bin'))) received.update(piece as Buffer);
