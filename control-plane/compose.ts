@@ -3,6 +3,7 @@
 // a dependency.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import type http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { type Config, masterKeyFileOf } from './config.ts';
@@ -21,6 +22,10 @@ import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
+import { NodeHeartbeat, claimLocalDatabases } from './services/nodes.ts';
+import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
+import { ChannelClient, channelServer } from './cluster/database-channel.ts';
+import { PlacedSiteDatabases } from './cluster/placed-site-databases.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
@@ -50,6 +55,8 @@ export interface Composed {
   /** Set when this start created the owner account of an empty data dir. */
   owner: OwnerCredentials | null;
   scheduler: CronScheduler;
+  /** The listener of the internal channel other nodes call, when BERTH_CLUSTER_ADDRESS is set; not yet listening. */
+  channel: http.Server | null;
   /** Stops the scheduler, workers and database processes, flushes logs and closes the metadata. */
   close(): Promise<void>;
 }
@@ -159,6 +166,30 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   );
   const changes = await metadata.openChanges((err) => log.warn({ err }, 'lost the connection that hears other servers’ changes; reconnecting'));
   const hostingCache = new HostingCache();
+  const nodeId = config.nodeId || defaultNodeId(config.dataDir);
+  const masterKey = loadMasterKey(masterKeyFileOf(config));
+  const localDatabases = new SiteDatabases({
+    dataDir: config.dataDir,
+    denoPath,
+    denoDir: path.join(runtimeDir, 'deno-dir'),
+    statementTimeoutMs: config.databaseTimeoutMs,
+    maxProcesses: config.maxDatabaseProcesses,
+    idleMs: config.functionIdleMs,
+    maxBytes: config.siteDatabaseMaxBytes,
+    onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
+  });
+  // On SQLite this server is the only node: every database is in its data dir. Shared metadata may
+  // place a database on any node, and calls go where it is.
+  const placed =
+    metadata.backend === 'postgres'
+      ? new PlacedSiteDatabases({
+          db,
+          nodeId,
+          local: localDatabases,
+          channel: config.clusterAddress ? new ChannelClient(channelKey(masterKey), nodeId) : null,
+          statementTimeoutMs: config.databaseTimeoutMs,
+        })
+      : null;
   changes.subscribe({
     change(change) {
       switch (change.kind) {
@@ -167,6 +198,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
         case 'sites':
           return hostingCache.forgetSites();
         case 'database':
+          placed?.forget(change.siteId);
           return hostingCache.forgetDatabase(change.siteId);
         case 'function':
           hostingCache.forgetFunction(change.siteId, change.name);
@@ -174,7 +206,10 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
           return removeDeployments(runtimeDir, change.functionId, change.versionId ?? undefined);
       }
     },
-    resync: () => hostingCache.clear(),
+    resync: () => {
+      hostingCache.clear();
+      placed?.forgetAll();
+    },
   });
   const deps: Deps = {
     config,
@@ -188,26 +223,29 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     runtime,
     runtimeDir,
     functionLogs,
-    masterKey: loadMasterKey(masterKeyFileOf(config)),
-    siteDatabases: new SiteDatabases({
-      dataDir: config.dataDir,
-      denoPath,
-      denoDir: path.join(runtimeDir, 'deno-dir'),
-      statementTimeoutMs: config.databaseTimeoutMs,
-      maxProcesses: config.maxDatabaseProcesses,
-      idleMs: config.functionIdleMs,
-      maxBytes: config.siteDatabaseMaxBytes,
-      onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
-    }),
+    masterKey,
+    siteDatabases: placed ?? localDatabases,
     metrics,
     now: options.now ?? monotonicClock(),
-    // Stable across restarts, distinct for two servers on one host; the path itself stays out of the metadata.
-    nodeId: `${os.hostname()}:${crypto.createHash('sha256').update(path.resolve(config.dataDir)).digest('hex').slice(0, 12)}`,
+    nodeId,
     signInLimits: signInLimits(metadata),
     cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
   };
   const serveCtx = createCtxHandler(deps);
+  const heartbeat = new NodeHeartbeat(deps, config);
+  await heartbeat.start();
+  const claimed = metadata.backend === 'postgres' ? await claimLocalDatabases(deps, config.dataDir) : await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
+  if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
+  const channel = config.clusterAddress
+    ? channelServer({
+        verifier: new RequestVerifier(channelKey(masterKey)),
+        provider: localDatabases,
+        whereIs: (siteId) => placed!.whereIs(siteId),
+        tmpDir: path.join(runtimeDir, 'channel'),
+        log,
+      })
+    : null;
   const owner = await ensureOwner(deps, { email: config.ownerEmail });
   await failInterruptedExports(deps);
   await releaseLeftoverLeases(deps);
@@ -229,6 +267,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   const close = async () => {
     await sweeper.stop();
     await scheduler.stop();
+    await heartbeat.stop();
     await runtime.close();
     await egress.close();
     await deps.siteDatabases.close();
@@ -238,5 +277,14 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await metadata.close();
     lock.release();
   };
-  return { deps, owner, scheduler, close };
+  return { deps, owner, scheduler, channel, close };
+}
+
+/**
+ * This node's id when BERTH_NODE_ID is unset: its host and a digest of its data dir, stable across
+ * restarts (whatever port it listens on) and distinct for two servers on one host; the path itself
+ * stays out of the metadata.
+ */
+function defaultNodeId(dataDir: string): string {
+  return `${os.hostname()}:${crypto.createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12)}`;
 }

@@ -66,8 +66,19 @@ export interface Config {
   siteDatabaseMaxBytes: number;
   /** How often the cron scheduler looks for due jobs; 0 turns automatic ticks off. */
   cronTickMs: number;
+  /** This server's name among the nodes of an instance; empty: the host name and a digest of the data dir. */
+  nodeId: string;
+  /** What this node does: serve sites and the API (`web`), hold site databases (`database`). */
+  roles: NodeRole[];
+  /** Where the other nodes reach this one's internal channel, an http:// origin; empty: nowhere (a single node). */
+  clusterAddress: string;
+  /** host:port the internal channel listens on; empty: the host and port of clusterAddress. */
+  clusterListen: string;
   llm: LlmConfig;
 }
+
+export const NODE_ROLES = ['web', 'database'] as const;
+export type NodeRole = (typeof NODE_ROLES)[number];
 
 /** Where ctx.llm sends model calls; provider '' means none is configured. */
 export interface LlmConfig {
@@ -117,6 +128,10 @@ export const DEFAULTS: Config = {
   maxDatabaseProcesses: 32,
   siteDatabaseMaxBytes: 1024 ** 3,
   cronTickMs: 1000,
+  nodeId: '',
+  roles: ['web', 'database'],
+  clusterAddress: '',
+  clusterListen: '',
   llm: {
     provider: '',
     baseUrl: '',
@@ -243,6 +258,47 @@ export function objectStoreLocation(raw: string, env: NodeJS.ProcessEnv, name: s
   };
 }
 
+/** BERTH_NODE_ID: a name other nodes and the operator see, also in `berth admin` commands' arguments. */
+function nodeId(env: NodeJS.ProcessEnv): string {
+  const raw = env.BERTH_NODE_ID?.trim() ?? '';
+  if (raw && !/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/.test(raw)) {
+    throw new ConfigError(`BERTH_NODE_ID must be 1–100 letters, digits, dots, dashes, underscores or colons, starting with a letter or digit, got "${raw}"`);
+  }
+  return raw;
+}
+
+/** BERTH_ROLES: a comma-separated list of web and database, at least one. */
+function roles(env: NodeJS.ProcessEnv): NodeRole[] {
+  const raw = env.BERTH_ROLES?.trim() ?? '';
+  if (!raw) return DEFAULTS.roles;
+  const listed = raw.split(',').map((role) => role.trim().toLowerCase());
+  const unknown = listed.filter((role) => !(NODE_ROLES as readonly string[]).includes(role));
+  if (unknown.length > 0) throw new ConfigError(`BERTH_ROLES must list web, database or both, such as "web,database", got "${raw}"`);
+  return NODE_ROLES.filter((role) => listed.includes(role));
+}
+
+/** BERTH_CLUSTER_ADDRESS: the http:// origin of this node's internal channel, as the other nodes reach it. */
+function clusterAddress(env: NodeJS.ProcessEnv): string {
+  const raw = env.BERTH_CLUSTER_ADDRESS?.trim() ?? '';
+  if (!raw) return '';
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {}
+  if (!url || url.protocol !== 'http:' || !url.port || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
+    throw new ConfigError(`BERTH_CLUSTER_ADDRESS must be an http:// origin with a port and no path, such as "http://10.0.0.2:8081", got "${raw}"`);
+  }
+  return url.origin;
+}
+
+/** BERTH_CLUSTER_LISTEN: host:port (brackets around an IPv6 host); empty: the host and port of the cluster address. */
+function clusterListen(env: NodeJS.ProcessEnv, address: string): string {
+  const raw = env.BERTH_CLUSTER_LISTEN?.trim() ?? '';
+  if (raw && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(raw)) throw new ConfigError(`BERTH_CLUSTER_LISTEN must be host:port, such as 0.0.0.0:8081, got "${raw}"`);
+  if (raw && !address) throw new ConfigError('BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS: the address the other nodes reach the channel at');
+  return raw;
+}
+
 /** An absolute path, or '' when the variable is unset. */
 function optionalPath(env: NodeJS.ProcessEnv, name: string): string {
   const raw = env[name]?.trim();
@@ -265,6 +321,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`BERTH_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
   }
   const dataDir = path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir));
+  const address = clusterAddress(env);
+  const databaseUrlValue = databaseUrl(env);
+  const nodeRoles = roles(env);
+  // Nodes share their metadata on PostgreSQL; on SQLite there is only ever one node, and it holds every database.
+  if (!databaseUrlValue && address) throw new ConfigError('BERTH_CLUSTER_ADDRESS needs BERTH_DATABASE_URL: the nodes of a cluster share their metadata on PostgreSQL');
+  if (!databaseUrlValue && !nodeRoles.includes('database')) throw new ConfigError('BERTH_ROLES must include database when the metadata is on SQLite: this node is the only one');
   return {
     port: integer(env, 'BERTH_PORT', DEFAULTS.port, 0, 65535),
     bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
@@ -274,7 +336,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: metricsToken(env),
     metricsAddress: metricsAddress(env),
     dataDir,
-    databaseUrl: databaseUrl(env),
+    databaseUrl: databaseUrlValue,
     databasePool: integer(env, 'BERTH_DATABASE_POOL', DEFAULTS.databasePool, 1, 1000),
     blobDir: optionalPath(env, 'BERTH_BLOB_DIR'),
     objectStore: objectStore(env),
@@ -302,6 +364,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // A site database holds at least its ledger and a few tables: 1 MiB is the smallest useful size.
     siteDatabaseMaxBytes: integer(env, 'BERTH_SITE_DATABASE_MAX_BYTES', DEFAULTS.siteDatabaseMaxBytes, 1024 * 1024, Number.MAX_SAFE_INTEGER),
     cronTickMs: integer(env, 'BERTH_CRON_TICK_MS', DEFAULTS.cronTickMs, 0, 60_000),
+    nodeId: nodeId(env),
+    roles: nodeRoles,
+    clusterAddress: address,
+    clusterListen: clusterListen(env, address),
     llm: loadLlmConfig(env),
   };
 }

@@ -72,10 +72,26 @@ function splitAddress(address: string): { host: string; port: number } {
   return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
 }
 
+/** The host and port of the cluster address, where the channel listens unless BERTH_CLUSTER_LISTEN says otherwise. */
+function channelListenOf(address: string): { host: string; port: number } {
+  const url = new URL(address);
+  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port) };
+}
+
+/** Stops accepting channel calls and waits for the ones in flight (each bounded by its own time limit). */
+function closeChannel(channel: http.Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    channel.close(() => resolve());
+    channel.closeIdleConnections();
+    const sweep = setInterval(() => channel.closeIdleConnections(), 50);
+    channel.once('close', () => clearInterval(sweep));
+  });
+}
+
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
   let boundPort = config.port;
-  const { deps, owner, scheduler, close: release } = await compose(config, {
+  const { deps, owner, scheduler, channel, close: release } = await compose(config, {
     log,
     now: options.now,
     workerNice: options.workerNice,
@@ -106,10 +122,15 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       const { host: metricsHost, port: metricsPort } = splitAddress(config.metricsAddress);
       await listen(metrics, metricsHost, metricsPort);
     }
+    if (channel) {
+      const { host: channelHost, port: channelPort } = config.clusterListen ? splitAddress(config.clusterListen) : channelListenOf(config.clusterAddress);
+      await listen(channel, channelHost, channelPort);
+    }
   } catch (err) {
     // Nothing was served: release what was composed, so the data dir is left as it was found.
     server.close();
     metrics?.close();
+    channel?.close();
     await release();
     throw err;
   }
@@ -136,6 +157,8 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       clearTimeout(linger);
       clearInterval(sweep);
       clearTimeout(force);
+      // Other nodes' calls are answered until this node's own are: its databases close with release().
+      if (channel) await closeChannel(channel);
       await release();
     })();
     return closed;

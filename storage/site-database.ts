@@ -54,7 +54,11 @@ export interface SiteDatabaseProvider {
   compact(siteId: string): Promise<Compaction>;
   /** The space the database takes on disk now, its write-ahead log included. */
   size(siteId: string): Promise<number>;
-  remove(siteId: string): Promise<void>;
+  /**
+   * Removes the database. `heldBy` names the node that held it when its placement is already gone from
+   * the metadata (a provider over several nodes needs it; one over a data dir does not).
+   */
+  remove(siteId: string, heldBy?: string | null): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -46,3 +46,21 @@ test('the public URL is kept as an origin; trusting a proxy is off unless asked'
   t.is(loadConfig({ BERTH_PUBLIC_URL: 'https://example.com:8443' }).publicUrl, 'https://example.com:8443');
   t.false(loadConfig({ BERTH_TRUST_PROXY: '0' }).trustProxy);
 });
+
+test('a node is named, given roles and a channel address; a cluster needs PostgreSQL', (t) => {
+  const pg = { BERTH_DATABASE_URL: 'postgres://berth@db.example.com/berth' };
+  const node = loadConfig({ ...pg, BERTH_NODE_ID: 'node-b', BERTH_ROLES: ' Web ', BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081/' });
+  t.like(node, { nodeId: 'node-b', roles: ['web'], clusterAddress: 'http://10.0.0.3:8081', clusterListen: '' });
+  t.deepEqual(loadConfig({}).roles, ['web', 'database']);
+  for (const [env, message] of [
+    [{ ...pg, BERTH_NODE_ID: 'node b' }, /BERTH_NODE_ID/],
+    [{ ...pg, BERTH_ROLES: 'web,cache' }, /BERTH_ROLES/],
+    [{ ...pg, BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3' }, /BERTH_CLUSTER_ADDRESS .*with a port/],
+    [{ ...pg, BERTH_CLUSTER_ADDRESS: 'https://10.0.0.3:8081/path' }, /BERTH_CLUSTER_ADDRESS/],
+    [{ ...pg, BERTH_CLUSTER_LISTEN: '0.0.0.0:8081' }, /BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS/],
+    [{ BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081' }, /needs BERTH_DATABASE_URL/],
+    [{ BERTH_ROLES: 'web' }, /must include database when the metadata is on SQLite/],
+  ] as const) {
+    t.throws(() => loadConfig(env), { instanceOf: ConfigError, message }, JSON.stringify(env));
+  }
+});

@@ -11,6 +11,7 @@ import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
 import { setStorageLimit } from '../services/storage-quota.ts';
+import { listNodes } from '../services/nodes.ts';
 import { formatBytes } from '../format-bytes.ts';
 import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
@@ -113,6 +114,14 @@ const commands: Record<string, Command> = {
     const keys = await listKeys(store, uuid(opts.account, '--account'));
     const lines = keys.map((k) => `${k.id}  ${k.permission.padEnd(5)}  created ${k.createdAt}${k.revokedAt ? `  revoked ${k.revokedAt}` : ''}`);
     return { json: { keys }, text: lines.join('\n') || 'no keys' };
+  },
+  nodes: async (store, args) => {
+    options(args, {});
+    const nodes = await listNodes(store.db);
+    const lines = nodes.map(
+      (n) => `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}`,
+    );
+    return { json: { nodes }, text: lines.join('\n') || 'no node has started on this metadata yet' };
   },
 };
 

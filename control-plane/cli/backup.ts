@@ -12,6 +12,7 @@ import { migrationSource } from '../db/migrations.ts';
 import { VERSION } from '../version.ts';
 import { BerthError } from '../errors.ts';
 import { BackupError, MIN_PASSPHRASE_LENGTH, createBackup, restoreBackup } from '../../storage/backup/index.ts';
+import { forgetPlacements } from '../services/nodes.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT } from './exit-codes.ts';
 import { formatBytes } from '../format-bytes.ts';
@@ -168,7 +169,10 @@ async function restore(config: Config, args: string[]): Promise<Result> {
   try {
     if (target) await assertEmpty(target.db).catch((err: Error) => Promise.reject(new BackupError('target_not_empty', `${target.where}: ${err.message}; nothing was restored`)));
     report = await restoreBackup({ file, dataDir, knownMigrations: await migrationSource.getMigrations([]), masterKey, ...(objectStore ? { objectStore } : {}) });
-    if (target) await moveMetadataInto(target, report.dataDir);
+    if (target) {
+      await moveMetadataInto(target, report.dataDir);
+      await forgetPlacements(target.db);
+    }
   } finally {
     await target?.close();
     await objectStore?.close();

@@ -24,6 +24,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'secret_access_logs', key: ['id'] },
   { name: 'cron_runs', key: ['id'] },
   { name: 'llm_usage', key: ['account_id', 'day'] },
+  { name: 'nodes', key: ['id'] },
   { name: 'databases', key: ['id'] },
   { name: 'migration_leases', key: ['database_id'] },
   { name: 'database_deletion_challenges', key: ['code'] },

@@ -23,6 +23,7 @@ import * as cliLogins from './migrations/0014_cli_logins.ts';
 import * as storageQuota from './migrations/0015_storage_quota.ts';
 import * as attemptLimits from './migrations/0016_attempt_limits.ts';
 import * as nodeOwnership from './migrations/0017_node_ownership.ts';
+import * as nodes from './migrations/0018_nodes.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -47,6 +48,7 @@ const migrations: Record<string, Migration> = {
   '0015_storage_quota': storageQuota,
   '0016_attempt_limits': attemptLimits,
   '0017_node_ownership': nodeOwnership,
+  '0018_nodes': nodes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -9,13 +9,26 @@ import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
+import { placeDatabase } from './nodes.ts';
 
 interface DatabaseRow {
   id: string;
   site_id: string;
   status: 'PROVISIONING' | 'READY';
+  /** The node whose data dir holds the database; null for one made before nodes were recorded. */
+  node_id: string | null;
   created_at: string;
   updated_at: string;
+}
+
+/** Runs a provider call that is not a tenant's statement: any failure of it is the database being unavailable. */
+async function provider<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof StatementError) throw new BerthError('database_unavailable', err.message);
+    throw err;
+  }
 }
 
 /** A database as callers see it, with the space it takes and may take. */
@@ -23,7 +36,7 @@ async function toDatabase(deps: Deps, row: DatabaseRow) {
   return {
     id: row.id,
     status: row.status,
-    sizeBytes: row.status === 'READY' ? await deps.siteDatabases.size(row.site_id) : 0,
+    sizeBytes: row.status === 'READY' ? await provider(() => deps.siteDatabases.size(row.site_id)) : 0,
     maxBytes: deps.config.siteDatabaseMaxBytes,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
@@ -44,12 +57,12 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
   let row = await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first();
   if (!row) {
     const now = timestamp(deps);
-    row = { id: newId(), site_id: siteId, status: 'PROVISIONING', created_at: now, updated_at: now };
+    row = { id: newId(), site_id: siteId, status: 'PROVISIONING', node_id: await placeDatabase(deps), created_at: now, updated_at: now };
     await deps.db('databases').insert(row).onConflict('site_id').ignore();
     row = (await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first())!;
   }
   if (row.status !== 'READY') {
-    await deps.siteDatabases.create(siteId);
+    await provider(() => deps.siteDatabases.create(siteId));
     await deps.db('databases').where({ id: row.id }).update({ status: 'READY', updated_at: timestamp(deps) });
     await deps.changes.publish({ kind: 'database', siteId });
     row = (await deps.db<DatabaseRow>('databases').where({ id: row.id }).first())!;
@@ -215,6 +228,6 @@ export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, d
     await trx('migration_leases').where({ database_id: databaseId }).delete();
   });
   await deps.changes.publish({ kind: 'database', siteId });
-  await deps.siteDatabases.remove(siteId);
+  await deps.siteDatabases.remove(siteId, row.node_id);
   return { deleted: true as const, databaseId };
 }

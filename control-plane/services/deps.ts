@@ -36,9 +36,9 @@ export interface Deps {
   masterKey: Buffer;
   now: () => Date;
   /**
-   * This server process among those sharing the metadata: its host and a digest of its data dir, the
-   * same across its restarts. Work in flight is marked with it, so a start cleans up only what its own
-   * past left.
+   * This server among the nodes sharing the metadata: BERTH_NODE_ID, or its host and a digest of its
+   * data dir, the same across its restarts. Work in flight and site database placements are marked
+   * with it, so a start cleans up only what its own past left.
    */
   nodeId: string;
   /** What /metrics reports. */

@@ -1,9 +1,11 @@
 // Whether this server can do its work now, for GET /readyz: the metadata database answers, the blob
-// store takes a write (the blob directory) or answers for its bucket (the object store), and the Deno executable that runs functions and site databases is there. Each
+// store takes a write (the blob directory) or answers for its bucket (the object store), and the Deno
+// executable that runs functions and site databases is there; with its view of the instance's nodes. Each
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
 import { StorageUnavailableError } from '../../storage/blob-store.ts';
+import { listNodes, type NodeState } from './nodes.ts';
 
 const CHECK_MS = 2000;
 
@@ -43,8 +45,38 @@ async function check(run: () => Promise<unknown>): Promise<CheckResult> {
   }
 }
 
-export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime'>): Promise<{ ready: boolean; checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> }> {
-  const [metadata, blobs, deno] = await Promise.all([check(() => metadataAnswers(deps.db)), check(() => blobsAnswer(deps.blobs)), check(() => deps.runtime.denoAvailable())]);
-  const checks = { metadata, blobs, deno };
-  return { ready: Object.values(checks).every((result) => result === 'ok'), checks };
+/** The node's view of its instance: how many nodes are in each state, and how many can hold databases. */
+export interface ClusterView {
+  roles: string[];
+  nodes: Record<NodeState, number>;
+  databaseNodesUp: number;
+}
+
+async function clusterView(deps: Pick<Deps, 'db' | 'config'>): Promise<ClusterView | null> {
+  try {
+    const nodes = await listNodes(deps.db);
+    const count = (state: NodeState) => nodes.filter((node) => node.state === state).length;
+    return {
+      roles: deps.config.roles,
+      nodes: { up: count('up'), down: count('down'), stopped: count('stopped') },
+      databaseNodesUp: nodes.filter((node) => node.state === 'up' && node.roles.includes('database')).length,
+    };
+  } catch {
+    return null; // The metadata check says why.
+  }
+}
+
+export async function readiness(
+  deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>,
+): Promise<{ ready: boolean; checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>; cluster: ClusterView | null }> {
+  const [metadata, blobs, deno, cluster] = await Promise.all([
+    check(() => metadataAnswers(deps.db)),
+    check(() => blobsAnswer(deps.blobs)),
+    check(() => deps.runtime.denoAvailable()),
+    Promise.race([clusterView(deps), new Promise<null>((resolve) => setTimeout(resolve, CHECK_MS, null).unref())]),
+  ]);
+  const checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> & { web?: CheckResult } = { metadata, blobs, deno };
+  // A node without the web role answers only the other nodes: a load balancer leaves it out.
+  if (!deps.config.roles.includes('web')) checks.web = 'this node does not serve sites or the API (BERTH_ROLES)';
+  return { ready: Object.values(checks).every((result) => result === 'ok'), checks, cluster };
 }

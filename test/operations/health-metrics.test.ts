@@ -33,7 +33,7 @@ const value = (all: Map<string, number>, name: string, labels: Record<string, st
   return total;
 };
 
-test('healthz answers without a key; readyz checks the metadata, the blob store and Deno', async (t) => {
+test('healthz answers without a key; readyz checks the metadata, the blob store and Deno, and counts the nodes', async (t) => {
   // Deno reached through a link this test can take away.
   const dir = await makeDataDir(t);
   const deno = path.join(dir, 'deno-link');
@@ -45,7 +45,11 @@ test('healthz answers without a key; readyz checks the metadata, the blob store 
   t.deepEqual(health.body, { ok: true });
   const ready = await t0.anonymous.get('readyz');
   t.is(ready.statusCode, 200, JSON.stringify(ready.body));
-  t.deepEqual(ready.body, { ready: true, checks: { metadata: 'ok', blobs: 'ok', deno: 'ok' } });
+  t.deepEqual(ready.body, {
+    ready: true,
+    checks: { metadata: 'ok', blobs: 'ok', deno: 'ok' },
+    cluster: { roles: ['web', 'database'], nodes: { up: 1, down: 0, stopped: 0 }, databaseNodesUp: 1 },
+  });
 
   await fs.rm(deno);
   const broken = await t0.anonymous.get('readyz');

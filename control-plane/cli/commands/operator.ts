@@ -16,6 +16,7 @@ const ADMIN_USAGE = `Usage:
   berth admin create-user --email <email> --account <accountId> --role ADMIN|MEMBER --password-stdin [--json]
   berth admin reset-password --email <email> [--json]
   berth admin set-storage-limit --account <accountId> --bytes <bytes>|default [--json]
+  berth admin nodes [--json]           the nodes of the instance, their state and the site databases each holds
   berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--leave-blobs-in-store] [--json]
   berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
   berth admin copy-metadata --to postgres://user:password@host:5432/db [--json]
@@ -54,7 +55,7 @@ export const serveCommand: CommandDefinition = {
 
 export const adminCommand: CommandDefinition = {
   usage: 'admin [command...]',
-  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, backup, restore, copy-metadata, copy-blobs',
+  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, nodes, backup, restore, copy-metadata, copy-blobs',
   examples: [
     'berth admin create-account --name "Team" --plan builder --json',
     'berth admin create-key --account <accountId> --permission WRITE --json',
@@ -63,6 +64,7 @@ export const adminCommand: CommandDefinition = {
     "printf '%s' \"$PASSWORD\" | berth admin create-user --email ada@example.com --account <accountId> --role ADMIN --password-stdin --json",
     'berth admin reset-password --email ada@example.com',
     'berth admin set-storage-limit --account <accountId> --bytes 53687091200',
+    'berth admin nodes',
     'berth admin backup /backups/berth-$(date +%F).tar --master-key-passphrase-stdin < /root/berth-passphrase',
     'berth admin restore /backups/berth-2026-11-23.tar --data-dir /var/lib/berth/data --master-key-passphrase-stdin < /root/berth-passphrase',
     'BERTH_S3_ENDPOINT=https://s3.example.com berth admin copy-blobs --to s3://berth-blobs/production',

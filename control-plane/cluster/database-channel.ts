@@ -1,0 +1,316 @@
+// The internal channel's site database calls: a node that does not hold a site's database sends the
+// provider call (storage/site-database.ts) to the node that does, which runs it on its own provider
+// with the same limits and confinement as a local call and answers the same outcome. One POST per call,
+// signed (channel-auth.ts); a dump is streamed back as SQL text. Both sides are in this file so that
+// they cannot drift apart.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import http from 'node:http';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import crypto from 'node:crypto';
+import { z } from 'zod';
+import type { Logger } from '../log.ts';
+import { type Access, type SiteDatabaseProvider, type Statement, type StatementResult, StatementError } from '../../storage/site-database.ts';
+import { ChannelAuthError, type RequestVerifier, signRequest } from './channel-auth.ts';
+
+/** Largest request body: a migration's SQL or a batch of statements with their parameters. */
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+/** Time to reach the holding node; past it the node is taken to be down. */
+const CONNECT_TIMEOUT_MS = 3_000;
+/** Margin over the call's own time limit, for the trip both ways. */
+const TRIP_MARGIN_MS = 5_000;
+
+const REASONS = ['failed', 'denied', 'reserved', 'too_large', 'full', 'timeout', 'busy', 'unavailable'] as const;
+type Reason = (typeof REASONS)[number];
+
+const SqlParam = z.union([z.string(), z.number(), z.boolean(), z.null()]);
+const StatementSchema = z.object({ sql: z.string(), params: z.array(SqlParam) });
+const AccessSchema = z.enum(['function', 'api', 'system']);
+
+const BODIES = {
+  create: z.object({}),
+  run: z.object({ statement: StatementSchema, access: AccessSchema }),
+  batch: z.object({ statements: z.array(StatementSchema), access: AccessSchema }),
+  migrate: z.object({ sql: z.string(), receipt: StatementSchema }),
+  dump: z.object({}),
+  compact: z.object({}),
+  size: z.object({}),
+  remove: z.object({}),
+} as const;
+type Op = keyof typeof BODIES;
+
+/** A row value that holds bytes travels as base64, like the database process's own frames. */
+function encodeRows(result: StatementResult) {
+  return {
+    ...result,
+    rows: result.rows.map((row) => Object.fromEntries(Object.entries(row).map(([column, value]) => [column, Buffer.isBuffer(value) ? { $blob: value.toString('base64') } : value]))),
+  };
+}
+
+function decodeRows(result: StatementResult): StatementResult {
+  return {
+    ...result,
+    rows: result.rows.map((row) =>
+      Object.fromEntries(Object.entries(row).map(([column, value]) => [column, value !== null && typeof value === 'object' && '$blob' in value ? Buffer.from(String(value.$blob), 'base64') : value])),
+    ),
+  };
+}
+
+export interface ChannelServerOptions {
+  verifier: RequestVerifier;
+  /** This node's own provider: the databases in its data dir. */
+  provider: SiteDatabaseProvider;
+  /** Where the metadata places the site's database; a call for one this node does not hold is refused unanswered. */
+  whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
+  /** Where a dump is written before it is streamed. */
+  tmpDir: string;
+  log: Logger;
+}
+
+const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
+
+async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) return null;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+function answer(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) }).end(text);
+}
+
+/** The internal channel's listener: site database calls from other nodes, and nothing else. */
+export function channelServer(options: ChannelServerOptions): http.Server {
+  const serve = async (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const url = req.url ?? '';
+    const match = PATH.exec(url);
+    if (req.method !== 'POST' || !match || !(match[2]! in BODIES)) return answer(res, 404, { error: 'no such call' });
+    const body = await readBody(req);
+    if (body === null) return answer(res, 413, { error: 'the call is too large' });
+    let from: string;
+    try {
+      from = options.verifier.verify(req.headers, 'POST', url, body);
+    } catch (err) {
+      if (!(err instanceof ChannelAuthError)) throw err;
+      options.log.warn({ remote: req.socket.remoteAddress, reason: err.message }, 'refused a call on the internal channel');
+      return answer(res, 401, { error: err.message });
+    }
+    const siteId = match[1]!;
+    const op = match[2] as Op;
+    let input: Record<string, unknown>;
+    try {
+      input = BODIES[op].parse(JSON.parse(body.toString('utf8'))) as Record<string, unknown>;
+    } catch {
+      return answer(res, 400, { error: 'the call does not have the shape of its operation' });
+    }
+    // Only the node the metadata names answers: a caller that looked up an old placement is told so
+    // before anything runs, and may ask again. A removal comes after the placement row is gone.
+    const where = await options.whereIs(siteId);
+    if (where === 'elsewhere') return answer(res, 200, { ok: false, reason: 'moved', message: 'this node does not hold the site\u2019s database' });
+    if (where === 'none' && op !== 'remove') return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the site has no database' });
+    try {
+      if (op === 'dump') return await streamDump(options, siteId, res);
+      const value = await runOp(options.provider, siteId, op, input);
+      answer(res, 200, { ok: true, value });
+    } catch (err) {
+      if (!(err instanceof StatementError)) {
+        options.log.error({ err, from, op }, 'a call on the internal channel failed');
+        return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the database node could not run the call' });
+      }
+      answer(res, 200, { ok: false, reason: err.reason, message: err.message });
+    }
+  };
+  const server = http.createServer((req, res) => {
+    serve(req, res).catch((err: unknown) => {
+      options.log.error({ err }, 'the internal channel could not answer');
+      if (!res.headersSent) answer(res, 500, { error: 'internal error' });
+      else res.destroy();
+    });
+  });
+  // Callers keep their connections; Node's agent closes an idle one a second before the Keep-Alive
+  // timeout this announces, so a call never goes out on a connection the server is closing.
+  server.keepAliveTimeout = 65_000;
+  return server;
+}
+
+async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude<Op, 'dump'>, input: Record<string, unknown>): Promise<unknown> {
+  switch (op) {
+    case 'create':
+      return provider.create(siteId);
+    case 'run':
+      return encodeRows(await provider.run(siteId, input.statement as Statement, input.access as Access));
+    case 'batch':
+      return (await provider.batch(siteId, input.statements as Statement[], input.access as Access)).map(encodeRows);
+    case 'migrate':
+      return provider.migrate(siteId, input.sql as string, input.receipt as Statement);
+    case 'compact':
+      return provider.compact(siteId);
+    case 'size':
+      return provider.size(siteId);
+    case 'remove':
+      return provider.remove(siteId);
+  }
+}
+
+/** Dumps to a file of its own first, so an error is still a JSON answer; then streams it. */
+async function streamDump(options: ChannelServerOptions, siteId: string, res: http.ServerResponse): Promise<void> {
+  await fsp.mkdir(options.tmpDir, { recursive: true, mode: 0o700 });
+  const file = path.join(options.tmpDir, `dump-${crypto.randomUUID()}.sql.tmp`);
+  try {
+    const bytes = await options.provider.dump(siteId, file);
+    res.writeHead(200, { 'Content-Type': 'application/sql', 'Content-Length': bytes });
+    await pipeline(fs.createReadStream(file), res);
+  } finally {
+    await fsp.rm(file, { force: true });
+  }
+}
+
+/** Calls another node's channel; every failure to get an answer is the database being unavailable. */
+export class ChannelClient {
+  readonly #key: Buffer;
+  readonly #nodeId: string;
+  readonly #agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+  constructor(key: Buffer, nodeId: string) {
+    this.#key = key;
+    this.#nodeId = nodeId;
+  }
+
+  /**
+   * Runs `op` on the node at `address`. A call is sent once: it is retried only when the connection
+   * was refused, when nothing was sent and nothing can have been applied.
+   */
+  async call(address: string, siteId: string, op: Exclude<Op, 'dump'>, input: object, timeoutMs: number): Promise<unknown> {
+    const body = Buffer.from(JSON.stringify(input));
+    let response: { status: number; body: Buffer };
+    try {
+      response = await this.#request(address, `/v1/site-databases/${siteId}/${op}`, body, timeoutMs);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ECONNREFUSED') throw unreachable(err);
+      try {
+        response = await this.#request(address, `/v1/site-databases/${siteId}/${op}`, body, timeoutMs);
+      } catch (again) {
+        throw unreachable(again);
+      }
+    }
+    const outcome = parseOutcome(response);
+    if (op === 'run') return decodeRows(outcome as StatementResult);
+    if (op === 'batch') return (outcome as StatementResult[]).map(decodeRows);
+    return outcome;
+  }
+
+  /** Writes the site database's dump, as the holding node makes it, to `file`; returns its size. */
+  async dump(address: string, siteId: string, file: string, timeoutMs: number): Promise<number> {
+    const path = `/v1/site-databases/${siteId}/dump`;
+    const body = Buffer.from('{}');
+    const handle = await fsp.open(file, 'w', 0o600);
+    try {
+      let bytes = 0;
+      let json: Buffer | null = null;
+      await this.#send(address, path, body, timeoutMs, async (res) => {
+        if (res.headers['content-type'] !== 'application/sql') {
+          json = await collect(res);
+          return;
+        }
+        for await (const chunk of res) {
+          await handle.write(chunk as Buffer);
+          bytes += (chunk as Buffer).length;
+        }
+        if (res.headers['content-length'] !== String(bytes)) throw new StatementError('unavailable', 'the dump was cut off on its way from the database node');
+      }).catch((err: unknown) => {
+        throw err instanceof StatementError ? err : unreachable(err);
+      });
+      if (json) parseOutcome({ status: 200, body: json });
+      await handle.sync();
+      return bytes;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  close(): void {
+    this.#agent.destroy();
+  }
+
+  #request(address: string, path: string, body: Buffer, timeoutMs: number): Promise<{ status: number; body: Buffer }> {
+    let status = 0;
+    let received: Buffer = Buffer.alloc(0);
+    return this.#send(address, path, body, timeoutMs, async (res) => {
+      status = res.statusCode ?? 0;
+      received = await collect(res);
+    }).then(() => ({ status, body: received }));
+  }
+
+  #send(address: string, path: string, body: Buffer, timeoutMs: number, read: (res: http.IncomingMessage) => Promise<void>): Promise<void> {
+    const url = new URL(path, address);
+    return new Promise<void>((resolve, reject) => {
+      const req = http.request(url, {
+        method: 'POST',
+        agent: this.#agent,
+        headers: { 'Content-Type': 'application/json', 'Content-Length': body.length, ...signRequest(this.#key, this.#nodeId, 'POST', path, body) },
+        timeout: CONNECT_TIMEOUT_MS,
+      });
+      const deadline = setTimeout(() => req.destroy(Object.assign(new Error('the database node did not answer in time'), { code: 'ETIMEDOUT' })), timeoutMs + TRIP_MARGIN_MS);
+      // `timeout` covers an idle socket; once connected, the call may take as long as its own limit.
+      req.on('socket', (socket) => {
+        if (socket.connecting) socket.once('connect', () => req.setTimeout(0));
+        else req.setTimeout(0);
+      });
+      req.on('timeout', () => req.destroy(Object.assign(new Error('the database node could not be reached in time'), { code: 'ETIMEDOUT' })));
+      req.on('error', (err) => {
+        clearTimeout(deadline);
+        reject(err);
+      });
+      req.on('response', (res) => {
+        read(res).then(
+          () => {
+            clearTimeout(deadline);
+            resolve();
+          },
+          (err: unknown) => {
+            clearTimeout(deadline);
+            res.destroy();
+            reject(err);
+          },
+        );
+      });
+      req.end(body);
+    });
+  }
+}
+
+async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** A node that is down, restarting or unreachable is, to the caller, its databases being unavailable. */
+function unreachable(err: unknown): StatementError {
+  const code = (err as NodeJS.ErrnoException).code;
+  return new StatementError('unavailable', `the node that holds the site\u2019s database is not answering${code ? ` (${code})` : ''}`);
+}
+
+/** Thrown when the node asked no longer holds the database: the caller looks its placement up again. */
+export class MovedError extends Error {}
+
+function parseOutcome(response: { status: number; body: Buffer }): unknown {
+  let parsed: { ok?: boolean; value?: unknown; reason?: string; message?: string; error?: string };
+  try {
+    parsed = JSON.parse(response.body.toString('utf8'));
+  } catch {
+    throw new StatementError('unavailable', 'the database node answered something that is not a result');
+  }
+  if (response.status !== 200) throw new StatementError('unavailable', `the database node refused the call: ${parsed.error ?? response.status}`);
+  if (parsed.ok === true) return parsed.value;
+  if (parsed.reason === 'moved') throw new MovedError(parsed.message);
+  const reason = (REASONS as readonly string[]).includes(parsed.reason ?? '') ? (parsed.reason as Reason) : 'unavailable';
+  throw new StatementError(reason, typeof parsed.message === 'string' ? parsed.message : 'the database node could not run the call');
+}

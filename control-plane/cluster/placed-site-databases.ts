@@ -1,0 +1,124 @@
+// Site databases across nodes: each lives on the node its metadata row names (databases.node_id), and
+// this provider sends every call to that node, its own provider when it is this one and the internal
+// channel otherwise. Placements are cached and forgotten when a database changes (the change feed), so
+// a call costs no metadata query; a node that answers that it no longer holds a database makes the
+// call look its placement up again once.
+import type { Knex } from 'knex';
+import { type Access, type Compaction, type SiteDatabaseProvider, type Statement, type StatementResult, StatementError } from '../../storage/site-database.ts';
+import { type ChannelClient, MovedError } from './database-channel.ts';
+
+/** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
+const LONG_CALL_MS = 10 * 60_000;
+
+interface Placement {
+  nodeId: string | null;
+  address: string;
+}
+
+export interface PlacedSiteDatabasesOptions {
+  db: Knex;
+  nodeId: string;
+  /** The databases in this node's data dir. */
+  local: SiteDatabaseProvider;
+  /** The channel to other nodes; null on a node with no cluster address, which reaches none. */
+  channel: ChannelClient | null;
+  statementTimeoutMs: number;
+}
+
+export class PlacedSiteDatabases implements SiteDatabaseProvider {
+  readonly #options: PlacedSiteDatabasesOptions;
+  readonly #placements = new Map<string, Placement | null>();
+
+  constructor(options: PlacedSiteDatabasesOptions) {
+    this.#options = options;
+  }
+
+  /** Forgets where a site's database is (it was created, moved or removed). */
+  forget(siteId: string): void {
+    this.#placements.delete(siteId);
+  }
+
+  forgetAll(): void {
+    this.#placements.clear();
+  }
+
+  /** Where the metadata places the site's database: on this node, on another, or nowhere (it has none). */
+  async whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'> {
+    const placement = await this.#placement(siteId);
+    return placement === null ? 'none' : this.#isHere(placement) ? 'here' : 'elsewhere';
+  }
+
+  async #placement(siteId: string): Promise<Placement | null> {
+    if (this.#placements.has(siteId)) return this.#placements.get(siteId)!;
+    const row = (await this.#options.db('databases')
+      .leftJoin('nodes', 'nodes.id', 'databases.node_id')
+      .where('databases.site_id', siteId)
+      .first('databases.node_id as nodeId', 'nodes.address as address')) as { nodeId: string | null; address: string | null } | undefined;
+    const placement = row ? { nodeId: row.nodeId, address: row.address ?? '' } : null;
+    if (this.#placements.size >= 10_000) this.#placements.clear();
+    this.#placements.set(siteId, placement);
+    return placement;
+  }
+
+  /** A database with no placement yet is one made before nodes were recorded: where its files are. */
+  #isHere(placement: Placement | null): boolean {
+    return placement === null || placement.nodeId === null || placement.nodeId === this.#options.nodeId;
+  }
+
+  /** Runs `local` here, or `remote` on the node that holds the database. */
+  async #route<T>(siteId: string, local: (provider: SiteDatabaseProvider) => Promise<T>, remote: (channel: ChannelClient, address: string) => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const placement = await this.#placement(siteId);
+      if (this.#isHere(placement)) return local(this.#options.local);
+      const { channel } = this.#options;
+      if (!channel || !placement!.address) throw new StatementError('unavailable', `the site\u2019s database is on node ${placement!.nodeId}, which this node cannot reach (no BERTH_CLUSTER_ADDRESS)`);
+      try {
+        return await remote(channel, placement!.address);
+      } catch (err) {
+        if (!(err instanceof MovedError) || attempt > 0) throw err instanceof MovedError ? new StatementError('unavailable', 'the site\u2019s database is being moved; try again shortly') : err;
+        this.forget(siteId);
+      }
+    }
+  }
+
+  create(siteId: string): Promise<void> {
+    return this.#route(siteId, (p) => p.create(siteId), async (c, a) => void (await c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs)));
+  }
+
+  run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
+    return this.#route(siteId, (p) => p.run(siteId, statement, access), (c, a) => c.call(a, siteId, 'run', { statement, access }, this.#options.statementTimeoutMs) as Promise<StatementResult>);
+  }
+
+  batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
+    return this.#route(siteId, (p) => p.batch(siteId, statements, access), (c, a) => c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs) as Promise<StatementResult[]>);
+  }
+
+  migrate(siteId: string, sql: string, receipt: Statement): Promise<void> {
+    return this.#route(siteId, (p) => p.migrate(siteId, sql, receipt), async (c, a) => void (await c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS)));
+  }
+
+  dump(siteId: string, file: string): Promise<number> {
+    return this.#route(siteId, (p) => p.dump(siteId, file), (c, a) => c.dump(a, siteId, file, LONG_CALL_MS));
+  }
+
+  compact(siteId: string): Promise<Compaction> {
+    return this.#route(siteId, (p) => p.compact(siteId), (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS) as Promise<Compaction>);
+  }
+
+  size(siteId: string): Promise<number> {
+    return this.#route(siteId, (p) => p.size(siteId), (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs) as Promise<number>);
+  }
+
+  /** Removal follows the deletion of the placement row, so it is sent to the node that held it. */
+  async remove(siteId: string, heldBy?: string | null): Promise<void> {
+    if (!heldBy || heldBy === this.#options.nodeId) return this.#options.local.remove(siteId);
+    const node = (await this.#options.db('nodes').where({ id: heldBy }).first('address')) as { address: string } | undefined;
+    if (!this.#options.channel || !node?.address) throw new StatementError('unavailable', `the database's node ${heldBy} cannot be reached to remove its file`);
+    await this.#options.channel.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
+  }
+
+  async close(): Promise<void> {
+    this.#options.channel?.close();
+    await this.#options.local.close();
+  }
+}

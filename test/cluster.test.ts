@@ -1,0 +1,196 @@
+// Nodes of one instance and the site databases placed on them: node A holds databases, node B serves
+// web traffic only, and every database call made through B (the query endpoint, migrations, exports,
+// ctx.db) is answered by A over the internal channel, which takes only calls signed with the instance's
+// key. With A killed, B answers 503 database_unavailable for that site's database and serves the rest;
+// with A back, the database answers as before. (Nodes share PostgreSQL metadata: the PostgreSQL pass.)
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import test from 'ava';
+import got, { type Got } from 'got';
+import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
+import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
+import { databaseFor, onPostgres } from './helpers/postgres.ts';
+import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
+import { freePort } from './helpers/ports.ts';
+import { until } from './helpers/until.ts';
+import { channelKey, signRequest } from '../control-plane/cluster/channel-auth.ts';
+
+const cluster = onPostgres ? test.serial : test.skip;
+
+interface Cluster {
+  root: string;
+  common: Record<string, string>;
+  envA: Record<string, string>;
+  envB: Record<string, string>;
+  a: ServeProcess;
+  b: ServeProcess;
+  channelA: string;
+  owner: TestAccount;
+}
+
+let c: Cluster;
+
+test.before(async () => {
+  if (!onPostgres) return;
+  const root = await makeDataDir();
+  const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
+  // What the nodes share: the metadata, the files (a bucket on the shared-backends pass) and the master key.
+  const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
+  const common = { BERTH_DATABASE_URL: await databaseFor(dirA), BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'), ...files };
+  const [portA, portB] = [await freePort(), await freePort()];
+  const channelA = `http://127.0.0.1:${portA}`;
+  const envA = { ...common, BERTH_DATA_DIR: dirA, BERTH_NODE_ID: 'node-a', BERTH_CLUSTER_ADDRESS: channelA };
+  const envB = { ...common, BERTH_DATA_DIR: dirB, BERTH_NODE_ID: 'node-b', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${portB}`, BERTH_ROLES: 'web' };
+  const a = await startServe(envA);
+  const b = await startServe(envB);
+  const output = a.output();
+  const owner: TestAccount = {
+    id: /account:\s+(\S+)/.exec(output)![1]!,
+    writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]!,
+    readKey: /READ key:\s+(\S+)/.exec(output)![1]!,
+    api: apiClient(b.url, /WRITE key:\s+(\S+)/.exec(output)![1]!),
+    read: apiClient(b.url, /READ key:\s+(\S+)/.exec(output)![1]!),
+  };
+  c = { root, common, envA, envB, a, b, channelA, owner };
+});
+
+test.after.always(async () => {
+  for (const server of [c?.a, c?.b]) {
+    if (!server || server.child.exitCode !== null) continue;
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }
+});
+
+const siteOn = (server: ServeProcess, subdomain: string): Got =>
+  got.extend({ prefixUrl: server.url, headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` }, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+
+const NOTES_FUNCTION = `export default async (req: Request, ctx: any) => {
+  try {
+    if (req.method === 'POST') return Response.json(await ctx.db.execute('INSERT INTO notes (body) VALUES (?)', [await req.text()]));
+    return Response.json(await ctx.db.query('SELECT id, body FROM notes ORDER BY id'));
+  } catch (err) {
+    return Response.json({ code: (err as { code?: string }).code }, { status: 503 });
+  }
+};`;
+
+/** A site with a database created through B, a notes table migrated into it, and a function that uses it. */
+async function siteWithDatabase(name: string) {
+  const { owner } = c;
+  const site = json<{ id: string; subdomain: string; bucketId: string }>(await owner.api.post('v0/sites', { json: { accountId: owner.id, name } }));
+  const created = await owner.api.post(`v0/sites/${site.id}/databases`);
+  if (created.statusCode !== 200) throw new Error(`database: ${created.statusCode} ${created.body}`);
+  const database = json<{ database: { id: string } }>(created).database;
+  const base = `v0/sites/${site.id}/databases/${database.id}`;
+  const migrated = await owner.api.post(`${base}/migrations`, { json: { name: '0001_notes.sql', sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, data BLOB);', confirm: true } });
+  if (migrated.statusCode !== 200) throw new Error(`migration: ${migrated.statusCode} ${migrated.body}`);
+  for (const [file, body, type] of [['api/notes.ts', NOTES_FUNCTION, 'text/typescript'], ['web/index.html', '<h1>still here</h1>', 'text/html'], ['api/plain.ts', 'export default () => new Response("plain")', 'text/typescript']]) {
+    const put = await owner.api.put(`v0/buckets/${site.bucketId}/objects/${file}`, { body, headers: { 'content-type': type! } });
+    if (put.statusCode !== 200) throw new Error(`${file}: ${put.statusCode} ${put.body}`);
+  }
+  return { site, database, base };
+}
+
+cluster('berth admin nodes lists both nodes with their roles and addresses; readyz counts them', async (t) => {
+  const listed = await runBerth(['admin', 'nodes', '--json'], c.envB);
+  t.is(listed.code, 0, listed.stderr);
+  const nodes = (JSON.parse(listed.stdout) as { nodes: Array<{ id: string; state: string; roles: string[]; address: string }> }).nodes;
+  t.like(nodes.find((n) => n.id === 'node-a'), { state: 'up', roles: ['web', 'database'], address: c.channelA });
+  t.like(nodes.find((n) => n.id === 'node-b'), { state: 'up', roles: ['web'] });
+  const ready = await got.get(`${c.b.url}/readyz`, { responseType: 'json', throwHttpErrors: false });
+  t.is(ready.statusCode, 200);
+  t.like(ready.body, { cluster: { roles: ['web'], nodes: { up: 2 }, databaseNodesUp: 1 } });
+  t.false(JSON.stringify(ready.body).includes('127.0.0.1'), 'readyz is public: it names no address');
+});
+
+cluster('a database created through a web-only node lives on the database node and answers through either', async (t) => {
+  const { site, base } = await siteWithDatabase('placed');
+  t.true(fs.existsSync(path.join(c.root, 'a', 'sites', site.id, 'db.sqlite')), 'the file is in A’s data dir');
+  t.false(fs.existsSync(path.join(c.root, 'b', 'sites', site.id)), 'and not in B’s');
+
+  const inserted = await c.owner.api.post(`${base}/query`, { json: { sql: "INSERT INTO notes (body, data) VALUES ('through B', X'00FF10')" } });
+  t.is(inserted.statusCode, 200, JSON.stringify(inserted.body));
+  const onB = siteOn(c.b, site.subdomain);
+  t.is((await onB.post('api/notes', { body: 'from a function on B' })).statusCode, 200);
+  const read = json<{ result: Array<{ results: Array<{ body: string; data: unknown }> }> }>(await c.owner.api.post(`${base}/query`, { json: { sql: 'SELECT body, hex(data) AS data FROM notes ORDER BY id' } }));
+  t.deepEqual(read.result[0]!.results, [{ body: 'through B', data: '00FF10' }, { body: 'from a function on B', data: '' }]);
+  const throughA = JSON.parse((await siteOn(c.a, site.subdomain).get('api/notes')).body) as Array<{ body: string }>;
+  t.deepEqual(throughA.map((row) => row.body), ['through B', 'from a function on B']);
+
+  // A statement's failure keeps its code and message across the hop.
+  const bad = json<{ success: boolean; errors: Array<{ code: string; message: string }> }>(await c.owner.api.post(`${base}/query`, { json: { sql: 'SELECT * FROM no_such_table' } }));
+  t.false(bad.success);
+  t.is(bad.errors[0]!.code, 'statement_failed');
+  t.regex(bad.errors[0]!.message, /no such table/);
+
+  const exported = json<{ export: { id: string; status: string } }>(await c.owner.api.post(`${base}/exports`)).export;
+  let record: { status: string; downloadUrl?: string } = exported;
+  await until(async () => {
+    record = json<{ export: typeof record }>(await c.owner.api.post(`${base}/exports/${exported.id}/reconcile`)).export;
+    return record.status !== 'PROCESSING';
+  }, 'the export made through B');
+  t.is(record.status, 'COMPLETE');
+  const dump = await got.get(record.downloadUrl!);
+  t.regex(dump.body, /INSERT INTO "?notes"?/);
+  t.regex(dump.body, /through B/);
+
+  const listed = JSON.parse((await runBerth(['admin', 'nodes', '--json'], c.envA)).stdout) as { nodes: Array<{ id: string; databases: number }> };
+  t.true(listed.nodes.find((n) => n.id === 'node-a')!.databases >= 1);
+  t.is(listed.nodes.find((n) => n.id === 'node-b')!.databases, 0);
+});
+
+cluster('the internal channel refuses unsigned, wrongly signed and replayed calls, and calls for a database the node does not hold', async (t) => {
+  const { site } = await siteWithDatabase('channel');
+  const call = (pathname: string, body: string, headers: Record<string, string>) =>
+    got.post(`${c.channelA}${pathname}`, { body, headers: { 'content-type': 'application/json', ...headers }, throwHttpErrors: false, retry: { limit: 0 } });
+  const pathname = `/v1/site-databases/${site.id}/run`;
+  const body = JSON.stringify({ statement: { sql: 'SELECT count(*) AS n FROM notes', params: [] }, access: 'api' });
+
+  const unsigned = await call(pathname, body, {});
+  t.is(unsigned.statusCode, 401);
+  const key = channelKey(fs.readFileSync(c.common.BERTH_MASTER_KEY_FILE!));
+  const forged = await call(pathname, body, signRequest(channelKey(crypto.randomBytes(32)), 'node-b', 'POST', pathname, Buffer.from(body)));
+  t.is(forged.statusCode, 401);
+  t.regex(forged.body, /master key/);
+
+  const headers = signRequest(key, 'node-b', 'POST', pathname, Buffer.from(body));
+  const signed = await call(pathname, body, headers);
+  t.is(signed.statusCode, 200);
+  t.like(JSON.parse(signed.body), { ok: true, value: { rows: [{ n: 0 }] } });
+  const replayed = await call(pathname, body, headers);
+  t.is(replayed.statusCode, 401);
+  t.regex(replayed.body, /replayed/);
+  const tampered = await call(pathname, body.replace('count(*)', 'sum(1)'), signRequest(key, 'node-b', 'POST', pathname, Buffer.from(body)));
+  t.is(tampered.statusCode, 401, 'the body is signed too');
+
+  // A signed call still reaches only databases the metadata places on this node.
+  const stranger = crypto.randomUUID();
+  const otherPath = `/v1/site-databases/${stranger}/create`;
+  const notHeld = await call(otherPath, '{}', signRequest(key, 'node-b', 'POST', otherPath, Buffer.from('{}')));
+  t.deepEqual(JSON.parse(notHeld.body), { ok: false, reason: 'unavailable', message: 'the site has no database' });
+  t.false(fs.existsSync(path.join(c.root, 'a', 'sites', stranger)), 'nothing was made for it');
+});
+
+cluster('with the database node killed, that site’s database calls answer 503 and the rest of the site works; it answers again once the node is back', async (t) => {
+  const { site, base } = await siteWithDatabase('outage');
+  t.is((await c.owner.api.post(`${base}/query`, { json: { sql: "INSERT INTO notes (body) VALUES ('acknowledged')" } })).statusCode, 200);
+  c.a.child.kill('SIGKILL');
+  await c.a.exited;
+
+  const started = Date.now();
+  const down = await c.owner.api.post(`${base}/query`, { json: { sql: 'SELECT count(*) FROM notes' } });
+  t.is(down.statusCode, 503, JSON.stringify(down.body));
+  t.is(json(down).error.code, 'database_unavailable');
+  t.true(Date.now() - started < 10_000, 'answered within the usual time');
+  const onB = siteOn(c.b, site.subdomain);
+  const fromFunction = await onB.get('api/notes');
+  t.deepEqual([fromFunction.statusCode, JSON.parse(fromFunction.body)], [503, { code: 'DATABASE_UNAVAILABLE' }], 'ctx.db too');
+  t.is((await onB.get('')).body, '<h1>still here</h1>', 'files are served');
+  t.is((await onB.get('api/plain')).body, 'plain', 'functions that do not use the database run');
+
+  c.a = await startServe(c.envA);
+  await until(async () => (await c.owner.api.post(`${base}/query`, { json: { sql: 'SELECT 1' } })).statusCode === 200, 'the database to answer again');
+  const rows = JSON.parse((await onB.get('api/notes')).body) as Array<{ body: string }>;
+  t.deepEqual(rows.map((row) => row.body), ['acknowledged'], 'the acknowledged write is there');
+});
