@@ -4,6 +4,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
+import type https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { type Config, masterKeyFileOf } from './config.ts';
@@ -24,7 +25,7 @@ import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { NodeHeartbeat, claimLocalDatabases } from './services/nodes.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
-import { ChannelClient, channelServer } from './cluster/database-channel.ts';
+import { type ChannelTls, ChannelClient, channelServer } from './cluster/database-channel.ts';
 import { PlacedSiteDatabases } from './cluster/placed-site-databases.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
@@ -56,7 +57,7 @@ export interface Composed {
   owner: OwnerCredentials | null;
   scheduler: CronScheduler;
   /** The listener of the internal channel other nodes call, when BERTH_CLUSTER_ADDRESS is set; not yet listening. */
-  channel: http.Server | null;
+  channel: http.Server | https.Server | null;
   /** Stops the scheduler, workers and database processes, flushes logs and closes the metadata. */
   close(): Promise<void>;
 }
@@ -114,6 +115,8 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
   const swept = sweepTempFiles(config.dataDir);
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
+  // Files the start needs, read while nothing is open yet.
+  const channelTls = readChannelTls(config.clusterTls);
   // The blob store first: a store that cannot be used stops the start with nothing else opened.
   const blobs = openBlobStore(config);
   try {
@@ -186,7 +189,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
           db,
           nodeId,
           local: localDatabases,
-          channel: config.clusterAddress ? new ChannelClient(channelKey(masterKey), nodeId) : null,
+          channel: config.clusterAddress ? new ChannelClient(channelKey(masterKey), nodeId, channelTls) : null,
           statementTimeoutMs: config.databaseTimeoutMs,
         })
       : null;
@@ -243,6 +246,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
         provider: localDatabases,
         whereIs: (siteId) => placed!.whereIs(siteId),
         tmpDir: path.join(runtimeDir, 'channel'),
+        tls: channelTls,
         log,
       })
     : null;
@@ -278,6 +282,19 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     lock.release();
   };
   return { deps, owner, scheduler, channel, close };
+}
+
+/** The channel's TLS files, read once at start; one that cannot be read stops the start. */
+function readChannelTls(files: Config['clusterTls']): ChannelTls | null {
+  if (!files) return null;
+  const read = (name: string, file: string) => {
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw new StartupError(`${name} is ${file}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  };
+  return { cert: read('BERTH_CLUSTER_TLS_CERT', files.cert), key: read('BERTH_CLUSTER_TLS_KEY', files.key), ca: read('BERTH_CLUSTER_TLS_CA', files.ca) };
 }
 
 /**

@@ -70,10 +70,12 @@ export interface Config {
   nodeId: string;
   /** What this node does: serve sites and the API (`web`), hold site databases (`database`). */
   roles: NodeRole[];
-  /** Where the other nodes reach this one's internal channel, an http:// origin; empty: nowhere (a single node). */
+  /** Where the other nodes reach this one's internal channel, an http(s):// origin; empty: nowhere (a single node). */
   clusterAddress: string;
   /** host:port the internal channel listens on; empty: the host and port of clusterAddress. */
   clusterListen: string;
+  /** PEM files for TLS on the channel, both ways (this node's certificate and key, the CA of every node's); null: plain HTTP. */
+  clusterTls: { cert: string; key: string; ca: string } | null;
   llm: LlmConfig;
 }
 
@@ -132,6 +134,7 @@ export const DEFAULTS: Config = {
   roles: ['web', 'database'],
   clusterAddress: '',
   clusterListen: '',
+  clusterTls: null,
   llm: {
     provider: '',
     baseUrl: '',
@@ -277,18 +280,30 @@ function roles(env: NodeJS.ProcessEnv): NodeRole[] {
   return NODE_ROLES.filter((role) => listed.includes(role));
 }
 
-/** BERTH_CLUSTER_ADDRESS: the http:// origin of this node's internal channel, as the other nodes reach it. */
-function clusterAddress(env: NodeJS.ProcessEnv): string {
+/** BERTH_CLUSTER_ADDRESS: the origin of this node's internal channel as the other nodes reach it, https:// with TLS. */
+function clusterAddress(env: NodeJS.ProcessEnv, tls: boolean): string {
   const raw = env.BERTH_CLUSTER_ADDRESS?.trim() ?? '';
   if (!raw) return '';
+  const scheme = tls ? 'https:' : 'http:';
   let url: URL | undefined;
   try {
     url = new URL(raw);
   } catch {}
-  if (!url || url.protocol !== 'http:' || !url.port || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
-    throw new ConfigError(`BERTH_CLUSTER_ADDRESS must be an http:// origin with a port and no path, such as "http://10.0.0.2:8081", got "${raw}"`);
+  if (!url || url.protocol !== scheme || !url.port || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
+    throw new ConfigError(
+      `BERTH_CLUSTER_ADDRESS must be an ${scheme}// origin with a port and no path, such as "${scheme}//10.0.0.2:8081"${tls ? ' (the channel uses TLS: BERTH_CLUSTER_TLS_* are set)' : ''}, got "${raw}"`,
+    );
   }
   return url.origin;
+}
+
+/** BERTH_CLUSTER_TLS_CERT, _KEY and _CA: all three files, or none. */
+function clusterTls(env: NodeJS.ProcessEnv): Config['clusterTls'] {
+  const files = { cert: optionalPath(env, 'BERTH_CLUSTER_TLS_CERT'), key: optionalPath(env, 'BERTH_CLUSTER_TLS_KEY'), ca: optionalPath(env, 'BERTH_CLUSTER_TLS_CA') };
+  const given = Object.values(files).filter(Boolean).length;
+  if (given === 0) return null;
+  if (given < 3) throw new ConfigError('BERTH_CLUSTER_TLS_CERT, BERTH_CLUSTER_TLS_KEY and BERTH_CLUSTER_TLS_CA go together: this node\u2019s certificate, its key, and the CA that signed every node\u2019s');
+  return files;
 }
 
 /** BERTH_CLUSTER_LISTEN: host:port (brackets around an IPv6 host); empty: the host and port of the cluster address. */
@@ -321,7 +336,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`BERTH_LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent`);
   }
   const dataDir = path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir));
-  const address = clusterAddress(env);
+  const tls = clusterTls(env);
+  const address = clusterAddress(env, tls !== null);
+  if (tls && !address) throw new ConfigError('BERTH_CLUSTER_TLS_* need BERTH_CLUSTER_ADDRESS: TLS is for the internal channel');
   const databaseUrlValue = databaseUrl(env);
   const nodeRoles = roles(env);
   // Nodes share their metadata on PostgreSQL; on SQLite there is only ever one node, and it holds every database.
@@ -368,6 +385,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     roles: nodeRoles,
     clusterAddress: address,
     clusterListen: clusterListen(env, address),
+    clusterTls: tls,
     llm: loadLlmConfig(env),
   };
 }

@@ -1,6 +1,7 @@
 // Starts a Berth instance: composes it (compose.ts), listens on one port and dispatches each request by
 // its Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
 import http from 'node:http';
+import type https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { compose } from './compose.ts';
 import type { Config } from './config.ts';
@@ -55,7 +56,7 @@ function siteUrl(config: Config, subdomain: string, boundPort: number): string {
   return `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`;
 }
 
-function listen(server: http.Server, bind: string, port: number): Promise<void> {
+function listen(server: http.Server | https.Server, bind: string, port: number): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const failed = (err: Error) => reject(listenProblem(err, bind, port));
     server.once('error', failed);
@@ -79,7 +80,7 @@ function channelListenOf(address: string): { host: string; port: number } {
 }
 
 /** Stops accepting channel calls and waits for the ones in flight (each bounded by its own time limit). */
-function closeChannel(channel: http.Server): Promise<void> {
+function closeChannel(channel: http.Server | https.Server): Promise<void> {
   return new Promise<void>((resolve) => {
     channel.close(() => resolve());
     channel.closeIdleConnections();

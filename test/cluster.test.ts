@@ -194,3 +194,41 @@ cluster('with the database node killed, that site’s database calls answer 503 
   const rows = JSON.parse((await onB.get('api/notes')).body) as Array<{ body: string }>;
   t.deepEqual(rows.map((row) => row.body), ['acknowledged'], 'the acknowledged write is there');
 });
+
+const TLS_DIR = path.resolve(import.meta.dirname, 'fixtures/cluster-tls');
+const tlsFile = (name: string) => path.join(TLS_DIR, name);
+
+cluster('with BERTH_CLUSTER_TLS_* the channel is TLS both ways: nodes reach each other, and a caller without a certificate of the cluster’s CA is refused before anything else', async (t) => {
+  const root = await makeDataDir(t);
+  const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
+  const tls = { BERTH_CLUSTER_TLS_CERT: tlsFile('node.pem'), BERTH_CLUSTER_TLS_KEY: tlsFile('node.key'), BERTH_CLUSTER_TLS_CA: tlsFile('ca.pem') };
+  const common = { BERTH_DATABASE_URL: await databaseFor(path.join(root, 'c')), BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'), ...files, ...tls };
+  const [portC, portD] = [await freePort(), await freePort()];
+  const channelC = `https://127.0.0.1:${portC}`;
+  const nodeC = await startServe({ ...common, BERTH_DATA_DIR: path.join(root, 'c'), BERTH_NODE_ID: 'node-c', BERTH_CLUSTER_ADDRESS: channelC });
+  const nodeD = await startServe({ ...common, BERTH_DATA_DIR: path.join(root, 'd'), BERTH_NODE_ID: 'node-d', BERTH_CLUSTER_ADDRESS: `https://127.0.0.1:${portD}`, BERTH_ROLES: 'web' });
+  t.teardown(async () => {
+    for (const node of [nodeC, nodeD]) {
+      node.child.kill('SIGTERM');
+      await node.exited;
+    }
+  });
+  const writeKey = /WRITE key:\s+(\S+)/.exec(nodeC.output())![1]!;
+  const accountId = /account:\s+(\S+)/.exec(nodeC.output())![1]!;
+  const throughD = apiClient(nodeD.url, writeKey);
+  const site = json<{ id: string }>(await throughD.post('v0/sites', { json: { accountId, name: 'tls' } }));
+  const database = json<{ database: { id: string } }>(await throughD.post(`v0/sites/${site.id}/databases`)).database;
+  t.true(fs.existsSync(path.join(root, 'c', 'sites', site.id, 'db.sqlite')), 'placed on the database node');
+  const answered = json<{ success: boolean; result: Array<{ results: unknown[] }> }>(await throughD.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql: 'SELECT 1 AS one' } }));
+  t.deepEqual(answered.result[0]!.results, [{ one: 1 }], 'a call crossed the channel over TLS');
+
+  const pathname = `/v1/site-databases/${site.id}/size`;
+  const attempt = (options: { https?: Record<string, unknown>; url?: string }) =>
+    got.post(options.url ?? `${channelC}${pathname}`, { body: '{}', https: options.https ?? {}, throwHttpErrors: false, retry: { limit: 0 }, timeout: { request: 5000 } });
+  await t.throwsAsync(attempt({ url: `http://127.0.0.1:${portC}${pathname}` }), undefined, 'plain HTTP gets no answer');
+  const ca = fs.readFileSync(tlsFile('ca.pem'));
+  await t.throwsAsync(attempt({ https: { certificateAuthority: ca } }), undefined, 'no client certificate');
+  await t.throwsAsync(attempt({ https: { certificateAuthority: ca, certificate: fs.readFileSync(tlsFile('stranger.pem')), key: fs.readFileSync(tlsFile('stranger.key')) } }), undefined, 'a certificate of another CA');
+  const unsigned = await attempt({ https: { certificateAuthority: ca, certificate: fs.readFileSync(tlsFile('node.pem')), key: fs.readFileSync(tlsFile('node.key')) } });
+  t.is(unsigned.statusCode, 401, 'a cluster certificate still needs the signature');
+});

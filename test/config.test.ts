@@ -47,11 +47,13 @@ test('the public URL is kept as an origin; trusting a proxy is off unless asked'
   t.false(loadConfig({ BERTH_TRUST_PROXY: '0' }).trustProxy);
 });
 
-test('a node is named, given roles and a channel address; a cluster needs PostgreSQL', (t) => {
+test('a node is named, given roles, a channel address and its TLS files; a cluster needs PostgreSQL', (t) => {
   const pg = { BERTH_DATABASE_URL: 'postgres://berth@db.example.com/berth' };
   const node = loadConfig({ ...pg, BERTH_NODE_ID: 'node-b', BERTH_ROLES: ' Web ', BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081/' });
   t.like(node, { nodeId: 'node-b', roles: ['web'], clusterAddress: 'http://10.0.0.3:8081', clusterListen: '' });
   t.deepEqual(loadConfig({}).roles, ['web', 'database']);
+  const tls = { BERTH_CLUSTER_TLS_CERT: '/etc/berth/node.pem', BERTH_CLUSTER_TLS_KEY: '/etc/berth/node.key', BERTH_CLUSTER_TLS_CA: '/etc/berth/ca.pem' };
+  t.deepEqual(loadConfig({ ...pg, ...tls, BERTH_CLUSTER_ADDRESS: 'https://10.0.0.3:8081' }).clusterTls, { cert: '/etc/berth/node.pem', key: '/etc/berth/node.key', ca: '/etc/berth/ca.pem' });
   for (const [env, message] of [
     [{ ...pg, BERTH_NODE_ID: 'node b' }, /BERTH_NODE_ID/],
     [{ ...pg, BERTH_ROLES: 'web,cache' }, /BERTH_ROLES/],
@@ -60,6 +62,9 @@ test('a node is named, given roles and a channel address; a cluster needs Postgr
     [{ ...pg, BERTH_CLUSTER_LISTEN: '0.0.0.0:8081' }, /BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS/],
     [{ BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081' }, /needs BERTH_DATABASE_URL/],
     [{ BERTH_ROLES: 'web' }, /must include database when the metadata is on SQLite/],
+    [{ ...pg, BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081', BERTH_CLUSTER_TLS_CERT: '/etc/berth/node.pem' }, /go together/],
+    [{ ...pg, BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081', ...tls }, /https:\/\/ origin .*uses TLS/],
+    [{ ...pg, ...tls }, /need BERTH_CLUSTER_ADDRESS/],
   ] as const) {
     t.throws(() => loadConfig(env), { instanceOf: ConfigError, message }, JSON.stringify(env));
   }

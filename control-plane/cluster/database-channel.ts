@@ -1,11 +1,12 @@
 // The internal channel's site database calls: a node that does not hold a site's database sends the
 // provider call (storage/site-database.ts) to the node that does, which runs it on its own provider
 // with the same limits and confinement as a local call and answers the same outcome. One POST per call,
-// signed (channel-auth.ts); a dump is streamed back as SQL text. Both sides are in this file so that
-// they cannot drift apart.
+// signed (channel-auth.ts), over TLS both ways when the cluster has certificates; a dump is streamed
+// back as SQL text. Both sides are in this file so that they cannot drift apart.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import crypto from 'node:crypto';
@@ -65,7 +66,16 @@ export interface ChannelServerOptions {
   whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
   /** Where a dump is written before it is streamed. */
   tmpDir: string;
+  /** TLS both ways: callers must present a certificate the CA signed, as this node does to them. */
+  tls: ChannelTls | null;
   log: Logger;
+}
+
+/** This node's certificate and key, and the CA that signed every node's (PEM). */
+export interface ChannelTls {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer;
 }
 
 const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
@@ -87,7 +97,7 @@ function answer(res: http.ServerResponse, status: number, body: unknown): void {
 }
 
 /** The internal channel's listener: site database calls from other nodes, and nothing else. */
-export function channelServer(options: ChannelServerOptions): http.Server {
+export function channelServer(options: ChannelServerOptions): http.Server | https.Server {
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? '';
     const match = PATH.exec(url);
@@ -127,13 +137,14 @@ export function channelServer(options: ChannelServerOptions): http.Server {
       answer(res, 200, { ok: false, reason: err.reason, message: err.message });
     }
   };
-  const server = http.createServer((req, res) => {
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     serve(req, res).catch((err: unknown) => {
       options.log.error({ err }, 'the internal channel could not answer');
       if (!res.headersSent) answer(res, 500, { error: 'internal error' });
       else res.destroy();
     });
-  });
+  };
+  const server = options.tls ? https.createServer({ ...options.tls, requestCert: true, rejectUnauthorized: true }, handle) : http.createServer(handle);
   // Callers keep their connections; Node's agent closes an idle one a second before the Keep-Alive
   // timeout this announces, so a call never goes out on a connection the server is closing.
   server.keepAliveTimeout = 65_000;
@@ -176,11 +187,14 @@ async function streamDump(options: ChannelServerOptions, siteId: string, res: ht
 export class ChannelClient {
   readonly #key: Buffer;
   readonly #nodeId: string;
-  readonly #agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  readonly #agent: http.Agent;
+  readonly #tls: boolean;
 
-  constructor(key: Buffer, nodeId: string) {
+  constructor(key: Buffer, nodeId: string, tls: ChannelTls | null) {
     this.#key = key;
     this.#nodeId = nodeId;
+    this.#tls = tls !== null;
+    this.#agent = tls ? new https.Agent({ keepAlive: true, maxSockets: 64, ...tls }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
   }
 
   /**
@@ -251,7 +265,9 @@ export class ChannelClient {
   #send(address: string, path: string, body: Buffer, timeoutMs: number, read: (res: http.IncomingMessage) => Promise<void>): Promise<void> {
     const url = new URL(path, address);
     return new Promise<void>((resolve, reject) => {
-      const req = http.request(url, {
+      // Every node of a cluster speaks TLS on its channel, or none does.
+      if ((url.protocol === 'https:') !== this.#tls) throw Object.assign(new Error(`this node's channel ${this.#tls ? 'uses' : 'does not use'} TLS, and ${address} ${this.#tls ? 'does not' : 'does'}`), { code: 'ETLSMISMATCH' });
+      const req = (this.#tls ? https : http).request(url, {
         method: 'POST',
         agent: this.#agent,
         headers: { 'Content-Type': 'application/json', 'Content-Length': body.length, ...signRequest(this.#key, this.#nodeId, 'POST', path, body) },
