@@ -45,8 +45,27 @@ export class RequestVerifier {
     this.#key = key;
   }
 
+  /**
+   * What can be checked before the body is read: the request carries a signature, made at an
+   * acceptable time. A caller without one is refused before it can make the node read a large body.
+   */
+  precheck(headers: Record<string, string | string[] | undefined>, now = Date.now()): void {
+    this.#signed(headers, now);
+  }
+
   /** Returns the sending node's id, or throws ChannelAuthError saying what was wrong (never the key). */
   verify(headers: Record<string, string | string[] | undefined>, method: string, path: string, body: Uint8Array, now = Date.now()): string {
+    const { node, time, nonce, signature } = this.#signed(headers, now);
+    const expected = Buffer.from(mac(this.#key, method, path, node, time, nonce, body), 'hex');
+    if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'hex'))) throw new ChannelAuthError('the signature does not match: the nodes do not share one master key');
+    this.#forgetExpired(now);
+    if (this.#seen.has(nonce)) throw new ChannelAuthError('the request was replayed');
+    if (this.#seen.size >= MAX_NONCES) throw new ChannelAuthError('too many requests to remember; try again shortly');
+    this.#seen.set(nonce, Number(time) + CLOCK_SKEW_MS);
+    return node;
+  }
+
+  #signed(headers: Record<string, string | string[] | undefined>, now: number): { node: string; time: string; nonce: string; signature: string } {
     const header = (name: string) => {
       const value = headers[name];
       return typeof value === 'string' ? value : '';
@@ -56,14 +75,8 @@ export class RequestVerifier {
     const nonce = header(SIGNATURE_HEADERS.nonce);
     const signature = header(SIGNATURE_HEADERS.signature);
     if (!node || !/^\d{1,15}$/.test(time) || !/^[0-9a-f]{32}$/.test(nonce) || !/^[0-9a-f]{64}$/.test(signature)) throw new ChannelAuthError('the request is not signed');
-    const expected = Buffer.from(mac(this.#key, method, path, node, time, nonce, body), 'hex');
-    if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'hex'))) throw new ChannelAuthError('the signature does not match: the nodes do not share one master key');
     if (Math.abs(now - Number(time)) > CLOCK_SKEW_MS) throw new ChannelAuthError('the request is too old or from the future: check the nodes\u2019 clocks');
-    this.#forgetExpired(now);
-    if (this.#seen.has(nonce)) throw new ChannelAuthError('the request was replayed');
-    if (this.#seen.size >= MAX_NONCES) throw new ChannelAuthError('too many requests to remember; try again shortly');
-    this.#seen.set(nonce, Number(time) + CLOCK_SKEW_MS);
-    return node;
+    return { node, time, nonce, signature };
   }
 
   #forgetExpired(now: number): void {

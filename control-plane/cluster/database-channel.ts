@@ -101,16 +101,24 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? '';
     const match = PATH.exec(url);
-    if (req.method !== 'POST' || !match || !(match[2]! in BODIES)) return answer(res, 404, { error: 'no such call' });
+    if (req.method !== 'POST' || !match || !Object.hasOwn(BODIES, match[2]!)) return answer(res, 404, { error: 'no such call' });
+    const refuse = (err: unknown) => {
+      if (!(err instanceof ChannelAuthError)) throw err;
+      options.log.warn({ remote: req.socket.remoteAddress, reason: err.message }, 'refused a call on the internal channel');
+      answer(res, 401, { error: err.message });
+    };
+    try {
+      options.verifier.precheck(req.headers);
+    } catch (err) {
+      return refuse(err);
+    }
     const body = await readBody(req);
     if (body === null) return answer(res, 413, { error: 'the call is too large' });
     let from: string;
     try {
       from = options.verifier.verify(req.headers, 'POST', url, body);
     } catch (err) {
-      if (!(err instanceof ChannelAuthError)) throw err;
-      options.log.warn({ remote: req.socket.remoteAddress, reason: err.message }, 'refused a call on the internal channel');
-      return answer(res, 401, { error: err.message });
+      return refuse(err);
     }
     const siteId = match[1]!;
     const op = match[2] as Op;
