@@ -71,7 +71,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider {
       const placement = await this.#placement(siteId);
       if (this.#isHere(placement)) return local(this.#options.local);
       const { channel } = this.#options;
-      if (!channel || !placement!.address) throw new StatementError('unavailable', `the site\u2019s database is on node ${placement!.nodeId}, which this node cannot reach (no BERTH_CLUSTER_ADDRESS)`);
+      if (!channel || !placement!.address) throw new StatementError('unavailable', 'the site\u2019s database is on another node, which this node cannot reach (one of them has no BERTH_CLUSTER_ADDRESS)');
       try {
         return await remote(channel, placement!.address);
       } catch (err) {
@@ -113,7 +113,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider {
   async remove(siteId: string, heldBy?: string | null): Promise<void> {
     if (!heldBy || heldBy === this.#options.nodeId) return this.#options.local.remove(siteId);
     const node = (await this.#options.db('nodes').where({ id: heldBy }).first('address')) as { address: string } | undefined;
-    if (!this.#options.channel || !node?.address) throw new StatementError('unavailable', `the database's node ${heldBy} cannot be reached to remove its file`);
+    if (!this.#options.channel || !node?.address) throw new StatementError('unavailable', 'the node that held the database cannot be reached to remove its file');
     await this.#options.channel.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
   }
 
