@@ -128,7 +128,14 @@ rgw dns name = 127.0.0.1
     check(run('ceph-mon', [...c, '--mkfs', '-i', 'a', '--monmap', path.join(root, 'monmap')]), 'ceph-mon --mkfs');
     check(run('ceph-mon', [...c, '-i', 'a']), 'ceph-mon');
     const osdUuid = crypto.randomUUID();
-    const osdId = check(run('ceph', [...c, '--connect-timeout', '15', 'osd', 'new', osdUuid]), 'ceph osd new').trim();
+    // A monitor just started may refuse commands for a moment ("problem getting command descriptions"):
+    // asked again, it answers once its authentication is up.
+    let created = run('ceph', [...c, '--connect-timeout', '15', 'osd', 'new', osdUuid]);
+    for (let i = 0; i < 10 && created.status !== 0 && /command descriptions/.test(created.stderr); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      created = run('ceph', [...c, '--connect-timeout', '15', 'osd', 'new', osdUuid]);
+    }
+    const osdId = check(created, 'ceph osd new').trim();
     fs.mkdirSync(path.join(root, `osd/ceph-${osdId}`), { recursive: true });
     check(run('ceph-osd', [...c, '-i', osdId, '--mkfs', '--osd-uuid', osdUuid]), 'ceph-osd --mkfs');
     check(run('ceph-osd', [...c, '-i', osdId]), 'ceph-osd');
