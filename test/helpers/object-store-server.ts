@@ -127,6 +127,10 @@ rgw dns name = 127.0.0.1
     check(run('monmaptool', ['--create', '--addv', 'a', `[v1:127.0.0.1:${monPort}]`, '--fsid', fsid, path.join(root, 'monmap')]), 'monmaptool');
     check(run('ceph-mon', [...c, '--mkfs', '-i', 'a', '--monmap', path.join(root, 'monmap')]), 'ceph-mon --mkfs');
     check(run('ceph-mon', [...c, '-i', 'a']), 'ceph-mon');
+    // The monitor answering on the port must be this cluster's: one of another cluster there (a port
+    // handed out twice) makes the OSD fail later with "wrong fsid".
+    const answering = run('ceph', [...c, '--connect-timeout', '15', 'fsid']);
+    if (answering.status === 0 && answering.stdout.trim() !== fsid) throw new Error(`another Ceph monitor answers on port ${monPort}`);
     const osdUuid = crypto.randomUUID();
     // A monitor just started may refuse commands for a moment ("problem getting command descriptions"):
     // asked again, it answers once its authentication is up.
@@ -202,11 +206,12 @@ interface Credentials {
 export async function startObjectStoreServer(credentials?: Credentials): Promise<ObjectStoreServer> {
   if (!objectStoreInstalled()) throw new Error("Ceph's radosgw is not installed: install Debian's ceph-mon, ceph-osd and radosgw (make test does)");
   let last: unknown;
-  for (let attempt = 0; attempt < 3; attempt++) {
+  for (let attempt = 0; attempt < 5; attempt++) {
     try {
       return await startOnce(credentials);
     } catch (err) {
       last = err;
+      await new Promise((resolve) => setTimeout(resolve, 1000 * (attempt + 1)));
     }
   }
   throw last;
