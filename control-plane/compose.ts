@@ -23,10 +23,13 @@ import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
-import { NodeHeartbeat, claimLocalDatabases } from './services/nodes.ts';
+import { NodeHeartbeat } from './services/nodes.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
-import { type ChannelTls, ChannelClient, channelServer } from './cluster/database-channel.ts';
+import { ChannelClient, channelServer } from './cluster/database-channel.ts';
+import { readChannelTls } from './cluster/channel-tls.ts';
 import { PlacedSiteDatabases } from './cluster/placed-site-databases.ts';
+import { DatabaseMover, releaseLeftoverMoves } from './cluster/database-move.ts';
+import { adoptDataDir, settleLocalDatabases } from './cluster/local-databases.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
@@ -183,13 +186,14 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   });
   // On SQLite this server is the only node: every database is in its data dir. Shared metadata may
   // place a database on any node, and calls go where it is.
+  const channelClient = metadata.backend === 'postgres' && config.clusterAddress ? new ChannelClient(channelKey(masterKey), nodeId, channelTls) : null;
   const placed =
     metadata.backend === 'postgres'
       ? new PlacedSiteDatabases({
           db,
           nodeId,
           local: localDatabases,
-          channel: config.clusterAddress ? new ChannelClient(channelKey(masterKey), nodeId, channelTls) : null,
+          channel: channelClient,
           statementTimeoutMs: config.databaseTimeoutMs,
         })
       : null;
@@ -238,18 +242,35 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   const serveCtx = createCtxHandler(deps);
   const heartbeat = new NodeHeartbeat(deps, config);
   await heartbeat.start();
-  const claimed = metadata.backend === 'postgres' ? await claimLocalDatabases(deps, config.dataDir) : await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
-  if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
-  const channel = config.clusterAddress
-    ? channelServer({
-        verifier: new RequestVerifier(channelKey(masterKey)),
-        provider: localDatabases,
-        whereIs: (siteId) => placed!.whereIs(siteId),
-        tmpDir: path.join(runtimeDir, 'channel'),
-        tls: channelTls,
-        log,
-      })
-    : null;
+  if (metadata.backend === 'postgres') {
+    await releaseLeftoverMoves(db, nodeId, log);
+    await adoptDataDir(deps, config.dataDir);
+    const { claimed } = await settleLocalDatabases(deps, config.dataDir);
+    if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
+  } else {
+    // On SQLite this server is the only node: every database is in its data dir, whatever id it had.
+    await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
+  }
+  const channel =
+    placed && channelClient
+      ? channelServer({
+          verifier: new RequestVerifier(channelKey(masterKey)),
+          provider: localDatabases,
+          // A node asked about a database it does not take to be its own looks again, so a placement
+          // cached from before a move does not send a caller away from the node that now holds it.
+          whereIs: async (siteId) => {
+            const where = await placed.whereIs(siteId);
+            if (where === 'here') return where;
+            placed.forget(siteId);
+            return placed.whereIs(siteId);
+          },
+          moveOut: (siteId, to) => new DatabaseMover({ db, nodeId, local: localDatabases, channel: channelClient, changes, log }).moveOut(siteId, to),
+          maxReceiveBytes: config.siteDatabaseMaxBytes + 1024 * 1024,
+          tmpDir: path.join(runtimeDir, 'channel'),
+          tls: channelTls,
+          log,
+        })
+      : null;
   const owner = await ensureOwner(deps, { email: config.ownerEmail });
   await failInterruptedExports(deps);
   await releaseLeftoverLeases(deps);
@@ -284,18 +305,6 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   return { deps, owner, scheduler, channel, close };
 }
 
-/** The channel's TLS files, read once at start; one that cannot be read stops the start. */
-function readChannelTls(files: Config['clusterTls']): ChannelTls | null {
-  if (!files) return null;
-  const read = (name: string, file: string) => {
-    try {
-      return fs.readFileSync(file);
-    } catch (err) {
-      throw new StartupError(`${name} is ${file}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
-    }
-  };
-  return { cert: read('BERTH_CLUSTER_TLS_CERT', files.cert), key: read('BERTH_CLUSTER_TLS_KEY', files.key), ca: read('BERTH_CLUSTER_TLS_CA', files.ca) };
-}
 
 /**
  * This node's id when BERTH_NODE_ID is unset: its host and a digest of its data dir, stable across

@@ -118,15 +118,16 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
 
   const metrics = config.metricsAddress ? metricsServer(deps.metrics) : undefined;
   try {
-    await listen(server, config.bind, config.port);
-    if (metrics) {
-      const { host: metricsHost, port: metricsPort } = splitAddress(config.metricsAddress);
-      await listen(metrics, metricsHost, metricsPort);
-    }
+    // The ports named in full first: a public port of 0 (any free one) can then not take one of them.
     if (channel) {
       const { host: channelHost, port: channelPort } = config.clusterListen ? splitAddress(config.clusterListen) : channelListenOf(config.clusterAddress);
       await listen(channel, channelHost, channelPort);
     }
+    if (metrics) {
+      const { host: metricsHost, port: metricsPort } = splitAddress(config.metricsAddress);
+      await listen(metrics, metricsHost, metricsPort);
+    }
+    await listen(server, config.bind, config.port);
   } catch (err) {
     // Nothing was served: release what was composed, so the data dir is left as it was found.
     server.close();

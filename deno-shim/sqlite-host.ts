@@ -365,18 +365,58 @@ function dump(send: (chunk: Uint8Array) => void): number {
   return bytes;
 }
 
+const SQLITE_READONLY = 8;
+
+/**
+ * Runs `work` with writes refused by SQLite itself (query_only): a statement that would write fails
+ * before it changes anything. A batch then begins as a reader, since BEGIN IMMEDIATE is a write.
+ */
+function readOnly<T>(work: () => T): T {
+  // exec, not a statement prepared once: SQLite sets a flag pragma while it prepares the statement.
+  db.exec('PRAGMA query_only = 1');
+  try {
+    return work();
+  } catch (err) {
+    if ((err as { errcode?: unknown } | null)?.errcode === SQLITE_READONLY) throw new Failure('read_only', 'writes to this database are paused');
+    throw err;
+  } finally {
+    db.exec('PRAGMA query_only = 0');
+  }
+}
+
+/** Every table's rows counted, after SQLite's own check of the whole file. */
+function census(): string {
+  const integrity = (db.prepare('PRAGMA integrity_check(20)').all() as Array<Record<string, string>>).map((row) => Object.values(row)[0]).join('; ');
+  const tables: Record<string, number> = {};
+  transaction('deferred', () => {
+    const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name").all() as Array<{ name: string }>;
+    for (const { name } of names) tables[name] = Number((db.prepare(`SELECT count(*) AS n FROM ${quote(name)}`).get() as { n: number }).n);
+  });
+  return JSON.stringify({ integrity, tables });
+}
+
 function handle(request: DbRequest, stream: number): string {
   switch (request.op) {
     case 'run': {
+      if (request.readOnly) return readOnly(() => transaction('deferred', () => execute(request.statement, request.access)));
       const outcome = transaction('deferred', () => execute(request.statement, request.access));
       reclaim();
       return outcome;
     }
     case 'batch': {
-      const outcome = transaction('immediate', () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`);
+      const all = () => `[${request.statements.map((s) => execute(s, request.access)).join(',')}]`;
+      if (request.readOnly) return readOnly(() => transaction('deferred', all));
+      const outcome = transaction('immediate', all);
       reclaim();
       return outcome;
     }
+    case 'checkpoint': {
+      const { busy } = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number };
+      if (busy !== 0) throw new Failure('failed', 'the write-ahead log could not be checkpointed');
+      return 'null';
+    }
+    case 'census':
+      return census();
     case 'migrate':
       transaction('immediate', () => {
         confined('migration', () => db.exec(request.sql));

@@ -44,11 +44,25 @@ export interface Statement {
   params: SqlParam[];
 }
 
+/**
+ * `readOnly` runs a statement or batch on a database whose writes are paused (it is being copied to
+ * another node): reads run as usual, and a write fails as `read_only` without changing anything.
+ * `checkpoint` moves the write-ahead log into the database file, so the file alone is the database;
+ * `census` checks the file's integrity and counts every table's rows.
+ */
 export type DbRequest =
-  | { op: 'run'; access: Access; statement: Statement }
-  | { op: 'batch'; access: Access; statements: Statement[] }
+  | { op: 'run'; access: Access; statement: Statement; readOnly?: boolean }
+  | { op: 'batch'; access: Access; statements: Statement[]; readOnly?: boolean }
   | { op: 'migrate'; sql: string; receipt: Statement }
-  | { op: 'dump' };
+  | { op: 'dump' }
+  | { op: 'checkpoint' }
+  | { op: 'census' };
+
+/** What a database holds, as two copies of it must agree on: SQLite's integrity check and each table's row count. */
+export interface Census {
+  integrity: string;
+  tables: Record<string, number>;
+}
 
 /** A BLOB value travels as base64, since JSON has no bytes. */
 export interface EncodedBlob {
@@ -67,9 +81,10 @@ export interface StatementOutcome {
 /**
  * Why a statement failed: `failed` is SQLite's own error, `denied` a capability site databases do
  * not have, `reserved` the ledger used where it is out of reach, `too_large` a result over the cap,
- * `full` a write past the database's size limit.
+ * `full` a write past the database's size limit, `read_only` a write while writes are paused (never
+ * shown to a tenant: Berth waits and sends it again).
  */
-export type FailureReason = 'failed' | 'denied' | 'reserved' | 'too_large' | 'full';
+export type FailureReason = 'failed' | 'denied' | 'reserved' | 'too_large' | 'full' | 'read_only';
 
 /** What compacting a database gave back. */
 export interface Compaction {
@@ -78,7 +93,7 @@ export interface Compaction {
 }
 
 export type DbResult =
-  | { ok: true; value: StatementOutcome | StatementOutcome[] | { bytes: number } | Compaction | null }
+  | { ok: true; value: StatementOutcome | StatementOutcome[] | { bytes: number } | Compaction | Census | null }
   | { ok: false; error: { reason: FailureReason; message: string } };
 
 /** A statement's rows may hold at most this much JSON, so no result can flood either process. */

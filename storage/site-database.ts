@@ -3,15 +3,17 @@
 // that file. Processes start on first use, stay warm while used, and are capped and evicted like
 // function workers. The interface is what a networked SQL provider would implement too; nothing
 // outside storage/ knows the databases are local files.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { PoolFullError, WorkerPool } from '../runtime-host/pool.ts';
 import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
 import { compactSqlite } from './sqlite-compact.ts';
-import type { Access, Compaction, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
+import { syncPath } from './durable.ts';
+import type { Access, Census, Compaction, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
 
-export type { Access, Compaction, SqlParam, Statement } from './database-protocol.ts';
+export type { Access, Census, Compaction, SqlParam, Statement } from './database-protocol.ts';
 
 export interface StatementResult {
   rows: Array<Record<string, unknown>>;
@@ -25,11 +27,13 @@ export interface StatementResult {
  * asked for a capability site databases do not have (`denied`), it used the migration ledger where
  * that is reserved (`reserved`), its result was too large (`too_large`), it needed more space than the
  * database may take (`full`), it ran past its time limit
- * (`timeout`), or no database process could serve it (`busy`, `unavailable`). Messages name no host path.
+ * (`timeout`), or no database process could serve it (`busy`, `unavailable`), or the database was
+ * moved to another node while it waited (`moved`: the caller sends it where it is now). Messages name
+ * no host path.
  */
 export class StatementError extends Error {
   constructor(
-    readonly reason: FailureReason | 'timeout' | 'busy' | 'unavailable',
+    readonly reason: FailureReason | 'timeout' | 'busy' | 'unavailable' | 'moved',
     message: string,
   ) {
     super(message);
@@ -62,6 +66,19 @@ export interface SiteDatabaseProvider {
   close(): Promise<void>;
 }
 
+/** A database whose writes are paused while its file is copied (SiteDatabases.freeze). */
+export interface FrozenDatabase {
+  /** The database file: whole (its write-ahead log is in it) and unchanged until thawed. */
+  readonly file: string;
+  /** What the file holds, counted by the database's own process. */
+  census(): Promise<Census>;
+  /**
+   * Ends the pause. `moved`: the database now lives on another node; the writes that waited are told
+   * so (StatementError `moved`) and the file is removed. `kept`: they run here.
+   */
+  thaw(outcome: 'moved' | 'kept'): Promise<void>;
+}
+
 export interface SiteDatabaseOptions {
   dataDir: string;
   denoPath: string;
@@ -82,6 +99,8 @@ export interface SiteDatabaseOptions {
 const MIGRATION_TIMEOUT_MS = 5 * 60_000;
 const DUMP_TIMEOUT_MS = 10 * 60_000;
 const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
+
+const movedAway = () => new StatementError('moved', 'the site\u2019s database was moved to another node');
 
 const revive = (outcome: StatementOutcome): StatementResult => ({
   ...outcome,
@@ -105,6 +124,10 @@ export class SiteDatabases implements SiteDatabaseProvider {
   readonly #drained = new Map<string, () => void>();
   /** Sites being compacted: their new calls wait for this. */
   readonly #paused = new Map<string, Promise<void>>();
+  /** Sites whose writes are paused while their file is copied, and what they wait for. */
+  readonly #frozen = new Map<string, Promise<'moved' | 'kept'>>();
+  /** Sites whose database was moved to another node: a call that still arrives here is told so. */
+  readonly #movedAway = new Set<string>();
 
   constructor(options: SiteDatabaseOptions) {
     this.#options = options;
@@ -141,6 +164,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async create(siteId: string): Promise<void> {
+    this.#movedAway.delete(siteId);
     await fsp.mkdir(this.#dir(siteId), { recursive: true, mode: 0o700 });
     await this.#call(siteId, null);
   }
@@ -179,6 +203,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
   async compact(siteId: string): Promise<Compaction> {
     const file = path.join(this.#dir(siteId), 'db.sqlite');
     if (!fs.existsSync(file)) throw new StatementError('unavailable', 'the site has no database');
+    while (this.#frozen.has(siteId)) await this.#frozen.get(siteId);
+    if (this.#movedAway.has(siteId)) throw movedAway();
     while (this.#paused.has(siteId)) await this.#paused.get(siteId);
     let resume!: () => void;
     this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
@@ -194,6 +220,97 @@ export class SiteDatabases implements SiteDatabaseProvider {
       this.#paused.delete(siteId);
       resume();
     }
+  }
+
+  /**
+   * Pauses the database's writes so its file can be copied to another node: the calls in flight are
+   * answered first, the write-ahead log is moved into the file, and from then on statements run with
+   * SQLite refusing writes (query_only). Reads are served throughout; a write, a migration or a
+   * compaction waits for thaw() and then runs here, or learns that the database moved.
+   */
+  async freeze(siteId: string): Promise<FrozenDatabase> {
+    const file = path.join(this.#dir(siteId), 'db.sqlite');
+    if (this.#movedAway.has(siteId)) throw movedAway();
+    if (!fs.existsSync(file)) throw new StatementError('unavailable', 'the site has no database');
+    if (this.#frozen.has(siteId)) throw new StatementError('busy', 'the database is already being copied');
+    while (this.#paused.has(siteId)) await this.#paused.get(siteId);
+    let resume!: () => void;
+    this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
+    let thawed!: (outcome: 'moved' | 'kept') => void;
+    try {
+      while ((this.#inflight.get(siteId) ?? 0) > 0) await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      await this.#sendNow(siteId, { op: 'checkpoint' }, this.#options.statementTimeoutMs);
+      this.#frozen.set(siteId, new Promise((resolve) => (thawed = resolve)));
+    } finally {
+      this.#paused.delete(siteId);
+      resume();
+    }
+    return {
+      file,
+      census: async () => (await this.#call(siteId, { op: 'census' }, DUMP_TIMEOUT_MS)) as Census,
+      thaw: async (outcome) => {
+        // Marked moved before the waiting calls wake, so none of them writes to this file.
+        if (outcome === 'moved') this.#movedAway.add(siteId);
+        this.#frozen.delete(siteId);
+        thawed(outcome);
+        if (outcome === 'moved') {
+          await this.#stop(siteId);
+          await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
+        }
+      },
+    };
+  }
+
+  /**
+   * A folder for a copy of a site's database arriving from another node: the file goes in it as
+   * `db.sqlite`, then install() puts it in place, or discardIncoming() removes it. Its name ends in
+   * `.tmp`, so a start sweeps one a killed server left.
+   */
+  async incoming(siteId: string): Promise<string> {
+    const dir = `${this.#dir(siteId)}.${crypto.randomUUID()}.incoming.tmp`;
+    await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
+    return dir;
+  }
+
+  async discardIncoming(dir: string): Promise<void> {
+    if (!dir.startsWith(this.#root + path.sep) || !dir.endsWith('.incoming.tmp')) throw new Error(`not an incoming folder: ${dir}`);
+    await fsp.rm(dir, { recursive: true, force: true });
+  }
+
+  /**
+   * Puts an arrived copy (from incoming()) in the site's place: the copy is first opened and counted
+   * by a database process of its own, so what takes the place is a database SQLite checked whole. Any
+   * file the site had here before (an earlier copy left behind) is replaced.
+   */
+  async install(siteId: string, dir: string): Promise<Census> {
+    let census: Census;
+    const check = await DatabaseProcess.start({
+      denoPath: this.#options.denoPath,
+      denoDir: this.#options.denoDir,
+      siteDir: dir,
+      sqliteHeapBytes: SQLITE_HEAP_BYTES,
+      maxBytes: this.#options.maxBytes,
+      startupTimeoutMs: 10_000,
+    }).catch((err: Error) => {
+      throw new StatementError('unavailable', `the copy does not open as a database: ${err.message}`);
+    });
+    try {
+      const result = await check.call({ op: 'census' }, DUMP_TIMEOUT_MS);
+      if (!result.ok) throw new StatementError('unavailable', `the copy could not be checked: ${result.error.message}`);
+      census = result.value as Census;
+    } catch (err) {
+      if (err instanceof DatabaseProcessError) throw new StatementError('unavailable', `the copy could not be checked: ${err.message}`);
+      throw err;
+    } finally {
+      check.kill('disposed');
+      await check.exited;
+    }
+    await this.#stop(siteId);
+    await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
+    await fsp.rename(dir, this.#dir(siteId));
+    await syncPath(this.#root);
+    this.#movedAway.delete(siteId);
+    return census;
   }
 
   async size(siteId: string): Promise<number> {
@@ -236,10 +353,30 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async #send(siteId: string, request: DbRequest | null, timeoutMs: number, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
-    while (this.#paused.has(siteId)) await this.#paused.get(siteId);
+    for (;;) {
+      while (this.#paused.has(siteId)) await this.#paused.get(siteId);
+      if (this.#movedAway.has(siteId)) throw movedAway();
+      const frozen = this.#frozen.get(siteId);
+      if (frozen && request?.op === 'migrate') {
+        await frozen;
+        continue;
+      }
+      // While the file is copied, statements run read-only; one that turns out to write waits.
+      const sent = frozen && (request?.op === 'run' || request?.op === 'batch') ? { ...request, readOnly: true } : request;
+      try {
+        return await this.#counted(siteId, () => this.#sendNow(siteId, sent, timeoutMs, onChunk));
+      } catch (err) {
+        if (!(frozen && err instanceof StatementError && err.reason === 'read_only')) throw err;
+        await frozen;
+      }
+    }
+  }
+
+  /** Runs `work` as one of the site's calls in flight, which compaction and freezing wait for. */
+  async #counted<T>(siteId: string, work: () => Promise<T>): Promise<T> {
     this.#inflight.set(siteId, (this.#inflight.get(siteId) ?? 0) + 1);
     try {
-      return await this.#sendNow(siteId, request, timeoutMs, onChunk);
+      return await work();
     } finally {
       const left = this.#inflight.get(siteId)! - 1;
       if (left > 0) {

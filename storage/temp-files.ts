@@ -18,7 +18,7 @@ function foldersOf(dir: string): string[] {
 /** Removes what ends in `.tmp` in every folder of the data dir that can hold one; returns how many. */
 export function sweepTempFiles(dataDir: string): number {
   const versions = foldersOf(path.join(dataDir, 'runtime', 'functions')).flatMap(foldersOf); // functions/<function>/<version>
-  const folders = [dataDir, path.join(dataDir, 'exports'), ...versions, ...foldersOf(path.join(dataDir, 'sites'))];
+  const folders = [dataDir, path.join(dataDir, 'exports'), ...versions, path.join(dataDir, 'sites'), ...foldersOf(path.join(dataDir, 'sites'))];
   let removed = 0;
   for (const folder of folders) {
     let names: string[];

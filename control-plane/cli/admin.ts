@@ -19,6 +19,7 @@ import { Name, Uuid } from '../schemas.ts';
 import { useDataDir } from '../../storage/data-dir.ts';
 import { StartupError, dataDirProblem } from '../startup-error.ts';
 import { UsageError } from './usage-error.ts';
+import { drainNode } from './drain-node.ts';
 
 function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
   try {
@@ -119,10 +120,11 @@ const commands: Record<string, Command> = {
     options(args, {});
     const nodes = await listNodes(store.db);
     const lines = nodes.map(
-      (n) => `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}`,
+      (n) => `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}`,
     );
     return { json: { nodes }, text: lines.join('\n') || 'no node has started on this metadata yet' };
   },
+  'drain-node': drainNode,
 };
 
 const CREATE_FLAG = '--create-data-dir';

@@ -17,20 +17,27 @@ export function channelKey(masterKey: Buffer): Buffer {
   return Buffer.from(crypto.hkdfSync('sha256', masterKey, Buffer.alloc(0), 'berth internal channel v1', 32));
 }
 
-function mac(key: Buffer, method: string, path: string, node: string, time: string, nonce: string, body: Uint8Array): string {
-  const digest = crypto.createHash('sha256').update(body).digest('hex');
+/** The SHA-256 of a body, hex: what a signature covers of it (a file sent in a stream is hashed as it is read). */
+export const bodyDigest = (body: Uint8Array): string => crypto.createHash('sha256').update(body).digest('hex');
+
+function mac(key: Buffer, method: string, path: string, node: string, time: string, nonce: string, digest: string): string {
   return crypto.createHmac('sha256', key).update([method.toUpperCase(), path, node, time, nonce, digest].join('\n')).digest('hex');
 }
 
 /** The headers that authenticate a request from `node`. */
 export function signRequest(key: Buffer, node: string, method: string, path: string, body: Uint8Array, now = Date.now()): Record<string, string> {
+  return signDigest(key, node, method, path, bodyDigest(body), now);
+}
+
+/** The headers that authenticate a request from `node` whose body has the SHA-256 `digest`. */
+export function signDigest(key: Buffer, node: string, method: string, path: string, digest: string, now = Date.now()): Record<string, string> {
   const time = String(now);
   const nonce = crypto.randomBytes(16).toString('hex');
   return {
     [SIGNATURE_HEADERS.node]: node,
     [SIGNATURE_HEADERS.time]: time,
     [SIGNATURE_HEADERS.nonce]: nonce,
-    [SIGNATURE_HEADERS.signature]: mac(key, method, path, node, time, nonce, body),
+    [SIGNATURE_HEADERS.signature]: mac(key, method, path, node, time, nonce, digest),
   };
 }
 
@@ -55,8 +62,13 @@ export class RequestVerifier {
 
   /** Returns the sending node's id, or throws ChannelAuthError saying what was wrong (never the key). */
   verify(headers: Record<string, string | string[] | undefined>, method: string, path: string, body: Uint8Array, now = Date.now()): string {
+    return this.verifyDigest(headers, method, path, bodyDigest(body), now);
+  }
+
+  /** verify() for a body already read elsewhere (a file streamed to disk), by its SHA-256. */
+  verifyDigest(headers: Record<string, string | string[] | undefined>, method: string, path: string, digest: string, now = Date.now()): string {
     const { node, time, nonce, signature } = this.#signed(headers, now);
-    const expected = Buffer.from(mac(this.#key, method, path, node, time, nonce, body), 'hex');
+    const expected = Buffer.from(mac(this.#key, method, path, node, time, nonce, digest), 'hex');
     if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'hex'))) throw new ChannelAuthError('the signature does not match: the nodes do not share one master key');
     this.#forgetExpired(now);
     if (this.#seen.has(nonce)) throw new ChannelAuthError('the request was replayed');

@@ -2,7 +2,9 @@
 // provider call (storage/site-database.ts) to the node that does, which runs it on its own provider
 // with the same limits and confinement as a local call and answers the same outcome. One POST per call,
 // signed (channel-auth.ts), over TLS both ways when the cluster has certificates; a dump is streamed
-// back as SQL text. Both sides are in this file so that they cannot drift apart.
+// back as SQL text. Moving a database (database-move.ts) uses three more: `move` asks the holding node
+// to move it, `receive` carries the file to the new node, `discard` removes a copy that did not become
+// the database. Both sides are in this file so that they cannot drift apart.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
@@ -13,7 +15,8 @@ import crypto from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from '../log.ts';
 import { type Access, type SiteDatabaseProvider, type Statement, type StatementResult, StatementError } from '../../storage/site-database.ts';
-import { ChannelAuthError, type RequestVerifier, signRequest } from './channel-auth.ts';
+import type { Census, SiteDatabases } from '../../storage/site-database.ts';
+import { ChannelAuthError, type RequestVerifier, signDigest, signRequest } from './channel-auth.ts';
 
 /** Largest request body: a migration's SQL or a batch of statements with their parameters. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -38,8 +41,24 @@ const BODIES = {
   compact: z.object({}),
   size: z.object({}),
   remove: z.object({}),
+  move: z.object({ to: z.string().min(1).max(200) }),
+  discard: z.object({}),
 } as const;
+/** Calls whose body is JSON; `receive` carries a database file. */
 type Op = keyof typeof BODIES;
+const RECEIVE = 'receive';
+
+/** What the move of one database did, as the node that moved it reports it. */
+export interface MoveReport {
+  siteId: string;
+  from: string;
+  to: string;
+  bytes: number;
+  tables: number;
+  rows: number;
+  /** How long the database's writes waited. */
+  pausedMs: number;
+}
 
 /** A row value that holds bytes travels as base64, like the database process's own frames. */
 function encodeRows(result: StatementResult) {
@@ -60,10 +79,14 @@ function decodeRows(result: StatementResult): StatementResult {
 
 export interface ChannelServerOptions {
   verifier: RequestVerifier;
-  /** This node's own provider: the databases in its data dir. */
-  provider: SiteDatabaseProvider;
+  /** This node's own databases: the files in its data dir. */
+  provider: SiteDatabases;
   /** Where the metadata places the site's database; a call for one this node does not hold is refused unanswered. */
   whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
+  /** Moves a database this node holds to another node (database-move.ts). */
+  moveOut(siteId: string, to: string): Promise<MoveReport>;
+  /** The largest database file this node takes from another. */
+  maxReceiveBytes: number;
   /** Where a dump is written before it is streamed. */
   tmpDir: string;
   /** TLS both ways: callers must present a certificate the CA signed, as this node does to them. */
@@ -79,6 +102,8 @@ export interface ChannelTls {
 }
 
 const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
+const PLACE_HERE_ONLY: ReadonlySet<Op> = new Set(['move']);
+const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'discard']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
@@ -101,7 +126,7 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? '';
     const match = PATH.exec(url);
-    if (req.method !== 'POST' || !match || !Object.hasOwn(BODIES, match[2]!)) return answer(res, 404, { error: 'no such call' });
+    if (req.method !== 'POST' || !match || (!Object.hasOwn(BODIES, match[2]!) && match[2] !== RECEIVE)) return answer(res, 404, { error: 'no such call' });
     const refuse = (err: unknown) => {
       if (!(err instanceof ChannelAuthError)) throw err;
       options.log.warn({ remote: req.socket.remoteAddress, reason: err.message }, 'refused a call on the internal channel');
@@ -112,6 +137,7 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
     } catch (err) {
       return refuse(err);
     }
+    if (match[2] === RECEIVE) return receive(options, match[1]!, url, req, res, refuse);
     const body = await readBody(req);
     if (body === null) return answer(res, 413, { error: 'the call is too large' });
     let from: string;
@@ -129,13 +155,19 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
       return answer(res, 400, { error: 'the call does not have the shape of its operation' });
     }
     // Only the node the metadata names answers: a caller that looked up an old placement is told so
-    // before anything runs, and may ask again. A removal comes after the placement row is gone.
+    // before anything runs, and may ask again. A removal comes after the placement row is gone; a
+    // discarded copy was never placed here.
     const where = await options.whereIs(siteId);
-    if (where === 'elsewhere') return answer(res, 200, { ok: false, reason: 'moved', message: 'this node does not hold the site\u2019s database' });
-    if (where === 'none' && op !== 'remove') return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the site has no database' });
+    if (NOT_HERE_ONLY.has(op)) {
+      if (where === 'here') return answer(res, 200, { ok: false, reason: 'failed', message: 'this node holds the site\u2019s database: it is not removed' });
+    } else if (where === 'elsewhere') {
+      return answer(res, 200, { ok: false, reason: 'moved', message: 'this node does not hold the site\u2019s database' });
+    } else if (where === 'none') {
+      return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the site has no database' });
+    }
     try {
       if (op === 'dump') return await streamDump(options, siteId, res);
-      const value = await runOp(options.provider, siteId, op, input);
+      const value = PLACE_HERE_ONLY.has(op) ? await options.moveOut(siteId, (input as { to: string }).to) : await runOp(options.provider, siteId, op as Exclude<Op, 'dump' | 'move'>, input);
       answer(res, 200, { ok: true, value });
     } catch (err) {
       if (!(err instanceof StatementError)) {
@@ -159,7 +191,54 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
   return server;
 }
 
-async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude<Op, 'dump'>, input: Record<string, unknown>): Promise<unknown> {
+/**
+ * Takes a copy of a site's database from the node that holds it, which is moving it here: the file is
+ * written to a folder of its own while its digest is taken, the signature is checked against that
+ * digest, and only then is the copy opened, checked and put in place. Refused before a byte is read
+ * when the metadata does not place the database on another node: a copy never replaces a database
+ * this node holds.
+ */
+async function receive(options: ChannelServerOptions, siteId: string, url: string, req: http.IncomingMessage, res: http.ServerResponse, refuse: (err: unknown) => void): Promise<void> {
+  if ((await options.whereIs(siteId)) !== 'elsewhere') return answer(res, 200, { ok: false, reason: 'failed', message: 'this node does not take a copy of that database: the metadata does not place it on another node' });
+  const declared = Number(req.headers['content-length']);
+  if (!Number.isSafeInteger(declared) || declared > options.maxReceiveBytes) return answer(res, 413, { error: 'the database file is larger than this node takes' });
+  const dir = await options.provider.incoming(siteId);
+  let installed = false;
+  try {
+    const hash = crypto.createHash('sha256');
+    let bytes = 0;
+    await pipeline(
+      req,
+      async function* (source) {
+        for await (const chunk of source) {
+          bytes += (chunk as Buffer).length;
+          if (bytes > declared) throw new Error('the body is longer than it said');
+          hash.update(chunk as Buffer);
+          yield chunk;
+        }
+      },
+      fs.createWriteStream(path.join(dir, 'db.sqlite'), { mode: 0o600, flush: true }),
+    );
+    if (bytes !== declared) return answer(res, 400, { error: 'the body is shorter than it said' });
+    try {
+      options.verifier.verifyDigest(req.headers, 'POST', url, hash.digest('hex'));
+    } catch (err) {
+      return refuse(err);
+    }
+    try {
+      const census = await options.provider.install(siteId, dir);
+      installed = true;
+      answer(res, 200, { ok: true, value: census });
+    } catch (err) {
+      if (!(err instanceof StatementError)) throw err;
+      answer(res, 200, { ok: false, reason: err.reason, message: err.message });
+    }
+  } finally {
+    if (!installed) await options.provider.discardIncoming(dir);
+  }
+}
+
+async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude<Op, 'dump' | 'move'>, input: Record<string, unknown>): Promise<unknown> {
   switch (op) {
     case 'create':
       return provider.create(siteId);
@@ -174,6 +253,7 @@ async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude
     case 'size':
       return provider.size(siteId);
     case 'remove':
+    case 'discard':
       return provider.remove(siteId);
   }
 }
@@ -257,6 +337,29 @@ export class ChannelClient {
     }
   }
 
+  /**
+   * Sends a site database's file to the node at `address`, which checks it and puts it in place as
+   * a copy not yet placed there; answers what the copy holds. Sent once: not retried.
+   */
+  async sendFile(address: string, siteId: string, file: string, timeoutMs: number): Promise<Census> {
+    const hash = crypto.createHash('sha256');
+    let bytes = 0;
+    for await (const chunk of fs.createReadStream(file)) {
+      hash.update(chunk as Buffer);
+      bytes += (chunk as Buffer).length;
+    }
+    const body: FileBody = { file, bytes, digest: hash.digest('hex') };
+    let status = 0;
+    let received: Buffer = Buffer.alloc(0);
+    await this.#send(address, `/v1/site-databases/${siteId}/${RECEIVE}`, body, timeoutMs, async (res) => {
+      status = res.statusCode ?? 0;
+      received = await collect(res);
+    }).catch((err: unknown) => {
+      throw unreachable(err);
+    });
+    return parseOutcome({ status, body: received }) as Census;
+  }
+
   close(): void {
     this.#agent.destroy();
   }
@@ -270,15 +373,18 @@ export class ChannelClient {
     }).then(() => ({ status, body: received }));
   }
 
-  #send(address: string, path: string, body: Buffer, timeoutMs: number, read: (res: http.IncomingMessage) => Promise<void>): Promise<void> {
+  #send(address: string, path: string, body: Buffer | FileBody, timeoutMs: number, read: (res: http.IncomingMessage) => Promise<void>): Promise<void> {
     const url = new URL(path, address);
+    const json = Buffer.isBuffer(body);
     return new Promise<void>((resolve, reject) => {
       // Every node of a cluster speaks TLS on its channel, or none does.
       if ((url.protocol === 'https:') !== this.#tls) throw Object.assign(new Error(`this node's channel ${this.#tls ? 'uses' : 'does not use'} TLS, and ${address} ${this.#tls ? 'does not' : 'does'}`), { code: 'ETLSMISMATCH' });
       const req = (this.#tls ? https : http).request(url, {
         method: 'POST',
         agent: this.#agent,
-        headers: { 'Content-Type': 'application/json', 'Content-Length': body.length, ...signRequest(this.#key, this.#nodeId, 'POST', path, body) },
+        headers: json
+          ? { 'Content-Type': 'application/json', 'Content-Length': body.length, ...signRequest(this.#key, this.#nodeId, 'POST', path, body) }
+          : { 'Content-Type': 'application/octet-stream', 'Content-Length': body.bytes, ...signDigest(this.#key, this.#nodeId, 'POST', path, body.digest) },
         timeout: CONNECT_TIMEOUT_MS,
       });
       const deadline = setTimeout(() => req.destroy(Object.assign(new Error('the database node did not answer in time'), { code: 'ETIMEDOUT' })), timeoutMs + TRIP_MARGIN_MS);
@@ -305,9 +411,18 @@ export class ChannelClient {
           },
         );
       });
-      req.end(body);
+      if (json) return req.end(body);
+      // A file that no longer matches its digest is refused by the receiver's signature check.
+      pipeline(fs.createReadStream(body.file), req).catch((err: unknown) => req.destroy(err as Error));
     });
   }
+}
+
+/** A file sent as a call's body, with its size and SHA-256 taken beforehand for the signature. */
+interface FileBody {
+  file: string;
+  bytes: number;
+  digest: string;
 }
 
 async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {

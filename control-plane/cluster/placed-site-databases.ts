@@ -69,13 +69,16 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider {
   async #route<T>(siteId: string, local: (provider: SiteDatabaseProvider) => Promise<T>, remote: (channel: ChannelClient, address: string) => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const placement = await this.#placement(siteId);
-      if (this.#isHere(placement)) return local(this.#options.local);
-      const { channel } = this.#options;
-      if (!channel || !placement!.address) throw new StatementError('unavailable', 'the site\u2019s database is on another node, which this node cannot reach (one of them has no BERTH_CLUSTER_ADDRESS)');
       try {
+        if (this.#isHere(placement)) return await local(this.#options.local);
+        const { channel } = this.#options;
+        if (!channel || !placement!.address) throw new StatementError('unavailable', 'the site\u2019s database is on another node, which this node cannot reach (one of them has no BERTH_CLUSTER_ADDRESS)');
         return await remote(channel, placement!.address);
       } catch (err) {
-        if (!(err instanceof MovedError) || attempt > 0) throw err instanceof MovedError ? new StatementError('unavailable', 'the site\u2019s database is being moved; try again shortly') : err;
+        // Moved away from where it was looked for (here, or the node asked): look again, once.
+        const moved = err instanceof MovedError || (err instanceof StatementError && err.reason === 'moved');
+        if (!moved) throw err;
+        if (attempt > 0) throw new StatementError('unavailable', 'the site\u2019s database is being moved; try again shortly');
         this.forget(siteId);
       }
     }

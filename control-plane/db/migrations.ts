@@ -24,6 +24,7 @@ import * as storageQuota from './migrations/0015_storage_quota.ts';
 import * as attemptLimits from './migrations/0016_attempt_limits.ts';
 import * as nodeOwnership from './migrations/0017_node_ownership.ts';
 import * as nodes from './migrations/0018_nodes.ts';
+import * as databaseMoves from './migrations/0019_database_moves.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -49,6 +50,7 @@ const migrations: Record<string, Migration> = {
   '0016_attempt_limits': attemptLimits,
   '0017_node_ownership': nodeOwnership,
   '0018_nodes': nodes,
+  '0019_database_moves': databaseMoves,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -3,8 +3,6 @@
 // placed on a live node with the database role, and `berth admin nodes` and /readyz read this table.
 // Heartbeats are written from each node's own clock: nodes are expected to keep time (NTP), and the
 // lapse is long enough that a second of skew changes nothing.
-import fs from 'node:fs';
-import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Config, NodeRole } from '../config.ts';
 import { BerthError } from '../errors.ts';
@@ -24,6 +22,7 @@ interface NodeRow {
   started_at: string;
   heartbeat_at: string;
   stopped_at: string | null;
+  draining_at?: string | null;
 }
 
 export type NodeState = 'up' | 'down' | 'stopped';
@@ -37,6 +36,8 @@ export interface NodeView {
   startedAt: string;
   heartbeatAt: string;
   stoppedAt: string | null;
+  /** Since when `berth admin drain-node` has been moving its databases away; null when it takes new ones. */
+  drainingAt: string | null;
   /** Site databases placed on the node. */
   databases: number;
 }
@@ -58,9 +59,13 @@ export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]>
     startedAt: row.started_at,
     heartbeatAt: row.heartbeat_at,
     stoppedAt: row.stopped_at,
+    drainingAt: row.draining_at ?? null,
     databases: held.get(row.id) ?? 0,
   }));
 }
+
+/** A node new or moved site databases may go to: up, with the database role, not being drained. */
+export const takesDatabases = (node: NodeView): boolean => node.state === 'up' && node.roles.includes('database') && node.drainingAt === null;
 
 /**
  * The node a new site database goes to: the live database node holding the fewest, this one first
@@ -69,22 +74,11 @@ export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]>
  */
 export async function placeDatabase(deps: Pick<Deps, 'db' | 'nodeId'>): Promise<string> {
   // Another node is a candidate only if this one can reach it: it has an internal channel.
-  const candidates = (await listNodes(deps.db)).filter((node) => node.state === 'up' && node.roles.includes('database') && (node.id === deps.nodeId || node.address !== ''));
+  const candidates = (await listNodes(deps.db)).filter((node) => takesDatabases(node) && (node.id === deps.nodeId || node.address !== ''));
   candidates.sort((a, b) => a.databases - b.databases || Number(b.id === deps.nodeId) - Number(a.id === deps.nodeId) || a.id.localeCompare(b.id));
   const chosen = candidates[0];
   if (!chosen) throw new BerthError('database_unavailable', 'no node that holds site databases is running; start one and try again');
   return chosen.id;
-}
-
-/**
- * Databases made before nodes were recorded have no placement: they belong to the node whose data dir
- * holds their files, which records that at its start. Returns how many it claimed.
- */
-export async function claimLocalDatabases(deps: Pick<Deps, 'db' | 'nodeId'>, dataDir: string): Promise<number> {
-  const unplaced = (await deps.db('databases').whereNull('node_id').select('site_id')) as Array<{ site_id: string }>;
-  const here = unplaced.map((row) => row.site_id).filter((siteId) => fs.existsSync(path.join(dataDir, 'sites', siteId)));
-  if (here.length === 0) return 0;
-  return deps.db('databases').whereNull('node_id').whereIn('site_id', here).update({ node_id: deps.nodeId });
 }
 
 /**
@@ -94,6 +88,7 @@ export async function claimLocalDatabases(deps: Pick<Deps, 'db' | 'nodeId'>, dat
 export async function forgetPlacements(db: Knex): Promise<void> {
   await db.transaction(async (trx) => {
     await trx('databases').update({ node_id: null });
+    await trx('database_moves').delete();
     await trx('nodes').delete();
   });
 }
@@ -121,6 +116,8 @@ export class NodeHeartbeat {
       started_at: now,
       heartbeat_at: now,
       stopped_at: null,
+      // A node that starts again after maintenance takes databases again.
+      draining_at: null,
     };
     await this.#deps.db('nodes').insert(row).onConflict('id').merge();
     this.#timer = setInterval(() => {

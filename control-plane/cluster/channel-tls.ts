@@ -1,0 +1,19 @@
+// The internal channel's TLS files (BERTH_CLUSTER_TLS_*), read by a node at its start and by the
+// admin commands that speak to nodes.
+import fs from 'node:fs';
+import type { Config } from '../config.ts';
+import { StartupError } from '../startup-error.ts';
+import type { ChannelTls } from './database-channel.ts';
+
+/** The channel's TLS files, read once at start; one that cannot be read stops the start. */
+export function readChannelTls(files: Config['clusterTls']): ChannelTls | null {
+  if (!files) return null;
+  const read = (name: string, file: string) => {
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw new StartupError(`${name} is ${file}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  };
+  return { cert: read('BERTH_CLUSTER_TLS_CERT', files.cert), key: read('BERTH_CLUSTER_TLS_KEY', files.key), ca: read('BERTH_CLUSTER_TLS_CA', files.ca) };
+}

@@ -1,0 +1,130 @@
+// Moving a site database from the node that holds it to another database node, as `berth admin
+// drain-node` asks before maintenance. The holding node does it: it takes the database's move lease in
+// the metadata, pauses the database's writes (reads go on: SiteDatabases.freeze), sends the file over
+// the internal channel to the new node, which checks it whole and counts every table's rows, compares
+// those counts with its own, then switches the placement in one conditional update. Writes that waited
+// learn that the database moved and go to the new node; the old file is removed. Anything that fails
+// before the switch leaves the database where it was, and the new node's copy is discarded.
+import fsp from 'node:fs/promises';
+import type { Knex } from 'knex';
+import type { Logger } from '../log.ts';
+import type { ChangeFeed } from '../db/changes.ts';
+import { type Census, type SiteDatabases, StatementError } from '../../storage/site-database.ts';
+import { lockRows } from '../db/locks.ts';
+import { leftByThisNode } from '../db/node-work.ts';
+import { listNodes } from '../services/nodes.ts';
+import type { ChannelClient, MoveReport } from './database-channel.ts';
+
+/** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
+const LEASE_MS = 30 * 60_000;
+/** Time allowed to send a file: as long as a dump. */
+const SEND_MS = 10 * 60_000;
+
+export interface DatabaseMoverOptions {
+  db: Knex;
+  nodeId: string;
+  local: SiteDatabases;
+  channel: ChannelClient;
+  changes: ChangeFeed;
+  log: Logger;
+}
+
+export class MoveError extends StatementError {}
+
+/** Two counts of the same database agree: both whole, with the same tables holding the same number of rows. */
+function compare(source: Census, copy: Census): void {
+  if (copy.integrity !== 'ok') throw new MoveError('unavailable', `the copy failed SQLite's integrity check: ${copy.integrity}`);
+  const names = new Set([...Object.keys(source.tables), ...Object.keys(copy.tables)]);
+  for (const name of names) {
+    if (source.tables[name] !== copy.tables[name]) {
+      throw new MoveError('unavailable', `the copy does not match: table ${JSON.stringify(name)} holds ${copy.tables[name] ?? 'nothing'} rows there and ${source.tables[name] ?? 'nothing'} here`);
+    }
+  }
+}
+
+export class DatabaseMover {
+  readonly #options: DatabaseMoverOptions;
+
+  constructor(options: DatabaseMoverOptions) {
+    this.#options = options;
+  }
+
+  /** Moves the site's database, which this node holds, to node `to`. */
+  async moveOut(siteId: string, to: string): Promise<MoveReport> {
+    const { db, nodeId, local, channel, changes, log } = this.#options;
+    if (to === nodeId) throw new MoveError('failed', 'the database is already on that node');
+    const target = (await listNodes(db)).find((node) => node.id === to);
+    if (!target) throw new MoveError('failed', `there is no node ${to}`);
+    if (target.state !== 'up' || !target.roles.includes('database') || target.address === '') {
+      throw new MoveError('unavailable', `node ${to} cannot take the database: it must be up, have the database role and a cluster address`);
+    }
+    await this.#lease(siteId, to);
+    try {
+      const frozen = await local.freeze(siteId);
+      const started = performance.now();
+      let outcome: 'moved' | 'kept' = 'kept';
+      try {
+        const source = await frozen.census();
+        if (source.integrity !== 'ok') throw new MoveError('unavailable', `the database failed SQLite's integrity check here, and is not moved: ${source.integrity}`);
+        const { size: bytes } = await fsp.stat(frozen.file);
+        try {
+          compare(source, await channel.sendFile(target.address, siteId, frozen.file, SEND_MS));
+          outcome = await this.#switch(siteId, to);
+        } catch (err) {
+          await channel.call(target.address, siteId, 'discard', {}, SEND_MS).catch((again: unknown) => log.warn({ err: again, siteId, node: to }, 'a copy that did not become the database could not be removed from its node'));
+          throw err;
+        }
+        const rows = Object.values(source.tables).reduce((sum, n) => sum + n, 0);
+        return { siteId, from: nodeId, to, bytes, tables: Object.keys(source.tables).length, rows, pausedMs: Math.round(performance.now() - started) };
+      } finally {
+        await frozen.thaw(outcome);
+        if (outcome === 'moved') await changes.publish({ kind: 'database', siteId });
+      }
+    } finally {
+      await db('database_moves').where({ site_id: siteId, node_id: nodeId }).delete();
+    }
+  }
+
+  /** Takes the database's move lease; a live one held by another move is refused. */
+  async #lease(siteId: string, to: string): Promise<void> {
+    const { db, nodeId } = this.#options;
+    const now = new Date();
+    const taken = await db.transaction(async (trx) => {
+      if (!(await lockRows(trx, 'databases', { site_id: siteId, node_id: nodeId }))) return 'not here';
+      const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as { expires_at: string } | undefined;
+      if (lease && Date.parse(lease.expires_at) > now.getTime()) return 'leased';
+      await trx('database_moves').where({ site_id: siteId }).delete();
+      await trx('database_moves').insert({ site_id: siteId, from_node: nodeId, to_node: to, node_id: nodeId, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
+      return 'taken';
+    });
+    if (taken === 'not here') throw new StatementError('moved', 'this node does not hold the site\u2019s database');
+    if (taken === 'leased') throw new MoveError('busy', 'the database is being moved or recovered already');
+  }
+
+  /**
+   * Places the database on `to`, if it is still placed here. When the answer is lost on its way back
+   * (the metadata went away mid-commit), the placement is read again: the database must never be
+   * served here after it may have been placed there.
+   */
+  async #switch(siteId: string, to: string): Promise<'moved' | 'kept'> {
+    const { db, nodeId } = this.#options;
+    try {
+      const switched = await db('databases').where({ site_id: siteId, node_id: nodeId }).update({ node_id: to });
+      if (switched !== 1) throw new MoveError('failed', 'the database was deleted or placed elsewhere while it was copied');
+      return 'moved';
+    } catch (err) {
+      if (err instanceof MoveError) throw err;
+      const row = (await db('databases').where({ site_id: siteId }).first('node_id').catch(() => undefined)) as { node_id: string } | undefined;
+      if (row && row.node_id !== to) throw err;
+      // Placed there, or not known: this node stops serving it either way.
+      if (!row) this.#options.log.error({ err, siteId, to }, 'could not learn whether a moved database was placed on its new node; this node no longer serves it');
+      return 'moved';
+    }
+  }
+}
+
+/** Drops the move leases this node's previous process left when it stopped mid-move. */
+export async function releaseLeftoverMoves(db: Knex, nodeId: string, log: Logger): Promise<void> {
+  const released = await leftByThisNode(db, 'database_moves', nodeId).delete();
+  if (released > 0) log.warn({ released }, 'released the leases of database moves the previous process left');
+}

@@ -1,0 +1,85 @@
+// What a node's data dir holds, set against what the metadata says it holds, at the node's start. The
+// data dir remembers the node it belongs to (`node-id`), so a node whose id changed (its host was
+// renamed, or BERTH_NODE_ID set) takes its databases' placements with it. Then each database folder is
+// settled: one the metadata places nowhere yet is this node's (it was made before nodes were recorded);
+// one of a database that no longer exists is removed; one the metadata places on another node is a
+// copy that stopped being the database (moved or recovered elsewhere while this node was away, or a
+// move cut short) and is never served: it is set aside in `superseded/`, since it may hold writes the
+// operator wants back, and logged.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import type { Knex } from 'knex';
+import type { Logger } from '../log.ts';
+import { writeFileDurably } from '../../storage/durable.ts';
+
+const SITE_ID = /^[0-9a-f-]{36}$/;
+
+interface Deps {
+  db: Knex;
+  nodeId: string;
+  log: Logger;
+}
+
+/**
+ * Records this node's id in its data dir; when the data dir belonged to a node of another id, that
+ * node's placements become this one's (the data dir is locked by this process: the old id cannot be
+ * running on it). Returns how many placements moved.
+ */
+export async function adoptDataDir(deps: Deps, dataDir: string): Promise<number> {
+  const file = path.join(dataDir, 'node-id');
+  const previous = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '';
+  let adopted = 0;
+  if (previous && previous !== deps.nodeId) {
+    adopted = await deps.db.transaction(async (trx) => {
+      const moved = await trx('databases').where({ node_id: previous }).update({ node_id: deps.nodeId });
+      await trx('nodes').where({ id: previous }).delete();
+      return moved;
+    });
+    deps.log.warn({ previous, node: deps.nodeId, databases: adopted }, 'this data dir belonged to a node of another id: its site databases are now placed on this one');
+  }
+  if (previous !== deps.nodeId) await writeFileDurably(file, `${deps.nodeId}\n`);
+  return adopted;
+}
+
+export interface Settled {
+  claimed: number;
+  removed: number;
+  setAside: number;
+}
+
+/** Settles every database folder of the data dir against the metadata (see the top of this file). */
+export async function settleLocalDatabases(deps: Deps, dataDir: string): Promise<Settled> {
+  const root = path.join(dataDir, 'sites');
+  const folders = fs.existsSync(root) ? fs.readdirSync(root).filter((name) => SITE_ID.test(name)) : [];
+  const settled: Settled = { claimed: 0, removed: 0, setAside: 0 };
+  if (folders.length === 0) return settled;
+  const rows = new Map<string, string | null>();
+  for (let i = 0; i < folders.length; i += 500) {
+    const found = (await deps.db('databases').whereIn('site_id', folders.slice(i, i + 500)).select('site_id', 'node_id')) as Array<{ site_id: string; node_id: string | null }>;
+    for (const row of found) rows.set(row.site_id, row.node_id);
+  }
+  // A copy arriving for a move still in progress is the mover's to keep or discard.
+  const arriving = new Set(((await deps.db('database_moves').where({ to_node: deps.nodeId }).select('site_id')) as Array<{ site_id: string }>).map((row) => row.site_id));
+  const unplaced: string[] = [];
+  for (const siteId of folders) {
+    const dir = path.join(root, siteId);
+    if (!rows.has(siteId)) {
+      await fsp.rm(dir, { recursive: true, force: true });
+      settled.removed++;
+      continue;
+    }
+    const node = rows.get(siteId);
+    if (node === null) unplaced.push(siteId);
+    else if (node !== deps.nodeId && !arriving.has(siteId)) {
+      const aside = path.join(dataDir, 'superseded', `${siteId}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+      await fsp.mkdir(path.dirname(aside), { recursive: true, mode: 0o700 });
+      await fsp.rename(dir, aside);
+      deps.log.warn({ siteId, heldBy: node, keptAt: aside }, 'this node had a copy of a site database now placed on another node: it is not served, and was set aside');
+      settled.setAside++;
+    }
+  }
+  if (unplaced.length > 0) settled.claimed = await deps.db('databases').whereNull('node_id').whereIn('site_id', unplaced).update({ node_id: deps.nodeId });
+  if (settled.removed > 0) deps.log.info({ removed: settled.removed }, 'removed the files of site databases deleted while this node was away');
+  return settled;
+}
