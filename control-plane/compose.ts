@@ -29,6 +29,7 @@ import { ChannelClient, channelServer } from './cluster/database-channel.ts';
 import { readChannelTls } from './cluster/channel-tls.ts';
 import { PlacedSiteDatabases } from './cluster/placed-site-databases.ts';
 import { DatabaseMover, releaseLeftoverMoves } from './cluster/database-move.ts';
+import { DatabaseCopier } from './cluster/database-copies.ts';
 import { adoptDataDir, settleLocalDatabases } from './cluster/local-databases.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
@@ -251,8 +252,12 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     // On SQLite this server is the only node: every database is in its data dir, whatever id it had.
     await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
   }
+  // Copies of the databases this node holds go to the shared store, for recovery on another node.
+  const copier = metadata.backend === 'postgres' ? new DatabaseCopier({ db, nodeId, blobs, dataDir: config.dataDir, tmpDir: path.join(config.dataDir, 'sites', 'copies.tmp'), log }) : null;
+  if (copier && config.roles.includes('database') && config.databaseCopyMs > 0) copier.start(config.databaseCopyMs);
+  const mover = channelClient && copier ? new DatabaseMover({ db, nodeId, local: localDatabases, channel: channelClient, changes, blobs, copier, log }) : null;
   const channel =
-    placed && channelClient
+    placed && mover
       ? channelServer({
           verifier: new RequestVerifier(channelKey(masterKey)),
           provider: localDatabases,
@@ -264,7 +269,8 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
             placed.forget(siteId);
             return placed.whereIs(siteId);
           },
-          moveOut: (siteId, to) => new DatabaseMover({ db, nodeId, local: localDatabases, channel: channelClient, changes, log }).moveOut(siteId, to),
+          moveOut: (siteId, to) => mover.moveOut(siteId, to),
+          recoverHere: (siteId, from) => mover.recoverHere(siteId, from),
           maxReceiveBytes: config.siteDatabaseMaxBytes + 1024 * 1024,
           tmpDir: path.join(runtimeDir, 'channel'),
           tls: channelTls,
@@ -293,6 +299,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await sweeper.stop();
     await scheduler.stop();
     await heartbeat.stop();
+    await copier?.stop();
     await runtime.close();
     await egress.close();
     await deps.siteDatabases.close();

@@ -41,6 +41,8 @@ export interface Config {
   accountStorageBytes: number;
   /** How often blobs no version references are removed (each once unused that long); 0: never. */
   blobSweepMs: number;
+  /** How often a database node copies the site databases it holds that changed to the object store (shared metadata only); 0: never. */
+  databaseCopyMs: number;
   maxJsonBytes: number;
   logLevel: string;
   shutdownGraceMs: number;
@@ -113,6 +115,7 @@ export const DEFAULTS: Config = {
   maxFileBytes: 512 * 1024 * 1024,
   accountStorageBytes: 10 * 1024 ** 3,
   blobSweepMs: 3600_000,
+  databaseCopyMs: 15 * 60_000,
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
   shutdownGraceMs: 10_000,
@@ -363,6 +366,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),
     accountStorageBytes: integer(env, 'BERTH_ACCOUNT_STORAGE_BYTES', DEFAULTS.accountStorageBytes, 0, Number.MAX_SAFE_INTEGER),
     blobSweepMs: integer(env, 'BERTH_BLOB_SWEEP_MS', DEFAULTS.blobSweepMs, 0, 7 * 24 * 3600_000),
+    databaseCopyMs: integer(env, 'BERTH_DATABASE_COPY_MS', DEFAULTS.databaseCopyMs, 0, 7 * 24 * 3600_000),
     maxJsonBytes: DEFAULTS.maxJsonBytes,
     logLevel,
     shutdownGraceMs: integer(env, 'BERTH_SHUTDOWN_GRACE_MS', DEFAULTS.shutdownGraceMs, 0, 600_000),

@@ -71,6 +71,15 @@ export interface BlobStore {
   /** A stream of an export's bytes, or null when the store does not have it. */
   openExport(id: string): Promise<Readable | null>;
 
+  /**
+   * Keeps a copy of a site database's file (a consistent snapshot at a local path, left in place),
+   * replacing the site's previous copy whole; returns its size.
+   */
+  putDatabaseCopy(siteId: string, file: string): Promise<number>;
+  /** A stream of the site's latest database copy, or null when there is none. */
+  openDatabaseCopy(siteId: string): Promise<Readable | null>;
+  removeDatabaseCopy(siteId: string): Promise<void>;
+
   close(): Promise<void>;
 }
 

@@ -1,7 +1,7 @@
 // The blob store on a local directory, the embedded default. A blob is streamed to a temporary file
 // while it is hashed, fsynced, then renamed to <root>/<aa>/<sha256>: a reader sees a whole blob or
 // none, never a partial one. A blob's age (for the sweeper) is its file's mtime. Exports are files
-// <data dir>/exports/<id>.sql.
+// <data dir>/exports/<id>.sql; copies of site databases are <root>/database-copies/<siteId>.sqlite.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -221,6 +221,41 @@ export class LocalBlobStore implements BlobStore {
       if (errnoCode(err) === 'ENOENT') return null;
       throw err;
     }
+  }
+
+  #copyPath(siteId: string): string {
+    if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
+    return path.join(this.#root, 'database-copies', `${siteId}.sqlite`);
+  }
+
+  /** Copied beside the blobs (the root may be another file system than `file`), flushed, then renamed over the last copy. */
+  async putDatabaseCopy(siteId: string, file: string): Promise<number> {
+    const final = this.#copyPath(siteId);
+    await fsp.mkdir(path.dirname(final), { recursive: true, mode: 0o700 });
+    const tmp = path.join(this.#tmp, `copy-${crypto.randomUUID()}`);
+    try {
+      await fsp.copyFile(file, tmp);
+      await syncPath(tmp);
+      await fsp.rename(tmp, final);
+    } finally {
+      await fsp.rm(tmp, { force: true });
+    }
+    await syncPath(path.dirname(final));
+    return (await fsp.stat(final)).size;
+  }
+
+  async openDatabaseCopy(siteId: string): Promise<Readable | null> {
+    try {
+      const handle = await fsp.open(this.#copyPath(siteId), 'r');
+      return handle.createReadStream();
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return null;
+      throw err;
+    }
+  }
+
+  async removeDatabaseCopy(siteId: string): Promise<void> {
+    await fsp.rm(this.#copyPath(siteId), { force: true });
   }
 
   /** Stops the writer threads. */

@@ -120,7 +120,7 @@ export class S3BlobStore implements BlobStore {
     }
   }
 
-  #key(kind: 'blobs' | 'exports' | 'tmp', name: string): string {
+  #key(kind: 'blobs' | 'exports' | 'tmp' | 'database-copies', name: string): string {
     return `${this.#at.prefix}${kind}/${name}`;
   }
 
@@ -380,6 +380,34 @@ export class S3BlobStore implements BlobStore {
       throw err;
     }
   }
+  /** One object per site, replaced whole by each copy: a PUT (or a multipart upload's completion) is atomic. */
+  async putDatabaseCopy(siteId: string, file: string): Promise<number> {
+    const bytes = fs.statSync(file).size;
+    const upload = new Upload({
+      client: this.#client,
+      params: { Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`), Body: fs.createReadStream(file), ContentType: 'application/vnd.sqlite3' },
+      partSize: PART_BYTES,
+      queueSize: 2,
+      leavePartsOnError: false,
+    });
+    await this.#send('store a copy of a site database', () => upload.done());
+    return bytes;
+  }
+
+  async openDatabaseCopy(siteId: string): Promise<Readable | null> {
+    try {
+      const answer = await this.#send('read a copy of a site database', () => this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`) })));
+      return answer.Body as Readable;
+    } catch (err) {
+      if (notFound(err)) return null;
+      throw err;
+    }
+  }
+
+  async removeDatabaseCopy(siteId: string): Promise<void> {
+    await this.#send('remove a copy of a site database', () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`) })));
+  }
+
 
   async close(): Promise<void> {
     this.#client.destroy();

@@ -74,9 +74,10 @@ export interface FrozenDatabase {
   census(): Promise<Census>;
   /**
    * Ends the pause. `moved`: the database now lives on another node; the writes that waited are told
-   * so (StatementError `moved`) and the file is removed. `kept`: they run here.
+   * so (StatementError `moved`), then `beforeRemoval` may still read the file, then it is removed.
+   * `kept`: they run here.
    */
-  thaw(outcome: 'moved' | 'kept'): Promise<void>;
+  thaw(outcome: 'moved' | 'kept', beforeRemoval?: () => Promise<void>): Promise<void>;
 }
 
 export interface SiteDatabaseOptions {
@@ -248,17 +249,25 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return {
       file,
       census: async () => (await this.#call(siteId, { op: 'census' }, DUMP_TIMEOUT_MS)) as Census,
-      thaw: async (outcome) => {
+      thaw: async (outcome, beforeRemoval) => {
         // Marked moved before the waiting calls wake, so none of them writes to this file.
         if (outcome === 'moved') this.#movedAway.add(siteId);
         this.#frozen.delete(siteId);
         thawed(outcome);
-        if (outcome === 'moved') {
+        if (outcome !== 'moved') return;
+        try {
+          await beforeRemoval?.();
+        } finally {
           await this.#stop(siteId);
           await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
         }
       },
     };
+  }
+
+  /** The site's database file. */
+  fileOf(siteId: string): string {
+    return path.join(this.#dir(siteId), 'db.sqlite');
   }
 
   /**

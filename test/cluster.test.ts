@@ -10,7 +10,7 @@ import test from 'ava';
 import got, { type Got } from 'got';
 import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
-import { databaseFor, onPostgres } from './helpers/postgres.ts';
+import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
 import { freePort } from './helpers/ports.ts';
 import { until } from './helpers/until.ts';
@@ -25,6 +25,8 @@ interface Cluster {
   envB: Record<string, string>;
   a: ServeProcess;
   b: ServeProcess;
+  /** A second database node, started by the first test that needs one. */
+  c?: ServeProcess;
   channelA: string;
   owner: TestAccount;
 }
@@ -37,7 +39,8 @@ test.before(async () => {
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
   // What the nodes share: the metadata, the files (a bucket on the shared-backends pass) and the master key.
   const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
-  const common = { BERTH_DATABASE_URL: await databaseFor(dirA), BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'), ...files };
+  // Database nodes copy their changed databases to the shared store every second (default: 15 minutes).
+  const common = { BERTH_DATABASE_URL: await databaseFor(dirA), BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'), BERTH_DATABASE_COPY_MS: '1000', ...files };
   // Each channel port is taken just before its node starts, so no node started meanwhile can be given it.
   const channelA = `http://127.0.0.1:${await freePort()}`;
   const envA = { ...common, BERTH_DATA_DIR: dirA, BERTH_NODE_ID: 'node-a', BERTH_CLUSTER_ADDRESS: channelA };
@@ -56,7 +59,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  for (const server of [c?.a, c?.b]) {
+  for (const server of [c?.a, c?.b, c?.c]) {
     if (!server || server.child.exitCode !== null) continue;
     server.child.kill('SIGTERM');
     await server.exited;
@@ -170,6 +173,14 @@ cluster('the internal channel refuses unsigned, wrongly signed and replayed call
   const notHeld = await call(otherPath, '{}', signRequest(key, 'node-b', 'POST', otherPath, Buffer.from('{}')));
   t.deepEqual(JSON.parse(notHeld.body), { ok: false, reason: 'unavailable', message: 'the site has no database' });
   t.false(fs.existsSync(path.join(c.root, 'a', 'sites', stranger)), 'nothing was made for it');
+
+  // Nor can a signed copy replace a database the node holds.
+  const receivePath = `/v1/site-databases/${site.id}/receive`;
+  const bogus = Buffer.from('not a database at all');
+  const overwrite = await got.post(`${c.channelA}${receivePath}`, { body: bogus, headers: { 'content-type': 'application/octet-stream', ...signRequest(key, 'node-b', 'POST', receivePath, bogus) }, throwHttpErrors: false, retry: { limit: 0 } });
+  t.like(JSON.parse(overwrite.body), { ok: false, reason: 'failed' });
+  const still = json<{ result: Array<{ results: unknown[] }> }>(await c.owner.api.post(`v0/sites/${site.id}/databases/${json<{ databases: Array<{ id: string }> }>(await c.owner.api.get(`v0/sites/${site.id}/databases`)).databases[0]!.id}/query`, { json: { sql: 'SELECT count(*) AS n FROM notes' } }));
+  t.deepEqual(still.result[0]!.results, [{ n: 0 }], 'the database is untouched');
 });
 
 cluster('with the database node killed, that site’s database calls answer 503 and the rest of the site works; it answers again once the node is back', async (t) => {
@@ -195,6 +206,11 @@ cluster('with the database node killed, that site’s database calls answer 503 
   t.deepEqual(rows.map((row) => row.body), ['acknowledged'], 'the acknowledged write is there');
 });
 
+/** Starts node C, a second database node, once. */
+async function startNodeC(): Promise<void> {
+  c.c ??= await startServe({ ...c.common, BERTH_DATA_DIR: path.join(c.root, 'c'), BERTH_NODE_ID: 'node-c', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}` });
+}
+
 cluster('drain-node moves every database of a node to another under write load: no write is lost or refused, each moved database is the same row by row, and a copy left behind is never served', async (t) => {
   const quiet = await siteWithDatabase('drain-quiet');
   const busy = await siteWithDatabase('drain-busy');
@@ -205,12 +221,7 @@ cluster('drain-node moves every database of a node to another under write load: 
   t.is(before.length, 3000);
   t.true(fs.existsSync(path.join(c.root, 'a', 'sites', busy.site.id, 'db.sqlite')), 'both start on node A');
 
-  const envC = { ...c.common, BERTH_DATA_DIR: path.join(c.root, 'c'), BERTH_NODE_ID: 'node-c', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}` };
-  const nodeC = await startServe(envC);
-  t.teardown(async () => {
-    nodeC.child.kill('SIGTERM');
-    await nodeC.exited;
-  });
+  await startNodeC();
 
   // Writes through B, by a function's ctx.db and by the query endpoint, and reads, until the drain is done.
   const onB = siteOn(c.b, busy.site.subdomain);
@@ -273,6 +284,66 @@ cluster('drain-node moves every database of a node to another under write load: 
   t.deepEqual((await query(quiet.base, 'SELECT count(*) AS n FROM notes')).result[0]!.results, [{ n: 3000 }]);
   const again = JSON.parse((await runBerth(['admin', 'nodes', '--json'], c.envB)).stdout) as { nodes: Array<{ id: string; drainingAt: string | null }> };
   t.is(again.nodes.find((n) => n.id === 'node-a')!.drainingAt, null, 'a restarted node takes databases again');
+});
+
+cluster('recover-database brings a database back on another node from its latest copy once its node and data dir are lost, and says how old the copy is', async (t) => {
+  await startNodeC();
+  const lost = await siteWithDatabase('recover');
+  t.true(fs.existsSync(path.join(c.root, 'a', 'sites', lost.site.id, 'db.sqlite')), 'placed on node A, which holds the fewest');
+  const refused = await runBerth(['admin', 'recover-database', '--site', lost.site.id], c.envB);
+  t.is(refused.code, 1);
+  t.regex(refused.stderr, /node-a, which is up .*: it needs no recovery/);
+
+  const inserted = await c.owner.api.post(`${lost.base}/query`, { json: { sql: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) INSERT INTO notes (body) SELECT 'kept ' || i FROM n" } });
+  t.is(inserted.statusCode, 200);
+  const written = new Date().toISOString();
+  const copiedAt = async () =>
+    asAdmin(async (client) => ((await client.query('SELECT copied_at FROM databases WHERE site_id = $1', [lost.site.id])).rows[0] as { copied_at: string | null }).copied_at, databaseOf(path.join(c.root, 'a')));
+  await until(async () => ((await copiedAt()) ?? '') > written, 'a copy taken after the writes');
+
+  c.a.child.kill('SIGKILL');
+  await c.a.exited;
+  fs.rmSync(path.join(c.root, 'a'), { recursive: true, force: true });
+  const stateOfA = async () => (JSON.parse((await runBerth(['admin', 'nodes', '--json'], c.envB)).stdout) as { nodes: Array<{ id: string; state: string }> }).nodes.find((n) => n.id === 'node-a')!.state;
+  await until(async () => (await stateOfA()) === 'down', 'node A to be seen down (its heartbeat lapses)');
+  const recovered = await runBerth(['admin', 'recover-database', '--site', lost.site.id, '--json'], c.envB);
+  t.is(recovered.code, 0, recovered.stdout + recovered.stderr);
+  const report = (JSON.parse(recovered.stdout) as { recovery: { to: string; from: string; rows: number; copiedAt: string; copyAgeSeconds: number } }).recovery;
+  t.like(report, { to: 'node-c', from: 'node-a', rows: 502 });
+  t.true(report.copyAgeSeconds >= 0 && report.copyAgeSeconds < 120, 'it says how old the copy is');
+  t.true(fs.existsSync(path.join(c.root, 'c', 'sites', lost.site.id, 'db.sqlite')));
+
+  const count = json<{ result: Array<{ results: unknown[] }> }>(await c.owner.api.post(`${lost.base}/query`, { json: { sql: 'SELECT count(*) AS n FROM notes' } }));
+  t.deepEqual(count.result[0]!.results, [{ n: 500 }], 'every write in the copy is back');
+  const onB = siteOn(c.b, lost.site.subdomain);
+  t.is((await onB.post('api/notes', { body: 'after the recovery' })).statusCode, 200, 'and takes writes through any node');
+  const again = await runBerth(['admin', 'recover-database', '--site', lost.site.id], c.envB);
+  t.is(again.code, 1, 'a database whose node is up is not recovered twice');
+
+  // Node A starts again on an empty data dir: it serves, and takes new databases.
+  c.a = await startServe(c.envA);
+  t.is((await siteOn(c.a, lost.site.subdomain).get('api/notes')).statusCode, 200);
+});
+
+cluster('a node started on its data dir under another id keeps that data dir\u2019s databases', async (t) => {
+  await startNodeC();
+  const { site, base } = await siteWithDatabase('renamed');
+  const holder = fs.existsSync(path.join(c.root, 'c', 'sites', site.id)) ? 'c' : 'a';
+  const listed = async () => (JSON.parse((await runBerth(['admin', 'nodes', '--json'], c.envB)).stdout) as { nodes: Array<{ id: string; databases: number }> }).nodes;
+  const held = (await listed()).find((n) => n.id === `node-${holder}`)!.databases;
+  t.true(held >= 1);
+  const node = holder === 'c' ? c.c! : c.a;
+  node.child.kill('SIGTERM');
+  await node.exited;
+  const env = { ...c.common, BERTH_DATA_DIR: path.join(c.root, holder), BERTH_NODE_ID: `node-${holder}-renamed`, BERTH_CLUSTER_ADDRESS: holder === 'a' ? c.channelA : `http://127.0.0.1:${await freePort()}` };
+  const renamed = await startServe(env);
+  if (holder === 'c') c.c = renamed;
+  else c.a = renamed;
+  const nodes = await listed();
+  t.is(nodes.find((n) => n.id === `node-${holder}-renamed`)?.databases, held, 'its placements moved with it');
+  t.falsy(nodes.find((n) => n.id === `node-${holder}`), 'and the old id is gone');
+  const answered = json<{ result: Array<{ results: unknown[] }> }>(await c.owner.api.post(`${base}/query`, { json: { sql: 'SELECT count(*) AS n FROM notes' } }));
+  t.deepEqual(answered.result[0]!.results, [{ n: 0 }]);
 });
 
 const TLS_DIR = path.resolve(import.meta.dirname, 'fixtures/cluster-tls');

@@ -19,7 +19,7 @@ import { Name, Uuid } from '../schemas.ts';
 import { useDataDir } from '../../storage/data-dir.ts';
 import { StartupError, dataDirProblem } from '../startup-error.ts';
 import { UsageError } from './usage-error.ts';
-import { drainNode } from './drain-node.ts';
+import { drainNode, recoverDatabase } from './cluster-commands.ts';
 
 function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
   try {
@@ -125,6 +125,7 @@ const commands: Record<string, Command> = {
     return { json: { nodes }, text: lines.join('\n') || 'no node has started on this metadata yet' };
   },
   'drain-node': drainNode,
+  'recover-database': recoverDatabase,
 };
 
 const CREATE_FLAG = '--create-data-dir';

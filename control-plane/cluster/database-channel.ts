@@ -42,6 +42,7 @@ const BODIES = {
   size: z.object({}),
   remove: z.object({}),
   move: z.object({ to: z.string().min(1).max(200) }),
+  recover: z.object({ from: z.string().min(1).max(200) }),
   discard: z.object({}),
 } as const;
 /** Calls whose body is JSON; `receive` carries a database file. */
@@ -58,6 +59,18 @@ export interface MoveReport {
   rows: number;
   /** How long the database's writes waited. */
   pausedMs: number;
+}
+
+/** What bringing a database back from its copy did, as the node that took it reports it. */
+export interface RecoveryReport {
+  siteId: string;
+  from: string;
+  to: string;
+  /** When the copy was taken: writes after it are not in the database. */
+  copiedAt: string;
+  bytes: number;
+  tables: number;
+  rows: number;
 }
 
 /** A row value that holds bytes travels as base64, like the database process's own frames. */
@@ -85,6 +98,8 @@ export interface ChannelServerOptions {
   whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
   /** Moves a database this node holds to another node (database-move.ts). */
   moveOut(siteId: string, to: string): Promise<MoveReport>;
+  /** Brings a database held by a lost node back on this one from its copy (database-move.ts). */
+  recoverHere(siteId: string, from: string): Promise<RecoveryReport>;
   /** The largest database file this node takes from another. */
   maxReceiveBytes: number;
   /** Where a dump is written before it is streamed. */
@@ -102,8 +117,7 @@ export interface ChannelTls {
 }
 
 const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
-const PLACE_HERE_ONLY: ReadonlySet<Op> = new Set(['move']);
-const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'discard']);
+const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'discard', 'recover']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
@@ -167,7 +181,12 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
     }
     try {
       if (op === 'dump') return await streamDump(options, siteId, res);
-      const value = PLACE_HERE_ONLY.has(op) ? await options.moveOut(siteId, (input as { to: string }).to) : await runOp(options.provider, siteId, op as Exclude<Op, 'dump' | 'move'>, input);
+      const value =
+        op === 'move'
+          ? await options.moveOut(siteId, (input as { to: string }).to)
+          : op === 'recover'
+            ? await options.recoverHere(siteId, (input as { from: string }).from)
+            : await runOp(options.provider, siteId, op, input);
       answer(res, 200, { ok: true, value });
     } catch (err) {
       if (!(err instanceof StatementError)) {
@@ -238,7 +257,7 @@ async function receive(options: ChannelServerOptions, siteId: string, url: strin
   }
 }
 
-async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude<Op, 'dump' | 'move'>, input: Record<string, unknown>): Promise<unknown> {
+async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude<Op, 'dump' | 'move' | 'recover'>, input: Record<string, unknown>): Promise<unknown> {
   switch (op) {
     case 'create':
       return provider.create(siteId);

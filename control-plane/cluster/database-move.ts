@@ -3,9 +3,17 @@
 // the metadata, pauses the database's writes (reads go on: SiteDatabases.freeze), sends the file over
 // the internal channel to the new node, which checks it whole and counts every table's rows, compares
 // those counts with its own, then switches the placement in one conditional update. Writes that waited
-// learn that the database moved and go to the new node; the old file is removed. Anything that fails
-// before the switch leaves the database where it was, and the new node's copy is discarded.
+// learn that the database moved and go to the new node; the moved file is stored as the database's
+// copy in the object store, then removed. Anything that fails before the switch leaves the database
+// where it was, and the new node's copy is discarded.
+//
+// Recovery is the other way round: when the node that held a database is lost, another node takes the
+// latest copy from the object store (database-copies.ts), checks it the same way, and the placement is
+// switched to it, under the same lease.
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.ts';
 import type { ChangeFeed } from '../db/changes.ts';
@@ -13,7 +21,9 @@ import { type Census, type SiteDatabases, StatementError } from '../../storage/s
 import { lockRows } from '../db/locks.ts';
 import { leftByThisNode } from '../db/node-work.ts';
 import { listNodes } from '../services/nodes.ts';
-import type { ChannelClient, MoveReport } from './database-channel.ts';
+import type { BlobStore } from '../../storage/blob-store.ts';
+import type { ChannelClient, MoveReport, RecoveryReport } from './database-channel.ts';
+import type { DatabaseCopier } from './database-copies.ts';
 
 /** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
 const LEASE_MS = 30 * 60_000;
@@ -26,6 +36,8 @@ export interface DatabaseMoverOptions {
   local: SiteDatabases;
   channel: ChannelClient;
   changes: ChangeFeed;
+  blobs: BlobStore;
+  copier: DatabaseCopier;
   log: Logger;
 }
 
@@ -58,7 +70,7 @@ export class DatabaseMover {
     if (target.state !== 'up' || !target.roles.includes('database') || target.address === '') {
       throw new MoveError('unavailable', `node ${to} cannot take the database: it must be up, have the database role and a cluster address`);
     }
-    await this.#lease(siteId, to);
+    await this.#lease(siteId, nodeId, to);
     try {
       const frozen = await local.freeze(siteId);
       const started = performance.now();
@@ -77,7 +89,9 @@ export class DatabaseMover {
         const rows = Object.values(source.tables).reduce((sum, n) => sum + n, 0);
         return { siteId, from: nodeId, to, bytes, tables: Object.keys(source.tables).length, rows, pausedMs: Math.round(performance.now() - started) };
       } finally {
-        await frozen.thaw(outcome);
+        await frozen.thaw(outcome, () =>
+          this.#options.copier.copyFile(siteId, frozen.file).catch((err: unknown) => log.warn({ err, siteId }, 'the moved database could not be copied to the object store; its next scheduled copy will be')),
+        );
         if (outcome === 'moved') await changes.publish({ kind: 'database', siteId });
       }
     } finally {
@@ -85,19 +99,62 @@ export class DatabaseMover {
     }
   }
 
-  /** Takes the database's move lease; a live one held by another move is refused. */
-  async #lease(siteId: string, to: string): Promise<void> {
+  /**
+   * Brings the site's database back on this node from its latest copy in the object store, when the
+   * node `from` that held it is lost. The copy is checked whole before the placement is switched.
+   */
+  async recoverHere(siteId: string, from: string): Promise<RecoveryReport> {
+    const { db, nodeId, local, blobs, changes } = this.#options;
+    const row = (await db('databases').where({ site_id: siteId }).first('node_id', 'copied_at')) as { node_id: string | null; copied_at: string | null } | undefined;
+    if (!row) throw new MoveError('unavailable', 'the site has no database');
+    if (row.node_id !== from) throw new MoveError('failed', `the database is not on node ${from}`);
+    const holder = (await listNodes(db)).find((node) => node.id === from);
+    if (holder?.state === 'up') throw new MoveError('failed', `node ${from} is up: move its databases with drain-node instead, which loses no write`);
+    if (row.copied_at === null) throw new MoveError('unavailable', 'there is no copy of the database in the object store');
+    await this.#lease(siteId, from, nodeId);
+    try {
+      const source = await blobs.openDatabaseCopy(siteId);
+      if (!source) throw new MoveError('unavailable', 'the copy of the database is missing from the object store');
+      const dir = await local.incoming(siteId);
+      let census: Census;
+      try {
+        await pipeline(source, fs.createWriteStream(path.join(dir, 'db.sqlite'), { mode: 0o600, flush: true }));
+        census = await local.install(siteId, dir);
+      } catch (err) {
+        await local.discardIncoming(dir);
+        throw err;
+      }
+      const { size: bytes } = await fsp.stat(path.join(local.fileOf(siteId)));
+      if (census.integrity !== 'ok') {
+        await local.remove(siteId);
+        throw new MoveError('unavailable', `the copy failed SQLite's integrity check: ${census.integrity}`);
+      }
+      const switched = await db('databases').where({ site_id: siteId, node_id: from }).update({ node_id: nodeId });
+      if (switched !== 1) {
+        await local.remove(siteId);
+        throw new MoveError('failed', 'the database was deleted or placed elsewhere while it was recovered');
+      }
+      await changes.publish({ kind: 'database', siteId });
+      const rows = Object.values(census.tables).reduce((sum, n) => sum + n, 0);
+      return { siteId, from, to: nodeId, copiedAt: row.copied_at, bytes, tables: Object.keys(census.tables).length, rows };
+    } finally {
+      await db('database_moves').where({ site_id: siteId, node_id: nodeId }).delete();
+    }
+  }
+
+  /** Takes the database's move lease while it is placed on `from`; a live one held by another move is refused. */
+  async #lease(siteId: string, from: string, to: string): Promise<void> {
     const { db, nodeId } = this.#options;
     const now = new Date();
     const taken = await db.transaction(async (trx) => {
-      if (!(await lockRows(trx, 'databases', { site_id: siteId, node_id: nodeId }))) return 'not here';
+      if (!(await lockRows(trx, 'databases', { site_id: siteId, node_id: from }))) return 'not here';
       const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as { expires_at: string } | undefined;
       if (lease && Date.parse(lease.expires_at) > now.getTime()) return 'leased';
       await trx('database_moves').where({ site_id: siteId }).delete();
-      await trx('database_moves').insert({ site_id: siteId, from_node: nodeId, to_node: to, node_id: nodeId, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
+      await trx('database_moves').insert({ site_id: siteId, from_node: from, to_node: to, node_id: nodeId, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
       return 'taken';
     });
-    if (taken === 'not here') throw new StatementError('moved', 'this node does not hold the site\u2019s database');
+    if (taken === 'not here') throw new StatementError('moved', `the site\u2019s database is not on node ${from}`);
     if (taken === 'leased') throw new MoveError('busy', 'the database is being moved or recovered already');
   }
 

@@ -25,6 +25,7 @@ import * as attemptLimits from './migrations/0016_attempt_limits.ts';
 import * as nodeOwnership from './migrations/0017_node_ownership.ts';
 import * as nodes from './migrations/0018_nodes.ts';
 import * as databaseMoves from './migrations/0019_database_moves.ts';
+import * as databaseCopies from './migrations/0020_database_copies.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -51,6 +52,7 @@ const migrations: Record<string, Migration> = {
   '0017_node_ownership': nodeOwnership,
   '0018_nodes': nodes,
   '0019_database_moves': databaseMoves,
+  '0020_database_copies': databaseCopies,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

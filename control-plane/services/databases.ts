@@ -229,5 +229,7 @@ export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, d
   });
   await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId, row.node_id);
+  // Its copy for recovery (cluster/database-copies.ts) goes too; one left behind is never used, since recovery needs the row.
+  await deps.blobs.removeDatabaseCopy(siteId).catch((err: unknown) => deps.log.warn({ err, siteId }, 'the copy of a deleted database could not be removed from the object store'));
   return { deleted: true as const, databaseId };
 }
