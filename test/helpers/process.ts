@@ -1,7 +1,6 @@
 // Runs the real `berth` command as a child process, as an operator would.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { objectStoreEnv } from './object-store.ts';
 import { databaseEnv } from './postgres.ts';
 
@@ -70,14 +69,18 @@ export async function startServe(givenEnv: Record<string, string>, options: Serv
   return { child, url, output: () => stdout, exited };
 }
 
-export async function runBerth(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [BIN, ...args], { env: { ...process.env, ...(await withBackend(env)) } });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+/** Runs `berth <args>` to its end; `input` is written to its stdin (a password for --password-stdin). */
+export async function runBerth(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...(await withBackend(env)) }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stdin.end(input ?? '');
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code: code ?? 1, stdout, stderr }));
+  });
 }
 
 export { processesMentioning } from '../../runtime-host/leftovers.ts';
