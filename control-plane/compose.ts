@@ -243,9 +243,9 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   const serveCtx = createCtxHandler(deps);
   const heartbeat = new NodeHeartbeat(deps, config);
   await heartbeat.start();
+  await adoptDataDir(deps, config.dataDir, metadata.backend === 'postgres');
   if (metadata.backend === 'postgres') {
     await releaseLeftoverMoves(db, nodeId, log);
-    await adoptDataDir(deps, config.dataDir);
     const { claimed } = await settleLocalDatabases(deps, config.dataDir);
     if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
   } else {

@@ -1,6 +1,7 @@
 // What a node's data dir holds, set against what the metadata says it holds, at the node's start. The
 // data dir remembers the node it belongs to (`node-id`), so a node whose id changed (its host was
-// renamed, or BERTH_NODE_ID set) takes its databases' placements with it. Then each database folder is
+// renamed, or BERTH_NODE_ID set, or a single VM became a cluster's first node) takes its databases'
+// placements with it. Then each database folder is
 // settled: one the metadata places nowhere yet is this node's (it was made before nodes were recorded);
 // one of a database that no longer exists is removed; one the metadata places on another node is a
 // copy that stopped being the database (moved or recovered elsewhere while this node was away, or a
@@ -12,6 +13,7 @@ import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.ts';
 import { writeFileDurably } from '../../storage/durable.ts';
+import { listNodes } from '../services/nodes.ts';
 
 const SITE_ID = /^[0-9a-f-]{36}$/;
 
@@ -22,25 +24,50 @@ interface Deps {
 }
 
 /**
- * Records this node's id in its data dir; when the data dir belonged to a node of another id, that
+ * Records this node's id in its data dir. When the data dir belonged to a node of another id, that
  * node's placements become this one's (the data dir is locked by this process: the old id cannot be
- * running on it). Returns how many placements moved.
+ * running on it). A data dir that never recorded an id (one that ran before ids were recorded, or a
+ * single-VM instance whose metadata was copied to PostgreSQL) takes the placements of the databases
+ * whose folders it holds from whichever node they name that is not up. On metadata of its own
+ * (SQLite) there is nothing to move: it only records the id. Returns how many placements moved.
  */
-export async function adoptDataDir(deps: Deps, dataDir: string): Promise<number> {
+export async function adoptDataDir(deps: Deps, dataDir: string, sharedMetadata: boolean): Promise<number> {
   const file = path.join(dataDir, 'node-id');
   const previous = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '';
   let adopted = 0;
-  if (previous && previous !== deps.nodeId) {
-    adopted = await deps.db.transaction(async (trx) => {
-      const moved = await trx('databases').where({ node_id: previous }).update({ node_id: deps.nodeId });
-      await trx('nodes').where({ id: previous }).delete();
-      return moved;
-    });
-    deps.log.warn({ previous, node: deps.nodeId, databases: adopted }, 'this data dir belonged to a node of another id: its site databases are now placed on this one');
+  if (sharedMetadata && previous !== deps.nodeId) {
+    adopted = previous ? await adoptNode(deps, previous) : await adoptFolders(deps, dataDir);
+    if (adopted > 0) deps.log.warn({ previous: previous || undefined, node: deps.nodeId, databases: adopted }, 'the site databases in this data dir were placed on a node of another id: they are now placed on this one');
   }
   if (previous !== deps.nodeId) await writeFileDurably(file, `${deps.nodeId}\n`);
   return adopted;
 }
+
+function adoptNode(deps: Deps, previous: string): Promise<number> {
+  return deps.db.transaction(async (trx) => {
+    const moved = await trx('databases').where({ node_id: previous }).update({ node_id: deps.nodeId });
+    await trx('nodes').where({ id: previous }).delete();
+    return moved;
+  });
+}
+
+async function adoptFolders(deps: Deps, dataDir: string): Promise<number> {
+  const here = siteFolders(dataDir);
+  if (here.length === 0) return 0;
+  const up = new Set((await listNodes(deps.db)).filter((node) => node.state === 'up' && node.id !== deps.nodeId).map((node) => node.id));
+  let moved = 0;
+  for (let i = 0; i < here.length; i += 500) {
+    const rows = (await deps.db('databases').whereIn('site_id', here.slice(i, i + 500)).whereNotNull('node_id').whereNot({ node_id: deps.nodeId }).select('site_id', 'node_id')) as Array<{ site_id: string; node_id: string }>;
+    const mine = rows.filter((row) => !up.has(row.node_id)).map((row) => row.site_id);
+    if (mine.length > 0) moved += await deps.db('databases').whereIn('site_id', mine).update({ node_id: deps.nodeId });
+  }
+  return moved;
+}
+
+const siteFolders = (dataDir: string): string[] => {
+  const root = path.join(dataDir, 'sites');
+  return fs.existsSync(root) ? fs.readdirSync(root).filter((name) => SITE_ID.test(name)) : [];
+};
 
 export interface Settled {
   claimed: number;
@@ -51,7 +78,7 @@ export interface Settled {
 /** Settles every database folder of the data dir against the metadata (see the top of this file). */
 export async function settleLocalDatabases(deps: Deps, dataDir: string): Promise<Settled> {
   const root = path.join(dataDir, 'sites');
-  const folders = fs.existsSync(root) ? fs.readdirSync(root).filter((name) => SITE_ID.test(name)) : [];
+  const folders = siteFolders(dataDir);
   const settled: Settled = { claimed: 0, removed: 0, setAside: 0 };
   if (folders.length === 0) return settled;
   const rows = new Map<string, string | null>();

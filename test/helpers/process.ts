@@ -29,11 +29,12 @@ export interface ServeOptions {
 
 /**
  * `env` with what the data dir it names needs on this pass's backends: its database
- * (test/helpers/postgres.ts) and its bucket (test/helpers/object-store.ts), unless `env` names its own.
+ * (test/helpers/postgres.ts) and its bucket (test/helpers/object-store.ts), unless `env` names its own
+ * (an empty BERTH_DATABASE_URL or BERTH_OBJECT_STORE: metadata in the data dir, files in its blob dir).
  */
 export async function withBackend(env: Record<string, string>): Promise<Record<string, string>> {
   if (!env.BERTH_DATA_DIR) return env;
-  const database = env.BERTH_DATABASE_URL ? {} : await databaseEnv(env.BERTH_DATA_DIR);
+  const database = env.BERTH_DATABASE_URL !== undefined ? {} : await databaseEnv(env.BERTH_DATA_DIR);
   const store = env.BERTH_OBJECT_STORE !== undefined || env.BERTH_BLOB_DIR ? {} : await objectStoreEnv(env.BERTH_DATA_DIR);
   return { ...database, ...store, ...env };
 }
