@@ -298,7 +298,7 @@ cluster('recover-database brings a database back on another node from its latest
   t.is(inserted.statusCode, 200);
   const written = new Date().toISOString();
   const copiedAt = async () =>
-    asAdmin(async (client) => ((await client.query('SELECT copied_at FROM databases WHERE site_id = $1', [lost.site.id])).rows[0] as { copied_at: string | null }).copied_at, databaseOf(path.join(c.root, 'a')));
+    asAdmin(async (client) => ((await client.query('SELECT copied_at FROM database_copies WHERE site_id = $1', [lost.site.id])).rows[0] as { copied_at: string } | undefined)?.copied_at, databaseOf(path.join(c.root, 'a')));
   await until(async () => ((await copiedAt()) ?? '') > written, 'a copy taken after the writes');
 
   c.a.child.kill('SIGKILL');

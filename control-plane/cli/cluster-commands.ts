@@ -104,7 +104,9 @@ export async function recoverDatabase(store: Store, args: string[], config: Conf
   if (!Uuid.safeParse(siteId).success) throw new UsageError('usage: berth admin recover-database --site <site id> [--to <node id>]');
   if (!config.databaseUrl) throw new BerthError('invalid_request', 'on SQLite metadata there is one node, and its data dir is the database: restore it from a backup (berth admin restore)');
   const { db } = store;
-  const row = (await db('databases').where({ site_id: siteId }).first('node_id', 'copied_at')) as { node_id: string | null; copied_at: string | null } | undefined;
+  const row = (await db('databases').leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id').where('databases.site_id', siteId).first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
+    | { node_id: string | null; copied_at: string | null }
+    | undefined;
   if (!row) throw new BerthError('not_found', `site ${siteId} has no database`);
   const nodes = await listNodes(db);
   const holder = nodes.find((n) => n.id === row.node_id);

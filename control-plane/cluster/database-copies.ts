@@ -4,7 +4,7 @@
 // BERTH_DATABASE_COPY_MS, one at a time; a move copies the file it moved. A copy is a consistent
 // snapshot taken with SQLite's online backup while the database goes on serving
 // (storage/backup/sqlite-snapshot.ts), and replaces the site's previous copy whole. The metadata
-// records when each copy was taken, which is how old a recovery would be.
+// records when each copy was taken (`database_copies`), which is how old a recovery would be.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -62,7 +62,11 @@ export class DatabaseCopier {
   /** Copies each database this node holds that was written since its last copy; returns how many it copied. */
   async copyChanged(): Promise<number> {
     const { db, nodeId, dataDir } = this.#options;
-    const rows = (await db('databases').where({ node_id: nodeId, status: 'READY' }).orderBy('site_id').select('site_id', 'copied_at')) as Array<{ site_id: string; copied_at: string | null }>;
+    const rows = (await db('databases')
+      .leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id')
+      .where({ 'databases.node_id': nodeId, 'databases.status': 'READY' })
+      .orderBy('databases.site_id')
+      .select('databases.site_id as site_id', 'database_copies.copied_at as copied_at')) as Array<{ site_id: string; copied_at: string | null }>;
     let copied = 0;
     for (const row of rows) {
       if (this.#stopped) break;
@@ -100,10 +104,12 @@ export class DatabaseCopier {
 
   async #store(siteId: string, file: string, takenAt: Date): Promise<void> {
     const bytes = await this.#options.blobs.putDatabaseCopy(siteId, file);
+    const copiedAt = takenAt.toISOString();
     // Recorded only if no later copy was recorded meanwhile (by the node the database moved to).
-    await this.#options.db('databases')
-      .where({ site_id: siteId })
-      .andWhere((q) => void q.whereNull('copied_at').orWhere('copied_at', '<', takenAt.toISOString()))
-      .update({ copied_at: takenAt.toISOString(), copy_bytes: bytes });
+    await this.#options.db('database_copies')
+      .insert({ site_id: siteId, copied_at: copiedAt, bytes })
+      .onConflict('site_id')
+      .merge()
+      .where('database_copies.copied_at', '<', copiedAt);
   }
 }

@@ -105,7 +105,9 @@ export class DatabaseMover {
    */
   async recoverHere(siteId: string, from: string): Promise<RecoveryReport> {
     const { db, nodeId, local, blobs, changes } = this.#options;
-    const row = (await db('databases').where({ site_id: siteId }).first('node_id', 'copied_at')) as { node_id: string | null; copied_at: string | null } | undefined;
+    const row = (await db('databases').leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id').where('databases.site_id', siteId).first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
+      | { node_id: string | null; copied_at: string | null }
+      | undefined;
     if (!row) throw new MoveError('unavailable', 'the site has no database');
     if (row.node_id !== from) throw new MoveError('failed', `the database is not on node ${from}`);
     const holder = (await listNodes(db)).find((node) => node.id === from);

@@ -10,6 +10,16 @@
 
 export type Param = string | number | null | Buffer;
 
+/**
+ * Refuses a statement that selects `*`: a prepared statement's columns are fixed when it is prepared,
+ * and PostgreSQL fails one whose table gained a column since ("cached plan must not change result
+ * type"). Nodes of the previous release run beside a newer schema during a rolling upgrade, so every
+ * hot statement names its columns, and a migration may add some.
+ */
+export function checkColumnsNamed(sql: string): void {
+  if (/(^|[\s,])(\w+\.)?\*(\s|,|$)/.test(sql)) throw new Error(`a hot statement names its columns, never *: ${sql}`);
+}
+
 /** What a write transaction may do. */
 export interface HotTx {
   get<T>(sql: string, ...params: Param[]): Promise<T | undefined>;

@@ -12,6 +12,8 @@ export interface BucketRow {
   updated_at: string;
 }
 
+const BUCKET_COLUMNS = 'id, account_id, name, created_at, updated_at';
+
 export interface Bucket {
   id: string;
   appAccountId: string;
@@ -30,7 +32,7 @@ export const toBucket = (row: BucketRow): Bucket => ({
 
 /** The actor's bucket row; a bucket of another account is reported as not found. */
 export async function requireBucket(deps: Deps, actor: Actor, id: string): Promise<BucketRow> {
-  const row = await deps.hotSql.get<BucketRow>('SELECT * FROM buckets WHERE id = ? AND account_id = ?', id, actor.accountId);
+  const row = await deps.hotSql.get<BucketRow>(`SELECT ${BUCKET_COLUMNS} FROM buckets WHERE id = ? AND account_id = ?`, id, actor.accountId);
   if (!row) throw notFound('bucket');
   return row;
 }

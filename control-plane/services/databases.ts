@@ -74,7 +74,7 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
 export async function requireDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, options: { activeSite?: boolean } = {}): Promise<DatabaseRow> {
   const site = await requireSite(deps, actor, siteId);
   if (options.activeSite && site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
-  const row = await deps.hotSql.get<DatabaseRow>('SELECT * FROM databases WHERE id = ? AND site_id = ?', databaseId, siteId);
+  const row = await deps.hotSql.get<DatabaseRow>('SELECT id, site_id, status, node_id, created_at, updated_at FROM databases WHERE id = ? AND site_id = ?', databaseId, siteId);
   if (!row) throw notFound('database');
   if (row.status !== 'READY') throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');
   return row;
@@ -226,6 +226,7 @@ export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, d
     await trx('databases').where({ id: databaseId }).delete();
     await trx('database_deletion_challenges').where({ database_id: databaseId }).delete();
     await trx('migration_leases').where({ database_id: databaseId }).delete();
+    await trx('database_copies').where({ site_id: siteId }).delete();
   });
   await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId, row.node_id);

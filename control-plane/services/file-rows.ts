@@ -10,6 +10,10 @@ export interface FileRow {
   updated_at: string;
 }
 
+/** FileRow's and VersionRow's columns, for statements that name them (hot statements never select *). */
+export const FILE_COLUMNS = 'id, bucket_id, path, current_version_id, created_at, updated_at';
+export const VERSION_COLUMNS = 'id, file_id, seq, blob_sha256, bytes, content_type, restored_from_version_id, created_at';
+
 export interface VersionRow {
   id: string;
   file_id: string;
@@ -73,7 +77,7 @@ export function currentFiles(db: Deps['db']) {
 /** The current version of the file at `path`, or null when there is none. */
 export async function findCurrentFile(deps: Deps, bucketId: string, path: string): Promise<StoredFile | null> {
   const row = await deps.hotSql.get<CurrentFileRow>(
-    `SELECT files.*, file_versions.bytes, file_versions.content_type, file_versions.blob_sha256, file_versions.created_at AS version_created_at
+    `SELECT files.id, files.bucket_id, files.path, files.current_version_id, files.created_at, files.updated_at, file_versions.bytes, file_versions.content_type, file_versions.blob_sha256, file_versions.created_at AS version_created_at
      FROM files JOIN file_versions ON file_versions.id = files.current_version_id WHERE files.bucket_id = ? AND files.path = ?`,
     bucketId,
     path,

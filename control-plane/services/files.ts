@@ -7,7 +7,7 @@ import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts'
 import type { HotTx } from '../db/hot-sql.ts';
 import { requireBucket } from './buckets.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
-import { type FileRow, type StoredFile, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
+import { FILE_COLUMNS, type FileRow, type StoredFile, VERSION_COLUMNS, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
 import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
@@ -177,7 +177,7 @@ async function afterWrite(deps: Deps, bucketId: string, path: string, contentTyp
   };
 }
 
-const FILE_AT_PATH = 'SELECT * FROM files WHERE bucket_id = ? AND path = ?';
+const FILE_AT_PATH = `SELECT ${FILE_COLUMNS} FROM files WHERE bucket_id = ? AND path = ?`;
 
 /** A body's chunks as they are read, each reserved against the account's quota before it is passed on. */
 async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncGenerator<Buffer> {
@@ -260,7 +260,7 @@ export async function restoreFile(
   const source = await requireVersion(deps, fileId, input.versionId);
   const now = timestamp(deps);
   const versionId = await deps.hotSql.write(async (sql) => {
-    const fresh = await sql.getForUpdate<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+    const fresh = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
     // Its last versions may have been deleted since it was read.
     if (!fresh) throw notFound('file');
     assertExpectedVersion(fresh.current_version_id, input.currentVersionId, 'currentVersionId');
@@ -307,8 +307,8 @@ async function removeVersions(sql: HotTx, accountId: string, file: FileRow, vers
 export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, versionId: string) {
   await requireFileById(deps, actor, fileId);
   const outcome = await deps.hotSql.write(async (sql) => {
-    const file = await sql.getForUpdate<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
-    const version = file && (await sql.get<VersionRow>('SELECT * FROM file_versions WHERE id = ? AND file_id = ?', versionId, fileId));
+    const file = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
+    const version = file && (await sql.get<VersionRow>(`SELECT ${VERSION_COLUMNS} FROM file_versions WHERE id = ? AND file_id = ?`, versionId, fileId));
     if (!file || !version) throw notFound('version');
     if (file.current_version_id === version.id) {
       throw conflict('version_in_use', 'this is the file’s current version: write or restore another version, or delete the file, first');
@@ -328,10 +328,10 @@ export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, ve
 export async function pruneVersions(deps: Deps, actor: Actor, fileId: string) {
   await requireFileById(deps, actor, fileId);
   const outcome = await deps.hotSql.write(async (sql) => {
-    const file = await sql.getForUpdate<FileRow>('SELECT * FROM files WHERE id = ?', fileId);
+    const file = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
     if (!file) throw notFound('file');
     const versions = await sql.all<VersionRow>(
-      `SELECT * FROM file_versions WHERE file_id = ? AND id IS DISTINCT FROM ? AND id NOT IN (${DEPLOYED_VERSIONS})`,
+      `SELECT ${VERSION_COLUMNS} FROM file_versions WHERE file_id = ? AND id IS DISTINCT FROM ? AND id NOT IN (${DEPLOYED_VERSIONS})`,
       fileId,
       file.current_version_id,
     );

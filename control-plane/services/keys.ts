@@ -73,7 +73,7 @@ export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[
 /** The actor a presented key stands for, or null when it is unknown or revoked. */
 export async function authenticate(deps: Pick<Deps, 'hotSql'>, key: string): Promise<Actor | null> {
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
-  const row = await deps.hotSql.get<KeyRow>('SELECT * FROM api_keys WHERE key_hash = ?', digestToken(key));
+  const row = await deps.hotSql.get<KeyRow>('SELECT id, account_id, permission, name, created_by, for_cli, key_hash, created_at, revoked_at FROM api_keys WHERE key_hash = ?', digestToken(key));
   if (!row || row.revoked_at) return null;
   return { via: row.for_cli ? 'cli' : 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }

@@ -25,6 +25,8 @@ export interface ServeOptions {
    * the server its child. The install step is taken as done (`-o`), so a test never reinstalls.
    */
   viaMake?: boolean;
+  /** Another `berth` command to run (another release's). */
+  bin?: string;
 }
 
 /**
@@ -44,7 +46,7 @@ export async function startServe(givenEnv: Record<string, string>, options: Serv
   const env = await withBackend(givenEnv);
   const [command, args] = options.viaMake
     ? ['make', ['--no-print-directory', '-o', 'node_modules/.berth-installed', 'run']]
-    : [process.execPath, [BIN, 'serve']];
+    : [process.execPath, [options.bin ?? BIN, 'serve']];
   const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, BERTH_PORT: '0', ...env },
@@ -70,9 +72,12 @@ export async function startServe(givenEnv: Record<string, string>, options: Serv
   return { child, url, output: () => stdout, exited };
 }
 
-/** Runs `berth <args>` to its end; `input` is written to its stdin (a password for --password-stdin). */
-export async function runBerth(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...(await withBackend(env)) }, stdio: ['pipe', 'pipe', 'pipe'] });
+/**
+ * Runs `berth <args>` to its end; `input` is written to its stdin (a password for --password-stdin),
+ * `bin` is another `berth` command to run (another release's).
+ */
+export async function runBerth(args: string[], env: Record<string, string>, input?: string, bin = BIN): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ...(await withBackend(env)) }, stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

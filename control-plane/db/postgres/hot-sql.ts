@@ -5,7 +5,7 @@
 // commit returns once PostgreSQL has made it durable.
 import crypto from 'node:crypto';
 import type pg from 'pg';
-import type { HotSql, HotTx, Param } from '../hot-sql.ts';
+import { type HotSql, type HotTx, type Param, checkColumnsNamed } from '../hot-sql.ts';
 
 interface Prepared {
   name: string;
@@ -19,6 +19,7 @@ class Statements {
   of(sql: string): Prepared {
     let prepared = this.#prepared.get(sql);
     if (!prepared) {
+      checkColumnsNamed(sql);
       let n = 0;
       const text = sql.replace(/\?/g, () => `$${++n}`);
       prepared = { name: `berth_${crypto.createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text };

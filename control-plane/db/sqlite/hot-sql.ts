@@ -9,7 +9,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Knex } from 'knex';
 import Database from '../../../storage/sqlite-driver.js';
-import type { HotSql, HotTx, Param } from '../hot-sql.ts';
+import { type HotSql, type HotTx, type Param, checkColumnsNamed } from '../hot-sql.ts';
 import { WalSync } from './wal-sync.ts';
 
 /** One connection's statements, each prepared the first time its SQL text runs. */
@@ -21,6 +21,7 @@ class StatementCache implements HotTx {
   statement(sql: string): BetterSqlite3.Statement {
     let statement = this.#statements.get(sql);
     if (!statement) {
+      checkColumnsNamed(sql);
       statement = this.connection.prepare(sql);
       this.#statements.set(sql, statement);
     }
