@@ -147,7 +147,14 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       log: (grant, message) => functionLogs.add(grant.siteId, grant.path, { requestId: null, level: 'warn', message }),
     },
   });
-  const metrics = new Metrics({ db, liveWorkers: () => runtime.workerCount, storageByAccount: () => storageByAccount({ db }, config) });
+  const metrics = new Metrics({
+    db,
+    liveWorkers: () => runtime.workerCount,
+    storageByAccount: () => storageByAccount({ db }, config),
+    metadataQueries: () => metadata.queries(),
+    objectStoreRequests: () => blobs.requests,
+    channelCalls: () => channelClient?.calls ?? 0,
+  });
   const runtime = new RuntimeHost(
     {
       denoPath,

@@ -1,7 +1,8 @@
 // Prometheus metrics of one server (prom-client), in a registry of its own: what operators watch —
 // requests by route and status with their latency, workers live and started, cold starts, worker
 // exits by reason, ctx calls by method, cron runs by outcome, site database statement latency, bytes
-// stored, and each account's stored bytes against its limit. Services and the runtime report through the small observer functions below, so
+// stored, each account's stored bytes against its limit, and what the node asks of the services it
+// shares with other nodes (metadata queries, object-store requests, database calls to other nodes). Services and the runtime report through the small observer functions below, so
 // nothing outside this file knows prom-client.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from './db/metadata.ts';
@@ -15,6 +16,23 @@ export interface MetricsSources {
   liveWorkers: () => number;
   /** What each account stores and may store (null: no limit), read at scrape time. */
   storageByAccount: () => Promise<Array<{ accountId: string; usedBytes: number; limitBytes: number | null }>>;
+  /** Running totals kept by the parts that talk to each shared service, read at scrape time. */
+  metadataQueries: () => number;
+  objectStoreRequests: () => number;
+  channelCalls: () => number;
+}
+
+/** A counter whose total another part keeps: set from it at each scrape. */
+function mirrored(name: string, help: string, registers: Registry[], total: () => number): void {
+  new Counter({
+    name,
+    help,
+    registers,
+    collect() {
+      this.reset();
+      this.inc(total());
+    },
+  });
 }
 
 export class Metrics {
@@ -51,6 +69,9 @@ export class Metrics {
     this.#statementSeconds = new Histogram({ name: 'berth_database_statement_duration_seconds', help: 'Site database statements, by source (api, function, system) and outcome (ok, error)', labelNames: ['source', 'outcome'], buckets: LATENCY_BUCKETS, registers });
     this.#egressRequests = new Counter({ name: 'berth_egress_requests_total', help: 'Outbound requests of functions through the egress proxy, by site and outcome (forwarded, refused, failed)', labelNames: ['site', 'outcome'], registers });
     this.#egressBytes = new Counter({ name: 'berth_egress_bytes_total', help: 'Bytes of functions’ outbound requests (out) and their answers (in), by site', labelNames: ['site', 'direction'], registers });
+    mirrored('berth_metadata_queries_total', 'Statements sent to the metadata database (transaction statements included)', registers, sources.metadataQueries);
+    mirrored('berth_object_store_requests_total', 'Requests sent to the object store (0 on the blob directory)', registers, sources.objectStoreRequests);
+    mirrored('berth_channel_calls_total', 'Site database calls sent to other nodes over the internal channel', registers, sources.channelCalls);
     new Gauge({
       name: 'berth_bytes_stored',
       help: 'Bytes of file content stored (each distinct blob once)',

@@ -33,6 +33,8 @@ export interface ListedBlob {
 export interface BlobStore {
   /** Where the bytes live, for start-up errors and logs: no credential is ever in it. */
   readonly location: string;
+  /** Requests sent to the store so far, each attempt once: what an object store is asked; 0 for a directory. */
+  readonly requests: number;
   /** Prepares the store and checks it answers; a store that cannot be used fails the start. */
   init(): Promise<void>;
   /** Whether a blob can be written now (readiness). */

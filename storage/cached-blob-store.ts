@@ -23,6 +23,10 @@ export class CachedBlobStore implements BlobStore {
     return this.#store.location;
   }
 
+  get requests(): number {
+    return this.#store.requests;
+  }
+
   /** Whether a blob of this size is kept in memory once read. */
   cacheable(bytes: number): boolean {
     return this.#cache !== undefined && bytes <= CACHEABLE_BLOB_BYTES;

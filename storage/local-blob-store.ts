@@ -40,6 +40,8 @@ export class LocalBlobStore implements BlobStore {
     this.#exports = exportsDir;
   }
 
+  readonly requests = 0;
+
   get location(): string {
     return `the blob directory ${this.#root}`;
   }

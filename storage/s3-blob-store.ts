@@ -98,7 +98,18 @@ export class S3BlobStore implements BlobStore {
       responseChecksumValidation: 'WHEN_REQUIRED',
       requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, requestTimeout: SOCKET_TIMEOUT_MS },
     });
+    // Counted where each attempt is sent (retries included), for the node's metrics.
+    this.#client.middlewareStack.add(
+      (next) => async (args) => {
+        this.requests++;
+        return next(args);
+      },
+      { step: 'finalizeRequest', name: 'berthCountRequests', priority: 'low' },
+    );
   }
+
+  /** Requests sent to the store, each attempt once. */
+  requests = 0;
 
   get location(): string {
     return `the object store bucket ${this.#at.bucket}${this.#at.prefix ? ` (prefix ${this.#at.prefix})` : ''} at ${this.#at.endpoint ?? `AWS S3 in ${this.#at.region}`}`;

@@ -296,6 +296,7 @@ export class ChannelClient {
   readonly #nodeId: string;
   readonly #agent: http.Agent;
   readonly #tls: boolean;
+  #calls = 0;
 
   constructor(key: Buffer, nodeId: string, tls: ChannelTls | null) {
     this.#key = key;
@@ -383,6 +384,11 @@ export class ChannelClient {
     this.#agent.destroy();
   }
 
+  /** Calls sent so far, each attempt once, for the node's metrics. */
+  get calls(): number {
+    return this.#calls;
+  }
+
   #request(address: string, path: string, body: Buffer, timeoutMs: number): Promise<{ status: number; body: Buffer }> {
     let status = 0;
     let received: Buffer = Buffer.alloc(0);
@@ -395,6 +401,7 @@ export class ChannelClient {
   #send(address: string, path: string, body: Buffer | FileBody, timeoutMs: number, read: (res: http.IncomingMessage) => Promise<void>): Promise<void> {
     const url = new URL(path, address);
     const json = Buffer.isBuffer(body);
+    this.#calls++;
     return new Promise<void>((resolve, reject) => {
       // Every node of a cluster speaks TLS on its channel, or none does.
       if ((url.protocol === 'https:') !== this.#tls) throw Object.assign(new Error(`this node's channel ${this.#tls ? 'uses' : 'does not use'} TLS, and ${address} ${this.#tls ? 'does not' : 'does'}`), { code: 'ETLSMISMATCH' });

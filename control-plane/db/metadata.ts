@@ -27,7 +27,16 @@ export interface Metadata {
   openChanges(onError: (err: Error) => void): Promise<ChangeFeed>;
   /** Where the metadata is, for messages (never a password). */
   where: string;
+  /** Statements sent to it so far, through Knex and the hot statements. */
+  queries(): number;
   close(): Promise<void>;
+}
+
+/** Counts the statements Knex sends; the hot statements count their own. */
+function countKnex(db: Db): () => number {
+  let queries = 0;
+  db.on('query', () => queries++);
+  return () => queries;
 }
 
 type MetadataConfig = Pick<Config, 'dataDir' | 'databaseUrl' | 'databasePool'>;
@@ -61,12 +70,14 @@ async function openSqlite(dataDir: string): Promise<Metadata> {
     throw err;
   }
   const hot = new SqliteHotSql(db, metaDbPath(dataDir));
+  const knexQueries = countKnex(db);
   return {
     backend: 'sqlite',
     db,
     hot,
     openChanges: async () => new LocalChangeFeed(),
     where,
+    queries: () => knexQueries() + hot.queries,
     async close() {
       await hot.close();
       await db.destroy();
@@ -121,10 +132,12 @@ async function openPostgres(url: string, poolSize: number, options: OpenOptions)
   const pool = openPostgresPool(url, poolSize, { onError: options.onConnectionError ?? (() => {}), deadlines: options.deadlines ?? false });
   const db = openPostgresKnex(pool);
   const hot = new PostgresHotSql(pool);
+  const knexQueries = countKnex(db);
   return {
     backend: 'postgres',
     db,
     hot,
+    queries: () => knexQueries() + hot.queries,
     async openChanges(onError) {
       const changes = new PostgresChanges(pool, () => connectOnce(url), onError);
       await changes.start();

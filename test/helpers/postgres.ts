@@ -57,8 +57,9 @@ export async function ensureBerthRole(client: pg.Client): Promise<void> {
     try {
       await client.query(`CREATE ROLE ${quote(BERTH_ROLE)} LOGIN PASSWORD '${BERTH_PASSWORD}' NOSUPERUSER NOCREATEDB NOCREATEROLE`);
     } catch (err) {
-      // Another test process created it first.
-      if ((err as { code?: string }).code !== '42710') throw err;
+      // Another test process created it first: "already exists", or the catalogue's unique index when both were at it at once.
+      const code = (err as { code?: string }).code;
+      if (code !== '42710' && code !== '23505') throw err;
     }
   }
 }

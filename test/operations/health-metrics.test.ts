@@ -7,6 +7,7 @@ import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
 import { withBackend } from '../helpers/process.ts';
+import { onObjectStore } from '../helpers/object-store.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
 
 const TOKEN = 'metrics-token-for-the-tests-0123456789';
@@ -108,6 +109,11 @@ test('metrics are off without a token, refused with a wrong one, and report what
   t.is(value(all, 'berth_cron_runs_total', { outcome: 'SUCCEEDED' }), 1);
   t.true(value(all, 'berth_bytes_stored') >= '<p>hello</p>'.length);
   t.true(value(all, 'berth_process_resident_memory_bytes') > 0);
+  // What the server asked of the services nodes share: the metadata always, the object store when it has one.
+  t.true(value(all, 'berth_metadata_queries_total') > 10);
+  if (onObjectStore) t.true(value(all, 'berth_object_store_requests_total') >= 1, 'the file was stored in the object store');
+  else t.is(value(all, 'berth_object_store_requests_total'), 0);
+  t.is(value(all, 'berth_channel_calls_total'), 0, 'one node: no database call crossed to another');
   t.false(scrape.body.includes(site.subdomain), 'no tenant names in labels');
 });
 

@@ -33,9 +33,11 @@ class PostgresTx implements HotTx {
   constructor(
     readonly client: pg.PoolClient,
     readonly statements: Statements,
+    readonly counted: () => void,
   ) {}
 
   async #query<T>(sql: string, params: Param[]): Promise<pg.QueryResult<T & pg.QueryResultRow>> {
+    this.counted();
     return this.client.query<T & pg.QueryResultRow>({ ...this.statements.of(sql), values: params });
   }
 
@@ -58,10 +60,13 @@ class PostgresTx implements HotTx {
 
 export class PostgresHotSql implements HotSql {
   readonly #statements = new Statements();
+  /** Statements sent, BEGIN and COMMIT included. */
+  queries = 0;
 
   constructor(readonly pool: pg.Pool) {}
 
   async get<T>(sql: string, ...params: Param[]): Promise<T | undefined> {
+    this.queries++;
     const result = await this.pool.query<T & pg.QueryResultRow>({ ...this.#statements.of(sql), values: params });
     return result.rows[0];
   }
@@ -70,9 +75,10 @@ export class PostgresHotSql implements HotSql {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     try {
+      this.queries += 2;
       await client.query('BEGIN');
       try {
-        const result = await work(new PostgresTx(client, this.#statements));
+        const result = await work(new PostgresTx(client, this.#statements, () => this.queries++));
         await client.query('COMMIT');
         return result;
       } catch (err) {

@@ -16,9 +16,14 @@ import { WalSync } from './wal-sync.ts';
 class StatementCache implements HotTx {
   readonly #statements = new Map<string, BetterSqlite3.Statement>();
 
-  constructor(readonly connection: BetterSqlite3.Database) {}
+  constructor(
+    readonly connection: BetterSqlite3.Database,
+    /** Statements run, on every connection: each runs the statement it looks up once. */
+    readonly tally: { queries: number },
+  ) {}
 
   statement(sql: string): BetterSqlite3.Statement {
+    this.tally.queries++;
     let statement = this.#statements.get(sql);
     if (!statement) {
       checkColumnsNamed(sql);
@@ -50,13 +55,19 @@ export class SqliteHotSql implements HotSql {
   /** Knex's connection, known once it has been borrowed. */
   #writes: StatementCache | undefined;
   readonly #wal: WalSync;
+  readonly #tally = { queries: 0 };
 
   constructor(knex: Knex, filename: string) {
     this.#knex = knex;
     this.#wal = new WalSync(filename);
     const reader = new Database(filename, { readonly: true, fileMustExist: true });
     reader.pragma('busy_timeout = 10000');
-    this.#reads = new StatementCache(reader);
+    this.#reads = new StatementCache(reader, this.#tally);
+  }
+
+  /** Statements run so far, BEGIN and COMMIT included. */
+  get queries(): number {
+    return this.#tally.queries;
   }
 
   async get<T>(sql: string, ...params: Param[]): Promise<T | undefined> {
@@ -67,7 +78,7 @@ export class SqliteHotSql implements HotSql {
     const connection = (await this.#knex.client.acquireConnection()) as BetterSqlite3.Database;
     let result: T;
     try {
-      if (this.#writes?.connection !== connection) this.#writes = new StatementCache(connection);
+      if (this.#writes?.connection !== connection) this.#writes = new StatementCache(connection, this.#tally);
       const tx = this.#writes;
       connection.pragma('synchronous = NORMAL');
       try {
