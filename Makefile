@@ -97,6 +97,7 @@ test-node24: typecheck chromium nginx iproute2 postgresql radosgw $(NODE24)/bin/
 
 bench: install
 	node --import tsx bench/main.ts
+	node --import tsx bench/cluster.ts
 
 bench-noisy: install
 	node --import tsx bench/noisy-neighbour.ts
