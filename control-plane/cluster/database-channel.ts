@@ -16,10 +16,14 @@ import { z } from 'zod';
 import type { Logger } from '../log.ts';
 import { type Access, type SiteDatabaseProvider, type Statement, type StatementResult, StatementError } from '../../storage/site-database.ts';
 import type { Census, SiteDatabases } from '../../storage/site-database.ts';
+import { BlobTooLargeError, readWhole } from '../../storage/blob-store.ts';
+import { MAX_DB_FRAME_BYTES } from '../../storage/database-protocol.ts';
 import { ChannelAuthError, type RequestVerifier, signDigest, signRequest } from './channel-auth.ts';
 
 /** Largest request body: a migration's SQL or a batch of statements with their parameters. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
+/** Largest answer: a database process's largest frame, its bytes as base64 in JSON, and room to spare. */
+const MAX_ANSWER_BYTES = 2 * MAX_DB_FRAME_BYTES;
 /** Time to reach the holding node; past it the node is taken to be down. */
 const CONNECT_TIMEOUT_MS = 3_000;
 /** Margin over the call's own time limit, for the trip both ways. */
@@ -120,14 +124,12 @@ const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
 const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'discard', 'recover']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) return null;
-    chunks.push(chunk as Buffer);
+  try {
+    return await readWhole(req, MAX_BODY_BYTES);
+  } catch (err) {
+    if (err instanceof BlobTooLargeError) return null;
+    throw err;
   }
-  return Buffer.concat(chunks);
 }
 
 function answer(res: http.ServerResponse, status: number, body: unknown): void {
@@ -315,6 +317,7 @@ export class ChannelClient {
     try {
       response = await this.#request(address, `/v1/site-databases/${siteId}/${op}`, body, timeoutMs);
     } catch (err) {
+      if (err instanceof StatementError) throw err;
       if ((err as NodeJS.ErrnoException).code !== 'ECONNREFUSED') throw unreachable(err);
       try {
         response = await this.#request(address, `/v1/site-databases/${siteId}/${op}`, body, timeoutMs);
@@ -375,7 +378,7 @@ export class ChannelClient {
       status = res.statusCode ?? 0;
       received = await collect(res);
     }).catch((err: unknown) => {
-      throw unreachable(err);
+      throw err instanceof StatementError ? err : unreachable(err);
     });
     return parseOutcome({ status, body: received }) as Census;
   }
@@ -451,10 +454,14 @@ interface FileBody {
   digest: string;
 }
 
-async function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
+/** An answer from another node, read whole up to what any answer can be: a result as large as a database process may send, as JSON. */
+async function collect(stream: http.IncomingMessage): Promise<Buffer> {
+  try {
+    return await readWhole(stream, MAX_ANSWER_BYTES);
+  } catch (err) {
+    if (err instanceof BlobTooLargeError) throw new StatementError('unavailable', 'the database node answered more than any result can be');
+    throw err;
+  }
 }
 
 /** A node that is down, restarting or unreachable is, to the caller, its databases being unavailable. */
