@@ -2,8 +2,8 @@
 // holds it: `berth admin recover-database` brings it back on another node from its latest copy. Every
 // database node copies the databases it holds that changed since their last copy, every
 // BERTH_DATABASE_COPY_MS, one at a time; a move copies the file it moved. A copy is a consistent
-// snapshot taken with SQLite's online backup while the database goes on serving
-// (storage/backup/sqlite-snapshot.ts), and replaces the site's previous copy whole. The metadata
+// snapshot taken by SQLite (VACUUM INTO, on a thread of its own: storage/sqlite-copy.ts) while the
+// database goes on serving, and replaces the site's previous copy whole. The metadata
 // records when each copy was taken (`database_copies`), which is how old a recovery would be.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -12,7 +12,7 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.ts';
 import type { BlobStore } from '../../storage/blob-store.ts';
-import { snapshotDatabase } from '../../storage/backup/sqlite-snapshot.ts';
+import { copySqlite } from '../../storage/sqlite-copy.ts';
 import { logJobFailure } from '../db/errors.ts';
 
 export interface DatabaseCopierOptions {
@@ -90,7 +90,7 @@ export class DatabaseCopier {
     const snapshot = path.join(tmpDir, `copy-${crypto.randomUUID()}.sqlite.tmp`);
     try {
       const takenAt = new Date();
-      await snapshotDatabase(path.join(dataDir, 'sites', siteId, 'db.sqlite'), snapshot);
+      await copySqlite(path.join(dataDir, 'sites', siteId, 'db.sqlite'), snapshot);
       await this.#store(siteId, snapshot, takenAt);
     } finally {
       await fsp.rm(snapshot, { force: true });

@@ -144,14 +144,18 @@ export class DatabaseMover {
     }
   }
 
-  /** Takes the database's move lease while it is placed on `from`; a live one held by another move is refused. */
+  /**
+   * Takes the database's move lease while it is placed on `from`. A live lease held by another move is
+   * refused, unless the node holding it is not up: a move cut short by its node's end holds nothing.
+   */
   async #lease(siteId: string, from: string, to: string): Promise<void> {
     const { db, nodeId } = this.#options;
     const now = new Date();
+    const up = new Set((await listNodes(db)).filter((node) => node.state === 'up').map((node) => node.id));
     const taken = await db.transaction(async (trx) => {
       if (!(await lockRows(trx, 'databases', { site_id: siteId, node_id: from }))) return 'not here';
-      const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as { expires_at: string } | undefined;
-      if (lease && Date.parse(lease.expires_at) > now.getTime()) return 'leased';
+      const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as { expires_at: string; node_id: string } | undefined;
+      if (lease && Date.parse(lease.expires_at) > now.getTime() && up.has(lease.node_id)) return 'leased';
       await trx('database_moves').where({ site_id: siteId }).delete();
       await trx('database_moves').insert({ site_id: siteId, from_node: from, to_node: to, node_id: nodeId, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
       return 'taken';
