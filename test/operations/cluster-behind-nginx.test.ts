@@ -3,7 +3,9 @@
 // master key. Everything done through the balancer (sites, files, functions, a database and its
 // migration, ctx.db, signing in to a PRIVATE site) is then seen through every node on its own. With
 // the node that holds a database killed under load through the balancer, no acknowledged write is
-// lost, that database answers 503 until its node is back, and another site's database goes on.
+// lost, that database answers 503 until its node is back, and another site's database goes on. A node
+// drained under load moves its databases with no call failed and every row kept; a node lost with its
+// data dir has its database recovered from the object store.
 // (Shared metadata: the PostgreSQL pass.)
 import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,7 +15,7 @@ import test from 'ava';
 import got, { type Got } from 'got';
 import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from '../helpers/process.ts';
-import { databaseFor, onPostgres } from '../helpers/postgres.ts';
+import { asAdmin, databaseFor, databaseOf, onPostgres } from '../helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from '../helpers/object-store.ts';
 import { freePort } from '../helpers/ports.ts';
 import { until } from '../helpers/until.ts';
@@ -105,6 +107,8 @@ test.before(async () => {
     BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
     // Links Berth makes (the sign-in redirect to a site) point at the balancer.
     BERTH_PUBLIC_URL: `http://localhost:${lbPort}`,
+    // Database nodes copy their changed databases to the store every second (default: 15 minutes).
+    BERTH_DATABASE_COPY_MS: '1000',
     ...files,
   };
   nodes = [];
@@ -242,4 +246,77 @@ cluster('kill -9 of the node holding a database, under load through the balancer
   t.deepEqual(missing, [], 'every acknowledged write is in the database');
   t.true(acknowledged.length > 40);
   t.deepEqual(otherFailures, [], 'the other database went on');
+});
+
+cluster('drain-node under load through the balancer: every moved database is the same row by row, and no call fails', async (t) => {
+  const sites = [await siteWithNotes('drained-1'), await siteWithNotes('drained-2')];
+  const holder = nodes[0]!;
+  const other = nodes[1]!;
+  // Both databases on node-1: one made there, one moved there if it went to node-2.
+  for (const { site } of sites) {
+    if (holderOf(site.id) === holder) continue;
+    const moved = await runBerth(['admin', 'drain-node', other.name], holder.env);
+    t.is(moved.code, 0, moved.stderr);
+  }
+  for (const { site } of sites) t.is(holderOf(site.id), holder);
+  // drain-node left node-2 draining: a restart makes it take databases again.
+  other.server.child.kill('SIGTERM');
+  await other.server.exited;
+  other.server = await startServe(other.env);
+
+  const [quiet, busy] = sites as [Awaited<ReturnType<typeof siteWithNotes>>, Awaited<ReturnType<typeof siteWithNotes>>];
+  await lb().post(`${quiet.base}/query`, { json: { sql: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO notes (body) SELECT 'row ' || i FROM n" } });
+  const everything = async (base: string) => json<{ result: Array<{ results: unknown[] }> }>(await lb().post(`${base}/query`, { json: { sql: 'SELECT id, body FROM notes ORDER BY id' } })).result[0]!.results;
+  const before = await everything(quiet.base);
+  t.is(before.length, 2000);
+
+  const acknowledged: string[] = [];
+  const failed: string[] = [];
+  let running = true;
+  const writer = async (name: string) => {
+    for (let i = 0; running; i++) {
+      const answer = await siteThroughLb(busy.site.subdomain).post('api/notes', { body: `${name}-${i}` });
+      if (answer.statusCode === 200) acknowledged.push(`${name}-${i}`);
+      else failed.push(`${answer.statusCode} ${answer.body}`);
+    }
+  };
+  const load = Promise.all([writer('a'), writer('b'), writer('c')]);
+  await until(() => acknowledged.length >= 20, 'writes before the drain');
+  const drained = await runBerth(['admin', 'drain-node', holder.name, '--json'], nodes[2]!.env);
+  running = false;
+  await load;
+  t.is(drained.code, 0, drained.stdout + drained.stderr);
+  t.deepEqual(failed, [], 'no call failed while the databases moved');
+  for (const { site } of sites) t.is(holderOf(site.id), other, 'moved to the other database node');
+  t.deepEqual(await everything(quiet.base), before, 'the quiet database, row by row');
+  const bodies = ((await everything(busy.base)) as Array<{ body: string }>).map((row) => row.body);
+  t.deepEqual([...bodies].sort(), [...acknowledged].sort(), 'every acknowledged write, and nothing else');
+
+  holder.server.child.kill('SIGTERM');
+  await holder.server.exited;
+  holder.server = await startServe(holder.env);
+});
+
+cluster('recover-database after a database node and its data dir are lost: the site answers again through the balancer from the latest copy', async (t) => {
+  const lost = await siteWithNotes('lost');
+  const holder = holderOf(lost.site.id)!;
+  const survivor = nodes.find((node) => node !== holder && node.env.BERTH_ROLES !== 'web')!;
+  await lb().post(`${lost.base}/query`, { json: { sql: "INSERT INTO notes (body) VALUES ('in the copy')" } });
+  const written = new Date().toISOString();
+  const copiedAt = () =>
+    asAdmin(async (client) => ((await client.query('SELECT copied_at FROM database_copies WHERE site_id = $1', [lost.site.id])).rows[0] as { copied_at: string } | undefined)?.copied_at, databaseOf(path.join(root, 'node-1')));
+  await until(async () => ((await copiedAt()) ?? '') > written, 'a copy taken after the write');
+
+  holder.server.child.kill('SIGKILL');
+  await holder.server.exited;
+  fs.rmSync(holder.env.BERTH_DATA_DIR!, { recursive: true, force: true });
+  const state = async () => (JSON.parse((await runBerth(['admin', 'nodes', '--json'], survivor.env)).stdout) as { nodes: Array<{ id: string; state: string }> }).nodes.find((n) => n.id === holder.name)!.state;
+  await until(async () => (await state()) === 'down', 'the lost node to be seen down');
+  const recovered = await runBerth(['admin', 'recover-database', '--site', lost.site.id], survivor.env);
+  t.is(recovered.code, 0, recovered.stderr);
+  t.regex(recovered.stdout, new RegExp(`recovered the database of site ${lost.site.id} on ${survivor.name} from its copy of \\S+ \\(\\d+ seconds old\\)`));
+  t.deepEqual(JSON.parse((await siteThroughLb(lost.site.subdomain).get('api/notes')).body), [{ body: 'in the copy' }]);
+  t.is((await siteThroughLb(lost.site.subdomain).post('api/notes', { body: 'after' })).statusCode, 200);
+
+  holder.server = await startServe(holder.env);
 });

@@ -1,8 +1,9 @@
 // docs/cluster.md, "From one VM to a cluster", step by step: an instance on one VM (metadata in its
 // data dir, files in its blob directory, a site database in its data dir) is stopped, its metadata and
-// files copied to PostgreSQL and the object store, and started again as the first node; a second node
-// joins with a data dir of its own and the master key's copy. The site, its function and its database
-// answer through both, and drain-node then moves the database to the second node. (The PostgreSQL and
+// files copied to PostgreSQL and the object store, and started again as the first node; a second
+// database node and a web-only node join, each with a data dir of its own and the master key's copy.
+// The site, its function and its database answer through all three, and drain-node then moves the
+// database to the second node. (The PostgreSQL and
 // object store pass.)
 import fs from 'node:fs';
 import path from 'node:path';
@@ -18,7 +19,7 @@ const migration = onObjectStore ? test : test.skip;
 
 const NOTES = `export default async (req: Request, ctx: any) => Response.json(await ctx.db.query('SELECT body FROM notes ORDER BY id'));`;
 
-migration('a single-VM instance becomes the first node of a cluster, as docs/cluster.md says, and its database moves to a second node', async (t) => {
+migration('a single-VM instance becomes the first node of a three-node cluster, as docs/cluster.md says, and its database moves to a second node', async (t) => {
   const root = await makeDataDir(t);
   const vm = path.join(root, 'vm');
   // The single VM: metadata in meta.sqlite, files in the blob directory.
@@ -60,12 +61,18 @@ migration('a single-VM instance becomes the first node of a cluster, as docs/clu
     second.child.kill('SIGTERM');
     await second.exited;
   });
+  const third = await startServe({ ...shared, BERTH_DATA_DIR: path.join(root, 'c'), BERTH_NODE_ID: 'node-c', BERTH_ROLES: 'web', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}` });
+  t.teardown(async () => {
+    third.child.kill('SIGTERM');
+    await third.exited;
+  });
   t.false(first.output().includes('WRITE key'), 'the instance came along: no new owner');
 
   const nodes = (JSON.parse((await runBerth(['admin', 'nodes', '--json'], { ...shared, BERTH_DATA_DIR: vm })).stdout) as { nodes: Array<{ id: string; state: string; databases: number }> }).nodes;
   t.like(nodes.find((n) => n.id === 'node-a'), { state: 'up', databases: 1 });
   t.like(nodes.find((n) => n.id === 'node-b'), { state: 'up', databases: 0 });
-  for (const node of [first, second]) {
+  t.like(nodes.find((n) => n.id === 'node-c'), { state: 'up', roles: ['web'] });
+  for (const node of [first, second, third]) {
     const port = new URL(node.url).port;
     const host = got.extend({ prefixUrl: node.url, headers: { host: `${site.subdomain}.localhost:${port}` }, throwHttpErrors: false, retry: { limit: 0 } });
     t.is((await host.get('')).body, '<h1>moved along</h1>', 'the files came along');
