@@ -24,6 +24,17 @@ import { errnoCode, syncPath } from './durable.ts';
 
 const SHARD = /^[0-9a-f]{2}$/;
 
+/** A stream of a file's bytes, or null when there is no such file. */
+async function openIfThere(file: string): Promise<Readable | null> {
+  try {
+    const handle = await fsp.open(file, 'r');
+    return handle.createReadStream();
+  } catch (err) {
+    if (errnoCode(err) === 'ENOENT') return null;
+    throw err;
+  }
+}
+
 export class LocalBlobStore implements BlobStore {
   readonly #root: string;
   readonly #tmp: string;
@@ -215,15 +226,10 @@ export class LocalBlobStore implements BlobStore {
     return (await fsp.stat(final)).size;
   }
 
-  async openExport(id: string): Promise<Readable | null> {
-    try {
-      const handle = await fsp.open(this.#exportPath(id), 'r');
-      return handle.createReadStream();
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT') return null;
-      throw err;
-    }
+  openExport(id: string): Promise<Readable | null> {
+    return openIfThere(this.#exportPath(id));
   }
+
 
   #copyPath(siteId: string): string {
     if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
@@ -246,15 +252,10 @@ export class LocalBlobStore implements BlobStore {
     return (await fsp.stat(final)).size;
   }
 
-  async openDatabaseCopy(siteId: string): Promise<Readable | null> {
-    try {
-      const handle = await fsp.open(this.#copyPath(siteId), 'r');
-      return handle.createReadStream();
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT') return null;
-      throw err;
-    }
+  openDatabaseCopy(siteId: string): Promise<Readable | null> {
+    return openIfThere(this.#copyPath(siteId));
   }
+
 
   async removeDatabaseCopy(siteId: string): Promise<void> {
     await fsp.rm(this.#copyPath(siteId), { force: true });

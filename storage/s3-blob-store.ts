@@ -369,45 +369,41 @@ export class S3BlobStore implements BlobStore {
     return removed;
   }
 
-  async putExport(id: string, file: string): Promise<number> {
-    const bytes = fs.statSync(file).size;
-    const upload = new Upload({
-      client: this.#client,
-      params: { Bucket: this.#at.bucket, Key: this.#key('exports', `${id}.sql`), Body: fs.createReadStream(file), ContentType: 'application/sql' },
-      partSize: PART_BYTES,
-      queueSize: 2,
-      leavePartsOnError: false,
-    });
-    await this.#send('store an export', () => upload.done());
-    return bytes;
+  putExport(id: string, file: string): Promise<number> {
+    return this.#putFile(this.#key('exports', `${id}.sql`), file, 'application/sql', 'store an export');
   }
 
-  async openExport(id: string): Promise<Readable | null> {
-    try {
-      const answer = await this.#send('read an export', () => this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('exports', `${id}.sql`) })));
-      return answer.Body as Readable;
-    } catch (err) {
-      if (notFound(err)) return null;
-      throw err;
-    }
+  openExport(id: string): Promise<Readable | null> {
+    return this.#openObject(this.#key('exports', `${id}.sql`), 'read an export');
   }
+
   /** One object per site, replaced whole by each copy: a PUT (or a multipart upload's completion) is atomic. */
-  async putDatabaseCopy(siteId: string, file: string): Promise<number> {
+  putDatabaseCopy(siteId: string, file: string): Promise<number> {
+    return this.#putFile(this.#key('database-copies', `${siteId}.sqlite`), file, 'application/vnd.sqlite3', 'store a copy of a site database');
+  }
+
+  openDatabaseCopy(siteId: string): Promise<Readable | null> {
+    return this.#openObject(this.#key('database-copies', `${siteId}.sqlite`), 'read a copy of a site database');
+  }
+
+  /** Uploads a local file under `key` (in parts when large); returns its size. */
+  async #putFile(key: string, file: string, contentType: string, what: string): Promise<number> {
     const bytes = fs.statSync(file).size;
     const upload = new Upload({
       client: this.#client,
-      params: { Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`), Body: fs.createReadStream(file), ContentType: 'application/vnd.sqlite3' },
+      params: { Bucket: this.#at.bucket, Key: key, Body: fs.createReadStream(file), ContentType: contentType },
       partSize: PART_BYTES,
       queueSize: 2,
       leavePartsOnError: false,
     });
-    await this.#send('store a copy of a site database', () => upload.done());
+    await this.#send(what, () => upload.done());
     return bytes;
   }
 
-  async openDatabaseCopy(siteId: string): Promise<Readable | null> {
+  /** A stream of the object at `key`, or null when there is none. */
+  async #openObject(key: string, what: string): Promise<Readable | null> {
     try {
-      const answer = await this.#send('read a copy of a site database', () => this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`) })));
+      const answer = await this.#send(what, () => this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: key })));
       return answer.Body as Readable;
     } catch (err) {
       if (notFound(err)) return null;

@@ -2,9 +2,8 @@
 // up: hosting, functions and the API answer through it; the links Berth makes use the public URL;
 // cookies are Secure; the real client address is what request logs and sign-in limits see, whatever
 // a client writes in X-Forwarded-For. And without BERTH_TRUST_PROXY, forwarded headers mean nothing.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -14,31 +13,18 @@ import { pino } from 'pino';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from '../helpers/berth.ts';
 import { createUser } from '../../control-plane/services/users.ts';
 import { freePort } from '../helpers/ports.ts';
+import { type Nginx, startNginx } from '../helpers/nginx.ts';
 
-const NGINX = '/usr/sbin/nginx';
 const DOMAIN = 'example.test';
 const PASSWORD = 'a long enough password';
 
 let work: string;
-let nginx: ChildProcess;
+let nginx: Nginx;
 let proxyPort: number;
 let t0: TestBerth;
 const logLines: Array<Record<string, unknown>> = [];
 
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => resolve(socket.destroy() !== undefined));
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`nginx did not listen on ${port}: ${fs.readFileSync(path.join(work, 'error.log'), 'utf8')}`);
-}
-
 test.before(async () => {
-  if (!fs.existsSync(NGINX)) throw new Error(`${NGINX} is missing: make test installs Debian's nginx (apt-get install nginx)`);
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-proxy-'));
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${DOMAIN}`, '-addext', `subjectAltName=DNS:${DOMAIN},DNS:*.${DOMAIN}`, '-keyout', path.join(work, 'key.pem'), '-out', path.join(work, 'cert.pem')], { stdio: 'ignore' });
   proxyPort = await freePort();
@@ -51,22 +37,8 @@ test.before(async () => {
   });
   t0 = await startTestBerth({ siteHost: DOMAIN, publicUrl: `https://${DOMAIN}:${proxyPort}`, trustProxy: true }, { log: pino({ level: 'info' }, sink) });
   const berthPort = new URL(t0.url).port;
-  for (const dir of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(work, dir));
-  fs.writeFileSync(
-    path.join(work, 'nginx.conf'),
-    `${process.getuid?.() === 0 ? 'user root;\n' : ''}daemon off;
-worker_processes 1;
-pid ${work}/nginx.pid;
-error_log ${work}/error.log;
-events {}
-http {
-  access_log off;
-  client_body_temp_path ${work}/body;
-  proxy_temp_path ${work}/proxy;
-  fastcgi_temp_path ${work}/fastcgi;
-  uwsgi_temp_path ${work}/uwsgi;
-  scgi_temp_path ${work}/scgi;
-  server {
+  nginx = await startNginx(
+    () => `  server {
     listen 127.0.0.1:${proxyPort} ssl;
     server_name ${DOMAIN} *.${DOMAIN};
     ssl_certificate ${work}/cert.pem;
@@ -82,16 +54,13 @@ http {
       proxy_buffering off;
       proxy_request_buffering off;
     }
-  }
-}
-`,
+  }`,
+    proxyPort,
   );
-  nginx = spawn(NGINX, ['-p', work, '-c', path.join(work, 'nginx.conf')], { stdio: 'ignore' });
-  await waitForPort(proxyPort);
 });
 
 test.after.always(async () => {
-  nginx?.kill('SIGQUIT');
+  nginx?.stop();
   await t0?.dispose();
   if (work) fs.rmSync(work, { recursive: true, force: true });
 });

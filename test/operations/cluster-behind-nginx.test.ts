@@ -7,9 +7,7 @@
 // drained under load moves its databases with no call failed and every row kept; a node lost with its
 // data dir has its database recovered from the object store.
 // (Shared metadata: the PostgreSQL pass.)
-import { type ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import test from 'ava';
 import got, { type Got } from 'got';
@@ -18,9 +16,9 @@ import { type ServeProcess, runBerth, startServe } from '../helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from '../helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from '../helpers/object-store.ts';
 import { freePort } from '../helpers/ports.ts';
+import { type Nginx, startNginx } from '../helpers/nginx.ts';
 import { until } from '../helpers/until.ts';
 
-const NGINX = '/usr/sbin/nginx';
 const PASSWORD = 'a long enough password';
 const cluster = onPostgres ? test.serial : test.skip;
 
@@ -33,7 +31,7 @@ interface Node {
 
 let root: string;
 let nodes: Node[];
-let nginx: ChildProcess;
+let nginx: Nginx;
 let lbPort: number;
 let owner: { id: string; writeKey: string };
 
@@ -46,33 +44,9 @@ const NOTES = `export default async (req: Request, ctx: any) => {
   }
 };`;
 
-async function waitForPort(port: number): Promise<void> {
-  for (let i = 0; i < 100; i++) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = net.connect(port, '127.0.0.1', () => resolve(socket.destroy() !== undefined));
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`nginx did not listen on ${port}: ${fs.readFileSync(path.join(root, 'nginx', 'error.log'), 'utf8')}`);
-}
-
-/** The nginx configuration of docs/cluster.md, with the test's paths and ports. */
-function nginxConf(work: string): string {
-  return `${process.getuid?.() === 0 ? 'user root;\n' : ''}daemon off;
-worker_processes 1;
-pid ${work}/nginx.pid;
-error_log ${work}/error.log;
-events {}
-http {
-  access_log off;
-  client_body_temp_path ${work}/body;
-  proxy_temp_path ${work}/proxy;
-  fastcgi_temp_path ${work}/fastcgi;
-  uwsgi_temp_path ${work}/uwsgi;
-  scgi_temp_path ${work}/scgi;
-  upstream berth {
+/** The balancer of docs/cluster.md, with the test's ports and without TLS. */
+function balancer(): string {
+  return `  upstream berth {
 ${nodes.map((node) => `    server 127.0.0.1:${node.port} max_fails=1 fail_timeout=5s;`).join('\n')}
     keepalive 32;
   }
@@ -91,14 +65,11 @@ ${nodes.map((node) => `    server 127.0.0.1:${node.port} max_fails=1 fail_timeou
       proxy_connect_timeout 2s;
       proxy_next_upstream error timeout;
     }
-  }
-}
-`;
+  }`;
 }
 
 test.before(async () => {
   if (!onPostgres) return;
-  if (!fs.existsSync(NGINX)) throw new Error(`${NGINX} is missing: make test installs Debian's nginx (apt-get install nginx)`);
   root = await makeDataDir();
   lbPort = await freePort();
   const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
@@ -119,15 +90,11 @@ test.before(async () => {
   }
   const output = nodes[0]!.server.output();
   owner = { id: /account:\s+(\S+)/.exec(output)![1]!, writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]! };
-  const work = path.join(root, 'nginx');
-  for (const dir of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(work, dir), { recursive: true });
-  fs.writeFileSync(path.join(work, 'nginx.conf'), nginxConf(work));
-  nginx = spawn(NGINX, ['-c', path.join(work, 'nginx.conf'), '-p', work], { stdio: 'ignore' });
-  await waitForPort(lbPort);
+  nginx = await startNginx(balancer, lbPort);
 });
 
 test.after.always(async () => {
-  nginx?.kill('SIGTERM');
+  nginx?.stop();
   for (const node of nodes ?? []) {
     if (node.server.child.exitCode !== null) continue;
     node.server.child.kill('SIGTERM');
