@@ -269,7 +269,9 @@ cluster('drain-node moves every database of a node to another under write load: 
   t.deepEqual(JSON.parse((await siteOn(c.a, busy.site.subdomain).get('api/notes')).body).length, bodies.length, 'node A forwards to C now');
 
   const listed = JSON.parse((await runBerth(['admin', 'nodes', '--json'], c.envB)).stdout) as { nodes: Array<{ id: string; databases: number; drainingAt: string | null }> };
-  t.like(listed.nodes.find((n) => n.id === 'node-a'), { databases: 0 });
+  t.like(listed.nodes.find((n) => n.id === 'node-a'), { databases: 0, databaseSites: [] });
+  const onC = (listed.nodes.find((n) => n.id === 'node-c') as unknown as { databaseSites: string[] }).databaseSites;
+  t.true(onC.includes(quiet.site.id) && onC.includes(busy.site.id), 'the JSON names the sites whose databases each node holds');
   t.truthy(listed.nodes.find((n) => n.id === 'node-a')!.drainingAt);
   const fresh = await siteWithDatabase('after-drain');
   t.true(fs.existsSync(path.join(c.root, 'c', 'sites', fresh.site.id, 'db.sqlite')), 'a new database is not placed on a draining node');

@@ -118,7 +118,10 @@ const commands: Record<string, Command> = {
   },
   nodes: async (store, args) => {
     options(args, {});
-    const nodes = await listNodes(store.db);
+    const listed = await listNodes(store.db);
+    // The sites whose databases each node holds, for the JSON form (the text counts them).
+    const placed = (await store.db('databases').whereNotNull('node_id').orderBy('site_id').select('node_id', 'site_id')) as Array<{ node_id: string; site_id: string }>;
+    const nodes = listed.map((node) => ({ ...node, databaseSites: placed.filter((row) => row.node_id === node.id).map((row) => row.site_id) }));
     const lines = nodes.map(
       (n) => `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}`,
     );
