@@ -72,8 +72,8 @@ export class DatabaseMover {
     }
     await this.#lease(siteId, nodeId, to);
     try {
-      const frozen = await local.freeze(siteId);
       const started = performance.now();
+      const frozen = await local.freeze(siteId);
       let outcome: 'moved' | 'kept' = 'kept';
       try {
         const source = await frozen.census();
