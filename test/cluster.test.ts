@@ -257,6 +257,7 @@ cluster('drain-node moves every database of a node to another under write load: 
   t.like(moves.find((m) => m.siteId === quiet.site.id), { to: 'node-c', rows: 3002 });
   t.truthy(moves.find((m) => m.siteId === busy.site.id));
   t.deepEqual(failed, [], 'no call failed while the databases moved');
+  for (const move of moves) t.log(`${move.siteId === quiet.site.id ? 'quiet' : move.siteId === busy.site.id ? 'busy' : 'other'} database: ${move.rows} rows, writes waited ${move.pausedMs} ms`);
   t.true(reads > 0);
 
   for (const { site } of [quiet, busy]) {
