@@ -349,6 +349,21 @@ cluster('a node started on its data dir under another id keeps that data dir\u20
   t.deepEqual(answered.result[0]!.results, [{ n: 0 }]);
 });
 
+cluster('a node started on metadata that does not know its databases (the wrong BERTH_DATABASE_URL) sets them aside and deletes nothing', async (t) => {
+  const { site } = await siteWithDatabase('wrong-metadata');
+  const holder = ['a', 'c'].find((name) => fs.existsSync(path.join(c.root, name, 'sites', site.id, 'db.sqlite')))!;
+  const dir = path.join(c.root, 'elsewhere');
+  fs.cpSync(path.join(c.root, holder, 'sites', site.id), path.join(dir, 'sites', site.id), { recursive: true });
+  const bytes = fs.readFileSync(path.join(dir, 'sites', site.id, 'db.sqlite'));
+  // Another, empty instance's metadata: this node starts a new instance there.
+  const stranger = await startServe({ ...c.common, BERTH_DATABASE_URL: await databaseFor(dir), BERTH_DATA_DIR: dir, BERTH_NODE_ID: 'node-x' });
+  stranger.child.kill('SIGTERM');
+  await stranger.exited;
+  t.false(fs.existsSync(path.join(dir, 'sites', site.id)), 'not served');
+  const aside = fs.readdirSync(path.join(dir, 'superseded')).find((name) => name.startsWith(site.id))!;
+  t.deepEqual(fs.readFileSync(path.join(dir, 'superseded', aside, 'db.sqlite')), bytes, 'and kept whole');
+});
+
 const TLS_DIR = path.resolve(import.meta.dirname, 'fixtures/cluster-tls');
 const tlsFile = (name: string) => path.join(TLS_DIR, name);
 

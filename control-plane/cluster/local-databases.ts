@@ -3,10 +3,11 @@
 // renamed, or BERTH_NODE_ID set, or a single VM became a cluster's first node) takes its databases'
 // placements with it. Then each database folder is
 // settled: one the metadata places nowhere yet is this node's (it was made before nodes were recorded);
-// one of a database that no longer exists is removed; one the metadata places on another node is a
-// copy that stopped being the database (moved or recovered elsewhere while this node was away, or a
-// move cut short) and is never served: it is set aside in `superseded/`, since it may hold writes the
-// operator wants back, and logged.
+// one the metadata places on another node is a copy that stopped being the database (moved or
+// recovered elsewhere while this node was away, or a move cut short), and one of a database the
+// metadata does not know (deleted meanwhile, or the wrong metadata) is no database of this instance:
+// neither is ever served, and both are set aside in `superseded/` and logged, never deleted, since they
+// may hold writes the operator wants back.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -71,7 +72,6 @@ const siteFolders = (dataDir: string): string[] => {
 
 export interface Settled {
   claimed: number;
-  removed: number;
   setAside: number;
 }
 
@@ -79,7 +79,7 @@ export interface Settled {
 export async function settleLocalDatabases(deps: Deps, dataDir: string): Promise<Settled> {
   const root = path.join(dataDir, 'sites');
   const folders = siteFolders(dataDir);
-  const settled: Settled = { claimed: 0, removed: 0, setAside: 0 };
+  const settled: Settled = { claimed: 0, setAside: 0 };
   if (folders.length === 0) return settled;
   const rows = new Map<string, string | null>();
   for (let i = 0; i < folders.length; i += 500) {
@@ -89,24 +89,23 @@ export async function settleLocalDatabases(deps: Deps, dataDir: string): Promise
   // A copy arriving for a move still in progress is the mover's to keep or discard.
   const arriving = new Set(((await deps.db('database_moves').where({ to_node: deps.nodeId }).select('site_id')) as Array<{ site_id: string }>).map((row) => row.site_id));
   const unplaced: string[] = [];
+  const setAside = async (siteId: string, fields: object, message: string) => {
+    const aside = path.join(dataDir, 'superseded', `${siteId}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
+    await fsp.mkdir(path.dirname(aside), { recursive: true, mode: 0o700 });
+    await fsp.rename(path.join(root, siteId), aside);
+    deps.log.warn({ siteId, ...fields, keptAt: aside }, message);
+    settled.setAside++;
+  };
   for (const siteId of folders) {
-    const dir = path.join(root, siteId);
-    if (!rows.has(siteId)) {
-      await fsp.rm(dir, { recursive: true, force: true });
-      settled.removed++;
-      continue;
-    }
     const node = rows.get(siteId);
-    if (node === null) unplaced.push(siteId);
+    // No database of the site in the metadata: it was deleted while this node was away, or the node
+    // was pointed at another instance's metadata. Kept aside either way: a setting is easy to get wrong.
+    if (node === undefined) await setAside(siteId, {}, 'this node had a site database the metadata does not know: it is not served, and was set aside');
+    else if (node === null) unplaced.push(siteId);
     else if (node !== deps.nodeId && !arriving.has(siteId)) {
-      const aside = path.join(dataDir, 'superseded', `${siteId}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
-      await fsp.mkdir(path.dirname(aside), { recursive: true, mode: 0o700 });
-      await fsp.rename(dir, aside);
-      deps.log.warn({ siteId, heldBy: node, keptAt: aside }, 'this node had a copy of a site database now placed on another node: it is not served, and was set aside');
-      settled.setAside++;
+      await setAside(siteId, { heldBy: node }, 'this node had a copy of a site database now placed on another node: it is not served, and was set aside');
     }
   }
   if (unplaced.length > 0) settled.claimed = await deps.db('databases').whereNull('node_id').whereIn('site_id', unplaced).update({ node_id: deps.nodeId });
-  if (settled.removed > 0) deps.log.info({ removed: settled.removed }, 'removed the files of site databases deleted while this node was away');
   return settled;
 }
