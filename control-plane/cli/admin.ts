@@ -3,7 +3,6 @@
 // SQLite's WAL mode and busy timeout, or PostgreSQL's own concurrency, make them safe alongside one.
 import fs from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { openMetadata } from '../db/metadata.ts';
 import { BerthError } from '../errors.ts';
@@ -15,30 +14,12 @@ import { listNodes } from '../services/nodes.ts';
 import { formatBytes } from '../format-bytes.ts';
 import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
-import { Name, Uuid } from '../schemas.ts';
+import { Name } from '../schemas.ts';
 import { useDataDir } from '../../storage/data-dir.ts';
 import { StartupError, dataDirProblem } from '../startup-error.ts';
 import { UsageError } from './usage-error.ts';
 import { drainNode, recoverDatabase } from './cluster-commands.ts';
-
-function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
-  try {
-    return parseArgs({ args, options: { ...spec, json: { type: 'boolean' } }, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-}
-
-function required(value: unknown, flag: string): string {
-  if (typeof value !== 'string' || value.trim() === '') throw new UsageError(`${flag} is required`);
-  return value.trim();
-}
-
-function uuid(value: unknown, flag: string): string {
-  const text = required(value, flag);
-  if (!Uuid.safeParse(text).success) throw new UsageError(`${flag} must be a UUID`);
-  return text;
-}
+import { options, required, uuid } from './admin-options.ts';
 
 type Command = (store: Store, args: string[], config: Config) => Promise<{ json: unknown; text: string }>;
 

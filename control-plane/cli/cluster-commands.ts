@@ -10,7 +10,6 @@
 // `berth admin recover-database --site <id>` brings back a database whose node is lost for good, on
 // another database node, from its latest copy in the object store, and says how old that copy is.
 import os from 'node:os';
-import { parseArgs } from 'node:util';
 import type { Config } from '../config.ts';
 import { masterKeyFileOf } from '../config.ts';
 import { BerthError } from '../errors.ts';
@@ -22,8 +21,8 @@ import { loadMasterKey } from '../../storage/master-key.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Store } from '../services/deps.ts';
 import { LAPSE_MS, type NodeView, listNodes, takesDatabases } from '../services/nodes.ts';
-import { Uuid } from '../schemas.ts';
 import { UsageError } from './usage-error.ts';
+import { options, uuid } from './admin-options.ts';
 
 /** A move sends a file of up to the database size limit and checks it on both sides. */
 const MOVE_TIMEOUT_MS = 30 * 60_000;
@@ -94,14 +93,8 @@ export async function drainNode(store: Store, args: string[], config: Config): P
 }
 
 export async function recoverDatabase(store: Store, args: string[], config: Config): Promise<{ json: unknown; text: string }> {
-  let values: { site?: string | undefined; to?: string | undefined };
-  try {
-    values = parseArgs({ args, options: { site: { type: 'string' }, to: { type: 'string' }, json: { type: 'boolean' } }, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
-  const siteId = values.site?.trim() ?? '';
-  if (!Uuid.safeParse(siteId).success) throw new UsageError('usage: berth admin recover-database --site <site id> [--to <node id>]');
+  const values = options(args, { site: { type: 'string' }, to: { type: 'string' } });
+  const siteId = uuid(values.site, '--site');
   if (!config.databaseUrl) throw new BerthError('invalid_request', 'on SQLite metadata there is one node, and its data dir is the database: restore it from a backup (berth admin restore)');
   const { db } = store;
   const row = (await db('databases').leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id').where('databases.site_id', siteId).first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
@@ -118,8 +111,9 @@ export async function recoverDatabase(store: Store, args: string[], config: Conf
   }
   if (row.node_id === null) throw new BerthError('invalid_request', 'the database is not placed on any node yet: start the node whose data dir holds it');
   if (row.copied_at === null) throw new BerthError('not_found', `there is no copy of the database in the object store: it can only come back with node ${row.node_id}`);
-  const target = values.to ? nodes.find((n) => n.id === values.to) : leastHeld(nodes);
-  if (!target) throw new BerthError(values.to ? 'not_found' : 'database_unavailable', values.to ? `there is no node ${values.to}` : 'no database node is up to take the database');
+  const to = typeof values.to === 'string' ? values.to : undefined;
+  const target = to ? nodes.find((n) => n.id === to) : leastHeld(nodes);
+  if (!target) throw new BerthError(to ? 'not_found' : 'database_unavailable', to ? `there is no node ${to}` : 'no database node is up to take the database');
   if (!takesDatabases(target) || target.address === '') throw new BerthError('invalid_request', `node ${target.id} cannot take the database: it must be up, have the database role and a cluster address, and not be draining`);
   const client = channelClient(config);
   let report: RecoveryReport;
