@@ -319,7 +319,6 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   return { deps, owner, scheduler, channel, close };
 }
 
-
 /**
  * This node's id when BERTH_NODE_ID is unset: its host and a digest of its data dir, stable across
  * restarts (whatever port it listens on) and distinct for two servers on one host; the path itself

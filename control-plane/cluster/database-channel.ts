@@ -3,8 +3,8 @@
 // with the same limits and confinement as a local call and answers the same outcome. One POST per call,
 // signed (channel-auth.ts), over TLS both ways when the cluster has certificates; a dump is streamed
 // back as SQL text. Moving a database (database-move.ts) uses three more: `move` asks the holding node
-// to move it, `receive` carries the file to the new node, `discard` removes a copy that did not become
-// the database. Both sides are in this file so that they cannot drift apart.
+// to move it, `receive` carries the file to the new node, `recover` has a node take a lost node's
+// database from its copy; `remove` also removes a copy that did not become the database. Both sides are in this file so that they cannot drift apart.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import http from 'node:http';
@@ -47,7 +47,6 @@ const BODIES = {
   remove: z.object({}),
   move: z.object({ to: z.string().min(1).max(200) }),
   recover: z.object({ from: z.string().min(1).max(200) }),
-  discard: z.object({}),
 } as const;
 /** Calls whose body is JSON; `receive` carries a database file. */
 type Op = keyof typeof BODIES;
@@ -121,7 +120,7 @@ export interface ChannelTls {
 }
 
 const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
-const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'discard', 'recover']);
+const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'recover']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
   try {
@@ -171,8 +170,8 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
       return answer(res, 400, { error: 'the call does not have the shape of its operation' });
     }
     // Only the node the metadata names answers: a caller that looked up an old placement is told so
-    // before anything runs, and may ask again. A removal comes after the placement row is gone; a
-    // discarded copy was never placed here.
+    // before anything runs, and may ask again. A removal comes after the placement row is gone (or is
+    // of a copy never placed here); a recovery is of a database placed on a lost node.
     const where = await options.whereIs(siteId);
     if (NOT_HERE_ONLY.has(op)) {
       if (where === 'here') return answer(res, 200, { ok: false, reason: 'failed', message: 'this node holds the site\u2019s database: it is not removed' });
@@ -274,7 +273,6 @@ async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude
     case 'size':
       return provider.size(siteId);
     case 'remove':
-    case 'discard':
       return provider.remove(siteId);
   }
 }

@@ -83,7 +83,7 @@ export class DatabaseMover {
           compare(source, await channel.sendFile(target.address, siteId, frozen.file, SEND_MS));
           outcome = await this.#switch(siteId, to);
         } catch (err) {
-          await channel.call(target.address, siteId, 'discard', {}, SEND_MS).catch((again: unknown) => log.warn({ err: again, siteId, node: to }, 'a copy that did not become the database could not be removed from its node'));
+          await channel.call(target.address, siteId, 'remove', {}, SEND_MS).catch((again: unknown) => log.warn({ err: again, siteId, node: to }, 'a copy that did not become the database could not be removed from its node'));
           throw err;
         }
         const rows = Object.values(source.tables).reduce((sum, n) => sum + n, 0);
