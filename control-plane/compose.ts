@@ -165,6 +165,7 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       timeoutMs: config.functionTimeoutMs,
       idleMs: config.functionIdleMs,
       maxWorkers: config.maxWorkers,
+      memoryBudgetBytes: config.workerMemoryBytes,
       spareWorkers: config.spareWorkers,
       startupTimeoutMs: 10_000,
       logger: log,

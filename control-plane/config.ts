@@ -1,4 +1,5 @@
 // The one place that reads the environment: every other module receives a typed Config.
+import os from 'node:os';
 import path from 'node:path';
 import type { ObjectStoreLocation } from '../storage/s3-blob-store.ts';
 
@@ -51,7 +52,10 @@ export interface Config {
   functionTimeoutMs: number;
   functionHeapMb: number;
   functionIdleMs: number;
+  /** Function workers (Deno processes) alive at most, spares included. */
   maxWorkers: number;
+  /** Memory of their own (resident less shared pages) all function workers together may hold. */
+  workerMemoryBytes: number;
   /** Function workers kept started ahead of need, bound to no function until a cold call takes one; 0: none. */
   spareWorkers: number;
   maxFunctionBodyBytes: number;
@@ -96,6 +100,26 @@ export interface LlmConfig {
   dailyCalls: number;
 }
 
+const MIB = 1024 * 1024;
+
+/**
+ * The share of the machine's memory function workers may hold by default. Berth owns its VM: the rest
+ * is for its own process, the site database processes and the page cache.
+ */
+const WORKER_MEMORY_SHARE = 0.7;
+/** An idle warm worker holds about 12 MiB of its own (docs/benchmarks.md, many tenants); the count allows 16. */
+const IDLE_WORKER_BYTES = 16 * MIB;
+
+/** The default memory budget of function workers: a share of the machine's memory, in whole MiB. */
+export function workerMemoryFor(totalBytes: number): number {
+  return Math.floor((totalBytes * WORKER_MEMORY_SHARE) / MIB) * MIB;
+}
+
+/** The default worker count: as many idle workers as the memory budget holds, 64 to 10,000. */
+export function workersFor(totalBytes: number): number {
+  return Math.min(10_000, Math.max(64, Math.floor(workerMemoryFor(totalBytes) / IDLE_WORKER_BYTES)));
+}
+
 export const DEFAULTS: Config = {
   port: 8080,
   bind: '127.0.0.1',
@@ -123,7 +147,8 @@ export const DEFAULTS: Config = {
   functionTimeoutMs: 30_000,
   functionHeapMb: 128,
   functionIdleMs: 5 * 60_000,
-  maxWorkers: 64,
+  maxWorkers: workersFor(os.totalmem()),
+  workerMemoryBytes: workerMemoryFor(os.totalmem()),
   spareWorkers: 4,
   maxFunctionBodyBytes: 10 * 1024 * 1024,
   egressConnectionsPerSite: 16,
@@ -375,6 +400,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     functionHeapMb: integer(env, 'BERTH_FUNCTION_MEMORY_MB', DEFAULTS.functionHeapMb, 16, 16_384),
     functionIdleMs: integer(env, 'BERTH_FUNCTION_IDLE_MS', DEFAULTS.functionIdleMs, 100, 24 * 3600_000),
     maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
+    workerMemoryBytes: integer(env, 'BERTH_WORKER_MEMORY_MB', DEFAULTS.workerMemoryBytes / MIB, 64, 16 * 1024 * 1024) * MIB,
     spareWorkers: integer(env, 'BERTH_SPARE_WORKERS', DEFAULTS.spareWorkers, 0, 64),
     maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
     egressConnectionsPerSite: integer(env, 'BERTH_EGRESS_CONNECTIONS_PER_SITE', DEFAULTS.egressConnectionsPerSite, 1, 10_000),

@@ -1,6 +1,7 @@
 // The warm pool: at most one live worker per deployed version, reused across requests (a worker serves
-// requests concurrently). Idle workers are evicted after a while; at capacity the least recently used
-// idle worker makes room. A retired version's worker finishes its requests in flight, then stops.
+// requests concurrently). Idle workers are evicted after a while; at capacity, or when the workers
+// hold more memory than their budget (shed), the least recently used idle workers make room. A
+// retired version's worker finishes its requests in flight, then stops.
 
 /** What the pool needs of a worker: function workers and site database processes alike. */
 export interface PoolWorker {
@@ -89,6 +90,24 @@ export class WorkerPool<W extends PoolWorker> {
       if (entry.worker.inflight === 0) entry.worker.kill('disposed');
       else this.#retired.add(entry);
     }
+  }
+
+  /**
+   * Stops workers with no request in flight, least recently used first, until `freed` bytes reach
+   * `bytes` (each worker counting `sizeOf` it). Returns how many stopped.
+   */
+  shed(bytes: number, sizeOf: (worker: W) => number): number {
+    const idle = [...this.#live.values()].filter((e) => e.worker.inflight === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    let freed = 0;
+    let stopped = 0;
+    for (const entry of idle) {
+      if (freed >= bytes) break;
+      freed += sizeOf(entry.worker);
+      this.#live.delete(entry.key);
+      entry.worker.kill('disposed');
+      stopped++;
+    }
+    return stopped;
   }
 
   /** Every worker, for the memory watch. */

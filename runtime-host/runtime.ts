@@ -22,6 +22,11 @@ export interface RuntimeOptions {
   heapMb: number;
   /** A worker whose resident memory passes this is stopped. */
   rssLimitBytes: number;
+  /**
+   * What all workers together may hold of their own memory (resident less shared pages): past it, the
+   * least recently used idle workers stop until they are under it again.
+   */
+  memoryBudgetBytes: number;
   timeoutMs: number;
   idleMs: number;
   /** Deno processes alive at most: workers, draining ones and spares. */
@@ -72,6 +77,8 @@ const keyOf = (d: Pick<Deployment, 'functionId' | 'versionId'>) => `${d.function
 /** A source a spare can be sent in its Load frame (the shim reads host frames up to MAX_FRAME_BYTES); a larger one starts a worker of its own. */
 const MAX_SPARE_SOURCE_BYTES = MAX_FRAME_BYTES - HEADER_BYTES - 64 * 1024;
 
+const SHED_LOG_MS = 10_000;
+
 /** Unix socket paths are limited to about 100 bytes; fall back to the temp dir for deep data dirs. */
 export function socketDirFor(runtimeDir: string): string {
   const preferred = path.join(runtimeDir, 'sockets');
@@ -88,6 +95,9 @@ export class RuntimeHost {
   readonly #deployments = new Map<string, Deployment>();
   readonly #socketDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
+  /** Workers stopped for the memory budget since the last line logged about it, and when that was. */
+  #shed = 0;
+  #shedLoggedAt = 0;
 
   constructor(options: RuntimeOptions, hooks: RuntimeHooks) {
     this.#options = options;
@@ -272,10 +282,34 @@ export class RuntimeHost {
     };
   }
 
+  /**
+   * Stops any worker past its own limit, then, when the workers together hold more than their budget,
+   * the least recently used idle ones: many warm sites share the machine's memory instead of a count.
+   */
   #checkMemory(): void {
-    for (const worker of this.#pool.workers()) {
-      const rss = worker.rssBytes();
-      if (rss !== null && rss > this.#options.rssLimitBytes) worker.kill('memory');
+    const own = new Map<DenoWorker, number>();
+    let total = 0;
+    for (const worker of [...this.#pool.workers(), ...this.#spares.workers()]) {
+      const memory = worker.memory();
+      if (memory === null) continue;
+      if (memory.resident > this.#options.rssLimitBytes) {
+        worker.kill('memory');
+        continue;
+      }
+      own.set(worker, memory.own);
+      total += memory.own;
     }
+    const over = total - this.#options.memoryBudgetBytes;
+    if (over <= 0) return;
+    this.#shed += this.#pool.shed(over, (worker) => own.get(worker) ?? 0);
+    // One line at most every SHED_LOG_MS, however long the pressure lasts.
+    const now = Date.now();
+    if (this.#shed === 0 || now - this.#shedLoggedAt < SHED_LOG_MS) return;
+    this.#options.logger.warn(
+      { workersMemoryBytes: total, budgetBytes: this.#options.memoryBudgetBytes, stopped: this.#shed },
+      'function workers held more memory than their budget (BERTH_WORKER_MEMORY_MB): stopped the least recently used idle ones',
+    );
+    this.#shed = 0;
+    this.#shedLoggedAt = now;
   }
 }

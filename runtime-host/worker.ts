@@ -138,6 +138,9 @@ interface Pending {
   body?: PassThrough;
 }
 
+/** /proc/<pid>/statm counts pages; Linux on the machines Berth runs on uses 4 KiB ones. */
+const PAGE_BYTES = 4096;
+
 export class DenoWorker {
   readonly #options: WorkerProcessOptions;
   /** Set from the start, or when a spare is given its function; never changed afterwards. */
@@ -319,12 +322,15 @@ export class DenoWorker {
     this.#stop(reason, reason === 'protocol' ? new WorkerError('protocol', FAILURES.protocol) : new Error(`the worker was stopped (${reason}) before it was ready`));
   }
 
-  /** Resident memory of the process, from /proc (null where that is not available). */
-  rssBytes(): number | null {
+  /**
+   * Memory of the process, from /proc (null where that is not available): resident, and its own part
+   * (resident less the pages it shares, most of them Deno's executable, mapped by every worker).
+   */
+  memory(): { resident: number; own: number } | null {
     if (!this.pid) return null;
     try {
-      const statm = fs.readFileSync(`/proc/${this.pid}/statm`, 'utf8');
-      return Number(statm.split(' ')[1]) * 4096;
+      const [, resident, shared] = fs.readFileSync(`/proc/${this.pid}/statm`, 'utf8').split(' ').map(Number);
+      return { resident: resident! * PAGE_BYTES, own: (resident! - shared!) * PAGE_BYTES };
     } catch {
       return null;
     }

@@ -1,6 +1,6 @@
 // Configuration is read once from the environment, with clear errors for bad values.
 import test from 'ava';
-import { ConfigError, DEFAULTS, loadConfig } from '../control-plane/config.ts';
+import { ConfigError, DEFAULTS, loadConfig, workerMemoryFor, workersFor } from '../control-plane/config.ts';
 
 test('unset variables take the embedded defaults', (t) => {
   const config = loadConfig({});
@@ -8,6 +8,18 @@ test('unset variables take the embedded defaults', (t) => {
   t.is(config.llm.provider, '');
   t.true(config.dataDir.endsWith('.berth'));
   t.is(DEFAULTS.llm.timeoutMs, 45_000);
+});
+
+test('the workers\' memory budget and count follow the machine\'s memory unless set', (t) => {
+  const GIB = 1024 ** 3;
+  t.is(workerMemoryFor(24 * GIB), Math.floor(24 * 1024 * 0.7) * 1024 * 1024);
+  t.is(workersFor(24 * GIB), 1075);
+  t.is(workersFor(1 * GIB), 64, 'a small machine keeps the old cap');
+  t.is(workersFor(1024 * GIB), 10_000);
+  const config = loadConfig({ BERTH_WORKER_MEMORY_MB: '2048', BERTH_MAX_WORKERS: '100' });
+  t.is(config.workerMemoryBytes, 2048 * 1024 * 1024);
+  t.is(config.maxWorkers, 100);
+  t.throws(() => loadConfig({ BERTH_WORKER_MEMORY_MB: '10' }), { instanceOf: ConfigError, message: /BERTH_WORKER_MEMORY_MB/ });
 });
 
 test('model providers are configured by environment variables', (t) => {
