@@ -21,6 +21,14 @@ export interface LoadTarget {
    * n counts from `first` (give each load its own range so that no run rewrites an earlier file).
    */
   upload?: { prefix: string; bytes: number; first: number };
+  /**
+   * Each request goes to one of these Host headers, drawn uniformly at random (many sites at once).
+   * The result then splits latencies into cold (sent before that host had answered once in the run)
+   * and warm (sent after).
+   */
+  hosts?: string[];
+  /** With `hosts`: the run ends early once every host has answered (its `seconds` are then a limit). */
+  untilEveryHostAnswered?: boolean;
 }
 
 export interface LoadSpec {
@@ -56,6 +64,15 @@ export interface LoadResult {
   longestWaitAtEnd: number;
   /** Connections that got no answer at all during the measured run. */
   neverAnswered: number;
+  /** With `hosts`: latencies of requests sent before their host first answered, and of the others. */
+  byHost?: { hosts: number; hostsAnswered: number; cold: Latencies; warm: Latencies };
+}
+
+export interface Latencies {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
 }
 
 export interface LoadReport {
@@ -81,6 +98,7 @@ interface AutocannonRequest {
   body?: string | Buffer;
 }
 interface Tracker {
+  stop(): void;
   on(event: 'response', listener: (client: unknown, status: number, bytes: number, ms: number) => void): void;
 }
 type Autocannon = (opts: Record<string, unknown>, cb: (err: Error | null, result: AutocannonResult) => void) => Tracker;
@@ -98,6 +116,18 @@ const nextUpload = new WeakMap<LoadTarget, number>();
 function options(target: LoadTarget, connections: number, seconds: number): Record<string, unknown> {
   const request: Record<string, unknown> = { method: target.method ?? 'GET', path: target.path, headers: target.headers ?? {} };
   if (target.body !== undefined) request.body = target.body;
+  if (target.hosts) {
+    const hosts = target.hosts;
+    const started = new WeakMap<object, { host: string; at: number }>();
+    request.setupRequest = (req: AutocannonRequest, context: object) => {
+      const host = hosts[Math.floor(Math.random() * hosts.length)]!;
+      started.set(context, { host, at: performance.now() });
+      req.headers = { ...target.headers, host };
+      return req;
+    };
+    // Called by autocannon just before its 'response' event for the same answer (see run()).
+    request.onResponse = (_status: number, _body: unknown, context: object) => (answered = started.get(context));
+  }
   if (target.upload) {
     const { prefix, bytes } = target.upload;
     if (!nextUpload.has(target)) nextUpload.set(target, target.upload.first);
@@ -119,7 +149,35 @@ function options(target: LoadTarget, connections: number, seconds: number): Reco
   return { url: target.origin, connections, duration: seconds, requests: [request] };
 }
 
+/** When each host of a target first answered, kept from its warm-up to its measured run. */
+const firstAnswers = new WeakMap<LoadTarget, Map<string, number>>();
+
+/** The host and send time of the answer autocannon is about to report in its 'response' event. */
+let answered: { host: string; at: number } | undefined;
+
+/** Latencies in a growing Float64Array. */
+class Samples {
+  values = new Float64Array(1 << 12);
+  count = 0;
+  push(ms: number): void {
+    if (this.count === this.values.length) {
+      const grown = new Float64Array(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.count++] = ms;
+  }
+  summary(): Latencies {
+    const sorted = this.values.slice(0, this.count).sort();
+    return { n: this.count, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1]! : NaN };
+  }
+}
+
 interface Collected {
+  /** With hosts: when each host first answered (since the warm-up began), and the latencies split by cold and warm. */
+  firstAnswer: Map<string, number>;
+  cold: Samples;
+  warm: Samples;
   latencies: Float64Array;
   count: number;
   bytes: number;
@@ -130,7 +188,7 @@ interface Collected {
 }
 
 function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonResult; collected: Collected }> {
-  const collected: Collected = { latencies: new Float64Array(1 << 16), count: 0, bytes: 0, lastAnswer: new Map(), started: performance.now(), ended: 0 };
+  const collected: Collected = { firstAnswer: firstAnswers.get(target) ?? firstAnswers.set(target, new Map()).get(target)!, cold: new Samples(), warm: new Samples(), latencies: new Float64Array(1 << 16), count: 0, bytes: 0, lastAnswer: new Map(), started: performance.now(), ended: 0 };
   return new Promise((resolve, reject) => {
     const tracker = autocannon(options(target, target.connections, seconds), (err, result) => {
       collected.ended = performance.now();
@@ -138,7 +196,17 @@ function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonR
       else resolve({ result, collected });
     });
     tracker.on('response', (client: unknown, _status: number, bytes: number, ms: number) => {
-      collected.lastAnswer.set(client, performance.now());
+      const now = performance.now();
+      collected.lastAnswer.set(client, now);
+      if (target.hosts && answered) {
+        const first = collected.firstAnswer.get(answered.host);
+        (first === undefined || first > answered.at ? collected.cold : collected.warm).push(ms);
+        if (first === undefined) {
+          collected.firstAnswer.set(answered.host, now);
+          if (target.untilEveryHostAnswered && collected.firstAnswer.size === target.hosts.length) tracker.stop();
+        }
+        answered = undefined;
+      }
       if (collected.count === collected.latencies.length) {
         const grown = new Float64Array(collected.latencies.length * 2);
         grown.set(collected.latencies);
@@ -179,6 +247,7 @@ function summarize(target: LoadTarget, result: AutocannonResult, collected: Coll
     warmupFailures,
     longestWaitAtEnd: longestWait(target, collected),
     neverAnswered: Math.max(0, target.connections - collected.lastAnswer.size),
+    ...(target.hosts ? { byHost: { hosts: target.hosts.length, hostsAnswered: collected.firstAnswer.size, cold: collected.cold.summary(), warm: collected.warm.summary() } } : {}),
   };
 }
 

@@ -7,6 +7,7 @@
 //   static files:  1 KiB and 1 MiB vs a bare Node http server holding the bytes in memory
 //   functions:     warm hello world vs the same handler under a bare `deno serve`, at BENCH_CONNECTIONS
 //                  and swept over 1, 16 and 64 connections
+//   workerd:       warm hello world vs the same handler under workerd, Cloudflare's Workers runtime
 //   site database: a function doing one ctx.db.first vs hello world; the query endpoint vs the same
 //                  statement run on SQLite by a bare Node http server
 //   uploads:       1 KiB PUTs vs a bare Node http server writing a new file, fsync, one SQLite insert
@@ -14,9 +15,12 @@
 //                  RSS of the server and of each Deno process at 10 s and at the end
 //   PostgreSQL:    1 KiB static file, warm hello and 1 KiB uploads with the metadata on PostgreSQL vs the
 //                  same on SQLite (PostgreSQL pinned with Berth, its CPU counted as Berth's)
-//   cold paths:    a new function's first answer, alone and 8 at a time; an idle-evicted worker's
+//   cold paths:    a new function's first answer, alone and 8 at a time; an idle-evicted worker's first answer
+//   many tenants:  1,000 sites' functions called uniformly at random, from cold then warm, vs 10 of
+//                  them; the memory of each idle warm worker (bench/many-tenants.ts)
 // Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
-// BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
+// BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8), BENCH_TENANTS (1000),
+// BENCH_TENANTS_COLD_SECONDS (180, a limit); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
 // a ratio is measured again when other processes took more than that share of the server's core;
 // BENCH_WRITE_DOCS=1 writes docs/benchmarks.md's "Last run" section and docs/benchmarks.json from this
 // run; BENCH_KEEP_DATA=1 keeps the data dirs and Berth's request logs.
@@ -24,6 +28,7 @@ import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -52,12 +57,13 @@ import {
   watchServer,
 } from './harness.ts';
 import type { LoadTarget } from './load-worker.ts';
-import { aims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
+import { aims, earlierAims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
 import { usesNodeApiDriver } from '../storage/sqlite-driver.js';
 import { startPublicHost } from '../test/helpers/public-host.ts';
 import { startCluster } from '../test/helpers/postgres-cluster.ts';
 import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { manyTenants } from './many-tenants.ts';
 
 function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
   const raw = process.env[name];
@@ -72,6 +78,10 @@ const CONNECTIONS = envNumber('BENCH_CONNECTIONS', 50);
 const MIXED_SECONDS = envNumber('BENCH_MIXED_SECONDS', 60);
 const MIXED_CONNECTIONS = envNumber('BENCH_MIXED_CONNECTIONS', 64);
 const COLD_ROUNDS = envNumber('BENCH_COLD_ROUNDS', 8);
+const TENANTS = Math.floor(envNumber('BENCH_TENANTS', 1000, 20));
+const TENANTS_COLD_SECONDS = envNumber('BENCH_TENANTS_COLD_SECONDS', 180);
+const FEW_TENANTS = 10;
+const IDLE_SECONDS = 15;
 /** A ratio is measured again (BENCH_RETRIES times at most) when other processes took more than this of the server's core. */
 const MAX_OTHERS = envNumber('BENCH_MAX_OTHERS', 0.15, 0);
 const RETRIES = Math.floor(envNumber('BENCH_RETRIES', 1, 0));
@@ -80,6 +90,9 @@ const SWEEP = [1, 16, 64];
 const COLD_AT_ONCE = 8;
 const COLD_ALONE = 20;
 const WRITE_DOCS = process.env.BENCH_WRITE_DOCS === '1';
+
+/** The workerd executable of the `workerd` package (its main export is the path for this platform). */
+const workerdBinary = (createRequire(import.meta.url)('workerd') as { default: string }).default;
 
 const failures: string[] = [];
 
@@ -221,6 +234,7 @@ async function main() {
   }
 
   results.aims = aims(results);
+  results.earlierAims = earlierAims(results);
   printReport(results);
   if (WRITE_DOCS) {
     await writeDocs(results);
@@ -252,7 +266,7 @@ async function startBerth(dir: string, env: NodeJS.ProcessEnv) {
   const origin = `http://127.0.0.1:${port}`;
   const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
   const site = await api.post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ id: string; bucketId: string }>();
-  return { server, origin, port, key, api, site, dataDir: path.join(dir, 'data') };
+  return { server, origin, port, key, api, site, accountId, dataDir: path.join(dir, 'data') };
 }
 
 /** Each uploading load gets file numbers of its own, so no run (or second attempt) rewrites a file. */
@@ -316,6 +330,13 @@ async function run(work: string, results: BenchResults) {
   const denoAnswer = await got.get(`http://127.0.0.1:${denoPort}/`).text();
   same(fnAnswer === denoAnswer, `the function answers "${fnAnswer}", deno serve "${denoAnswer}"`);
   results.hello = await compare('hello-world function', [denoServe, at('bare deno serve', denoPort, '/')], [berth, onSite('berth /api/hello', '/api/hello')]);
+  const workerdPort = await freePort();
+  const workerd = await startPinned('workerd', SERVER_CORE, workerdBinary, ['serve', path.join(ROOT, 'bench/workerd/hello.capnp'), '--socket-addr', `http=127.0.0.1:${workerdPort}`], process.env);
+  await waitForPort(workerdPort);
+  const workerdAnswer = await got.get(`http://127.0.0.1:${workerdPort}/`).text();
+  same(fnAnswer === workerdAnswer, `the function answers "${fnAnswer}", workerd "${workerdAnswer}"`);
+  results.workerd = await compare('hello-world function against workerd', [workerd, at('workerd', workerdPort, '/')], [berth, onSite('berth /api/hello', '/api/hello')]);
+  await workerd.stop();
   results.affinity = affinityOf(berth, 'after the warm function runs');
   results.sweep = [];
   for (const connections of SWEEP) {
@@ -532,6 +553,22 @@ async function run(work: string, results: BenchResults) {
   const coldBerth = await startBerth(path.join(work, 'cold'), { BERTH_FUNCTION_IDLE_MS: '200' });
   results.cold = await cold(coldBerth.server, coldBerth.origin, coldBerth.site.bucketId, coldBerth.api, got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }));
   await coldBerth.server.stop();
+
+  console.log(`Many tenants (a fresh Berth, ${TENANTS} sites with one function each)`);
+  const metricsToken = crypto.randomBytes(16).toString('hex');
+  const tenantsBerth = await startBerth(path.join(work, 'tenants'), { BERTH_METRICS_TOKEN: metricsToken });
+  results.manyTenants = await manyTenants({
+    berth: { ...tenantsBerth, metricsToken },
+    sites: TENANTS,
+    fewSites: FEW_TENANTS,
+    connections: CONNECTIONS,
+    coldSeconds: TENANTS_COLD_SECONDS,
+    idleSeconds: IDLE_SECONDS,
+    handler: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
+    compare,
+    noteFailures,
+  });
+  await tenantsBerth.server.stop();
 }
 
 type QueryAnswer = { result?: Array<{ meta?: { duration?: number } }> };

@@ -1,9 +1,11 @@
-// The figures of one `make bench` run: their types, the aims of issue 12 met or missed, the table
-// printed at the end, and (BENCH_WRITE_DOCS=1) docs/benchmarks.md's "Last run" and docs/benchmarks.json.
+// The figures of one `make bench` run: their types, the aims (issue 22's, then the earlier ones still
+// held) met or missed, the tables printed at the end, and (BENCH_WRITE_DOCS=1) docs/benchmarks.md's
+// "Last run" and docs/benchmarks.json.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { ROOT } from './harness.ts';
 import type { LoadResult } from './load-worker.ts';
+import type { ManyTenantsResults } from './many-tenants.ts';
 
 export interface Measured extends LoadResult {
   server: string;
@@ -79,6 +81,8 @@ export interface BenchResults {
   static1k: Comparison;
   static1m: Comparison;
   hello: Comparison;
+  /** The same hello-world handler under workerd (the baseline side). */
+  workerd: Comparison;
   sweep: Array<Comparison & { connections: number }>;
   dbFirst: Comparison;
   /** A function's fetch through the egress proxy against the same fetch from bare Deno. */
@@ -100,7 +104,10 @@ export interface BenchResults {
     affinity: Record<string, string>;
   };
   cold: { alone: Distribution; writeToAnswer: Distribution; atOnce: Distribution & { concurrent: number; rounds: number }; idleEvicted: Distribution };
+  manyTenants: ManyTenantsResults;
+  /** Issue 22's aims, then the earlier ones still held. */
   aims: Aim[];
+  earlierAims: Aim[];
   failures: string[];
 }
 
@@ -148,15 +155,54 @@ function below(path: string, baseline: string, figure: string, value: number, ma
   return { path, baseline, figure, value, shown, aim: `< ${max} ${unit}`, met: value < max };
 }
 
-/** The aims of issue 12, each with this run's figure. */
+const MIB = 2 ** 20;
+const failedIn = (m: LoadResult) => m.errors + m.timeouts + m.non2xx + m.warmupFailures;
+
+/** The aims of issue 22 (performance, round two), each with this run's figure. */
 export function aims(r: BenchResults): Aim[] {
-  const oneConnection = r.sweep.find((s) => s.connections === 1);
   const mixedUpload = r.mixed.paths.find((p) => p.label.startsWith('upload'));
+  const t = r.manyTenants;
+  const tenantFailures = failedIn(t.fromCold) + failedIn(t.warm.baseline) + failedIn(t.warm.berth);
+  const tenantsRatio = ratioAim(`many tenants: ${t.sites} functions, one per site, uniformly at random`, `the same load on ${t.fewSites} of them`, t.warm, 0.25, r);
+  const { cold, warm } = t.fromCold.byHost!;
+  const withinMemory = t.memory.treePss < r.machine.memoryGiB * 1024 * MIB;
+  const m = t.memory;
+  return [
+    ratioAim('warm hello-world function', 'workerd, same handler', r.workerd, 1.0, r),
+    below('warm hello-world function', 'workerd, same handler', `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`, r.workerd.berth.p99, r.workerd.baseline.p99, 'ms'),
+    ratioAim('warm hello-world function', 'bare `deno serve`, same handler', r.hello, 0.2, r),
+    ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.6, r),
+    ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, r),
+    ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.4, r),
+    below('1 KiB upload', '—', `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`, mixedUpload?.p99 ?? NaN, 100, 'ms'),
+    ratioAim('outbound `fetch` from a function, through the egress proxy', 'bare `deno serve`, the same fetch', r.egress, 0.7, r),
+    {
+      ...tenantsRatio,
+      shown:
+        `${tenantsRatio.shown}; ${tenantFailures} failed; workers started while warm ${t.workerStartsWhileWarm}; from cold: cold calls p50 ${fmt(cold.p50, 1)} / p99 ${fmt(cold.p99, 1)} ms (n=${cold.n}), ` +
+        `warm calls p50 ${fmt(warm.p50, 2)} / p99 ${fmt(warm.p99, 1)} ms; whole tree ${fmt(t.memory.treePss / 2 ** 30, 1)} GiB PSS`,
+      aim: '≥ 0.25, no errors, memory within the machine',
+      met: tenantsRatio.met && tenantFailures === 0 && withinMemory,
+    },
+    {
+      path: 'one idle warm worker',
+      baseline: '—',
+      figure: `memory it costs (PSS: private + its share of shared pages), p50 of ${m.workers} workers idle ${m.idleSeconds} s`,
+      value: m.pss.p50,
+      shown: `${fmt(m.pss.p50 / MIB, 1)} MiB (RSS ${fmt(m.rss.p50 / MIB, 1)}, private ${fmt(m.private.p50 / MIB, 1)} MiB); ${fmt(m.fitIn16GiB)} fit in 16 GiB`,
+      aim: '≤ 30 MiB, the count in 16 GiB stated',
+      met: m.pss.p50 <= 30 * MIB,
+    },
+  ];
+}
+
+/** The aims of earlier rounds (issue 12 and after) not restated by issue 22, each with this run's figure. */
+export function earlierAims(r: BenchResults): Aim[] {
+  const oneConnection = r.sweep.find((s) => s.connections === 1);
   const workers = r.mixed.memory.processes.filter((p) => p.kind.includes('deno') && p.growth !== null);
   const worst = workers.reduce<MemoryRow | undefined>((a, b) => (a && a.growth! >= b.growth! ? a : b), undefined);
   const { early, late } = r.mixed.memory;
   return [
-    ratioAim('warm hello-world function', 'bare `deno serve`, same handler', r.hello, 0.35, r),
     below(
       'warm hello-world function',
       'bare `deno serve`, same handler',
@@ -166,16 +212,11 @@ export function aims(r: BenchResults): Aim[] {
       'ms',
       oneConnection ? `${fmt(oneConnection.addedP50, 3)} ms (${fmt(oneConnection.berth.p50, 3)} vs ${fmt(oneConnection.baseline.p50, 3)} ms)` : 'not measured',
     ),
-    ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, r),
-    ratioAim('outbound `fetch` from a function, through the egress proxy', 'bare `deno serve`, the same fetch', r.egress, 0.7, r),
-    ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.5, r),
-    ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.8, r),
     ratioAim('1 KiB upload', 'bare Node `http` writing + fsync + one SQLite insert', r.upload, 0.5, r),
     ratioAim('1 KiB static file, metadata on PostgreSQL', 'the same on SQLite', r.postgres.static1k, 0.9, r),
     ratioAim('warm hello-world function, metadata on PostgreSQL', 'the same on SQLite', r.postgres.hello, 0.9, r),
     ratioAim('1 KiB upload, metadata on PostgreSQL', 'the same on SQLite', r.postgres.upload, 0.5, r),
     ratioAim('1 KiB static file, files on an object store', 'the same on the blob directory', r.objectStore.static1k, 0.9, r),
-    below('1 KiB upload', '—', `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`, mixedUpload?.p99 ?? NaN, 100, 'ms'),
     below('cold first answer', '—', 'p50, alone (request → answer)', r.cold.alone.p50, 50, 'ms'),
     below('cold first answer', '—', `p50, ${r.cold.atOnce.concurrent} at a time`, r.cold.atOnce.p50, 150, 'ms'),
     {
@@ -195,10 +236,13 @@ export function aimsTable(list: Aim[]): string {
   return ['| path | baseline | figure | this run | aim | |', '|---|---|---|---|---|---|', ...rows].join('\n');
 }
 
+const metCount = (list: Aim[]) => `${list.filter((a) => a.met).length} of ${list.length} met`;
+
 export function printReport(r: BenchResults): void {
-  const met = r.aims.filter((a) => a.met).length;
-  console.log(`Aims of issue 12 (${met} of ${r.aims.length} met)\n`);
+  console.log(`Aims of issue 22 (${metCount(r.aims)})\n`);
   console.log(aimsTable(r.aims).replaceAll('**', ''));
+  console.log(`\nEarlier aims (${metCount(r.earlierAims)})\n`);
+  console.log(aimsTable(r.earlierAims).replaceAll('**', ''));
 }
 
 function runRow(label: string, m: Measured): string {
@@ -215,6 +259,7 @@ export function lastRunMarkdown(r: BenchResults): string {
     ['1 KiB web file', r.static1k],
     ['1 MiB web file', r.static1m],
     [`hello-world function, ${m.connections} c`, r.hello],
+    [`hello-world function against workerd, ${m.connections} c`, r.workerd],
     ...r.sweep.map((s): [string, Comparison] => [`hello-world function, ${s.connections} c`, s]),
     ['function with one `ctx.db.first`', r.dbFirst],
     ['outbound fetch, through the egress proxy', r.egress],
@@ -226,6 +271,7 @@ export function lastRunMarkdown(r: BenchResults): string {
     ['1 KiB web file, files on an object store', r.objectStore.static1k],
     ['64 KiB range of a 1 MiB web file, files on an object store', r.objectStore.ranged1m],
     ['1 KiB upload, files on an object store', r.objectStore.upload],
+    [`${r.manyTenants.sites} sites' functions against ${r.manyTenants.fewSites} of them, warm`, r.manyTenants.warm],
   ];
   const lines: string[] = [];
   lines.push(
@@ -234,7 +280,8 @@ export function lastRunMarkdown(r: BenchResults): string {
       `${m.connections} connections, ${m.seconds} s per run after a ${m.warmupSeconds} s warm-up; load average ${r.machine.loadAverageAtStart.join(', ')} at the start. ` +
       `Every figure is also in [benchmarks.json](benchmarks.json).`,
   );
-  lines.push('', `### Aims (${r.aims.filter((a) => a.met).length} of ${r.aims.length} met)`, '', aimsTable(r.aims));
+  lines.push('', `### Aims of issue 22 (${metCount(r.aims)})`, '', aimsTable(r.aims));
+  lines.push('', `### Earlier aims (${metCount(r.earlierAims)})`, '', aimsTable(r.earlierAims));
   lines.push(
     '',
     '### Every run',
@@ -288,6 +335,28 @@ export function lastRunMarkdown(r: BenchResults): string {
     `| new functions, ${c.atOnce.concurrent} at a time, request → first answer | ${fmt(c.atOnce.p50, 1)} ms | ${fmt(c.atOnce.p99, 1)} ms | ${c.atOnce.n} (${c.atOnce.rounds} rounds) |`,
     `| new function, write → first answer | ${fmt(c.writeToAnswer.p50, 1)} ms | ${fmt(c.writeToAnswer.p99, 1)} ms | ${c.writeToAnswer.n} |`,
     `| idle-evicted worker → first answer | ${fmt(c.idleEvicted.p50, 1)} ms | ${fmt(c.idleEvicted.p99, 1)} ms | ${c.idleEvicted.n} |`,
+  );
+  const t = r.manyTenants;
+  const { cold, warm, hostsAnswered } = t.fromCold.byHost!;
+  const mem = t.memory;
+  const mib = (n: number) => `${fmt(n / MIB, 1)} MiB`;
+  lines.push(
+    '',
+    `### Many tenants (${t.sites} sites, one function each)`,
+    '',
+    `A fresh Berth with ${t.sites} sites (created in ${fmt(t.setupSeconds, 1)} s), each with the hello-world function, called uniformly at random by ${t.fromCold.connections} connections. ` +
+      `From cold (${fmt(t.fromCold.seconds)} s, no warm-up): ${hostsAnswered} of ${t.sites} sites answered, ${fmt(t.fromCold.rps)} req/s over the run, Berth at ${fmt(t.fromCold.serverCpuShare * 100)}% of CPU ${m.serverCore}. ` +
+      `Warm: ${fmt(t.warm.berth.rps)} req/s against ${fmt(t.warm.baseline.rps)} on ${t.fewSites} of the sites (ratio ${fmt(t.warm.ratio, 2)}), ${t.workerStartsWhileWarm} workers started meanwhile.`,
+    '',
+    '| calls | p50 | p99 | max | calls |',
+    '|---|---|---|---|---|',
+    `| cold (sent before the site first answered) | ${fmt(cold.p50, 1)} ms | ${fmt(cold.p99, 1)} ms | ${fmt(cold.max)} ms | ${cold.n} |`,
+    `| warm, in the run from cold | ${fmt(warm.p50, 2)} ms | ${fmt(warm.p99, 1)} ms | ${fmt(warm.max)} ms | ${warm.n} |`,
+    `| warm, ${t.sites} sites | ${fmt(t.warm.berth.p50, 2)} ms | ${fmt(t.warm.berth.p99, 1)} ms | ${fmt(t.warm.berth.max)} ms | ${t.warm.berth.responses} |`,
+    `| warm, ${t.fewSites} sites | ${fmt(t.warm.baseline.p50, 2)} ms | ${fmt(t.warm.baseline.p99, 1)} ms | ${fmt(t.warm.baseline.max)} ms | ${t.warm.baseline.responses} |`,
+    '',
+    `Memory of the ${mem.workers} workers after ${mem.idleSeconds} s idle: RSS p50 ${mib(mem.rss.p50)} (max ${mib(mem.rss.max)}), private p50 ${mib(mem.private.p50)} (max ${mib(mem.private.max)}), ` +
+      `PSS p50 ${mib(mem.pss.p50)} (max ${mib(mem.pss.max)}); ${fmt(mem.fitIn16GiB)} such workers fit in 16 GiB. Berth's Node process ${mib(mem.serverRss)} resident; the whole tree ${mib(mem.treePss)} PSS.`,
   );
   if (r.failures.length > 0) {
     lines.push('', '### Failed requests', '', ...r.failures.map((f) => `- ${f}`));
