@@ -152,7 +152,7 @@ function ratioAim(path: string, baseline: string, c: Comparison, min: number, r:
 }
 
 function below(path: string, baseline: string, figure: string, value: number, max: number, unit: string, shown = `${fmt(value, unit === 'ms' && value < 10 ? 2 : 1)} ${unit}`): Aim {
-  return { path, baseline, figure, value, shown, aim: `< ${max} ${unit}`, met: value < max };
+  return { path, baseline, figure, value, shown, aim: `< ${Number.isInteger(max) ? max : fmt(max, 2)} ${unit}`, met: value < max };
 }
 
 const MIB = 2 ** 20;
