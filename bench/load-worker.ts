@@ -219,7 +219,7 @@ function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonR
 }
 
 function failures(r: AutocannonResult): number {
-  return r.errors + r.timeouts + r.non2xx;
+  return r.errors + r.non2xx;
 }
 
 function summarize(target: LoadTarget, result: AutocannonResult, collected: Collected, warmupFailures: number): LoadResult {

