@@ -157,8 +157,11 @@ let answered: { host: string; at: number } | undefined;
 
 /** Latencies in a growing Float64Array. */
 class Samples {
-  values = new Float64Array(1 << 12);
+  values: Float64Array;
   count = 0;
+  constructor(capacity = 1 << 12) {
+    this.values = new Float64Array(capacity);
+  }
   push(ms: number): void {
     if (this.count === this.values.length) {
       const grown = new Float64Array(this.values.length * 2);
@@ -167,8 +170,11 @@ class Samples {
     }
     this.values[this.count++] = ms;
   }
+  sorted(): Float64Array {
+    return this.values.slice(0, this.count).sort();
+  }
   summary(): Latencies {
-    const sorted = this.values.slice(0, this.count).sort();
+    const sorted = this.sorted();
     return { n: this.count, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1]! : NaN };
   }
 }
@@ -178,8 +184,8 @@ interface Collected {
   firstAnswer: Map<string, number>;
   cold: Samples;
   warm: Samples;
-  latencies: Float64Array;
-  count: number;
+  /** Every answer's latency. */
+  latencies: Samples;
   bytes: number;
   /** When each connection (autocannon's client) last got an answer. */
   lastAnswer: Map<unknown, number>;
@@ -188,7 +194,7 @@ interface Collected {
 }
 
 function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonResult; collected: Collected }> {
-  const collected: Collected = { firstAnswer: firstAnswers.get(target) ?? firstAnswers.set(target, new Map()).get(target)!, cold: new Samples(), warm: new Samples(), latencies: new Float64Array(1 << 16), count: 0, bytes: 0, lastAnswer: new Map(), started: performance.now(), ended: 0 };
+  const collected: Collected = { firstAnswer: firstAnswers.get(target) ?? firstAnswers.set(target, new Map()).get(target)!, cold: new Samples(), warm: new Samples(), latencies: new Samples(1 << 16), bytes: 0, lastAnswer: new Map(), started: performance.now(), ended: 0 };
   return new Promise((resolve, reject) => {
     const tracker = autocannon(options(target, target.connections, seconds), (err, result) => {
       collected.ended = performance.now();
@@ -207,12 +213,7 @@ function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonR
         }
         answered = undefined;
       }
-      if (collected.count === collected.latencies.length) {
-        const grown = new Float64Array(collected.latencies.length * 2);
-        grown.set(collected.latencies);
-        collected.latencies = grown;
-      }
-      collected.latencies[collected.count++] = ms;
+      collected.latencies.push(ms);
       collected.bytes += bytes;
     });
   });
@@ -223,7 +224,7 @@ function failures(r: AutocannonResult): number {
 }
 
 function summarize(target: LoadTarget, result: AutocannonResult, collected: Collected, warmupFailures: number): LoadResult {
-  const sorted = collected.latencies.slice(0, collected.count).sort();
+  const sorted = collected.latencies.sorted();
   let sum = 0;
   for (const v of sorted) sum += v;
   const statusCodes: Record<string, number> = {};
@@ -232,8 +233,8 @@ function summarize(target: LoadTarget, result: AutocannonResult, collected: Coll
     label: target.label,
     connections: target.connections,
     seconds: result.duration,
-    responses: collected.count,
-    rps: collected.count / result.duration,
+    responses: collected.latencies.count,
+    rps: collected.latencies.count / result.duration,
     p50: percentile(sorted, 50),
     p90: percentile(sorted, 90),
     p99: percentile(sorted, 99),

@@ -96,7 +96,7 @@ function smapsRollup(pid: number): { pss: number; private: number } | undefined 
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
-export function workerMemory(server: Server, idleSeconds: number): WorkerMemory {
+function workerMemory(server: Server, idleSeconds: number): WorkerMemory {
   const rows: Array<{ rss: number; pss: number; private: number }> = [];
   let treePss = 0;
   for (const pid of processTree(server.pid)) {
