@@ -32,6 +32,11 @@ export class CachedBlobStore implements BlobStore {
     return this.#cache !== undefined && bytes <= CACHEABLE_BLOB_BYTES;
   }
 
+  /** The blob's bytes when the cache holds them, without waiting on anything. */
+  cached(sha256: string): Buffer | undefined {
+    return this.#cache?.get(sha256);
+  }
+
   async read(sha256: string): Promise<Buffer> {
     const cached = this.#cache?.get(sha256);
     if (cached) return cached;

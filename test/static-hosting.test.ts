@@ -156,3 +156,31 @@ test('the control-plane host is not a site', async (t) => {
   t.is(res.statusCode, 200);
   t.is(json<{ service: string }>(res).service, 'berth');
 });
+
+test('every answer carries its own request id, and a cached file answers with the same head as the first', async (t) => {
+  const site = await siteWith({ 'web/index.html': ['home', 'text/html'], 'web/docs/index.html': ['docs', 'text/html'], 'web/404.html': ['lost', 'text/html'] });
+  const first = await site.get.get('index.html');
+  const again = await site.get.get('index.html');
+  const withoutId = (headers: Record<string, unknown>) => {
+    const { date: _date, 'berth-request-id': _id, ...rest } = headers;
+    return rest;
+  };
+  t.deepEqual(withoutId(again.headers), withoutId(first.headers));
+  const etag = first.headers.etag!;
+  const answers = [
+    first,
+    again,
+    await site.get.get('index.html', { headers: { 'if-none-match': etag } }),
+    await site.get.head('index.html'),
+    await site.get.get('index.html', { headers: { range: 'bytes=0-1' } }),
+    await site.get.get('index.html', { headers: { range: 'bytes=50-' } }),
+    await site.get.get('docs'),
+    await site.get.get('nope'),
+    await site.get.post('', { body: 'x' }),
+    await t0.site('no-such-site').get(''),
+  ];
+  t.deepEqual(answers.map((res) => res.statusCode), [200, 200, 304, 200, 206, 416, 308, 404, 405, 404]);
+  const ids = answers.map((res) => String(res.headers['berth-request-id']));
+  for (const id of ids) t.regex(id, /^[0-9a-f-]{36}$/);
+  t.is(new Set(ids).size, ids.length);
+});

@@ -72,8 +72,9 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
 export const functionHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
 
 async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> {
+  res.setHeader('Berth-Request-Id', requestId);
   const site = await resolveSite(deps, subdomain);
-  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage);
+  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
   if (segments.length !== 2 || segments[1] === '') throw new BerthError('function_not_found', 'functions are served at /api/<name>');
   const name = segments[1]!;
   const deployment = await resolveEndpoint(deps, site.id, name);

@@ -1,14 +1,15 @@
 // GET and HEAD of a site's web files, straight on Node's request and response: the private-site gate,
 // /web files by path with conditional and range requests, directories with their index.html, and the
 // site's own 404.html. The hottest path of hosting skips the Koa stack but keeps its rules (request id,
-// one log line, the error envelope) through the same helpers.
+// one log line, the error envelope) through the same helpers. A public site's file whose lookups and
+// bytes are cached is answered without waiting on anything: one head written whole, one write.
 import type http from 'node:http';
 import { pipeline } from 'node:stream';
 import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
-import { resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
+import { cachedBody, resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
 import { siteReader } from '../services/site-sessions.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
@@ -16,29 +17,49 @@ import { noSitePage, notFoundPage, notMemberPage, privateSitePage } from './page
 import { requestHost, requestProtocol } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
 
-export const siteFilesHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'web', (req, res, subdomain, segments) => serve(deps, req, res, subdomain, segments));
+export const siteFilesHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'web', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
 
-async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]): Promise<void> {
-  const site = await resolveSite(deps, subdomain);
-  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage);
-  if (site.access === 'PRIVATE' && !(await mayRead(deps, req, res, site))) return;
+function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> | void {
+  const site = deps.hostingCache.site(subdomain);
+  if (site === undefined) return resolveSite(deps, subdomain).then((found) => serveSite(deps, req, res, found, segments, requestId));
+  return serveSite(deps, req, res, site, segments, requestId);
+}
 
+function serveSite(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite | null, segments: string[], requestId: string): Promise<void> | void {
+  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
+  if (site.access === 'PRIVATE') return servePrivate(deps, req, res, site, segments, requestId);
+  // The common case first: the file named, its lookup and its bytes cached.
+  if (segments.at(-1) !== '') {
+    const file = deps.hostingCache.file(site.bucketId, `web/${segments.join('/')}`);
+    if (file) {
+      const body = cachedBody(deps, file);
+      if (body) return sendFile(deps, req, res, file, requestId, body);
+    }
+  }
+  return serveWeb(deps, req, res, site, segments, requestId);
+}
+
+async function servePrivate(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite, segments: string[], requestId: string): Promise<void> {
+  if (await mayRead(deps, req, res, site, requestId)) await serveWeb(deps, req, res, site, segments, requestId);
+}
+
+async function serveWeb(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite, segments: string[], requestId: string): Promise<void> {
   const wantsDirectory = segments.at(-1) === '';
   const relative = segments.join('/');
   const file = await resolveWebFile(deps, site.bucketId, wantsDirectory ? `web/${relative}index.html` : `web/${relative}`);
-  if (file) return sendFile(deps, req, res, file);
+  if (file) return sendFile(deps, req, res, file, requestId, await smallBody(deps, file));
 
   // "/docs" where "web/docs/index.html" exists: send the browser to "/docs/" so relative links work.
   if (!wantsDirectory && (await resolveWebFile(deps, site.bucketId, `web/${relative}/index.html`))) {
     const [path, query] = splitQuery(req.url ?? '/');
-    res.writeHead(308, { Location: `${urlPath(path)}/${query}`, 'Content-Length': 0 });
+    res.writeHead(308, { 'Berth-Request-Id': requestId, Location: `${urlPath(path)}/${query}`, 'Content-Length': 0 });
     res.end();
     return;
   }
 
   const custom404 = await resolveWebFile(deps, site.bucketId, 'web/404.html');
-  if (custom404) return sendFile(deps, req, res, custom404, 404);
-  sendHtml(res, 404, notFoundPage);
+  if (custom404) return sendNotFound(deps, req, res, custom404, requestId);
+  sendHtml(res, 404, notFoundPage, requestId);
 }
 
 const splitQuery = (url: string): [string, string] => {
@@ -47,17 +68,17 @@ const splitQuery = (url: string): [string, string] => {
 };
 
 /** The private-site gate: members of the owning account read on; others get the sign-in or 403 page. */
-async function mayRead(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite): Promise<boolean> {
+async function mayRead(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite, requestId: string): Promise<boolean> {
   const token = cookie(req, SESSION_COOKIE);
   const reader = token ? await siteReader(deps, token, site) : null;
   if (reader === 'member') return true;
   if (reader === 'stranger') {
-    sendHtml(res, 403, notMemberPage);
+    sendHtml(res, 403, notMemberPage, requestId);
     return false;
   }
   const [path, query] = splitQuery(req.url ?? '/');
   const next = `${urlPath(path)}${query}`;
-  sendHtml(res, 401, privateSitePage(`${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams({ site: site.id, next })}`));
+  sendHtml(res, 401, privateSitePage(`${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams({ site: site.id, next })}`), requestId);
   return false;
 }
 
@@ -77,60 +98,79 @@ export function controlPlaneOrigin(deps: Deps, req: http.IncomingMessage): strin
   return `${requestProtocol(req, deps.config.trustProxy)}://${deps.config.siteHost}${port ? `:${port}` : ''}`;
 }
 
-async function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, status = 200): Promise<void> {
-  res.setHeader('X-Content-Type-Options', 'nosniff');
-  if (status !== 200) {
-    const body = await smallBody(deps, file);
-    res.setHeader('Content-Type', file.contentType);
-    res.setHeader('Cache-Control', 'no-store');
-    res.statusCode = status;
-    if (body) {
-      res.setHeader('Content-Length', body.length);
-      res.end(req.method === 'HEAD' ? undefined : body);
-    } else if (req.method === 'HEAD') {
-      res.end();
-    } else {
-      pipeline(await streamBody(deps, file), res, () => {});
-    }
-    return;
+/** The site's own 404.html, never cached by browsers. */
+async function sendNotFound(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, requestId: string): Promise<void> {
+  const body = await smallBody(deps, file);
+  const head: http.OutgoingHttpHeaders = { 'Berth-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff', 'Content-Type': file.contentType, 'Cache-Control': 'no-store' };
+  if (body) {
+    res.writeHead(404, { ...head, 'Content-Length': body.length });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  } else if (req.method === 'HEAD') {
+    res.writeHead(404, head);
+    res.end();
+  } else {
+    const stream = await streamBody(deps, file);
+    res.writeHead(404, head);
+    pipeline(stream, res, () => {});
   }
-  // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
-  res.setHeader('Cache-Control', 'public, no-cache');
-  res.setHeader('Accept-Ranges', 'bytes');
-  res.setHeader('ETag', file.etag);
-  res.setHeader('Last-Modified', file.lastModified);
-  if (fresh(req.headers, { etag: file.etag, 'last-modified': file.lastModified })) {
-    res.statusCode = 304;
+}
+
+/**
+ * A web file: 200, 206 for one byte range, 304 when the browser's copy is current. `whole` is its
+ * body when small enough to hold; larger files are streamed from the store. Returns a promise only
+ * when it streams.
+ */
+function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, requestId: string, whole: Buffer | null): Promise<void> | void {
+  const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined;
+  if (conditional && fresh(req.headers, { etag: file.etag, 'last-modified': file.lastModified })) {
+    // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
+    res.writeHead(304, { 'Berth-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff', 'Cache-Control': 'public, no-cache', 'Accept-Ranges': 'bytes', ETag: file.etag, 'Last-Modified': file.lastModified });
     res.end();
     return;
   }
-  res.setHeader('Content-Type', file.contentType);
+  const head: http.OutgoingHttpHeaders = {
+    'Berth-Request-Id': requestId,
+    'X-Content-Type-Options': 'nosniff',
+    'Cache-Control': 'public, no-cache',
+    'Accept-Ranges': 'bytes',
+    ETag: file.etag,
+    'Last-Modified': file.lastModified,
+    'Content-Type': file.contentType,
+    'Content-Length': file.bytes,
+  };
 
+  let status = 200;
   let range: { start: number; end: number } | undefined;
   const rangeHeader = req.headers.range;
   const ifRange = req.headers['if-range'];
   if (rangeHeader && (!ifRange || ifRange === file.etag)) {
     const ranges = rangeParser(file.bytes, rangeHeader, { combine: true });
     if (ranges === -1) {
-      res.writeHead(416, { 'Content-Range': `bytes */${file.bytes}`, 'Content-Length': 0 });
+      res.writeHead(416, { 'Berth-Request-Id': requestId, 'Content-Range': `bytes */${file.bytes}`, 'Content-Length': 0 });
       res.end();
       return;
     }
     // One range is served as 206; several are answered with the whole file, as RFC 9110 allows.
     if (ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1) {
       range = ranges[0]!;
-      res.statusCode = 206;
-      res.setHeader('Content-Range', `bytes ${range.start}-${range.end}/${file.bytes}`);
+      status = 206;
+      head['Content-Range'] = `bytes ${range.start}-${range.end}/${file.bytes}`;
+      head['Content-Length'] = range.end - range.start + 1;
     }
   }
 
-  const length = range ? range.end - range.start + 1 : file.bytes;
-  res.setHeader('Content-Length', length);
   if (req.method === 'HEAD') {
+    res.writeHead(status, head);
     res.end();
     return;
   }
-  const whole = await smallBody(deps, file);
-  if (whole) res.end(range ? whole.subarray(range.start, range.end + 1) : whole);
-  else pipeline(await streamBody(deps, file, range), res, () => {});
+  if (whole) {
+    res.writeHead(status, head);
+    res.end(range ? whole.subarray(range.start, range.end + 1) : whole);
+    return;
+  }
+  return streamBody(deps, file, range).then((stream) => {
+    res.writeHead(status, head);
+    pipeline(stream, res, () => {});
+  });
 }

@@ -36,6 +36,9 @@ export async function resolveWebFile(deps: Deps, bucketId: string, path: string)
   return file;
 }
 
+/** A small file's whole body when the blob cache holds it already. */
+export const cachedBody = (deps: Deps, file: CachedWebFile): Buffer | undefined => deps.blobs.cached(file.sha256);
+
 /** The whole body of a small file, from the blob cache once read, or null when it should be streamed from the store. */
 export async function smallBody(deps: Deps, file: CachedWebFile): Promise<Buffer | null> {
   if (!deps.blobs.cacheable(file.bytes)) return null;

@@ -3,26 +3,16 @@
 // counts it in the metrics by route, a label of few values.
 import crypto from 'node:crypto';
 import type Koa from 'koa';
+import { type RequestLine, logRequest } from '../../log.ts';
 import type { Deps } from '../../services/deps.ts';
 
-export interface RequestLine {
-  reqId: string;
-  kind: 'api' | 'site';
-  /** The site's subdomain, for site requests. */
-  host?: string | undefined;
-  method: string;
-  /** Without the query string, which may carry tokens. */
-  path: string;
-  status: number;
-  /** The client's address (the proxy's report of it behind a trusted proxy). */
-  ip: string;
-}
+/** How long since `started` (process.hrtime.bigint()), in milliseconds rounded to two places. */
+export const elapsedMs = (started: bigint): number => Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100;
 
-/** The log line and metrics of a finished request (Koa's apps and the lean function path alike). */
-export function finishRequest(deps: Pick<Deps, 'log' | 'metrics'>, line: RequestLine, route: string, started: bigint): void {
-  const ms = Number(process.hrtime.bigint() - started) / 1e6;
-  deps.log.info({ ...line, ms: Math.round(ms * 100) / 100 }, 'request');
-  deps.metrics.request(line.kind, route, line.status, ms / 1000);
+/** The log line and metrics of a finished request (Koa's apps and the lean site paths alike). */
+export function finishRequest(deps: Pick<Deps, 'log' | 'metrics'>, line: RequestLine, route: string): void {
+  logRequest(deps.log, line);
+  deps.metrics.request(line.kind, route, line.status, line.ms / 1000);
 }
 
 /** The route a request matched, as a metrics label: the router's pattern, never the path itself. */
@@ -42,7 +32,8 @@ export function requestContext(deps: Pick<Deps, 'log' | 'metrics'>, kind: 'api' 
     try {
       await next();
     } finally {
-      finishRequest(deps, { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ip: ctx.ip }, routeOf(ctx, kind), started);
+      const line = { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ip: ctx.ip, ms: elapsedMs(started) };
+      finishRequest(deps, line, routeOf(ctx, kind));
     }
   };
 }
