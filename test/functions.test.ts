@@ -31,6 +31,8 @@ test('writing api/<name>.ts deploys it; the endpoint passes method, query, heade
   t.is(res.headers['x-echo-custom'], 'kept');
   t.is(res.headers['x-echo-cookie'], 'theme=dark; lang=en', 'the session cookie never reaches the function');
   t.deepEqual(res.headers['set-cookie'], ['first=1; Path=/', 'second=2; Path=/'], 'the function cannot set the session cookie');
+  t.regex(String(res.headers['berth-request-id']), /^[0-9a-f-]{36}$/);
+  t.is(res.headers['content-length'], String(bytes.length));
 
   for (const method of ['GET', 'POST', 'DELETE', 'PATCH', 'OPTIONS']) {
     const r = await t0.site(site.subdomain)('api/echo', { method: method as 'GET' });
@@ -176,6 +178,7 @@ test('uncaught errors answer 500 JSON without internals; unknown functions 404',
   t.is(res.headers['content-type'], 'application/json; charset=utf-8');
   const body = JSON.parse(res.body) as ErrorBody;
   t.is(body.error.code, 'function_error');
+  t.regex(String(res.headers['berth-request-id']), /^[0-9a-f-]{36}$/, 'a failed call has its request id too');
   t.false(res.body.includes('secret internal detail'));
   t.false(res.body.includes('shim'));
   t.is((await t0.site(site.subdomain).get('api/runaway')).body, 'fine');
@@ -184,6 +187,7 @@ test('uncaught errors answer 500 JSON without internals; unknown functions 404',
     const missing = await t0.site(site.subdomain).get(path);
     t.is(missing.statusCode, 404, path);
     t.is(JSON.parse(missing.body).error.code, 'function_not_found');
+    t.regex(String(missing.headers['berth-request-id']), /^[0-9a-f-]{36}$/);
   }
 });
 

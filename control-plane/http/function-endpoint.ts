@@ -72,7 +72,6 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
 export const functionHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
 
 async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> {
-  res.setHeader('Berth-Request-Id', requestId);
   const site = await resolveSite(deps, subdomain);
   if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
   if (segments.length !== 2 || segments[1] === '') throw new BerthError('function_not_found', 'functions are served at /api/<name>');
@@ -102,30 +101,27 @@ async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResp
     throw toHttpError(err, deps, requestId);
   }
 
-  const setCookies: string[] = [];
+  // The head is written whole, Berth's request id first; the function may not set the session cookie.
+  const head: string[] = ['Berth-Request-Id', requestId];
+  for (const [header, value] of response.headers) {
+    if (HOP_BY_HOP.has(header) || (header === 'set-cookie' && setsSessionCookie(value))) continue;
+    head.push(header, value);
+  }
+  const bodiless = NULL_BODY_STATUSES.has(response.status) || method === 'HEAD';
+  if (!bodiless && Buffer.isBuffer(response.body)) head.push('Content-Length', String(response.body.length));
   try {
-    res.statusCode = response.status;
-    for (const [header, value] of response.headers) {
-      if (HOP_BY_HOP.has(header)) continue;
-      if (header === 'set-cookie') {
-        if (!setsSessionCookie(value)) setCookies.push(value);
-      } else {
-        res.setHeader(header, value);
-      }
-    }
-    if (setCookies.length > 0) res.setHeader('Set-Cookie', setCookies);
+    res.writeHead(response.status, head);
   } catch (err) {
     // A header Node refuses to send (e.g. a control character in its value) fails the call as a whole.
     if (!Buffer.isBuffer(response.body)) response.body.destroy();
     throw err;
   }
-  if (NULL_BODY_STATUSES.has(response.status) || method === 'HEAD') {
+  if (bodiless) {
     if (!Buffer.isBuffer(response.body)) response.body.resume();
     res.end();
     return;
   }
   if (Buffer.isBuffer(response.body)) {
-    res.setHeader('Content-Length', response.body.length);
     res.end(response.body);
     return;
   }

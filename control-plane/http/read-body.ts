@@ -3,8 +3,13 @@ import type http from 'node:http';
 import type Koa from 'koa';
 import type { BerthError } from '../errors.ts';
 
+const EMPTY = Buffer.alloc(0);
+
 export async function readBody(ctx: Koa.Context | { req: http.IncomingMessage }, limit: number, tooLarge: () => BerthError): Promise<Buffer> {
-  if (Number(ctx.req.headers['content-length'] || 0) > limit) throw tooLarge();
+  const { headers } = ctx.req;
+  // A request with neither header has no body (RFC 9112, 6.3): nothing to wait for.
+  if (headers['transfer-encoding'] === undefined && (headers['content-length'] === undefined || headers['content-length'] === '0')) return EMPTY;
+  if (Number(headers['content-length'] || 0) > limit) throw tooLarge();
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
