@@ -55,6 +55,14 @@ export class WorkerPool<W extends PoolWorker> {
     return this.#starting.size;
   }
 
+  /** The live worker for `key` when there is one, without waiting; the caller must call release() when done. */
+  live(key: string): W | undefined {
+    const entry = this.#live.get(key);
+    if (!entry?.worker.alive) return undefined;
+    entry.lastUsed = Date.now();
+    return entry.worker;
+  }
+
   /** The live worker for `key`, started if needed; the caller must call release() when done. */
   async acquire(key: string): Promise<W> {
     let entry = this.#live.get(key);

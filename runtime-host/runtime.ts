@@ -162,24 +162,25 @@ export class RuntimeHost {
   async invoke(deployment: Deployment, request: WorkerRequest, onCancel?: (cancel: () => void) => void): Promise<WorkerResponse> {
     const key = keyOf(deployment);
     this.#deployments.set(key, deployment);
-    const worker = await this.#pool.acquire(key);
+    const worker = this.#pool.live(key) ?? (await this.#pool.acquire(key));
     const call = worker.invoke(request);
     onCancel?.(call.cancel);
     const timer = setTimeout(() => worker.kill('timeout'), this.#options.timeoutMs);
-    const done = () => {
-      clearTimeout(timer);
-      this.#pool.release(worker);
-    };
     try {
       const response = await call.response;
       // The limit covers the whole answer, body included.
-      if (Buffer.isBuffer(response.body)) done();
-      else response.body.once('close', done);
+      if (Buffer.isBuffer(response.body)) this.#callOver(worker, timer);
+      else response.body.once('close', () => this.#callOver(worker, timer));
       return response;
     } catch (err) {
-      done();
+      this.#callOver(worker, timer);
       throw err;
     }
+  }
+
+  #callOver(worker: DenoWorker, timer: NodeJS.Timeout): void {
+    clearTimeout(timer);
+    this.#pool.release(worker);
   }
 
   /** New requests for this function will start a worker of its current version; old ones drain. */
