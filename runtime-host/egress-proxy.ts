@@ -3,7 +3,9 @@
 // name itself, refuses the request if any address is not public (egress-policy.ts), connects to the
 // address it checked (so a name that changes its answer between check and connect changes nothing),
 // and streams the request and the answer through. It counts requests and bytes per site and bounds
-// the site's outbound requests in flight.
+// the site's outbound requests in flight. Connections to servers are kept open between requests, as a
+// browser or bare Deno keeps them, but each site has its own: no connection ever carries two sites'
+// requests, and a site keeps few open while idle.
 //
 // Deno checks --allow-net against a fetch's target, not the proxy it goes through, so a worker allowed
 // to reach only the proxy cannot hand it a CONNECT tunnel: the proxy originates the request itself,
@@ -14,6 +16,8 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo, LookupFunction } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import { literalAddress, refusal } from './egress-policy.ts';
 
 export const EGRESS_URL_HEADER = 'x-berth-egress-url';
@@ -62,6 +66,35 @@ function resolver(servers: string[]): (name: string) => Promise<string[]> {
   };
 }
 
+/** How long a kept connection may wait for the site's next request (less when the server says so). */
+const KEPT_CONNECTION_MS = 4000;
+/** Sites whose kept connections are remembered; the least recently active beyond it close theirs. */
+const KEPT_SITES = 1000;
+
+const keptCount = (agent: http.Agent): number => Object.values(agent.freeSockets).reduce((sum, sockets) => sum + (sockets?.length ?? 0), 0);
+
+/**
+ * A site's own connections. Node keeps at most `maxFreeSockets` per server; these also keep at most
+ * that many for all servers together, so a site that calls many servers holds few connections idle.
+ * A kept connection was made to an address checked when it was made, and is reused only for requests
+ * to the same name and port, each checked again before it is sent.
+ */
+class SiteHttpAgent extends http.Agent {
+  override keepSocketAlive(socket: Duplex): boolean {
+    return keptCount(this) < this.maxFreeSockets && (super.keepSocketAlive(socket) as unknown as boolean);
+  }
+}
+class SiteHttpsAgent extends https.Agent {
+  override keepSocketAlive(socket: Duplex): boolean {
+    return keptCount(this) < this.maxFreeSockets && (super.keepSocketAlive(socket) as unknown as boolean);
+  }
+}
+
+interface SiteAgents {
+  http: SiteHttpAgent;
+  https: SiteHttpsAgent;
+}
+
 /** A lookup that answers the one address already checked, whatever is asked. */
 const pinnedTo = (address: string): LookupFunction => {
   const family = address.includes(':') ? 6 : 4;
@@ -101,6 +134,13 @@ export class EgressProxy {
   readonly #server: http.Server;
   readonly #grants = new Map<string, EgressGrant>();
   readonly #turns = new Map<string, Turns>();
+  readonly #agents = new LRUCache<string, SiteAgents>({
+    max: KEPT_SITES,
+    dispose: (agents) => {
+      agents.http.destroy();
+      agents.https.destroy();
+    },
+  });
   readonly #resolve: (name: string) => Promise<string[]>;
   #url = '';
 
@@ -142,6 +182,7 @@ export class EgressProxy {
   }
 
   async close(): Promise<void> {
+    this.#agents.clear();
     this.#server.closeAllConnections();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
@@ -207,9 +248,13 @@ export class EgressProxy {
       lookup: pinnedTo(addresses[0]!),
       ...(secure && !literal ? { servername: target.hostname } : {}),
       timeout: this.options.connectTimeoutMs,
-      agent: false,
+      agent: secure ? this.#agentsOf(grant.siteId).https : this.#agentsOf(grant.siteId).http,
     });
-    upstream.once('socket', (socket) => socket.once('connect', () => socket.setTimeout(this.options.idleTimeoutMs)));
+    upstream.once('socket', (socket) => {
+      if (!socket.connecting) return socket.setTimeout(this.options.idleTimeoutMs);
+      socket.setTimeout(this.options.connectTimeoutMs);
+      socket.once('connect', () => socket.setTimeout(this.options.idleTimeoutMs));
+    });
     upstream.once('timeout', () => upstream.destroy(new Error(`${target.host} did not answer in time`)));
     upstream.once('error', (err) => {
       release();
@@ -230,6 +275,16 @@ export class EgressProxy {
     res.once('close', () => {
       if (!res.writableFinished) upstream.destroy();
     });
+  }
+
+  #agentsOf(siteId: string): SiteAgents {
+    let agents = this.#agents.get(siteId);
+    if (!agents) {
+      const options = { keepAlive: true, maxFreeSockets: this.options.perSite, timeout: KEPT_CONNECTION_MS };
+      agents = { http: new SiteHttpAgent(options), https: new SiteHttpsAgent(options) };
+      this.#agents.set(siteId, agents);
+    }
+    return agents;
   }
 
   #turnsOf(siteId: string): Turns {

@@ -50,8 +50,8 @@ test.after.always(async () => {
 
 type Outcome = { status?: number; body?: string; url?: string; redirected?: boolean; location?: string | null; error?: { name: string; code?: string; message: string }; connected?: boolean };
 
-async function fetchFrom(body: Record<string, unknown>): Promise<Outcome> {
-  const res = await t0.site(site.subdomain).post('api/fetcher', { json: body });
+async function fetchFrom(body: Record<string, unknown>, from = site): Promise<Outcome> {
+  const res = await t0.site(from.subdomain).post('api/fetcher', { json: body });
   if (res.statusCode !== 200) throw new Error(`the function answered ${res.statusCode}: ${res.body}`);
   return JSON.parse(res.body) as Outcome;
 }
@@ -61,6 +61,23 @@ test('a public name is reached through the proxy, with bodies both ways and noth
   const echoed = await fetchFrom({ url: `http://${FAR}/echo`, init: { method: 'POST', body: 'sent by a function' } });
   t.is(echoed.status, 200);
   t.deepEqual(JSON.parse(echoed.body!), { method: 'POST', host: FAR, body: 'sent by a function', egressHeaders: [] });
+});
+
+// Serial: the public server's count of requests in flight, which another test reads, is of all sites.
+test.serial("a site's connections are kept between its requests, and never carry another site's", async (t) => {
+  // Two sites of their own: the other tests' requests run meanwhile on the shared one.
+  const [one, other] = [await createSite(t0.owner), await createSite(t0.owner)];
+  for (const each of [one, other]) await deployFixture(t0.owner, each.bucketId, 'fetcher');
+  const connections = async (from: typeof site) => {
+    const ports: string[] = [];
+    for (let i = 0; i < 4; i++) ports.push((await fetchFrom({ url: 'http://far.test/connection' }, from)).body!);
+    return ports;
+  };
+  const mine = await connections(one);
+  const theirs = await connections(other);
+  t.is(new Set(mine).size, 1, 'one request after another goes on the same connection');
+  t.is(new Set(theirs).size, 1);
+  t.not(theirs[0], mine[0], 'each site has a connection of its own');
 });
 
 test('every name that resolves to a refused range is refused, and nothing is sent', async (t) => {
