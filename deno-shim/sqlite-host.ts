@@ -29,7 +29,7 @@ if (!file || !heapLimit || !maxBytes) throw new Error('usage: sqlite-host.ts <da
 type Action =
   | 'OK' | 'DENY' | 'ATTACH' | 'DETACH' | 'TRANSACTION' | 'SAVEPOINT' | 'PRAGMA' | 'FUNCTION' | 'CREATE_VTABLE'
   | 'DROP_VTABLE' | 'CREATE_TABLE' | 'DELETE' | 'DROP_TABLE' | 'INSERT' | 'READ' | 'UPDATE' | 'ANALYZE'
-  | 'CREATE_INDEX' | 'CREATE_TRIGGER' | 'DROP_INDEX' | 'DROP_TRIGGER' | 'ALTER_TABLE';
+  | 'CREATE_INDEX' | 'CREATE_TRIGGER' | 'DROP_INDEX' | 'DROP_TRIGGER' | 'ALTER_TABLE' | 'SELECT' | 'RECURSIVE';
 const C = constants as unknown as Record<`SQLITE_${Action}`, number>;
 interface ConfinableDatabase {
   enableDefensive(active: boolean): void;
@@ -76,6 +76,15 @@ const TABLE_SECOND = new Set([C.SQLITE_CREATE_INDEX, C.SQLITE_CREATE_TRIGGER, C.
 let mode: Mode = 'system';
 /** Why the authorizer last said no, so the error can say it better than "not authorized". */
 let denial: Failure | null = null;
+/**
+ * Actions that only read. A statement of the tenant's that SQLite asked about a SELECT and nothing but
+ * these while preparing it cannot write. (A SELECT is required: VACUUM asks nothing while prepared,
+ * and its writes only when it runs.)
+ */
+const READING = new Set([C.SQLITE_SELECT, C.SQLITE_READ, C.SQLITE_FUNCTION, C.SQLITE_RECURSIVE]);
+/** What the authorizer was asked while a tenant's statement was prepared: a SELECT, and anything beyond reading. */
+let askedSelect = false;
+let beyondReading = false;
 
 function deny(reason: FailureReason, message: string): number {
   denial = new Failure(reason, message);
@@ -90,6 +99,8 @@ function deny(reason: FailureReason, message: string): number {
 function authorize(action: number, a1: string | null, a2: string | null, _db: string | null, source: string | null): number {
   const as: Mode = mode === 'system' && source !== null ? 'api' : mode;
   if (as === 'system') return C.SQLITE_OK;
+  if (action === C.SQLITE_SELECT) askedSelect = true;
+  else if (!READING.has(action)) beyondReading = true;
   switch (action) {
     case C.SQLITE_ATTACH:
     case C.SQLITE_DETACH:
@@ -184,20 +195,28 @@ const bind = (params: Statement['params']) => params.map((p) => (typeof p === 'b
 /**
  * Statements prepared once, by whose they are and their SQL text: the authorizer's verdict depends on
  * nothing else, and SQLite asks it again whenever a schema change makes it prepare one anew. The 64
- * most recently used are kept, none longer than 4 KiB of SQL.
+ * most recently used are kept, none longer than 4 KiB of SQL. `reads` is set when, as SQLite
+ * prepared the statement, the authorizer was asked about reading and nothing else.
  */
-const preparedStatements = new Map<string, StatementSync>();
+interface Prepared {
+  query: StatementSync;
+  reads: boolean;
+}
+const preparedStatements = new Map<string, Prepared>();
 const CACHED_STATEMENTS = 64;
 const CACHED_SQL_LENGTH = 4096;
 
-function prepared(sql: string, as: Mode): StatementSync {
+function prepared(sql: string, as: Mode): Prepared {
   const key = `${as}\n${sql}`;
   let statement = preparedStatements.get(key);
   if (statement) {
     preparedStatements.delete(key);
   } else {
-    statement = db.prepare(sql);
-    statement.setReadBigInts(true);
+    askedSelect = false;
+    beyondReading = false;
+    const query = db.prepare(sql);
+    query.setReadBigInts(true);
+    statement = { query, reads: as !== 'system' && askedSelect && !beyondReading };
     if (sql.length > CACHED_SQL_LENGTH) return statement;
   }
   preparedStatements.set(key, statement);
@@ -223,13 +242,11 @@ const MEASURE = { begin: db.prepare('SAVEPOINT berth_measure'), undo: db.prepare
 /**
  * Streams a statement's rows once, keeping none, and refuses it as too large as soon as they pass the
  * cap: all(), which reports errors, builds every row at once, and a result of millions of rows would
- * stop this process at its heap limit. Whatever the statement wrote is undone; it runs again for real.
- * (iterate() alone will not do: Deno 2.9's ends quietly on an error instead of throwing it.)
+ * stop this process at its heap limit. Whatever a statement that may write wrote is undone; it runs
+ * again for real. (iterate() alone will not do: Deno 2.9's ends quietly on an error instead of throwing it.)
  */
-function measure(query: StatementSync, params: ReturnType<typeof bind>, as: Mode): void {
-  // The savepoint is Berth's own statement, run outside the tenant's rights; the rows are the tenant's.
-  MEASURE.begin.run();
-  try {
+function measure({ query, reads }: Prepared, params: ReturnType<typeof bind>, as: Mode): void {
+  const rows = () =>
     confined(as, () => {
       let bytes = 0;
       for (const row of query.iterate(...params)) {
@@ -237,6 +254,11 @@ function measure(query: StatementSync, params: ReturnType<typeof bind>, as: Mode
         if (bytes > MAX_RESULT_BYTES) throw tooLarge();
       }
     });
+  if (reads) return rows();
+  // The savepoint is Berth's own statement, run outside the tenant's rights; the rows are the tenant's.
+  MEASURE.begin.run();
+  try {
+    rows();
   } finally {
     MEASURE.undo.run();
     MEASURE.end.run();
@@ -248,13 +270,14 @@ const tooLarge = () => new Failure('too_large', `the result is larger than ${MAX
 /**
  * Runs one statement and returns its outcome as JSON text, each row serialised once. A statement that
  * returns rows is measured first (see measure), so a result past the cap is refused before it is built.
+ * One that only reads changes nothing, so the counters of changes are not asked.
  */
-function execute(statement: Statement, as: Mode): string {
+function execute(statement: Statement, as: Mode, statementOf = confined(as, () => prepared(statement.sql, as))): string {
   const started = performance.now();
-  const before = (counters.get() as { n: number }).n;
+  const { query, reads } = statementOf;
+  const before = reads ? 0 : (counters.get() as { n: number }).n;
   const params = bind(statement.params);
-  const query = confined(as, () => prepared(statement.sql, as));
-  if (query.columns().length > 0) measure(query, params, as);
+  if (query.columns().length > 0) measure(statementOf, params, as);
   const read = confined(as, () => query.all(...params));
   const rows: string[] = [];
   let bytes = 0;
@@ -265,7 +288,7 @@ function execute(statement: Statement, as: Mode): string {
     if (bytes > MAX_RESULT_BYTES) throw tooLarge();
     rows.push(text);
   }
-  const after = counters.get() as { n: number; id: number };
+  const after = reads ? { n: 0, id: 0 } : (counters.get() as { n: number; id: number });
   const changes = after.n - before;
   const lastRowId = changes > 0 ? after.id : null;
   return `{"rows":[${rows.join(',')}],"changes":${changes},"lastRowId":${lastRowId},"durationMs":${performance.now() - started}}`;
@@ -291,6 +314,7 @@ function transaction<T>(begin: keyof typeof BEGIN, work: () => T): T {
 /** Free pages are given back to the disk after a write once they are this many (1 MiB of 4 KiB pages), or a quarter of the database. */
 const RECLAIM_PAGES = 256;
 const INCREMENTAL_VACUUM = db.prepare('PRAGMA incremental_vacuum');
+const FREELIST_COUNT = db.prepare('PRAGMA freelist_count');
 
 /**
  * Gives the free pages deleted rows and dropped tables left back to the disk, in their own transaction
@@ -298,9 +322,11 @@ const INCREMENTAL_VACUUM = db.prepare('PRAGMA incremental_vacuum');
  * they are compacted (storage/sqlite-compact.ts).
  */
 function reclaim(): void {
-  if (pragma<number>('auto_vacuum') !== 2) return;
-  const free = pragma<number>('freelist_count');
-  if (free === 0 || free < Math.min(RECLAIM_PAGES, pragma<number>('page_count') / 4)) return;
+  // Most statements leave no free page: one statement prepared once says so (SQLite reads the count
+  // when it runs), before the pragmas that are prepared each time.
+  const free = (FREELIST_COUNT.get() as { freelist_count: number }).freelist_count;
+  if (free === 0 || pragma<number>('auto_vacuum') !== 2) return;
+  if (free < Math.min(RECLAIM_PAGES, pragma<number>('page_count') / 4)) return;
   // Each step moves pages; all() steps until every free page is gone. The checkpoint then writes the
   // moved pages back and truncates both the file and its write-ahead log.
   INCREMENTAL_VACUUM.all();
@@ -399,7 +425,11 @@ function handle(request: DbRequest, stream: number): string {
   switch (request.op) {
     case 'run': {
       if (request.readOnly) return readOnly(() => transaction('deferred', () => execute(request.statement, request.access)));
-      const outcome = transaction('deferred', () => execute(request.statement, request.access));
+      // A statement that only reads needs no transaction of its own (SQLite reads in one) and leaves
+      // nothing to reclaim; this process is the database's only writer.
+      const statementOf = confined(request.access, () => prepared(request.statement.sql, request.access));
+      if (statementOf.reads) return execute(request.statement, request.access, statementOf);
+      const outcome = transaction('deferred', () => execute(request.statement, request.access, statementOf));
       reclaim();
       return outcome;
     }
