@@ -1,5 +1,6 @@
 // The workers' memory budget (BERTH_WORKER_MEMORY_MB): past it, the least recently used idle workers
 // stop, never one serving a request, and their sites' next calls start fresh workers.
+import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { type TestBerth, createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
@@ -41,6 +42,17 @@ test.serial('past the budget the least recently used idle workers stop, and thei
   // The most recently used worker kept its state; the least recently used one was stopped.
   t.is(await count(subdomains[7]!), 2);
   t.is(await count(subdomains[0]!), 1);
+  // The watch keeps each live worker's /proc/<pid>/statm open, and no stopped one's.
+  const statm = fs.readdirSync('/proc/self/fd').flatMap((fd) => {
+    try {
+      return [/^\/proc\/(\d+)\/statm$/.exec(fs.readlinkSync(`/proc/self/fd/${fd}`))?.[1]].filter((pid) => pid !== undefined).map(Number);
+    } catch {
+      return [];
+    }
+  });
+  const alive = new Set(t0.berth.deps.runtime.workerPids());
+  t.true(statm.length > 0);
+  t.deepEqual(statm.filter((pid) => !alive.has(pid)), []);
 });
 
 test.serial('a worker serving a request is not stopped for the budget', async (t) => {
