@@ -90,6 +90,11 @@ class SiteHttpsAgent extends https.Agent {
   }
 }
 
+/** Closes the connections an agent keeps idle, leaving those in use. */
+function closeKept(agent: http.Agent): void {
+  for (const sockets of Object.values(agent.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
 interface SiteAgents {
   http: SiteHttpAgent;
   https: SiteHttpsAgent;
@@ -134,13 +139,9 @@ export class EgressProxy {
   readonly #server: http.Server;
   readonly #grants = new Map<string, EgressGrant>();
   readonly #turns = new Map<string, Turns>();
-  readonly #agents = new LRUCache<string, SiteAgents>({
-    max: KEPT_SITES,
-    dispose: (agents) => {
-      agents.http.destroy();
-      agents.https.destroy();
-    },
-  });
+  // A site pushed out closes its idle connections; those in use finish their requests, then close
+  // within the idle timeout of the agent left behind.
+  readonly #agents = new LRUCache<string, SiteAgents>({ max: KEPT_SITES, dispose: (agents) => [agents.http, agents.https].forEach(closeKept) });
   readonly #resolve: (name: string) => Promise<string[]>;
   #url = '';
 
