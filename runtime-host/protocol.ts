@@ -267,7 +267,10 @@ export class FrameReader {
   #append(chunk: Uint8Array): void {
     if (chunk.length === 0) return;
     this.#length += chunk.length;
-    if (chunk.length >= SMALL_CHUNK_BYTES) {
+    // Nothing held and a whole header in: the chunk is kept as it is. Most chunks hold whole frames (a
+    // response, a ctx call), taken from it without a copy; small pieces of a larger frame that follow
+    // are gathered, and the next header is read from this chunk without a copy.
+    if (chunk.length >= SMALL_CHUNK_BYTES || (this.#chunks.length === 0 && chunk.length >= HEADER_BYTES)) {
       this.#chunks.push(chunk);
       this.#block = null;
       return;
