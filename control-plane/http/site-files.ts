@@ -9,7 +9,7 @@ import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
-import { cachedBody, resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
+import { cachedBody, cachedSite, cachedWebFile, resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
 import { siteReader } from '../services/site-sessions.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
@@ -20,7 +20,7 @@ import { urlPath } from './site-paths.ts';
 export const siteFilesHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'web', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
 
 function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> | void {
-  const site = deps.hostingCache.site(subdomain);
+  const site = cachedSite(deps, subdomain);
   if (site === undefined) return resolveSite(deps, subdomain).then((found) => serveSite(deps, req, res, found, segments, requestId));
   return serveSite(deps, req, res, site, segments, requestId);
 }
@@ -30,7 +30,7 @@ function serveSite(deps: Deps, req: http.IncomingMessage, res: http.ServerRespon
   if (site.access === 'PRIVATE') return servePrivate(deps, req, res, site, segments, requestId);
   // The common case first: the file named, its lookup and its bytes cached.
   if (segments.at(-1) !== '') {
-    const file = deps.hostingCache.file(site.bucketId, `web/${segments.join('/')}`);
+    const file = cachedWebFile(deps, site.bucketId, `web/${segments.join('/')}`);
     if (file) {
       const body = cachedBody(deps, file);
       if (body) return sendFile(deps, req, res, file, requestId, body);
@@ -47,7 +47,7 @@ async function serveWeb(deps: Deps, req: http.IncomingMessage, res: http.ServerR
   const wantsDirectory = segments.at(-1) === '';
   const relative = segments.join('/');
   const file = await resolveWebFile(deps, site.bucketId, wantsDirectory ? `web/${relative}index.html` : `web/${relative}`);
-  if (file) return sendFile(deps, req, res, file, requestId, await smallBody(deps, file));
+  if (file) return sendFile(deps, req, res, file, requestId);
 
   // "/docs" where "web/docs/index.html" exists: send the browser to "/docs/" so relative links work.
   if (!wantsDirectory && (await resolveWebFile(deps, site.bucketId, `web/${relative}/index.html`))) {
@@ -116,11 +116,11 @@ async function sendNotFound(deps: Deps, req: http.IncomingMessage, res: http.Ser
 }
 
 /**
- * A web file: 200, 206 for one byte range, 304 when the browser's copy is current. `whole` is its
- * body when small enough to hold; larger files are streamed from the store. Returns a promise only
- * when it streams.
+ * A web file: 200, 206 for one byte range, 304 when the browser's copy is current. `whole` is its body
+ * when the caller has it in memory already; otherwise a GET reads it (a small file, then kept in the
+ * blob cache) or streams it from the store. Returns a promise only when it reads.
  */
-function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, requestId: string, whole: Buffer | null): Promise<void> | void {
+function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, requestId: string, whole?: Buffer): Promise<void> | void {
   const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined;
   if (conditional && fresh(req.headers, { etag: file.etag, 'last-modified': file.lastModified })) {
     // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
@@ -164,13 +164,16 @@ function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerRespons
     res.end();
     return;
   }
-  if (whole) {
-    res.writeHead(status, head);
-    res.end(range ? whole.subarray(range.start, range.end + 1) : whole);
-    return;
-  }
-  return streamBody(deps, file, range).then((stream) => {
+  if (whole) return sendWhole(res, status, head, whole, range);
+  return smallBody(deps, file).then(async (body) => {
+    if (body) return sendWhole(res, status, head, body, range);
+    const stream = await streamBody(deps, file, range);
     res.writeHead(status, head);
     pipeline(stream, res, () => {});
   });
+}
+
+function sendWhole(res: http.ServerResponse, status: number, head: http.OutgoingHttpHeaders, body: Buffer, range: { start: number; end: number } | undefined): void {
+  res.writeHead(status, head);
+  res.end(range ? body.subarray(range.start, range.end + 1) : body);
 }

@@ -6,8 +6,14 @@ import type { Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import type { SiteRow } from './site-rows.ts';
 
+/** The site of a subdomain when the cache knows it (null: no such site), without waiting on anything. */
+export const cachedSite = (deps: Deps, subdomain: string): CachedSite | null | undefined => deps.hostingCache.site(subdomain);
+
+/** A bucket file's current version when the cache knows it (null: no such file), without waiting on anything. */
+export const cachedWebFile = (deps: Deps, bucketId: string, path: string): CachedWebFile | null | undefined => deps.hostingCache.file(bucketId, path);
+
 export async function resolveSite(deps: Deps, subdomain: string): Promise<CachedSite | null> {
-  const cached = deps.hostingCache.site(subdomain);
+  const cached = cachedSite(deps, subdomain);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
   const row = await deps.db<SiteRow>('sites').where({ subdomain }).first();
@@ -18,7 +24,7 @@ export async function resolveSite(deps: Deps, subdomain: string): Promise<Cached
 
 /** The current version of a bucket file by its full path (e.g. "web/index.html"). */
 export async function resolveWebFile(deps: Deps, bucketId: string, path: string): Promise<CachedWebFile | null> {
-  const cached = deps.hostingCache.file(bucketId, path);
+  const cached = cachedWebFile(deps, bucketId, path);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
   const found = await findCurrentFile(deps, bucketId, path);
