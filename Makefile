@@ -1,21 +1,47 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: install run test test-node24 typecheck chromium nginx iproute2 postgresql radosgw bench bench-noisy clean
+.PHONY: node install run test typecheck chromium nginx iproute2 postgresql radosgw bench bench-noisy clean
 
 BIN := node_modules/.bin
+
+# Berth runs on Node 24 (22.14 and later work too: `engines` in package.json). On a machine whose Node
+# is older, every target runs Node 24 from the npm registry's build of it, unpacked once into .tools/ and
+# put first on PATH for npm, tsc, the tests and the server; `berth` finds it there too (cli/berth.js).
+NODE24_VERSION := 24.21.0
+NODE24_PLATFORM := $(subst Linux,linux,$(subst Darwin,darwin,$(shell uname -s)))-$(subst x86_64,x64,$(subst aarch64,arm64,$(shell uname -m)))
+NODE24 := .tools/node-$(NODE24_VERSION)
+SYSTEM_NODE := $(shell node --version 2>/dev/null)
+SYSTEM_NODE_FITS := $(shell node -e 'const [a, b] = process.versions.node.split(".").map(Number); console.log(a >= 24 || (a === 22 && b >= 14))' 2>/dev/null)
+ifneq ($(SYSTEM_NODE_FITS),true)
+NODE_RUNTIME := $(NODE24)/bin/node
+export PATH := $(CURDIR)/$(NODE24)/bin:$(PATH)
+# Where node-gyp finds the headers, should a native module have no prebuilt binary for this platform.
+export npm_config_nodedir := $(CURDIR)/$(NODE24)
+endif
 CHROMIUM := /usr/bin/chromium
 NGINX := /usr/sbin/nginx
 STAMP := node_modules/.berth-installed
 
+$(NODE24)/bin/node:
+	@echo "make: fetching Node $(NODE24_VERSION) from the npm registry (node-$(NODE24_PLATFORM)) into $(NODE24)"
+	rm -rf $(NODE24) $(NODE24).tmp && mkdir -p $(NODE24).tmp
+	cd $(NODE24).tmp && npm pack --silent node-$(NODE24_PLATFORM)@$(NODE24_VERSION) && tar xzf node-$(NODE24_PLATFORM)-$(NODE24_VERSION).tgz
+	mv $(NODE24).tmp/package $(NODE24) && rm -rf $(NODE24).tmp
+
+node: $(NODE_RUNTIME)
+ifneq ($(SYSTEM_NODE_FITS),true)
+	@echo "make: this machine's Node is $(or $(SYSTEM_NODE),missing); Berth runs on Node $(NODE24_VERSION) from $(NODE24)"
+endif
+
 # Installs exactly what package-lock.json pins (`npm ci`). The lockfile holds every platform's optional
-# `@deno/*` binary (test/lockfile.test.ts checks it), so it installs on any of them. The first install
-# takes one to two minutes when better-sqlite3 finds no prebuilt binary to download and compiles SQLite
-# from source, during which npm prints nothing.
-$(STAMP): package.json package-lock.json
-	@echo "make: installing Berth's dependencies with npm ci (the first time may take 1–2 minutes: better-sqlite3 may compile SQLite from source)"
+# `@deno/*` binary (test/lockfile.test.ts checks it), so it installs on any of them; better-sqlite3
+# carries its Node-API binaries for the common platforms inside its package and compiles SQLite (a
+# minute or two, while npm prints nothing) only on another.
+$(STAMP): package.json package-lock.json | node
+	@echo "make: installing Berth's dependencies with npm ci"
 	npm ci --no-audit --no-fund
 	@touch $@
 
-install: $(STAMP)
+install: node $(STAMP)
 
 run: install
 	node control-plane/cli/berth.js serve
@@ -78,22 +104,6 @@ radosgw: $(RADOSGW)
 # backends (PostgreSQL and the object store).
 test: typecheck chromium nginx iproute2 postgresql radosgw
 	node --import tsx test/run-suite.ts
-
-# The suite again (on SQLite) with Node 24, from the npm registry's build of it (unpacked into
-# .tools/, once): ava, the servers and CLIs the tests start and `make run` all use it, put first on PATH.
-NODE24_VERSION := 24.21.0
-NODE24_PLATFORM := $(subst Linux,linux,$(subst Darwin,darwin,$(shell uname -s)))-$(subst x86_64,x64,$(subst aarch64,arm64,$(shell uname -m)))
-NODE24 := .tools/node-$(NODE24_VERSION)
-
-$(NODE24)/bin/node:
-	@echo "make: fetching Node $(NODE24_VERSION) from the npm registry (node-$(NODE24_PLATFORM)) into $(NODE24)"
-	rm -rf $(NODE24) $(NODE24).tmp && mkdir -p $(NODE24).tmp
-	cd $(NODE24).tmp && npm pack --silent node-$(NODE24_PLATFORM)@$(NODE24_VERSION) && tar xzf node-$(NODE24_PLATFORM)-$(NODE24_VERSION).tgz
-	mv $(NODE24).tmp/package $(NODE24) && rm -rf $(NODE24).tmp
-	@$(NODE24)/bin/node --version
-
-test-node24: typecheck chromium nginx iproute2 postgresql radosgw $(NODE24)/bin/node
-	PATH="$(CURDIR)/$(NODE24)/bin:$$PATH" node --import tsx test/run-suite.ts --backends sqlite
 
 # The cluster costs are measured even when the main run reported failed requests; make still fails then.
 bench: install

@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import Database from '../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 
 export const BENCH_STATEMENT = { sql: 'SELECT v FROM kv WHERE k = ?', params: ['hello'] };
 

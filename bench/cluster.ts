@@ -124,7 +124,6 @@ async function main() {
     await admin.query("CREATE ROLE berth_bench LOGIN PASSWORD 'bench-password'");
     await admin.query('CREATE DATABASE berth_bench OWNER berth_bench');
     await admin.end();
-    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
     const s3 = new S3Client({ endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey } });
     await s3.send(new CreateBucketCommand({ Bucket: 'berth-cluster-bench' }));
     s3.destroy();

@@ -58,7 +58,6 @@ import {
 } from './harness.ts';
 import type { LoadTarget } from './load-worker.ts';
 import { aims, earlierAims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
-import { usesNodeApiDriver } from '../storage/sqlite-driver.js';
 import { startPublicHost } from '../test/helpers/public-host.ts';
 import { startCluster } from '../test/helpers/postgres-cluster.ts';
 import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';
@@ -187,7 +186,7 @@ function versions() {
     node: process.version.slice(1),
     deno,
     autocannon: pkg('autocannon'),
-    betterSqlite3: pkg(usesNodeApiDriver ? 'better-sqlite3-napi' : 'better-sqlite3'),
+    betterSqlite3: pkg('better-sqlite3'),
     berthCommit: git('rev-parse', '--short', 'HEAD'),
     // Whether the server's own code (not the benchmark or the docs) differs from that commit.
     berthTreeClean: git('status', '--porcelain', '--', 'control-plane', 'runtime-host', 'storage', 'deno-shim', 'package.json', 'package-lock.json') === '',
@@ -491,8 +490,6 @@ async function run(work: string, results: BenchResults) {
   const store = await startObjectStoreServer();
   try {
     for (const pid of store.pids()) for (const thread of processTree(pid)) pinProcess(thread, SERVER_CORE, 'Ceph');
-    // Berth says so itself, once, when it runs an object store on Node 20; the bench's client need not.
-    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
     const s3 = new S3Client({ endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey } });
     await s3.send(new CreateBucketCommand({ Bucket: 'berth-bench' }));
     s3.destroy();

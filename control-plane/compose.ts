@@ -129,9 +129,6 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await blobs.close();
     throw blobStoreProblem(err);
   }
-  if (config.objectStore && Number(process.versions.node.split('.')[0]) < 22) {
-    log.warn({ node: process.version }, 'the AWS SDK Berth uses for the object store drops Node.js 20 in 2027: move to Node.js 24');
-  }
   const metadata = await openMetadata(config, { deadlines: true, onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
   const { db, hot: hotSql } = metadata;
 

@@ -6,7 +6,7 @@
 // The holder's pid goes in `server.pid` beside it, for the message the next one gives.
 import fs from 'node:fs';
 import path from 'node:path';
-import Database from './sqlite-driver.js';
+import Database from 'better-sqlite3';
 
 const LOCK_FILE = 'server.lock';
 const PID_FILE = 'server.pid';

@@ -84,8 +84,6 @@ export class S3BlobStore implements BlobStore {
   readonly #safeAgeMs: number;
 
   constructor(at: ObjectStoreLocation, safeAgeMs: number) {
-    // The SDK prints a many-line warning on Node.js 20 to stderr; the server logs its own line instead.
-    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     this.#at = at;
     this.#safeAgeMs = safeAgeMs;
     this.#client = new S3Client({

@@ -2,7 +2,7 @@
 // The thread behind copySqlite (sqlite-copy.ts): one consistent copy of a live site database, off the
 // event loop. Plain JavaScript: worker threads do not run through Berth's TypeScript loader.
 import { parentPort, workerData } from 'node:worker_threads';
-import Database from './sqlite-driver.js';
+import Database from 'better-sqlite3';
 
 /** @type {{ file: string; dest: string; busyMs: number }} */
 const { file, dest, busyMs } = workerData;

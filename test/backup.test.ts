@@ -9,7 +9,7 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
-import Database from '../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
 import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe, withBackend } from './helpers/process.ts';

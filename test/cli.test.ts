@@ -5,7 +5,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import Database from '../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { freePort } from './helpers/ports.ts';
 

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
-import Database from '../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 import got from 'got';
 import { startBerth } from '../control-plane/server.ts';
 import { type TestBerth, apiClient, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';

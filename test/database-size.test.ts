@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import Database from '../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
 
 const MIB = 1024 * 1024;

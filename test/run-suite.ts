@@ -36,7 +36,6 @@ function runAva(backend: Backend, adminUrl: string, store: ObjectStoreServer, av
       AWS_ACCESS_KEY_ID: store.accessKeyId,
       AWS_SECRET_ACCESS_KEY: store.secretAccessKey,
       AWS_REGION: 'us-east-1',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     },
   });
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));

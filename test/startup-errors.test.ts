@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import test from 'ava';
-import Database from '../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 import { makeDataDir } from './helpers/berth.ts';
 import { runBerth, startServe } from './helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';

@@ -13,7 +13,7 @@
 // progress after waiting that long found the source locked all along.
 import fs from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
-import Database from '../sqlite-driver.js';
+import Database from 'better-sqlite3';
 
 export interface SnapshotOptions {
   /** Pages copied per step before falling back to one step (default 1000, 4 MB at SQLite's default page size). */

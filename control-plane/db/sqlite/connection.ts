@@ -1,24 +1,8 @@
 // The metadata on SQLite, the embedded default: meta.sqlite in the data dir.
 import fs from 'node:fs';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import knexFactory, { type Knex } from 'knex';
-import Database from '../../../storage/sqlite-driver.js';
-
-/** Knex's better-sqlite3 client, on the driver this Node can run (storage/sqlite-driver.js). */
-const KnexBetterSqlite3 = createRequire(import.meta.url)('knex/lib/dialects/better-sqlite3/index.js') as typeof Knex.Client;
-class MetadataClient extends KnexBetterSqlite3 {
-  constructor(config: Knex.Config) {
-    // It is Knex's better-sqlite3 dialect, and says so to whoever asks (rate-limiter-flexible does).
-    super({ ...config, client: 'better-sqlite3' });
-  }
-
-  // Knex's own types leave out the hook its clients load their driver with.
-  _driver() {
-    return Database;
-  }
-}
 
 export const metaDbPath = (dataDir: string): string => path.join(dataDir, 'meta.sqlite');
 
@@ -35,7 +19,7 @@ export function openSqliteKnex(dataDir: string): Knex {
   // synchronous=FULL makes every commit durable before it returns. One connection is what makes a
   // transaction's reads and writes one unit: SQLite has one writer at a time.
   return knexFactory({
-    client: MetadataClient,
+    client: 'better-sqlite3',
     connection: { filename },
     useNullAsDefault: true,
     pool: {

@@ -8,7 +8,7 @@
 // shared fdatasync off the event loop (wal-sync.ts) before the write resolves.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { Knex } from 'knex';
-import Database from '../../../storage/sqlite-driver.js';
+import Database from 'better-sqlite3';
 import { type HotSql, type HotTx, type Param, checkColumnsNamed } from '../hot-sql.ts';
 import { WalSync } from './wal-sync.ts';
 
