@@ -41,13 +41,28 @@ function serveStatement(file: string): http.RequestListener {
     try {
       const rows = statement.all(...BENCH_STATEMENT.params);
       const duration = Math.round((performance.now() - started) * 1000) / 1000;
-      answer = { success: true, errors: [], messages: [], result: [{ success: true, results: rows, meta: { duration, changes: 0, last_row_id: null } }] };
+      answer = {
+        success: true,
+        errors: [],
+        messages: [],
+        result: [{ success: true, results: rows, meta: { duration, changes: 0, last_row_id: null } }],
+      };
     } catch (err) {
       status = 500;
-      answer = { success: false, errors: [{ code: 'statement_failed', message: (err as Error).message }], messages: [], result: [] };
+      answer = {
+        success: false,
+        errors: [{ code: 'statement_failed', message: (err as Error).message }],
+        messages: [],
+        result: [],
+      };
     }
     const body = JSON.stringify(answer);
-    res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
+    res
+      .writeHead(status, {
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': Buffer.byteLength(body),
+      })
+      .end(body);
   };
 }
 
@@ -64,7 +79,12 @@ function serveUploads(dir: string): http.RequestListener {
   const insert = db.prepare('INSERT INTO files (name, bytes, created_at) VALUES (?, ?, ?)');
   const answer = (res: http.ServerResponse, status: number, value: unknown) => {
     const body = JSON.stringify(value);
-    res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) }).end(body);
+    res
+      .writeHead(status, {
+        'Content-Type': 'application/json; charset=utf-8',
+        'Content-Length': Buffer.byteLength(body),
+      })
+      .end(body);
   };
   return (req, res) => {
     const name = FILE_NAME.exec(req.url ?? '')?.[1];
@@ -116,6 +136,7 @@ if (import.meta.filename === process.argv[1]) {
     process.stderr.write('usage: node bench/baselines.ts node|sqlite|upload <port> <dir|db file|dir>\n');
     process.exit(2);
   }
-  const listener = kind === 'node' ? serveFiles(target) : kind === 'sqlite' ? serveStatement(target) : serveUploads(target);
+  const listener =
+    kind === 'node' ? serveFiles(target) : kind === 'sqlite' ? serveStatement(target) : serveUploads(target);
   http.createServer(listener).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
 }

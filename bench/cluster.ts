@@ -17,7 +17,19 @@ import path from 'node:path';
 import got, { type Got } from 'got';
 import pg from 'pg';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { checkPinning, freePort, LOAD_CORE, pinProcess, pinSelf, processTree, ROOT, SERVER_CORE, type Server, startPinned, stopAll } from './harness.ts';
+import {
+  checkPinning,
+  freePort,
+  LOAD_CORE,
+  pinProcess,
+  pinSelf,
+  processTree,
+  ROOT,
+  SERVER_CORE,
+  type Server,
+  startPinned,
+  stopAll,
+} from './harness.ts';
 import { startCluster } from '../test/helpers/postgres-cluster.ts';
 import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';
 
@@ -25,7 +37,11 @@ const REQUESTS = Number(process.env.BENCH_CLUSTER_REQUESTS ?? 1000);
 const LATENCY_REQUESTS = Number(process.env.BENCH_CLUSTER_LATENCY_REQUESTS ?? 2000);
 const CONCURRENCY = 8;
 const WRITE_DOCS = process.env.BENCH_WRITE_DOCS === '1';
-const COUNTERS = ['berth_metadata_queries_total', 'berth_object_store_requests_total', 'berth_channel_calls_total'] as const;
+const COUNTERS = [
+  'berth_metadata_queries_total',
+  'berth_object_store_requests_total',
+  'berth_channel_calls_total',
+] as const;
 type Counts = Record<(typeof COUNTERS)[number], number>;
 
 interface Node {
@@ -88,7 +104,11 @@ async function counts(nodes: Node[]): Promise<Counts> {
 }
 
 /** Sends `n` requests, `concurrency` at a time; any answer but 200 stops the run. */
-async function send(n: number, concurrency: number, request: (i: number) => Promise<{ statusCode: number; body: unknown }>): Promise<number[]> {
+async function send(
+  n: number,
+  concurrency: number,
+  request: (i: number) => Promise<{ statusCode: number; body: unknown }>,
+): Promise<number[]> {
   const times: number[] = [];
   let next = 0;
   await Promise.all(
@@ -98,7 +118,8 @@ async function send(n: number, concurrency: number, request: (i: number) => Prom
         const started = performance.now();
         const answer = await request(i);
         times.push(performance.now() - started);
-        if (answer.statusCode !== 200) throw new Error(`request ${i} answered ${answer.statusCode}: ${String(answer.body).slice(0, 300)}`);
+        if (answer.statusCode !== 200)
+          throw new Error(`request ${i} answered ${answer.statusCode}: ${String(answer.body).slice(0, 300)}`);
       }
     }),
   );
@@ -124,7 +145,12 @@ async function main() {
     await admin.query("CREATE ROLE berth_bench LOGIN PASSWORD 'bench-password'");
     await admin.query('CREATE DATABASE berth_bench OWNER berth_bench');
     await admin.end();
-    const s3 = new S3Client({ endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey } });
+    const s3 = new S3Client({
+      endpoint: store.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+    });
     await s3.send(new CreateBucketCommand({ Bucket: 'berth-cluster-bench' }));
     s3.destroy();
     const shared = {
@@ -143,18 +169,44 @@ async function main() {
     const log = await fs.readFile(path.join(work, 'node-a', 'berth.log'), 'utf8');
     const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
     const accountId = /account:\s+(\S+)/.exec(log)![1]!;
-    const api = (node: Node): Got => got.extend({ prefixUrl: node.origin, headers: { authorization: `Bearer ${key}` }, throwHttpErrors: false, retry: { limit: 0 } });
-    const site = await api(a).post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ id: string; bucketId: string }>();
-    await api(a).put(`v0/buckets/${site.bucketId}/objects/web/small.bin`, { body: crypto.randomBytes(1024), headers: { 'content-type': 'application/octet-stream' } });
-    for (const [name, file] of [['hello', 'hello-function.ts'], ['dbfirst', 'db-first-function.ts']] as const) {
-      await api(a).put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, { body: await fs.readFile(path.join(ROOT, 'bench', file)) });
+    const api = (node: Node): Got =>
+      got.extend({
+        prefixUrl: node.origin,
+        headers: { authorization: `Bearer ${key}` },
+        throwHttpErrors: false,
+        retry: { limit: 0 },
+      });
+    const site = await api(a)
+      .post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } })
+      .json<{ id: string; bucketId: string }>();
+    await api(a).put(`v0/buckets/${site.bucketId}/objects/web/small.bin`, {
+      body: crypto.randomBytes(1024),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    for (const [name, file] of [
+      ['hello', 'hello-function.ts'],
+      ['dbfirst', 'db-first-function.ts'],
+    ] as const) {
+      await api(a).put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, {
+        body: await fs.readFile(path.join(ROOT, 'bench', file)),
+      });
     }
     const database = await api(a).post(`v0/sites/${site.id}/databases`).json<{ database: { id: string } }>();
     for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"]) {
       await api(a).post(`v0/sites/${site.id}/databases/${database.database.id}/query`, { json: { sql } });
     }
-    const onSite = (node: Node) => got.extend({ prefixUrl: node.origin, headers: { host: `bench.localhost:${node.port}` }, throwHttpErrors: false, retry: { limit: 0 } });
-    const upload = (node: Node) => (i: number) => api(node).put(`v0/buckets/${site.bucketId}/objects/web/up-${node.name}-${i}.bin`, { body: crypto.randomBytes(1024), headers: { 'content-type': 'application/octet-stream' } });
+    const onSite = (node: Node) =>
+      got.extend({
+        prefixUrl: node.origin,
+        headers: { host: `bench.localhost:${node.port}` },
+        throwHttpErrors: false,
+        retry: { limit: 0 },
+      });
+    const upload = (node: Node) => (i: number) =>
+      api(node).put(`v0/buckets/${site.bucketId}/objects/web/up-${node.name}-${i}.bin`, {
+        body: crypto.randomBytes(1024),
+        headers: { 'content-type': 'application/octet-stream' },
+      });
 
     const kinds: Array<[string, Node, (i: number) => Promise<{ statusCode: number; body: unknown }>]> = [
       ['1 KiB static file', b, () => onSite(b).get('small.bin')],
@@ -164,16 +216,27 @@ async function main() {
       ['1 KiB upload', b, upload(b)],
     ];
     const costs: CostRow[] = [];
-    console.log(`What one request costs the shared services (${REQUESTS} requests of each kind, ${CONCURRENCY} at a time; node-a holds the database, node-b is web-only)\n`);
+    console.log(
+      `What one request costs the shared services (${REQUESTS} requests of each kind, ${CONCURRENCY} at a time; node-a holds the database, node-b is web-only)\n`,
+    );
     for (const [kind, node, request] of kinds) {
       await send(50, CONCURRENCY, request); // warm: workers started, caches filled
       const before = await counts(nodes);
       await send(REQUESTS, CONCURRENCY, request);
       const after = await counts(nodes);
       const per = (name: (typeof COUNTERS)[number]) => (after[name] - before[name]) / REQUESTS;
-      const row = { kind, through: node.name, requests: REQUESTS, metadataQueries: per('berth_metadata_queries_total'), objectStoreRequests: per('berth_object_store_requests_total'), channelCalls: per('berth_channel_calls_total') };
+      const row = {
+        kind,
+        through: node.name,
+        requests: REQUESTS,
+        metadataQueries: per('berth_metadata_queries_total'),
+        objectStoreRequests: per('berth_object_store_requests_total'),
+        channelCalls: per('berth_channel_calls_total'),
+      };
       costs.push(row);
-      console.log(`  ${kind.padEnd(26)} via ${node.name}: ${row.metadataQueries.toFixed(2)} metadata statements, ${row.objectStoreRequests.toFixed(2)} object-store requests, ${row.channelCalls.toFixed(2)} channel calls per request`);
+      console.log(
+        `  ${kind.padEnd(26)} via ${node.name}: ${row.metadataQueries.toFixed(2)} metadata statements, ${row.objectStoreRequests.toFixed(2)} object-store requests, ${row.channelCalls.toFixed(2)} channel calls per request`,
+      );
     }
 
     console.log(`\nctx.db.first, one request at a time (${LATENCY_REQUESTS} each)`);
@@ -182,14 +245,25 @@ async function main() {
       const request = () => onSite(node).get('api/dbfirst');
       await send(100, 1, request);
       const times = await send(LATENCY_REQUESTS, 1, request);
-      const row = { through: node === a ? 'node-a (local)' : 'node-b (forwarded to node-a)', n: times.length, mean: times.reduce((s, t) => s + t, 0) / times.length, p50: at(times, 50), p99: at(times, 99) };
+      const row = {
+        through: node === a ? 'node-a (local)' : 'node-b (forwarded to node-a)',
+        n: times.length,
+        mean: times.reduce((s, t) => s + t, 0) / times.length,
+        p50: at(times, 50),
+        p99: at(times, 99),
+      };
       latency.push(row);
-      console.log(`  ${row.through.padEnd(30)} mean ${row.mean.toFixed(2)} ms  p50 ${row.p50.toFixed(2)} ms  p99 ${row.p99.toFixed(2)} ms`);
+      console.log(
+        `  ${row.through.padEnd(30)} mean ${row.mean.toFixed(2)} ms  p50 ${row.p50.toFixed(2)} ms  p99 ${row.p99.toFixed(2)} ms`,
+      );
     }
     const added = latency[1]!.p50 - latency[0]!.p50;
-    console.log(`  a forwarded ctx.db.first adds ${added.toFixed(2)} ms at p50 (${(latency[1]!.mean - latency[0]!.mean).toFixed(2)} ms on average)`);
+    console.log(
+      `  a forwarded ctx.db.first adds ${added.toFixed(2)} ms at p50 (${(latency[1]!.mean - latency[0]!.mean).toFixed(2)} ms on average)`,
+    );
 
-    if (WRITE_DOCS) await writeDocs({ date: new Date().toISOString(), requests: REQUESTS, concurrency: CONCURRENCY, costs, latency });
+    if (WRITE_DOCS)
+      await writeDocs({ date: new Date().toISOString(), requests: REQUESTS, concurrency: CONCURRENCY, costs, latency });
     for (const node of nodes) await node.server.stop();
   } finally {
     await stopAll();
@@ -199,28 +273,41 @@ async function main() {
   }
 }
 
-const START = '<!-- cluster costs: written by `BENCH_WRITE_DOCS=1 make bench` (bench/cluster.ts); edit that file, not this section -->';
+const START =
+  '<!-- cluster costs: written by `BENCH_WRITE_DOCS=1 make bench` (bench/cluster.ts); edit that file, not this section -->';
 const END = '<!-- end of cluster costs -->';
 
-async function writeDocs(run: { date: string; requests: number; concurrency: number; costs: CostRow[]; latency: Latency[] }): Promise<void> {
+async function writeDocs(run: {
+  date: string;
+  requests: number;
+  concurrency: number;
+  costs: CostRow[];
+  latency: Latency[];
+}): Promise<void> {
   const lines = [
     `Run of ${run.date.slice(0, 10)}, ${run.requests} requests of each kind, ${run.concurrency} at a time; node-a holds the site's database, node-b is web-only. Per request:`,
     '',
     '| request | through | metadata statements | object-store requests | channel calls |',
     '|---|---|---|---|---|',
-    ...run.costs.map((c) => `| ${c.kind} | ${c.through} | ${c.metadataQueries.toFixed(2)} | ${c.objectStoreRequests.toFixed(2)} | ${c.channelCalls.toFixed(2)} |`),
+    ...run.costs.map(
+      (c) =>
+        `| ${c.kind} | ${c.through} | ${c.metadataQueries.toFixed(2)} | ${c.objectStoreRequests.toFixed(2)} | ${c.channelCalls.toFixed(2)} |`,
+    ),
     '',
     'A function calling ctx.db.first, one request at a time:',
     '',
     '| through | mean | p50 | p99 |',
     '|---|---|---|---|',
-    ...run.latency.map((l) => `| ${l.through} | ${l.mean.toFixed(2)} ms | ${l.p50.toFixed(2)} ms | ${l.p99.toFixed(2)} ms |`),
+    ...run.latency.map(
+      (l) => `| ${l.through} | ${l.mean.toFixed(2)} ms | ${l.p50.toFixed(2)} ms | ${l.p99.toFixed(2)} ms |`,
+    ),
   ];
   const mdPath = path.join(ROOT, 'docs/benchmarks.md');
   const md = await fs.readFile(mdPath, 'utf8');
   const start = md.indexOf(START);
   const end = md.indexOf(END);
-  if (start < 0 || end < start) throw new Error(`docs/benchmarks.md has lost its "Cluster costs" markers:\n${START}\n${END}`);
+  if (start < 0 || end < start)
+    throw new Error(`docs/benchmarks.md has lost its "Cluster costs" markers:\n${START}\n${END}`);
   await fs.writeFile(mdPath, `${md.slice(0, start + START.length)}\n\n${lines.join('\n')}\n\n${md.slice(end)}`);
   await fs.writeFile(path.join(ROOT, 'docs/benchmarks-cluster.json'), `${JSON.stringify(run, null, 2)}\n`);
   console.log('\nwrote docs/benchmarks.md (Cluster costs) and docs/benchmarks-cluster.json');

@@ -18,12 +18,16 @@ export const LOAD_CORE = 1;
 export function checkPinning(): void {
   const probe = spawnSync('taskset', ['-c', String(SERVER_CORE), 'true']);
   if (probe.error && (probe.error as NodeJS.ErrnoException).code === 'ENOENT') {
-    throw new Error('taskset is missing: `make bench` pins the servers and the load generator to their own cores with it. Install util-linux (Debian: apt-get install util-linux).');
+    throw new Error(
+      'taskset is missing: `make bench` pins the servers and the load generator to their own cores with it. Install util-linux (Debian: apt-get install util-linux).',
+    );
   }
   if (probe.status !== 0) throw new Error(`taskset -c ${SERVER_CORE} failed: ${probe.stderr.toString().trim()}`);
   const allowed = cpusAllowed(process.pid);
   if (!allowed.includes(SERVER_CORE) || !allowed.includes(LOAD_CORE)) {
-    throw new Error(`make bench needs CPUs ${SERVER_CORE} and ${LOAD_CORE}; this process may use ${allowed.join(',') || 'none'}`);
+    throw new Error(
+      `make bench needs CPUs ${SERVER_CORE} and ${LOAD_CORE}; this process may use ${allowed.join(',') || 'none'}`,
+    );
   }
 }
 
@@ -118,7 +122,10 @@ export function commandLine(pid: number): string {
 
 /** Seconds one CPU has been busy since boot (everything but idle and iowait), from /proc/stat. */
 export function coreBusySeconds(core: number): number {
-  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith(`cpu${core} `));
+  const line = fs
+    .readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`cpu${core} `));
   // user nice system idle iowait irq softirq steal (guest time is counted in user already)
   const values = (line ?? '').trim().split(/\s+/).slice(1, 9).map(Number);
   const busy = values.reduce((a, b) => a + b, 0) - (values[3] ?? 0) - (values[4] ?? 0);
@@ -129,7 +136,10 @@ export function coreBusySeconds(core: number): number {
  * Watches a server over one load run: CPU time of its process tree (and of its companions' trees),
  * and what the rest of the machine took of its core meanwhile.
  */
-export function watchServer(server: Pick<Server, 'pid' | 'companions'>, core: number): () => { seconds: number; cpu: number; others: number } {
+export function watchServer(
+  server: Pick<Server, 'pid' | 'companions'>,
+  core: number,
+): () => { seconds: number; cpu: number; others: number } {
   const roots = [server.pid, ...(server.companions ?? [])];
   const cpuOf = () => roots.reduce((sum, pid) => sum + treeCpuSeconds(pid), 0);
   const started = performance.now();
@@ -227,7 +237,9 @@ export async function startPinned(
   };
   running.add(server);
   const failed = new Promise<never>((_, reject) =>
-    child.once('exit', (code, signal) => reject(new Error(`${name} exited (${code ?? signal}) before it was ready: ${stderr.trim().slice(0, 2000)}`))),
+    child.once('exit', (code, signal) =>
+      reject(new Error(`${name} exited (${code ?? signal}) before it was ready: ${stderr.trim().slice(0, 2000)}`)),
+    ),
   );
   failed.catch(() => {});
   if (!options.ready) return server;
@@ -268,10 +280,14 @@ export async function stopAll(): Promise<void> {
  * called when the measured runs begin (after the warm-up).
  */
 export function runLoad(spec: LoadSpec, onStart?: () => void): Promise<LoadReport> {
-  const child = spawn('taskset', ['-c', String(LOAD_CORE), process.execPath, '--import', 'tsx', path.join(ROOT, 'bench/load-worker.ts')], {
-    cwd: ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    'taskset',
+    ['-c', String(LOAD_CORE), process.execPath, '--import', 'tsx', path.join(ROOT, 'bench/load-worker.ts')],
+    {
+      cwd: ROOT,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    },
+  );
   child.stdin.end(JSON.stringify(spec));
   let stdout = '';
   let stderr = '';

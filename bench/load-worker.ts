@@ -114,7 +114,11 @@ function percentile(sorted: Float64Array, p: number): number {
 const nextUpload = new WeakMap<LoadTarget, number>();
 
 function options(target: LoadTarget, connections: number, seconds: number): Record<string, unknown> {
-  const request: Record<string, unknown> = { method: target.method ?? 'GET', path: target.path, headers: target.headers ?? {} };
+  const request: Record<string, unknown> = {
+    method: target.method ?? 'GET',
+    path: target.path,
+    headers: target.headers ?? {},
+  };
   if (target.body !== undefined) request.body = target.body;
   if (target.hosts) {
     const hosts = target.hosts;
@@ -175,7 +179,12 @@ class Samples {
   }
   summary(): Latencies {
     const sorted = this.sorted();
-    return { n: this.count, p50: percentile(sorted, 50), p99: percentile(sorted, 99), max: sorted.length ? sorted[sorted.length - 1]! : NaN };
+    return {
+      n: this.count,
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      max: sorted.length ? sorted[sorted.length - 1]! : NaN,
+    };
   }
 }
 
@@ -194,7 +203,16 @@ interface Collected {
 }
 
 function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonResult; collected: Collected }> {
-  const collected: Collected = { firstAnswer: firstAnswers.get(target) ?? firstAnswers.set(target, new Map()).get(target)!, cold: new Samples(), warm: new Samples(), latencies: new Samples(1 << 16), bytes: 0, lastAnswer: new Map(), started: performance.now(), ended: 0 };
+  const collected: Collected = {
+    firstAnswer: firstAnswers.get(target) ?? firstAnswers.set(target, new Map()).get(target)!,
+    cold: new Samples(),
+    warm: new Samples(),
+    latencies: new Samples(1 << 16),
+    bytes: 0,
+    lastAnswer: new Map(),
+    started: performance.now(),
+    ended: 0,
+  };
   return new Promise((resolve, reject) => {
     const tracker = autocannon(options(target, target.connections, seconds), (err, result) => {
       collected.ended = performance.now();
@@ -223,7 +241,12 @@ function failures(r: AutocannonResult): number {
   return r.errors + r.non2xx;
 }
 
-function summarize(target: LoadTarget, result: AutocannonResult, collected: Collected, warmupFailures: number): LoadResult {
+function summarize(
+  target: LoadTarget,
+  result: AutocannonResult,
+  collected: Collected,
+  warmupFailures: number,
+): LoadResult {
   const sorted = collected.latencies.sorted();
   let sum = 0;
   for (const v of sorted) sum += v;
@@ -248,7 +271,16 @@ function summarize(target: LoadTarget, result: AutocannonResult, collected: Coll
     warmupFailures,
     longestWaitAtEnd: longestWait(target, collected),
     neverAnswered: Math.max(0, target.connections - collected.lastAnswer.size),
-    ...(target.hosts ? { byHost: { hosts: target.hosts.length, hostsAnswered: collected.firstAnswer.size, cold: collected.cold.summary(), warm: collected.warm.summary() } } : {}),
+    ...(target.hosts
+      ? {
+          byHost: {
+            hosts: target.hosts.length,
+            hostsAnswered: collected.firstAnswer.size,
+            cold: collected.cold.summary(),
+            warm: collected.warm.summary(),
+          },
+        }
+      : {}),
   };
 }
 
@@ -271,7 +303,9 @@ async function main() {
   const cpus = /Cpus_allowed_list:\s*(\S+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '?';
   const report: LoadReport = {
     event: 'result',
-    results: spec.targets.map((t, i) => summarize(t, measured[i]!.result, measured[i]!.collected, warmups[i] ? failures(warmups[i].result) : 0)),
+    results: spec.targets.map((t, i) =>
+      summarize(t, measured[i]!.result, measured[i]!.collected, warmups[i] ? failures(warmups[i].result) : 0),
+    ),
     cpuShare: (used.user + used.system) / wallUs,
     cpus,
   };

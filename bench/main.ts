@@ -57,7 +57,17 @@ import {
   watchServer,
 } from './harness.ts';
 import type { LoadTarget } from './load-worker.ts';
-import { aims, earlierAims, SATURATED, type BenchResults, type Comparison, type Distribution, type Measured, printReport, writeDocs } from './report.ts';
+import {
+  aims,
+  earlierAims,
+  SATURATED,
+  type BenchResults,
+  type Comparison,
+  type Distribution,
+  type Measured,
+  printReport,
+  writeDocs,
+} from './report.ts';
 import { startPublicHost } from '../test/helpers/public-host.ts';
 import { startCluster } from '../test/helpers/postgres-cluster.ts';
 import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';
@@ -68,7 +78,8 @@ function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): numb
   const raw = process.env[name];
   if (raw === undefined || raw.trim() === '') return fallback;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < min) throw new Error(`${name} must be a number of at least ${min}, got "${raw}"`);
+  if (!Number.isFinite(value) || value < min)
+    throw new Error(`${name} must be a number of at least ${min}, got "${raw}"`);
   return value;
 }
 
@@ -105,7 +116,10 @@ const CLOCK = () => performance.now();
 /** One load against one server, with the server's CPU time and what else ran on its core. */
 async function measure(server: Server, target: LoadTarget, seconds = SECONDS): Promise<Measured> {
   let stop: ReturnType<typeof watchServer> | undefined;
-  const report = await runLoad({ targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS }, () => (stop = watchServer(server, SERVER_CORE)));
+  const report = await runLoad(
+    { targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS },
+    () => (stop = watchServer(server, SERVER_CORE)),
+  );
   const watched = stop!();
   server.checkAlive();
   const r = report.results[0]!;
@@ -122,13 +136,22 @@ async function measure(server: Server, target: LoadTarget, seconds = SECONDS): P
   return m;
 }
 
-function noteFailures(m: { label: string; errors: number; timeouts: number; non2xx: number; warmupFailures: number; statusCodes: Record<string, number> }): void {
+function noteFailures(m: {
+  label: string;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  warmupFailures: number;
+  statusCodes: Record<string, number>;
+}): void {
   if (m.errors + m.non2xx + m.warmupFailures === 0) return;
   const codes = Object.entries(m.statusCodes)
     .filter(([code]) => !code.startsWith('2'))
     .map(([code, n]) => `${n}×${code}`)
     .join(', ');
-  failures.push(`${m.label}: ${m.errors} errors (${m.timeouts} timeouts), ${m.non2xx} non-2xx${codes ? ` (${codes})` : ''}, ${m.warmupFailures} failures in the warm-up`);
+  failures.push(
+    `${m.label}: ${m.errors} errors (${m.timeouts} timeouts), ${m.non2xx} non-2xx${codes ? ` (${codes})` : ''}, ${m.warmupFailures} failures in the warm-up`,
+  );
 }
 
 /**
@@ -136,7 +159,12 @@ function noteFailures(m: { label: string; errors: number; timeouts: number; non2
  * more than MAX_OTHERS of the server's core during either side, both are measured again (RETRIES
  * times at most) and the pair with the least interference is kept.
  */
-async function compare(name: string, baseline: [Server, LoadTarget], berth: [Server, LoadTarget], seconds = SECONDS): Promise<Comparison> {
+async function compare(
+  name: string,
+  baseline: [Server, LoadTarget],
+  berth: [Server, LoadTarget],
+  seconds = SECONDS,
+): Promise<Comparison> {
   let best: Comparison | undefined;
   for (let attempt = 1; attempt <= 1 + RETRIES; attempt++) {
     const b = await measure(...baseline, seconds);
@@ -144,18 +172,34 @@ async function compare(name: string, baseline: [Server, LoadTarget], berth: [Ser
     const m = await measure(...berth, seconds);
     printRow(m);
     const interference = Math.max(b.othersOnServerCore, m.othersOnServerCore);
-    const c: Comparison = { name, baseline: b, berth: m, ratio: m.rps / b.rps, addedP50: m.p50 - b.p50, cpuRatio: b.cpuPerRequestUs / m.cpuPerRequestUs, attempts: attempt, interference };
+    const c: Comparison = {
+      name,
+      baseline: b,
+      berth: m,
+      ratio: m.rps / b.rps,
+      addedP50: m.p50 - b.p50,
+      cpuRatio: b.cpuPerRequestUs / m.cpuPerRequestUs,
+      attempts: attempt,
+      interference,
+    };
     if (!best || interference < best.interference) best = { ...c };
     best.attempts = attempt;
     if (interference <= MAX_OTHERS) break;
-    console.log(`  (other processes took ${fmt(interference * 100)}% of CPU ${SERVER_CORE}${attempt <= RETRIES ? ': measuring again' : ''})`);
+    console.log(
+      `  (other processes took ${fmt(interference * 100)}% of CPU ${SERVER_CORE}${attempt <= RETRIES ? ': measuring again' : ''})`,
+    );
   }
   const c = best!;
-  console.log(`  → ${name}: ratio ${fmt(c.ratio, 2)} (req/s), ${fmt(c.cpuRatio, 2)} (server CPU per request); added p50 ${fmt(c.addedP50, 2)} ms\n`);
+  console.log(
+    `  → ${name}: ratio ${fmt(c.ratio, 2)} (req/s), ${fmt(c.cpuRatio, 2)} (server CPU per request); added p50 ${fmt(c.addedP50, 2)} ms\n`,
+  );
   return c;
 }
 
-const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : '—';
 
 function printRow(m: Measured): void {
   const failed = m.errors + m.non2xx + m.warmupFailures;
@@ -173,10 +217,17 @@ function distribution(values: number[]): Distribution {
 }
 
 function versions() {
-  const deno = spawnSync(resolveDenoBinary(process.env.BERTH_DENO), ['--version']).stdout.toString().split('\n')[0]?.replace(/^deno\s+/, '').split(' ')[0] ?? '?';
+  const deno =
+    spawnSync(resolveDenoBinary(process.env.BERTH_DENO), ['--version'])
+      .stdout.toString()
+      .split('\n')[0]
+      ?.replace(/^deno\s+/, '')
+      .split(' ')[0] ?? '?';
   const pkg = (name: string) => {
     try {
-      return (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+      return (
+        JSON.parse(readFileSync(path.join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }
+      ).version;
     } catch {
       return '?';
     }
@@ -189,7 +240,18 @@ function versions() {
     betterSqlite3: pkg('better-sqlite3'),
     berthCommit: git('rev-parse', '--short', 'HEAD'),
     // Whether the server's own code (not the benchmark or the docs) differs from that commit.
-    berthTreeClean: git('status', '--porcelain', '--', 'control-plane', 'runtime-host', 'storage', 'deno-shim', 'package.json', 'package-lock.json') === '',
+    berthTreeClean:
+      git(
+        'status',
+        '--porcelain',
+        '--',
+        'control-plane',
+        'runtime-host',
+        'storage',
+        'deno-shim',
+        'package.json',
+        'package-lock.json',
+      ) === '',
   };
 }
 
@@ -217,8 +279,12 @@ async function main() {
     failures,
   } as BenchResults;
   const { machine: mc, versions: v } = results;
-  console.log(`Berth benchmark on ${mc.cpu} (${mc.cores} cores), Node ${v.node}, Deno ${v.deno}, autocannon ${v.autocannon}; load average ${mc.loadAverageAtStart.join(' ')}`);
-  console.log(`servers under test on CPU ${SERVER_CORE}, load generator on CPU ${LOAD_CORE}; ${CONNECTIONS} connections, ${SECONDS} s per run after a ${WARMUP_SECONDS} s warm-up; mixed load ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s\n`);
+  console.log(
+    `Berth benchmark on ${mc.cpu} (${mc.cores} cores), Node ${v.node}, Deno ${v.deno}, autocannon ${v.autocannon}; load average ${mc.loadAverageAtStart.join(' ')}`,
+  );
+  console.log(
+    `servers under test on CPU ${SERVER_CORE}, load generator on CPU ${LOAD_CORE}; ${CONNECTIONS} connections, ${SECONDS} s per run after a ${WARMUP_SECONDS} s warm-up; mixed load ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s\n`,
+  );
 
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-bench-'));
   let completed = false;
@@ -228,7 +294,8 @@ async function main() {
   } finally {
     await stopAll();
     // A run that broke keeps its data dirs and Berth's request logs, to find out why.
-    if (process.env.BENCH_KEEP_DATA === '1' || !completed) console.log(`\nkept the data dirs and Berth's logs in ${work}`);
+    if (process.env.BENCH_KEEP_DATA === '1' || !completed)
+      console.log(`\nkept the data dirs and Berth's logs in ${work}`);
     else await fs.rm(work, { recursive: true, force: true });
   }
 
@@ -264,7 +331,9 @@ async function startBerth(dir: string, env: NodeJS.ProcessEnv) {
   const accountId = /account:\s+(\S+)/.exec(log)![1]!;
   const origin = `http://127.0.0.1:${port}`;
   const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
-  const site = await api.post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } }).json<{ id: string; bucketId: string }>();
+  const site = await api
+    .post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } })
+    .json<{ id: string; bucketId: string }>();
   return { server, origin, port, key, api, site, accountId, dataDir: path.join(dir, 'data') };
 }
 
@@ -288,30 +357,71 @@ async function run(work: string, results: BenchResults) {
   const { server: berth, origin, port, key, api, site } = await startBerth(path.join(work, 'main'), {});
   const host = `bench.localhost:${port}`;
   const siteClient = got.extend({ headers: { host }, responseType: 'buffer', retry: { limit: 0 } });
-  for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
-    await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, { body: bytes, headers: { 'content-type': 'application/octet-stream' } });
+  for (const [name, bytes] of [
+    ['small.bin', small],
+    ['large.bin', large],
+  ] as const) {
+    await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, {
+      body: bytes,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
   }
-  for (const [name, file] of [['hello', 'hello-function.ts'], ['dbfirst', 'db-first-function.ts']] as const) {
-    await api.put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, { body: await fs.readFile(path.join(ROOT, 'bench', file)) });
+  for (const [name, file] of [
+    ['hello', 'hello-function.ts'],
+    ['dbfirst', 'db-first-function.ts'],
+  ] as const) {
+    await api.put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, {
+      body: await fs.readFile(path.join(ROOT, 'bench', file)),
+    });
   }
   const db = await api.post(`v0/sites/${site.id}/databases`).json<{ database: { id: string } }>();
   const queryPath = `/v0/sites/${site.id}/databases/${db.database.id}/query`;
-  for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"]) await api.post(queryPath.slice(1), { json: { sql } });
+  for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"])
+    await api.post(queryPath.slice(1), { json: { sql } });
 
-  const onSite = (label: string, p: string, connections = CONNECTIONS): LoadTarget => ({ label, origin, path: p, connections, headers: { host } });
-  const at = (label: string, p: number, pathname: string, connections = CONNECTIONS): LoadTarget => ({ label, origin: `http://127.0.0.1:${p}`, path: pathname, connections });
+  const onSite = (label: string, p: string, connections = CONNECTIONS): LoadTarget => ({
+    label,
+    origin,
+    path: p,
+    connections,
+    headers: { host },
+  });
+  const at = (label: string, p: number, pathname: string, connections = CONNECTIONS): LoadTarget => ({
+    label,
+    origin: `http://127.0.0.1:${p}`,
+    path: pathname,
+    connections,
+  });
 
   // Static files.
   console.log('Static files');
   const nodePort = await freePort();
-  const node = await startPinned('bare node http', SERVER_CORE, process.execPath, [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'node', String(nodePort), filesDir], process.env, { ready: (l) => l === 'ready' });
-  for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
+  const node = await startPinned(
+    'bare node http',
+    SERVER_CORE,
+    process.execPath,
+    [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'node', String(nodePort), filesDir],
+    process.env,
+    { ready: (l) => l === 'ready' },
+  );
+  for (const [name, bytes] of [
+    ['small.bin', small],
+    ['large.bin', large],
+  ] as const) {
     const viaBerth = await siteClient.get(`${origin}/${name}`);
     const viaNode = await got.get(`http://127.0.0.1:${nodePort}/${name}`, { responseType: 'buffer' });
     same(viaBerth.body.equals(bytes) && viaNode.body.equals(bytes), `${name}: the file's bytes`);
   }
-  results.static1k = await compare('1 KiB web file', [node, at('bare node http, 1 KiB', nodePort, '/small.bin')], [berth, onSite('berth, 1 KiB', '/small.bin')]);
-  results.static1m = await compare('1 MiB web file', [node, at('bare node http, 1 MiB', nodePort, '/large.bin')], [berth, onSite('berth, 1 MiB', '/large.bin')]);
+  results.static1k = await compare(
+    '1 KiB web file',
+    [node, at('bare node http, 1 KiB', nodePort, '/small.bin')],
+    [berth, onSite('berth, 1 KiB', '/small.bin')],
+  );
+  results.static1m = await compare(
+    '1 MiB web file',
+    [node, at('bare node http, 1 MiB', nodePort, '/large.bin')],
+    [berth, onSite('berth, 1 MiB', '/large.bin')],
+  );
   await node.stop();
 
   // Warm function against the same handler under deno serve, at the standard concurrency and swept.
@@ -321,20 +431,44 @@ async function run(work: string, results: BenchResults) {
     'deno serve',
     SERVER_CORE,
     deno,
-    ['serve', '--no-config', '--quiet', `--allow-net=127.0.0.1:${denoPort}`, '--host', '127.0.0.1', '--port', String(denoPort), path.join(ROOT, 'bench/hello-deno.ts')],
+    [
+      'serve',
+      '--no-config',
+      '--quiet',
+      `--allow-net=127.0.0.1:${denoPort}`,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(denoPort),
+      path.join(ROOT, 'bench/hello-deno.ts'),
+    ],
     { ...process.env, NO_COLOR: '1' },
   );
   await waitForPort(denoPort);
   const fnAnswer = (await siteClient.get(`${origin}/api/hello`)).body.toString();
   const denoAnswer = await got.get(`http://127.0.0.1:${denoPort}/`).text();
   same(fnAnswer === denoAnswer, `the function answers "${fnAnswer}", deno serve "${denoAnswer}"`);
-  results.hello = await compare('hello-world function', [denoServe, at('bare deno serve', denoPort, '/')], [berth, onSite('berth /api/hello', '/api/hello')]);
+  results.hello = await compare(
+    'hello-world function',
+    [denoServe, at('bare deno serve', denoPort, '/')],
+    [berth, onSite('berth /api/hello', '/api/hello')],
+  );
   const workerdPort = await freePort();
-  const workerd = await startPinned('workerd', SERVER_CORE, workerdBinary, ['serve', path.join(ROOT, 'bench/workerd/hello.capnp'), '--socket-addr', `http=127.0.0.1:${workerdPort}`], process.env);
+  const workerd = await startPinned(
+    'workerd',
+    SERVER_CORE,
+    workerdBinary,
+    ['serve', path.join(ROOT, 'bench/workerd/hello.capnp'), '--socket-addr', `http=127.0.0.1:${workerdPort}`],
+    process.env,
+  );
   await waitForPort(workerdPort);
   const workerdAnswer = await got.get(`http://127.0.0.1:${workerdPort}/`).text();
   same(fnAnswer === workerdAnswer, `the function answers "${fnAnswer}", workerd "${workerdAnswer}"`);
-  results.workerd = await compare('hello-world function against workerd', [workerd, at('workerd', workerdPort, '/')], [berth, onSite('berth /api/hello', '/api/hello')]);
+  results.workerd = await compare(
+    'hello-world function against workerd',
+    [workerd, at('workerd', workerdPort, '/')],
+    [berth, onSite('berth /api/hello', '/api/hello')],
+  );
   await workerd.stop();
   results.affinity = affinityOf(berth, 'after the warm function runs');
   results.sweep = [];
@@ -342,7 +476,11 @@ async function run(work: string, results: BenchResults) {
     console.log(`Warm function, ${connections} connection${connections === 1 ? '' : 's'}`);
     results.sweep.push({
       connections,
-      ...(await compare(`hello-world function, ${connections} c`, [denoServe, at(`bare deno serve, ${connections} c`, denoPort, '/', connections)], [berth, onSite(`berth /api/hello, ${connections} c`, '/api/hello', connections)])),
+      ...(await compare(
+        `hello-world function, ${connections} c`,
+        [denoServe, at(`bare deno serve, ${connections} c`, denoPort, '/', connections)],
+        [berth, onSite(`berth /api/hello, ${connections} c`, '/api/hello', connections)],
+      )),
     });
   }
   await denoServe.stop();
@@ -352,20 +490,36 @@ async function run(work: string, results: BenchResults) {
   console.log('Outbound fetch (through the egress proxy)');
   const far = await startPublicHost();
   try {
-    await api.put(`v0/buckets/${site.bucketId}/objects/api/fetch.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/fetch-function.ts')) });
+    await api.put(`v0/buckets/${site.bucketId}/objects/api/fetch.ts`, {
+      body: await fs.readFile(path.join(ROOT, 'bench/fetch-function.ts')),
+    });
     const fetchPort = await freePort();
     const denoFetch = await startPinned(
       'deno serve + fetch',
       SERVER_CORE,
       deno,
-      ['serve', '--no-config', '--quiet', `--allow-net=127.0.0.1:${fetchPort},${far.address}:80`, '--host', '127.0.0.1', '--port', String(fetchPort), path.join(ROOT, 'bench/fetch-deno.ts')],
+      [
+        'serve',
+        '--no-config',
+        '--quiet',
+        `--allow-net=127.0.0.1:${fetchPort},${far.address}:80`,
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(fetchPort),
+        path.join(ROOT, 'bench/fetch-deno.ts'),
+      ],
       { ...process.env, NO_COLOR: '1' },
     );
     await waitForPort(fetchPort);
     const viaFunction = (await siteClient.get(`${origin}/api/fetch`)).body.toString();
     const viaDeno = await got.get(`http://127.0.0.1:${fetchPort}/`).text();
     same(viaFunction === viaDeno, `the function fetched "${viaFunction}", deno serve "${viaDeno}"`);
-    results.egress = await compare('outbound fetch', [denoFetch, at('bare deno serve, fetch', fetchPort, '/')], [berth, onSite('berth /api/fetch', '/api/fetch')]);
+    results.egress = await compare(
+      'outbound fetch',
+      [denoFetch, at('bare deno serve, fetch', fetchPort, '/')],
+      [berth, onSite('berth /api/fetch', '/api/fetch')],
+    );
     await denoFetch.stop();
   } finally {
     await far.stop();
@@ -375,13 +529,23 @@ async function run(work: string, results: BenchResults) {
   console.log('Site database');
   const dbAnswer = (await siteClient.get(`${origin}/api/dbfirst`)).body.toString();
   same(dbAnswer === JSON.stringify({ v: 'world' }), `the ctx.db.first function answers ${dbAnswer}`);
-  results.dbFirst = await compare('ctx.db.first function', [berth, onSite('berth /api/hello', '/api/hello')], [berth, onSite('berth /api/dbfirst', '/api/dbfirst')]);
+  results.dbFirst = await compare(
+    'ctx.db.first function',
+    [berth, onSite('berth /api/hello', '/api/hello')],
+    [berth, onSite('berth /api/dbfirst', '/api/dbfirst')],
+  );
   const sqlitePort = await freePort();
   const sqlite = await startPinned(
     'bare node http + better-sqlite3',
     SERVER_CORE,
     process.execPath,
-    [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'sqlite', String(sqlitePort), path.join(work, 'main', 'data', 'sites', site.id, 'db.sqlite')],
+    [
+      ...tsx,
+      path.join(ROOT, 'bench/baselines.ts'),
+      'sqlite',
+      String(sqlitePort),
+      path.join(work, 'main', 'data', 'sites', site.id, 'db.sqlite'),
+    ],
     process.env,
     { ready: (l) => l === 'ready' },
   );
@@ -389,11 +553,25 @@ async function run(work: string, results: BenchResults) {
   const json = { 'content-type': 'application/json' };
   const viaEndpoint = await api.post(queryPath.slice(1), { body, headers: json }).json<QueryAnswer>();
   const viaSqlite = await got.post(`http://127.0.0.1:${sqlitePort}/`, { body, headers: json }).json<QueryAnswer>();
-  same(JSON.stringify(withoutDuration(viaEndpoint)) === JSON.stringify(withoutDuration(viaSqlite)), `query answers ${JSON.stringify(viaEndpoint)} and ${JSON.stringify(viaSqlite)}`);
+  same(
+    JSON.stringify(withoutDuration(viaEndpoint)) === JSON.stringify(withoutDuration(viaSqlite)),
+    `query answers ${JSON.stringify(viaEndpoint)} and ${JSON.stringify(viaSqlite)}`,
+  );
   results.query = await compare(
     'query endpoint',
     [sqlite, { ...at('node http + better-sqlite3 direct', sqlitePort, '/'), method: 'POST', body, headers: json }],
-    [berth, { label: 'berth query endpoint', origin, path: queryPath, connections: CONNECTIONS, method: 'POST', body, headers: { ...json, authorization: `Bearer ${key}` } }],
+    [
+      berth,
+      {
+        label: 'berth query endpoint',
+        origin,
+        path: queryPath,
+        connections: CONNECTIONS,
+        method: 'POST',
+        body,
+        headers: { ...json, authorization: `Bearer ${key}` },
+      },
+    ],
   );
   await sqlite.stop();
 
@@ -401,14 +579,23 @@ async function run(work: string, results: BenchResults) {
   console.log('1 KiB uploads');
   const uploadPort = await freePort();
   const uploadDir = path.join(work, 'upload-baseline');
-  const uploads = await startPinned('bare node http, write + fsync + sqlite insert', SERVER_CORE, process.execPath, [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'upload', String(uploadPort), uploadDir], process.env, {
-    ready: (l) => l === 'ready',
-  });
+  const uploads = await startPinned(
+    'bare node http, write + fsync + sqlite insert',
+    SERVER_CORE,
+    process.execPath,
+    [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'upload', String(uploadPort), uploadDir],
+    process.env,
+    {
+      ready: (l) => l === 'ready',
+    },
+  );
   const probe = crypto.randomBytes(1024);
   const octets = { 'content-type': 'application/octet-stream' };
   await api.put(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, { body: probe, headers: octets });
   await got.put(`http://127.0.0.1:${uploadPort}/up-check.bin`, { body: probe, headers: octets });
-  const backFromBerth = await api.get(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, { responseType: 'buffer' });
+  const backFromBerth = await api.get(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, {
+    responseType: 'buffer',
+  });
   const backFromNode = await got.get(`http://127.0.0.1:${uploadPort}/up-check.bin`, { responseType: 'buffer' });
   same(backFromBerth.body.equals(probe) && backFromNode.body.equals(probe), 'an uploaded file read back');
   const berthUpload = (label: string, connections: number): LoadTarget => ({
@@ -422,7 +609,18 @@ async function run(work: string, results: BenchResults) {
   });
   results.upload = await compare(
     '1 KiB upload',
-    [uploads, { label: 'node http, write + fsync + insert', origin: `http://127.0.0.1:${uploadPort}`, path: '/', connections: CONNECTIONS, method: 'PUT', headers: octets, upload: { prefix: '/up-', bytes: 1024, first: 0 } }],
+    [
+      uploads,
+      {
+        label: 'node http, write + fsync + insert',
+        origin: `http://127.0.0.1:${uploadPort}`,
+        path: '/',
+        connections: CONNECTIONS,
+        method: 'PUT',
+        headers: octets,
+        upload: { prefix: '/up-', bytes: 1024, first: 0 },
+      },
+    ],
     [berth, berthUpload('berth PUT web/up-<n>.bin', CONNECTIONS)],
   );
   await uploads.stop();
@@ -449,18 +647,39 @@ async function run(work: string, results: BenchResults) {
     await admin.query("CREATE ROLE berth_bench LOGIN PASSWORD 'bench-password'");
     await admin.query('CREATE DATABASE berth_bench OWNER berth_bench');
     await admin.end();
-    const onPg = await startBerth(path.join(work, 'postgres'), { BERTH_DATABASE_URL: `postgres://berth_bench:bench-password@127.0.0.1:${cluster.port}/berth_bench` });
+    const onPg = await startBerth(path.join(work, 'postgres'), {
+      BERTH_DATABASE_URL: `postgres://berth_bench:bench-password@127.0.0.1:${cluster.port}/berth_bench`,
+    });
     onPg.server.companions = [postmaster];
     await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/web/small.bin`, { body: small, headers: octets });
-    await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/api/hello.ts`, { body: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')) });
+    await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/api/hello.ts`, {
+      body: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
+    });
     const pgHost = `bench.localhost:${onPg.port}`;
     const pgClient = got.extend({ headers: { host: pgHost }, responseType: 'buffer', retry: { limit: 0 } });
     same((await pgClient.get(`${onPg.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on PostgreSQL');
-    same((await pgClient.get(`${onPg.origin}/api/hello`)).body.toString() === fnAnswer, 'the hello function on PostgreSQL');
-    const onPgSite = (label: string, p: string): LoadTarget => ({ label, origin: onPg.origin, path: p, connections: CONNECTIONS, headers: { host: pgHost } });
+    same(
+      (await pgClient.get(`${onPg.origin}/api/hello`)).body.toString() === fnAnswer,
+      'the hello function on PostgreSQL',
+    );
+    const onPgSite = (label: string, p: string): LoadTarget => ({
+      label,
+      origin: onPg.origin,
+      path: p,
+      connections: CONNECTIONS,
+      headers: { host: pgHost },
+    });
     results.postgres = {
-      static1k: await compare('1 KiB web file, metadata on PostgreSQL', [berth, onSite('berth on SQLite, 1 KiB', '/small.bin')], [onPg.server, onPgSite('berth on PostgreSQL, 1 KiB', '/small.bin')]),
-      hello: await compare('hello-world function, metadata on PostgreSQL', [berth, onSite('berth on SQLite, /api/hello', '/api/hello')], [onPg.server, onPgSite('berth on PostgreSQL, /api/hello', '/api/hello')]),
+      static1k: await compare(
+        '1 KiB web file, metadata on PostgreSQL',
+        [berth, onSite('berth on SQLite, 1 KiB', '/small.bin')],
+        [onPg.server, onPgSite('berth on PostgreSQL, 1 KiB', '/small.bin')],
+      ),
+      hello: await compare(
+        'hello-world function, metadata on PostgreSQL',
+        [berth, onSite('berth on SQLite, /api/hello', '/api/hello')],
+        [onPg.server, onPgSite('berth on PostgreSQL, /api/hello', '/api/hello')],
+      ),
       upload: await compare(
         '1 KiB upload, metadata on PostgreSQL',
         [berth, berthUpload('berth on SQLite, PUT', CONNECTIONS)],
@@ -490,7 +709,12 @@ async function run(work: string, results: BenchResults) {
   const store = await startObjectStoreServer();
   try {
     for (const pid of store.pids()) for (const thread of processTree(pid)) pinProcess(thread, SERVER_CORE, 'Ceph');
-    const s3 = new S3Client({ endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey } });
+    const s3 = new S3Client({
+      endpoint: store.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+    });
     await s3.send(new CreateBucketCommand({ Bucket: 'berth-bench' }));
     s3.destroy();
     const onS3 = await startBerth(path.join(work, 'object-store'), {
@@ -502,7 +726,10 @@ async function run(work: string, results: BenchResults) {
       AWS_REGION: 'us-east-1',
     });
     onS3.server.companions = store.pids();
-    for (const [name, bytes] of [['small.bin', small], ['large.bin', large]] as const) {
+    for (const [name, bytes] of [
+      ['small.bin', small],
+      ['large.bin', large],
+    ] as const) {
       await onS3.api.put(`v0/buckets/${onS3.site.bucketId}/objects/web/${name}`, { body: bytes, headers: octets });
     }
     const s3Host = `bench.localhost:${onS3.port}`;
@@ -510,13 +737,29 @@ async function run(work: string, results: BenchResults) {
     same((await s3Client.get(`${onS3.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on the object store');
     const range = { range: 'bytes=65536-131071' };
     const ranged = await s3Client.get(`${onS3.origin}/large.bin`, { headers: range, responseType: 'buffer' });
-    same(ranged.statusCode === 206 && ranged.body.equals(large.subarray(65536, 131072)), 'a 64 KiB range of the 1 MiB file on the object store');
-    const onS3Site = (label: string, p: string, headers: Record<string, string> = {}): LoadTarget => ({ label, origin: onS3.origin, path: p, connections: CONNECTIONS, headers: { host: s3Host, ...headers } });
+    same(
+      ranged.statusCode === 206 && ranged.body.equals(large.subarray(65536, 131072)),
+      'a 64 KiB range of the 1 MiB file on the object store',
+    );
+    const onS3Site = (label: string, p: string, headers: Record<string, string> = {}): LoadTarget => ({
+      label,
+      origin: onS3.origin,
+      path: p,
+      connections: CONNECTIONS,
+      headers: { host: s3Host, ...headers },
+    });
     results.objectStore = {
-      static1k: await compare('1 KiB web file, files on an object store', [berth, onSite('berth on the blob directory, 1 KiB', '/small.bin')], [onS3.server, onS3Site('berth on the object store, 1 KiB', '/small.bin')]),
+      static1k: await compare(
+        '1 KiB web file, files on an object store',
+        [berth, onSite('berth on the blob directory, 1 KiB', '/small.bin')],
+        [onS3.server, onS3Site('berth on the object store, 1 KiB', '/small.bin')],
+      ),
       ranged1m: await compare(
         '64 KiB range of a 1 MiB web file, files on an object store',
-        [berth, { ...onSite('berth on the blob directory, range of 1 MiB', '/large.bin'), headers: { host, ...range } }],
+        [
+          berth,
+          { ...onSite('berth on the blob directory, range of 1 MiB', '/large.bin'), headers: { host, ...range } },
+        ],
         [onS3.server, onS3Site('berth on the object store, range of 1 MiB', '/large.bin', range)],
       ),
       upload: await compare(
@@ -548,7 +791,13 @@ async function run(work: string, results: BenchResults) {
   // (The runs above keep the default idle time: a short one would evict workers whenever Node stalls.)
   console.log('Cold first answers (a fresh Berth with BERTH_FUNCTION_IDLE_MS=200)');
   const coldBerth = await startBerth(path.join(work, 'cold'), { BERTH_FUNCTION_IDLE_MS: '200' });
-  results.cold = await cold(coldBerth.server, coldBerth.origin, coldBerth.site.bucketId, coldBerth.api, got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }));
+  results.cold = await cold(
+    coldBerth.server,
+    coldBerth.origin,
+    coldBerth.site.bucketId,
+    coldBerth.api,
+    got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }),
+  );
   await coldBerth.server.stop();
 
   console.log(`Many tenants (a fresh Berth, ${TENANTS} sites with one function each)`);
@@ -587,9 +836,16 @@ function affinityOf(server: Server, when: string): Record<string, string> {
   for (const pid of processTree(server.pid)) {
     const cpus = cpusAllowed(pid);
     out[`${kindOf(pid, server.pid)} ${pid}`] = cpus.join(',');
-    if (cpus.length !== 1 || cpus[0] !== SERVER_CORE) failures.push(`${kindOf(pid, server.pid)} ${pid} may run on CPUs ${cpus.join(',')} ${when}, not only on ${SERVER_CORE}`);
+    if (cpus.length !== 1 || cpus[0] !== SERVER_CORE)
+      failures.push(
+        `${kindOf(pid, server.pid)} ${pid} may run on CPUs ${cpus.join(',')} ${when}, not only on ${SERVER_CORE}`,
+      );
   }
-  console.log(`  affinity ${when}: ${Object.entries(out).map(([p, c]) => `${p} → ${c}`).join('; ')}\n`);
+  console.log(
+    `  affinity ${when}: ${Object.entries(out)
+      .map(([p, c]) => `${p} → ${c}`)
+      .join('; ')}\n`,
+  );
   return out;
 }
 
@@ -604,20 +860,23 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
   const samples: Array<{ t: number; processes: Array<{ pid: number; kind: string; rss: number }> }> = [];
   const timers: NodeJS.Timeout[] = [];
   let stop: ReturnType<typeof watchServer> | undefined;
-  const report = await runLoad({ targets: targets.map(freshUploads), seconds: MIXED_SECONDS, warmupSeconds: WARMUP_SECONDS }, () => {
-    stop = watchServer(berth, SERVER_CORE);
-    for (const t of new Set(times)) {
-      timers.push(
-        setTimeout(() => {
-          const processes = processTree(berth.pid).flatMap((pid) => {
-            const rss = rssBytes(pid);
-            return rss === undefined ? [] : [{ pid, kind: kindOf(pid, berth.pid), rss }];
-          });
-          samples.push({ t, processes });
-        }, t * 1000),
-      );
-    }
-  });
+  const report = await runLoad(
+    { targets: targets.map(freshUploads), seconds: MIXED_SECONDS, warmupSeconds: WARMUP_SECONDS },
+    () => {
+      stop = watchServer(berth, SERVER_CORE);
+      for (const t of new Set(times)) {
+        timers.push(
+          setTimeout(() => {
+            const processes = processTree(berth.pid).flatMap((pid) => {
+              const rss = rssBytes(pid);
+              return rss === undefined ? [] : [{ pid, kind: kindOf(pid, berth.pid), rss }];
+            });
+            samples.push({ t, processes });
+          }, t * 1000),
+        );
+      }
+    },
+  );
   timers.forEach(clearTimeout);
   const watched = stop!();
   berth.checkAlive();
@@ -636,14 +895,20 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
     return { pid: p.pid, kind: p.kind, early: p.rss, late: end?.rss ?? null, growth: end ? end.rss / p.rss - 1 : null };
   });
   for (const p of last?.processes ?? []) {
-    if (!memory.some((m) => m.pid === p.pid)) memory.push({ pid: p.pid, kind: `${p.kind}, started after ${early} s`, early: NaN, late: p.rss, growth: null });
+    if (!memory.some((m) => m.pid === p.pid))
+      memory.push({ pid: p.pid, kind: `${p.kind}, started after ${early} s`, early: NaN, late: p.rss, growth: null });
   }
   console.log(`  RSS at ${early} s → ${late} s:`);
   for (const m of memory) {
-    const mib = (bytes: number | null) => (bytes === null ? 'gone' : Number.isFinite(bytes) ? `${fmt(bytes / 2 ** 20, 1)} MiB` : '—');
-    console.log(`    ${`${m.kind} ${m.pid}`.padEnd(48)} ${mib(m.early).padStart(10)} → ${mib(m.late)}${m.growth === null ? '' : ` (${m.growth >= 0 ? '+' : ''}${fmt(m.growth * 100, 1)}%)`}`);
+    const mib = (bytes: number | null) =>
+      bytes === null ? 'gone' : Number.isFinite(bytes) ? `${fmt(bytes / 2 ** 20, 1)} MiB` : '—';
+    console.log(
+      `    ${`${m.kind} ${m.pid}`.padEnd(48)} ${mib(m.early).padStart(10)} → ${mib(m.late)}${m.growth === null ? '' : ` (${m.growth >= 0 ? '+' : ''}${fmt(m.growth * 100, 1)}%)`}`,
+    );
   }
-  console.log(`  berth's CPU ${fmt(watched.cpu * 100)}% of CPU ${SERVER_CORE}, others ${fmt(watched.others * 100)}%; load generator ${fmt(report.cpuShare * 100)}%\n`);
+  console.log(
+    `  berth's CPU ${fmt(watched.cpu * 100)}% of CPU ${SERVER_CORE}, others ${fmt(watched.others * 100)}%; load generator ${fmt(report.cpuShare * 100)}%\n`,
+  );
   return {
     seconds: MIXED_SECONDS,
     connections: MIXED_CONNECTIONS,
@@ -656,7 +921,13 @@ async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults
   };
 }
 
-async function cold(server: Server, origin: string, bucketId: string, api: typeof got, siteClient: typeof got): Promise<BenchResults['cold']> {
+async function cold(
+  server: Server,
+  origin: string,
+  bucketId: string,
+  api: typeof got,
+  siteClient: typeof got,
+): Promise<BenchResults['cold']> {
   const tag = Date.now().toString(36);
   let n = 0;
   const source = (name: string) => `export default () => new Response('${name}');`;
@@ -668,7 +939,8 @@ async function cold(server: Server, origin: string, bucketId: string, api: typeo
       throw err;
     });
     const ms = CLOCK() - started;
-    if (answer.statusCode !== 200 || answer.body.toString() !== name) failures.push(`cold /api/${name}: ${answer.statusCode} "${answer.body.toString().slice(0, 200)}"`);
+    if (answer.statusCode !== 200 || answer.body.toString() !== name)
+      failures.push(`cold /api/${name}: ${answer.statusCode} "${answer.body.toString().slice(0, 200)}"`);
     return ms;
   };
 
@@ -697,8 +969,16 @@ async function cold(server: Server, origin: string, bucketId: string, api: typeo
     await sleep(1300); // past the idle time and one sweep
     afterIdle.push(await first(`cold${tag}x0`));
   }
-  const c = { alone: distribution(requestToAnswer), writeToAnswer: distribution(writeToAnswer), atOnce: { ...distribution(atOnce), concurrent: COLD_AT_ONCE, rounds: COLD_ROUNDS }, idleEvicted: distribution(afterIdle) };
-  const line = (label: string, d: Distribution) => console.log(`  ${label.padEnd(52)} p50 ${fmt(d.p50, 1).padStart(6)} ms  p99 ${fmt(d.p99, 1).padStart(6)} ms  (n=${d.n})`);
+  const c = {
+    alone: distribution(requestToAnswer),
+    writeToAnswer: distribution(writeToAnswer),
+    atOnce: { ...distribution(atOnce), concurrent: COLD_AT_ONCE, rounds: COLD_ROUNDS },
+    idleEvicted: distribution(afterIdle),
+  };
+  const line = (label: string, d: Distribution) =>
+    console.log(
+      `  ${label.padEnd(52)} p50 ${fmt(d.p50, 1).padStart(6)} ms  p99 ${fmt(d.p99, 1).padStart(6)} ms  (n=${d.n})`,
+    );
   line('new function, request → first answer, alone', c.alone);
   line(`new functions, ${COLD_AT_ONCE} at a time, request → first answer`, c.atOnce);
   line('new function, write → first answer', c.writeToAnswer);

@@ -70,7 +70,9 @@ async function createSites(o: Options): Promise<string[]> {
   const one = async () => {
     while (next < names.length) {
       const name = names[next++]!;
-      const site = await o.berth.api.post('v0/sites', { json: { accountId: o.berth.accountId, name, subdomain: name } }).json<{ bucketId: string }>();
+      const site = await o.berth.api
+        .post('v0/sites', { json: { accountId: o.berth.accountId, name, subdomain: name } })
+        .json<{ bucketId: string }>();
       await o.berth.api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, { body: o.handler });
     }
   };
@@ -79,7 +81,9 @@ async function createSites(o: Options): Promise<string[]> {
 }
 
 async function workersStarted(o: Options): Promise<number> {
-  const text = await o.berth.api.get('metrics', { headers: { authorization: `Bearer ${o.berth.metricsToken}` } }).text();
+  const text = await o.berth.api
+    .get('metrics', { headers: { authorization: `Bearer ${o.berth.metricsToken}` } })
+    .text();
   return Number(/^berth_workers_started_total (\S+)$/m.exec(text)?.[1] ?? NaN);
 }
 
@@ -107,9 +111,21 @@ function workerMemory(server: Server, idleSeconds: number): WorkerMemory {
     const cmd = commandLine(pid);
     if (pid !== server.pid && /\bdeno\b/.test(cmd) && !cmd.includes('sqlite-host')) rows.push({ rss, ...rollup });
   }
-  const of = (key: 'rss' | 'pss' | 'private') => ({ p50: median(rows.map((r) => r[key])), max: Math.max(...rows.map((r) => r[key])) });
+  const of = (key: 'rss' | 'pss' | 'private') => ({
+    p50: median(rows.map((r) => r[key])),
+    max: Math.max(...rows.map((r) => r[key])),
+  });
   const pss = of('pss');
-  return { workers: rows.length, rss: of('rss'), private: of('private'), pss, serverRss: rssBytes(server.pid) ?? NaN, treePss, fitIn16GiB: Math.floor((16 * 1024 * MIB) / pss.p50), idleSeconds };
+  return {
+    workers: rows.length,
+    rss: of('rss'),
+    private: of('private'),
+    pss,
+    serverRss: rssBytes(server.pid) ?? NaN,
+    treePss,
+    fitIn16GiB: Math.floor((16 * 1024 * MIB) / pss.p50),
+    idleSeconds,
+  };
 }
 
 export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
@@ -118,13 +134,23 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
   const hosts = await createSites(o);
   const setupSeconds = (performance.now() - setupStarted) / 1000;
   console.log(`  ${o.sites} sites with a function each, created in ${setupSeconds.toFixed(1)} s`);
-  const target = (label: string, list: string[]): LoadTarget => ({ label, origin: berth.origin, path: '/api/hello', connections: o.connections, hosts: list });
+  const target = (label: string, list: string[]): LoadTarget => ({
+    label,
+    origin: berth.origin,
+    path: '/api/hello',
+    connections: o.connections,
+    hosts: list,
+  });
 
   // From cold: no warm-up, every site's first call starts its worker; the run ends once every site
   // has answered (or after coldSeconds), so the warm runs below find every worker started.
   let stop: ReturnType<typeof watchServer> | undefined;
   const report = await runLoad(
-    { targets: [{ ...target(`${o.sites} sites from cold`, hosts), untilEveryHostAnswered: true }], seconds: o.coldSeconds, warmupSeconds: 0 },
+    {
+      targets: [{ ...target(`${o.sites} sites from cold`, hosts), untilEveryHostAnswered: true }],
+      seconds: o.coldSeconds,
+      warmupSeconds: 0,
+    },
     () => (stop = watchServer(berth.server, SERVER_CORE)),
   );
   const watched = stop!();
@@ -138,7 +164,11 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
   );
 
   const before = await workersStarted(o);
-  const warm = await o.compare(`${o.sites} sites ÷ ${o.fewSites} sites, warm`, [berth.server, target(`${o.fewSites} sites, uniformly`, hosts.slice(0, o.fewSites))], [berth.server, target(`${o.sites} sites, uniformly`, hosts)]);
+  const warm = await o.compare(
+    `${o.sites} sites ÷ ${o.fewSites} sites, warm`,
+    [berth.server, target(`${o.fewSites} sites, uniformly`, hosts.slice(0, o.fewSites))],
+    [berth.server, target(`${o.sites} sites, uniformly`, hosts)],
+  );
   const workerStartsWhileWarm = (await workersStarted(o)) - before;
   console.log(`  workers started during the warm runs: ${workerStartsWhileWarm}`);
 

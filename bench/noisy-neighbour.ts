@@ -52,9 +52,26 @@ interface LoadResult {
 
 /** autocannon in its own process on the load core against 127.0.0.1, for `seconds`. */
 async function load(url: string, host: string, connections: number, seconds: number): Promise<LoadResult> {
-  const args = ['-c', String(LOAD_CORE), path.join(ROOT, 'node_modules/.bin/autocannon'), '-c', String(connections), '-d', String(seconds), '-j', '-H', `host=${host}`, url];
+  const args = [
+    '-c',
+    String(LOAD_CORE),
+    path.join(ROOT, 'node_modules/.bin/autocannon'),
+    '-c',
+    String(connections),
+    '-d',
+    String(seconds),
+    '-j',
+    '-H',
+    `host=${host}`,
+    url,
+  ];
   const { stdout } = await promisify(execFile)('taskset', args, { maxBuffer: 64 * 1024 * 1024 });
-  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as { requests: { average: number }; latency: { p50: number; p99: number }; errors: number; non2xx: number };
+  const r = JSON.parse(stdout.trim().split('\n').at(-1)!) as {
+    requests: { average: number };
+    latency: { p50: number; p99: number };
+    errors: number;
+    non2xx: number;
+  };
   return { requests: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx };
 }
 
@@ -64,7 +81,10 @@ async function measure(workerNice: number): Promise<{ idle: LoadResult; busy: Lo
   const berth = await startBerth({ ...DEFAULTS, port: 0, logLevel: 'silent', dataDir }, { workerNice });
   try {
     const api = got.extend({ prefixUrl: berth.url, headers: { authorization: `Bearer ${berth.owner!.writeKey}` } });
-    const site = async (name: string) => api.post('v0/sites', { json: { accountId: berth.owner!.accountId, name, subdomain: name } }).json<{ bucketId: string }>();
+    const site = async (name: string) =>
+      api
+        .post('v0/sites', { json: { accountId: berth.owner!.accountId, name, subdomain: name } })
+        .json<{ bucketId: string }>();
     const noisy = await site('noisy');
     const quiet = await site('quiet');
     await api.put(`v0/buckets/${noisy.bucketId}/objects/api/burn.ts`, { body: BURN_SOURCE });
@@ -88,15 +108,26 @@ async function measure(workerNice: number): Promise<{ idle: LoadResult; busy: Lo
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-const fmt = (n: number, digits = 1) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const fmt = (n: number, digits = 1) =>
+  n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 async function main() {
   checkPinning();
   console.log(`Noisy neighbour on ${os.cpus()[0]?.model} (${os.cpus().length} cores), Node ${process.version}`);
-  console.log(`another site's 1 KiB file at ${MEASURE_CONNECTIONS} connections, ${SECONDS} s (autocannon on CPU ${LOAD_CORE}), while one site's function burns 20 ms of CPU per request on every core at ${BURN_CONNECTIONS} connections; ${ROUNDS} rounds\n`);
+  console.log(
+    `another site's 1 KiB file at ${MEASURE_CONNECTIONS} connections, ${SECONDS} s (autocannon on CPU ${LOAD_CORE}), while one site's function burns 20 ms of CPU per request on every core at ${BURN_CONNECTIONS} connections; ${ROUNDS} rounds\n`,
+  );
   const results: Record<'lower' | 'same', Array<Awaited<ReturnType<typeof measure>>>> = { lower: [], same: [] };
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [mode, nice] of round % 2 === 0 ? ([['same', 0], ['lower', 10]] as const) : ([['lower', 10], ['same', 0]] as const)) {
+    for (const [mode, nice] of round % 2 === 0
+      ? ([
+          ['same', 0],
+          ['lower', 10],
+        ] as const)
+      : ([
+          ['lower', 10],
+          ['same', 0],
+        ] as const)) {
       const r = await measure(nice);
       results[mode].push(r);
       const errors = r.idle.errors + r.busy.errors + r.burn.errors;

@@ -63,7 +63,14 @@ export interface Aim {
 export interface BenchResults {
   date: string;
   machine: { cpu: string; cores: number; memoryGiB: number; kernel: string; loadAverageAtStart: number[] };
-  versions: { node: string; deno: string; autocannon: string; betterSqlite3: string; berthCommit: string; berthTreeClean: boolean };
+  versions: {
+    node: string;
+    deno: string;
+    autocannon: string;
+    betterSqlite3: string;
+    berthCommit: string;
+    berthTreeClean: boolean;
+  };
   method: {
     serverCore: number;
     loadCore: number;
@@ -100,10 +107,20 @@ export interface BenchResults {
     serverCpuShare: number;
     othersOnServerCore: number;
     loadCpuShare: number;
-    memory: { early: number; late: number; processes: MemoryRow[]; samples: Array<{ t: number; processes: Array<{ pid: number; kind: string; rss: number }> }> };
+    memory: {
+      early: number;
+      late: number;
+      processes: MemoryRow[];
+      samples: Array<{ t: number; processes: Array<{ pid: number; kind: string; rss: number }> }>;
+    };
     affinity: Record<string, string>;
   };
-  cold: { alone: Distribution; writeToAnswer: Distribution; atOnce: Distribution & { concurrent: number; rounds: number }; idleEvicted: Distribution };
+  cold: {
+    alone: Distribution;
+    writeToAnswer: Distribution;
+    atOnce: Distribution & { concurrent: number; rounds: number };
+    idleEvicted: Distribution;
+  };
   manyTenants: ManyTenantsResults;
   /** Issue 22's aims, then the earlier ones still held. */
   aims: Aim[];
@@ -114,7 +131,10 @@ export interface BenchResults {
 /** Past this share of its core, the load generator rather than the server may set the pace. */
 export const SATURATED = 0.9;
 
-const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : '—');
+const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : '—';
 const pct = (n: number) => `${n >= 0 ? '+' : ''}${fmt(n * 100, 1)}%`;
 
 /**
@@ -123,7 +143,8 @@ const pct = (n: number) => `${n >= 0 ? '+' : ''}${fmt(n * 100, 1)}%`;
  */
 function disturbed(c: Comparison, maxOthers: number): string | undefined {
   const reasons: string[] = [];
-  if (c.interference > maxOthers) reasons.push(`other processes took up to ${fmt(c.interference * 100)}% of the server's CPU`);
+  if (c.interference > maxOthers)
+    reasons.push(`other processes took up to ${fmt(c.interference * 100)}% of the server's CPU`);
   const saturated = [c.baseline, c.berth].filter((m) => m.loadCpuShare > SATURATED).map((m) => m.label);
   if (saturated.length) reasons.push(`the load generator was saturated against ${saturated.join(' and ')}`);
   return reasons.length ? reasons.join('; ') : undefined;
@@ -141,7 +162,9 @@ function ratioAim(path: string, baseline: string, c: Comparison, min: number, r:
   return {
     path,
     baseline,
-    figure: why ? `ratio of server CPU per request, ${r.method.connections} connections` : `req/s ratio, ${r.method.connections} connections`,
+    figure: why
+      ? `ratio of server CPU per request, ${r.method.connections} connections`
+      : `req/s ratio, ${r.method.connections} connections`,
     value,
     shown: why
       ? `${fmt(c.cpuRatio, 2)} (${fmt(c.baseline.cpuPerRequestUs)} / ${fmt(c.berth.cpuPerRequestUs)} µs; req/s ratio ${fmt(c.ratio, 2)}, ${rps}, not judged: ${why})`
@@ -151,8 +174,24 @@ function ratioAim(path: string, baseline: string, c: Comparison, min: number, r:
   };
 }
 
-function below(path: string, baseline: string, figure: string, value: number, max: number, unit: string, shown = `${fmt(value, unit === 'ms' && value < 10 ? 2 : 1)} ${unit}`): Aim {
-  return { path, baseline, figure, value, shown, aim: `< ${Number.isInteger(max) ? max : fmt(max, 2)} ${unit}`, met: value < max };
+function below(
+  path: string,
+  baseline: string,
+  figure: string,
+  value: number,
+  max: number,
+  unit: string,
+  shown = `${fmt(value, unit === 'ms' && value < 10 ? 2 : 1)} ${unit}`,
+): Aim {
+  return {
+    path,
+    baseline,
+    figure,
+    value,
+    shown,
+    aim: `< ${Number.isInteger(max) ? max : fmt(max, 2)} ${unit}`,
+    met: value < max,
+  };
 }
 
 const MIB = 2 ** 20;
@@ -164,19 +203,45 @@ export function aims(r: BenchResults): Aim[] {
   const mixedUpload = r.mixed.paths.find((p) => p.label.startsWith('upload'));
   const t = r.manyTenants;
   const tenantFailures = failedIn(t.fromCold) + failedIn(t.warm.baseline) + failedIn(t.warm.berth);
-  const tenantsRatio = ratioAim(`many tenants: ${t.sites} functions, one per site, uniformly at random`, `the same load on ${t.fewSites} of them`, t.warm, 0.25, r);
+  const tenantsRatio = ratioAim(
+    `many tenants: ${t.sites} functions, one per site, uniformly at random`,
+    `the same load on ${t.fewSites} of them`,
+    t.warm,
+    0.25,
+    r,
+  );
   const { cold, warm } = t.fromCold.byHost!;
   const withinMemory = t.memory.treePss < r.machine.memoryGiB * 1024 * MIB;
   const m = t.memory;
   return [
     ratioAim('warm hello-world function', 'workerd, same handler', r.workerd, 1.0, r),
-    below('warm hello-world function', 'workerd, same handler', `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`, r.workerd.berth.p99, r.workerd.baseline.p99, 'ms'),
+    below(
+      'warm hello-world function',
+      'workerd, same handler',
+      `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`,
+      r.workerd.berth.p99,
+      r.workerd.baseline.p99,
+      'ms',
+    ),
     ratioAim('warm hello-world function', 'bare `deno serve`, same handler', r.hello, 0.2, r),
     ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.6, r),
     ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, r),
     ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.4, r),
-    below('1 KiB upload', '—', `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`, mixedUpload?.p99 ?? NaN, 100, 'ms'),
-    ratioAim('outbound `fetch` from a function, through the egress proxy', 'bare `deno serve`, the same fetch', r.egress, 0.7, r),
+    below(
+      '1 KiB upload',
+      '—',
+      `p99 under the mixed load (${r.mixed.connections} c, ${r.mixed.seconds} s)`,
+      mixedUpload?.p99 ?? NaN,
+      100,
+      'ms',
+    ),
+    ratioAim(
+      'outbound `fetch` from a function, through the egress proxy',
+      'bare `deno serve`, the same fetch',
+      r.egress,
+      0.7,
+      r,
+    ),
     {
       ...tenantsRatio,
       shown:
@@ -211,13 +276,21 @@ export function earlierAims(r: BenchResults): Aim[] {
       oneConnection?.addedP50 ?? NaN,
       0.5,
       'ms',
-      oneConnection ? `${fmt(oneConnection.addedP50, 3)} ms (${fmt(oneConnection.berth.p50, 3)} vs ${fmt(oneConnection.baseline.p50, 3)} ms)` : 'not measured',
+      oneConnection
+        ? `${fmt(oneConnection.addedP50, 3)} ms (${fmt(oneConnection.berth.p50, 3)} vs ${fmt(oneConnection.baseline.p50, 3)} ms)`
+        : 'not measured',
     ),
     ratioAim('1 KiB upload', 'bare Node `http` writing + fsync + one SQLite insert', r.upload, 0.5, r),
     ratioAim('1 KiB static file, metadata on PostgreSQL', 'the same on SQLite', r.postgres.static1k, 0.9, r),
     ratioAim('warm hello-world function, metadata on PostgreSQL', 'the same on SQLite', r.postgres.hello, 0.9, r),
     ratioAim('1 KiB upload, metadata on PostgreSQL', 'the same on SQLite', r.postgres.upload, 0.5, r),
-    ratioAim('1 KiB static file, files on an object store', 'the same on the blob directory', r.objectStore.static1k, 0.9, r),
+    ratioAim(
+      '1 KiB static file, files on an object store',
+      'the same on the blob directory',
+      r.objectStore.static1k,
+      0.9,
+      r,
+    ),
     below('cold first answer', '—', 'p50, alone (request → answer)', r.cold.alone.p50, 50, 'ms'),
     below('cold first answer', '—', `p50, ${r.cold.atOnce.concurrent} at a time`, r.cold.atOnce.p50, 150, 'ms'),
     {
@@ -225,7 +298,9 @@ export function earlierAims(r: BenchResults): Aim[] {
       baseline: '—',
       figure: `largest RSS growth of a Deno process, ${early} s → ${late} s of the mixed load`,
       value: worst?.growth ?? NaN,
-      shown: worst ? `${pct(worst.growth!)} (${worst.kind}, ${fmt(worst.early / 2 ** 20, 1)} → ${fmt(worst.late! / 2 ** 20, 1)} MiB)` : 'no Deno process lived through the load',
+      shown: worst
+        ? `${pct(worst.growth!)} (${worst.kind}, ${fmt(worst.early / 2 ** 20, 1)} → ${fmt(worst.late! / 2 ** 20, 1)} MiB)`
+        : 'no Deno process lived through the load',
       aim: '< 10%',
       met: worst !== undefined && worst.growth! < 0.1,
     },
@@ -233,7 +308,9 @@ export function earlierAims(r: BenchResults): Aim[] {
 }
 
 export function aimsTable(list: Aim[]): string {
-  const rows = list.map((a) => `| ${a.path} | ${a.baseline} | ${a.figure} | ${a.shown} | ${a.aim} | ${a.met ? 'met' : '**missed**'} |`);
+  const rows = list.map(
+    (a) => `| ${a.path} | ${a.baseline} | ${a.figure} | ${a.shown} | ${a.aim} | ${a.met ? 'met' : '**missed**'} |`,
+  );
   return ['| path | baseline | figure | this run | aim | |', '|---|---|---|---|---|---|', ...rows].join('\n');
 }
 
@@ -295,7 +372,9 @@ export function lastRunMarkdown(r: BenchResults): string {
   for (const [name, c] of comparisons) {
     lines.push(runRow(`${name}: ${c.baseline.label}`, c.baseline), runRow(`${name}: ${c.berth.label}`, c.berth));
     const attempts = c.attempts > 1 ? ` (kept from ${c.attempts} attempts)` : '';
-    lines.push(`| **${name}: ratio${attempts}** | **${fmt(c.ratio, 2)}** | ${c.addedP50 >= 0 ? '+' : ''}${fmt(c.addedP50, 2)} | | CPU ratio ${fmt(c.cpuRatio, 2)} | | | | |`);
+    lines.push(
+      `| **${name}: ratio${attempts}** | **${fmt(c.ratio, 2)}** | ${c.addedP50 >= 0 ? '+' : ''}${fmt(c.addedP50, 2)} | | CPU ratio ${fmt(c.cpuRatio, 2)} | | | | |`,
+    );
   }
   lines.push('', `### Mixed load (${r.mixed.connections} connections for ${r.mixed.seconds} s)`, '');
   lines.push(
@@ -308,7 +387,9 @@ export function lastRunMarkdown(r: BenchResults): string {
   );
   for (const p of r.mixed.paths) {
     const wait = `${fmt(p.longestWaitAtEnd / 1000, 1)} s${p.neverAnswered ? ` (${p.neverAnswered} never answered)` : ''}`;
-    lines.push(`| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.non2xx + p.warmupFailures} | ${wait} |`);
+    lines.push(
+      `| ${p.label} | ${p.connections} | ${fmt(p.rps)} | ${fmt(p.p50, 1)} | ${fmt(p.p99, 1)} | ${fmt(p.max)} | ${p.errors + p.non2xx + p.warmupFailures} | ${wait} |`,
+    );
   }
   const samples = r.mixed.memory.samples;
   lines.push(
@@ -370,7 +451,11 @@ const END = '<!-- end of last run -->';
 
 /** Rounds floats for the JSON file: three decimals are more than any of these figures can tell. */
 function rounded(_key: string, value: unknown): unknown {
-  return typeof value === 'number' && !Number.isInteger(value) ? (Number.isFinite(value) ? Math.round(value * 1000) / 1000 : null) : value;
+  return typeof value === 'number' && !Number.isInteger(value)
+    ? Number.isFinite(value)
+      ? Math.round(value * 1000) / 1000
+      : null
+    : value;
 }
 
 export async function writeDocs(r: BenchResults): Promise<void> {
@@ -378,7 +463,8 @@ export async function writeDocs(r: BenchResults): Promise<void> {
   const md = await fs.readFile(mdPath, 'utf8');
   const start = md.indexOf(START);
   const end = md.indexOf(END);
-  if (start < 0 || end < start) throw new Error(`docs/benchmarks.md has lost its "Last run" markers:\n${START}\n${END}`);
+  if (start < 0 || end < start)
+    throw new Error(`docs/benchmarks.md has lost its "Last run" markers:\n${START}\n${END}`);
   await fs.writeFile(mdPath, `${md.slice(0, start + START.length)}\n\n${lastRunMarkdown(r)}\n\n${md.slice(end)}`);
   await fs.writeFile(path.join(ROOT, 'docs/benchmarks.json'), `${JSON.stringify(r, rounded, 2)}\n`);
 }

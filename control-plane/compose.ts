@@ -92,13 +92,16 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   } catch (err) {
     throw dataDirProblem(err, config.dataDir);
   }
-  if (tightened > 0) log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
+  if (tightened > 0)
+    log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
   let lock: DataDirLock;
   try {
     lock = lockDataDir(config.dataDir);
   } catch (err) {
     if (err instanceof DataDirInUse) {
-      throw new StartupError(`${err.message}: stop it first, or set BERTH_DATA_DIR to another folder (\`berth admin\` commands may run beside it)`);
+      throw new StartupError(
+        `${err.message}: stop it first, or set BERTH_DATA_DIR to another folder (\`berth admin\` commands may run beside it)`,
+      );
     }
     throw err;
   }
@@ -111,7 +114,11 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   }
 }
 
-async function composeLocked(config: Config, options: ComposeOptions, held: { denoPath: string; runtimeDir: string; lock: DataDirLock }): Promise<Composed> {
+async function composeLocked(
+  config: Config,
+  options: ComposeOptions,
+  held: { denoPath: string; runtimeDir: string; lock: DataDirLock },
+): Promise<Composed> {
   const { log } = options;
   const { denoPath, runtimeDir, lock } = held;
   // The data dir is this process's now: what a killed server left running or half-written goes first.
@@ -129,7 +136,10 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await blobs.close();
     throw blobStoreProblem(err);
   }
-  const metadata = await openMetadata(config, { deadlines: true, onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database') });
+  const metadata = await openMetadata(config, {
+    deadlines: true,
+    onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database'),
+  });
   const { db, hot: hotSql } = metadata;
 
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
@@ -168,7 +178,10 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       logger: log,
       egress,
       ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
-      observer: { started: (seconds) => metrics.workerStarted(seconds), exited: (reason) => metrics.workerExited(reason) },
+      observer: {
+        started: (seconds) => metrics.workerStarted(seconds),
+        exited: (reason) => metrics.workerExited(reason),
+      },
     },
     {
       // Served by services that need the runtime themselves: serveCtx is made once deps exist.
@@ -176,7 +189,9 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
       log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
     },
   );
-  const changes = await metadata.openChanges((err) => log.warn({ err }, 'lost the connection that hears other servers’ changes; reconnecting'));
+  const changes = await metadata.openChanges((err) =>
+    log.warn({ err }, 'lost the connection that hears other servers’ changes; reconnecting'),
+  );
   const hostingCache = new HostingCache();
   const nodeId = config.nodeId || defaultNodeId(config.dataDir);
   const masterKey = loadMasterKey(masterKeyFileOf(config));
@@ -192,7 +207,10 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   });
   // On SQLite this server is the only node: every database is in its data dir. Shared metadata may
   // place a database on any node, and calls go where it is.
-  const channelClient = metadata.backend === 'postgres' && config.clusterAddress ? new ChannelClient(channelKey(masterKey), nodeId, channelTls) : null;
+  const channelClient =
+    metadata.backend === 'postgres' && config.clusterAddress
+      ? new ChannelClient(channelKey(masterKey), nodeId, channelTls)
+      : null;
   const placed =
     metadata.backend === 'postgres'
       ? new PlacedSiteDatabases({
@@ -258,9 +276,22 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
     await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
   }
   // Copies of the databases this node holds go to the shared store, for recovery on another node.
-  const copier = metadata.backend === 'postgres' ? new DatabaseCopier({ db, nodeId, blobs, dataDir: config.dataDir, tmpDir: path.join(config.dataDir, 'sites', 'copies.tmp'), log }) : null;
+  const copier =
+    metadata.backend === 'postgres'
+      ? new DatabaseCopier({
+          db,
+          nodeId,
+          blobs,
+          dataDir: config.dataDir,
+          tmpDir: path.join(config.dataDir, 'sites', 'copies.tmp'),
+          log,
+        })
+      : null;
   if (copier && config.roles.includes('database') && config.databaseCopyMs > 0) copier.start(config.databaseCopyMs);
-  const mover = channelClient && copier ? new DatabaseMover({ db, nodeId, local: localDatabases, channel: channelClient, changes, blobs, copier, log }) : null;
+  const mover =
+    channelClient && copier
+      ? new DatabaseMover({ db, nodeId, local: localDatabases, channel: channelClient, changes, blobs, copier, log })
+      : null;
   const channel =
     placed && mover
       ? channelServer({
@@ -289,13 +320,16 @@ async function composeLocked(config: Config, options: ComposeOptions, held: { de
   await scheduler.start(config.cronTickMs);
   const sweeper = new BlobSweeper(
     blobs,
-    async (sha256) => (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
+    async (sha256) =>
+      (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
     config.blobSweepMs,
   );
   if (config.blobSweepMs > 0) {
     sweeper.start(
       config.blobSweepMs,
-      ({ removed, bytes, leftovers }) => (removed > 0 || leftovers > 0) && log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references'),
+      ({ removed, bytes, leftovers }) =>
+        (removed > 0 || leftovers > 0) &&
+        log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references'),
       (err) => logJobFailure(log, err, 'sweeping unreferenced blobs failed'),
     );
   }

@@ -173,8 +173,10 @@ export const DEFAULTS: Config = {
   },
 };
 
-export const blobDirOf = (config: Pick<Config, 'blobDir' | 'dataDir'>): string => config.blobDir || path.join(config.dataDir, 'blobs');
-export const masterKeyFileOf = (config: Pick<Config, 'masterKeyFile' | 'dataDir'>): string => config.masterKeyFile || path.join(config.dataDir, 'master.key');
+export const blobDirOf = (config: Pick<Config, 'blobDir' | 'dataDir'>): string =>
+  config.blobDir || path.join(config.dataDir, 'blobs');
+export const masterKeyFileOf = (config: Pick<Config, 'masterKeyFile' | 'dataDir'>): string =>
+  config.masterKeyFile || path.join(config.dataDir, 'master.key');
 
 export class ConfigError extends Error {}
 
@@ -206,22 +208,35 @@ function publicUrl(env: NodeJS.ProcessEnv): string {
   } catch {
     throw new ConfigError(`BERTH_PUBLIC_URL must be a URL such as "https://example.com", got "${raw}"`);
   }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
-    throw new ConfigError(`BERTH_PUBLIC_URL must be an http:// or https:// origin with no path, such as "https://example.com", got "${raw}"`);
+  if (
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    url.username ||
+    url.password ||
+    url.search ||
+    url.hash ||
+    url.pathname !== '/'
+  ) {
+    throw new ConfigError(
+      `BERTH_PUBLIC_URL must be an http:// or https:// origin with no path, such as "https://example.com", got "${raw}"`,
+    );
   }
   return url.origin;
 }
 
 function metricsToken(env: NodeJS.ProcessEnv): string {
   const token = env.BERTH_METRICS_TOKEN?.trim() ?? '';
-  if (token && (token.length < 16 || /\s/.test(token))) throw new ConfigError('BERTH_METRICS_TOKEN must be at least 16 characters with no spaces (e.g. `openssl rand -hex 24`)');
+  if (token && (token.length < 16 || /\s/.test(token)))
+    throw new ConfigError(
+      'BERTH_METRICS_TOKEN must be at least 16 characters with no spaces (e.g. `openssl rand -hex 24`)',
+    );
   return token;
 }
 
 /** host:port, e.g. 127.0.0.1:9464 (brackets around an IPv6 host). */
 function metricsAddress(env: NodeJS.ProcessEnv): string {
   const raw = env.BERTH_METRICS_ADDRESS?.trim() ?? '';
-  if (raw && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(raw)) throw new ConfigError(`BERTH_METRICS_ADDRESS must be host:port, such as 127.0.0.1:9464, got "${raw}"`);
+  if (raw && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(raw))
+    throw new ConfigError(`BERTH_METRICS_ADDRESS must be host:port, such as 127.0.0.1:9464, got "${raw}"`);
   return raw;
 }
 
@@ -233,13 +248,18 @@ function databaseUrl(env: NodeJS.ProcessEnv): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new ConfigError('BERTH_DATABASE_URL must be a URL such as postgres://berth:password@db.example.com:5432/berth');
+    throw new ConfigError(
+      'BERTH_DATABASE_URL must be a URL such as postgres://berth:password@db.example.com:5432/berth',
+    );
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
     // The URL may hold a password: name only its scheme.
-    throw new ConfigError(`BERTH_DATABASE_URL must be a postgres:// or postgresql:// URL, got one starting with ${url.protocol}//`);
+    throw new ConfigError(
+      `BERTH_DATABASE_URL must be a postgres:// or postgresql:// URL, got one starting with ${url.protocol}//`,
+    );
   }
-  if (!url.pathname.replace(/^\//, '')) throw new ConfigError('BERTH_DATABASE_URL must name a database, such as postgres://berth@localhost/berth');
+  if (!url.pathname.replace(/^\//, ''))
+    throw new ConfigError('BERTH_DATABASE_URL must name a database, such as postgres://berth@localhost/berth');
   return raw;
 }
 
@@ -250,7 +270,9 @@ function dnsServers(env: NodeJS.ProcessEnv): string[] {
   const servers = raw.split(',').map((s) => s.trim());
   for (const server of servers) {
     if (!/^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-fA-F:.]+\](:\d{1,5})?|[0-9a-fA-F:]+)$/.test(server)) {
-      throw new ConfigError(`BERTH_EGRESS_DNS_SERVERS must be IP addresses with optional ports, such as "192.0.2.53,[2001:db8::53]:5353", got "${server}"`);
+      throw new ConfigError(
+        `BERTH_EGRESS_DNS_SERVERS must be IP addresses with optional ports, such as "192.0.2.53,[2001:db8::53]:5353", got "${server}"`,
+      );
     }
   }
   return servers;
@@ -267,7 +289,9 @@ export function objectStoreLocation(raw: string, env: NodeJS.ProcessEnv, name: s
   const match = /^s3:\/\/([^/]+)(?:\/(.*))?$/.exec(raw);
   const bucket = match?.[1] ?? '';
   if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
-    throw new ConfigError(`${name} must be s3://<bucket>[/<prefix>] with a valid bucket name, such as s3://berth-blobs/production, got "${raw}"`);
+    throw new ConfigError(
+      `${name} must be s3://<bucket>[/<prefix>] with a valid bucket name, such as s3://berth-blobs/production, got "${raw}"`,
+    );
   }
   const prefix = (match?.[2] ?? '').replace(/^\/+|\/+$/g, '');
   const endpoint = env.BERTH_S3_ENDPOINT?.trim() ?? '';
@@ -277,7 +301,9 @@ export function objectStoreLocation(raw: string, env: NodeJS.ProcessEnv, name: s
       url = new URL(endpoint);
     } catch {}
     if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.username || url.password) {
-      throw new ConfigError('BERTH_S3_ENDPOINT must be an http:// or https:// URL without credentials, such as https://s3.example.com');
+      throw new ConfigError(
+        'BERTH_S3_ENDPOINT must be an http:// or https:// URL without credentials, such as https://s3.example.com',
+      );
     }
   }
   return {
@@ -293,7 +319,9 @@ export function objectStoreLocation(raw: string, env: NodeJS.ProcessEnv, name: s
 function nodeId(env: NodeJS.ProcessEnv): string {
   const raw = env.BERTH_NODE_ID?.trim() ?? '';
   if (raw && !/^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/.test(raw)) {
-    throw new ConfigError(`BERTH_NODE_ID must be 1–100 letters, digits, dots, dashes, underscores or colons, starting with a letter or digit, got "${raw}"`);
+    throw new ConfigError(
+      `BERTH_NODE_ID must be 1–100 letters, digits, dots, dashes, underscores or colons, starting with a letter or digit, got "${raw}"`,
+    );
   }
   return raw;
 }
@@ -304,7 +332,8 @@ function roles(env: NodeJS.ProcessEnv): NodeRole[] {
   if (!raw) return DEFAULTS.roles;
   const listed = raw.split(',').map((role) => role.trim().toLowerCase());
   const unknown = listed.filter((role) => !(NODE_ROLES as readonly string[]).includes(role));
-  if (unknown.length > 0) throw new ConfigError(`BERTH_ROLES must list web, database or both, such as "web,database", got "${raw}"`);
+  if (unknown.length > 0)
+    throw new ConfigError(`BERTH_ROLES must list web, database or both, such as "web,database", got "${raw}"`);
   return NODE_ROLES.filter((role) => listed.includes(role));
 }
 
@@ -317,7 +346,16 @@ function clusterAddress(env: NodeJS.ProcessEnv, tls: boolean): string {
   try {
     url = new URL(raw);
   } catch {}
-  if (!url || url.protocol !== scheme || !url.port || url.username || url.password || url.search || url.hash || url.pathname !== '/') {
+  if (
+    !url ||
+    url.protocol !== scheme ||
+    !url.port ||
+    url.username ||
+    url.password ||
+    url.search ||
+    url.hash ||
+    url.pathname !== '/'
+  ) {
     throw new ConfigError(
       `BERTH_CLUSTER_ADDRESS must be an ${scheme}// origin with a port and no path, such as "${scheme}//10.0.0.2:8081"${tls ? ' (the channel uses TLS: BERTH_CLUSTER_TLS_* are set)' : ''}, got "${raw}"`,
     );
@@ -327,18 +365,29 @@ function clusterAddress(env: NodeJS.ProcessEnv, tls: boolean): string {
 
 /** BERTH_CLUSTER_TLS_CERT, _KEY and _CA: all three files, or none. */
 function clusterTls(env: NodeJS.ProcessEnv): Config['clusterTls'] {
-  const files = { cert: optionalPath(env, 'BERTH_CLUSTER_TLS_CERT'), key: optionalPath(env, 'BERTH_CLUSTER_TLS_KEY'), ca: optionalPath(env, 'BERTH_CLUSTER_TLS_CA') };
+  const files = {
+    cert: optionalPath(env, 'BERTH_CLUSTER_TLS_CERT'),
+    key: optionalPath(env, 'BERTH_CLUSTER_TLS_KEY'),
+    ca: optionalPath(env, 'BERTH_CLUSTER_TLS_CA'),
+  };
   const given = Object.values(files).filter(Boolean).length;
   if (given === 0) return null;
-  if (given < 3) throw new ConfigError('BERTH_CLUSTER_TLS_CERT, BERTH_CLUSTER_TLS_KEY and BERTH_CLUSTER_TLS_CA go together: this node\u2019s certificate, its key, and the CA that signed every node\u2019s');
+  if (given < 3)
+    throw new ConfigError(
+      'BERTH_CLUSTER_TLS_CERT, BERTH_CLUSTER_TLS_KEY and BERTH_CLUSTER_TLS_CA go together: this node\u2019s certificate, its key, and the CA that signed every node\u2019s',
+    );
   return files;
 }
 
 /** BERTH_CLUSTER_LISTEN: host:port (brackets around an IPv6 host); empty: the host and port of the cluster address. */
 function clusterListen(env: NodeJS.ProcessEnv, address: string): string {
   const raw = env.BERTH_CLUSTER_LISTEN?.trim() ?? '';
-  if (raw && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(raw)) throw new ConfigError(`BERTH_CLUSTER_LISTEN must be host:port, such as 0.0.0.0:8081, got "${raw}"`);
-  if (raw && !address) throw new ConfigError('BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS: the address the other nodes reach the channel at');
+  if (raw && !/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(raw))
+    throw new ConfigError(`BERTH_CLUSTER_LISTEN must be host:port, such as 0.0.0.0:8081, got "${raw}"`);
+  if (raw && !address)
+    throw new ConfigError(
+      'BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS: the address the other nodes reach the channel at',
+    );
   return raw;
 }
 
@@ -357,7 +406,9 @@ function text(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const siteHost = text(env, 'BERTH_SITE_HOST', DEFAULTS.siteHost).toLowerCase();
   if (!/^[a-z0-9.-]+$/.test(siteHost) || siteHost.startsWith('.') || siteHost.endsWith('.')) {
-    throw new ConfigError(`BERTH_SITE_HOST must be a host name such as "localhost" or "example.com", got "${siteHost}"`);
+    throw new ConfigError(
+      `BERTH_SITE_HOST must be a host name such as "localhost" or "example.com", got "${siteHost}"`,
+    );
   }
   const logLevel = text(env, 'BERTH_LOG_LEVEL', DEFAULTS.logLevel);
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
@@ -366,12 +417,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(text(env, 'BERTH_DATA_DIR', DEFAULTS.dataDir));
   const tls = clusterTls(env);
   const address = clusterAddress(env, tls !== null);
-  if (tls && !address) throw new ConfigError('BERTH_CLUSTER_TLS_* need BERTH_CLUSTER_ADDRESS: TLS is for the internal channel');
+  if (tls && !address)
+    throw new ConfigError('BERTH_CLUSTER_TLS_* need BERTH_CLUSTER_ADDRESS: TLS is for the internal channel');
   const databaseUrlValue = databaseUrl(env);
   const nodeRoles = roles(env);
   // Nodes share their metadata on PostgreSQL; on SQLite there is only ever one node, and it holds every database.
-  if (!databaseUrlValue && address) throw new ConfigError('BERTH_CLUSTER_ADDRESS needs BERTH_DATABASE_URL: the nodes of a cluster share their metadata on PostgreSQL');
-  if (!databaseUrlValue && !nodeRoles.includes('database')) throw new ConfigError('BERTH_ROLES must include database when the metadata is on SQLite: this node is the only one');
+  if (!databaseUrlValue && address)
+    throw new ConfigError(
+      'BERTH_CLUSTER_ADDRESS needs BERTH_DATABASE_URL: the nodes of a cluster share their metadata on PostgreSQL',
+    );
+  if (!databaseUrlValue && !nodeRoles.includes('database'))
+    throw new ConfigError(
+      'BERTH_ROLES must include database when the metadata is on SQLite: this node is the only one',
+    );
   return {
     port: integer(env, 'BERTH_PORT', DEFAULTS.port, 0, 65535),
     bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
@@ -389,7 +447,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     masterKeyFile: optionalPath(env, 'BERTH_MASTER_KEY_FILE'),
     ownerEmail: text(env, 'BERTH_OWNER_EMAIL', DEFAULTS.ownerEmail),
     maxFileBytes: integer(env, 'BERTH_MAX_FILE_BYTES', DEFAULTS.maxFileBytes, 1, Number.MAX_SAFE_INTEGER),
-    accountStorageBytes: integer(env, 'BERTH_ACCOUNT_STORAGE_BYTES', DEFAULTS.accountStorageBytes, 0, Number.MAX_SAFE_INTEGER),
+    accountStorageBytes: integer(
+      env,
+      'BERTH_ACCOUNT_STORAGE_BYTES',
+      DEFAULTS.accountStorageBytes,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    ),
     blobSweepMs: integer(env, 'BERTH_BLOB_SWEEP_MS', DEFAULTS.blobSweepMs, 0, 7 * 24 * 3600_000),
     databaseCopyMs: integer(env, 'BERTH_DATABASE_COPY_MS', DEFAULTS.databaseCopyMs, 0, 7 * 24 * 3600_000),
     maxJsonBytes: DEFAULTS.maxJsonBytes,
@@ -400,16 +464,35 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     functionHeapMb: integer(env, 'BERTH_FUNCTION_MEMORY_MB', DEFAULTS.functionHeapMb, 16, 16_384),
     functionIdleMs: integer(env, 'BERTH_FUNCTION_IDLE_MS', DEFAULTS.functionIdleMs, 100, 24 * 3600_000),
     maxWorkers: integer(env, 'BERTH_MAX_WORKERS', DEFAULTS.maxWorkers, 1, 10_000),
-    workerMemoryBytes: integer(env, 'BERTH_WORKER_MEMORY_MB', DEFAULTS.workerMemoryBytes / MIB, 64, 16 * 1024 * 1024) * MIB,
+    workerMemoryBytes:
+      integer(env, 'BERTH_WORKER_MEMORY_MB', DEFAULTS.workerMemoryBytes / MIB, 64, 16 * 1024 * 1024) * MIB,
     spareWorkers: integer(env, 'BERTH_SPARE_WORKERS', DEFAULTS.spareWorkers, 0, 64),
-    maxFunctionBodyBytes: integer(env, 'BERTH_FUNCTION_MAX_BODY_BYTES', DEFAULTS.maxFunctionBodyBytes, 1, 64 * 1024 * 1024 - 1024),
-    egressConnectionsPerSite: integer(env, 'BERTH_EGRESS_CONNECTIONS_PER_SITE', DEFAULTS.egressConnectionsPerSite, 1, 10_000),
+    maxFunctionBodyBytes: integer(
+      env,
+      'BERTH_FUNCTION_MAX_BODY_BYTES',
+      DEFAULTS.maxFunctionBodyBytes,
+      1,
+      64 * 1024 * 1024 - 1024,
+    ),
+    egressConnectionsPerSite: integer(
+      env,
+      'BERTH_EGRESS_CONNECTIONS_PER_SITE',
+      DEFAULTS.egressConnectionsPerSite,
+      1,
+      10_000,
+    ),
     egressDnsServers: dnsServers(env),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
     maxDatabaseProcesses: integer(env, 'BERTH_MAX_DATABASE_PROCESSES', DEFAULTS.maxDatabaseProcesses, 1, 10_000),
     // A site database holds at least its ledger and a few tables: 1 MiB is the smallest useful size.
-    siteDatabaseMaxBytes: integer(env, 'BERTH_SITE_DATABASE_MAX_BYTES', DEFAULTS.siteDatabaseMaxBytes, 1024 * 1024, Number.MAX_SAFE_INTEGER),
+    siteDatabaseMaxBytes: integer(
+      env,
+      'BERTH_SITE_DATABASE_MAX_BYTES',
+      DEFAULTS.siteDatabaseMaxBytes,
+      1024 * 1024,
+      Number.MAX_SAFE_INTEGER,
+    ),
     cronTickMs: integer(env, 'BERTH_CRON_TICK_MS', DEFAULTS.cronTickMs, 0, 60_000),
     nodeId: nodeId(env),
     roles: nodeRoles,
@@ -423,12 +506,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 function loadLlmConfig(env: NodeJS.ProcessEnv): LlmConfig {
   const provider = text(env, 'BERTH_LLM_PROVIDER', '').toLowerCase();
   if (provider !== '' && provider !== 'openai' && provider !== 'anthropic') {
-    throw new ConfigError('BERTH_LLM_PROVIDER must be "openai" (any OpenAI-compatible chat completions API) or "anthropic"');
+    throw new ConfigError(
+      'BERTH_LLM_PROVIDER must be "openai" (any OpenAI-compatible chat completions API) or "anthropic"',
+    );
   }
   const defaults = DEFAULTS.llm;
   const config: LlmConfig = {
     provider,
-    baseUrl: text(env, 'BERTH_LLM_BASE_URL', provider === 'anthropic' ? 'https://api.anthropic.com' : provider === 'openai' ? 'https://api.openai.com/v1' : ''),
+    baseUrl: text(
+      env,
+      'BERTH_LLM_BASE_URL',
+      provider === 'anthropic' ? 'https://api.anthropic.com' : provider === 'openai' ? 'https://api.openai.com/v1' : '',
+    ),
     apiKey: env.BERTH_LLM_API_KEY ?? '',
     models: {
       'model-6-luna': text(env, 'BERTH_LLM_MODEL_LUNA', ''),
@@ -438,7 +527,9 @@ function loadLlmConfig(env: NodeJS.ProcessEnv): LlmConfig {
     dailyCalls: integer(env, 'BERTH_LLM_DAILY_CALLS', defaults.dailyCalls, 0, 100_000_000),
   };
   if (provider && (!config.models['model-6-luna'] || !config.models['model-6.1-sol'])) {
-    throw new ConfigError('with BERTH_LLM_PROVIDER set, BERTH_LLM_MODEL_LUNA and BERTH_LLM_MODEL_SOL name the provider models to use');
+    throw new ConfigError(
+      'with BERTH_LLM_PROVIDER set, BERTH_LLM_MODEL_LUNA and BERTH_LLM_MODEL_SOL name the provider models to use',
+    );
   }
   return config;
 }

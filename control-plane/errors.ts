@@ -98,12 +98,16 @@ export class BerthError extends Error {
   }
 }
 
-export const invalid = (message: string, details?: Record<string, unknown>) => new BerthError('invalid_request', message, details);
+export const invalid = (message: string, details?: Record<string, unknown>) =>
+  new BerthError('invalid_request', message, details);
 
 export const notFound = (what: string) => new BerthError('not_found', `${what} not found`);
 
-export const conflict = (code: ErrorCode, message: string, details?: Record<string, unknown>) => new BerthError(code, message, details);
+export const conflict = (code: ErrorCode, message: string, details?: Record<string, unknown>) =>
+  new BerthError(code, message, details);
 
 /** The metadata server did not answer (see db/errors.ts): the request may be sent again shortly. */
-export const metadataUnavailable = () => new BerthError('metadata_unavailable', 'the metadata database is not answering; try again shortly');
-export const storageUnavailable = () => new BerthError('storage_unavailable', 'the file store is not answering; nothing was stored, try again shortly');
+export const metadataUnavailable = () =>
+  new BerthError('metadata_unavailable', 'the metadata database is not answering; try again shortly');
+export const storageUnavailable = () =>
+  new BerthError('storage_unavailable', 'the file store is not answering; nothing was stored, try again shortly');

@@ -64,7 +64,11 @@ const jsonLines = new WeakMap<Logger, TurnBatcher>();
 /** A logger of `level`: readable lines on a terminal, else JSON lines to `sink` (stdout by default). */
 export function createLogger(level: string, terminal = process.stdout.isTTY === true, sink?: LineSink): Logger {
   const options = { level, base: { service: 'berth' }, timestamp: isoTime };
-  if (terminal) return pino(options, pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'service,pid,hostname', singleLine: true }));
+  if (terminal)
+    return pino(
+      options,
+      pretty({ colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'service,pid,hostname', singleLine: true }),
+    );
   const out = new TurnBatcher(sink ?? pino.destination({ dest: 1, sync: false }));
   const logger = pino(options, out);
   jsonLines.set(logger, out);

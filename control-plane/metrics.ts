@@ -51,8 +51,19 @@ export class Metrics {
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
     collectDefaultMetrics({ register: this.registry, prefix: 'berth_' });
-    this.#requests = new Counter({ name: 'berth_http_requests_total', help: 'HTTP requests answered, by kind (api, site), route and status', labelNames: ['kind', 'route', 'status'], registers });
-    this.#requestSeconds = new Histogram({ name: 'berth_http_request_duration_seconds', help: 'Time to answer an HTTP request (its head, for streamed bodies)', labelNames: ['kind', 'route'], buckets: LATENCY_BUCKETS, registers });
+    this.#requests = new Counter({
+      name: 'berth_http_requests_total',
+      help: 'HTTP requests answered, by kind (api, site), route and status',
+      labelNames: ['kind', 'route', 'status'],
+      registers,
+    });
+    this.#requestSeconds = new Histogram({
+      name: 'berth_http_request_duration_seconds',
+      help: 'Time to answer an HTTP request (its head, for streamed bodies)',
+      labelNames: ['kind', 'route'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
     new Gauge({
       name: 'berth_workers_live',
       help: 'Function workers alive now',
@@ -61,24 +72,81 @@ export class Metrics {
         this.set(sources.liveWorkers());
       },
     });
-    this.#workersStarted = new Counter({ name: 'berth_workers_started_total', help: 'Function workers started', registers });
-    this.#coldStartSeconds = new Histogram({ name: 'berth_cold_start_duration_seconds', help: 'Time from starting a function worker to its being ready (a cold start)', buckets: LATENCY_BUCKETS, registers });
-    this.#workerExits = new Counter({ name: 'berth_worker_exits_total', help: 'Function workers that stopped, by reason: disposed (idle or retired), timeout, memory, crashed, protocol', labelNames: ['reason'], registers });
-    this.#ctxCalls = new Counter({ name: 'berth_ctx_calls_total', help: 'ctx calls served to functions, by method', labelNames: ['method'], registers });
-    this.#cronRuns = new Counter({ name: 'berth_cron_runs_total', help: 'Cron runs that ended, by outcome', labelNames: ['outcome'], registers });
-    this.#statementSeconds = new Histogram({ name: 'berth_database_statement_duration_seconds', help: 'Site database statements, by source (api, function, system) and outcome (ok, error)', labelNames: ['source', 'outcome'], buckets: LATENCY_BUCKETS, registers });
-    this.#egressRequests = new Counter({ name: 'berth_egress_requests_total', help: 'Outbound requests of functions through the egress proxy, by site and outcome (forwarded, refused, failed)', labelNames: ['site', 'outcome'], registers });
-    this.#egressBytes = new Counter({ name: 'berth_egress_bytes_total', help: 'Bytes of functions’ outbound requests (out) and their answers (in), by site', labelNames: ['site', 'direction'], registers });
-    mirrored('berth_metadata_queries_total', 'Statements sent to the metadata database (transaction statements included)', registers, sources.metadataQueries);
-    mirrored('berth_object_store_requests_total', 'Requests sent to the object store (0 on the blob directory)', registers, sources.objectStoreRequests);
-    mirrored('berth_channel_calls_total', 'Site database calls sent to other nodes over the internal channel', registers, sources.channelCalls);
+    this.#workersStarted = new Counter({
+      name: 'berth_workers_started_total',
+      help: 'Function workers started',
+      registers,
+    });
+    this.#coldStartSeconds = new Histogram({
+      name: 'berth_cold_start_duration_seconds',
+      help: 'Time from starting a function worker to its being ready (a cold start)',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.#workerExits = new Counter({
+      name: 'berth_worker_exits_total',
+      help: 'Function workers that stopped, by reason: disposed (idle or retired), timeout, memory, crashed, protocol',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.#ctxCalls = new Counter({
+      name: 'berth_ctx_calls_total',
+      help: 'ctx calls served to functions, by method',
+      labelNames: ['method'],
+      registers,
+    });
+    this.#cronRuns = new Counter({
+      name: 'berth_cron_runs_total',
+      help: 'Cron runs that ended, by outcome',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.#statementSeconds = new Histogram({
+      name: 'berth_database_statement_duration_seconds',
+      help: 'Site database statements, by source (api, function, system) and outcome (ok, error)',
+      labelNames: ['source', 'outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.#egressRequests = new Counter({
+      name: 'berth_egress_requests_total',
+      help: 'Outbound requests of functions through the egress proxy, by site and outcome (forwarded, refused, failed)',
+      labelNames: ['site', 'outcome'],
+      registers,
+    });
+    this.#egressBytes = new Counter({
+      name: 'berth_egress_bytes_total',
+      help: 'Bytes of functions’ outbound requests (out) and their answers (in), by site',
+      labelNames: ['site', 'direction'],
+      registers,
+    });
+    mirrored(
+      'berth_metadata_queries_total',
+      'Statements sent to the metadata database (transaction statements included)',
+      registers,
+      sources.metadataQueries,
+    );
+    mirrored(
+      'berth_object_store_requests_total',
+      'Requests sent to the object store (0 on the blob directory)',
+      registers,
+      sources.objectStoreRequests,
+    );
+    mirrored(
+      'berth_channel_calls_total',
+      'Site database calls sent to other nodes over the internal channel',
+      registers,
+      sources.channelCalls,
+    );
     new Gauge({
       name: 'berth_bytes_stored',
       help: 'Bytes of file content stored (each distinct blob once)',
       registers,
       async collect() {
         const blobs = sources.db('file_versions').max({ bytes: 'bytes' }).groupBy('blob_sha256').as('blobs');
-        const row = (await sources.db.sum({ bytes: 'bytes' }).from(blobs).first()) as { bytes: number | string | null } | undefined;
+        const row = (await sources.db.sum({ bytes: 'bytes' }).from(blobs).first()) as
+          | { bytes: number | string | null }
+          | undefined;
         this.set(Number(row?.bytes ?? 0));
       },
     });
@@ -89,7 +157,8 @@ export class Metrics {
       registers,
       async collect() {
         this.reset();
-        for (const { accountId, usedBytes } of await sources.storageByAccount()) this.set({ account: accountId }, usedBytes);
+        for (const { accountId, usedBytes } of await sources.storageByAccount())
+          this.set({ account: accountId }, usedBytes);
       },
     });
     new Gauge({
@@ -99,7 +168,8 @@ export class Metrics {
       registers,
       async collect() {
         this.reset();
-        for (const { accountId, limitBytes } of await sources.storageByAccount()) if (limitBytes !== null) this.set({ account: accountId }, limitBytes);
+        for (const { accountId, limitBytes } of await sources.storageByAccount())
+          if (limitBytes !== null) this.set({ account: accountId }, limitBytes);
       },
     });
   }

@@ -28,10 +28,25 @@ export const Timestamp = z.iso.datetime();
 /** A page parameter: a decimal string in a REST query, a number from JSON front doors. */
 const queryInt = (min: number, max: number, fallback: number) =>
   z
-    .union([z.number(), z.string().regex(/^\d+$/, { error: `must be an integer from ${min} to ${max}` }).transform(Number)], {
-      error: `must be an integer from ${min} to ${max}`,
-    })
-    .pipe(z.number().int({ error: `must be an integer from ${min} to ${max}` }).min(min, { error: `must be at least ${min}` }).max(max, { error: `must be at most ${max}` }))
+    .union(
+      [
+        z.number(),
+        z
+          .string()
+          .regex(/^\d+$/, { error: `must be an integer from ${min} to ${max}` })
+          .transform(Number),
+      ],
+      {
+        error: `must be an integer from ${min} to ${max}`,
+      },
+    )
+    .pipe(
+      z
+        .number()
+        .int({ error: `must be an integer from ${min} to ${max}` })
+        .min(min, { error: `must be at least ${min}` })
+        .max(max, { error: `must be at most ${max}` }),
+    )
     .optional()
     .transform((v) => v ?? fallback);
 
@@ -126,7 +141,9 @@ export const FunctionLogLine = z.object({
   createdAt: Timestamp,
 });
 
-export const DeployFunctionBody = z.object({ path: z.string().describe('stored source path, e.g. api/hello.ts') }).strict();
+export const DeployFunctionBody = z
+  .object({ path: z.string().describe('stored source path, e.g. api/hello.ts') })
+  .strict();
 
 export const FileRecord = z.object({
   id: Uuid,
@@ -173,7 +190,13 @@ export const ListSitesQuery = ListByAccountQuery.extend({
   status: SiteStatus.optional(),
 });
 export const CreateSiteBody = z
-  .object({ accountId: Uuid, name: Name, subdomain: Subdomain.optional(), access: Access.optional(), bucketId: Uuid.optional() })
+  .object({
+    accountId: Uuid,
+    name: Name,
+    subdomain: Subdomain.optional(),
+    access: Access.optional(),
+    bucketId: Uuid.optional(),
+  })
   .strict();
 export const UpdateSiteBody = z
   .object({
@@ -196,8 +219,12 @@ export const RestoreBody = z
 
 export const SecretName = z.string().describe('1–128 letters, digits and underscores, not starting with a digit');
 export const SecretMetadata = z.object({ name: z.string(), updatedAt: Timestamp });
-export const SetSecretBody = z.object({ name: SecretName, value: z.string({ error: 'must be a string' }).describe('1–65,536 bytes of UTF-8') }).strict();
-export const ReplaceSecretBody = z.object({ value: z.string({ error: 'must be a string' }).describe('1–65,536 bytes of UTF-8') }).strict();
+export const SetSecretBody = z
+  .object({ name: SecretName, value: z.string({ error: 'must be a string' }).describe('1–65,536 bytes of UTF-8') })
+  .strict();
+export const ReplaceSecretBody = z
+  .object({ value: z.string({ error: 'must be a string' }).describe('1–65,536 bytes of UTF-8') })
+  .strict();
 export const SecretAccessLog = z.object({
   id: z.number().int(),
   secretName: z.string(),
@@ -216,7 +243,9 @@ export const CronRun = z.object({
   outcome: z.enum(['RUNNING', 'SUCCEEDED', 'FAILED', 'SKIPPED']),
   error: z.string().nullable(),
 });
-export const ListCronRunsQuery = PageQuery.extend({ path: z.string().optional().describe('only runs of this cron/<name>.ts') });
+export const ListCronRunsQuery = PageQuery.extend({
+  path: z.string().optional().describe('only runs of this cron/<name>.ts'),
+});
 
 export const Database = z.object({
   id: Uuid,
@@ -229,9 +258,14 @@ export const Database = z.object({
 export const DatabaseParams = z.object({ siteId: Uuid, databaseId: Uuid });
 export const QueryBody = z
   .object({
-    sql: z.string({ error: 'sql must be a string' }).min(1, { error: 'sql must not be empty' }).describe('exactly one SQL statement; use ? placeholders'),
+    sql: z
+      .string({ error: 'sql must be a string' })
+      .min(1, { error: 'sql must not be empty' })
+      .describe('exactly one SQL statement; use ? placeholders'),
     params: z
-      .array(z.union([z.string(), z.number(), z.boolean(), z.null()]), { error: 'params must be a list of strings, numbers, booleans or nulls' })
+      .array(z.union([z.string(), z.number(), z.boolean(), z.null()]), {
+        error: 'params must be a list of strings, numbers, booleans or nulls',
+      })
       .optional(),
   })
   .strict();
@@ -243,7 +277,11 @@ export const QueryEnvelope = z.object({
     z.object({
       success: z.boolean(),
       results: z.array(z.record(z.string(), z.unknown())),
-      meta: z.object({ duration: z.number().describe('ms'), changes: z.number().int(), last_row_id: z.number().int().nullable() }),
+      meta: z.object({
+        duration: z.number().describe('ms'),
+        changes: z.number().int(),
+        last_row_id: z.number().int().nullable(),
+      }),
     }),
   ),
 });
@@ -256,7 +294,10 @@ const MigrationInput = z.object({
 export const ApplyMigrationBody = MigrationInput.extend({ confirm: Confirm }).strict();
 export const ApplyMigrationsBody = z
   .object({
-    migrations: z.array(MigrationInput.strict()).min(1, { error: 'migrations must list at least one migration' }).describe('the whole ordered history, applied ones first'),
+    migrations: z
+      .array(MigrationInput.strict())
+      .min(1, { error: 'migrations must list at least one migration' })
+      .describe('the whole ordered history, applied ones first'),
     confirm: Confirm,
   })
   .strict();
@@ -277,7 +318,9 @@ export const DeletionChallenge = z.object({
   expiresAt: Timestamp,
   next: NextStep,
 });
-export const DeleteDatabaseBody = z.object({ confirmationCode: z.string({ error: 'confirmationCode is required' }) }).strict();
+export const DeleteDatabaseBody = z
+  .object({ confirmationCode: z.string({ error: 'confirmationCode is required' }) })
+  .strict();
 export const DatabaseExport = z.object({
   id: Uuid,
   status: z.enum(['PROCESSING', 'COMPLETE', 'ERROR']),

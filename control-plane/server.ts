@@ -92,7 +92,13 @@ function closeChannel(channel: http.Server | https.Server): Promise<void> {
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
   let boundPort = config.port;
-  const { deps, owner, scheduler, channel, close: release } = await compose(config, {
+  const {
+    deps,
+    owner,
+    scheduler,
+    channel,
+    close: release,
+  } = await compose(config, {
     log,
     now: options.now,
     workerNice: options.workerNice,
@@ -120,7 +126,9 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   try {
     // The ports named in full first: a public port of 0 (any free one) can then not take one of them.
     if (channel) {
-      const { host: channelHost, port: channelPort } = config.clusterListen ? splitAddress(config.clusterListen) : channelListenOf(config.clusterAddress);
+      const { host: channelHost, port: channelPort } = config.clusterListen
+        ? splitAddress(config.clusterListen)
+        : channelListenOf(config.clusterAddress);
       await listen(channel, channelHost, channelPort);
     }
     if (metrics) {
@@ -149,10 +157,13 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       // listener closes (and with it the connections idle now), and each other one as soon as it is idle.
       const drained = new Promise<void>((resolve) => server.once('close', () => resolve()));
       let sweep: NodeJS.Timeout | undefined;
-      const linger = setTimeout(() => {
-        server.close();
-        sweep = setInterval(() => server.closeIdleConnections(), 50);
-      }, Math.min(ACCEPT_LINGER_MS, config.shutdownGraceMs));
+      const linger = setTimeout(
+        () => {
+          server.close();
+          sweep = setInterval(() => server.closeIdleConnections(), 50);
+        },
+        Math.min(ACCEPT_LINGER_MS, config.shutdownGraceMs),
+      );
       const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       metrics?.close();
       await drained;
@@ -168,6 +179,17 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
 
   const url = `http://${host}:${boundPort}`;
   const metricsAddress = metrics?.address() as AddressInfo | undefined;
-  const metricsUrl = metricsAddress ? `http://${metricsAddress.family === 'IPv6' ? `[${metricsAddress.address}]` : metricsAddress.address}:${metricsAddress.port}/metrics` : undefined;
-  return { url, publicUrl: config.publicUrl || url, ...(metricsUrl ? { metricsUrl } : {}), port: boundPort, deps, owner, scheduler, close };
+  const metricsUrl = metricsAddress
+    ? `http://${metricsAddress.family === 'IPv6' ? `[${metricsAddress.address}]` : metricsAddress.address}:${metricsAddress.port}/metrics`
+    : undefined;
+  return {
+    url,
+    publicUrl: config.publicUrl || url,
+    ...(metricsUrl ? { metricsUrl } : {}),
+    port: boundPort,
+    deps,
+    owner,
+    scheduler,
+    close,
+  };
 }

@@ -7,16 +7,21 @@ import { errnoCode } from '../storage/durable.ts';
 
 export class StartupError extends Error {}
 
-
 /** Why the server could not listen, or the error itself when it is not one an operator can fix. */
 export function listenProblem(err: unknown, bind: string, port: number): unknown {
   switch (errnoCode(err)) {
     case 'EADDRINUSE':
-      return new StartupError(`port ${port} on ${bind} is already in use by another program: stop that program, or set BERTH_PORT to a free port`);
+      return new StartupError(
+        `port ${port} on ${bind} is already in use by another program: stop that program, or set BERTH_PORT to a free port`,
+      );
     case 'EACCES':
-      return new StartupError(`this user may not listen on port ${port} (ports below 1024 need privileges): set BERTH_PORT above 1023 and put a proxy in front (docs/deploy.md)`);
+      return new StartupError(
+        `this user may not listen on port ${port} (ports below 1024 need privileges): set BERTH_PORT above 1023 and put a proxy in front (docs/deploy.md)`,
+      );
     case 'EADDRNOTAVAIL':
-      return new StartupError(`${bind} is not an address of this machine: set BERTH_BIND to one of its addresses, e.g. 127.0.0.1 or 0.0.0.0`);
+      return new StartupError(
+        `${bind} is not an address of this machine: set BERTH_BIND to one of its addresses, e.g. 127.0.0.1 or 0.0.0.0`,
+      );
     default:
       return err;
   }
@@ -28,12 +33,18 @@ export function dataDirProblem(err: unknown, dataDir: string): unknown {
   switch (errnoCode(err)) {
     case 'EACCES':
     case 'EPERM':
-      return new StartupError(`the data dir ${where} is not writable by this user: give the user running Berth its ownership, or set BERTH_DATA_DIR`);
+      return new StartupError(
+        `the data dir ${where} is not writable by this user: give the user running Berth its ownership, or set BERTH_DATA_DIR`,
+      );
     case 'EROFS':
-      return new StartupError(`the data dir ${where} is on a read-only file system: set BERTH_DATA_DIR to a writable place`);
+      return new StartupError(
+        `the data dir ${where} is on a read-only file system: set BERTH_DATA_DIR to a writable place`,
+      );
     case 'ENOTDIR':
     case 'EEXIST':
-      return new StartupError(`the data dir ${where} is not a directory (or a part of its path is a file): set BERTH_DATA_DIR to a directory`);
+      return new StartupError(
+        `the data dir ${where} is not a directory (or a part of its path is a file): set BERTH_DATA_DIR to a directory`,
+      );
     case 'ENOSPC':
       return new StartupError(`the disk of the data dir ${where} is full: free some space`);
     default:
@@ -45,7 +56,9 @@ export function dataDirProblem(err: unknown, dataDir: string): unknown {
 export function blobStoreProblem(err: unknown): unknown {
   if (!(err instanceof StorageUnavailableError)) return err;
   if (err.reason === 'NoSuchBucket') return new StartupError(err.message);
-  const hint = /AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|CredentialsProviderError|Forbidden/.test(err.reason)
+  const hint = /AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|CredentialsProviderError|Forbidden/.test(
+    err.reason,
+  )
     ? 'check the credentials the AWS SDK finds (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or the instance role)'
     : 'check BERTH_OBJECT_STORE, BERTH_S3_ENDPOINT and that the store is up';
   return new StartupError(`${err.message}: ${hint}`);

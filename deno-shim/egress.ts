@@ -41,21 +41,37 @@ export function routeFetchThroughEgress(route: EgressRoute): void {
         duplex: 'half',
       } as RequestInit);
       const refused = response.headers.get('x-berth-egress-refused') ?? response.headers.get('x-berth-egress-failed');
-      if (refused !== null) throw networkError(`fetch of ${url} ${response.status === 403 ? 'refused' : 'failed'}: ${await response.text()}`, refused);
+      if (refused !== null)
+        throw networkError(
+          `fetch of ${url} ${response.status === 403 ? 'refused' : 'failed'}: ${await response.text()}`,
+          refused,
+        );
       const location = response.headers.get('location');
-      if (!REDIRECTS.has(response.status) || location === null || mode === 'manual') return answered(response, url, hop > 0);
+      if (!REDIRECTS.has(response.status) || location === null || mode === 'manual')
+        return answered(response, url, hop > 0);
       await response.body?.cancel();
-      if (mode === 'error') throw networkError(`fetch of ${url} was redirected, and its redirect mode is "error"`, 'EGRESS_REDIRECT');
-      if (hop + 1 > MAX_REDIRECTS) throw networkError(`fetch of ${url} was redirected more than ${MAX_REDIRECTS} times`, 'EGRESS_REDIRECT');
+      if (mode === 'error')
+        throw networkError(`fetch of ${url} was redirected, and its redirect mode is "error"`, 'EGRESS_REDIRECT');
+      if (hop + 1 > MAX_REDIRECTS)
+        throw networkError(`fetch of ${url} was redirected more than ${MAX_REDIRECTS} times`, 'EGRESS_REDIRECT');
       const target = new URL(location, url).href;
       // As fetch does: a 303 (or a 301 or 302 after a POST) goes on as a GET without the body.
-      const toGet = (response.status === 303 && method !== 'HEAD') || ((response.status === 301 || response.status === 302) && method === 'POST');
+      const toGet =
+        (response.status === 303 && method !== 'HEAD') ||
+        ((response.status === 301 || response.status === 302) && method === 'POST');
       if (toGet || !hadBody) {
-        request = new Request(target, { method: toGet ? 'GET' : method, headers: toGet ? withoutBodyHeaders(sent) : sent, signal });
+        request = new Request(target, {
+          method: toGet ? 'GET' : method,
+          headers: toGet ? withoutBodyHeaders(sent) : sent,
+          signal,
+        });
       } else if (resendable !== undefined) {
         request = new Request(target, { method, headers: sent, body: resendable, signal });
       } else {
-        throw networkError(`fetch of ${url} was redirected with ${response.status}, which needs its streamed body sent again`, 'EGRESS_REDIRECT');
+        throw networkError(
+          `fetch of ${url} was redirected with ${response.status}, which needs its streamed body sent again`,
+          'EGRESS_REDIRECT',
+        );
       }
     }
   }
@@ -65,13 +81,18 @@ export function routeFetchThroughEgress(route: EgressRoute): void {
 
 function withoutBodyHeaders(headers: Headers): Headers {
   const out = new Headers(headers);
-  for (const name of ['content-type', 'content-length', 'content-encoding', 'content-language', 'content-location']) out.delete(name);
+  for (const name of ['content-type', 'content-length', 'content-encoding', 'content-language', 'content-location'])
+    out.delete(name);
   return out;
 }
 
 /** The proxy's answer as the target's: its URL and whether it was reached by a redirect. */
 function answered(response: Response, url: string, redirected: boolean): Response {
-  const out = new Response(response.body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  const out = new Response(response.body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
   Object.defineProperties(out, { url: { value: url }, redirected: { value: redirected } });
   return out;
 }

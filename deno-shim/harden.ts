@@ -37,7 +37,8 @@ export function hideHostPaths(functionUrl: string, sourcePath: string): void {
     }
   };
   Object.defineProperty(Error, 'prepareStackTrace', {
-    value: (error: unknown, frames: unknown[]) => redact([describe(error), ...frames.map((frame) => `    at ${String(frame)}`)].join('\n')),
+    value: (error: unknown, frames: unknown[]) =>
+      redact([describe(error), ...frames.map((frame) => `    at ${String(frame)}`)].join('\n')),
     writable: false,
     configurable: false,
   });
@@ -59,7 +60,9 @@ export function setLogSink(next: LogSink): void {
 }
 
 function format(args: unknown[]): string {
-  const text = args.map((arg) => (typeof arg === 'string' ? arg : Deno.inspect(arg, { depth: 4, colors: false }))).join(' ');
+  const text = args
+    .map((arg) => (typeof arg === 'string' ? arg : Deno.inspect(arg, { depth: 4, colors: false })))
+    .join(' ');
   return text.length > MAX_LOG_CHARS ? `${text.slice(0, MAX_LOG_CHARS)}… (truncated)` : text;
 }
 

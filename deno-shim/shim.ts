@@ -36,7 +36,8 @@ const MAX_BACKLOG_BYTES = 1024 * 1024;
 /** Request frames carry bodies up to the largest body limit an operator may configure. */
 const MAX_REQUEST_FRAME_BYTES = MAX_FRAME_BYTES + MAX_REQUEST_HEAD_BYTES;
 const MAX_HEAD_BYTES = shimPayloadBytes(FrameType.ResponseHead);
-const hostFrameBytes = (type: number): number => (type === FrameType.Request ? MAX_REQUEST_FRAME_BYTES : MAX_FRAME_BYTES);
+const hostFrameBytes = (type: number): number =>
+  type === FrameType.Request ? MAX_REQUEST_FRAME_BYTES : MAX_FRAME_BYTES;
 
 /**
  * Writes frames in order. Frames queued before the next turn of the event loop go out in one write
@@ -65,7 +66,8 @@ function createWriter(conn: Deno.Conn) {
     return flushing;
   };
   /** Waits for the socket only when much is queued, so streamed bodies cannot outrun it. */
-  const drain = (): Promise<void> | undefined => (pendingBytes > MAX_BACKLOG_BYTES ? (flushing ?? undefined) : undefined);
+  const drain = (): Promise<void> | undefined =>
+    pendingBytes > MAX_BACKLOG_BYTES ? (flushing ?? undefined) : undefined;
   return { send, drain };
 }
 
@@ -82,7 +84,9 @@ function concat(parts: Uint8Array[]): Uint8Array {
 function failure(error: unknown): HandlerFailure {
   const e = error as { message?: unknown; code?: unknown; status?: unknown } | null;
   const message = typeof e?.message === 'string' ? e.message : String(error);
-  const out: HandlerFailure = { message: message.length > MAX_LOG_CHARS ? `${message.slice(0, MAX_LOG_CHARS)}… (truncated)` : message };
+  const out: HandlerFailure = {
+    message: message.length > MAX_LOG_CHARS ? `${message.slice(0, MAX_LOG_CHARS)}… (truncated)` : message,
+  };
   if (typeof e?.code === 'string' && e.code.length <= 100) out.code = e.code;
   if (typeof e?.status === 'number' && Number.isInteger(e.status)) out.status = e.status;
   return out;
@@ -112,7 +116,9 @@ export async function connect(params: ChannelParams): Promise<Channel> {
 /** A module's source as a data: URL, which Deno imports with no permission at all. */
 const moduleUrl = (source: Uint8Array): string => `data:application/typescript;base64,${source.toBase64()}`;
 
-const WARM_UP = new TextEncoder().encode('export default (request: Request): Response => new Response(request.body, { headers: request.headers });');
+const WARM_UP = new TextEncoder().encode(
+  'export default (request: Request): Response => new Response(request.body, { headers: request.headers });',
+);
 
 /**
  * Runs once, in a spare before it says it is on standby, what a worker's first call otherwise runs
@@ -123,7 +129,12 @@ const WARM_UP = new TextEncoder().encode('export default (request: Request): Res
 async function warmUp(): Promise<void> {
   const mod = (await import(moduleUrl(WARM_UP))) as { default: (request: Request) => Response };
   await currentRequest.run('warm-up', async () => {
-    const request = new Request('http://localhost/', { method: 'POST', headers: [['content-type', 'text/plain']], body: new Uint8Array(1), signal: new AbortController().signal });
+    const request = new Request('http://localhost/', {
+      method: 'POST',
+      headers: [['content-type', 'text/plain']],
+      body: new Uint8Array(1),
+      signal: new AbortController().signal,
+    });
     const response = mod.default(request);
     [...response.headers];
     const reader = response.body!.getReader();
@@ -153,7 +164,8 @@ export async function standby(socketPath: string): Promise<void> {
   }
   chunks.releaseLock();
   // The host sends nothing else before the worker says it is ready.
-  if (frames.length !== 1 || frames[0]!.type !== FrameType.Load) throw new Error('the host sent a spare something other than its function');
+  if (frames.length !== 1 || frames[0]!.type !== FrameType.Load)
+    throw new Error('the host sent a spare something other than its function');
   const { head, body } = decodeLoad(frames[0]!.payload);
   const functionUrl = moduleUrl(body);
   hideHostPaths(functionUrl, head.sourcePath);
@@ -164,7 +176,11 @@ export async function standby(socketPath: string): Promise<void> {
 const tooLarge = (what: string, limit: number) => `${what} is larger than ${limit} bytes once encoded`;
 
 /** `reader` holds what a spare read of the channel before it was given its function. */
-export async function run(channel: Channel, load: () => Promise<Record<string, unknown>>, reader = new FrameReader(hostFrameBytes)): Promise<void> {
+export async function run(
+  channel: Channel,
+  load: () => Promise<Record<string, unknown>>,
+  reader = new FrameReader(hostFrameBytes),
+): Promise<void> {
   const { conn, siteId, kind } = channel;
   const { send, drain } = createWriter(conn);
   setLogSink((entry) => void send(FrameType.Log, 0, encodeJson(entry)));
@@ -179,7 +195,13 @@ export async function run(channel: Channel, load: () => Promise<Record<string, u
   const ctx = createContext(siteId, (method, args) => {
     const payload = encodeJson({ requestId: currentRequest.getStore() ?? null, method, args });
     if (payload.length > MAX_CTX_CALL_BYTES) {
-      return Promise.resolve({ ok: false, error: { code: CtxErrorCode.InvalidArgument, message: tooLarge(`ctx.${method}'s arguments`, MAX_CTX_CALL_BYTES) } });
+      return Promise.resolve({
+        ok: false,
+        error: {
+          code: CtxErrorCode.InvalidArgument,
+          message: tooLarge(`ctx.${method}'s arguments`, MAX_CTX_CALL_BYTES),
+        },
+      });
     }
     const id = nextCall++;
     const result = new Promise<CtxResult>((resolve) => calls.set(id, resolve));
@@ -197,7 +219,10 @@ export async function run(channel: Channel, load: () => Promise<Record<string, u
         const request = new Request(head.url, {
           method: head.method,
           headers: head.headers,
-          body: head.method === 'GET' || head.method === 'HEAD' || body.length === 0 ? null : (body as Uint8Array<ArrayBuffer>),
+          body:
+            head.method === 'GET' || head.method === 'HEAD' || body.length === 0
+              ? null
+              : (body as Uint8Array<ArrayBuffer>),
           signal: abort.signal,
         });
         let response: unknown;
@@ -208,7 +233,8 @@ export async function run(channel: Channel, load: () => Promise<Record<string, u
           if (kind === 'cron' && response === undefined) response = new Response(null, { status: 204 });
           if (!(response instanceof Response)) throw new TypeError('the handler must return a Response');
           responseHead = encodeJson({ status: response.status, headers: [...response.headers] } satisfies ResponseHead);
-          if (responseHead.length > MAX_HEAD_BYTES) throw new RangeError(tooLarge('the response’s status and headers', MAX_HEAD_BYTES));
+          if (responseHead.length > MAX_HEAD_BYTES)
+            throw new RangeError(tooLarge('the response’s status and headers', MAX_HEAD_BYTES));
         } catch (error) {
           console.error(error);
           void send(FrameType.ResponseError, stream, encodeJson(failure(error)));

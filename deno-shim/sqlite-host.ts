@@ -23,17 +23,47 @@ import { leaveStoppingToTheHost } from './signals.ts';
 leaveStoppingToTheHost();
 
 const [file, heapLimit, maxBytes] = Deno.args;
-if (!file || !heapLimit || !maxBytes) throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes>');
+if (!file || !heapLimit || !maxBytes)
+  throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes>');
 
 // Deno 2.9 implements these parts of node:sqlite; its bundled Node types predate them.
 type Action =
-  | 'OK' | 'DENY' | 'ATTACH' | 'DETACH' | 'TRANSACTION' | 'SAVEPOINT' | 'PRAGMA' | 'FUNCTION' | 'CREATE_VTABLE'
-  | 'DROP_VTABLE' | 'CREATE_TABLE' | 'DELETE' | 'DROP_TABLE' | 'INSERT' | 'READ' | 'UPDATE' | 'ANALYZE'
-  | 'CREATE_INDEX' | 'CREATE_TRIGGER' | 'DROP_INDEX' | 'DROP_TRIGGER' | 'ALTER_TABLE' | 'SELECT' | 'RECURSIVE';
+  | 'OK'
+  | 'DENY'
+  | 'ATTACH'
+  | 'DETACH'
+  | 'TRANSACTION'
+  | 'SAVEPOINT'
+  | 'PRAGMA'
+  | 'FUNCTION'
+  | 'CREATE_VTABLE'
+  | 'DROP_VTABLE'
+  | 'CREATE_TABLE'
+  | 'DELETE'
+  | 'DROP_TABLE'
+  | 'INSERT'
+  | 'READ'
+  | 'UPDATE'
+  | 'ANALYZE'
+  | 'CREATE_INDEX'
+  | 'CREATE_TRIGGER'
+  | 'DROP_INDEX'
+  | 'DROP_TRIGGER'
+  | 'ALTER_TABLE'
+  | 'SELECT'
+  | 'RECURSIVE';
 const C = constants as unknown as Record<`SQLITE_${Action}`, number>;
 interface ConfinableDatabase {
   enableDefensive(active: boolean): void;
-  setAuthorizer(callback: (action: number, a1: string | null, a2: string | null, db: string | null, source: string | null) => number): void;
+  setAuthorizer(
+    callback: (
+      action: number,
+      a1: string | null,
+      a2: string | null,
+      db: string | null,
+      source: string | null,
+    ) => number,
+  ): void;
   limits: { attach: number; length: number; sqlLength: number };
 }
 
@@ -49,19 +79,49 @@ class Failure extends Error {
 
 /** Pragmas that only describe the schema or check it: any argument is fine. */
 const INTROSPECTION = new Set([
-  'table_info', 'table_xinfo', 'table_list', 'index_list', 'index_info', 'index_xinfo', 'foreign_key_list',
-  'foreign_key_check', 'integrity_check', 'quick_check', 'collation_list', 'function_list', 'module_list',
-  'pragma_list', 'compile_options',
+  'table_info',
+  'table_xinfo',
+  'table_list',
+  'index_list',
+  'index_info',
+  'index_xinfo',
+  'foreign_key_list',
+  'foreign_key_check',
+  'integrity_check',
+  'quick_check',
+  'collation_list',
+  'function_list',
+  'module_list',
+  'pragma_list',
+  'compile_options',
 ]);
 /** Pragmas that may be read but not set: setting them changes how or where data is stored. */
 const READABLE = new Set([
-  'page_count', 'page_size', 'freelist_count', 'encoding', 'schema_version', 'data_version', 'journal_mode',
-  'auto_vacuum', 'synchronous', 'cache_size', 'max_page_count', 'busy_timeout',
+  'page_count',
+  'page_size',
+  'freelist_count',
+  'encoding',
+  'schema_version',
+  'data_version',
+  'journal_mode',
+  'auto_vacuum',
+  'synchronous',
+  'cache_size',
+  'max_page_count',
+  'busy_timeout',
 ]);
 /** Pragmas that may be set: they change this database's own contents or this connection's checks. */
-const SETTABLE = new Set(['user_version', 'application_id', 'foreign_keys', 'defer_foreign_keys', 'recursive_triggers', 'optimize']);
+const SETTABLE = new Set([
+  'user_version',
+  'application_id',
+  'foreign_keys',
+  'defer_foreign_keys',
+  'recursive_triggers',
+  'optimize',
+]);
 /** `argument` is set both for assignments and for a pragma's own argument, as in table_info(t). */
-const pragmaAllowed = (name: string, argument: boolean) => INTROSPECTION.has(name) || SETTABLE.has(name) || (READABLE.has(name) && !argument);
+const pragmaAllowed = (name: string, argument: boolean) =>
+  INTROSPECTION.has(name) || SETTABLE.has(name) || (READABLE.has(name) && !argument);
 
 /** Virtual table modules a site may create: full-text search and R-trees. */
 const MODULES = new Set(['fts5', 'fts4', 'fts3', 'rtree', 'rtree_i32']);
@@ -69,8 +129,24 @@ const MODULES = new Set(['fts5', 'fts4', 'fts3', 'rtree', 'rtree_i32']);
 const FUNCTIONS_DENIED = new Set(['load_extension', 'fts3_tokenizer']);
 
 /** Actions whose first argument names a table, and those whose second does. */
-const TABLE_FIRST = new Set([C.SQLITE_CREATE_TABLE, C.SQLITE_DELETE, C.SQLITE_DROP_TABLE, C.SQLITE_INSERT, C.SQLITE_READ, C.SQLITE_UPDATE, C.SQLITE_ANALYZE, C.SQLITE_CREATE_VTABLE, C.SQLITE_DROP_VTABLE]);
-const TABLE_SECOND = new Set([C.SQLITE_CREATE_INDEX, C.SQLITE_CREATE_TRIGGER, C.SQLITE_DROP_INDEX, C.SQLITE_DROP_TRIGGER, C.SQLITE_ALTER_TABLE]);
+const TABLE_FIRST = new Set([
+  C.SQLITE_CREATE_TABLE,
+  C.SQLITE_DELETE,
+  C.SQLITE_DROP_TABLE,
+  C.SQLITE_INSERT,
+  C.SQLITE_READ,
+  C.SQLITE_UPDATE,
+  C.SQLITE_ANALYZE,
+  C.SQLITE_CREATE_VTABLE,
+  C.SQLITE_DROP_VTABLE,
+]);
+const TABLE_SECOND = new Set([
+  C.SQLITE_CREATE_INDEX,
+  C.SQLITE_CREATE_TRIGGER,
+  C.SQLITE_DROP_INDEX,
+  C.SQLITE_DROP_TRIGGER,
+  C.SQLITE_ALTER_TABLE,
+]);
 
 /** Whose SQL is running; Berth's own ('system') unless confined() says otherwise. */
 let mode: Mode = 'system';
@@ -96,7 +172,13 @@ function deny(reason: FailureReason, message: string): number {
  * SQL even inside Berth's own statements (a trigger on the ledger fires on a receipt), so they get
  * no more than the tenant's own rights.
  */
-function authorize(action: number, a1: string | null, a2: string | null, _db: string | null, source: string | null): number {
+function authorize(
+  action: number,
+  a1: string | null,
+  a2: string | null,
+  _db: string | null,
+  source: string | null,
+): number {
   const as: Mode = mode === 'system' && source !== null ? 'api' : mode;
   if (as === 'system') return C.SQLITE_OK;
   if (action === C.SQLITE_SELECT) askedSelect = true;
@@ -107,7 +189,10 @@ function authorize(action: number, a1: string | null, a2: string | null, _db: st
       return deny('denied', 'ATTACH, DETACH and VACUUM are not available: a site database cannot open other files');
     case C.SQLITE_TRANSACTION:
     case C.SQLITE_SAVEPOINT:
-      return deny('denied', 'transactions are managed by Berth: every statement is atomic, and a batch runs as one transaction');
+      return deny(
+        'denied',
+        'transactions are managed by Berth: every statement is atomic, and a batch runs as one transaction',
+      );
     case C.SQLITE_PRAGMA: {
       const name = (a1 ?? '').toLowerCase();
       if (pragmaAllowed(name, a2 !== null)) return C.SQLITE_OK;
@@ -123,11 +208,13 @@ function authorize(action: number, a1: string | null, a2: string | null, _db: st
       break;
     }
     case C.SQLITE_FUNCTION:
-      if (FUNCTIONS_DENIED.has((a2 ?? '').toLowerCase())) return deny('denied', `${a2}() is not available on site databases`);
+      if (FUNCTIONS_DENIED.has((a2 ?? '').toLowerCase()))
+        return deny('denied', `${a2}() is not available on site databases`);
       return C.SQLITE_OK;
     case C.SQLITE_CREATE_VTABLE:
     case C.SQLITE_DROP_VTABLE:
-      if (!MODULES.has((a2 ?? '').toLowerCase())) return deny('denied', `virtual tables of module ${a2} are not available; fts5, fts4, fts3 and rtree are`);
+      if (!MODULES.has((a2 ?? '').toLowerCase()))
+        return deny('denied', `virtual tables of module ${a2} are not available; fts5, fts4, fts3 and rtree are`);
   }
   const table = TABLE_FIRST.has(action) ? a1 : TABLE_SECOND.has(action) ? a2 : null;
   if (as !== 'api' && table?.toLowerCase() === LEDGER_TABLE) {
@@ -141,7 +228,9 @@ const pragma = <T>(sql: string): T => Object.values(db.prepare(`PRAGMA ${sql}`).
 // A new database gets incremental auto-vacuum, so the pages its deleted rows free can be given back
 // to the disk (see reclaim); it can only be chosen before the first page is written.
 if (pragma<number>('page_count') === 0) db.exec('PRAGMA auto_vacuum = INCREMENTAL');
-db.exec(`PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY; PRAGMA hard_heap_limit = ${Number(heapLimit)};`);
+db.exec(
+  `PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA temp_store = MEMORY; PRAGMA hard_heap_limit = ${Number(heapLimit)};`,
+);
 // The size limit is SQLite's own: a write that needs a page past it fails with SQLITE_FULL and is
 // rolled back. Tenants may read max_page_count but not set it (see READABLE).
 const pageSize = pragma<number>('page_size');
@@ -176,7 +265,10 @@ function confined<T>(as: Mode, work: () => T): T {
 function encodeValue(column: string, value: unknown): string {
   if (typeof value === 'bigint') {
     if (value > BigInt(Number.MAX_SAFE_INTEGER) || value < BigInt(Number.MIN_SAFE_INTEGER)) {
-      throw new Failure('failed', `column "${column}" holds an integer beyond 2^53 that would lose precision; select it with CAST(${column} AS TEXT)`);
+      throw new Failure(
+        'failed',
+        `column "${column}" holds an integer beyond 2^53 that would lose precision; select it with CAST(${column} AS TEXT)`,
+      );
     }
     return String(value);
   }
@@ -237,7 +329,11 @@ function estimatedBytes(row: Record<string, unknown>): number {
   return bytes;
 }
 
-const MEASURE = { begin: db.prepare('SAVEPOINT berth_measure'), undo: db.prepare('ROLLBACK TO berth_measure'), end: db.prepare('RELEASE berth_measure') };
+const MEASURE = {
+  begin: db.prepare('SAVEPOINT berth_measure'),
+  undo: db.prepare('ROLLBACK TO berth_measure'),
+  end: db.prepare('RELEASE berth_measure'),
+};
 
 /**
  * Streams a statement's rows once, keeping none, and refuses it as too large as soon as they pass the
@@ -265,14 +361,19 @@ function measure({ query, reads }: Prepared, params: ReturnType<typeof bind>, as
   }
 }
 
-const tooLarge = () => new Failure('too_large', `the result is larger than ${MAX_RESULT_BYTES} bytes; select fewer rows or columns`);
+const tooLarge = () =>
+  new Failure('too_large', `the result is larger than ${MAX_RESULT_BYTES} bytes; select fewer rows or columns`);
 
 /**
  * Runs one statement and returns its outcome as JSON text, each row serialised once. A statement that
  * returns rows is measured first (see measure), so a result past the cap is refused before it is built.
  * One that only reads changes nothing, so the counters of changes are not asked.
  */
-function execute(statement: Statement, as: Mode, statementOf = confined(as, () => prepared(statement.sql, as))): string {
+function execute(
+  statement: Statement,
+  as: Mode,
+  statementOf = confined(as, () => prepared(statement.sql, as)),
+): string {
   const started = performance.now();
   const { query, reads } = statementOf;
   const before = reads ? 0 : (counters.get() as { n: number }).n;
@@ -282,7 +383,9 @@ function execute(statement: Statement, as: Mode, statementOf = confined(as, () =
   const rows: string[] = [];
   let bytes = 0;
   for (const row of read) {
-    const fields = Object.entries(row as Record<string, unknown>).map(([column, value]) => `${JSON.stringify(column)}:${encodeValue(column, value)}`);
+    const fields = Object.entries(row as Record<string, unknown>).map(
+      ([column, value]) => `${JSON.stringify(column)}:${encodeValue(column, value)}`,
+    );
     const text = `{${fields.join(',')}}`;
     bytes += text.length;
     if (bytes > MAX_RESULT_BYTES) throw tooLarge();
@@ -372,10 +475,18 @@ function dump(send: (chunk: Uint8Array) => void): number {
       const values = columns.map((c) => `quote(${c})`).join(" || ',' || ");
       // Pages of rows, so a large table never sits in memory whole: by rowid where the table has
       // one, by position (slower) for WITHOUT ROWID tables.
-      const withoutRowid = Boolean((db.prepare('SELECT wr FROM pragma_table_list WHERE schema = ? AND name = ?').get('main', table.name) as { wr: number } | undefined)?.wr);
+      const withoutRowid = Boolean(
+        (
+          db.prepare('SELECT wr FROM pragma_table_list WHERE schema = ? AND name = ?').get('main', table.name) as
+            | { wr: number }
+            | undefined
+        )?.wr,
+      );
       const page = withoutRowid
         ? db.prepare(`SELECT NULL AS r, ${values} AS v FROM ${quote(table.name)} LIMIT ${DUMP_PAGE_ROWS} OFFSET ?`)
-        : db.prepare(`SELECT _rowid_ AS r, ${values} AS v FROM ${quote(table.name)} WHERE _rowid_ > ? ORDER BY _rowid_ LIMIT ${DUMP_PAGE_ROWS}`);
+        : db.prepare(
+            `SELECT _rowid_ AS r, ${values} AS v FROM ${quote(table.name)} WHERE _rowid_ > ? ORDER BY _rowid_ LIMIT ${DUMP_PAGE_ROWS}`,
+          );
       page.setReadBigInts(true);
       for (let after: bigint | number = withoutRowid ? 0 : -(2n ** 63n); ; ) {
         const rows = page.all(after) as Array<{ r: bigint | null; v: string }>;
@@ -403,7 +514,8 @@ function readOnly<T>(work: () => T): T {
   try {
     return work();
   } catch (err) {
-    if ((err as { errcode?: unknown } | null)?.errcode === SQLITE_READONLY) throw new Failure('read_only', 'writes to this database are paused');
+    if ((err as { errcode?: unknown } | null)?.errcode === SQLITE_READONLY)
+      throw new Failure('read_only', 'writes to this database are paused');
     throw err;
   } finally {
     db.exec('PRAGMA query_only = 0');
@@ -412,11 +524,18 @@ function readOnly<T>(work: () => T): T {
 
 /** Every table's rows counted, after SQLite's own check of the whole file. */
 function census(): string {
-  const integrity = (db.prepare('PRAGMA integrity_check(20)').all() as Array<Record<string, string>>).map((row) => Object.values(row)[0]).join('; ');
+  const integrity = (db.prepare('PRAGMA integrity_check(20)').all() as Array<Record<string, string>>)
+    .map((row) => Object.values(row)[0])
+    .join('; ');
   const tables: Record<string, number> = {};
   transaction('deferred', () => {
-    const names = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name").all() as Array<{ name: string }>;
-    for (const { name } of names) tables[name] = Number((db.prepare(`SELECT count(*) AS n FROM ${quote(name)}`).get() as { n: number }).n);
+    const names = db
+      .prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' ORDER BY name",
+      )
+      .all() as Array<{ name: string }>;
+    for (const { name } of names)
+      tables[name] = Number((db.prepare(`SELECT count(*) AS n FROM ${quote(name)}`).get() as { n: number }).n);
   });
   return JSON.stringify({ integrity, tables });
 }
@@ -424,7 +543,8 @@ function census(): string {
 function handle(request: DbRequest, stream: number): string {
   switch (request.op) {
     case 'run': {
-      if (request.readOnly) return readOnly(() => transaction('deferred', () => execute(request.statement, request.access)));
+      if (request.readOnly)
+        return readOnly(() => transaction('deferred', () => execute(request.statement, request.access)));
       // A statement that only reads needs no transaction of its own (SQLite reads in one) and leaves
       // nothing to reclaim; this process is the database's only writer.
       const statementOf = confined(request.access, () => prepared(request.statement.sql, request.access));

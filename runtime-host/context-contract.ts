@@ -54,7 +54,9 @@ export interface BerthContext {
     query<T extends Row = Row>(sql: string, params?: SqlParam[]): Promise<T[]>;
     first<T extends Row = Row>(sql: string, params?: SqlParam[]): Promise<T | null>;
     execute(sql: string, params?: SqlParam[]): Promise<{ changes: number; lastInsertRowId: number | null }>;
-    batch(statements: Array<{ sql: string; params?: SqlParam[] }>): Promise<Array<{ rows: Row[]; changes: number; lastInsertRowId: number | null }>>;
+    batch(
+      statements: Array<{ sql: string; params?: SqlParam[] }>,
+    ): Promise<Array<{ rows: Row[]; changes: number; lastInsertRowId: number | null }>>;
   };
   readonly secrets: {
     get(name: string): Promise<string | null>;
@@ -66,7 +68,12 @@ export interface BerthContext {
         messages: ModelMessage[];
         reasoningEffort?: 'none' | 'low' | 'medium' | 'high';
         maxOutputTokens?: number;
-      }): Promise<{ id: string; model: string; message: { content: string }; usage: { inputTokens: number; outputTokens: number } }>;
+      }): Promise<{
+        id: string;
+        model: string;
+        message: { content: string };
+        usage: { inputTokens: number; outputTokens: number };
+      }>;
     };
   };
 }

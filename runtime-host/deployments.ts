@@ -24,7 +24,12 @@ function writeAtomically(file: string, text: string): void {
 }
 
 /** Writes (or rewrites) a version's source; the runtime dir is disposable. */
-export function writeDeployment(runtimeDir: string, functionId: string, versionId: string, source: string): DeploymentFiles {
+export function writeDeployment(
+  runtimeDir: string,
+  functionId: string,
+  versionId: string,
+  source: string,
+): DeploymentFiles {
   const dir = versionDir(runtimeDir, functionId, versionId);
   fs.mkdirSync(dir, { recursive: true });
   const modulePath = path.join(dir, 'function.ts');
@@ -66,5 +71,9 @@ export function entryProgram(modulePath: string, params: Omit<ChannelParams, 'fu
  * host will give it over the channel (see standby in deno-shim/shim.ts). It names no function or site.
  */
 export function spareProgram(socketPath: string): string {
-  return [`import { standby } from ${JSON.stringify(SHIM_URL)};`, `await standby(${JSON.stringify(socketPath)});`, ''].join('\n');
+  return [
+    `import { standby } from ${JSON.stringify(SHIM_URL)};`,
+    `await standby(${JSON.stringify(socketPath)});`,
+    '',
+  ].join('\n');
 }

@@ -14,9 +14,12 @@ export function refusal(address: string): string | null {
   } catch {
     return `${address} is not an IP address`;
   }
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress())
+    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
   const range = parsed.range();
-  return range === 'unicast' ? null : `${parsed.toString()} is in the ${RANGE_NAMES[range] ?? range} range, not a public address`;
+  return range === 'unicast'
+    ? null
+    : `${parsed.toString()} is in the ${RANGE_NAMES[range] ?? range} range, not a public address`;
 }
 
 const RANGE_NAMES: Record<string, string> = {

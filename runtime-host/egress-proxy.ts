@@ -27,7 +27,18 @@ export const EGRESS_REFUSED_HEADER = 'x-berth-egress-refused';
 export const EGRESS_FAILED_HEADER = 'x-berth-egress-failed';
 
 /** Headers that belong to one connection, never forwarded either way. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+]);
 
 export interface EgressGrant {
   siteId: string;
@@ -55,7 +66,8 @@ export interface EgressOptions {
 
 /** Resolves a name to every address it has, with the system's resolver or the configured servers. */
 function resolver(servers: string[]): (name: string) => Promise<string[]> {
-  if (servers.length === 0) return async (name) => (await dns.promises.lookup(name, { all: true, verbatim: true })).map((a) => a.address);
+  if (servers.length === 0)
+    return async (name) => (await dns.promises.lookup(name, { all: true, verbatim: true })).map((a) => a.address);
   const custom = new dns.promises.Resolver();
   custom.setServers(servers);
   return async (name) => {
@@ -71,7 +83,8 @@ const KEPT_CONNECTION_MS = 4000;
 /** Sites whose kept connections are remembered; the least recently active beyond it close theirs. */
 const KEPT_SITES = 1000;
 
-const keptCount = (agent: http.Agent): number => Object.values(agent.freeSockets).reduce((sum, sockets) => sum + (sockets?.length ?? 0), 0);
+const keptCount = (agent: http.Agent): number =>
+  Object.values(agent.freeSockets).reduce((sum, sockets) => sum + (sockets?.length ?? 0), 0);
 
 /**
  * A site's own connections. Node keeps at most `maxFreeSockets` per server; these also keep at most
@@ -104,7 +117,10 @@ interface SiteAgents {
 const pinnedTo = (address: string): LookupFunction => {
   const family = address.includes(':') ? 6 : 4;
   return (_hostname, options, callback) => {
-    if (options.all) (callback as unknown as (err: null, addresses: Array<{ address: string; family: number }>) => void)(null, [{ address, family }]);
+    if (options.all)
+      (callback as unknown as (err: null, addresses: Array<{ address: string; family: number }>) => void)(null, [
+        { address, family },
+      ]);
     else callback(null, address, family);
   };
 };
@@ -141,7 +157,10 @@ export class EgressProxy {
   readonly #turns = new Map<string, Turns>();
   // A site pushed out closes its idle connections; those in use finish their requests, then close
   // within the idle timeout of the agent left behind.
-  readonly #agents = new LRUCache<string, SiteAgents>({ max: KEPT_SITES, dispose: (agents) => [agents.http, agents.https].forEach(closeKept) });
+  readonly #agents = new LRUCache<string, SiteAgents>({
+    max: KEPT_SITES,
+    dispose: (agents) => [agents.http, agents.https].forEach(closeKept),
+  });
   readonly #resolve: (name: string) => Promise<string[]>;
   #url = '';
 
@@ -190,7 +209,14 @@ export class EgressProxy {
 
   async #forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const grant = this.#grants.get(String(req.headers[EGRESS_TOKEN_HEADER] ?? ''));
-    if (!grant) return answer(res, 403, EGRESS_REFUSED_HEADER, 'EGRESS_NOT_GRANTED', 'this connection holds no grant of the egress proxy');
+    if (!grant)
+      return answer(
+        res,
+        403,
+        EGRESS_REFUSED_HEADER,
+        'EGRESS_NOT_GRANTED',
+        'this connection holds no grant of the egress proxy',
+      );
     const { observer } = this.options;
     const refuse = (code: string, message: string) => {
       observer.request(grant.siteId, 'refused');
@@ -210,8 +236,10 @@ export class EgressProxy {
     } catch {
       return refuse('EGRESS_INVALID_URL', 'the target is not a URL');
     }
-    if (target.protocol !== 'http:' && target.protocol !== 'https:') return refuse('EGRESS_INVALID_URL', `${target.protocol} URLs are not fetched through the network`);
-    if (target.username || target.password) return refuse('EGRESS_INVALID_URL', 'credentials in the URL are not sent; use an Authorization header');
+    if (target.protocol !== 'http:' && target.protocol !== 'https:')
+      return refuse('EGRESS_INVALID_URL', `${target.protocol} URLs are not fetched through the network`);
+    if (target.username || target.password)
+      return refuse('EGRESS_INVALID_URL', 'credentials in the URL are not sent; use an Authorization header');
 
     let addresses: string[];
     const literal = literalAddress(target.hostname);
@@ -264,7 +292,8 @@ export class EgressProxy {
     upstream.once('response', (answer) => {
       observer.request(grant.siteId, 'forwarded');
       const back: http.OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(answer.headers)) if (!HOP_BY_HOP.has(name) && value !== undefined) back[name] = value;
+      for (const [name, value] of Object.entries(answer.headers))
+        if (!HOP_BY_HOP.has(name) && value !== undefined) back[name] = value;
       res.writeHead(answer.statusCode ?? 502, answer.statusMessage, back);
       answer.on('data', (chunk: Buffer) => observer.bytes(grant.siteId, 'in', chunk.length));
       answer.pipe(res);

@@ -67,7 +67,8 @@ function json(frame: Frame, what: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-const isRequestId = (value: unknown): value is string | null => value === null || (typeof value === 'string' && value.length <= MAX_ID_CHARS);
+const isRequestId = (value: unknown): value is string | null =>
+  value === null || (typeof value === 'string' && value.length <= MAX_ID_CHARS);
 
 function readyInfo(frame: Frame): ReadyInfo {
   const { handler } = json(frame, 'Ready');
@@ -77,11 +78,14 @@ function readyInfo(frame: Frame): ReadyInfo {
 
 function responseHead(frame: Frame): ResponseHead {
   const { status, headers } = json(frame, 'ResponseHead');
-  if (!Number.isInteger(status) || (status as number) < 200 || (status as number) > 599) fail('ResponseHead has an invalid status');
+  if (!Number.isInteger(status) || (status as number) < 200 || (status as number) > 599)
+    fail('ResponseHead has an invalid status');
   if (!Array.isArray(headers)) return fail('ResponseHead headers are not a list');
   for (const pair of headers) {
-    if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') fail('ResponseHead has a malformed header');
-    if (!HEADER_NAME.test(pair[0]) || !HEADER_VALUE.test(pair[1])) fail('ResponseHead has an invalid header name or value');
+    if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string')
+      fail('ResponseHead has a malformed header');
+    if (!HEADER_NAME.test(pair[0]) || !HEADER_VALUE.test(pair[1]))
+      fail('ResponseHead has an invalid header name or value');
   }
   return { status: status as number, headers: headers as Array<[string, string]> };
 }
@@ -137,10 +141,12 @@ export function readInbound(frame: Frame, channel: ChannelView): Inbound {
       if (channel.response(stream) !== 'head') fail(`ResponseHead for stream ${stream}, which awaits none`);
       return { type: 'head', stream, head: responseHead(frame) };
     case FrameType.ResponseChunk:
-      if (channel.response(stream) !== 'body') fail(`ResponseChunk for stream ${stream}, which has no response body open`);
+      if (channel.response(stream) !== 'body')
+        fail(`ResponseChunk for stream ${stream}, which has no response body open`);
       return { type: 'chunk', stream, bytes: frame.payload };
     case FrameType.ResponseEnd:
-      if (channel.response(stream) !== 'body') fail(`ResponseEnd for stream ${stream}, which has no response body open`);
+      if (channel.response(stream) !== 'body')
+        fail(`ResponseEnd for stream ${stream}, which has no response body open`);
       if (frame.payload.length !== 0) fail('ResponseEnd with a payload');
       return { type: 'end', stream };
     case FrameType.ResponseError:

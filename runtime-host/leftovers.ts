@@ -43,7 +43,9 @@ export function ended(pid: number): boolean {
  * none runs; returns how many there were.
  */
 export async function stopLeftovers(places: string[], timeoutMs = 5000): Promise<number> {
-  const pids = [...new Set(places.flatMap((place) => processesMentioning(`--allow-write=${path.resolve(place)}${path.sep}`)))];
+  const pids = [
+    ...new Set(places.flatMap((place) => processesMentioning(`--allow-write=${path.resolve(place)}${path.sep}`))),
+  ];
   for (const pid of pids) {
     try {
       process.kill(pid, 'SIGKILL');

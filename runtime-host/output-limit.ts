@@ -15,7 +15,12 @@ export interface OutputBudget {
   windowMs: number;
 }
 
-export const DEFAULT_OUTPUT_BUDGET: OutputBudget = { lines: 200, chars: 512 * 1024, rawBytes: 1024 * 1024, windowMs: 1000 };
+export const DEFAULT_OUTPUT_BUDGET: OutputBudget = {
+  lines: 200,
+  chars: 512 * 1024,
+  rawBytes: 1024 * 1024,
+  windowMs: 1000,
+};
 
 /** Past this many times the line budget in one window, the host stops reading the worker until the next. */
 const FLOOD_FACTOR = 10;
@@ -45,7 +50,8 @@ export class OutputLimit {
 
   /** Stores the line if the budget allows, cut to MAX_LOG_CHARS; counts it as dropped otherwise. */
   accept(entry: LogEntry): void {
-    if (this.#admit(entry.message.length)) this.#emit({ requestId: entry.requestId, level: entry.level, message: truncateLine(entry.message) });
+    if (this.#admit(entry.message.length))
+      this.#emit({ requestId: entry.requestId, level: entry.level, message: truncateLine(entry.message) });
   }
 
   /** The next line would be dropped: callers may count it with skip() without decoding it. */
@@ -94,7 +100,8 @@ export class OutputLimit {
     const now = this.#now();
     const elapsed = now - this.#windowStart;
     if (elapsed < this.#budget.windowMs) return;
-    const quiet = elapsed >= 2 * this.#budget.windowMs || (this.#lines <= this.#budget.lines && this.#chars <= this.#budget.chars);
+    const quiet =
+      elapsed >= 2 * this.#budget.windowMs || (this.#lines <= this.#budget.lines && this.#chars <= this.#budget.chars);
     if (quiet) this.#endFlood();
     this.#windowStart = now - (elapsed % this.#budget.windowMs);
     this.#lines = 0;
@@ -108,7 +115,11 @@ export class OutputLimit {
     if (this.#dropped === 0) return;
     const dropped = this.#dropped;
     this.#dropped = 0;
-    this.#emit({ requestId: null, level: 'warn', message: `… ${dropped} lines of output dropped (over ${this.#budget.lines} lines or ${this.#budget.chars} characters per second)` });
+    this.#emit({
+      requestId: null,
+      level: 'warn',
+      message: `… ${dropped} lines of output dropped (over ${this.#budget.lines} lines or ${this.#budget.chars} characters per second)`,
+    });
   }
 }
 
@@ -119,7 +130,12 @@ const MAX_RAW_LINE_BYTES = MAX_LOG_CHARS * 4;
  * Reads a worker's stdout or stderr line by line into `limit`, pausing the stream whenever the byte
  * budget of the window is spent; at most one line's head (MAX_RAW_LINE_BYTES) is buffered.
  */
-export function readOutput(stream: Readable, level: LogLevel, limit: OutputLimit, rewrite: (line: string) => string): void {
+export function readOutput(
+  stream: Readable,
+  level: LogLevel,
+  limit: OutputLimit,
+  rewrite: (line: string) => string,
+): void {
   let parts: Buffer[] = [];
   let kept = 0;
   let cut = false;

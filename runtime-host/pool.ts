@@ -105,7 +105,9 @@ export class WorkerPool<W extends PoolWorker> {
    * `bytes` (each worker counting `sizeOf` it). Returns how many stopped.
    */
   shed(bytes: number, sizeOf: (worker: W) => number): number {
-    const idle = [...this.#live.values()].filter((e) => e.worker.inflight === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    const idle = [...this.#live.values()]
+      .filter((e) => e.worker.inflight === 0)
+      .sort((a, b) => a.lastUsed - b.lastUsed);
     let freed = 0;
     let stopped = 0;
     for (const entry of idle) {
@@ -146,7 +148,9 @@ export class WorkerPool<W extends PoolWorker> {
 
   #makeRoom(): void {
     if (this.size + this.#starting.size < this.#options.maxWorkers) return;
-    const idle = [...this.#live.values()].filter((e) => e.worker.inflight === 0).sort((a, b) => a.lastUsed - b.lastUsed)[0];
+    const idle = [...this.#live.values()]
+      .filter((e) => e.worker.inflight === 0)
+      .sort((a, b) => a.lastUsed - b.lastUsed)[0];
     if (!idle) throw new PoolFullError(`all ${this.#options.maxWorkers} workers are busy`);
     this.#live.delete(idle.key);
     idle.worker.kill('disposed');

@@ -90,7 +90,9 @@ export interface CtxCall {
   args: unknown[];
 }
 
-export type CtxResult = { ok: true; value: unknown } | { ok: false; error: { code: string; message: string; status?: number } };
+export type CtxResult =
+  | { ok: true; value: unknown }
+  | { ok: false; error: { code: string; message: string; status?: number } };
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -186,9 +188,11 @@ function decodeHeadAndBody<T>(payload: Uint8Array): { head: T; body: Uint8Array 
 }
 
 export const encodeRequest = (head: RequestHead, body: Uint8Array): Uint8Array => encodeHeadAndBody(head, body);
-export const decodeRequest = (payload: Uint8Array): { head: RequestHead; body: Uint8Array } => decodeHeadAndBody<RequestHead>(payload);
+export const decodeRequest = (payload: Uint8Array): { head: RequestHead; body: Uint8Array } =>
+  decodeHeadAndBody<RequestHead>(payload);
 export const encodeLoad = (head: LoadHead, source: Uint8Array): Uint8Array => encodeHeadAndBody(head, source);
-export const decodeLoad = (payload: Uint8Array): { head: LoadHead; body: Uint8Array } => decodeHeadAndBody<LoadHead>(payload);
+export const decodeLoad = (payload: Uint8Array): { head: LoadHead; body: Uint8Array } =>
+  decodeHeadAndBody<LoadHead>(payload);
 
 /**
  * Rewrites host locations in a stack trace or message, as file URLs or paths, so a function never
@@ -256,7 +260,8 @@ export class FrameReader {
       if (size < HEADER_BYTES) throw new FrameError(`invalid frame length ${size - 4}`);
       const max = this.#maxFrameBytes(type);
       if (max < HEADER_BYTES) throw new FrameError(`frames of type ${type} are not accepted`);
-      if (size > max) throw new FrameError(`a frame of type ${type} declares ${size} bytes, more than its limit of ${max}`);
+      if (size > max)
+        throw new FrameError(`a frame of type ${type} declares ${size} bytes, more than its limit of ${max}`);
       if (this.#length < size) break;
       const stream = view.getUint32(5);
       frames.push({ type, stream, payload: this.#take(size).subarray(HEADER_BYTES) });
@@ -277,7 +282,13 @@ export class FrameReader {
     }
     const block = this.#block;
     const last = this.#chunks.at(-1);
-    if (block && last && last.buffer === block.buffer && last.byteOffset + last.length === block.byteOffset + this.#blockUsed && block.length - this.#blockUsed >= chunk.length) {
+    if (
+      block &&
+      last &&
+      last.buffer === block.buffer &&
+      last.byteOffset + last.length === block.byteOffset + this.#blockUsed &&
+      block.length - this.#blockUsed >= chunk.length
+    ) {
       block.set(chunk, this.#blockUsed);
       this.#blockUsed += chunk.length;
       this.#chunks[this.#chunks.length - 1] = block.subarray(last.byteOffset - block.byteOffset, this.#blockUsed);

@@ -13,7 +13,13 @@ import { DEFAULT_NICE } from './priority.ts';
 import type { OutputBudget } from './output-limit.ts';
 import { type CtxCall, type CtxResult, HEADER_BYTES, type LogEntry, MAX_FRAME_BYTES } from './protocol.ts';
 import { Spares } from './spares.ts';
-import { DenoWorker, type WorkerBinding, type WorkerProcessOptions, type WorkerRequest, type WorkerResponse } from './worker.ts';
+import {
+  DenoWorker,
+  type WorkerBinding,
+  type WorkerProcessOptions,
+  type WorkerRequest,
+  type WorkerResponse,
+} from './worker.ts';
 
 export interface RuntimeOptions {
   denoPath: string;
@@ -110,7 +116,9 @@ export class RuntimeHost {
       idleMs: options.idleMs,
       start: (key) => this.#startWorker(this.#deployments.get(key)!),
       adopt: (key) => {
-        const spare = this.#spares.take(this.#pool.size + this.#pool.starting + this.#spares.count < options.maxWorkers);
+        const spare = this.#spares.take(
+          this.#pool.size + this.#pool.starting + this.#spares.count < options.maxWorkers,
+        );
         return spare && this.#startWorker(this.#deployments.get(key)!, spare);
       },
     });
@@ -159,7 +167,11 @@ export class RuntimeHost {
    * streams. Throws WorkerError when the function cannot answer, PoolFullError at capacity.
    * `onCancel` receives, once the request is on its way, what cancels it (the caller hung up).
    */
-  async invoke(deployment: Deployment, request: WorkerRequest, onCancel?: (cancel: () => void) => void): Promise<WorkerResponse> {
+  async invoke(
+    deployment: Deployment,
+    request: WorkerRequest,
+    onCancel?: (cancel: () => void) => void,
+  ): Promise<WorkerResponse> {
     const key = keyOf(deployment);
     this.#deployments.set(key, deployment);
     const worker = this.#pool.live(key) ?? (await this.#pool.acquire(key));
@@ -199,7 +211,9 @@ export class RuntimeHost {
   async #startWorker(deployment: Deployment, spare?: Promise<DenoWorker>): Promise<DenoWorker> {
     const started = performance.now();
     // Spares may refill once the pool has counted this start as over (a worker, or a free slot).
-    const worker = await (spare ? this.#bindSpare(spare, deployment) : this.#spawn(deployment)).finally(() => setImmediate(() => this.#spares.fill()));
+    const worker = await (spare ? this.#bindSpare(spare, deployment) : this.#spawn(deployment)).finally(() =>
+      setImmediate(() => this.#spares.fill()),
+    );
     const { observer } = this.#options;
     if (observer) {
       observer.started((performance.now() - started) / 1000);
@@ -244,7 +258,8 @@ export class RuntimeHost {
   #startSpare(): Promise<DenoWorker> {
     const { logger } = this.#options;
     return DenoWorker.startSpare(this.#processOptions(), {
-      onProtocolError: (violation) => logger.warn({ violation }, 'a spare function worker broke the runtime protocol; stopped it'),
+      onProtocolError: (violation) =>
+        logger.warn({ violation }, 'a spare function worker broke the runtime protocol; stopped it'),
       onError: (err, message) => logger.error({ err }, message),
     });
   }
@@ -278,7 +293,8 @@ export class RuntimeHost {
       releaseEgress: () => egress.revoke(token),
       onCtxCall: (call) => this.#hooks.ctx(deployment, call),
       onLog: (entry) => this.#hooks.log(deployment, entry),
-      onProtocolError: (violation) => logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),
+      onProtocolError: (violation) =>
+        logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),
       onError: (err, message) => logger.error({ ...about, err }, message),
     };
   }

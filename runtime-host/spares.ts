@@ -79,7 +79,14 @@ export class Spares<W extends PoolWorker> {
 
   /** Starts the next spare if one is missing, none is booting and mayStart allows; each that ends calls this again. */
   fill(): void {
-    if (this.#closed || this.#retry || this.#boots > 0 || this.#spares.length >= this.#options.count || !this.#options.mayStart()) return;
+    if (
+      this.#closed ||
+      this.#retry ||
+      this.#boots > 0 ||
+      this.#spares.length >= this.#options.count ||
+      !this.#options.mayStart()
+    )
+      return;
     const spare: Spare<W> = { started: this.#boot() };
     this.#spares.push(spare);
     spare.started.then(

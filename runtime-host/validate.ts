@@ -16,7 +16,7 @@ export interface SourceProblem {
 export type SourceKind = 'api' | 'cron';
 
 export type Validation =
-  | { ok: true; kind: SourceKind; name: string; /** cron only: the 5-field UTC schedule */ schedule?: string }
+  | { ok: true; kind: SourceKind; name: string /** cron only: the 5-field UTC schedule */; schedule?: string }
   | { ok: false; problem: SourceProblem };
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
@@ -28,14 +28,19 @@ const typescript = (): typeof TS => (ts ??= createRequire(import.meta.url)('type
 /** The kind and name of `api/<name>.ts` or `cron/<name>.ts`, or a problem when the path is neither. */
 export function functionName(path: string): Validation {
   const match = /^(api|cron)\/(.+)\.ts$/.exec(path);
-  if (!match) return pathProblem(`"${path}" is not a runtime source: functions are api/<name>.ts, cron jobs cron/<name>.ts`);
+  if (!match)
+    return pathProblem(`"${path}" is not a runtime source: functions are api/<name>.ts, cron jobs cron/<name>.ts`);
   const kind = match[1] as SourceKind;
   const name = match[2]!;
   if (name.includes('/')) {
-    return pathProblem(`"${path}" is nested: a source is one file directly under ${kind}/, such as ${kind}/${name.split('/').at(-1)}.ts`);
+    return pathProblem(
+      `"${path}" is nested: a source is one file directly under ${kind}/, such as ${kind}/${name.split('/').at(-1)}.ts`,
+    );
   }
   if (!NAME_PATTERN.test(name)) {
-    return pathProblem(`"${name}" is not a valid name: use letters, digits, "-" and "_" (at most 63), starting with a letter or digit`);
+    return pathProblem(
+      `"${name}" is not a valid name: use letters, digits, "-" and "_" (at most 63), starting with a letter or digit`,
+    );
   }
   return { ok: true, kind, name };
 }
@@ -62,8 +67,16 @@ export function validateFunction(path: string, source: string): Validation {
     const start = node.getStart(file);
     if (t.isImportDeclaration(node) || t.isImportEqualsDeclaration(node)) {
       forbidden = at(start, 'import statements are not allowed: a v0 function is one self-contained file');
-    } else if ((t.isExportDeclaration(node) && node.moduleSpecifier) || (t.isExportAssignment(node) && node.isExportEquals)) {
-      forbidden = at(start, t.isExportDeclaration(node) ? '"export … from" is not allowed: a v0 function is one self-contained file' : '"export =" is not allowed: use export default');
+    } else if (
+      (t.isExportDeclaration(node) && node.moduleSpecifier) ||
+      (t.isExportAssignment(node) && node.isExportEquals)
+    ) {
+      forbidden = at(
+        start,
+        t.isExportDeclaration(node)
+          ? '"export … from" is not allowed: a v0 function is one self-contained file'
+          : '"export =" is not allowed: use export default',
+      );
     } else if (t.isCallExpression(node) && node.expression.kind === t.SyntaxKind.ImportKeyword) {
       forbidden = at(start, 'dynamic import() is not allowed: a v0 function is one self-contained file');
     } else if (t.isMetaProperty(node) && node.keywordToken === t.SyntaxKind.ImportKeyword) {
@@ -78,25 +91,42 @@ export function validateFunction(path: string, source: string): Validation {
 
   if (named.kind === 'cron') {
     if (!exportsNamedHandler(t, file)) {
-      return at(0, 'no handler: a cron job exports a function named "handler" (export function handler(req, ctx) { … })');
+      return at(
+        0,
+        'no handler: a cron job exports a function named "handler" (export function handler(req, ctx) { … })',
+      );
     }
     return checkSchedule(t, file, at, named);
   }
   if (!exportsDefault(t, file) && !exportsNamedHandler(t, file)) {
-    return at(0, 'no handler: export a default function, or a function named "handler" (export function handler(req, ctx) { … })');
+    return at(
+      0,
+      'no handler: export a default function, or a function named "handler" (export function handler(req, ctx) { … })',
+    );
   }
   return named;
 }
 
 /** `export const schedule = "<5-field cron>"`: a string literal, read here, at deploy time. */
-function checkSchedule(t: typeof TS, file: TS.SourceFile, at: (pos: number, message: string) => Validation, named: Validation & { ok: true }): Validation {
+function checkSchedule(
+  t: typeof TS,
+  file: TS.SourceFile,
+  at: (pos: number, message: string) => Validation,
+  named: Validation & { ok: true },
+): Validation {
   const example = 'export const schedule = "*/5 * * * *"';
   for (const statement of file.statements) {
     if (!t.isVariableStatement(statement) || !hasModifier(t, statement, t.SyntaxKind.ExportKeyword)) continue;
-    const declaration = statement.declarationList.declarations.find((d) => t.isIdentifier(d.name) && d.name.text === 'schedule');
+    const declaration = statement.declarationList.declarations.find(
+      (d) => t.isIdentifier(d.name) && d.name.text === 'schedule',
+    );
     if (!declaration) continue;
     const init = declaration.initializer;
-    if (!(statement.declarationList.flags & t.NodeFlags.Const) || !init || !(t.isStringLiteral(init) || t.isNoSubstitutionTemplateLiteral(init))) {
+    if (
+      !(statement.declarationList.flags & t.NodeFlags.Const) ||
+      !init ||
+      !(t.isStringLiteral(init) || t.isNoSubstitutionTemplateLiteral(init))
+    ) {
       return at(declaration.getStart(file), `schedule must be a constant string literal, such as ${example}`);
     }
     const schedule = init.text.trim();
@@ -108,7 +138,8 @@ function checkSchedule(t: typeof TS, file: TS.SourceFile, at: (pos: number, mess
 
 /** Why a schedule is not a 5-field cron expression, or null when it is one. */
 export function scheduleProblem(schedule: string): string | null {
-  if (schedule.split(/\s+/).length !== 5) return `schedule "${schedule}" must have 5 fields: minute hour day-of-month month day-of-week (UTC)`;
+  if (schedule.split(/\s+/).length !== 5)
+    return `schedule "${schedule}" must have 5 fields: minute hour day-of-month month day-of-week (UTC)`;
   try {
     CronExpressionParser.parse(schedule, { tz: 'UTC' });
     return null;
@@ -124,8 +155,14 @@ const hasModifier = (t: typeof TS, node: TS.Node, kind: TS.SyntaxKind): boolean 
 function exportsDefault(t: typeof TS, file: TS.SourceFile): boolean {
   for (const statement of file.statements) {
     if (t.isExportAssignment(statement)) return true;
-    if (hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && hasModifier(t, statement, t.SyntaxKind.DefaultKeyword)) return true;
-    if (t.isExportDeclaration(statement) && !statement.moduleSpecifier && statement.exportClause && t.isNamedExports(statement.exportClause)) {
+    if (hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && hasModifier(t, statement, t.SyntaxKind.DefaultKeyword))
+      return true;
+    if (
+      t.isExportDeclaration(statement) &&
+      !statement.moduleSpecifier &&
+      statement.exportClause &&
+      t.isNamedExports(statement.exportClause)
+    ) {
       if (statement.exportClause.elements.some((e) => e.name.text === 'default')) return true;
     }
   }
@@ -136,12 +173,24 @@ function exportsDefault(t: typeof TS, file: TS.SourceFile): boolean {
 function exportsNamedHandler(t: typeof TS, file: TS.SourceFile): boolean {
   for (const statement of file.statements) {
     // `export default function handler` exports "default", not "handler".
-    const exported = hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && !hasModifier(t, statement, t.SyntaxKind.DefaultKeyword);
-    if (exported && (t.isFunctionDeclaration(statement) || t.isClassDeclaration(statement)) && statement.name?.text === 'handler') return true;
+    const exported =
+      hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && !hasModifier(t, statement, t.SyntaxKind.DefaultKeyword);
+    if (
+      exported &&
+      (t.isFunctionDeclaration(statement) || t.isClassDeclaration(statement)) &&
+      statement.name?.text === 'handler'
+    )
+      return true;
     if (exported && t.isVariableStatement(statement)) {
-      if (statement.declarationList.declarations.some((d) => t.isIdentifier(d.name) && d.name.text === 'handler')) return true;
+      if (statement.declarationList.declarations.some((d) => t.isIdentifier(d.name) && d.name.text === 'handler'))
+        return true;
     }
-    if (t.isExportDeclaration(statement) && !statement.moduleSpecifier && statement.exportClause && t.isNamedExports(statement.exportClause)) {
+    if (
+      t.isExportDeclaration(statement) &&
+      !statement.moduleSpecifier &&
+      statement.exportClause &&
+      t.isNamedExports(statement.exportClause)
+    ) {
       if (statement.exportClause.elements.some((e) => e.name.text === 'handler')) return true;
     }
   }

@@ -177,7 +177,12 @@ export class DenoWorker {
   #settleStep: (error?: Error) => void = () => {};
   readonly exited: Promise<ExitReason>;
 
-  private constructor(options: WorkerProcessOptions, server: net.Server, binding: WorkerBinding | undefined, spareFaults?: WorkerFaults) {
+  private constructor(
+    options: WorkerProcessOptions,
+    server: net.Server,
+    binding: WorkerBinding | undefined,
+    spareFaults?: WorkerFaults,
+  ) {
     this.#options = options;
     this.#binding = binding;
     this.#spareFaults = spareFaults;
@@ -207,7 +212,13 @@ export class DenoWorker {
       env: denoEnv(options.denoDir),
       extendEnv: false,
       input: binding
-        ? entryProgram(binding.modulePath, { socketPath: options.socketPath, siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath, egress: binding.egress })
+        ? entryProgram(binding.modulePath, {
+            socketPath: options.socketPath,
+            siteId: binding.siteId,
+            kind: binding.kind,
+            sourcePath: binding.sourcePath,
+            egress: binding.egress,
+          })
         : spareProgram(options.socketPath),
       buffer: false,
       reject: false,
@@ -219,7 +230,9 @@ export class DenoWorker {
     });
     lowerPriority(this.#process.pid, options.nice);
     // Output that bypasses console.* (Deno's own messages, Deno.stdout) still reaches the site's logs.
-    this.#rewrite = binding ? pathRedactor(pathToFileURL(binding.modulePath).href, binding.sourcePath, BERTH_URL) : (line) => line;
+    this.#rewrite = binding
+      ? pathRedactor(pathToFileURL(binding.modulePath).href, binding.sourcePath, BERTH_URL)
+      : (line) => line;
     if (this.#process.stdout) readOutput(this.#process.stdout, 'info', this.#output, (line) => this.#rewrite(line));
     if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, (line) => this.#rewrite(line));
     const ended = (): ExitReason => {
@@ -246,7 +259,11 @@ export class DenoWorker {
     return DenoWorker.#spawn(options, undefined, faults);
   }
 
-  static async #spawn(options: WorkerProcessOptions, binding: WorkerBinding | undefined, spareFaults?: WorkerFaults): Promise<DenoWorker> {
+  static async #spawn(
+    options: WorkerProcessOptions,
+    binding: WorkerBinding | undefined,
+    spareFaults?: WorkerFaults,
+  ): Promise<DenoWorker> {
     fs.rmSync(options.socketPath, { force: true });
     const server = net.createServer();
     server.maxConnections = 1;
@@ -267,13 +284,21 @@ export class DenoWorker {
    * worker's ctx calls and logs go to this site's hooks, whatever the worker says.
    */
   async bind(binding: WorkerBinding, source: Uint8Array): Promise<void> {
-    if (this.#binding || this.#view.spare !== 'waiting') throw new Error('only a spare on standby may be given a function');
+    if (this.#binding || this.#view.spare !== 'waiting')
+      throw new Error('only a spare on standby may be given a function');
     this.#binding = binding;
     this.#view.spare = undefined;
     const rewrite = pathRedactor(pathToFileURL(binding.modulePath).href, binding.sourcePath, BERTH_URL);
     this.#rewrite = (line) => rewrite(line).replace(MODULE_DATA_URL, binding.sourcePath);
     const loaded = this.#step();
-    this.#send(FrameType.Load, 0, encodeLoad({ siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath, egress: binding.egress }, source));
+    this.#send(
+      FrameType.Load,
+      0,
+      encodeLoad(
+        { siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath, egress: binding.egress },
+        source,
+      ),
+    );
     await loaded;
   }
 
@@ -324,7 +349,12 @@ export class DenoWorker {
 
   /** Stops the process; callers still waiting get a WorkerError for `reason`. */
   kill(reason: ExitReason): void {
-    this.#stop(reason, reason === 'protocol' ? new WorkerError('protocol', FAILURES.protocol) : new Error(`the worker was stopped (${reason}) before it was ready`));
+    this.#stop(
+      reason,
+      reason === 'protocol'
+        ? new WorkerError('protocol', FAILURES.protocol)
+        : new Error(`the worker was stopped (${reason}) before it was ready`),
+    );
   }
 
   /**
@@ -386,7 +416,9 @@ export class DenoWorker {
       this.#pump();
     });
     // Deno closes the channel before it reports an uncaught error on stderr.
-    socket.on('close', () => this.#stop('crashed', new Error('the worker closed its channel before it was ready'), EXIT_GRACE_MS));
+    socket.on('close', () =>
+      this.#stop('crashed', new Error('the worker closed its channel before it was ready'), EXIT_GRACE_MS),
+    );
     socket.on('error', () => this.kill('crashed'));
   }
 
@@ -406,7 +438,12 @@ export class DenoWorker {
 
   /** The channel is not read while the worker has too much of the host's attention outstanding. */
   #held(): boolean {
-    return this.#ctxCalls >= MAX_CTX_CALLS || this.#ctxBytes >= MAX_CTX_BYTES || this.#drains > 0 || this.#floodHold !== undefined;
+    return (
+      this.#ctxCalls >= MAX_CTX_CALLS ||
+      this.#ctxBytes >= MAX_CTX_BYTES ||
+      this.#drains > 0 ||
+      this.#floodHold !== undefined
+    );
   }
 
   /** Handles queued frames until the queue is empty or the channel is held, then pauses or resumes reading. */
@@ -460,7 +497,12 @@ export class DenoWorker {
       case 'end': {
         const pending = this.#pending.get(message.stream)!;
         if (pending.body) pending.body.end();
-        else pending.resolve({ status: pending.head!.status, headers: pending.head!.headers, body: Buffer.concat(pending.chunks) });
+        else
+          pending.resolve({
+            status: pending.head!.status,
+            headers: pending.head!.headers,
+            body: Buffer.concat(pending.chunks),
+          });
         this.#pending.delete(message.stream);
         return;
       }

@@ -37,7 +37,12 @@ export class BlobSweeper {
     let seen = 0;
     for await (const blob of this.store.list()) {
       if (++seen % 256 === 0) await yieldToEvents();
-      if (now - blob.modifiedMs < this.minAgeMs || this.store.isPinned(blob.sha256) || (await this.isReferenced(blob.sha256))) continue;
+      if (
+        now - blob.modifiedMs < this.minAgeMs ||
+        this.store.isPinned(blob.sha256) ||
+        (await this.isReferenced(blob.sha256))
+      )
+        continue;
       if (await this.store.remove(blob.sha256, this.minAgeMs)) {
         report.removed++;
         report.bytes += blob.bytes;

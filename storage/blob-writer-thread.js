@@ -38,14 +38,17 @@ function place({ data, tmp, final, root }) {
   syncFolder(dir);
 }
 
-parentPort?.on('message', (/** @type {{ id: number, data: Uint8Array, tmp: string, final: string, root: string }} */ job) => {
-  try {
-    place(job);
-    parentPort?.postMessage({ id: job.id });
-  } catch (err) {
-    // Whatever failed, the temp file goes; after the rename there is none left.
-    fs.rmSync(job.tmp, { force: true });
-    const { message, code } = /** @type {NodeJS.ErrnoException} */ (err);
-    parentPort?.postMessage({ id: job.id, error: { message, code } });
-  }
-});
+parentPort?.on(
+  'message',
+  (/** @type {{ id: number, data: Uint8Array, tmp: string, final: string, root: string }} */ job) => {
+    try {
+      place(job);
+      parentPort?.postMessage({ id: job.id });
+    } catch (err) {
+      // Whatever failed, the temp file goes; after the rename there is none left.
+      fs.rmSync(job.tmp, { force: true });
+      const { message, code } = /** @type {NodeJS.ErrnoException} */ (err);
+      parentPort?.postMessage({ id: job.id, error: { message, code } });
+    }
+  },
+);

@@ -16,7 +16,10 @@ export class CachedBlobStore implements BlobStore {
   /** `maxBytes` 0 turns the cache off. */
   constructor(store: BlobStore, maxBytes: number) {
     this.#store = store;
-    this.#cache = maxBytes > 0 ? new LRUCache<string, Buffer>({ maxSize: maxBytes, sizeCalculation: (bytes) => Math.max(1, bytes.length) }) : undefined;
+    this.#cache =
+      maxBytes > 0
+        ? new LRUCache<string, Buffer>({ maxSize: maxBytes, sizeCalculation: (bytes) => Math.max(1, bytes.length) })
+        : undefined;
   }
 
   get location(): string {

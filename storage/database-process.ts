@@ -26,7 +26,9 @@ export interface DatabaseProcessOptions {
 }
 
 /** The sandbox of a database process, as a pure function. */
-export function sqliteHostArgs(options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes'>): string[] {
+export function sqliteHostArgs(
+  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes'>,
+): string[] {
   return [
     ...DENO_RUN,
     `--allow-read=${options.siteDir}`,
@@ -102,14 +104,19 @@ export class DatabaseProcess {
     });
     const ready = new Promise<void>((resolve, reject) => {
       process.#listen(resolve, reject);
-      void process.exited.then(() => reject(new Error(`the database process exited before it was ready: ${stderr.trim()}`)));
+      void process.exited.then(() =>
+        reject(new Error(`the database process exited before it was ready: ${stderr.trim()}`)),
+      );
     });
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
         ready,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`the database process was not ready within ${options.startupTimeoutMs} ms`)), options.startupTimeoutMs);
+          timer = setTimeout(
+            () => reject(new Error(`the database process was not ready within ${options.startupTimeoutMs} ms`)),
+            options.startupTimeoutMs,
+          );
         }),
       ]);
     } catch (err) {

@@ -82,7 +82,8 @@ export class LocalBlobStore implements BlobStore {
    * Whatever fails (the source, the size limit, the disk), no temp file is left.
    */
   async put(source: Readable, maxBytes: number, declaredBytes?: number): Promise<PinnedBlob> {
-    if (declaredBytes !== undefined && declaredBytes <= SMALL_BLOB_BYTES) return this.#putSmall(source, Math.min(maxBytes, SMALL_BLOB_BYTES));
+    if (declaredBytes !== undefined && declaredBytes <= SMALL_BLOB_BYTES)
+      return this.#putSmall(source, Math.min(maxBytes, SMALL_BLOB_BYTES));
     return this.#putStream(source, maxBytes);
   }
 
@@ -230,7 +231,6 @@ export class LocalBlobStore implements BlobStore {
     return openIfThere(this.#exportPath(id));
   }
 
-
   #copyPath(siteId: string): string {
     if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
     return path.join(this.#root, 'database-copies', `${siteId}.sqlite`);
@@ -255,7 +255,6 @@ export class LocalBlobStore implements BlobStore {
   openDatabaseCopy(siteId: string): Promise<Readable | null> {
     return openIfThere(this.#copyPath(siteId));
   }
-
 
   async removeDatabaseCopy(siteId: string): Promise<void> {
     await fsp.rm(this.#copyPath(siteId), { force: true });

@@ -68,7 +68,11 @@ class Measure extends PassThrough {
   constructor(readonly maxBytes: number) {
     super();
   }
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: (err?: Error | null, data?: Buffer) => void): void {
+  override _transform(
+    chunk: Buffer,
+    _encoding: BufferEncoding,
+    done: (err?: Error | null, data?: Buffer) => void,
+  ): void {
     this.bytes += chunk.length;
     if (this.bytes > this.maxBytes) return done(new BlobTooLargeError(this.maxBytes));
     this.hash.update(chunk);
@@ -122,9 +126,14 @@ export class S3BlobStore implements BlobStore {
       const e = err as { name?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number } };
       const status = e.$metadata?.httpStatusCode;
       // An answer without a body (to a HEAD) has no error name: its status says what it was.
-      const reason = status === 403 && (!e.name || e.name === 'Unknown' || e.name === '403') ? 'AccessDenied (HTTP 403)'
-        : e.name && e.name !== 'Error' && e.name !== 'Unknown' ? e.name
-          : status ? `HTTP ${status}` : (e.code ?? e.message ?? 'no answer');
+      const reason =
+        status === 403 && (!e.name || e.name === 'Unknown' || e.name === '403')
+          ? 'AccessDenied (HTTP 403)'
+          : e.name && e.name !== 'Error' && e.name !== 'Unknown'
+            ? e.name
+            : status
+              ? `HTTP ${status}`
+              : (e.code ?? e.message ?? 'no answer');
       throw new StorageUnavailableError(`${this.location} failed to ${what}: ${reason}`, reason, { cause: err });
     }
   }
@@ -145,9 +154,12 @@ export class S3BlobStore implements BlobStore {
   /** The bucket answers with these credentials. */
   async writable(): Promise<void> {
     try {
-      await this.#send('answer for the bucket', () => this.#client.send(new HeadBucketCommand({ Bucket: this.#at.bucket })));
+      await this.#send('answer for the bucket', () =>
+        this.#client.send(new HeadBucketCommand({ Bucket: this.#at.bucket })),
+      );
     } catch (err) {
-      if (notFound(err)) throw new StorageUnavailableError(`${this.location} does not exist: create the bucket first`, 'NoSuchBucket');
+      if (notFound(err))
+        throw new StorageUnavailableError(`${this.location} does not exist: create the bucket first`, 'NoSuchBucket');
       throw err;
     }
   }
@@ -180,7 +192,16 @@ export class S3BlobStore implements BlobStore {
     const sha256 = crypto.createHash('sha256').update(data).digest('hex');
     const unpin = this.#pins.pin(sha256);
     try {
-      await this.#send('store a blob', () => this.#client.send(new PutObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256), Body: data, ContentLength: data.length })));
+      await this.#send('store a blob', () =>
+        this.#client.send(
+          new PutObjectCommand({
+            Bucket: this.#at.bucket,
+            Key: this.#blobKey(sha256),
+            Body: data,
+            ContentLength: data.length,
+          }),
+        ),
+      );
     } catch (err) {
       unpin();
       throw err;
@@ -207,7 +228,12 @@ export class S3BlobStore implements BlobStore {
       unpin = this.#pins.pin(sha256);
       await this.#send('store a blob', () =>
         this.#client.send(
-          new CopyObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256), CopySource: encodeURIComponent(`${this.#at.bucket}/${tmp}`), MetadataDirective: 'COPY' }),
+          new CopyObjectCommand({
+            Bucket: this.#at.bucket,
+            Key: this.#blobKey(sha256),
+            CopySource: encodeURIComponent(`${this.#at.bucket}/${tmp}`),
+            MetadataDirective: 'COPY',
+          }),
         ),
       );
       return { sha256, bytes: measure.bytes, unpin, storedAt: Date.now() };
@@ -216,7 +242,9 @@ export class S3BlobStore implements BlobStore {
       // The body stops being read: a store that failed mid-upload leaves nothing waiting on it.
       measure.destroy();
       await upload.abort().catch(() => {});
-      throw err instanceof BlobTooLargeError || measure.errored instanceof BlobTooLargeError ? new BlobTooLargeError(maxBytes) : err;
+      throw err instanceof BlobTooLargeError || measure.errored instanceof BlobTooLargeError
+        ? new BlobTooLargeError(maxBytes)
+        : err;
     } finally {
       await this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: tmp })).catch(() => {});
     }
@@ -262,7 +290,9 @@ export class S3BlobStore implements BlobStore {
   /** The stored blob's size, or null when the store does not have it. */
   async sizeOf(sha256: string): Promise<number | null> {
     try {
-      const head = await this.#send('look up a blob', () => this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })));
+      const head = await this.#send('look up a blob', () =>
+        this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })),
+      );
       return head.ContentLength ?? 0;
     } catch (err) {
       if (notFound(err)) return null;
@@ -273,7 +303,9 @@ export class S3BlobStore implements BlobStore {
   /** Whether the store has the export. */
   async hasExport(id: string): Promise<boolean> {
     try {
-      await this.#send('look up an export', () => this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('exports', `${id}.sql`) })));
+      await this.#send('look up an export', () =>
+        this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('exports', `${id}.sql`) })),
+      );
       return true;
     } catch (err) {
       if (notFound(err)) return false;
@@ -292,7 +324,13 @@ export class S3BlobStore implements BlobStore {
   async stream(sha256: string, range?: ByteRange): Promise<Readable> {
     try {
       const answer = await this.#send('read a blob', () =>
-        this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256), ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) })),
+        this.#client.send(
+          new GetObjectCommand({
+            Bucket: this.#at.bucket,
+            Key: this.#blobKey(sha256),
+            ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
+          }),
+        ),
       );
       return answer.Body as Readable;
     } catch (err) {
@@ -306,10 +344,20 @@ export class S3BlobStore implements BlobStore {
     let token: string | undefined;
     do {
       const page = await this.#send('list objects', () =>
-        this.#client.send(new ListObjectsV2Command({ Bucket: this.#at.bucket, Prefix: prefix, ...(token ? { ContinuationToken: token } : {}) })),
+        this.#client.send(
+          new ListObjectsV2Command({
+            Bucket: this.#at.bucket,
+            Prefix: prefix,
+            ...(token ? { ContinuationToken: token } : {}),
+          }),
+        ),
       );
       for (const object of page.Contents ?? []) {
-        yield { name: object.Key!.slice(prefix.length), bytes: object.Size ?? 0, modifiedMs: object.LastModified?.getTime() ?? 0 };
+        yield {
+          name: object.Key!.slice(prefix.length),
+          bytes: object.Size ?? 0,
+          modifiedMs: object.LastModified?.getTime() ?? 0,
+        };
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
@@ -328,14 +376,18 @@ export class S3BlobStore implements BlobStore {
   async remove(sha256: string, minAgeMs: number): Promise<boolean> {
     let modifiedMs: number;
     try {
-      const head = await this.#send('look up a blob', () => this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })));
+      const head = await this.#send('look up a blob', () =>
+        this.#client.send(new HeadObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })),
+      );
       modifiedMs = head.LastModified?.getTime() ?? Date.now();
     } catch (err) {
       if (notFound(err)) return false;
       throw err;
     }
     if (Date.now() - modifiedMs < minAgeMs || this.#pins.has(sha256)) return false;
-    await this.#send('remove a blob', () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })));
+    await this.#send('remove a blob', () =>
+      this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#blobKey(sha256) })),
+    );
     return true;
   }
 
@@ -345,7 +397,9 @@ export class S3BlobStore implements BlobStore {
     let removed = 0;
     for await (const object of this.#listKeys('tmp')) {
       if (now - object.modifiedMs < minAgeMs) continue;
-      await this.#send('remove a temp object', () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('tmp', object.name) })));
+      await this.#send('remove a temp object', () =>
+        this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('tmp', object.name) })),
+      );
       removed++;
     }
     let keyMarker: string | undefined;
@@ -353,12 +407,20 @@ export class S3BlobStore implements BlobStore {
     do {
       const page = await this.#send('list multipart uploads', () =>
         this.#client.send(
-          new ListMultipartUploadsCommand({ Bucket: this.#at.bucket, Prefix: this.#key('tmp', ''), ...(keyMarker ? { KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker } : {}) }),
+          new ListMultipartUploadsCommand({
+            Bucket: this.#at.bucket,
+            Prefix: this.#key('tmp', ''),
+            ...(keyMarker ? { KeyMarker: keyMarker, UploadIdMarker: uploadIdMarker } : {}),
+          }),
         ),
       );
       for (const upload of page.Uploads ?? []) {
         if (now - (upload.Initiated?.getTime() ?? now) < minAgeMs) continue;
-        await this.#send('abort a multipart upload', () => this.#client.send(new AbortMultipartUploadCommand({ Bucket: this.#at.bucket, Key: upload.Key!, UploadId: upload.UploadId! })));
+        await this.#send('abort a multipart upload', () =>
+          this.#client.send(
+            new AbortMultipartUploadCommand({ Bucket: this.#at.bucket, Key: upload.Key!, UploadId: upload.UploadId! }),
+          ),
+        );
         removed++;
       }
       keyMarker = page.IsTruncated ? page.NextKeyMarker : undefined;
@@ -377,7 +439,12 @@ export class S3BlobStore implements BlobStore {
 
   /** One object per site, replaced whole by each copy: a PUT (or a multipart upload's completion) is atomic. */
   putDatabaseCopy(siteId: string, file: string): Promise<number> {
-    return this.#putFile(this.#key('database-copies', `${siteId}.sqlite`), file, 'application/vnd.sqlite3', 'store a copy of a site database');
+    return this.#putFile(
+      this.#key('database-copies', `${siteId}.sqlite`),
+      file,
+      'application/vnd.sqlite3',
+      'store a copy of a site database',
+    );
   }
 
   openDatabaseCopy(siteId: string): Promise<Readable | null> {
@@ -401,7 +468,9 @@ export class S3BlobStore implements BlobStore {
   /** A stream of the object at `key`, or null when there is none. */
   async #openObject(key: string, what: string): Promise<Readable | null> {
     try {
-      const answer = await this.#send(what, () => this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: key })));
+      const answer = await this.#send(what, () =>
+        this.#client.send(new GetObjectCommand({ Bucket: this.#at.bucket, Key: key })),
+      );
       return answer.Body as Readable;
     } catch (err) {
       if (notFound(err)) return null;
@@ -410,9 +479,12 @@ export class S3BlobStore implements BlobStore {
   }
 
   async removeDatabaseCopy(siteId: string): Promise<void> {
-    await this.#send('remove a copy of a site database', () => this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`) })));
+    await this.#send('remove a copy of a site database', () =>
+      this.#client.send(
+        new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: this.#key('database-copies', `${siteId}.sqlite`) }),
+      ),
+    );
   }
-
 
   async close(): Promise<void> {
     this.#client.destroy();

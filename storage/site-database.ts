@@ -11,7 +11,16 @@ import { PoolFullError, WorkerPool } from '../runtime-host/pool.ts';
 import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
 import { compactSqlite } from './sqlite-compact.ts';
 import { syncPath } from './durable.ts';
-import type { Access, Census, Compaction, DbRequest, FailureReason, RowValue, Statement, StatementOutcome } from './database-protocol.ts';
+import type {
+  Access,
+  Census,
+  Compaction,
+  DbRequest,
+  FailureReason,
+  RowValue,
+  Statement,
+  StatementOutcome,
+} from './database-protocol.ts';
 
 export type { Access, Census, Compaction, SqlParam, Statement } from './database-protocol.ts';
 
@@ -210,7 +219,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
     let resume!: () => void;
     this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
     try {
-      while ((this.#inflight.get(siteId) ?? 0) > 0) await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      while ((this.#inflight.get(siteId) ?? 0) > 0)
+        await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
       const compaction = await compactSqlite(file, this.#dir(siteId)).catch((err: Error) => {
         throw new StatementError('unavailable', `the database could not be compacted: ${err.message}`);
       });
@@ -239,7 +249,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
     this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
     let thawed!: (outcome: 'moved' | 'kept') => void;
     try {
-      while ((this.#inflight.get(siteId) ?? 0) > 0) await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      while ((this.#inflight.get(siteId) ?? 0) > 0)
+        await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
       await this.#sendNow(siteId, { op: 'checkpoint' }, this.#options.statementTimeoutMs);
       this.#frozen.set(siteId, new Promise((resolve) => (thawed = resolve)));
     } finally {
@@ -282,7 +293,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async discardIncoming(dir: string): Promise<void> {
-    if (!dir.startsWith(this.#root + path.sep) || !dir.endsWith('.incoming.tmp')) throw new Error(`not an incoming folder: ${dir}`);
+    if (!dir.startsWith(this.#root + path.sep) || !dir.endsWith('.incoming.tmp'))
+      throw new Error(`not an incoming folder: ${dir}`);
     await fsp.rm(dir, { recursive: true, force: true });
   }
 
@@ -308,7 +320,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
       if (!result.ok) throw new StatementError('unavailable', `the copy could not be checked: ${result.error.message}`);
       census = result.value as Census;
     } catch (err) {
-      if (err instanceof DatabaseProcessError) throw new StatementError('unavailable', `the copy could not be checked: ${err.message}`);
+      if (err instanceof DatabaseProcessError)
+        throw new StatementError('unavailable', `the copy could not be checked: ${err.message}`);
       throw err;
     } finally {
       check.kill('disposed');
@@ -323,7 +336,14 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async size(siteId: string): Promise<number> {
-    const sizes = await Promise.all(['db.sqlite', 'db.sqlite-wal'].map((name) => fsp.stat(path.join(this.#dir(siteId), name)).then((s) => s.size, () => 0)));
+    const sizes = await Promise.all(
+      ['db.sqlite', 'db.sqlite-wal'].map((name) =>
+        fsp.stat(path.join(this.#dir(siteId), name)).then(
+          (s) => s.size,
+          () => 0,
+        ),
+      ),
+    );
     return sizes[0]! + sizes[1]!;
   }
 
@@ -347,9 +367,15 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   /** Sends `request` (null: only open the database) to the site's process and unwraps the result. */
-  async #call(siteId: string, request: DbRequest | null, timeoutMs = this.#options.statementTimeoutMs, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
+  async #call(
+    siteId: string,
+    request: DbRequest | null,
+    timeoutMs = this.#options.statementTimeoutMs,
+    onChunk?: (chunk: Buffer) => void,
+  ): Promise<unknown> {
     const observe = this.#options.onStatement;
-    if (!observe || !request || (request.op !== 'run' && request.op !== 'batch')) return this.#send(siteId, request, timeoutMs, onChunk);
+    if (!observe || !request || (request.op !== 'run' && request.op !== 'batch'))
+      return this.#send(siteId, request, timeoutMs, onChunk);
     const started = performance.now();
     let ok = false;
     try {
@@ -361,7 +387,12 @@ export class SiteDatabases implements SiteDatabaseProvider {
     }
   }
 
-  async #send(siteId: string, request: DbRequest | null, timeoutMs: number, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
+  async #send(
+    siteId: string,
+    request: DbRequest | null,
+    timeoutMs: number,
+    onChunk?: (chunk: Buffer) => void,
+  ): Promise<unknown> {
     for (;;) {
       while (this.#paused.has(siteId)) await this.#paused.get(siteId);
       if (this.#movedAway.has(siteId)) throw movedAway();
@@ -371,7 +402,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
         continue;
       }
       // While the file is copied, statements run read-only; one that turns out to write waits.
-      const sent = frozen && (request?.op === 'run' || request?.op === 'batch') ? { ...request, readOnly: true } : request;
+      const sent =
+        frozen && (request?.op === 'run' || request?.op === 'batch') ? { ...request, readOnly: true } : request;
       try {
         return await this.#counted(siteId, () => this.#sendNow(siteId, sent, timeoutMs, onChunk));
       } catch (err) {
@@ -398,12 +430,18 @@ export class SiteDatabases implements SiteDatabaseProvider {
     }
   }
 
-  async #sendNow(siteId: string, request: DbRequest | null, timeoutMs: number, onChunk?: (chunk: Buffer) => void): Promise<unknown> {
+  async #sendNow(
+    siteId: string,
+    request: DbRequest | null,
+    timeoutMs: number,
+    onChunk?: (chunk: Buffer) => void,
+  ): Promise<unknown> {
     let process;
     try {
       process = await this.#pool.acquire(siteId);
     } catch (err) {
-      if (err instanceof PoolFullError) throw new StatementError('busy', 'every database process is busy; try again shortly');
+      if (err instanceof PoolFullError)
+        throw new StatementError('busy', 'every database process is busy; try again shortly');
       throw err;
     }
     try {
@@ -413,7 +451,11 @@ export class SiteDatabases implements SiteDatabaseProvider {
       return result.value;
     } catch (err) {
       if (!(err instanceof DatabaseProcessError)) throw err;
-      if (err.reason === 'timeout') throw new StatementError('timeout', `the statement ran longer than ${timeoutMs} ms and was stopped; nothing it wrote was kept`);
+      if (err.reason === 'timeout')
+        throw new StatementError(
+          'timeout',
+          `the statement ran longer than ${timeoutMs} ms and was stopped; nothing it wrote was kept`,
+        );
       throw new StatementError('unavailable', err.message);
     } finally {
       this.#pool.release(process);

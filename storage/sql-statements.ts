@@ -39,7 +39,8 @@ export function countStatements(sql: string): number {
       let j = i + 1;
       while (j < sql.length) {
         if (sql[j] === close) {
-          if (close !== ']' && sql[j + 1] === close) j += 2; // doubled quote
+          if (close !== ']' && sql[j + 1] === close)
+            j += 2; // doubled quote
           else break;
         } else j++;
       }

@@ -8,7 +8,8 @@ import Database from 'better-sqlite3';
 const { file, tempDir, busyMs } = workerData;
 
 /** @param {import('better-sqlite3').Database} db */
-const size = (db) => Number(db.pragma('page_count', { simple: true })) * Number(db.pragma('page_size', { simple: true }));
+const size = (db) =>
+  Number(db.pragma('page_count', { simple: true })) * Number(db.pragma('page_size', { simple: true }));
 
 const db = new Database(file, { fileMustExist: true, timeout: busyMs });
 try {

@@ -9,7 +9,10 @@ import path from 'node:path';
 
 function foldersOf(dir: string): string[] {
   try {
-    return fs.readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => path.join(dir, e.name));
+    return fs
+      .readdirSync(dir, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => path.join(dir, e.name));
   } catch {
     return [];
   }
@@ -18,7 +21,13 @@ function foldersOf(dir: string): string[] {
 /** Removes what ends in `.tmp` in every folder of the data dir that can hold one; returns how many. */
 export function sweepTempFiles(dataDir: string): number {
   const versions = foldersOf(path.join(dataDir, 'runtime', 'functions')).flatMap(foldersOf); // functions/<function>/<version>
-  const folders = [dataDir, path.join(dataDir, 'exports'), ...versions, path.join(dataDir, 'sites'), ...foldersOf(path.join(dataDir, 'sites'))];
+  const folders = [
+    dataDir,
+    path.join(dataDir, 'exports'),
+    ...versions,
+    path.join(dataDir, 'sites'),
+    ...foldersOf(path.join(dataDir, 'sites')),
+  ];
   let removed = 0;
   for (const folder of folders) {
     let names: string[];

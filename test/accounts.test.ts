@@ -53,7 +53,10 @@ test('renaming trims the name and enforces 1–100 characters', async (t) => {
 });
 
 test('malformed JSON and unknown fields are rejected with clear codes', async (t) => {
-  const bad = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, { body: '{"name":', headers: { 'content-type': 'application/json' } });
+  const bad = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, {
+    body: '{"name":',
+    headers: { 'content-type': 'application/json' },
+  });
   t.is(bad.statusCode, 400);
   t.is(json(bad).error.code, 'invalid_json');
   const extra = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, { json: { name: 'Owner', plan: 'free' } });

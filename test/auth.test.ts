@@ -2,7 +2,15 @@
 // so that a new route cannot skip the matrix.
 import test from 'ava';
 import { apiRoutes } from '../control-plane/http/routes/index.ts';
-import { type ErrorBody, type TestBerth, apiClient, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import {
+  type ErrorBody,
+  type TestBerth,
+  apiClient,
+  createSite,
+  json,
+  putFile,
+  startTestBerth,
+} from './helpers/berth.ts';
 import { createKey, revokeKey } from '../control-plane/services/keys.ts';
 
 let t0: TestBerth;
@@ -14,8 +22,12 @@ test.before(async () => {
   const site = await createSite(t0.owner, { subdomain: 'auth-matrix' });
   const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: 'secret' } });
-  const database = (await t0.owner.api.post(`v0/sites/${site.id}/databases`)).body as unknown as { database: { id: string } };
-  await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.database.id}/migrations`, { json: { ...MIGRATION, confirm: true } });
+  const database = (await t0.owner.api.post(`v0/sites/${site.id}/databases`)).body as unknown as {
+    database: { id: string };
+  };
+  await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.database.id}/migrations`, {
+    json: { ...MIGRATION, confirm: true },
+  });
   Object.assign(ids, {
     accountId: t0.owner.id,
     bucketId: site.bucketId,
@@ -26,7 +38,9 @@ test.before(async () => {
     name: 'API_TOKEN',
     databaseId: database.database.id,
     migrationName: MIGRATION.name,
-    exportId: (json<{ export: { id: string } }>(await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.database.id}/exports`))).export.id,
+    exportId: json<{ export: { id: string } }>(
+      await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.database.id}/exports`),
+    ).export.id,
   });
 });
 test.after.always(async () => {
@@ -42,7 +56,8 @@ function urlFor(template: string): string {
 }
 
 /** Keys, members, invitations, CLI approvals and passwords: never an API key's business. */
-const forUsersOnly = (route: (typeof apiRoutes)[number]) => 'operation' in route && (route.operation.audience === 'users' || route.operation.audience === 'user-admins');
+const forUsersOnly = (route: (typeof apiRoutes)[number]) =>
+  'operation' in route && (route.operation.audience === 'users' || route.operation.audience === 'user-admins');
 
 function errorCode(res: { body: unknown }): string | undefined {
   return (JSON.parse(json<Buffer>(res).toString('utf8')) as ErrorBody).error?.code;

@@ -20,10 +20,17 @@ const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 const PASSPHRASE = 'correct horse battery staple';
 
 /** `berth …` with `input` on its stdin. */
-async function berthWithInput(args: string[], givenEnv: Record<string, string>, input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function berthWithInput(
+  args: string[],
+  givenEnv: Record<string, string>,
+  input: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const env = await withBackend(givenEnv);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -82,27 +89,40 @@ test('an online backup under a write load restores into a new data dir that answ
   const port = new URL(server.url).port;
 
   // Two sites; files with several versions (text and binary); a function; a secret; a database with rows.
-  const site = json<{ id: string; bucketId: string; subdomain: string }>(await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Kept', subdomain: 'kept' } }));
-  const other = json<{ id: string; bucketId: string; subdomain: string }>(await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Other', subdomain: 'other' } }));
+  const site = json<{ id: string; bucketId: string; subdomain: string }>(
+    await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Kept', subdomain: 'kept' } }),
+  );
+  const other = json<{ id: string; bucketId: string; subdomain: string }>(
+    await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Other', subdomain: 'other' } }),
+  );
   const files: FileFixture[] = [];
   const write = async (bucketId: string, filePath: string, bytes: Buffer, contentType: string) => {
-    const put = await api.put(`v0/buckets/${bucketId}/objects/${filePath}`, { body: bytes, headers: { 'content-type': contentType } });
+    const put = await api.put(`v0/buckets/${bucketId}/objects/${filePath}`, {
+      body: bytes,
+      headers: { 'content-type': contentType },
+    });
     t.is(put.statusCode, 200, JSON.stringify(put.body));
     const body = json<{ fileId: string; versionId: string }>(put);
     let fixture = files.find((f) => f.fileId === body.fileId);
     if (!fixture) files.push((fixture = { fileId: body.fileId, path: filePath, versions: [] }));
     fixture.versions.push({ id: body.versionId, bytes, contentType });
   };
-  for (const n of [1, 2, 3]) await write(site.bucketId, 'web/index.html', Buffer.from(`<h1>version ${n}</h1>`), 'text/html; charset=utf-8');
+  for (const n of [1, 2, 3])
+    await write(site.bucketId, 'web/index.html', Buffer.from(`<h1>version ${n}</h1>`), 'text/html; charset=utf-8');
   await write(site.bucketId, 'web/data.bin', crypto.randomBytes(300_000), 'application/octet-stream');
   await write(site.bucketId, 'web/data.bin', crypto.randomBytes(1000), 'application/octet-stream');
   await write(other.bucketId, 'web/index.html', Buffer.from('other site'), 'text/html');
   const fn = await api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, { body: FUNCTION });
   t.is(json<{ deployment: { status: string } }>(fn).deployment.status, 'READY');
-  t.is((await api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'STRIPE_KEY', value: 'sk_live_kept' } })).statusCode, 200);
+  t.is(
+    (await api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'STRIPE_KEY', value: 'sk_live_kept' } })).statusCode,
+    200,
+  );
   const database = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
   const query = async (sql: string, params?: unknown[]) => {
-    const res = await api.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: params ? { sql, params } : { sql } });
+    const res = await api.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
+      json: params ? { sql, params } : { sql },
+    });
     t.is(res.statusCode, 200, JSON.stringify(res.body));
     return json<{ result: Array<{ results: Array<Record<string, unknown>> }> }>(res).result[0]!.results;
   };
@@ -112,21 +132,33 @@ test('an online backup under a write load restores into a new data dir that answ
 
   // A finished export of the database, whose link must work again after the restore.
   const exportsPath = `v0/sites/${site.id}/databases/${database.id}/exports`;
-  const exported = json<{ export: { id: string; status: string; downloadUrl?: string } }>(await api.post(exportsPath)).export;
+  const exported = json<{ export: { id: string; status: string; downloadUrl?: string } }>(
+    await api.post(exportsPath),
+  ).export;
   let exportRecord = exported;
   for (let i = 0; i < 100 && exportRecord.status === 'PROCESSING'; i++) {
     await new Promise((resolve) => setTimeout(resolve, 50));
-    exportRecord = json<{ export: typeof exportRecord }>(await api.post(`${exportsPath}/${exported.id}/reconcile`)).export;
+    exportRecord = json<{ export: typeof exportRecord }>(
+      await api.post(`${exportsPath}/${exported.id}/reconcile`),
+    ).export;
   }
   t.is(exportRecord.status, 'COMPLETE');
   const dump = (await got.get(exportRecord.downloadUrl!)).body;
   t.regex(dump, /INSERT INTO .?notes/);
 
   // Keys: one made by the operator, one revoked (it must stay revoked).
-  const made = await runBerth(['admin', 'create-key', '--account', keys.accountId, '--permission', 'READ', '--json'], { BERTH_DATA_DIR: dataDir });
+  const made = await runBerth(['admin', 'create-key', '--account', keys.accountId, '--permission', 'READ', '--json'], {
+    BERTH_DATA_DIR: dataDir,
+  });
   t.is(made.code, 0, made.stderr);
   const extraKey = (JSON.parse(made.stdout) as { key: string }).key;
-  const doomed = JSON.parse((await runBerth(['admin', 'create-key', '--account', keys.accountId, '--permission', 'WRITE', '--json'], { BERTH_DATA_DIR: dataDir })).stdout) as { key: string; id: string };
+  const doomed = JSON.parse(
+    (
+      await runBerth(['admin', 'create-key', '--account', keys.accountId, '--permission', 'WRITE', '--json'], {
+        BERTH_DATA_DIR: dataDir,
+      })
+    ).stdout,
+  ) as { key: string; id: string };
   t.is((await runBerth(['admin', 'revoke-key', '--id', doomed.id], { BERTH_DATA_DIR: dataDir })).code, 0);
 
   // The write load: each round a new file, a new version of load/latest.txt and a row, until stopped.
@@ -136,8 +168,11 @@ test('an online backup under a write load restores into a new data dir that answ
     for (let i = 1; loading; i++) {
       const a = await api.put(`v0/buckets/${site.bucketId}/objects/load/${i}.txt`, { body: `load ${i}` });
       const b = await api.put(`v0/buckets/${site.bucketId}/objects/load/latest.txt`, { body: String(i) });
-      const c = await api.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql: 'INSERT INTO load (id, body) VALUES (?, ?)', params: [i, `row ${i}`] } });
-      if (a.statusCode !== 200 || b.statusCode !== 200 || c.statusCode !== 200) throw new Error(`load round ${i} failed`);
+      const c = await api.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
+        json: { sql: 'INSERT INTO load (id, body) VALUES (?, ?)', params: [i, `row ${i}`] },
+      });
+      if (a.statusCode !== 200 || b.statusCode !== 200 || c.statusCode !== 200)
+        throw new Error(`load round ${i} failed`);
       acked.rounds = i;
     }
   })();
@@ -146,18 +181,37 @@ test('an online backup under a write load restores into a new data dir that answ
   const archive = path.join(root, 'backups', 'berth.tar');
   await fsp.mkdir(path.dirname(archive));
   const before = acked.rounds;
-  const backup = await berthWithInput(['admin', 'backup', archive, '--master-key-passphrase-stdin', '--json'], { BERTH_DATA_DIR: dataDir }, `${PASSPHRASE}\n`);
+  const backup = await berthWithInput(
+    ['admin', 'backup', archive, '--master-key-passphrase-stdin', '--json'],
+    { BERTH_DATA_DIR: dataDir },
+    `${PASSPHRASE}\n`,
+  );
   const after = acked.rounds;
   t.is(backup.code, 0, backup.stderr);
   t.true(after > before, 'the server kept writing while the backup ran');
   loading = false;
   await load;
-  const report = (JSON.parse(backup.stdout) as { backup: { bytes: number; masterKey: string; contents: { sites: number; siteDatabases: number }; snapshots: { restarts: number } } }).backup;
-  t.log(`load rounds acknowledged: ${before} before the backup, ${after} after; copies restarted ${report.snapshots.restarts} times`);
+  const report = (
+    JSON.parse(backup.stdout) as {
+      backup: {
+        bytes: number;
+        masterKey: string;
+        contents: { sites: number; siteDatabases: number };
+        snapshots: { restarts: number };
+      };
+    }
+  ).backup;
+  t.log(
+    `load rounds acknowledged: ${before} before the backup, ${after} after; copies restarted ${report.snapshots.restarts} times`,
+  );
   t.like(report, { masterKey: 'wrapped', contents: { sites: 2, siteDatabases: 1 } });
   t.is((await fsp.stat(archive)).mode & 0o777, 0o600);
   t.is((await fsp.stat(archive)).size, report.bytes);
-  t.deepEqual((await fsp.readdir(path.dirname(archive))).sort(), ['berth.tar'], 'no temporary file is left beside the archive');
+  t.deepEqual(
+    (await fsp.readdir(path.dirname(archive))).sort(),
+    ['berth.tar'],
+    'no temporary file is left beside the archive',
+  );
 
   // Without the key, for the refusals below; taken after the load stopped.
   const keyless = path.join(root, 'backups', 'keyless.tar');
@@ -169,11 +223,18 @@ test('an online backup under a write load restores into a new data dir that answ
   // Restore into a new data dir, and serve it.
   const restored = path.join(root, 'restored', 'data');
   // BERTH_DATA_DIR names the new instance: on PostgreSQL its metadata goes into that instance's database.
-  const restore = await berthWithInput(['admin', 'restore', archive, '--data-dir', restored, '--master-key-passphrase-stdin'], { BERTH_DATA_DIR: restored }, `${PASSPHRASE}\n`);
+  const restore = await berthWithInput(
+    ['admin', 'restore', archive, '--data-dir', restored, '--master-key-passphrase-stdin'],
+    { BERTH_DATA_DIR: restored },
+    `${PASSPHRASE}\n`,
+  );
   t.is(restore.code, 0, restore.stderr);
   t.regex(restore.stdout, /Restored .* into /);
   t.deepEqual(await looseModes(restored), [], 'folders are 0700 and files 0600');
-  t.deepEqual(await fsp.readFile(path.join(restored, 'master.key')), await fsp.readFile(path.join(dataDir, 'master.key')));
+  t.deepEqual(
+    await fsp.readFile(path.join(restored, 'master.key')),
+    await fsp.readFile(path.join(dataDir, 'master.key')),
+  );
   t.false(fs.existsSync(path.join(restored, 'runtime')), 'runtime files are rebuilt, not restored');
   t.false((await storedMetadata(restored)).includes(dataDir), 'nothing names the old data dir');
 
@@ -183,21 +244,44 @@ test('an online backup under a write load restores into a new data dir that answ
   const api2 = apiClient(second.url, keys.writeKey);
   const read2 = apiClient(second.url, keys.readKey);
   const port2 = new URL(second.url).port;
-  const siteHost = (subdomain: string) => got.extend({ prefixUrl: second.url, headers: { host: `${subdomain}.localhost:${port2}` }, throwHttpErrors: false, retry: { limit: 0 } });
+  const siteHost = (subdomain: string) =>
+    got.extend({
+      prefixUrl: second.url,
+      headers: { host: `${subdomain}.localhost:${port2}` },
+      throwHttpErrors: false,
+      retry: { limit: 0 },
+    });
   t.not(port2, port);
 
   // Keys: the owner's and the operator's authenticate; the revoked one does not.
-  const sites = json<{ sites: Array<{ id: string; subdomain: string }> }>(await read2.get('v0/sites', { searchParams: { accountId: keys.accountId } }));
+  const sites = json<{ sites: Array<{ id: string; subdomain: string }> }>(
+    await read2.get('v0/sites', { searchParams: { accountId: keys.accountId } }),
+  );
   t.deepEqual(sites.sites.map((s) => s.subdomain).sort(), ['kept', 'other']);
-  t.is((await apiClient(second.url, extraKey).get('v0/sites', { searchParams: { accountId: keys.accountId } })).statusCode, 200);
-  t.is((await apiClient(second.url, doomed.key).get('v0/sites', { searchParams: { accountId: keys.accountId } })).statusCode, 401);
+  t.is(
+    (await apiClient(second.url, extraKey).get('v0/sites', { searchParams: { accountId: keys.accountId } })).statusCode,
+    200,
+  );
+  t.is(
+    (await apiClient(second.url, doomed.key).get('v0/sites', { searchParams: { accountId: keys.accountId } }))
+      .statusCode,
+    401,
+  );
 
   // Every file version, with its bytes and type; the current ones served by the sites.
   for (const file of files) {
-    const versions = json<{ versions: Array<{ id: string; contentType: string }> }>(await read2.get(`v0/files/${file.fileId}/versions`));
-    t.deepEqual(versions.versions.map((v) => v.id), file.versions.map((v) => v.id).reverse(), file.path);
+    const versions = json<{ versions: Array<{ id: string; contentType: string }> }>(
+      await read2.get(`v0/files/${file.fileId}/versions`),
+    );
+    t.deepEqual(
+      versions.versions.map((v) => v.id),
+      file.versions.map((v) => v.id).reverse(),
+      file.path,
+    );
     for (const version of file.versions) {
-      const content = await read2.get(`v0/files/${file.fileId}/versions/${version.id}/content`, { responseType: 'buffer' });
+      const content = await read2.get(`v0/files/${file.fileId}/versions/${version.id}/content`, {
+        responseType: 'buffer',
+      });
       t.is(content.statusCode, 200);
       t.true(content.body.equals(version.bytes), `${file.path} ${version.id}`);
       t.is(content.headers['content-type'], version.contentType);
@@ -217,35 +301,62 @@ test('an online backup under a write load restores into a new data dir that answ
       { id: 3, body: 'third' },
     ],
   });
-  t.is(json<{ secret: { value: string } }>(await read2.get(`v0/sites/${site.id}/secrets/STRIPE_KEY`)).secret.value, 'sk_live_kept');
+  t.is(
+    json<{ secret: { value: string } }>(await read2.get(`v0/sites/${site.id}/secrets/STRIPE_KEY`)).secret.value,
+    'sk_live_kept',
+  );
 
-  const exportAgain = json<{ export: { status: string; downloadUrl?: string } }>(await api2.post(`${exportsPath}/${exported.id}/reconcile`)).export;
+  const exportAgain = json<{ export: { status: string; downloadUrl?: string } }>(
+    await api2.post(`${exportsPath}/${exported.id}/reconcile`),
+  ).export;
   t.is(exportAgain.status, 'COMPLETE');
   t.is((await got.get(exportAgain.downloadUrl!)).body, dump);
 
   // The load as of one moment: rows 1..k and files 1..m with no gap, each whole; at least what was
   // acknowledged before the backup started, at most one round in flight past what it acknowledged.
   const rows = json<{ result: Array<{ results: Array<{ id: number; body: string }> }> }>(
-    await api2.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql: 'SELECT id, body FROM load ORDER BY id' } }),
+    await api2.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
+      json: { sql: 'SELECT id, body FROM load ORDER BY id' },
+    }),
   ).result[0]!.results;
   t.true(rows.length >= before && rows.length <= after + 1, `${rows.length} rows, ${before}..${after} acknowledged`);
-  t.deepEqual(rows, rows.map((_, i) => ({ id: i + 1, body: `row ${i + 1}` })));
+  t.deepEqual(
+    rows,
+    rows.map((_, i) => ({ id: i + 1, body: `row ${i + 1}` })),
+  );
   const loadFiles: string[] = [];
   for (let offset: number | null = 0; offset !== null; ) {
     const page: { files: Array<{ path: string }>; pagination: { nextOffset: number | null } } = json(
-      await read2.get(`v0/buckets/${site.bucketId}/objects`, { searchParams: { prefix: 'load/', limit: '200', offset: String(offset) } }),
+      await read2.get(`v0/buckets/${site.bucketId}/objects`, {
+        searchParams: { prefix: 'load/', limit: '200', offset: String(offset) },
+      }),
     );
     loadFiles.push(...page.files.map((f) => f.path));
     offset = page.pagination.nextOffset;
   }
-  const numbered = loadFiles.filter((p) => p !== 'load/latest.txt').map((p) => Number(/load\/(\d+)\.txt/.exec(p)![1])).sort((a, b) => a - b);
+  const numbered = loadFiles
+    .filter((p) => p !== 'load/latest.txt')
+    .map((p) => Number(/load\/(\d+)\.txt/.exec(p)![1]))
+    .sort((a, b) => a - b);
   t.true(numbered.length >= before && numbered.length <= after + 1);
-  t.deepEqual(numbered, numbered.map((_, i) => i + 1));
-  for (const n of [1, numbered.length]) t.is((await read2.get(`v0/buckets/${site.bucketId}/objects/load/${n}.txt`, { responseType: 'text' })).body, `load ${n}`);
+  t.deepEqual(
+    numbered,
+    numbered.map((_, i) => i + 1),
+  );
+  for (const n of [1, numbered.length])
+    t.is(
+      (await read2.get(`v0/buckets/${site.bucketId}/objects/load/${n}.txt`, { responseType: 'text' })).body,
+      `load ${n}`,
+    );
   const latest = await read2.get(`v0/buckets/${site.bucketId}/objects/load/latest.txt`, { responseType: 'text' });
   const latestN = Number(latest.body);
-  t.true(latestN === numbered.length || latestN === numbered.length - 1, `latest.txt says ${latestN}, ${numbered.length} files`);
-  const latestVersions = json<{ versions: unknown[] }>(await read2.get(`v0/files/${String(latest.headers['berth-file-id'])}/versions`, { searchParams: { limit: '200' } }));
+  t.true(
+    latestN === numbered.length || latestN === numbered.length - 1,
+    `latest.txt says ${latestN}, ${numbered.length} files`,
+  );
+  const latestVersions = json<{ versions: unknown[] }>(
+    await read2.get(`v0/files/${String(latest.headers['berth-file-id'])}/versions`, { searchParams: { limit: '200' } }),
+  );
   t.is(latestVersions.versions.length, Math.min(latestN, 200));
 
   // The restored instance takes writes as usual.
@@ -256,7 +367,10 @@ test('an online backup under a write load restores into a new data dir that answ
   const target = path.join(root, 'keyless', 'data');
   const noKey = await runBerth(['admin', 'restore', keyless, '--data-dir', target], {});
   t.is(noKey.code, 1);
-  t.regex(noKey.stderr, /^berth: this backup was taken without the master key: give the instance's master\.key with --master-key <file>\n$/);
+  t.regex(
+    noKey.stderr,
+    /^berth: this backup was taken without the master key: give the instance's master\.key with --master-key <file>\n$/,
+  );
   t.false(fs.existsSync(target));
   const wrongKey = path.join(root, 'wrong.key');
   await fsp.writeFile(wrongKey, crypto.randomBytes(32));
@@ -265,18 +379,35 @@ test('an online backup under a write load restores into a new data dir that answ
   t.regex(wrong.stderr, /is not the master key of the backed-up instance; nothing was restored/);
   t.false(fs.existsSync(target));
   t.deepEqual(await fsp.readdir(path.dirname(target)), [], 'no half-restored folder is left');
-  const withKey = await runBerth(['admin', 'restore', keyless, '--data-dir', target, '--master-key', path.join(dataDir, 'master.key'), '--json'], {});
+  const withKey = await runBerth(
+    ['admin', 'restore', keyless, '--data-dir', target, '--master-key', path.join(dataDir, 'master.key'), '--json'],
+    {},
+  );
   t.is(withKey.code, 0, withKey.stderr);
   t.like(JSON.parse(withKey.stdout), { restore: { masterKey: 'omitted', contents: { sites: 2 } } });
-  t.deepEqual(await fsp.readFile(path.join(target, 'master.key')), await fsp.readFile(path.join(dataDir, 'master.key')));
+  t.deepEqual(
+    await fsp.readFile(path.join(target, 'master.key')),
+    await fsp.readFile(path.join(dataDir, 'master.key')),
+  );
 
   // A wrapped key with the wrong passphrase.
-  const badPass = await berthWithInput(['admin', 'restore', archive, '--data-dir', path.join(root, 'bad-pass')], {}, 'not the passphrase\n');
+  const badPass = await berthWithInput(
+    ['admin', 'restore', archive, '--data-dir', path.join(root, 'bad-pass')],
+    {},
+    'not the passphrase\n',
+  );
   t.is(badPass.code, 1);
   t.regex(badPass.stderr, /wrapped with a passphrase: pipe it in with --master-key-passphrase-stdin/);
-  const wrongPass = await berthWithInput(['admin', 'restore', archive, '--data-dir', path.join(root, 'bad-pass'), '--master-key-passphrase-stdin'], {}, 'not the passphrase\n');
+  const wrongPass = await berthWithInput(
+    ['admin', 'restore', archive, '--data-dir', path.join(root, 'bad-pass'), '--master-key-passphrase-stdin'],
+    {},
+    'not the passphrase\n',
+  );
   t.is(wrongPass.code, 1);
-  t.regex(wrongPass.stderr, /^berth: the passphrase does not open the master key in this backup; nothing was restored\n$/);
+  t.regex(
+    wrongPass.stderr,
+    /^berth: the passphrase does not open the master key in this backup; nothing was restored\n$/,
+  );
   t.false(fs.existsSync(path.join(root, 'bad-pass')));
 
   // A flipped byte anywhere is caught before anything is restored: in a blob, a header, the padding.
@@ -284,13 +415,21 @@ test('an online backup under a write load restores into a new data dir that answ
   const inBlob = bytes.indexOf(Buffer.from('other site'));
   const inHeader = bytes.indexOf(Buffer.from('meta.sqlite')) + 120;
   const inPadding = bytes.indexOf(Buffer.from('other site')) + 'other site'.length + 5;
-  for (const [where, offset] of [['a blob', inBlob], ['a header', inHeader], ['padding', inPadding]] as const) {
+  for (const [where, offset] of [
+    ['a blob', inBlob],
+    ['a header', inHeader],
+    ['padding', inPadding],
+  ] as const) {
     const damaged = Buffer.from(bytes);
     damaged[offset] = damaged[offset]! ^ 0x01;
     const file = path.join(root, 'damaged.tar');
     await fsp.writeFile(file, damaged);
     const out = path.join(root, 'damaged', 'data');
-    const run = await berthWithInput(['admin', 'restore', file, '--data-dir', out, '--master-key-passphrase-stdin'], {}, PASSPHRASE);
+    const run = await berthWithInput(
+      ['admin', 'restore', file, '--data-dir', out, '--master-key-passphrase-stdin'],
+      {},
+      PASSPHRASE,
+    );
     t.is(run.code, 1, where);
     t.regex(run.stderr, /^berth: the backup is damaged or altered \(.+\); nothing was restored\n$/, where);
     t.false(fs.existsSync(out), where);
@@ -302,7 +441,9 @@ test('restore refuses a non-empty folder and a file that is no backup; backup re
   t.timeout(180_000);
   const root = await makeDataDir(t);
   const dataDir = path.join(root, 'data');
-  const made = await runBerth(['admin', 'create-account', '--name', 'Solo', '--create-data-dir'], { BERTH_DATA_DIR: dataDir });
+  const made = await runBerth(['admin', 'create-account', '--name', 'Solo', '--create-data-dir'], {
+    BERTH_DATA_DIR: dataDir,
+  });
   t.is(made.code, 0, made.stderr);
   // An admin command makes no master key; a server does, on its first start.
   await fsp.writeFile(path.join(dataDir, 'master.key'), crypto.randomBytes(32), { mode: 0o600 });
@@ -310,9 +451,15 @@ test('restore refuses a non-empty folder and a file that is no backup; backup re
   // The refusals are independent of each other: run at once.
   const [neither, short, inside, nowhere] = await Promise.all([
     runBerth(['admin', 'backup', path.join(root, 'b.tar')], { BERTH_DATA_DIR: dataDir }),
-    berthWithInput(['admin', 'backup', path.join(root, 'b.tar'), '--master-key-passphrase-stdin'], { BERTH_DATA_DIR: dataDir }, 'short\n'),
+    berthWithInput(
+      ['admin', 'backup', path.join(root, 'b.tar'), '--master-key-passphrase-stdin'],
+      { BERTH_DATA_DIR: dataDir },
+      'short\n',
+    ),
     runBerth(['admin', 'backup', path.join(dataDir, 'b.tar'), '--without-master-key'], { BERTH_DATA_DIR: dataDir }),
-    runBerth(['admin', 'backup', path.join(root, 'b.tar'), '--without-master-key'], { BERTH_DATA_DIR: path.join(root, 'nothing') }),
+    runBerth(['admin', 'backup', path.join(root, 'b.tar'), '--without-master-key'], {
+      BERTH_DATA_DIR: path.join(root, 'nothing'),
+    }),
   ]);
   t.is(neither.code, 2);
   t.regex(neither.stderr, /^berth: say what to do with the master key/);
@@ -364,9 +511,13 @@ test('a copy under steady writes restarts, then finishes in one step, and is one
   const source = path.join(root, 'live.sqlite');
   const writer = new Database(source);
   t.teardown(() => writer.close());
-  writer.exec("PRAGMA journal_mode = WAL; CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT); CREATE TABLE total (n INTEGER); INSERT INTO total VALUES (0);");
+  writer.exec(
+    'PRAGMA journal_mode = WAL; CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT); CREATE TABLE total (n INTEGER); INSERT INTO total VALUES (0);',
+  );
   // About 1000 pages, so small steps take many turns.
-  writer.exec(`BEGIN; ${Array.from({ length: 400 }, () => "INSERT INTO rows (body) VALUES (hex(randomblob(4000)));").join(' ')} UPDATE total SET n = 400; COMMIT;`);
+  writer.exec(
+    `BEGIN; ${Array.from({ length: 400 }, () => 'INSERT INTO rows (body) VALUES (hex(randomblob(4000)));').join(' ')} UPDATE total SET n = 400; COMMIT;`,
+  );
 
   let writes = 0;
   const copy = path.join(root, 'copy.sqlite');
@@ -384,7 +535,11 @@ test('a copy under steady writes restarts, then finishes in one step, and is one
 
   const copied = new Database(copy);
   t.teardown(() => copied.close());
-  const row = copied.prepare<[], { rows: number; total: number }>('SELECT (SELECT count(*) FROM rows) AS rows, (SELECT n FROM total) AS total').get()!;
+  const row = copied
+    .prepare<[], { rows: number; total: number }>(
+      'SELECT (SELECT count(*) FROM rows) AS rows, (SELECT n FROM total) AS total',
+    )
+    .get()!;
   t.is(row.rows, row.total, 'the copy is one committed state');
   t.is(row.rows, 400 + writes, 'it holds every write committed before its last step');
 });
@@ -398,7 +553,9 @@ test('a copy of a source that stays locked fails after the busy time and leaves 
   holder.exec('CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (1); BEGIN EXCLUSIVE;');
   const copy = path.join(root, 'copy.sqlite');
   const started = performance.now();
-  await t.throwsAsync(snapshotDatabase(source, copy, { busyMs: 200 }), { message: `${source} stayed locked for more than 200 ms` });
+  await t.throwsAsync(snapshotDatabase(source, copy, { busyMs: 200 }), {
+    message: `${source} stayed locked for more than 200 ms`,
+  });
   t.true(performance.now() - started >= 200);
   t.false(fs.existsSync(copy));
 
@@ -407,14 +564,18 @@ test('a copy of a source that stays locked fails after the busy time and leaves 
   const lockOnce = () => {
     if (!holder.inTransaction) holder.exec('BEGIN EXCLUSIVE');
   };
-  await t.throwsAsync(snapshotDatabase(source, copy, { busyMs: 200, onProgress: lockOnce }), { message: `${source} stayed locked for more than 200 ms` });
+  await t.throwsAsync(snapshotDatabase(source, copy, { busyMs: 200, onProgress: lockOnce }), {
+    message: `${source} stayed locked for more than 200 ms`,
+  });
   t.false(fs.existsSync(copy));
 });
 
 test('a missing source is reported as missing, and neither it nor a copy is created', async (t) => {
   const root = await makeDataDir(t);
   for (const source of [path.join(root, 'gone.sqlite'), path.join(root, 'gone', 'db.sqlite')]) {
-    await t.throwsAsync(snapshotDatabase(source, path.join(root, 'copy.sqlite')), { instanceOf: SnapshotSourceMissing });
+    await t.throwsAsync(snapshotDatabase(source, path.join(root, 'copy.sqlite')), {
+      instanceOf: SnapshotSourceMissing,
+    });
     t.false(fs.existsSync(source));
   }
   t.deepEqual(await fsp.readdir(root), []);
@@ -432,7 +593,8 @@ test('a site database deleted and an export file gone while the backup runs are 
   const exported = json<{ export: { id: string; status: string } }>(await own.owner.api.post(exportsPath)).export;
   for (let status = exported.status; status === 'PROCESSING'; ) {
     await new Promise((resolve) => setTimeout(resolve, 50));
-    status = json<{ export: { status: string } }>(await own.owner.api.post(`${exportsPath}/${exported.id}/reconcile`)).export.status;
+    status = json<{ export: { status: string } }>(await own.owner.api.post(`${exportsPath}/${exported.id}/reconcile`))
+      .export.status;
   }
   // As a deletion does after removing the binding: the files go, while the metadata still lists them.
   await fsp.rm(path.join(own.dataDir, 'sites', gone.id), { recursive: true, force: true });
@@ -440,14 +602,21 @@ test('a site database deleted and an export file gone while the backup runs are 
 
   const root = await makeDataDir(t);
   const file = path.join(root, 'b.tar');
-  const backup = await runBerth(['admin', 'backup', file, '--without-master-key', '--json'], { BERTH_DATA_DIR: own.dataDir });
+  const backup = await runBerth(['admin', 'backup', file, '--without-master-key', '--json'], {
+    BERTH_DATA_DIR: own.dataDir,
+  });
   t.is(backup.code, 0, backup.stderr);
-  const report = (JSON.parse(backup.stdout) as { backup: { deletedDuringBackup: string[]; contents: Record<string, number> } }).backup;
+  const report = (
+    JSON.parse(backup.stdout) as { backup: { deletedDuringBackup: string[]; contents: Record<string, number> } }
+  ).backup;
   t.deepEqual(report.deletedDuringBackup, [gone.id]);
   t.like(report.contents, { sites: 2, siteDatabases: 1, exports: 0 });
 
   const restored = path.join(root, 'data');
-  const restore = await runBerth(['admin', 'restore', file, '--data-dir', restored, '--master-key', path.join(own.dataDir, 'master.key')], {});
+  const restore = await runBerth(
+    ['admin', 'restore', file, '--data-dir', restored, '--master-key', path.join(own.dataDir, 'master.key')],
+    {},
+  );
   t.is(restore.code, 0, restore.stderr);
   const meta = new Database(path.join(restored, 'meta.sqlite'));
   t.teardown(() => meta.close());
@@ -455,7 +624,11 @@ test('a site database deleted and an export file gone while the backup runs are 
   t.deepEqual(meta.prepare('SELECT status FROM database_exports').all(), [{ status: 'ERROR' }]);
   t.true(fs.existsSync(path.join(restored, 'sites', kept.id, 'db.sqlite')));
   t.false(fs.existsSync(path.join(restored, 'sites', gone.id)));
-  t.deepEqual((await fsp.readdir(restored)).filter((name) => name.endsWith('-wal') || name.endsWith('-journal')), [], 'each database is one file');
+  t.deepEqual(
+    (await fsp.readdir(restored)).filter((name) => name.endsWith('-wal') || name.endsWith('-journal')),
+    [],
+    'each database is one file',
+  );
 });
 
 /** The pid of a process that has ended. */
@@ -476,16 +649,23 @@ test('a backup or restore killed outright leaves nothing the next one in the sam
   await fsp.writeFile(path.join(root, `.berth-backup-${dead}-abc123`, 'meta.sqlite'), 'half a copy');
   await fsp.writeFile(path.join(root, `.b.tar.${dead}-0123456789ab.tmp`), 'half an archive');
   await fsp.mkdir(path.join(root, `.berth-backup-${process.pid}-live12`));
-  const backedUp = await runBerth(['admin', 'backup', archive, '--without-master-key'], { BERTH_DATA_DIR: berth.dataDir });
+  const backedUp = await runBerth(['admin', 'backup', archive, '--without-master-key'], {
+    BERTH_DATA_DIR: berth.dataDir,
+  });
   t.is(backedUp.code, 0, backedUp.stderr);
-  t.deepEqual((await fsp.readdir(root)).filter((name) => name.startsWith('.')).sort(), [`.berth-backup-${process.pid}-live12`]);
+  t.deepEqual((await fsp.readdir(root)).filter((name) => name.startsWith('.')).sort(), [
+    `.berth-backup-${process.pid}-live12`,
+  ]);
 
   // A restore killed while staging beside its target, or inside an existing empty one.
   const target = path.join(root, 'restored');
   await fsp.mkdir(target);
   await fsp.mkdir(path.join(target, `.berth-restore-${dead}-xyz789`));
   await fsp.mkdir(path.join(root, `.restored.restore-${dead}-xyz789`));
-  const restored = await runBerth(['admin', 'restore', archive, '--data-dir', target, '--master-key', path.join(berth.dataDir, 'master.key')], {});
+  const restored = await runBerth(
+    ['admin', 'restore', archive, '--data-dir', target, '--master-key', path.join(berth.dataDir, 'master.key')],
+    {},
+  );
   t.is(restored.code, 0, restored.stderr);
   t.true(fs.existsSync(path.join(target, 'meta.sqlite')));
   t.false(fs.existsSync(path.join(target, `.berth-restore-${dead}-xyz789`)));

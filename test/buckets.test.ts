@@ -31,7 +31,12 @@ test('create, get and rename a bucket', async (t) => {
 
 test('bucket input is validated', async (t) => {
   const account = await t0.newAccount();
-  for (const body of [{ accountId: account.id }, { accountId: account.id, name: '' }, { accountId: 'x', name: 'ok' }, { name: 'ok' }]) {
+  for (const body of [
+    { accountId: account.id },
+    { accountId: account.id, name: '' },
+    { accountId: 'x', name: 'ok' },
+    { name: 'ok' },
+  ]) {
     const res = await account.api.post('v0/buckets', { json: body });
     t.is(res.statusCode, 400, JSON.stringify(body));
     t.is(json(res).error.code, 'invalid_request');
@@ -48,15 +53,25 @@ test('list is per account, newest first, paginated', async (t) => {
   const account = await t0.newAccount();
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) {
-    ids.push(json<BucketBody>(await account.api.post('v0/buckets', { json: { accountId: account.id, name: `B${i}` } })).id);
+    ids.push(
+      json<BucketBody>(await account.api.post('v0/buckets', { json: { accountId: account.id, name: `B${i}` } })).id,
+    );
   }
-  const page = await account.read.get('v0/buckets', { searchParams: { accountId: account.id, limit: '2', offset: '1' } });
+  const page = await account.read.get('v0/buckets', {
+    searchParams: { accountId: account.id, limit: '2', offset: '1' },
+  });
   t.is(page.statusCode, 200);
   const body = json<{ buckets: BucketBody[]; pagination: unknown }>(page);
-  t.deepEqual(body.buckets.map((b) => b.id), [ids[3], ids[2]]);
+  t.deepEqual(
+    body.buckets.map((b) => b.id),
+    [ids[3], ids[2]],
+  );
   t.deepEqual(body.pagination, { hasMore: true, nextOffset: 3 });
   const last = await account.read.get('v0/buckets', { searchParams: { accountId: account.id, offset: '4' } });
-  t.deepEqual(json<{ buckets: BucketBody[]; pagination: unknown }>(last).pagination, { hasMore: false, nextOffset: null });
+  t.deepEqual(json<{ buckets: BucketBody[]; pagination: unknown }>(last).pagination, {
+    hasMore: false,
+    nextOffset: null,
+  });
 
   const missingAccount = await account.read.get('v0/buckets');
   t.is(missingAccount.statusCode, 400);

@@ -22,7 +22,12 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-const env = (key = t0.owner.writeKey) => ({ ...process.env, BERTH_URL: t0.url, BERTH_API_KEY: key, BERTH_CONFIG_DIR: path.join(os.tmpdir(), 'berth-no-login') });
+const env = (key = t0.owner.writeKey) => ({
+  ...process.env,
+  BERTH_URL: t0.url,
+  BERTH_API_KEY: key,
+  BERTH_CONFIG_DIR: path.join(os.tmpdir(), 'berth-no-login'),
+});
 
 async function berth(args: string[], key?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -45,7 +50,9 @@ test('whoami, sites, files, secrets and db commands come from the catalogue and 
   t.is(created.code, 0, created.stderr);
   t.like(answer(created), { name: 'CLI site', subdomain: 'cli-catalogue', status: 'ACTIVE' });
   t.is(answer(await berth(['sites', 'get', '--site', 'cli-catalogue', '--json'])).subdomain, 'cli-catalogue');
-  t.like(answer(await berth(['sites', 'update', '--site', 'cli-catalogue', '--name', 'Renamed', '--json'])), { name: 'Renamed' });
+  t.like(answer(await berth(['sites', 'update', '--site', 'cli-catalogue', '--name', 'Renamed', '--json'])), {
+    name: 'Renamed',
+  });
   t.like(answer(await berth(['sites', 'archive', '--site', 'cli-catalogue', '--json'])), { status: 'ARCHIVED' });
   t.like(answer(await berth(['sites', 'activate', '--site', 'cli-catalogue', '--json'])), { status: 'ACTIVE' });
   const listed = await berth(['sites', 'ls']);
@@ -59,22 +66,48 @@ test('whoami, sites, files, secrets and db commands come from the catalogue and 
   t.like(answer(put), { path: 'web/index.html', contentType: 'text/html; charset=utf-8' });
   t.is((await t0.site('cli-catalogue').get('')).body, '<p>from the cli</p>');
   t.is((await berth(['files', 'get', 'web/index.html', '--site', 'cli-catalogue'])).stdout, '<p>from the cli</p>');
-  const files = answer<{ files: Array<{ path: string; id: string; currentVersionId: string }> }>(await berth(['files', 'ls', '--site', 'cli-catalogue', '--prefix', 'web/', '--json'])).files;
-  t.deepEqual(files.map((f) => f.path), ['web/index.html']);
-  const versions = answer<{ versions: Array<{ id: string }> }>(await berth(['files', 'versions', files[0]!.id, '--json'])).versions;
+  const files = answer<{ files: Array<{ path: string; id: string; currentVersionId: string }> }>(
+    await berth(['files', 'ls', '--site', 'cli-catalogue', '--prefix', 'web/', '--json']),
+  ).files;
+  t.deepEqual(
+    files.map((f) => f.path),
+    ['web/index.html'],
+  );
+  const versions = answer<{ versions: Array<{ id: string }> }>(
+    await berth(['files', 'versions', files[0]!.id, '--json']),
+  ).versions;
   t.is(versions.length, 1);
-  t.like(answer(await berth(['files', 'rm', 'web/index.html', '--site', 'cli-catalogue', '--json'])), { path: 'web/index.html' });
-  const restored = await berth(['files', 'restore', files[0]!.id, versions[0]!.id, '--current-version-id', 'null', '--json']);
+  t.like(answer(await berth(['files', 'rm', 'web/index.html', '--site', 'cli-catalogue', '--json'])), {
+    path: 'web/index.html',
+  });
+  const restored = await berth([
+    'files',
+    'restore',
+    files[0]!.id,
+    versions[0]!.id,
+    '--current-version-id',
+    'null',
+    '--json',
+  ]);
   t.is(restored.code, 0, `${restored.stderr}${restored.stdout}`);
 
   await t0.owner.api.post(`v0/sites/${answer(created).id}/secrets`, { json: { name: 'TOKEN', value: 'v' } });
-  t.deepEqual(answer<{ secrets: Array<{ name: string }> }>(await berth(['secrets', 'ls', '--site', 'cli-catalogue', '--json'])).secrets.map((s) => s.name), ['TOKEN']);
+  t.deepEqual(
+    answer<{ secrets: Array<{ name: string }> }>(
+      await berth(['secrets', 'ls', '--site', 'cli-catalogue', '--json']),
+    ).secrets.map((s) => s.name),
+    ['TOKEN'],
+  );
   t.like(answer(await berth(['secrets', 'get', 'TOKEN', '--site', 'cli-catalogue', '--json'])).secret, { value: 'v' });
   t.like(answer(await berth(['secrets', 'rm', 'TOKEN', '--site', 'cli-catalogue', '--json'])), { deleted: true });
 
   t.is((await berth(['db', 'create', '--site', 'cli-catalogue'])).code, 0);
   t.is((await berth(['db', 'query', 'CREATE TABLE notes (body TEXT)', '--site', 'cli-catalogue'])).code, 0);
-  t.is((await berth(['db', 'query', 'INSERT INTO notes VALUES (?)', '--params', '["hi"]', '--site', 'cli-catalogue'])).code, 0);
+  t.is(
+    (await berth(['db', 'query', 'INSERT INTO notes VALUES (?)', '--params', '["hi"]', '--site', 'cli-catalogue']))
+      .code,
+    0,
+  );
   const rows = await berth(['db', 'query', 'SELECT body FROM notes', '--site', 'cli-catalogue']);
   t.regex(rows.stdout, /body\s*\nhi/);
   const failed = await berth(['db', 'query', 'SELECT * FROM missing', '--site', 'cli-catalogue']);
@@ -104,9 +137,16 @@ test('berth init writes the runtime contract’s types for editors, and the scaf
   t.is((await berth(['init', path.join(dir, 'project')])).code, 0);
   const types = await fs.readFile(path.join(dir, 'project', 'berth.d.ts'), 'utf8');
   t.regex(types, /interface BerthContext/);
-  t.regex(await fs.readFile(path.join(dir, 'project', 'api', 'hello.ts'), 'utf8'), /<reference path="..\/berth.d.ts" \/>/);
+  t.regex(
+    await fs.readFile(path.join(dir, 'project', 'api', 'hello.ts'), 'utf8'),
+    /<reference path="..\/berth.d.ts" \/>/,
+  );
   const deno = resolveDenoBinary();
-  const check = await promisify(execFile)(deno, ['check', '--no-config', '--quiet', path.join(dir, 'project', 'api', 'hello.ts')], { env: { ...process.env, NO_COLOR: '1' } }).then(
+  const check = await promisify(execFile)(
+    deno,
+    ['check', '--no-config', '--quiet', path.join(dir, 'project', 'api', 'hello.ts')],
+    { env: { ...process.env, NO_COLOR: '1' } },
+  ).then(
     () => 0,
     (err: { code: number }) => err.code,
   );
@@ -115,19 +155,38 @@ test('berth init writes the runtime contract’s types for editors, and the scaf
 
 test('berth mcp serves the same tools over stdio, with the key’s permission', async (t) => {
   const client = new Client({ name: 'berth-test', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp'], env: env() as Record<string, string>, stderr: 'pipe' }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'mcp'],
+      env: env() as Record<string, string>,
+      stderr: 'pipe',
+    }),
+  );
   t.teardown(() => client.close());
   const { tools } = await client.listTools();
   t.deepEqual(tools.map((tool) => tool.name).sort(), [...MCP_TOOL_NAMES].sort());
-  const result = (await client.callTool({ name: 'list_sites', arguments: { accountId: t0.owner.id } })) as unknown as { structuredContent: { sites: unknown[] } };
+  const result = (await client.callTool({ name: 'list_sites', arguments: { accountId: t0.owner.id } })) as unknown as {
+    structuredContent: { sites: unknown[] };
+  };
   t.true(Array.isArray(result.structuredContent.sites));
 
   const reader = new Client({ name: 'berth-test', version: '1.0.0' });
-  await reader.connect(new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp'], env: env(t0.owner.readKey) as Record<string, string>, stderr: 'pipe' }));
+  await reader.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'mcp'],
+      env: env(t0.owner.readKey) as Record<string, string>,
+      stderr: 'pipe',
+    }),
+  );
   t.teardown(() => reader.close());
   const readTools = (await reader.listTools()).tools;
   t.true(readTools.every((tool) => tool.annotations?.readOnlyHint === true));
-  const refused = (await reader.callTool({ name: 'create_site', arguments: { accountId: t0.owner.id, name: 'nope' } })) as unknown as { isError: boolean; structuredContent: { error: { code: string } } };
+  const refused = (await reader.callTool({
+    name: 'create_site',
+    arguments: { accountId: t0.owner.id, name: 'nope' },
+  })) as unknown as { isError: boolean; structuredContent: { error: { code: string } } };
   t.true(refused.isError);
   t.is(refused.structuredContent.error.code, 'forbidden');
 });

@@ -33,7 +33,10 @@ async function signIn(): Promise<Got> {
   const token = cookie.split(';')[0]!;
   const session = await http.get('session', { headers: { cookie: token }, responseType: 'json' });
   const { csrfToken } = session.body as { csrfToken: string };
-  return http.extend({ responseType: 'json', headers: { cookie: token, 'x-csrf-token': csrfToken, 'berth-account': t0.owner.id } });
+  return http.extend({
+    responseType: 'json',
+    headers: { cookie: token, 'x-csrf-token': csrfToken, 'berth-account': t0.owner.id },
+  });
 }
 
 test.before(async () => {
@@ -68,7 +71,10 @@ interface Run {
 }
 
 function start(args: string[], env: Record<string, string>) {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const run: Run = { code: null, stdout: '', stderr: '' };
   child.stdout.on('data', (chunk: Buffer) => (run.stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (run.stderr += chunk.toString()));
@@ -91,20 +97,25 @@ async function until<T>(probe: () => T | undefined, what: string, ms = 20_000): 
 /** Starts `berth login` and reads the code it shows. */
 async function startLogin(configDir: string, extra: string[] = []) {
   const login = start(['login', '--url', t0.url, '--no-browser', ...extra], cliEnv(configDir));
-  const code = await until(() => login.run.stdout.match(CODE)?.[1] ?? (login.run.code !== null ? null : undefined), 'the login code').then((found) => {
+  const code = await until(
+    () => login.run.stdout.match(CODE)?.[1] ?? (login.run.code !== null ? null : undefined),
+    'the login code',
+  ).then((found) => {
     if (!found) throw new Error(`berth login showed no code: ${login.run.stderr}`);
     return found;
   });
   return { ...login, code };
 }
 
-const approve = (code: string, permission: 'READ' | 'WRITE') => dashboard.post(`v0/cli-logins/${code}/approve`, { json: { permission } });
+const approve = (code: string, permission: 'READ' | 'WRITE') =>
+  dashboard.post(`v0/cli-logins/${code}/approve`, { json: { permission } });
 
 /** A whole login: started by the CLI, approved in the dashboard, collected. */
 async function logIn(configDir: string, permission: 'READ' | 'WRITE', extra: string[] = []) {
   const login = await startLogin(configDir, extra);
   const approved = await approve(login.code, permission);
-  if (approved.statusCode !== 200) throw new Error(`approval failed: ${approved.statusCode} ${JSON.stringify(approved.body)}`);
+  if (approved.statusCode !== 200)
+    throw new Error(`approval failed: ${approved.statusCode} ${JSON.stringify(approved.body)}`);
   return { loginCode: login.code, ...(await login.exited) };
 }
 
@@ -117,34 +128,47 @@ interface Stored {
   createdAt: string;
 }
 
-const readStored = async (configDir: string) => JSON.parse(await fs.readFile(path.join(configDir, 'credentials.json'), 'utf8')) as Stored;
-const exists = (file: string) => fs.access(file).then(() => true, () => false);
+const readStored = async (configDir: string) =>
+  JSON.parse(await fs.readFile(path.join(configDir, 'credentials.json'), 'utf8')) as Stored;
+const exists = (file: string) =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
 
 // Serial tests run before the others: this one moves the server's clock past every pending request.
-test.serial('a request not approved within 10 minutes expires: the CLI says so and exits 1, and it can no longer be approved', async (t) => {
-  const dir = await newConfigDir();
-  const login = await startLogin(dir);
-  await new Promise((resolve) => setTimeout(resolve, 2500));
-  t.is(login.run.code, null, 'still waiting after a PENDING answer');
-  skew += 10 * 60_000 + 1000;
-  const done = await login.exited;
-  t.is(done.code, 1, done.stderr);
-  t.regex(done.stderr, /expired/);
-  t.regex(done.stderr, /\(login_expired\)/);
-  t.regex(done.stderr, /berth login/);
-  t.false(await exists(path.join(dir, 'credentials.json')));
+test.serial(
+  'a request not approved within 10 minutes expires: the CLI says so and exits 1, and it can no longer be approved',
+  async (t) => {
+    const dir = await newConfigDir();
+    const login = await startLogin(dir);
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    t.is(login.run.code, null, 'still waiting after a PENDING answer');
+    skew += 10 * 60_000 + 1000;
+    const done = await login.exited;
+    t.is(done.code, 1, done.stderr);
+    t.regex(done.stderr, /expired/);
+    t.regex(done.stderr, /\(login_expired\)/);
+    t.regex(done.stderr, /berth login/);
+    t.false(await exists(path.join(dir, 'credentials.json')));
 
-  const late = await approve(login.code, 'WRITE');
-  t.is(late.statusCode, 410);
-  t.is(json(late).error.code, 'login_expired');
-  const shown = await dashboard.get(`v0/cli-logins/${login.code}`);
-  t.is(json<{ login: { status: string } }>(shown).login.status, 'EXPIRED');
-});
+    const late = await approve(login.code, 'WRITE');
+    t.is(late.statusCode, 410);
+    t.is(json(late).error.code, 'login_expired');
+    const shown = await dashboard.get(`v0/cli-logins/${login.code}`);
+    t.is(json<{ login: { status: string } }>(shown).login.status, 'EXPIRED');
+  },
+);
 
 test('a login approved in the dashboard stores a key only the user can read, and the other commands use it', async (t) => {
   const dir = await newConfigDir();
   const login = await startLogin(dir);
-  t.regex(login.run.stdout, new RegExp(`Open ${t0.url.replace(/[.]/g, '\\.')}/#/cli-login/${login.code} and check that it shows the code ${login.code}`));
+  t.regex(
+    login.run.stdout,
+    new RegExp(
+      `Open ${t0.url.replace(/[.]/g, '\\.')}/#/cli-login/${login.code} and check that it shows the code ${login.code}`,
+    ),
+  );
 
   // The dashboard shows the request behind the code, with the same code and the machine's name.
   const shown = await dashboard.get(`v0/cli-logins/${login.code}`);
@@ -156,7 +180,10 @@ test('a login approved in the dashboard stores a key only the user can read, and
   t.like(json<object>(approved), { login: { code: login.code, status: 'APPROVED' } });
   const done = await login.exited;
   t.is(done.code, 0, done.stderr);
-  t.regex(done.stdout, new RegExp(`Logged in to ${t0.url.replace(/[.]/g, '\\.')}: account .*${t0.owner.id}.*, with a WRITE key`));
+  t.regex(
+    done.stdout,
+    new RegExp(`Logged in to ${t0.url.replace(/[.]/g, '\\.')}: account .*${t0.owner.id}.*, with a WRITE key`),
+  );
   t.notRegex(done.stdout + done.stderr, /berth_[A-Za-z0-9_-]{20,}/, 'the key itself is never printed');
 
   const file = path.join(dir, 'credentials.json');
@@ -172,7 +199,10 @@ test('a login approved in the dashboard stores a key only the user can read, and
   const again = await approve(login.code, 'WRITE');
   t.is(again.statusCode, 409);
   t.is(json(again).error.code, 'login_already_approved');
-  t.is(json<{ login: { status: string } }>(await dashboard.get(`v0/cli-logins/${login.code}`)).login.status, 'COLLECTED');
+  t.is(
+    json<{ login: { status: string } }>(await dashboard.get(`v0/cli-logins/${login.code}`)).login.status,
+    'COLLECTED',
+  );
 
   // No BERTH_API_KEY, no BERTH_URL: the stored login is enough.
   const me = await berth(['whoami', '--json'], cliEnv(dir));
@@ -182,13 +212,19 @@ test('a login approved in the dashboard stores a key only the user can read, and
   t.is(created.code, 0, created.stderr);
   const listed = await berth(['sites', 'ls', '--json'], cliEnv(dir));
   t.is(listed.code, 0, listed.stderr);
-  t.true((JSON.parse(listed.stdout).sites as Array<{ id: string }>).some((s) => s.id === JSON.parse(created.stdout).id));
+  t.true(
+    (JSON.parse(listed.stdout).sites as Array<{ id: string }>).some((s) => s.id === JSON.parse(created.stdout).id),
+  );
 });
 
 test('a request is approved once; the key is handed to the poll token once, then 410', async (t) => {
   const started = await t0.anonymous.post('cli-login', { json: { machine: 'laptop' } });
   t.is(started.statusCode, 201);
-  const { login, pollToken, approveUrl } = json<{ login: { code: string; expiresAt: string }; pollToken: string; approveUrl: string }>(started);
+  const { login, pollToken, approveUrl } = json<{
+    login: { code: string; expiresAt: string };
+    pollToken: string;
+    approveUrl: string;
+  }>(started);
   t.regex(login.code, /^[A-Z2-9]{4}-[A-Z2-9]{4}$/);
   t.is(approveUrl, `${t0.url}/#/cli-login/${login.code}`);
   t.is(Date.parse(login.expiresAt) - (Date.now() + skew) > 9 * 60_000, true, 'valid for 10 minutes');
@@ -215,10 +251,18 @@ test('a READ approval gives a READ key: reads work, writes are refused, berth mc
   const dir = await newConfigDir();
   const done = await logIn(dir, 'READ', ['--json']);
   t.is(done.code, 0, done.stderr);
-  const [first, last] = done.stdout.trim().split('\n').map((line) => JSON.parse(line));
+  const [first, last] = done.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
   t.is(first.login.code, done.loginCode, 'the code comes first');
   t.is(first.approveUrl, `${t0.url}/#/cli-login/${first.login.code}`);
-  t.like(last, { url: t0.url, accountId: t0.owner.id, permission: 'READ', credentials: path.join(dir, 'credentials.json') });
+  t.like(last, {
+    url: t0.url,
+    accountId: t0.owner.id,
+    permission: 'READ',
+    credentials: path.join(dir, 'credentials.json'),
+  });
   t.is(last.key, undefined, 'the key itself is never printed');
   t.is((await readStored(dir)).permission, 'READ');
 
@@ -233,7 +277,14 @@ test('a READ approval gives a READ key: reads work, writes are refused, berth mc
   t.is(json(write).error.code, 'forbidden');
 
   const client = new Client({ name: 'berth-test', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [BIN, 'mcp'], env: { ...process.env, ...cliEnv(dir) } as Record<string, string>, stderr: 'pipe' }));
+  await client.connect(
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'mcp'],
+      env: { ...process.env, ...cliEnv(dir) } as Record<string, string>,
+      stderr: 'pipe',
+    }),
+  );
   t.teardown(() => client.close());
   const { tools } = await client.listTools();
   t.true(tools.length > 0);
@@ -268,7 +319,10 @@ test('logout forgets a key the server no longer knows; a server that cannot be r
   t.is((await logIn(dir, 'WRITE')).code, 0);
   const stored = await readStored(dir);
   // Revoked already, here by the key itself.
-  t.is((await t0.anonymous.post('cli-login/revoke', { headers: { authorization: `Bearer ${stored.key}` } })).statusCode, 200);
+  t.is(
+    (await t0.anonymous.post('cli-login/revoke', { headers: { authorization: `Bearer ${stored.key}` } })).statusCode,
+    200,
+  );
   const forgotten = await berth(['logout', '--json'], cliEnv(dir));
   t.is(forgotten.code, 0, forgotten.stderr);
   t.like(JSON.parse(forgotten.stdout), { loggedOut: true, revoked: false, keyId: stored.keyId });
@@ -293,7 +347,10 @@ test('BERTH_API_KEY wins over the stored login, and the stored key is not sent t
   const dir = await newConfigDir();
   t.is((await logIn(dir, 'READ')).code, 0);
 
-  const envKey = await berth(['whoami', '--json'], cliEnv(dir, { BERTH_URL: t0.url, BERTH_API_KEY: 'berth_not-a-key' }));
+  const envKey = await berth(
+    ['whoami', '--json'],
+    cliEnv(dir, { BERTH_URL: t0.url, BERTH_API_KEY: 'berth_not-a-key' }),
+  );
   t.is(envKey.code, 3);
   t.regex(envKey.stdout + envKey.stderr, /unauthorized/);
 

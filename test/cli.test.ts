@@ -29,10 +29,18 @@ interface Run {
 }
 
 /** The environment a user would export, with a digest cache of the test's own. */
-const userEnv = (cache = path.join(scratch, 'cache')) => ({ BERTH_URL: t0.url, BERTH_API_KEY: t0.owner.writeKey, XDG_CACHE_HOME: cache, BERTH_CONFIG_DIR: path.join(scratch, 'config') });
+const userEnv = (cache = path.join(scratch, 'cache')) => ({
+  BERTH_URL: t0.url,
+  BERTH_API_KEY: t0.owner.writeKey,
+  XDG_CACHE_HOME: cache,
+  BERTH_CONFIG_DIR: path.join(scratch, 'config'),
+});
 
 function start(args: string[], env: Record<string, string> = userEnv(), input = '') {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   child.stdin.end(input);
   const run: Run = { code: null, stdout: '', stderr: '' };
   child.stdout.on('data', (chunk: Buffer) => (run.stdout += chunk.toString()));
@@ -41,7 +49,8 @@ function start(args: string[], env: Record<string, string> = userEnv(), input = 
   return { child, run, exited };
 }
 
-const berth = (args: string[], options: { env?: Record<string, string>; input?: string } = {}) => start(args, options.env, options.input).exited;
+const berth = (args: string[], options: { env?: Record<string, string>; input?: string } = {}) =>
+  start(args, options.env, options.input).exited;
 
 async function project(files: Record<string, string>): Promise<string> {
   const dir = await fs.mkdtemp(path.join(scratch, 'project-'));
@@ -71,7 +80,11 @@ async function until<T>(probe: () => Promise<T | undefined>, what: string, ms = 
 const STACK_TRACE = /^\s+at .+:\d+:\d+\)?$/m;
 
 interface DeployJson {
-  uploaded: Array<{ path: string; versionId: string; deployment?: { status: string; error?: { line: number; column: number } } }>;
+  uploaded: Array<{
+    path: string;
+    versionId: string;
+    deployment?: { status: string; error?: { line: number; column: number } };
+  }>;
   unchanged: string[];
   deleted: string[];
   failed: unknown[];
@@ -81,13 +94,17 @@ test('init, then deploy: the page and the function answer; later deploys send on
   const dir = path.join(scratch, 'hello-project');
   const init = await berth(['init', dir]);
   t.is(init.code, 0, init.stderr);
-  for (const file of ['web/index.html', 'api/hello.ts', 'migrations/0001_init.sql', 'README.md']) await t.notThrowsAsync(fs.access(path.join(dir, file)));
+  for (const file of ['web/index.html', 'api/hello.ts', 'migrations/0001_init.sql', 'README.md'])
+    await t.notThrowsAsync(fs.access(path.join(dir, file)));
 
   const site = await createSite(t0.owner);
   const first = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
   t.is(first.code, 0, first.stderr);
   const deployed = JSON.parse(first.stdout) as DeployJson;
-  t.deepEqual(deployed.uploaded.map((f) => f.path), ['api/hello.ts', 'web/index.html']);
+  t.deepEqual(
+    deployed.uploaded.map((f) => f.path),
+    ['api/hello.ts', 'web/index.html'],
+  );
   t.is(deployed.uploaded[0]!.deployment?.status, 'READY');
   t.regex(first.stderr, /uploaded web\/index\.html/);
 
@@ -106,10 +123,15 @@ test('init, then deploy: the page and the function answer; later deploys send on
   // A machine that has never seen the site learns the digests by reading the files, and agrees.
   const before = await remoteVersions(site.bucketId);
   await fs.writeFile(path.join(dir, 'web/index.html'), '<h1>Changed</h1>\n');
-  const changed = await berth(['deploy', dir, '--site', site.subdomain, '--json'], { env: userEnv(path.join(scratch, 'fresh-cache')) });
+  const changed = await berth(['deploy', dir, '--site', site.subdomain, '--json'], {
+    env: userEnv(path.join(scratch, 'fresh-cache')),
+  });
   t.is(changed.code, 0, changed.stderr);
   const result = JSON.parse(changed.stdout) as DeployJson;
-  t.deepEqual(result.uploaded.map((f) => f.path), ['web/index.html']);
+  t.deepEqual(
+    result.uploaded.map((f) => f.path),
+    ['web/index.html'],
+  );
   t.deepEqual(result.unchanged, ['api/hello.ts']);
   const after = await remoteVersions(site.bucketId);
   t.is(after['api/hello.ts'], before['api/hello.ts']);
@@ -138,7 +160,8 @@ test('a function that does not deploy fails the deploy, with its line and column
   const site = await createSite(t0.owner);
   const dir = await project({
     'api/ok.ts': 'export default () => new Response("ok");\n',
-    'api/broken.ts': 'export default async function (req: Request) {\n  const answer = ;\n  return new Response(answer);\n}\n',
+    'api/broken.ts':
+      'export default async function (req: Request) {\n  const answer = ;\n  return new Response(answer);\n}\n',
   });
   const run = await berth(['deploy', dir, '--site', site.subdomain]);
   t.is(run.code, 1);
@@ -149,7 +172,9 @@ test('a function that does not deploy fails the deploy, with its line and column
   // Deploying again without a fix sends nothing, and still fails: the function is still broken.
   const again = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
   t.is(again.code, 1);
-  const unchanged = JSON.parse(again.stdout) as DeployJson & { failing: Array<{ path: string; error: { line: number; column: number } }> };
+  const unchanged = JSON.parse(again.stdout) as DeployJson & {
+    failing: Array<{ path: string; error: { line: number; column: number } }>;
+  };
   t.deepEqual(unchanged.uploaded, []);
   t.like(unchanged.failing, [{ path: 'api/broken.ts', error: { line: 2, column: 18 } }]);
   await fs.writeFile(path.join(dir, 'api/broken.ts'), 'export default () => new Response("fixed");\n');
@@ -191,9 +216,18 @@ test('watch deploys each change until it is interrupted', async (t) => {
   await fs.writeFile(path.join(dir, 'web/index.html'), 'second');
   await fs.mkdir(path.join(dir, 'api'));
   await fs.writeFile(path.join(dir, 'api/when.ts'), 'export default () => new Response("now");\n');
-  await until(async () => ((await t0.site(site.subdomain).get('')).body === 'second' ? true : undefined), 'the edit to be served');
-  await until(async () => ((await t0.site(site.subdomain).get('api/when')).body === 'now' ? true : undefined), 'the new function');
-  await until(async () => (watch.run.stdout.includes('api/when.ts: deployed') ? true : undefined), 'the deployment report');
+  await until(
+    async () => ((await t0.site(site.subdomain).get('')).body === 'second' ? true : undefined),
+    'the edit to be served',
+  );
+  await until(
+    async () => ((await t0.site(site.subdomain).get('api/when')).body === 'now' ? true : undefined),
+    'the new function',
+  );
+  await until(
+    async () => (watch.run.stdout.includes('api/when.ts: deployed') ? true : undefined),
+    'the deployment report',
+  );
 
   watch.child.kill('SIGINT');
   const ended = await watch.exited;
@@ -214,9 +248,16 @@ test('db migrate applies a folder of migrations once, however often it runs', as
   t.is(second.code, 0, second.stderr);
   t.regex(second.stdout, /up to date/);
 
-  const { databases } = json<{ databases: Array<{ id: string }> }>(await t0.owner.api.get(`v0/sites/${site.id}/databases`));
-  const receipts = json<{ applied: Array<{ name: string }> }>(await t0.owner.api.get(`v0/sites/${site.id}/databases/${databases[0]!.id}/migrations`));
-  t.deepEqual(receipts.applied.map((r) => r.name), ['0001_notes.sql', '0002_tags.sql']);
+  const { databases } = json<{ databases: Array<{ id: string }> }>(
+    await t0.owner.api.get(`v0/sites/${site.id}/databases`),
+  );
+  const receipts = json<{ applied: Array<{ name: string }> }>(
+    await t0.owner.api.get(`v0/sites/${site.id}/databases/${databases[0]!.id}/migrations`),
+  );
+  t.deepEqual(
+    receipts.applied.map((r) => r.name),
+    ['0001_notes.sql', '0002_tags.sql'],
+  );
 
   await fs.writeFile(path.join(dir, 'migrations/0003_broken.sql'), 'ALTER TABLE nowhere ADD COLUMN x;');
   const failed = await berth(['db', 'migrate', dir, '--site', site.subdomain]);
@@ -227,10 +268,16 @@ test('db migrate applies a folder of migrations once, however often it runs', as
 
 test('db export saves a dump that loads into SQLite', async (t) => {
   const site = await createSite(t0.owner);
-  const dir = await project({ 'migrations/0001_notes.sql': 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);' });
+  const dir = await project({
+    'migrations/0001_notes.sql': 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL);',
+  });
   t.is((await berth(['db', 'migrate', dir, '--site', site.subdomain])).code, 0);
-  const { databases } = json<{ databases: Array<{ id: string }> }>(await t0.owner.api.get(`v0/sites/${site.id}/databases`));
-  await t0.owner.api.post(`v0/sites/${site.id}/databases/${databases[0]!.id}/query`, { json: { sql: 'INSERT INTO notes (body) VALUES (?)', params: ["it's exported"] } });
+  const { databases } = json<{ databases: Array<{ id: string }> }>(
+    await t0.owner.api.get(`v0/sites/${site.id}/databases`),
+  );
+  await t0.owner.api.post(`v0/sites/${site.id}/databases/${databases[0]!.id}/query`, {
+    json: { sql: 'INSERT INTO notes (body) VALUES (?)', params: ["it's exported"] },
+  });
 
   const out = path.join(scratch, `${site.subdomain}.sql`);
   const run = await berth(['db', 'export', '--site', site.subdomain, '--out', out, '--json']);
@@ -259,7 +306,9 @@ test('db delete needs a confirmation: --yes, or a terminal to ask on', async (t)
 
 test('secrets set reads the value from stdin', async (t) => {
   const site = await createSite(t0.owner);
-  const run = await berth(['secrets', 'set', 'API_TOKEN', '--site', site.subdomain], { input: 'tok-123 with spaces\n' });
+  const run = await berth(['secrets', 'set', 'API_TOKEN', '--site', site.subdomain], {
+    input: 'tok-123 with spaces\n',
+  });
   t.is(run.code, 0, run.stderr);
   t.false((run.stdout + run.stderr).includes('tok-123'));
   const read = await t0.owner.api.get(`v0/sites/${site.id}/secrets/API_TOKEN`);
@@ -272,7 +321,10 @@ test('secrets set reads the value from stdin', async (t) => {
 
 test('logs prints what functions wrote, oldest first', async (t) => {
   const site = await createSite(t0.owner);
-  const dir = await project({ 'api/talk.ts': 'export default (req: Request) => { console.log("first"); console.warn("second"); return new Response("ok"); };\n' });
+  const dir = await project({
+    'api/talk.ts':
+      'export default (req: Request) => { console.log("first"); console.warn("second"); return new Response("ok"); };\n',
+  });
   t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
   t.is((await t0.site(site.subdomain).get('api/talk')).body, 'ok');
 
@@ -283,18 +335,25 @@ test('logs prints what functions wrote, oldest first', async (t) => {
   t.is(logs.code, 0);
   t.regex(logs.stdout, /info +api\/talk\.ts +first\n.*warn +api\/talk\.ts +second/);
   const asJson = await berth(['logs', '--site', site.subdomain, '--lines', '1', '--json']);
-  t.deepEqual(JSON.parse(asJson.stdout).logs.map((l: { message: string }) => l.message), ['second']);
+  t.deepEqual(
+    JSON.parse(asJson.stdout).logs.map((l: { message: string }) => l.message),
+    ['second'],
+  );
 });
 
 test('failures a user can cause are explained, with exit codes 1, 2 and 3 and no stack trace', async (t) => {
   const dir = await project({ 'web/index.html': 'home' });
   const closed = await freePort();
-  const unreachable = await berth(['deploy', dir, '--site', 'anything'], { env: { ...userEnv(), BERTH_URL: `http://127.0.0.1:${closed}` } });
+  const unreachable = await berth(['deploy', dir, '--site', 'anything'], {
+    env: { ...userEnv(), BERTH_URL: `http://127.0.0.1:${closed}` },
+  });
   t.is(unreachable.code, 3);
   t.regex(unreachable.stderr, new RegExp(`cannot reach Berth at http://127\\.0\\.0\\.1:${closed}`));
   t.regex(unreachable.stderr, /BERTH_URL/);
 
-  const badKey = await berth(['logs', '--site', 'anything'], { env: { ...userEnv(), BERTH_API_KEY: 'berth_not-a-key' } });
+  const badKey = await berth(['logs', '--site', 'anything'], {
+    env: { ...userEnv(), BERTH_API_KEY: 'berth_not-a-key' },
+  });
   t.is(badKey.code, 3);
   t.regex(badKey.stderr, /refused the API key .*\(unauthorized\)/);
   t.regex(badKey.stderr, /berth admin create-key/);
@@ -311,7 +370,9 @@ test('failures a user can cause are explained, with exit codes 1, 2 and 3 and no
   t.is(JSON.parse(unknownId.stdout).error.code, 'site_not_found');
 
   const site = await createSite(t0.owner);
-  const readOnly = await berth(['deploy', dir, '--site', site.subdomain], { env: { ...userEnv(), BERTH_API_KEY: t0.owner.readKey } });
+  const readOnly = await berth(['deploy', dir, '--site', site.subdomain], {
+    env: { ...userEnv(), BERTH_API_KEY: t0.owner.readKey },
+  });
   t.is(readOnly.code, 1);
   t.regex(readOnly.stdout + readOnly.stderr, /\(forbidden\)/);
 
@@ -322,11 +383,22 @@ test('failures a user can cause are explained, with exit codes 1, 2 and 3 and no
   t.is(notAFolder.code, 1);
   t.regex(notAFolder.stderr, /is not a folder/);
 
-  for (const run of [unreachable, badKey, noKey, unknownSite, readOnly, usage, notAFolder]) t.notRegex(run.stdout + run.stderr, STACK_TRACE);
+  for (const run of [unreachable, badKey, noKey, unknownSite, readOnly, usage, notAFolder])
+    t.notRegex(run.stdout + run.stderr, STACK_TRACE);
 });
 
 test('every command has help with examples', async (t) => {
-  for (const command of [['deploy'], ['watch'], ['init'], ['logs'], ['secrets', 'set'], ['db', 'migrate'], ['db', 'export'], ['db', 'delete'], ['db']]) {
+  for (const command of [
+    ['deploy'],
+    ['watch'],
+    ['init'],
+    ['logs'],
+    ['secrets', 'set'],
+    ['db', 'migrate'],
+    ['db', 'export'],
+    ['db', 'delete'],
+    ['db'],
+  ]) {
     const run = await berth([...command, '--help']);
     t.is(run.code, 0, command.join(' '));
     t.regex(run.stdout, /Examples:\n {2}\$ berth /, command.join(' '));
@@ -334,4 +406,3 @@ test('every command has help with examples', async (t) => {
   const root = await berth(['--help']);
   t.regex(root.stdout, /Exit codes:/);
 });
-

@@ -10,7 +10,7 @@ test('unset variables take the embedded defaults', (t) => {
   t.is(DEFAULTS.llm.timeoutMs, 45_000);
 });
 
-test('the workers\' memory budget and count follow the machine\'s memory unless set', (t) => {
+test("the workers' memory budget and count follow the machine's memory unless set", (t) => {
   const GIB = 1024 ** 3;
   t.is(workerMemoryFor(24 * GIB), Math.floor(24 * 1024 * 0.7) * 1024 * 1024);
   t.is(workersFor(24 * GIB), 1075);
@@ -19,7 +19,10 @@ test('the workers\' memory budget and count follow the machine\'s memory unless 
   const config = loadConfig({ BERTH_WORKER_MEMORY_MB: '2048', BERTH_MAX_WORKERS: '100' });
   t.is(config.workerMemoryBytes, 2048 * 1024 * 1024);
   t.is(config.maxWorkers, 100);
-  t.throws(() => loadConfig({ BERTH_WORKER_MEMORY_MB: '10' }), { instanceOf: ConfigError, message: /BERTH_WORKER_MEMORY_MB/ });
+  t.throws(() => loadConfig({ BERTH_WORKER_MEMORY_MB: '10' }), {
+    instanceOf: ConfigError,
+    message: /BERTH_WORKER_MEMORY_MB/,
+  });
 });
 
 test('model providers are configured by environment variables', (t) => {
@@ -31,7 +34,12 @@ test('model providers are configured by environment variables', (t) => {
   });
   t.like(config.llm, { provider: 'anthropic', baseUrl: 'https://api.anthropic.com', apiKey: 'k', dailyCalls: 1000 });
   t.deepEqual(config.llm.models, { 'model-6-luna': 'claude-small', 'model-6.1-sol': 'claude-large' });
-  const ollama = loadConfig({ BERTH_LLM_PROVIDER: 'openai', BERTH_LLM_BASE_URL: 'http://127.0.0.1:11434/v1', BERTH_LLM_MODEL_LUNA: 'llama3', BERTH_LLM_MODEL_SOL: 'llama3:70b' });
+  const ollama = loadConfig({
+    BERTH_LLM_PROVIDER: 'openai',
+    BERTH_LLM_BASE_URL: 'http://127.0.0.1:11434/v1',
+    BERTH_LLM_MODEL_LUNA: 'llama3',
+    BERTH_LLM_MODEL_SOL: 'llama3:70b',
+  });
   t.is(ollama.llm.baseUrl, 'http://127.0.0.1:11434/v1');
 });
 
@@ -43,7 +51,10 @@ test('bad values are refused with the variable named', (t) => {
     [{ BERTH_LLM_PROVIDER: 'other' }, /BERTH_LLM_PROVIDER/],
     [{ BERTH_LLM_PROVIDER: 'openai' }, /BERTH_LLM_MODEL_LUNA/],
     [{ BERTH_PUBLIC_URL: 'example.com' }, /BERTH_PUBLIC_URL/],
-    [{ BERTH_PUBLIC_URL: 'https://example.com/berth' }, /BERTH_PUBLIC_URL must be an http:\/\/ or https:\/\/ origin with no path/],
+    [
+      { BERTH_PUBLIC_URL: 'https://example.com/berth' },
+      /BERTH_PUBLIC_URL must be an http:\/\/ or https:\/\/ origin with no path/,
+    ],
     [{ BERTH_PUBLIC_URL: 'ftp://example.com' }, /BERTH_PUBLIC_URL/],
     [{ BERTH_TRUST_PROXY: 'maybe' }, /BERTH_TRUST_PROXY must be true or false/],
   ] as const) {
@@ -54,18 +65,34 @@ test('bad values are refused with the variable named', (t) => {
 
 test('the public URL is kept as an origin; trusting a proxy is off unless asked', (t) => {
   t.like(loadConfig({}), { publicUrl: '', trustProxy: false });
-  t.like(loadConfig({ BERTH_PUBLIC_URL: 'https://Example.com/', BERTH_TRUST_PROXY: 'true' }), { publicUrl: 'https://example.com', trustProxy: true });
+  t.like(loadConfig({ BERTH_PUBLIC_URL: 'https://Example.com/', BERTH_TRUST_PROXY: 'true' }), {
+    publicUrl: 'https://example.com',
+    trustProxy: true,
+  });
   t.is(loadConfig({ BERTH_PUBLIC_URL: 'https://example.com:8443' }).publicUrl, 'https://example.com:8443');
   t.false(loadConfig({ BERTH_TRUST_PROXY: '0' }).trustProxy);
 });
 
 test('a node is named, given roles, a channel address and its TLS files; a cluster needs PostgreSQL', (t) => {
   const pg = { BERTH_DATABASE_URL: 'postgres://berth@db.example.com/berth' };
-  const node = loadConfig({ ...pg, BERTH_NODE_ID: 'node-b', BERTH_ROLES: ' Web ', BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081/' });
+  const node = loadConfig({
+    ...pg,
+    BERTH_NODE_ID: 'node-b',
+    BERTH_ROLES: ' Web ',
+    BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081/',
+  });
   t.like(node, { nodeId: 'node-b', roles: ['web'], clusterAddress: 'http://10.0.0.3:8081', clusterListen: '' });
   t.deepEqual(loadConfig({}).roles, ['web', 'database']);
-  const tls = { BERTH_CLUSTER_TLS_CERT: '/etc/berth/node.pem', BERTH_CLUSTER_TLS_KEY: '/etc/berth/node.key', BERTH_CLUSTER_TLS_CA: '/etc/berth/ca.pem' };
-  t.deepEqual(loadConfig({ ...pg, ...tls, BERTH_CLUSTER_ADDRESS: 'https://10.0.0.3:8081' }).clusterTls, { cert: '/etc/berth/node.pem', key: '/etc/berth/node.key', ca: '/etc/berth/ca.pem' });
+  const tls = {
+    BERTH_CLUSTER_TLS_CERT: '/etc/berth/node.pem',
+    BERTH_CLUSTER_TLS_KEY: '/etc/berth/node.key',
+    BERTH_CLUSTER_TLS_CA: '/etc/berth/ca.pem',
+  };
+  t.deepEqual(loadConfig({ ...pg, ...tls, BERTH_CLUSTER_ADDRESS: 'https://10.0.0.3:8081' }).clusterTls, {
+    cert: '/etc/berth/node.pem',
+    key: '/etc/berth/node.key',
+    ca: '/etc/berth/ca.pem',
+  });
   for (const [env, message] of [
     [{ ...pg, BERTH_NODE_ID: 'node b' }, /BERTH_NODE_ID/],
     [{ ...pg, BERTH_ROLES: 'web,cache' }, /BERTH_ROLES/],
@@ -74,7 +101,10 @@ test('a node is named, given roles, a channel address and its TLS files; a clust
     [{ ...pg, BERTH_CLUSTER_LISTEN: '0.0.0.0:8081' }, /BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS/],
     [{ BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081' }, /needs BERTH_DATABASE_URL/],
     [{ BERTH_ROLES: 'web' }, /must include database when the metadata is on SQLite/],
-    [{ ...pg, BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081', BERTH_CLUSTER_TLS_CERT: '/etc/berth/node.pem' }, /go together/],
+    [
+      { ...pg, BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081', BERTH_CLUSTER_TLS_CERT: '/etc/berth/node.pem' },
+      /go together/,
+    ],
     [{ ...pg, BERTH_CLUSTER_ADDRESS: 'http://10.0.0.3:8081', ...tls }, /https:\/\/ origin .*uses TLS/],
     [{ ...pg, ...tls }, /need BERTH_CLUSTER_ADDRESS/],
   ] as const) {

@@ -33,31 +33,55 @@ test('an instance moves its metadata into an empty PostgreSQL database and serve
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   t.teardown(() => void first.child.kill('SIGKILL'));
   const account = owner(first.output(), first.url);
-  const site = json<{ id: string; subdomain: string; bucketId: string }>(await account.api.post('v0/sites', { json: { accountId: account.id, name: 'moving' } }));
-  const put = (file: string, body: string | Buffer, type: string) => account.api.put(`v0/buckets/${site.bucketId}/objects/${file}`, { body, headers: { 'content-type': type } });
+  const site = json<{ id: string; subdomain: string; bucketId: string }>(
+    await account.api.post('v0/sites', { json: { accountId: account.id, name: 'moving' } }),
+  );
+  const put = (file: string, body: string | Buffer, type: string) =>
+    account.api.put(`v0/buckets/${site.bucketId}/objects/${file}`, { body, headers: { 'content-type': type } });
   t.is((await put('web/index.html', '<h1>one</h1>', 'text/html')).statusCode, 200);
   const second = json<{ fileId: string; versionId: string }>(await put('web/index.html', '<h1>two</h1>', 'text/html'));
-  t.is((await put('api/secret.ts', fs.readFileSync(path.join(FIXTURES, 'secret.ts')), 'text/typescript')).statusCode, 200);
+  t.is(
+    (await put('api/secret.ts', fs.readFileSync(path.join(FIXTURES, 'secret.ts')), 'text/typescript')).statusCode,
+    200,
+  );
   t.is((await put('api/db.ts', fs.readFileSync(path.join(FIXTURES, 'db.ts')), 'text/typescript')).statusCode, 200);
-  t.is((await account.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 'kept secret' } })).statusCode, 200);
+  t.is(
+    (await account.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 'kept secret' } }))
+      .statusCode,
+    200,
+  );
   const database = json<{ database: { id: string } }>(await account.api.post(`v0/sites/${site.id}/databases`)).database;
-  const query = (sql: string) => account.api.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql } });
+  const query = (sql: string) =>
+    account.api.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql } });
   t.is((await query('CREATE TABLE notes (body TEXT)')).statusCode, 200);
   t.is((await query("INSERT INTO notes VALUES ('moved')")).statusCode, 200);
   t.is((await account.api.get(`v0/sites/${site.id}/secrets/TOKEN`)).statusCode, 200, 'a read that is logged');
   // A member, made beside the running server as `berth admin create-user` does, who signs in.
   const metadata = await openMetadata(loadConfig(await withBackend({ BERTH_DATA_DIR: dataDir })));
-  await createUser({ db: metadata.db, now: () => new Date() }, { email: 'ada@example.com', accountId: account.id, role: 'ADMIN', password: PASSWORD });
+  await createUser(
+    { db: metadata.db, now: () => new Date() },
+    { email: 'ada@example.com', accountId: account.id, role: 'ADMIN', password: PASSWORD },
+  );
   await metadata.close();
-  const control = got.extend({ prefixUrl: first.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+  const control = got.extend({
+    prefixUrl: first.url,
+    throwHttpErrors: false,
+    followRedirect: false,
+    retry: { limit: 0 },
+  });
   const signedIn = await control.post('login', { form: { email: 'ada@example.com', password: PASSWORD } });
-  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!.split(';')[0]!;
+  const cookie = (signedIn.headers['set-cookie'] as string[])
+    .find((c) => c.startsWith('berth_console='))!
+    .split(';')[0]!;
 
   const target = await databaseFor(path.join(dataDir, 'target'));
   if (!onPostgres) {
     const running = await runBerth(['admin', 'copy-metadata', '--to', target], { BERTH_DATA_DIR: dataDir });
     t.is(running.code, 1);
-    t.regex(running.stderr, /^berth: the data dir .* is in use by another Berth server \(pid \d+\): stop it first, so that nothing changes while its metadata is copied\n$/);
+    t.regex(
+      running.stderr,
+      /^berth: the data dir .* is in use by another Berth server \(pid \d+\): stop it first, so that nothing changes while its metadata is copied\n$/,
+    );
   }
   first.child.kill('SIGTERM');
   t.is(await first.exited, 0);
@@ -69,10 +93,20 @@ test('an instance moves its metadata into an empty PostgreSQL database and serve
 
   const copied = await runBerth(['admin', 'copy-metadata', '--to', target, '--json'], { BERTH_DATA_DIR: dataDir });
   t.is(copied.code, 0, copied.stderr);
-  const tables = (JSON.parse(copied.stdout) as { tables: Array<{ table: string; rows: number; checksum: string }> }).tables;
+  const tables = (JSON.parse(copied.stdout) as { tables: Array<{ table: string; rows: number; checksum: string }> })
+    .tables;
   const rows = Object.fromEntries(tables.map((table) => [table.table, table.rows]));
   // users: the owner made on first start, and Ada.
-  t.like(rows, { accounts: 1, sites: 1, file_versions: 4, functions: 2, secrets: 1, databases: 1, users: 2, sessions: 1 });
+  t.like(rows, {
+    accounts: 1,
+    sites: 1,
+    file_versions: 4,
+    functions: 2,
+    secrets: 1,
+    databases: 1,
+    users: 2,
+    sessions: 1,
+  });
   t.true(tables.every((table) => /^[0-9a-f]{64}$/.test(table.checksum)));
   if (!onPostgres) t.is(sha256(path.join(dataDir, 'meta.sqlite')), before, 'the source is left as it was');
 
@@ -85,15 +119,27 @@ test('an instance moves its metadata into an empty PostgreSQL database and serve
   t.teardown(() => void moved.child.kill('SIGKILL'));
   t.false(moved.output().includes('WRITE key'), 'the owner came along: no new one is made');
   const api = apiClient(moved.url, account.writeKey);
-  const host = got.extend({ prefixUrl: moved.url, headers: { host: `${site.subdomain}.localhost:${new URL(moved.url).port}` }, throwHttpErrors: false, retry: { limit: 0 } });
+  const host = got.extend({
+    prefixUrl: moved.url,
+    headers: { host: `${site.subdomain}.localhost:${new URL(moved.url).port}` },
+    throwHttpErrors: false,
+    retry: { limit: 0 },
+  });
   t.is((await host.get('')).body, '<h1>two</h1>');
   const versions = json<{ versions: Array<{ id: string }> }>(await api.get(`v0/files/${second.fileId}/versions`));
   t.is(versions.versions.length, 2);
   t.is(versions.versions[0]!.id, second.versionId);
-  t.deepEqual(JSON.parse((await host.get('api/secret', { searchParams: { name: 'TOKEN' } })).body), { value: 'kept secret' });
+  t.deepEqual(JSON.parse((await host.get('api/secret', { searchParams: { name: 'TOKEN' } })).body), {
+    value: 'kept secret',
+  });
   const fromDb = await host.post('api/db', { json: { op: 'query', sql: 'SELECT body FROM notes' } });
   t.deepEqual(JSON.parse(fromDb.body), { value: [{ body: 'moved' }] });
-  const movedControl = got.extend({ prefixUrl: moved.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+  const movedControl = got.extend({
+    prefixUrl: moved.url,
+    throwHttpErrors: false,
+    followRedirect: false,
+    retry: { limit: 0 },
+  });
   const session = await movedControl.get('session', { headers: { cookie }, responseType: 'json' });
   t.is(session.statusCode, 200, 'a session signed in before the move is still valid');
   t.like((session.body as { user: { email: string } }).user, { email: 'ada@example.com' });
@@ -107,11 +153,23 @@ test('the copy knows every table of the schema, parents before children', async 
   const dataDir = await makeDataDir(t);
   const metadata = await openMetadata(loadConfig({ BERTH_DATA_DIR: dataDir }));
   t.teardown(() => metadata.close());
-  const schema = (await metadata.db('sqlite_master').where({ type: 'table' }).whereNot('name', 'like', 'knex_%').whereNot('name', 'like', 'sqlite_%').pluck('name')) as string[];
-  t.deepEqual(TABLES.map((table) => table.name).sort(), schema.sort(), 'a new table is added to TABLES in copy-metadata.ts');
+  const schema = (await metadata
+    .db('sqlite_master')
+    .where({ type: 'table' })
+    .whereNot('name', 'like', 'knex_%')
+    .whereNot('name', 'like', 'sqlite_%')
+    .pluck('name')) as string[];
+  t.deepEqual(
+    TABLES.map((table) => table.name).sort(),
+    schema.sort(),
+    'a new table is added to TABLES in copy-metadata.ts',
+  );
   const order = TABLES.map((table) => table.name);
   for (const table of order) {
-    const parents = (await metadata.db.raw(`SELECT "table" AS parent FROM pragma_foreign_key_list(?)`, [table])) as Array<{ parent: string }>;
-    for (const { parent } of parents) t.true(order.indexOf(parent) < order.indexOf(table), `${parent} comes before ${table}`);
+    const parents = (await metadata.db.raw(`SELECT "table" AS parent FROM pragma_foreign_key_list(?)`, [
+      table,
+    ])) as Array<{ parent: string }>;
+    for (const { parent } of parents)
+      t.true(order.indexOf(parent) < order.indexOf(table), `${parent} comes before ${table}`);
   }
 });

@@ -22,8 +22,15 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, start: stri
   };
   const runs = async () => json<{ runs: Run[] }>(await t0.owner.read.get(`v0/sites/${site.id}/cron_runs`)).runs;
   const ticks = async () => {
-    const res = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/data/ticks.jsonl`, { responseType: 'text' });
-    return res.statusCode === 404 ? [] : res.body.trim().split('\n').map((l) => JSON.parse(l) as { scheduled: string });
+    const res = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/data/ticks.jsonl`, {
+      responseType: 'text',
+    });
+    return res.statusCode === 404
+      ? []
+      : res.body
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as { scheduled: string });
   };
   return { t0, site, written, at, runs, ticks, clock };
 }
@@ -31,7 +38,9 @@ async function setup(t: { teardown(fn: () => Promise<void>): void }, start: stri
 test('a cron job deploys with its schedule and runs at its times with the same ctx', async (t) => {
   const { t0, site, written, at, runs, ticks } = await setup(t, '2026-11-22T10:00:30Z');
   t.is(written.deployment?.status, 'READY');
-  const fn = json<{ functions: Array<{ kind: string; schedule: string; nextRunAt: string }> }>(await t0.owner.read.get(`v0/sites/${site.id}/functions`)).functions[0]!;
+  const fn = json<{ functions: Array<{ kind: string; schedule: string; nextRunAt: string }> }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/functions`),
+  ).functions[0]!;
   t.like(fn, { kind: 'cron', schedule: '* * * * *', nextRunAt: '2026-11-22T10:01:00.000Z' });
 
   await at('2026-11-22T10:00:50Z');
@@ -40,7 +49,12 @@ test('a cron job deploys with its schedule and runs at its times with the same c
   await at('2026-11-22T10:01:05Z');
   const first = await runs();
   t.is(first.length, 1);
-  t.like(first[0], { path: 'cron/tick.ts', scheduledAt: '2026-11-22T10:01:00.000Z', outcome: 'SUCCEEDED', error: null });
+  t.like(first[0], {
+    path: 'cron/tick.ts',
+    scheduledAt: '2026-11-22T10:01:00.000Z',
+    outcome: 'SUCCEEDED',
+    error: null,
+  });
   t.like((await ticks())[0], { scheduled: '2026-11-22T10:01:00.000Z', method: 'POST', path: '/cron/tick' });
 
   await at('2026-11-22T10:01:40Z');

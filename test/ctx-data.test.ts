@@ -40,7 +40,9 @@ test('writes are new file versions under data/, and reads see them', async (t) =
   );
 
   // The file API sees the same files, each write a version.
-  const file = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/data/notes/a.json`, { responseType: 'text' });
+  const file = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/data/notes/a.json`, {
+    responseType: 'text',
+  });
   t.is(file.headers['content-type'], 'application/json');
   t.is(file.body, '{"hello":"world"}');
   const events = json<{ files: Array<{ id: string }> }>(

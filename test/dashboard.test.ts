@@ -13,7 +13,8 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-const control = () => got.extend({ prefixUrl: t0.url, throwHttpErrors: false, retry: { limit: 0 }, followRedirect: false });
+const control = () =>
+  got.extend({ prefixUrl: t0.url, throwHttpErrors: false, retry: { limit: 0 }, followRedirect: false });
 const BROWSER_ACCEPT = 'text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8';
 
 test('a browser gets the dashboard page at /, under a strict CSP', async (t) => {
@@ -25,7 +26,13 @@ test('a browser gets the dashboard page at /, under a strict CSP', async (t) => 
   t.is(res.headers['referrer-policy'], 'no-referrer');
   t.regex(res.body, /<script defer src="\/dashboard\/app.js"><\/script>/);
   t.notRegex(res.body, /https?:\/\//, 'nothing is loaded from elsewhere');
-  for (const directive of ["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'", "connect-src 'self'"]) {
+  for (const directive of [
+    "default-src 'none'",
+    "script-src 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "connect-src 'self'",
+  ]) {
     t.true(DASHBOARD_CSP.includes(directive), directive);
   }
 });

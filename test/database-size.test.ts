@@ -20,7 +20,11 @@ test.after.always(async () => {
 });
 
 type Db = { id: string; status: string; sizeBytes: number; maxBytes: number };
-type Envelope = { success: boolean; errors: Array<{ code: string; message: string }>; result: Array<{ results: Array<Record<string, unknown>> }> };
+type Envelope = {
+  success: boolean;
+  errors: Array<{ code: string; message: string }>;
+  result: Array<{ results: Array<Record<string, unknown>> }>;
+};
 
 async function siteWithDatabase() {
   const site = await createSite(t0.owner);
@@ -29,11 +33,13 @@ async function siteWithDatabase() {
     const res = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql } });
     return { status: res.statusCode, body: json<Envelope>(res) };
   };
-  const database = async () => json<{ databases: Db[] }>(await t0.owner.read.get(`v0/sites/${site.id}/databases`)).databases[0]!;
+  const database = async () =>
+    json<{ databases: Db[] }>(await t0.owner.read.get(`v0/sites/${site.id}/databases`)).databases[0]!;
   return { site, db, query, database };
 }
 
-const rows = async (query: (sql: string) => Promise<{ body: Envelope }>) => (await query('SELECT count(*) AS n FROM t')).body.result[0]!.results[0]!.n as number;
+const rows = async (query: (sql: string) => Promise<{ body: Envelope }>) =>
+  (await query('SELECT count(*) AS n FROM t')).body.result[0]!.results[0]!.n as number;
 
 test('a write past the limit is refused as database_full and keeps every row written before; another site keeps writing', async (t) => {
   const tenant = await siteWithDatabase();
@@ -72,12 +78,21 @@ test('a write past the limit is refused as database_full and keeps every row wri
 test('deleted rows give their space back: writes succeed again and the file shrinks by itself', async (t) => {
   const tenant = await siteWithDatabase();
   await tenant.query('CREATE TABLE t (body BLOB)');
-  for (let i = 0; i < 100; i++) if (!(await tenant.query('INSERT INTO t VALUES (randomblob(65536))')).body.success) break;
+  for (let i = 0; i < 100; i++)
+    if (!(await tenant.query('INSERT INTO t VALUES (randomblob(65536))')).body.success) break;
   const full = (await tenant.database()).sizeBytes;
   t.is((await tenant.query('DELETE FROM t WHERE rowid % 4 != 0')).body.success, true);
   const file = path.join(t0.dataDir, 'sites', tenant.site.id, 'db.sqlite');
-  t.is((await tenant.query('PRAGMA auto_vacuum')).body.result[0]!.results[0]!.auto_vacuum, 2, 'new databases use incremental auto-vacuum');
-  t.is((await tenant.query('PRAGMA freelist_count')).body.result[0]!.results[0]!.freelist_count, 0, 'the free pages were given back');
+  t.is(
+    (await tenant.query('PRAGMA auto_vacuum')).body.result[0]!.results[0]!.auto_vacuum,
+    2,
+    'new databases use incremental auto-vacuum',
+  );
+  t.is(
+    (await tenant.query('PRAGMA freelist_count')).body.result[0]!.results[0]!.freelist_count,
+    0,
+    'the free pages were given back',
+  );
   await tenant.query('PRAGMA user_version = 1');
   t.true((await tenant.database()).sizeBytes < full / 2, 'the database takes less than half the space it did');
   t.true(fs.existsSync(file));
@@ -107,7 +122,8 @@ test('compact_database rewrites a database made before incremental auto-vacuum, 
   old.exec('DELETE FROM t WHERE rowid > 4');
   old.close();
   const db = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
-  const query = async (sql: string) => json<Envelope>(await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql } }));
+  const query = async (sql: string) =>
+    json<Envelope>(await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql } }));
   t.is((await query('PRAGMA auto_vacuum')).result[0]!.results[0]!.auto_vacuum, 0);
 
   const readOnly = await t0.owner.read.post(`v0/sites/${site.id}/databases/${db.id}/compact`);
@@ -129,5 +145,8 @@ test('compact_database rewrites a database made before incremental auto-vacuum, 
   await query('DELETE FROM t');
   t.is((await query('PRAGMA freelist_count')).result[0]!.results[0]!.freelist_count, 0);
   // No temporary file of the VACUUM is left in the site's folder.
-  t.deepEqual(fs.readdirSync(dir).filter((name) => !name.startsWith('db.sqlite')), []);
+  t.deepEqual(
+    fs.readdirSync(dir).filter((name) => !name.startsWith('db.sqlite')),
+    [],
+  );
 });

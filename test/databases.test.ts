@@ -14,13 +14,24 @@ test.after.always(async () => {
 });
 
 type Db = { id: string; status: string };
-type Envelope = { success: boolean; errors: Array<{ code: string; message: string }>; messages: string[]; result: Array<{ success: boolean; results: Array<Record<string, unknown>>; meta: { duration: number; changes: number; last_row_id: number | null } }> };
+type Envelope = {
+  success: boolean;
+  errors: Array<{ code: string; message: string }>;
+  messages: string[];
+  result: Array<{
+    success: boolean;
+    results: Array<Record<string, unknown>>;
+    meta: { duration: number; changes: number; last_row_id: number | null };
+  }>;
+};
 
 async function siteWithDatabase() {
   const site = await createSite(t0.owner);
   const db = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
   const query = async (sql: string, params?: unknown[]) => {
-    const res = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: params ? { sql, params } : { sql } });
+    const res = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+      json: params ? { sql, params } : { sql },
+    });
     return { status: res.statusCode, body: json<Envelope>(res) };
   };
   return { site, db, query };
@@ -35,12 +46,23 @@ test('creation is idempotent, one per site, and resumes an interrupted provision
   const again = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
   t.is(again.id, db.id);
   const list = json<{ databases: Db[] }>(await t0.owner.read.get(`v0/sites/${site.id}/databases`));
-  t.deepEqual(list.databases.map((d) => d.id), [db.id]);
+  t.deepEqual(
+    list.databases.map((d) => d.id),
+    [db.id],
+  );
   t.true(fs.existsSync(path.join(t0.dataDir, 'sites', site.id, 'db.sqlite')));
 
   // A crash after the binding was written and before the provider made the database.
   const other = await createSite(t0.owner);
-  await t0.berth.deps.db('databases').insert({ id: crypto.randomUUID(), site_id: other.id, status: 'PROVISIONING', created_at: new Date().toISOString(), updated_at: new Date().toISOString() });
+  await t0.berth.deps
+    .db('databases')
+    .insert({
+      id: crypto.randomUUID(),
+      site_id: other.id,
+      status: 'PROVISIONING',
+      created_at: new Date().toISOString(),
+      updated_at: new Date().toISOString(),
+    });
   const resumed = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${other.id}/databases`)).database;
   t.is(resumed.status, 'READY');
   t.true(fs.existsSync(path.join(t0.dataDir, 'sites', other.id, 'db.sqlite')));
@@ -64,14 +86,18 @@ test('the query API runs one statement and answers the provider-style envelope',
   t.deepEqual(selected.body.result[0]!.results, [{ id: 1, body: 'hello', pinned: 1, extra: null }]);
   t.like(selected.body.result[0]!.meta, { changes: 0, last_row_id: null });
 
-  const several = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql: 'SELECT 1; SELECT 2' } });
+  const several = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+    json: { sql: 'SELECT 1; SELECT 2' },
+  });
   t.is(several.statusCode, 400);
   t.is(json(several).error.code, 'multiple_statements');
   const broken = await query('SELECT * FROM missing_table');
   t.is(broken.status, 400);
   t.false(broken.body.success);
   t.regex(broken.body.errors[0]!.message, /no such table: missing_table/);
-  const badParams = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql: 'SELECT ?', params: [{ a: 1 }] } });
+  const badParams = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+    json: { sql: 'SELECT ?', params: [{ a: 1 }] },
+  });
   t.is(badParams.statusCode, 400);
   t.is(json(badParams).error.code, 'invalid_request');
 
@@ -81,11 +107,15 @@ test('the query API runs one statement and answers the provider-style envelope',
   const asText = await query('SELECT CAST(9007199254740993 AS TEXT) AS n');
   t.deepEqual(asText.body.result[0]!.results, [{ n: '9007199254740993' }]);
 
-  const readOnly = await t0.owner.read.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql: 'SELECT 1' } });
+  const readOnly = await t0.owner.read.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+    json: { sql: 'SELECT 1' },
+  });
   t.is(readOnly.statusCode, 403);
   t.is(json(readOnly).error.code, 'forbidden');
   const wrongSite = await createSite(t0.owner);
-  const mismatch = await t0.owner.api.post(`v0/sites/${wrongSite.id}/databases/${db.id}/query`, { json: { sql: 'SELECT 1' } });
+  const mismatch = await t0.owner.api.post(`v0/sites/${wrongSite.id}/databases/${db.id}/query`, {
+    json: { sql: 'SELECT 1' },
+  });
   t.is(mismatch.statusCode, 404);
 });
 
@@ -93,33 +123,58 @@ test('ctx.db from a function: query, first, execute and an atomic batch, with st
   const { site, query } = await siteWithDatabase();
   await query('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)');
   await deployFixture(t0.owner, site.bucketId, 'db');
-  const call = async (body: unknown) => JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as { value?: any; error?: { name: string; code: string; message: string } };
+  const call = async (body: unknown) =>
+    JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as {
+      value?: any;
+      error?: { name: string; code: string; message: string };
+    };
 
-  t.deepEqual((await call({ op: 'execute', sql: 'INSERT INTO items (name) VALUES (?)', params: ['a'] })).value, { changes: 1, lastInsertRowId: 1 });
+  t.deepEqual((await call({ op: 'execute', sql: 'INSERT INTO items (name) VALUES (?)', params: ['a'] })).value, {
+    changes: 1,
+    lastInsertRowId: 1,
+  });
   t.deepEqual((await call({ op: 'query', sql: 'SELECT name FROM items' })).value, [{ name: 'a' }]);
-  t.deepEqual((await call({ op: 'first', sql: 'SELECT name FROM items WHERE id = ?', params: [1] })).value, { name: 'a' });
+  t.deepEqual((await call({ op: 'first', sql: 'SELECT name FROM items WHERE id = ?', params: [1] })).value, {
+    name: 'a',
+  });
   t.is((await call({ op: 'first', sql: 'SELECT name FROM items WHERE id = 99' })).value, null);
 
-  const batch = await call({ op: 'batch', statements: [{ sql: "INSERT INTO items (name) VALUES ('b')" }, { sql: 'SELECT count(*) AS n FROM items' }] });
+  const batch = await call({
+    op: 'batch',
+    statements: [{ sql: "INSERT INTO items (name) VALUES ('b')" }, { sql: 'SELECT count(*) AS n FROM items' }],
+  });
   t.deepEqual(batch.value, [
     { rows: [], changes: 1, lastInsertRowId: 2 },
     { rows: [{ n: 2 }], changes: 0, lastInsertRowId: null },
   ]);
   // All or nothing: the duplicate fails the batch and the first insert is rolled back.
-  const failed = await call({ op: 'batch', statements: [{ sql: "INSERT INTO items (name) VALUES ('c')" }, { sql: "INSERT INTO items (name) VALUES ('a')" }] });
+  const failed = await call({
+    op: 'batch',
+    statements: [{ sql: "INSERT INTO items (name) VALUES ('c')" }, { sql: "INSERT INTO items (name) VALUES ('a')" }],
+  });
   t.like(failed.error, { name: 'BerthContextError', code: 'DATABASE_QUERY_FAILED' });
   t.false(failed.error!.message.includes('UNIQUE'), 'no provider diagnostics reach the function');
-  t.deepEqual((await call({ op: 'query', sql: 'SELECT name FROM items ORDER BY id' })).value, [{ name: 'a' }, { name: 'b' }]);
+  t.deepEqual((await call({ op: 'query', sql: 'SELECT name FROM items ORDER BY id' })).value, [
+    { name: 'a' },
+    { name: 'b' },
+  ]);
   const logs = json<{ logs: Array<{ message: string }> }>(await t0.owner.read.get(`v0/sites/${site.id}/logs`)).logs;
-  t.true(logs.some((l) => l.message.includes('UNIQUE constraint failed')), 'the diagnostic is in the site’s logs');
+  t.true(
+    logs.some((l) => l.message.includes('UNIQUE constraint failed')),
+    'the diagnostic is in the site’s logs',
+  );
 
-  t.like((await call({ op: 'query', sql: 'SELECT * FROM _berth_migrations' })).error, { code: 'DATABASE_RESERVED_TABLE' });
+  t.like((await call({ op: 'query', sql: 'SELECT * FROM _berth_migrations' })).error, {
+    code: 'DATABASE_RESERVED_TABLE',
+  });
   t.like((await call({ op: 'query', sql: 'SELECT 1; SELECT 2' })).error, { code: 'DATABASE_MULTIPLE_STATEMENTS' });
   t.like((await call({ op: 'query', sql: 'SELECT ?', params: [{}] })).error, { code: 'DATABASE_INVALID_ARGUMENT' });
   t.like((await call({ op: 'batch', statements: [] })).error, { code: 'DATABASE_INVALID_ARGUMENT' });
 
   const bare = await createSite(t0.owner);
   await deployFixture(t0.owner, bare.bucketId, 'db');
-  const none = JSON.parse((await t0.site(bare.subdomain).post('api/db', { json: { op: 'query', sql: 'SELECT 1' } })).body);
+  const none = JSON.parse(
+    (await t0.site(bare.subdomain).post('api/db', { json: { op: 'query', sql: 'SELECT 1' } })).body,
+  );
   t.is(none.error.code, 'DATABASE_NOT_FOUND');
 });

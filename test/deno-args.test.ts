@@ -11,9 +11,24 @@ const args = denoArgs({
 
 test('workers may connect to the egress proxy and their own socket, nothing else', (t) => {
   const flags = args.filter((a) => a.startsWith('--allow') || a.startsWith('--deny'));
-  t.deepEqual(flags, ['--allow-net=127.0.0.1:41234,unix:/data/runtime/sockets/w.sock', '--allow-read=/data/runtime/sockets/w.sock', '--allow-write=/data/runtime/sockets/w.sock']);
-  for (const forbidden of ['--allow-all', '-A', '--allow-env', '--allow-run', '--allow-ffi', '--allow-sys', '--allow-import']) {
-    t.false(args.some((a) => a.startsWith(forbidden)), forbidden);
+  t.deepEqual(flags, [
+    '--allow-net=127.0.0.1:41234,unix:/data/runtime/sockets/w.sock',
+    '--allow-read=/data/runtime/sockets/w.sock',
+    '--allow-write=/data/runtime/sockets/w.sock',
+  ]);
+  for (const forbidden of [
+    '--allow-all',
+    '-A',
+    '--allow-env',
+    '--allow-run',
+    '--allow-ffi',
+    '--allow-sys',
+    '--allow-import',
+  ]) {
+    t.false(
+      args.some((a) => a.startsWith(forbidden)),
+      forbidden,
+    );
   }
   for (const flag of ['--no-config', '--no-prompt', '--no-remote', '--no-npm']) t.true(args.includes(flag), flag);
   t.true(args.includes('--v8-flags=--max-old-space-size=96,--max-semi-space-size=4'));
@@ -21,7 +36,13 @@ test('workers may connect to the egress proxy and their own socket, nothing else
 });
 
 test('the entry program connects before it imports the function, by a literal specifier', (t) => {
-  const program = entryProgram('/data/runtime/functions/f/v/function.ts', { socketPath: '/data/runtime/sockets/w.sock', siteId: 'site-1', kind: 'cron', sourcePath: 'cron/digest.ts', egress: { url: 'http://127.0.0.1:41234', token: 't' } });
+  const program = entryProgram('/data/runtime/functions/f/v/function.ts', {
+    socketPath: '/data/runtime/sockets/w.sock',
+    siteId: 'site-1',
+    kind: 'cron',
+    sourcePath: 'cron/digest.ts',
+    egress: { url: 'http://127.0.0.1:41234', token: 't' },
+  });
   const lines = program.trim().split('\n');
   t.regex(lines[0]!, /^import \{ connect, run \} from "file:\/\/\/.+\/deno-shim\/shim\.ts";$/);
   t.is(
@@ -32,5 +53,9 @@ test('the entry program connects before it imports the function, by a literal sp
 });
 
 test('workers start with an empty environment', (t) => {
-  t.deepEqual(denoEnv('/data/runtime/deno-dir'), { DENO_DIR: '/data/runtime/deno-dir', DENO_NO_UPDATE_CHECK: '1', NO_COLOR: '1' });
+  t.deepEqual(denoEnv('/data/runtime/deno-dir'), {
+    DENO_DIR: '/data/runtime/deno-dir',
+    DENO_NO_UPDATE_CHECK: '1',
+    NO_COLOR: '1',
+  });
 });

@@ -48,7 +48,15 @@ test.after.always(async () => {
   await far?.stop();
 });
 
-type Outcome = { status?: number; body?: string; url?: string; redirected?: boolean; location?: string | null; error?: { name: string; code?: string; message: string }; connected?: boolean };
+type Outcome = {
+  status?: number;
+  body?: string;
+  url?: string;
+  redirected?: boolean;
+  location?: string | null;
+  error?: { name: string; code?: string; message: string };
+  connected?: boolean;
+};
 
 async function fetchFrom(body: Record<string, unknown>, from = site): Promise<Outcome> {
   const res = await t0.site(from.subdomain).post('api/fetcher', { json: body });
@@ -57,7 +65,12 @@ async function fetchFrom(body: Record<string, unknown>, from = site): Promise<Ou
 }
 
 test('a public name is reached through the proxy, with bodies both ways and nothing of the proxy showing', async (t) => {
-  t.like(await fetchFrom({ url: 'http://far.test/hello' }), { status: 200, body: 'hello from far away', url: 'http://far.test/hello', redirected: false });
+  t.like(await fetchFrom({ url: 'http://far.test/hello' }), {
+    status: 200,
+    body: 'hello from far away',
+    url: 'http://far.test/hello',
+    redirected: false,
+  });
   const echoed = await fetchFrom({ url: `http://${FAR}/echo`, init: { method: 'POST', body: 'sent by a function' } });
   t.is(echoed.status, 200);
   t.deepEqual(JSON.parse(echoed.body!), { method: 'POST', host: FAR, body: 'sent by a function', egressHeaders: [] });
@@ -81,7 +94,20 @@ test.serial("a site's connections are kept between its requests, and never carry
 });
 
 test('every name that resolves to a refused range is refused, and nothing is sent', async (t) => {
-  for (const name of ['loopback', 'private', 'shared', 'metadata', 'zero', 'multicast', 'loopback6', 'unique-local', 'link-local6', 'mapped', 'nat64', 'mixed']) {
+  for (const name of [
+    'loopback',
+    'private',
+    'shared',
+    'metadata',
+    'zero',
+    'multicast',
+    'loopback6',
+    'unique-local',
+    'link-local6',
+    'mapped',
+    'nat64',
+    'mixed',
+  ]) {
     const outcome = await fetchFrom({ url: `http://${name}.test/` });
     t.is(outcome.error?.name, 'TypeError', name);
     t.is(outcome.error?.code, 'EGRESS_REFUSED', name);
@@ -109,25 +135,47 @@ test('literal addresses are refused in every notation, the control plane include
 });
 
 test('redirects are followed hop by hop, each checked: a redirect to a refused address is refused', async (t) => {
-  const to = (target: string, status = 302) => `http://far.test/redirect?status=${status}&to=${encodeURIComponent(target)}`;
-  t.like(await fetchFrom({ url: to('http://far.test/hello') }), { status: 200, body: 'hello from far away', url: 'http://far.test/hello', redirected: true });
-  t.like(await fetchFrom({ url: to('http://far.test/echo', 307), init: { method: 'POST', body: 'again' } }), { status: 200, redirected: true });
+  const to = (target: string, status = 302) =>
+    `http://far.test/redirect?status=${status}&to=${encodeURIComponent(target)}`;
+  t.like(await fetchFrom({ url: to('http://far.test/hello') }), {
+    status: 200,
+    body: 'hello from far away',
+    url: 'http://far.test/hello',
+    redirected: true,
+  });
+  t.like(await fetchFrom({ url: to('http://far.test/echo', 307), init: { method: 'POST', body: 'again' } }), {
+    status: 200,
+    redirected: true,
+  });
   const refused = await fetchFrom({ url: to(`http://127.0.0.1:${new URL(t0.url).port}/healthz`) });
   t.is(refused.error?.code, 'EGRESS_REFUSED');
   t.is((await fetchFrom({ url: to('http://[fd00:ec2::254]/', 301) })).error?.code, 'EGRESS_REFUSED');
-  t.like(await fetchFrom({ url: to('http://10.0.0.1/'), init: { redirect: 'manual' } }), { status: 302, location: 'http://10.0.0.1/' });
-  t.is((await fetchFrom({ url: to('http://far.test/hello'), init: { redirect: 'error' } })).error?.code, 'EGRESS_REDIRECT');
+  t.like(await fetchFrom({ url: to('http://10.0.0.1/'), init: { redirect: 'manual' } }), {
+    status: 302,
+    location: 'http://10.0.0.1/',
+  });
+  t.is(
+    (await fetchFrom({ url: to('http://far.test/hello'), init: { redirect: 'error' } })).error?.code,
+    'EGRESS_REDIRECT',
+  );
 });
 
 test('a raw connection goes nowhere, not even to a public address', async (t) => {
-  for (const connect of [{ hostname: FAR, port: 80 }, { hostname: 'fd00:ec2::254', port: 80 }, { hostname: '127.0.0.1', port: Number(new URL(t0.url).port) }]) {
+  for (const connect of [
+    { hostname: FAR, port: 80 },
+    { hostname: 'fd00:ec2::254', port: 80 },
+    { hostname: '127.0.0.1', port: Number(new URL(t0.url).port) },
+  ]) {
     t.is((await fetchFrom({ connect })).error?.name, 'NotCapable', JSON.stringify(connect));
   }
 });
 
 test('a site’s requests in flight are bounded; the rest wait for a turn and are answered', async (t) => {
   await fetchFrom({ url: 'http://far.test/most-in-flight' });
-  const all = (await t0.site(site.subdomain).post('api/fetcher', { json: { url: 'http://far.test/slow?ms=300', many: 6 } }).json()) as Outcome[];
+  const all = (await t0
+    .site(site.subdomain)
+    .post('api/fetcher', { json: { url: 'http://far.test/slow?ms=300', many: 6 } })
+    .json()) as Outcome[];
   t.true(all.every((o) => o.status === 200 && o.body === 'slow'));
   t.is((await fetchFrom({ url: 'http://far.test/most-in-flight' })).body, '2');
 });
@@ -136,12 +184,15 @@ test('requests, bytes and refusals are counted by site, and refusals reach the s
   await fetchFrom({ url: 'http://far.test/hello' });
   await fetchFrom({ url: 'http://metadata.test/latest/meta-data/' });
   const metrics = (await got.get(`${t0.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).body;
-  const value = (line: string) => Number(new RegExp(`^${line.replace(/[{}]/g, '\\$&')} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+  const value = (line: string) =>
+    Number(new RegExp(`^${line.replace(/[{}]/g, '\\$&')} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
   t.true(value(`berth_egress_requests_total{site="${site.id}",outcome="forwarded"}`) >= 1);
   t.true(value(`berth_egress_requests_total{site="${site.id}",outcome="refused"}`) >= 1);
   t.true(value(`berth_egress_bytes_total{site="${site.id}",direction="in"}`) >= 'hello from far away'.length);
   const logs = await until(async () => {
-    const body = (await t0.owner.read.get(`v0/sites/${site.id}/logs`).json()) as { logs: Array<{ message: string; level: string }> };
+    const body = (await t0.owner.read.get(`v0/sites/${site.id}/logs`).json()) as {
+      logs: Array<{ message: string; level: string }>;
+    };
     return body.logs.find((l) => l.message.includes('metadata.test'));
   }, 'the refusal in the site’s logs');
   t.is(logs.level, 'warn');

@@ -17,12 +17,31 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-type FileBody = { id: string; bucketId: string; path: string; contentType: string; bytes: number; currentVersionId: string };
-type VersionBody = { id: string; bytes: number; contentType: string; createdAt: string; restoredFromVersionId: string | null };
-type VersionsBody = { fileId: string; currentVersionId: string | null; versions: VersionBody[]; pagination: { hasMore: boolean; nextOffset: number | null } };
+type FileBody = {
+  id: string;
+  bucketId: string;
+  path: string;
+  contentType: string;
+  bytes: number;
+  currentVersionId: string;
+};
+type VersionBody = {
+  id: string;
+  bytes: number;
+  contentType: string;
+  createdAt: string;
+  restoredFromVersionId: string | null;
+};
+type VersionsBody = {
+  fileId: string;
+  currentVersionId: string | null;
+  versions: VersionBody[];
+  pagination: { hasMore: boolean; nextOffset: number | null };
+};
 
 async function bucket(account: TestAccount = t0.owner) {
-  return json<{ id: string }>(await account.api.post('v0/buckets', { json: { accountId: account.id, name: 'files' } })).id;
+  return json<{ id: string }>(await account.api.post('v0/buckets', { json: { accountId: account.id, name: 'files' } }))
+    .id;
 }
 
 const objects = (bucketId: string, filePath = '') => `v0/buckets/${bucketId}/objects${filePath ? `/${filePath}` : ''}`;
@@ -75,12 +94,19 @@ test('overwrites keep the file id; versions list newest first with exact histori
   const all = json<VersionsBody>(await t0.owner.read.get(`v0/files/${v1.fileId}/versions`));
   t.is(all.fileId, v1.fileId);
   t.is(all.currentVersionId, v3.versionId);
-  t.deepEqual(all.versions.map((v) => v.id), [v3.versionId, v2.versionId, v1.versionId]);
+  t.deepEqual(
+    all.versions.map((v) => v.id),
+    [v3.versionId, v2.versionId, v1.versionId],
+  );
   t.like(all.versions[1], { bytes: 4, contentType: 'text/plain', restoredFromVersionId: null });
 
-  const page = json<VersionsBody>(await t0.owner.read.get(`v0/files/${v1.fileId}/versions`, { searchParams: { limit: '2' } }));
+  const page = json<VersionsBody>(
+    await t0.owner.read.get(`v0/files/${v1.fileId}/versions`, { searchParams: { limit: '2' } }),
+  );
   t.deepEqual(page.pagination, { hasMore: true, nextOffset: 2 });
-  const old = await t0.owner.read.get(`v0/files/${v1.fileId}/versions/${v2.versionId}/content`, { responseType: 'text' });
+  const old = await t0.owner.read.get(`v0/files/${v1.fileId}/versions/${v2.versionId}/content`, {
+    responseType: 'text',
+  });
   t.is(old.body, 'two!');
   t.is(old.headers['content-type'], 'text/plain');
   t.is(old.headers['berth-version-id'], v2.versionId);
@@ -92,11 +118,15 @@ test('restore makes an old version current as a new version, guarded by the curr
   const b = await bucket();
   const v1 = await putFile(t0.owner, b, 'a.txt', 'first', 'text/plain');
   const v2 = await putFile(t0.owner, b, 'a.txt', 'second', 'text/plain');
-  const stale = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, { json: { versionId: v1.versionId, currentVersionId: v1.versionId } });
+  const stale = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, {
+    json: { versionId: v1.versionId, currentVersionId: v1.versionId },
+  });
   t.is(stale.statusCode, 409);
   t.is(json(stale).error.code, 'version_conflict');
 
-  const restored = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, { json: { versionId: v1.versionId, currentVersionId: v2.versionId } });
+  const restored = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, {
+    json: { versionId: v1.versionId, currentVersionId: v2.versionId },
+  });
   t.is(restored.statusCode, 200);
   const body = json<{ fileId: string; versionId: string; restoredFromVersionId: string; path: string }>(restored);
   t.like(body, { fileId: v1.fileId, restoredFromVersionId: v1.versionId, path: 'a.txt' });
@@ -105,19 +135,28 @@ test('restore makes an old version current as a new version, guarded by the curr
   t.is(versions.versions[0]!.id, body.versionId);
   t.is(versions.versions[0]!.restoredFromVersionId, v1.versionId);
 
-  for (const bad of [{ versionId: v1.versionId }, { currentVersionId: v2.versionId }, { versionId: 'x', currentVersionId: v2.versionId }]) {
+  for (const bad of [
+    { versionId: v1.versionId },
+    { currentVersionId: v2.versionId },
+    { versionId: 'x', currentVersionId: v2.versionId },
+  ]) {
     const res = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, { json: bad });
     t.is(res.statusCode, 400);
     t.is(json(res).error.code, 'invalid_request');
   }
-  const unknown = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, { json: { versionId: crypto.randomUUID(), currentVersionId: body.versionId } });
+  const unknown = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, {
+    json: { versionId: crypto.randomUUID(), currentVersionId: body.versionId },
+  });
   t.is(unknown.statusCode, 404);
 });
 
 test('If-Match guards writes: current passes, stale is a conflict and changes nothing', async (t) => {
   const b = await bucket();
   const v1 = await putFile(t0.owner, b, 'doc.txt', 'v1', 'text/plain');
-  const ok = await t0.owner.api.put(objects(b, 'doc.txt'), { body: 'v2', headers: { 'if-match': `"${v1.versionId}"` } });
+  const ok = await t0.owner.api.put(objects(b, 'doc.txt'), {
+    body: 'v2',
+    headers: { 'if-match': `"${v1.versionId}"` },
+  });
   t.is(ok.statusCode, 200);
   const stale = await t0.owner.api.put(objects(b, 'doc.txt'), { body: 'v3', headers: { 'if-match': v1.versionId } });
   t.is(stale.statusCode, 409);
@@ -143,7 +182,9 @@ test('delete hides the file but keeps its history; a new write continues the sam
   const history = json<VersionsBody>(await t0.owner.read.get(`v0/files/${v1.fileId}/versions`));
   t.is(history.currentVersionId, null);
   t.is(history.versions.length, 1);
-  const back = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, { json: { versionId: v1.versionId, currentVersionId: null } });
+  const back = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, {
+    json: { versionId: v1.versionId, currentVersionId: null },
+  });
   t.is(back.statusCode, 200);
   t.is((await t0.owner.read.get(objects(b, 'gone.txt'), { responseType: 'text' })).body, 'bye');
   const rewritten = await putFile(t0.owner, b, 'gone.txt', 'hello again', 'text/plain');
@@ -152,16 +193,30 @@ test('delete hides the file but keeps its history; a new write continues the sam
 
 test('listing filters by exact path or prefix, in path order, with pagination', async (t) => {
   const b = await bucket();
-  for (const p of ['web/z.html', 'web/a.html', 'web/img/logo.png', 'data/x.json', 'webby.txt']) await putFile(t0.owner, b, p, p);
-  const list = async (searchParams: Record<string, string>) => json<{ files: FileBody[]; pagination: unknown }>(await t0.owner.read.get(objects(b), { searchParams }));
-  t.deepEqual((await list({})).files.map((f) => f.path), ['data/x.json', 'web/a.html', 'web/img/logo.png', 'web/z.html', 'webby.txt']);
-  t.deepEqual((await list({ prefix: 'web/' })).files.map((f) => f.path), ['web/a.html', 'web/img/logo.png', 'web/z.html']);
-  t.deepEqual((await list({ prefix: '/web/img' })).files.map((f) => f.path), ['web/img/logo.png']);
+  for (const p of ['web/z.html', 'web/a.html', 'web/img/logo.png', 'data/x.json', 'webby.txt'])
+    await putFile(t0.owner, b, p, p);
+  const list = async (searchParams: Record<string, string>) =>
+    json<{ files: FileBody[]; pagination: unknown }>(await t0.owner.read.get(objects(b), { searchParams }));
+  t.deepEqual(
+    (await list({})).files.map((f) => f.path),
+    ['data/x.json', 'web/a.html', 'web/img/logo.png', 'web/z.html', 'webby.txt'],
+  );
+  t.deepEqual(
+    (await list({ prefix: 'web/' })).files.map((f) => f.path),
+    ['web/a.html', 'web/img/logo.png', 'web/z.html'],
+  );
+  t.deepEqual(
+    (await list({ prefix: '/web/img' })).files.map((f) => f.path),
+    ['web/img/logo.png'],
+  );
   const exact = await list({ path: '/web/a.html' });
   t.is(exact.files.length, 1);
   t.like(exact.files[0], { path: 'web/a.html', bucketId: b, bytes: 10, contentType: 'application/octet-stream' });
   const page = await list({ limit: '2', offset: '1' });
-  t.deepEqual(page.files.map((f) => f.path), ['web/a.html', 'web/img/logo.png']);
+  t.deepEqual(
+    page.files.map((f) => f.path),
+    ['web/a.html', 'web/img/logo.png'],
+  );
   t.deepEqual(page.pagination, { hasMore: true, nextOffset: 3 });
   for (const searchParams of [{ limit: '0' }, { limit: '201' }, { offset: '-1' }, { prefix: 'a//b' }]) {
     const res = await t0.owner.read.get(objects(b), { searchParams });
@@ -193,7 +248,13 @@ test('paths are normalized once; traversal, empty segments, backslashes, NUL and
   const raw = await new Promise<{ status: number; body: string }>((resolve, reject) => {
     const url = new URL(t0.url);
     const req = http.request(
-      { host: url.hostname, port: url.port, method: 'PUT', path: `/${objects(b)}/web/../../x`, headers: { authorization: `Bearer ${t0.owner.writeKey}` } },
+      {
+        host: url.hostname,
+        port: url.port,
+        method: 'PUT',
+        path: `/${objects(b)}/web/../../x`,
+        headers: { authorization: `Bearer ${t0.owner.writeKey}` },
+      },
       (res) => {
         let body = '';
         res.on('data', (c: Buffer) => (body += c.toString()));
@@ -227,7 +288,9 @@ test('another account can neither read nor change these files', async (t) => {
     other.api.delete(objects(b, 'private.txt')),
     other.api.get(`v0/files/${v1.fileId}/versions`),
     other.api.get(`v0/files/${v1.fileId}/versions/${v1.versionId}/content`),
-    other.api.post(`v0/files/${v1.fileId}/restore`, { json: { versionId: v1.versionId, currentVersionId: v1.versionId } }),
+    other.api.post(`v0/files/${v1.fileId}/restore`, {
+      json: { versionId: v1.versionId, currentVersionId: v1.versionId },
+    }),
   ];
   for (const res of await Promise.all(attempts)) {
     t.is(res.statusCode, 404);
@@ -239,15 +302,22 @@ test('another account can neither read nor change these files', async (t) => {
 test('uploads past the size limit answer 413 and leave nothing behind', async (t) => {
   const small = await startTestBerth({ maxFileBytes: 1024 });
   t.teardown(() => small.dispose());
-  const b = json<{ id: string }>(await small.owner.api.post('v0/buckets', { json: { accountId: small.owner.id, name: 'b' } })).id;
+  const b = json<{ id: string }>(
+    await small.owner.api.post('v0/buckets', { json: { accountId: small.owner.id, name: 'b' } }),
+  ).id;
   t.is((await small.owner.api.put(objects(b, 'fits.bin'), { body: Buffer.alloc(1024) })).statusCode, 200);
   const declared = await small.owner.api.put(objects(b, 'big.bin'), { body: Buffer.alloc(1025) });
   t.is(declared.statusCode, 413);
   t.is(json(declared).error.code, 'file_too_large');
-  const chunked = await small.owner.api.put(objects(b, 'big.bin'), { body: Readable.from([Buffer.alloc(600), Buffer.alloc(600)]) });
+  const chunked = await small.owner.api.put(objects(b, 'big.bin'), {
+    body: Readable.from([Buffer.alloc(600), Buffer.alloc(600)]),
+  });
   t.is(chunked.statusCode, 413);
   t.is(json(chunked).error.code, 'file_too_large');
-  t.deepEqual(json<{ files: FileBody[] }>(await small.owner.read.get(objects(b))).files.map((f) => f.path), ['fits.bin']);
+  t.deepEqual(
+    json<{ files: FileBody[] }>(await small.owner.read.get(objects(b))).files.map((f) => f.path),
+    ['fits.bin'],
+  );
   t.deepEqual(await blobLeftovers(small.dataDir), []);
 });
 

@@ -1,7 +1,16 @@
 // Functions end to end: deploy on write, the deploy endpoint, invocation through the site host,
 // redeploys, removal, and the reserved session cookie.
 import test from 'ava';
-import { type ErrorBody, type TestBerth, type WriteBody, createSite, deployFixture, json, putFile, startTestBerth } from './helpers/berth.ts';
+import {
+  type ErrorBody,
+  type TestBerth,
+  type WriteBody,
+  createSite,
+  deployFixture,
+  json,
+  putFile,
+  startTestBerth,
+} from './helpers/berth.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -11,7 +20,14 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-type FunctionBody = { id: string; path: string; name: string; status: string; deployedVersionId: string | null; lastError: { message: string; line: number; column: number } | null };
+type FunctionBody = {
+  id: string;
+  path: string;
+  name: string;
+  status: string;
+  deployedVersionId: string | null;
+  lastError: { message: string; line: number; column: number } | null;
+};
 
 test('writing api/<name>.ts deploys it; the endpoint passes method, query, headers and bytes both ways', async (t) => {
   const site = await createSite(t0.owner);
@@ -30,7 +46,11 @@ test('writing api/<name>.ts deploys it; the endpoint passes method, query, heade
   t.is(res.headers['x-echo-query'], '?status=201&x=%20y');
   t.is(res.headers['x-echo-custom'], 'kept');
   t.is(res.headers['x-echo-cookie'], 'theme=dark; lang=en', 'the session cookie never reaches the function');
-  t.deepEqual(res.headers['set-cookie'], ['first=1; Path=/', 'second=2; Path=/'], 'the function cannot set the session cookie');
+  t.deepEqual(
+    res.headers['set-cookie'],
+    ['first=1; Path=/', 'second=2; Path=/'],
+    'the function cannot set the session cookie',
+  );
   t.regex(String(res.headers['berth-request-id']), /^[0-9a-f-]{36}$/);
   t.is(res.headers['content-length'], String(bytes.length));
 
@@ -50,10 +70,28 @@ test('a PRIVATE site still serves its functions anonymously', async (t) => {
 test('sources that break the v0 rules are stored but not deployed, with a precise reason', async (t) => {
   const site = await createSite(t0.owner);
   const cases: Array<[string, string, RegExp, number, number]> = [
-    ['api/imp.ts', 'import { x } from "./x.ts";\nexport default () => new Response("")', /import statements are not allowed/, 1, 1],
+    [
+      'api/imp.ts',
+      'import { x } from "./x.ts";\nexport default () => new Response("")',
+      /import statements are not allowed/,
+      1,
+      1,
+    ],
     ['api/reexport.ts', 'export default () => new Response("");\nexport { y } from "./y.ts";', /export … from/, 2, 1],
-    ['api/req.ts', 'const fs = require("fs");\nexport default () => new Response("")', /require\(\) is not available/, 1, 12],
-    ['api/dyn.ts', 'export default async () => {\n  await import("./x.ts");\n  return new Response("");\n}', /dynamic import/, 2, 9],
+    [
+      'api/req.ts',
+      'const fs = require("fs");\nexport default () => new Response("")',
+      /require\(\) is not available/,
+      1,
+      12,
+    ],
+    [
+      'api/dyn.ts',
+      'export default async () => {\n  await import("./x.ts");\n  return new Response("");\n}',
+      /dynamic import/,
+      2,
+      9,
+    ],
     ['api/syntax.ts', 'export default function (req: Request {\n  return new Response("")\n}', /syntax error/, 1, 39],
     ['api/nohandler.ts', 'const helper = () => 1;\n', /no handler/, 1, 1],
     ['api/nested/deep.ts', 'export default () => new Response("")', /nested/, 0, 0],
@@ -68,14 +106,17 @@ test('sources that break the v0 rules are stored but not deployed, with a precis
     t.is(stored.body, source, `${path} is stored`);
   }
   const list = json<{ functions: FunctionBody[] }>(await t0.owner.read.get(`v0/sites/${site.id}/functions`));
-  t.deepEqual(list.functions.map((f) => [f.path, f.status]), [
-    ['api/dyn.ts', 'FAILED'],
-    ['api/imp.ts', 'FAILED'],
-    ['api/nohandler.ts', 'FAILED'],
-    ['api/reexport.ts', 'FAILED'],
-    ['api/req.ts', 'FAILED'],
-    ['api/syntax.ts', 'FAILED'],
-  ]);
+  t.deepEqual(
+    list.functions.map((f) => [f.path, f.status]),
+    [
+      ['api/dyn.ts', 'FAILED'],
+      ['api/imp.ts', 'FAILED'],
+      ['api/nohandler.ts', 'FAILED'],
+      ['api/reexport.ts', 'FAILED'],
+      ['api/req.ts', 'FAILED'],
+      ['api/syntax.ts', 'FAILED'],
+    ],
+  );
   const call = await t0.site(site.subdomain).get('api/imp');
   t.is(call.statusCode, 404);
   t.is(JSON.parse(call.body).error.code, 'function_not_found');
@@ -103,7 +144,9 @@ test('the deploy endpoint deploys a stored source, or answers 422 with the funct
   const missing = await t0.owner.api.post(`v0/sites/${site.id}/functions/deploy`, { json: { path: 'api/none.ts' } });
   t.is(missing.statusCode, 404);
   t.is(json(missing).error.code, 'not_found');
-  const notFunction = await t0.owner.api.post(`v0/sites/${site.id}/functions/deploy`, { json: { path: 'web/index.html' } });
+  const notFunction = await t0.owner.api.post(`v0/sites/${site.id}/functions/deploy`, {
+    json: { path: 'web/index.html' },
+  });
   t.is(notFunction.statusCode, 400);
   t.is(json(notFunction).error.code, 'invalid_function_path');
 
@@ -121,15 +164,23 @@ test('a failed redeploy keeps serving the last good version; restore and delete 
   const bad = await putFile(t0.owner, site.bucketId, 'api/greet.ts', 'export default () => new Response("two"');
   t.is(bad.deployment?.status, 'FAILED');
   t.is((await t0.site(site.subdomain).get('api/greet')).body, 'one');
-  const record = json<{ functions: FunctionBody[] }>(await t0.owner.read.get(`v0/sites/${site.id}/functions`)).functions[0]!;
+  const record = json<{ functions: FunctionBody[] }>(await t0.owner.read.get(`v0/sites/${site.id}/functions`))
+    .functions[0]!;
   t.is(record.status, 'FAILED');
   t.is(record.deployedVersionId, v1.versionId);
 
-  const v3 = await putFile(t0.owner, site.bucketId, 'api/greet.ts', 'export const handler = () => new Response("three")');
+  const v3 = await putFile(
+    t0.owner,
+    site.bucketId,
+    'api/greet.ts',
+    'export const handler = () => new Response("three")',
+  );
   t.is(v3.deployment?.status, 'READY');
   t.is((await t0.site(site.subdomain).get('api/greet')).body, 'three');
 
-  const restored = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, { json: { versionId: v1.versionId, currentVersionId: v3.versionId } });
+  const restored = await t0.owner.api.post(`v0/files/${v1.fileId}/restore`, {
+    json: { versionId: v1.versionId, currentVersionId: v3.versionId },
+  });
   t.is(restored.statusCode, 200);
   t.is(json<WriteBody>(restored).deployment?.status, 'READY');
   t.is((await t0.site(site.subdomain).get('api/greet')).body, 'one');
@@ -150,18 +201,25 @@ test('archived sites serve no functions; reconcile redeploys every source and re
 
   const res = await t0.owner.api.post(`v0/sites/${site.id}`, { json: { status: 'ACTIVE', reconcile: true } });
   t.is(res.statusCode, 200);
-  const runtime = json<{ runtime: { status: string; functions: { total: number; ready: number; failed: Array<{ path: string }> } } }>(res).runtime;
+  const runtime = json<{
+    runtime: { status: string; functions: { total: number; ready: number; failed: Array<{ path: string }> } };
+  }>(res).runtime;
   t.is(runtime.status, 'FAILED');
   t.is(runtime.functions.total, 2);
   t.is(runtime.functions.ready, 1);
-  t.deepEqual(runtime.functions.failed.map((f) => f.path), ['api/broken.ts']);
+  t.deepEqual(
+    runtime.functions.failed.map((f) => f.path),
+    ['api/broken.ts'],
+  );
   t.is((await t0.site(site.subdomain).get('api/echo')).statusCode, 200);
   const detail = json<{ runtime: { status: string } }>(await t0.owner.read.get(`v0/sites/${site.id}`));
   t.is(detail.runtime.status, 'FAILED');
 });
 
 test('a site created on a bucket that already holds sources deploys them', async (t) => {
-  const bucket = json<{ id: string }>(await t0.owner.api.post('v0/buckets', { json: { accountId: t0.owner.id, name: 'pre' } }));
+  const bucket = json<{ id: string }>(
+    await t0.owner.api.post('v0/buckets', { json: { accountId: t0.owner.id, name: 'pre' } }),
+  );
   const written = await putFile(t0.owner, bucket.id, 'api/early.ts', 'export default () => new Response("early")');
   t.is(written.deployment, undefined, 'no site yet, nothing to deploy');
   const site = await createSite(t0.owner, { bucketId: bucket.id });

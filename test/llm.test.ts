@@ -6,11 +6,19 @@ import { type TestBerth, createSite, deployFixture, startTestBerth } from './hel
 import { type FakeProvider, startFakeProvider } from './helpers/fake-llm.ts';
 
 /** A server and a provider of the test's own (tests in a file run concurrently). */
-async function berthWith(t: { teardown(fn: () => Promise<void>): void }, llm: (provider: FakeProvider) => Partial<typeof DEFAULTS.llm>) {
+async function berthWith(
+  t: { teardown(fn: () => Promise<void>): void },
+  llm: (provider: FakeProvider) => Partial<typeof DEFAULTS.llm>,
+) {
   const provider = await startFakeProvider();
   t.teardown(() => provider.close());
   const t0 = await startTestBerth({
-    llm: { ...DEFAULTS.llm, models: { 'model-6-luna': 'small-model', 'model-6.1-sol': 'big-model' }, apiKey: 'test-key', ...llm(provider) },
+    llm: {
+      ...DEFAULTS.llm,
+      models: { 'model-6-luna': 'small-model', 'model-6.1-sol': 'big-model' },
+      apiKey: 'test-key',
+      ...llm(provider),
+    },
   });
   t.teardown(() => t0.dispose());
   const site = await createSite(t0.owner);
@@ -26,8 +34,18 @@ const user = (content: string) => ({ messages: [{ role: 'user', content }] });
 
 test('an OpenAI-compatible provider: defaults, model mapping and the result shape', async (t) => {
   const { call, provider } = await berthWith(t, (p) => ({ provider: 'openai', baseUrl: `${p.url}/v1` }));
-  const { body } = await call({ messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }] });
-  t.deepEqual(body.result, { id: 'chatcmpl-1', model: 'model-6-luna', message: { content: 'echo: hi' }, usage: { inputTokens: 9, outputTokens: 2 } });
+  const { body } = await call({
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hi' },
+    ],
+  });
+  t.deepEqual(body.result, {
+    id: 'chatcmpl-1',
+    model: 'model-6-luna',
+    message: { content: 'echo: hi' },
+    usage: { inputTokens: 9, outputTokens: 2 },
+  });
   const sent = provider.requests.at(-1)!;
   t.is(sent.path, '/v1/chat/completions');
   t.is(sent.headers.authorization, 'Bearer test-key');
@@ -42,8 +60,19 @@ test('an OpenAI-compatible provider: defaults, model mapping and the result shap
 
 test('the Anthropic Messages API: system prompt, key header and text content', async (t) => {
   const { call, provider } = await berthWith(t, (p) => ({ provider: 'anthropic', baseUrl: p.url }));
-  const { body } = await call({ model: 'model-6.1-sol', messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hello' }] });
-  t.deepEqual(body.result, { id: 'msg_1', model: 'model-6.1-sol', message: { content: 'echo: hello' }, usage: { inputTokens: 11, outputTokens: 3 } });
+  const { body } = await call({
+    model: 'model-6.1-sol',
+    messages: [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hello' },
+    ],
+  });
+  t.deepEqual(body.result, {
+    id: 'msg_1',
+    model: 'model-6.1-sol',
+    message: { content: 'echo: hello' },
+    usage: { inputTokens: 11, outputTokens: 3 },
+  });
   const sent = provider.requests.at(-1)!;
   t.is(sent.path, '/v1/messages');
   t.is(sent.headers['x-api-key'], 'test-key');
@@ -61,15 +90,35 @@ test('every option rule answers llm_invalid_request before any provider call', a
     [{ ...user('x'), maxOutputTokens: 15 }, /16–8192/],
     [{ ...user('x'), maxOutputTokens: 8193 }, /16–8192/],
     [{ messages: [{ role: 'assistant', content: 'x' }] }, /at least one message must have the user role/],
-    [{ messages: [{ role: 'user', content: 'x' }, { role: 'system', content: 'late' }] }, /only the first message/],
+    [
+      {
+        messages: [
+          { role: 'user', content: 'x' },
+          { role: 'system', content: 'late' },
+        ],
+      },
+      /only the first message/,
+    ],
     [{ messages: [{ role: 'tool', content: 'x' }] }, /role must be/],
     [user('x'.repeat(32_001)), /at most 32000 characters/],
-    [{ messages: [{ role: 'user', content: 'é'.repeat(16_000) }, { role: 'user', content: 'é'.repeat(16_001) }] }, /64000 bytes/],
+    [
+      {
+        messages: [
+          { role: 'user', content: 'é'.repeat(16_000) },
+          { role: 'user', content: 'é'.repeat(16_001) },
+        ],
+      },
+      /64000 bytes/,
+    ],
     [{ ...user('x'), stream: true }, /./],
   ];
   for (const [options, message] of cases) {
     const { body } = await call(options);
-    t.like(body.error, { name: 'BerthContextError', code: 'llm_invalid_request', status: 400 }, JSON.stringify(options).slice(0, 60));
+    t.like(
+      body.error,
+      { name: 'BerthContextError', code: 'llm_invalid_request', status: 400 },
+      JSON.stringify(options).slice(0, 60),
+    );
     t.regex(body.error.message, message);
   }
   t.is(provider.requests.length, 0);
@@ -77,7 +126,12 @@ test('every option rule answers llm_invalid_request before any provider call', a
 });
 
 test('timeouts, provider failures and the daily allowance have stable codes; failed calls count', async (t) => {
-  const { t0, call } = await berthWith(t, (p) => ({ provider: 'openai', baseUrl: `${p.url}/v1`, timeoutMs: 300, dailyCalls: 3 }));
+  const { t0, call } = await berthWith(t, (p) => ({
+    provider: 'openai',
+    baseUrl: `${p.url}/v1`,
+    timeoutMs: 300,
+    dailyCalls: 3,
+  }));
   t.like((await call(user('slow'))).body.error, { code: 'llm_timeout', status: 504 });
   t.like((await call(user('fail'))).body.error, { code: 'llm_provider_error', status: 502 });
   t.truthy((await call(user('fine'))).body.result);

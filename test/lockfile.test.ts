@@ -5,8 +5,12 @@ import path from 'node:path';
 import test from 'ava';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string; integrity?: string }> };
-const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+const lock = JSON.parse(fs.readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as {
+  packages: Record<string, { version?: string; integrity?: string }>;
+};
+const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {
+  dependencies: Record<string, string>;
+};
 
 test('the deno package is pinned to an exact version, the one the lockfile holds', (t) => {
   const pinned = manifest.dependencies.deno!;
@@ -18,7 +22,13 @@ test('the lockfile holds every platform’s Deno binary at that version, with it
   const deno = lock.packages['node_modules/deno'] as { optionalDependencies?: Record<string, string> } | undefined;
   const platforms = Object.keys(deno?.optionalDependencies ?? {});
   t.true(platforms.length >= 6, `platforms: ${platforms.join(', ')}`);
-  for (const name of ['@deno/linux-x64-glibc', '@deno/linux-arm64-glibc', '@deno/darwin-x64', '@deno/darwin-arm64', ...platforms]) {
+  for (const name of [
+    '@deno/linux-x64-glibc',
+    '@deno/linux-arm64-glibc',
+    '@deno/darwin-x64',
+    '@deno/darwin-arm64',
+    ...platforms,
+  ]) {
     const entry = lock.packages[`node_modules/${name}`];
     t.is(entry?.version, manifest.dependencies.deno, name);
     t.regex(entry?.integrity ?? '', /^sha512-/, `${name} has a checksum`);

@@ -16,9 +16,36 @@ test('a request line is the line pino writes for the same fields', async (t) => 
   const { log, lines } = capture();
   const samples: RequestLine[] = [
     { reqId: '3f1c', kind: 'site', host: 'blog', method: 'GET', path: '/', status: 200, ip: '127.0.0.1', ms: 0.42 },
-    { reqId: 'x', kind: 'api', host: undefined, method: 'PUT', path: '/v0/buckets/b/objects/web/a.txt', status: 413, ip: '::1', ms: 12 },
-    { reqId: 'q"uote\\', kind: 'site', host: 'a"b', method: 'M\u0001', path: '/\u0000\u001f\u007f\u00ff"\\/é日本', status: 499, ip: '10.0.0.1', ms: 1234.56 },
-    { reqId: 'long', kind: 'site', host: 'h'.repeat(63), method: 'GET', path: `/${'p"'.repeat(100)}\n`, status: 304, ip: '', ms: 0 },
+    {
+      reqId: 'x',
+      kind: 'api',
+      host: undefined,
+      method: 'PUT',
+      path: '/v0/buckets/b/objects/web/a.txt',
+      status: 413,
+      ip: '::1',
+      ms: 12,
+    },
+    {
+      reqId: 'q"uote\\',
+      kind: 'site',
+      host: 'a"b',
+      method: 'M\u0001',
+      path: '/\u0000\u001f\u007f\u00ff"\\/é日本',
+      status: 499,
+      ip: '10.0.0.1',
+      ms: 1234.56,
+    },
+    {
+      reqId: 'long',
+      kind: 'site',
+      host: 'h'.repeat(63),
+      method: 'GET',
+      path: `/${'p"'.repeat(100)}\n`,
+      status: 304,
+      ip: '',
+      ms: 0,
+    },
   ];
   for (const line of samples) {
     logRequest(log, line);

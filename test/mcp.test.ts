@@ -17,7 +17,11 @@ test.after.always(async () => {
 
 async function connect(key: string): Promise<Client> {
   const client = new Client({ name: 'berth-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${t0.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${t0.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${key}` } },
+    }),
+  );
   return client;
 }
 
@@ -30,7 +34,11 @@ async function call(client: Client, name: string, args: Record<string, unknown>)
   return result.structuredContent!;
 }
 
-async function callError(client: Client, name: string, args: Record<string, unknown>): Promise<{ code: string; message: string }> {
+async function callError(
+  client: Client,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<{ code: string; message: string }> {
   const result = (await client.callTool({ name, arguments: args })) as Result;
   if (!result.isError) throw new Error(`${name} was expected to fail`);
   return result.structuredContent!.error;
@@ -45,7 +53,10 @@ test('a WRITE key lists the spec’s 25 tools with input schemas and hints', asy
   t.like(byName.get('list_sites')!.annotations, { readOnlyHint: true, destructiveHint: false });
   t.like(byName.get('delete_file')!.annotations, { readOnlyHint: false, destructiveHint: true });
   t.like(byName.get('create_site')!.annotations, { readOnlyHint: false, destructiveHint: false });
-  const createSiteSchema = byName.get('create_site')!.inputSchema as { required: string[]; properties: Record<string, unknown> };
+  const createSiteSchema = byName.get('create_site')!.inputSchema as {
+    required: string[];
+    properties: Record<string, unknown>;
+  };
   t.deepEqual(createSiteSchema.required.sort(), ['accountId', 'name']);
   t.truthy(createSiteSchema.properties.subdomain);
 });
@@ -58,7 +69,11 @@ test('every tool works end to end, with structured content and text', async (t) 
   const bucket = await call(client, 'create_bucket', { accountId, name: 'mcp bucket' });
   t.is((await call(client, 'get_bucket', { bucketId: bucket.id })).name, 'mcp bucket');
   t.is((await call(client, 'update_bucket', { bucketId: bucket.id, name: 'renamed' })).name, 'renamed');
-  t.true((await call(client, 'list_buckets', { accountId, limit: 200 })).buckets.some((b: { id: string }) => b.id === bucket.id));
+  t.true(
+    (await call(client, 'list_buckets', { accountId, limit: 200 })).buckets.some(
+      (b: { id: string }) => b.id === bucket.id,
+    ),
+  );
 
   const site = await call(client, 'create_site', { accountId, name: 'MCP site' });
   t.is((await call(client, 'get_site', { siteId: site.id })).id, site.id);
@@ -66,41 +81,116 @@ test('every tool works end to end, with structured content and text', async (t) 
   await call(client, 'update_site', { siteId: site.id, access: 'PUBLIC' });
   t.true((await call(client, 'list_sites', { accountId, subdomain: site.subdomain })).sites.length === 1);
 
-  const first = await call(client, 'write_file', { bucketId: site.bucketId, path: 'web/index.html', content: '<h1>one</h1>', contentType: 'text/html' });
-  const second = await call(client, 'write_file', { bucketId: site.bucketId, path: 'web/index.html', content: '<h1>two</h1>', contentType: 'text/html', ifMatch: first.versionId });
+  const first = await call(client, 'write_file', {
+    bucketId: site.bucketId,
+    path: 'web/index.html',
+    content: '<h1>one</h1>',
+    contentType: 'text/html',
+  });
+  const second = await call(client, 'write_file', {
+    bucketId: site.bucketId,
+    path: 'web/index.html',
+    content: '<h1>two</h1>',
+    contentType: 'text/html',
+    ifMatch: first.versionId,
+  });
   t.is((await t0.site(site.subdomain).get('')).body, '<h1>two</h1>');
   const listed = await call(client, 'list_files', { bucketId: site.bucketId, prefix: 'web/' });
-  t.deepEqual(listed.files.map((f: { path: string }) => f.path), ['web/index.html']);
-  t.like(await call(client, 'read_file', { bucketId: site.bucketId, path: 'web/index.html' }), { content: '<h1>two</h1>', contentType: 'text/html', versionId: second.versionId });
+  t.deepEqual(
+    listed.files.map((f: { path: string }) => f.path),
+    ['web/index.html'],
+  );
+  t.like(await call(client, 'read_file', { bucketId: site.bucketId, path: 'web/index.html' }), {
+    content: '<h1>two</h1>',
+    contentType: 'text/html',
+    versionId: second.versionId,
+  });
   const versions = await call(client, 'list_file_versions', { fileId: first.fileId });
   t.is(versions.versions.length, 2);
-  t.is((await call(client, 'read_file_version', { fileId: first.fileId, versionId: first.versionId })).content, '<h1>one</h1>');
-  const restored = await call(client, 'restore_file_version', { fileId: first.fileId, versionId: first.versionId, currentVersionId: second.versionId });
+  t.is(
+    (await call(client, 'read_file_version', { fileId: first.fileId, versionId: first.versionId })).content,
+    '<h1>one</h1>',
+  );
+  const restored = await call(client, 'restore_file_version', {
+    fileId: first.fileId,
+    versionId: first.versionId,
+    currentVersionId: second.versionId,
+  });
   t.is(restored.restoredFromVersionId, first.versionId);
   t.is((await t0.site(site.subdomain).get('')).body, '<h1>one</h1>');
 
-  const fn = await call(client, 'write_file', { bucketId: site.bucketId, path: 'api/hello.ts', content: 'export default () => new Response("hi from mcp");' });
+  const fn = await call(client, 'write_file', {
+    bucketId: site.bucketId,
+    path: 'api/hello.ts',
+    content: 'export default () => new Response("hi from mcp");',
+  });
   t.is(fn.deployment.status, 'READY', 'write_file returns the deployment result');
   t.is((await t0.site(site.subdomain).get('api/hello')).body, 'hi from mcp');
-  t.deepEqual((await call(client, 'list_functions', { siteId: site.id })).functions.map((f: { path: string }) => f.path), ['api/hello.ts']);
-  t.like(await call(client, 'delete_file', { bucketId: site.bucketId, path: 'web/index.html' }), { path: 'web/index.html' });
+  t.deepEqual(
+    (await call(client, 'list_functions', { siteId: site.id })).functions.map((f: { path: string }) => f.path),
+    ['api/hello.ts'],
+  );
+  t.like(await call(client, 'delete_file', { bucketId: site.bucketId, path: 'web/index.html' }), {
+    path: 'web/index.html',
+  });
 
-  t.like((await call(client, 'set_secret', { siteId: site.id, name: 'TOKEN', value: 's3cret' })).secret, { name: 'TOKEN' });
-  t.deepEqual((await call(client, 'list_secrets', { siteId: site.id })).secrets.map((s: { name: string }) => s.name), ['TOKEN']);
+  t.like((await call(client, 'set_secret', { siteId: site.id, name: 'TOKEN', value: 's3cret' })).secret, {
+    name: 'TOKEN',
+  });
+  t.deepEqual(
+    (await call(client, 'list_secrets', { siteId: site.id })).secrets.map((s: { name: string }) => s.name),
+    ['TOKEN'],
+  );
   t.like(await call(client, 'delete_secret', { siteId: site.id, name: 'TOKEN' }), { deleted: true });
 
   const { database } = await call(client, 'create_database', { siteId: site.id });
   t.is(database.status, 'READY');
-  t.deepEqual((await call(client, 'list_databases', { siteId: site.id })).databases.map((d: { id: string }) => d.id), [database.id]);
+  t.deepEqual(
+    (await call(client, 'list_databases', { siteId: site.id })).databases.map((d: { id: string }) => d.id),
+    [database.id],
+  );
   const migration = { name: '0001_notes.sql', sql: 'CREATE TABLE notes (body TEXT);' };
-  t.like(await call(client, 'apply_database_migration', { siteId: site.id, databaseId: database.id, ...migration, confirm: true }), { alreadyApplied: false });
-  t.deepEqual((await call(client, 'list_database_migrations', { siteId: site.id, databaseId: database.id })).applied.map((r: { name: string }) => r.name), ['0001_notes.sql']);
-  t.like((await call(client, 'get_database_migration', { siteId: site.id, databaseId: database.id, migrationName: '0001_notes.sql' })).migration, { sql: migration.sql });
-  await call(client, 'query_database', { siteId: site.id, databaseId: database.id, sql: 'INSERT INTO notes VALUES (?)', params: ['hello'] });
-  const rows = await call(client, 'query_database', { siteId: site.id, databaseId: database.id, sql: 'SELECT body FROM notes' });
+  t.like(
+    await call(client, 'apply_database_migration', {
+      siteId: site.id,
+      databaseId: database.id,
+      ...migration,
+      confirm: true,
+    }),
+    { alreadyApplied: false },
+  );
+  t.deepEqual(
+    (await call(client, 'list_database_migrations', { siteId: site.id, databaseId: database.id })).applied.map(
+      (r: { name: string }) => r.name,
+    ),
+    ['0001_notes.sql'],
+  );
+  t.like(
+    (
+      await call(client, 'get_database_migration', {
+        siteId: site.id,
+        databaseId: database.id,
+        migrationName: '0001_notes.sql',
+      })
+    ).migration,
+    { sql: migration.sql },
+  );
+  await call(client, 'query_database', {
+    siteId: site.id,
+    databaseId: database.id,
+    sql: 'INSERT INTO notes VALUES (?)',
+    params: ['hello'],
+  });
+  const rows = await call(client, 'query_database', {
+    siteId: site.id,
+    databaseId: database.id,
+    sql: 'SELECT body FROM notes',
+  });
   t.deepEqual(rows.result[0].results, [{ body: 'hello' }]);
 
-  const raw = (await client.callTool({ name: 'get_site', arguments: { siteId: site.id } })) as { content: Array<{ type: string; text: string }> };
+  const raw = (await client.callTool({ name: 'get_site', arguments: { siteId: site.id } })) as {
+    content: Array<{ type: string; text: string }>;
+  };
   t.is(JSON.parse(raw.content[0]!.text).id, site.id, 'the text content carries the same result');
 });
 
@@ -115,7 +205,10 @@ test('a READ key sees only read-only tools and is refused a write tool before it
   t.is(refused.code, 'forbidden');
   // Other tests create sites in this account meanwhile: look for this one by name.
   const { sites } = await call(client, 'list_sites', { accountId: t0.owner.id, limit: 200 });
-  t.false(sites.some((site: { name: string }) => site.name === 'read-key-refused'), 'nothing was created');
+  t.false(
+    sites.some((site: { name: string }) => site.name === 'read-key-refused'),
+    'nothing was created',
+  );
 });
 
 test('text reads stop at 256 KiB and at binary files, with clear errors', async (t) => {
@@ -124,12 +217,24 @@ test('text reads stop at 256 KiB and at binary files, with clear errors', async 
   const site = await createSite(t0.owner);
   await putFile(t0.owner, site.bucketId, 'data/exact.txt', 'a'.repeat(256 * 1024), 'text/plain');
   await putFile(t0.owner, site.bucketId, 'data/big.txt', 'a'.repeat(256 * 1024 + 1), 'text/plain');
-  await putFile(t0.owner, site.bucketId, 'data/image.bin', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0xfe]), 'application/octet-stream');
-  t.is((await call(client, 'read_file', { bucketId: site.bucketId, path: 'data/exact.txt' })).content.length, 256 * 1024);
+  await putFile(
+    t0.owner,
+    site.bucketId,
+    'data/image.bin',
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0xfe]),
+    'application/octet-stream',
+  );
+  t.is(
+    (await call(client, 'read_file', { bucketId: site.bucketId, path: 'data/exact.txt' })).content.length,
+    256 * 1024,
+  );
   const big = await callError(client, 'read_file', { bucketId: site.bucketId, path: 'data/big.txt' });
   t.is(big.code, 'file_too_large_for_text');
   t.regex(big.message, /262144/);
-  t.is((await callError(client, 'read_file', { bucketId: site.bucketId, path: 'data/image.bin' })).code, 'file_not_text');
+  t.is(
+    (await callError(client, 'read_file', { bucketId: site.bucketId, path: 'data/image.bin' })).code,
+    'file_not_text',
+  );
 });
 
 test('bad input, unknown resources and unknown tools answer the error envelope; no key is a 401', async (t) => {
@@ -142,9 +247,17 @@ test('bad input, unknown resources and unknown tools answer the error envelope; 
   t.is((await callError(client, 'no_such_tool', {})).code, 'unknown_tool');
   const other = await t0.newAccount();
   const theirs = await createSite(other);
-  t.is((await callError(client, 'get_site', { siteId: theirs.id })).code, 'not_found', 'another account’s site is invisible');
+  t.is(
+    (await callError(client, 'get_site', { siteId: theirs.id })).code,
+    'not_found',
+    'another account’s site is invisible',
+  );
 
-  const anonymous = await got.post(`${t0.url}/mcp`, { json: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, throwHttpErrors: false, responseType: 'json' });
+  const anonymous = await got.post(`${t0.url}/mcp`, {
+    json: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+    throwHttpErrors: false,
+    responseType: 'json',
+  });
   t.is(anonymous.statusCode, 401);
   t.is((anonymous.body as { error: { code: string } }).error.code, 'unauthorized');
 });

@@ -11,7 +11,14 @@ import test, { type ExecutionContext } from 'ava';
 import got from 'got';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { apiClient, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
-import { blobLeftovers, bucketOf, keysIn, objectStoreEndpoint, objectStoreFor, testS3 } from './helpers/object-store.ts';
+import {
+  blobLeftovers,
+  bucketOf,
+  keysIn,
+  objectStoreEndpoint,
+  objectStoreFor,
+  testS3,
+} from './helpers/object-store.ts';
 import { startObjectStoreServer } from './helpers/object-store-server.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
@@ -22,7 +29,11 @@ const sha256 = (bytes: Buffer) => crypto.createHash('sha256').update(bytes).dige
 /** The environment that puts a server or command on `dataDir` on its bucket. */
 async function storeEnv(dataDir: string, prefix = ''): Promise<Record<string, string>> {
   const store = await objectStoreFor(dataDir);
-  return { BERTH_OBJECT_STORE: `s3://${store.bucket}${prefix ? `/${prefix}` : ''}`, BERTH_S3_ENDPOINT: store.endpoint!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
+  return {
+    BERTH_OBJECT_STORE: `s3://${store.bucket}${prefix ? `/${prefix}` : ''}`,
+    BERTH_S3_ENDPOINT: store.endpoint!,
+    BERTH_S3_FORCE_PATH_STYLE: 'true',
+  };
 }
 
 async function serve(t: ExecutionContext, env: Record<string, string>): Promise<ServeProcess> {
@@ -40,240 +51,395 @@ function owner(server: ServeProcess) {
   return { key, accountId, api: apiClient(server.url, key) };
 }
 
-s3test('a bucket that does not exist, or credentials it refuses, stop the start with one line naming the store and nothing secret', async (t) => {
-  const dataDir = await makeDataDir(t);
-  const missing = await runBerth(['serve'], {
-    BERTH_DATA_DIR: dataDir,
-    BERTH_OBJECT_STORE: 's3://berth-no-such-bucket/site-files',
-    BERTH_S3_ENDPOINT: objectStoreEndpoint!,
-    BERTH_S3_FORCE_PATH_STYLE: 'true',
-  });
-  t.is(missing.code, 1);
-  t.is(missing.stderr, `berth: the object store bucket berth-no-such-bucket (prefix site-files/) at ${objectStoreEndpoint} does not exist: create the bucket first\n`);
+s3test(
+  'a bucket that does not exist, or credentials it refuses, stop the start with one line naming the store and nothing secret',
+  async (t) => {
+    const dataDir = await makeDataDir(t);
+    const missing = await runBerth(['serve'], {
+      BERTH_DATA_DIR: dataDir,
+      BERTH_OBJECT_STORE: 's3://berth-no-such-bucket/site-files',
+      BERTH_S3_ENDPOINT: objectStoreEndpoint!,
+      BERTH_S3_FORCE_PATH_STYLE: 'true',
+    });
+    t.is(missing.code, 1);
+    t.is(
+      missing.stderr,
+      `berth: the object store bucket berth-no-such-bucket (prefix site-files/) at ${objectStoreEndpoint} does not exist: create the bucket first\n`,
+    );
 
-  const secret = 'not-the-secret-0123456789';
-  const refused = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)), AWS_SECRET_ACCESS_KEY: secret });
-  t.is(refused.code, 1);
-  t.regex(refused.stderr, new RegExp(`^berth: the object store bucket ${bucketOf(dataDir)} at ${objectStoreEndpoint} failed to answer for the bucket: AccessDenied \\(HTTP 403\\): check the credentials`));
-  t.is(refused.stderr.split('\n').length, 2, 'one line');
-  t.false(refused.stderr.includes(secret));
+    const secret = 'not-the-secret-0123456789';
+    const refused = await runBerth(['serve'], {
+      BERTH_DATA_DIR: dataDir,
+      ...(await storeEnv(dataDir)),
+      AWS_SECRET_ACCESS_KEY: secret,
+    });
+    t.is(refused.code, 1);
+    t.regex(
+      refused.stderr,
+      new RegExp(
+        `^berth: the object store bucket ${bucketOf(dataDir)} at ${objectStoreEndpoint} failed to answer for the bucket: AccessDenied \\(HTTP 403\\): check the credentials`,
+      ),
+    );
+    t.is(refused.stderr.split('\n').length, 2, 'one line');
+    t.false(refused.stderr.includes(secret));
 
-  const badUrl = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_OBJECT_STORE: 'https://bucket' });
-  t.is(badUrl.code, 2);
-  t.regex(badUrl.stderr, /BERTH_OBJECT_STORE must be s3:\/\/<bucket>\[\/<prefix>\]/);
-});
+    const badUrl = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_OBJECT_STORE: 'https://bucket' });
+    t.is(badUrl.code, 2);
+    t.regex(badUrl.stderr, /BERTH_OBJECT_STORE must be s3:\/\/<bucket>\[\/<prefix>\]/);
+  },
+);
 
-s3test('copy-blobs moves a stopped instance’s blobs and exports into the store, checks each, copies nothing twice, and the instance then serves from it', async (t) => {
-  const dataDir = await makeDataDir(t);
-  const local = { BERTH_DATA_DIR: dataDir, BERTH_OBJECT_STORE: '' };
-  const first = await serve(t, local);
-  const { key, accountId, api } = owner(first);
-  const site = json<{ id: string; subdomain: string; bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'moving' } }));
-  const page = Buffer.from('<h1>moved</h1>');
-  const big = crypto.randomBytes(6 * 1024 * 1024);
-  t.is((await api.put(`v0/buckets/${site.bucketId}/objects/web/index.html`, { body: page, headers: { 'content-type': 'text/html' } })).statusCode, 200);
-  t.is((await api.put(`v0/buckets/${site.bucketId}/objects/web/big.bin`, { body: big })).statusCode, 200);
-  t.is((await api.put(`v0/buckets/${site.bucketId}/objects/web/copy.html`, { body: page, headers: { 'content-type': 'text/html' } })).statusCode, 200);
-  const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
-  const base = `v0/sites/${site.id}/databases/${db.id}`;
-  for (const sql of ['CREATE TABLE t (x)', "INSERT INTO t VALUES ('exported')"]) t.is((await api.post(`${base}/query`, { json: { sql } })).statusCode, 200);
-  const exported = json<{ export: { id: string } }>(await api.post(`${base}/exports`)).export;
-  await until(async () => json<{ export: { status: string } }>(await api.post(`${base}/exports/${exported.id}/reconcile`)).export.status === 'COMPLETE', 'the export');
+s3test(
+  'copy-blobs moves a stopped instance’s blobs and exports into the store, checks each, copies nothing twice, and the instance then serves from it',
+  async (t) => {
+    const dataDir = await makeDataDir(t);
+    const local = { BERTH_DATA_DIR: dataDir, BERTH_OBJECT_STORE: '' };
+    const first = await serve(t, local);
+    const { key, accountId, api } = owner(first);
+    const site = json<{ id: string; subdomain: string; bucketId: string }>(
+      await api.post('v0/sites', { json: { accountId, name: 'moving' } }),
+    );
+    const page = Buffer.from('<h1>moved</h1>');
+    const big = crypto.randomBytes(6 * 1024 * 1024);
+    t.is(
+      (
+        await api.put(`v0/buckets/${site.bucketId}/objects/web/index.html`, {
+          body: page,
+          headers: { 'content-type': 'text/html' },
+        })
+      ).statusCode,
+      200,
+    );
+    t.is((await api.put(`v0/buckets/${site.bucketId}/objects/web/big.bin`, { body: big })).statusCode, 200);
+    t.is(
+      (
+        await api.put(`v0/buckets/${site.bucketId}/objects/web/copy.html`, {
+          body: page,
+          headers: { 'content-type': 'text/html' },
+        })
+      ).statusCode,
+      200,
+    );
+    const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
+    const base = `v0/sites/${site.id}/databases/${db.id}`;
+    for (const sql of ['CREATE TABLE t (x)', "INSERT INTO t VALUES ('exported')"])
+      t.is((await api.post(`${base}/query`, { json: { sql } })).statusCode, 200);
+    const exported = json<{ export: { id: string } }>(await api.post(`${base}/exports`)).export;
+    await until(
+      async () =>
+        json<{ export: { status: string } }>(await api.post(`${base}/exports/${exported.id}/reconcile`)).export
+          .status === 'COMPLETE',
+      'the export',
+    );
 
-  const target = await storeEnv(dataDir, 'moved');
-  const copy = ['admin', 'copy-blobs', '--to', target.BERTH_OBJECT_STORE!, '--json'];
-  const withTarget = { ...local, BERTH_S3_ENDPOINT: target.BERTH_S3_ENDPOINT!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
-  const busy = await runBerth(copy, withTarget);
-  t.is(busy.code, 1, 'a running server’s blobs are not copied');
-  t.regex(busy.stderr, /stop it first/);
+    const target = await storeEnv(dataDir, 'moved');
+    const copy = ['admin', 'copy-blobs', '--to', target.BERTH_OBJECT_STORE!, '--json'];
+    const withTarget = { ...local, BERTH_S3_ENDPOINT: target.BERTH_S3_ENDPOINT!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
+    const busy = await runBerth(copy, withTarget);
+    t.is(busy.code, 1, 'a running server’s blobs are not copied');
+    t.regex(busy.stderr, /stop it first/);
 
-  first.child.kill('SIGTERM');
-  await first.exited;
-  const copied = await runBerth(copy, withTarget);
-  t.is(copied.code, 0, copied.stderr);
-  t.like(JSON.parse(copied.stdout), { blobs: { copied: 2, present: 0, bytes: page.length + big.length }, exports: { copied: 1, present: 0 } });
-  t.deepEqual((await keysIn(dataDir, 'moved/blobs/')).sort(), [`moved/blobs/${sha256(page)}`, `moved/blobs/${sha256(big)}`].sort());
-  const again = await runBerth(copy, withTarget);
-  t.is(again.code, 0, again.stderr);
-  t.like(JSON.parse(again.stdout), { blobs: { copied: 0, present: 2 }, exports: { copied: 0, present: 1 } });
-  const text = await runBerth(copy.slice(0, -1), withTarget);
-  t.regex(text.stdout, new RegExp(`To switch, start Berth with the same data dir and metadata, and\\n  BERTH_OBJECT_STORE=${target.BERTH_OBJECT_STORE}`));
+    first.child.kill('SIGTERM');
+    await first.exited;
+    const copied = await runBerth(copy, withTarget);
+    t.is(copied.code, 0, copied.stderr);
+    t.like(JSON.parse(copied.stdout), {
+      blobs: { copied: 2, present: 0, bytes: page.length + big.length },
+      exports: { copied: 1, present: 0 },
+    });
+    t.deepEqual(
+      (await keysIn(dataDir, 'moved/blobs/')).sort(),
+      [`moved/blobs/${sha256(page)}`, `moved/blobs/${sha256(big)}`].sort(),
+    );
+    const again = await runBerth(copy, withTarget);
+    t.is(again.code, 0, again.stderr);
+    t.like(JSON.parse(again.stdout), { blobs: { copied: 0, present: 2 }, exports: { copied: 0, present: 1 } });
+    const text = await runBerth(copy.slice(0, -1), withTarget);
+    t.regex(
+      text.stdout,
+      new RegExp(
+        `To switch, start Berth with the same data dir and metadata, and\\n  BERTH_OBJECT_STORE=${target.BERTH_OBJECT_STORE}`,
+      ),
+    );
 
-  // The local blobs are gone: what the switched instance serves comes from the store.
-  await fsp.rename(path.join(dataDir, 'blobs'), path.join(dataDir, 'blobs.old'));
-  await fsp.rm(path.join(dataDir, 'exports'), { recursive: true });
-  const switched = await serve(t, { ...local, ...target });
-  const host = { host: `${site.subdomain}.localhost` };
-  const served = await apiClient(switched.url).get('', { headers: host, responseType: 'buffer' });
-  t.is(served.statusCode, 200);
-  t.deepEqual(served.body, page);
-  const ranged = await apiClient(switched.url).get('big.bin', { headers: { ...host, range: 'bytes=1000-1999' }, responseType: 'buffer' });
-  t.is(ranged.statusCode, 206);
-  t.deepEqual(ranged.body, big.subarray(1000, 2000));
-  const reconciled = await apiClient(switched.url, key).post(`${base}/exports/${exported.id}/reconcile`);
-  t.is(reconciled.statusCode, 200, JSON.stringify(reconciled.body));
-  const dump = await got.get(json<{ export: { downloadUrl: string } }>(reconciled).export.downloadUrl);
-  t.is(dump.statusCode, 200);
-  t.regex(dump.body, /exported/);
-});
+    // The local blobs are gone: what the switched instance serves comes from the store.
+    await fsp.rename(path.join(dataDir, 'blobs'), path.join(dataDir, 'blobs.old'));
+    await fsp.rm(path.join(dataDir, 'exports'), { recursive: true });
+    const switched = await serve(t, { ...local, ...target });
+    const host = { host: `${site.subdomain}.localhost` };
+    const served = await apiClient(switched.url).get('', { headers: host, responseType: 'buffer' });
+    t.is(served.statusCode, 200);
+    t.deepEqual(served.body, page);
+    const ranged = await apiClient(switched.url).get('big.bin', {
+      headers: { ...host, range: 'bytes=1000-1999' },
+      responseType: 'buffer',
+    });
+    t.is(ranged.statusCode, 206);
+    t.deepEqual(ranged.body, big.subarray(1000, 2000));
+    const reconciled = await apiClient(switched.url, key).post(`${base}/exports/${exported.id}/reconcile`);
+    t.is(reconciled.statusCode, 200, JSON.stringify(reconciled.body));
+    const dump = await got.get(json<{ export: { downloadUrl: string } }>(reconciled).export.downloadUrl);
+    t.is(dump.statusCode, 200);
+    t.regex(dump.body, /exported/);
+  },
+);
 
-s3test('kill -9 during uploads to the store: no version points at a missing object, and the sweeper removes the orphans', async (t) => {
-  const dataDir = await makeDataDir(t);
-  const env = { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)) };
-  const server = await serve(t, env);
-  const { key, accountId, api } = owner(server);
-  const site = json<{ bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'killed' } }));
+s3test(
+  'kill -9 during uploads to the store: no version points at a missing object, and the sweeper removes the orphans',
+  async (t) => {
+    const dataDir = await makeDataDir(t);
+    const env = { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)) };
+    const server = await serve(t, env);
+    const { key, accountId, api } = owner(server);
+    const site = json<{ bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'killed' } }));
 
-  // Small uploads in flight, and a large one whose first part is in the store as a multipart upload.
-  const url = new URL(server.url);
-  const large = http.request({
-    host: url.hostname,
-    port: url.port,
-    method: 'PUT',
-    path: `/v0/buckets/${site.bucketId}/objects/web/large.bin`,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'content-length': String(64 * 1024 * 1024) },
-  });
-  large.on('error', () => {});
-  large.write(crypto.randomBytes(12 * 1024 * 1024));
-  let stop = false;
-  const acknowledged: Array<{ path: string; body: Buffer }> = [];
-  const small = Array.from({ length: 4 }, async (_, worker) => {
-    for (let i = 0; !stop; i++) {
-      const body = crypto.randomBytes(4096);
-      const filePath = `web/small-${worker}-${i}.bin`;
-      const res = await api.put(`v0/buckets/${site.bucketId}/objects/${filePath}`, { body, retry: { limit: 0 } }).catch(() => null);
-      if (res?.statusCode === 200) acknowledged.push({ path: filePath, body });
-    }
-  });
-  await until(async () => acknowledged.length >= 8 && (await blobLeftovers(dataDir, true)).some((name) => name.startsWith('multipart ')), 'small uploads, and the large one to reach the store');
-  server.child.kill('SIGKILL');
-  await server.exited;
-  stop = true;
-  large.destroy();
-  await Promise.all(small);
-
-  // An object no version references, as a write killed between the store and the commit leaves.
-  const orphan = crypto.randomBytes(100);
-  await testS3().send(new PutObjectCommand({ Bucket: bucketOf(dataDir), Key: `blobs/${sha256(orphan)}`, Body: orphan }));
-
-  const again = await serve(t, { ...env, BERTH_BLOB_SWEEP_MS: '1000' });
-  const api2 = apiClient(again.url, key);
-  for (const { path: filePath, body } of acknowledged) {
-    const read = await api2.get(`v0/buckets/${site.bucketId}/objects/${filePath}`, { responseType: 'buffer' });
-    t.is(read.statusCode, 200, filePath);
-    t.deepEqual(read.body, body);
-  }
-  const listed: Array<{ path: string }> = [];
-  for (let offset: number | null = 0; offset !== null; ) {
-    const page: { files: Array<{ path: string }>; pagination: { nextOffset: number | null } } = json(await api2.get(`v0/buckets/${site.bucketId}/objects?limit=200&offset=${offset}`));
-    listed.push(...page.files);
-    offset = page.pagination.nextOffset;
-  }
-  for (const file of listed) t.is((await api2.get(`v0/buckets/${site.bucketId}/objects/${file.path}`, { responseType: 'buffer' })).statusCode, 200, `${file.path} has its bytes`);
-  t.false(listed.some((file) => file.path === 'web/large.bin'));
-  await until(async () => (await blobLeftovers(dataDir, true)).length === 0, 'the sweeper to remove the temp objects and the unfinished upload');
-  await until(async () => !(await keysIn(dataDir, 'blobs/')).includes(`blobs/${sha256(orphan)}`), 'the sweeper to remove the orphan');
-  t.regex(again.output(), /removed blobs no file version references/);
-});
-
-s3test('while the store is down, uploads answer 503 storage_unavailable and store nothing, cached reads are answered, readyz names it, and Berth recovers', async (t) => {
-  const store = await startObjectStoreServer({ accessKeyId: process.env.AWS_ACCESS_KEY_ID!, secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY! });
-  t.teardown(() => store.stop());
-  const bucket = 'berth-outage';
-  const s3 = testS3(store.endpoint);
-  const { CreateBucketCommand } = await import('@aws-sdk/client-s3');
-  await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-  const berth = await startTestBerth({ objectStore: { bucket, prefix: '', endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true } });
-  t.teardown(() => berth.dispose());
-  const site = await createSite(berth.owner);
-  await putFile(berth.owner, site.bucketId, 'web/index.html', '<p>cached</p>', 'text/html');
-  await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
-  await deployFixture(berth.owner, site.bucketId, 'filler');
-  t.is((await berth.site(site.subdomain).get('')).body, '<p>cached</p>');
-
-  // A steady write load across the outage: every answer is a success or storage_unavailable.
-  let stop = false;
-  t.teardown(() => {
+    // Small uploads in flight, and a large one whose first part is in the store as a multipart upload.
+    const url = new URL(server.url);
+    const large = http.request({
+      host: url.hostname,
+      port: url.port,
+      method: 'PUT',
+      path: `/v0/buckets/${site.bucketId}/objects/web/large.bin`,
+      headers: {
+        authorization: `Bearer ${key}`,
+        'content-type': 'application/octet-stream',
+        'content-length': String(64 * 1024 * 1024),
+      },
+    });
+    large.on('error', () => {});
+    large.write(crypto.randomBytes(12 * 1024 * 1024));
+    let stop = false;
+    const acknowledged: Array<{ path: string; body: Buffer }> = [];
+    const small = Array.from({ length: 4 }, async (_, worker) => {
+      for (let i = 0; !stop; i++) {
+        const body = crypto.randomBytes(4096);
+        const filePath = `web/small-${worker}-${i}.bin`;
+        const res = await api
+          .put(`v0/buckets/${site.bucketId}/objects/${filePath}`, { body, retry: { limit: 0 } })
+          .catch(() => null);
+        if (res?.statusCode === 200) acknowledged.push({ path: filePath, body });
+      }
+    });
+    await until(
+      async () =>
+        acknowledged.length >= 8 && (await blobLeftovers(dataDir, true)).some((name) => name.startsWith('multipart ')),
+      'small uploads, and the large one to reach the store',
+    );
+    server.child.kill('SIGKILL');
+    await server.exited;
     stop = true;
-  });
-  const answers: Array<{ status: number; code?: string; path: string }> = [];
-  const load = (async () => {
-    for (let i = 0; !stop; i++) {
-      const filePath = `web/load-${i}.txt`;
-      const res = await berth.owner.api.put(`v0/buckets/${site.bucketId}/objects/${filePath}`, { body: `load ${i}`, retry: { limit: 0 } });
-      answers.push({ status: res.statusCode, code: res.statusCode === 200 ? undefined : json<{ error: { code: string } }>(res).error.code, path: filePath });
+    large.destroy();
+    await Promise.all(small);
+
+    // An object no version references, as a write killed between the store and the commit leaves.
+    const orphan = crypto.randomBytes(100);
+    await testS3().send(
+      new PutObjectCommand({ Bucket: bucketOf(dataDir), Key: `blobs/${sha256(orphan)}`, Body: orphan }),
+    );
+
+    const again = await serve(t, { ...env, BERTH_BLOB_SWEEP_MS: '1000' });
+    const api2 = apiClient(again.url, key);
+    for (const { path: filePath, body } of acknowledged) {
+      const read = await api2.get(`v0/buckets/${site.bucketId}/objects/${filePath}`, { responseType: 'buffer' });
+      t.is(read.statusCode, 200, filePath);
+      t.deepEqual(read.body, body);
     }
-  })();
-  await until(() => answers.length >= 3, 'writes before the outage');
-  await store.pause();
+    const listed: Array<{ path: string }> = [];
+    for (let offset: number | null = 0; offset !== null; ) {
+      const page: { files: Array<{ path: string }>; pagination: { nextOffset: number | null } } = json(
+        await api2.get(`v0/buckets/${site.bucketId}/objects?limit=200&offset=${offset}`),
+      );
+      listed.push(...page.files);
+      offset = page.pagination.nextOffset;
+    }
+    for (const file of listed)
+      t.is(
+        (await api2.get(`v0/buckets/${site.bucketId}/objects/${file.path}`, { responseType: 'buffer' })).statusCode,
+        200,
+        `${file.path} has its bytes`,
+      );
+    t.false(listed.some((file) => file.path === 'web/large.bin'));
+    await until(
+      async () => (await blobLeftovers(dataDir, true)).length === 0,
+      'the sweeper to remove the temp objects and the unfinished upload',
+    );
+    await until(
+      async () => !(await keysIn(dataDir, 'blobs/')).includes(`blobs/${sha256(orphan)}`),
+      'the sweeper to remove the orphan',
+    );
+    t.regex(again.output(), /removed blobs no file version references/);
+  },
+);
 
-  const refused = await berth.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/during.txt`, { body: 'during', retry: { limit: 0 } });
-  t.is(refused.statusCode, 503);
-  t.is(json<{ error: { code: string } }>(refused).error.code, 'storage_unavailable');
-  t.is((await berth.owner.read.get(`v0/buckets/${site.bucketId}/objects/web/during.txt`)).statusCode, 404, 'nothing of it was stored');
-  const cached = await berth.site(site.subdomain).get('');
-  t.is(cached.statusCode, 200, 'a small page read before is answered from memory');
-  t.is(cached.body, '<p>cached</p>');
-  const uncached = await berth.site(site.subdomain).get('big.bin');
-  t.is(uncached.statusCode, 503);
-  const filled: unknown = JSON.parse((await berth.site(site.subdomain).post('api/filler')).body);
-  t.deepEqual(filled, { written: 0, error: { code: 'DATA_STORAGE_UNAVAILABLE', status: 503, message: 'the file store is not answering; nothing was stored, try again shortly' } });
-  const ready = await berth.anonymous.get('readyz', { responseType: 'json' });
-  t.is(ready.statusCode, 503);
-  t.regex((ready.body as { checks: { blobs: string } }).checks.blobs, /^the blob store is not answering \(\S+\)$/);
-  t.false(JSON.stringify(ready.body).includes(store.endpoint), 'the public check does not name the endpoint');
+s3test(
+  'while the store is down, uploads answer 503 storage_unavailable and store nothing, cached reads are answered, readyz names it, and Berth recovers',
+  async (t) => {
+    const store = await startObjectStoreServer({
+      accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
+      secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
+    });
+    t.teardown(() => store.stop());
+    const bucket = 'berth-outage';
+    const s3 = testS3(store.endpoint);
+    const { CreateBucketCommand } = await import('@aws-sdk/client-s3');
+    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+    const berth = await startTestBerth({
+      objectStore: { bucket, prefix: '', endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true },
+    });
+    t.teardown(() => berth.dispose());
+    const site = await createSite(berth.owner);
+    await putFile(berth.owner, site.bucketId, 'web/index.html', '<p>cached</p>', 'text/html');
+    await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
+    await deployFixture(berth.owner, site.bucketId, 'filler');
+    t.is((await berth.site(site.subdomain).get('')).body, '<p>cached</p>');
 
-  await store.resume();
-  await until(async () => (await berth.anonymous.get('readyz')).statusCode === 200, 'readyz to recover');
-  await until(() => answers.at(-1)?.status === 200, 'writes to succeed again');
-  stop = true;
-  await load;
-  t.true(answers.some((a) => a.status === 503), 'the load met the outage');
-  t.deepEqual([...new Set(answers.filter((a) => a.status !== 200).map((a) => `${a.status} ${a.code}`))], ['503 storage_unavailable']);
-  for (const answer of answers) {
-    const read = await berth.owner.read.get(`v0/buckets/${site.bucketId}/objects/${answer.path}`, { responseType: 'text' });
-    t.is(read.statusCode, answer.status === 200 ? 200 : 404, `${answer.path} was ${answer.status}`);
-  }
-  t.is((await berth.site(site.subdomain).get('big.bin', { responseType: 'buffer' })).statusCode, 200);
-});
+    // A steady write load across the outage: every answer is a success or storage_unavailable.
+    let stop = false;
+    t.teardown(() => {
+      stop = true;
+    });
+    const answers: Array<{ status: number; code?: string; path: string }> = [];
+    const load = (async () => {
+      for (let i = 0; !stop; i++) {
+        const filePath = `web/load-${i}.txt`;
+        const res = await berth.owner.api.put(`v0/buckets/${site.bucketId}/objects/${filePath}`, {
+          body: `load ${i}`,
+          retry: { limit: 0 },
+        });
+        answers.push({
+          status: res.statusCode,
+          code: res.statusCode === 200 ? undefined : json<{ error: { code: string } }>(res).error.code,
+          path: filePath,
+        });
+      }
+    })();
+    await until(() => answers.length >= 3, 'writes before the outage');
+    await store.pause();
 
-s3test('a backup may leave the blobs in the store: it lists them, and a restore checks every one is there', async (t) => {
-  const root = await makeDataDir(t);
-  const dataDir = path.join(root, 'source');
-  const env: Record<string, string> = { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)) };
-  const server = await serve(t, env);
-  const { accountId, api } = owner(server);
-  const site = json<{ bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'backed up' } }));
-  const bodies = [Buffer.from('one'), Buffer.from('two')];
-  for (const [i, body] of bodies.entries()) t.is((await api.put(`v0/buckets/${site.bucketId}/objects/web/${i}.txt`, { body })).statusCode, 200);
+    const refused = await berth.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/during.txt`, {
+      body: 'during',
+      retry: { limit: 0 },
+    });
+    t.is(refused.statusCode, 503);
+    t.is(json<{ error: { code: string } }>(refused).error.code, 'storage_unavailable');
+    t.is(
+      (await berth.owner.read.get(`v0/buckets/${site.bucketId}/objects/web/during.txt`)).statusCode,
+      404,
+      'nothing of it was stored',
+    );
+    const cached = await berth.site(site.subdomain).get('');
+    t.is(cached.statusCode, 200, 'a small page read before is answered from memory');
+    t.is(cached.body, '<p>cached</p>');
+    const uncached = await berth.site(site.subdomain).get('big.bin');
+    t.is(uncached.statusCode, 503);
+    const filled: unknown = JSON.parse((await berth.site(site.subdomain).post('api/filler')).body);
+    t.deepEqual(filled, {
+      written: 0,
+      error: {
+        code: 'DATA_STORAGE_UNAVAILABLE',
+        status: 503,
+        message: 'the file store is not answering; nothing was stored, try again shortly',
+      },
+    });
+    const ready = await berth.anonymous.get('readyz', { responseType: 'json' });
+    t.is(ready.statusCode, 503);
+    t.regex((ready.body as { checks: { blobs: string } }).checks.blobs, /^the blob store is not answering \(\S+\)$/);
+    t.false(JSON.stringify(ready.body).includes(store.endpoint), 'the public check does not name the endpoint');
 
-  const archive = path.join(root, 'backup.tar');
-  const local = await runBerth(['admin', 'backup', archive, '--without-master-key', '--leave-blobs-in-store'], { BERTH_DATA_DIR: dataDir, BERTH_OBJECT_STORE: '' });
-  t.is(local.code, 2, 'the blob directory is always copied');
-  const made = await runBerth(['admin', 'backup', archive, '--without-master-key', '--leave-blobs-in-store', '--json'], env);
-  t.is(made.code, 0, made.stderr);
-  t.like(JSON.parse(made.stdout), { backup: { contents: { blobs: 2 } } });
-  const members = (await fsp.readFile(archive)).toString('latin1');
-  t.true(members.includes('blobs-in-store.txt'));
-  t.false(members.includes('\0blobs/'), 'no blob is in the archive');
-  for (const body of bodies) t.true(members.includes(sha256(body)));
+    await store.resume();
+    await until(async () => (await berth.anonymous.get('readyz')).statusCode === 200, 'readyz to recover');
+    await until(() => answers.at(-1)?.status === 200, 'writes to succeed again');
+    stop = true;
+    await load;
+    t.true(
+      answers.some((a) => a.status === 503),
+      'the load met the outage',
+    );
+    t.deepEqual(
+      [...new Set(answers.filter((a) => a.status !== 200).map((a) => `${a.status} ${a.code}`))],
+      ['503 storage_unavailable'],
+    );
+    for (const answer of answers) {
+      const read = await berth.owner.read.get(`v0/buckets/${site.bucketId}/objects/${answer.path}`, {
+        responseType: 'text',
+      });
+      t.is(read.statusCode, answer.status === 200 ? 200 : 404, `${answer.path} was ${answer.status}`);
+    }
+    t.is((await berth.site(site.subdomain).get('big.bin', { responseType: 'buffer' })).statusCode, 200);
+  },
+);
 
-  const key = path.join(dataDir, 'master.key');
-  const into = path.join(root, 'restored');
-  const noStore = await runBerth(['admin', 'restore', archive, '--data-dir', into, '--master-key', key], { BERTH_OBJECT_STORE: '' });
-  t.is(noStore.code, 1);
-  t.regex(noStore.stderr, new RegExp(`^berth: this backup left its blobs in the object store bucket ${bucketOf(dataDir)} at \\S+: set BERTH_OBJECT_STORE`));
-  t.false(fs.existsSync(into));
+s3test(
+  'a backup may leave the blobs in the store: it lists them, and a restore checks every one is there',
+  async (t) => {
+    const root = await makeDataDir(t);
+    const dataDir = path.join(root, 'source');
+    const env: Record<string, string> = { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)) };
+    const server = await serve(t, env);
+    const { accountId, api } = owner(server);
+    const site = json<{ bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'backed up' } }));
+    const bodies = [Buffer.from('one'), Buffer.from('two')];
+    for (const [i, body] of bodies.entries())
+      t.is((await api.put(`v0/buckets/${site.bucketId}/objects/web/${i}.txt`, { body })).statusCode, 200);
 
-  await testS3().send(new DeleteObjectCommand({ Bucket: bucketOf(dataDir), Key: `blobs/${sha256(bodies[1]!)}` }));
-  const storeEnvOnly = { BERTH_OBJECT_STORE: env.BERTH_OBJECT_STORE!, BERTH_S3_ENDPOINT: env.BERTH_S3_ENDPOINT!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
-  const missing = await runBerth(['admin', 'restore', archive, '--data-dir', into, '--master-key', key], storeEnvOnly);
-  t.is(missing.code, 1);
-  t.regex(missing.stderr, new RegExp(`^berth: 1 of the 2 blobs this backup left in its store are not in .* \\(the first: ${sha256(bodies[1]!)}\\); nothing was restored\\n$`));
-  t.false(fs.existsSync(into));
+    const archive = path.join(root, 'backup.tar');
+    const local = await runBerth(['admin', 'backup', archive, '--without-master-key', '--leave-blobs-in-store'], {
+      BERTH_DATA_DIR: dataDir,
+      BERTH_OBJECT_STORE: '',
+    });
+    t.is(local.code, 2, 'the blob directory is always copied');
+    const made = await runBerth(
+      ['admin', 'backup', archive, '--without-master-key', '--leave-blobs-in-store', '--json'],
+      env,
+    );
+    t.is(made.code, 0, made.stderr);
+    t.like(JSON.parse(made.stdout), { backup: { contents: { blobs: 2 } } });
+    const members = (await fsp.readFile(archive)).toString('latin1');
+    t.true(members.includes('blobs-in-store.txt'));
+    t.false(members.includes('\0blobs/'), 'no blob is in the archive');
+    for (const body of bodies) t.true(members.includes(sha256(body)));
 
-  await testS3().send(new PutObjectCommand({ Bucket: bucketOf(dataDir), Key: `blobs/${sha256(bodies[1]!)}`, Body: bodies[1] }));
-  const restored = await runBerth(['admin', 'restore', archive, '--data-dir', into, '--master-key', key], storeEnvOnly);
-  t.is(restored.code, 0, restored.stderr);
-  t.false(fs.existsSync(path.join(into, 'blobs')), 'the restored data dir holds no blobs: they are in the store');
-});
+    const key = path.join(dataDir, 'master.key');
+    const into = path.join(root, 'restored');
+    const noStore = await runBerth(['admin', 'restore', archive, '--data-dir', into, '--master-key', key], {
+      BERTH_OBJECT_STORE: '',
+    });
+    t.is(noStore.code, 1);
+    t.regex(
+      noStore.stderr,
+      new RegExp(
+        `^berth: this backup left its blobs in the object store bucket ${bucketOf(dataDir)} at \\S+: set BERTH_OBJECT_STORE`,
+      ),
+    );
+    t.false(fs.existsSync(into));
+
+    await testS3().send(new DeleteObjectCommand({ Bucket: bucketOf(dataDir), Key: `blobs/${sha256(bodies[1]!)}` }));
+    const storeEnvOnly = {
+      BERTH_OBJECT_STORE: env.BERTH_OBJECT_STORE!,
+      BERTH_S3_ENDPOINT: env.BERTH_S3_ENDPOINT!,
+      BERTH_S3_FORCE_PATH_STYLE: 'true',
+    };
+    const missing = await runBerth(
+      ['admin', 'restore', archive, '--data-dir', into, '--master-key', key],
+      storeEnvOnly,
+    );
+    t.is(missing.code, 1);
+    t.regex(
+      missing.stderr,
+      new RegExp(
+        `^berth: 1 of the 2 blobs this backup left in its store are not in .* \\(the first: ${sha256(bodies[1]!)}\\); nothing was restored\\n$`,
+      ),
+    );
+    t.false(fs.existsSync(into));
+
+    await testS3().send(
+      new PutObjectCommand({ Bucket: bucketOf(dataDir), Key: `blobs/${sha256(bodies[1]!)}`, Body: bodies[1] }),
+    );
+    const restored = await runBerth(
+      ['admin', 'restore', archive, '--data-dir', into, '--master-key', key],
+      storeEnvOnly,
+    );
+    t.is(restored.code, 0, restored.stderr);
+    t.false(fs.existsSync(path.join(into, 'blobs')), 'the restored data dir holds no blobs: they are in the store');
+  },
+);

@@ -12,7 +12,19 @@ test.after.always(async () => {
 
 type Doc = {
   openapi: string;
-  paths: Record<string, Record<string, { operationId: string; parameters: Array<{ name: string; in: string; required: boolean }>; requestBody?: { content: Record<string, { schema: Record<string, unknown> }> }; responses: Record<string, unknown>; 'x-berth-permission': string }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      {
+        operationId: string;
+        parameters: Array<{ name: string; in: string; required: boolean }>;
+        requestBody?: { content: Record<string, { schema: Record<string, unknown> }> };
+        responses: Record<string, unknown>;
+        'x-berth-permission': string;
+      }
+    >
+  >;
   components: { securitySchemes: Record<string, unknown> };
 };
 
@@ -44,7 +56,10 @@ test('the document is generated from the validation schemas', async (t) => {
   t.is(listSites['x-berth-permission'], 'READ');
   const accountId = listSites.parameters.find((p) => p.name === 'accountId');
   t.like(accountId, { in: 'query', required: true });
-  t.like(listSites.parameters.find((p) => p.name === 'limit'), { in: 'query', required: false });
+  t.like(
+    listSites.parameters.find((p) => p.name === 'limit'),
+    { in: 'query', required: false },
+  );
 
   const getBucket = doc.paths['/v0/buckets/{bucketId}']!.get!;
   t.like(getBucket.parameters[0], { name: 'bucketId', in: 'path', required: true });

@@ -13,7 +13,11 @@ test.after.always(async () => {
 });
 
 const count = async (subdomain: string, query = '') =>
-  JSON.parse((await t0.site(subdomain).get(`api/counter${query}`)).body) as { count: number; version: string; concurrent?: number };
+  JSON.parse((await t0.site(subdomain).get(`api/counter${query}`)).body) as {
+    count: number;
+    version: string;
+    concurrent?: number;
+  };
 
 test.serial('a worker is reused across requests and serves them concurrently', async (t) => {
   const site = await createSite(t0.owner);
@@ -22,7 +26,10 @@ test.serial('a worker is reused across requests and serves them concurrently', a
   t.is((await count(site.subdomain)).count, 2);
   // Five requests that can only finish once all five are inside the handler together.
   const together = await Promise.all(Array.from({ length: 5 }, () => count(site.subdomain, '?gather=5')));
-  t.deepEqual(together.map((r) => r.concurrent), [5, 5, 5, 5, 5]);
+  t.deepEqual(
+    together.map((r) => r.concurrent),
+    [5, 5, 5, 5, 5],
+  );
   t.is((await count(site.subdomain)).count, 8);
 });
 
@@ -55,7 +62,9 @@ test.serial('a redeploy switches versions without failing requests in flight', a
   await deployFixture(t0.owner, site.bucketId, 'counter');
   const slow = count(site.subdomain, '?delay=800');
   await sleep(200);
-  const source = (await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/api/counter.ts`, { responseType: 'text' })).body;
+  const source = (
+    await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/api/counter.ts`, { responseType: 'text' })
+  ).body;
   const written = await putFile(t0.owner, site.bucketId, 'api/counter.ts', source.replace("'v1'", "'v2'"));
   t.is(written.deployment?.status, 'READY');
   const fresh = await count(site.subdomain);

@@ -16,7 +16,8 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-const control = () => got.extend({ prefixUrl: t0.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+const control = () =>
+  got.extend({ prefixUrl: t0.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
 const cookie = (res: { headers: Record<string, string | string[] | undefined> }, name: string) =>
   (res.headers['set-cookie'] as string[] | undefined)?.find((c) => c.startsWith(`${name}=`));
 
@@ -41,7 +42,12 @@ function onSite(location: string) {
 test('a member signs in through the gate and reads the site; the token works once and for that site only', async (t) => {
   const site = await privateSite();
   const other = await privateSite();
-  await createUser(t0.berth.deps, { email: 'member@example.com', accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
+  await createUser(t0.berth.deps, {
+    email: 'member@example.com',
+    accountId: t0.owner.id,
+    role: 'MEMBER',
+    password: PASSWORD,
+  });
 
   const gate = await t0.site(site.subdomain).get('docs/page.html?x=1');
   t.is(gate.statusCode, 401);
@@ -69,7 +75,11 @@ test('a member signs in through the gate and reads the site; the token works onc
   const page = await t0.site(site.subdomain).get('', { headers: { cookie: pair } });
   t.is(page.statusCode, 200);
   t.is(page.body, '<p>members only</p>');
-  t.is((await t0.site(other.subdomain).get('', { headers: { cookie: pair } })).statusCode, 401, 'the cookie is worth nothing on another site');
+  t.is(
+    (await t0.site(other.subdomain).get('', { headers: { cookie: pair } })).statusCode,
+    401,
+    'the cookie is worth nothing on another site',
+  );
 
   t.is((await t0.site(site.subdomain).get(path)).statusCode, 400, 'a token is spent by its first use');
   const forOther = onSite((await signInFor('member@example.com', site)).headers.location!);
@@ -79,7 +89,11 @@ test('a member signs in through the gate and reads the site; the token works onc
   t.is(out.statusCode, 303);
   t.is(out.headers.location, '/');
   t.regex(cookie(out, '_berth_session')!, /expires=Thu, 01 Jan 1970/i);
-  t.is((await t0.site(site.subdomain).get('', { headers: { cookie: pair } })).statusCode, 401, 'signed out of the site');
+  t.is(
+    (await t0.site(site.subdomain).get('', { headers: { cookie: pair } })).statusCode,
+    401,
+    'signed out of the site',
+  );
 });
 
 /** What the sign-out page's button does: POST the anti-forgery token the page holds. */
@@ -91,10 +105,16 @@ async function signOutOf(subdomain: string, pair: string) {
 
 test('another page cannot sign a visitor out: a GET shows a button, a POST needs the token of that page', async (t) => {
   const site = await privateSite();
-  await createUser(t0.berth.deps, { email: 'visitor@example.com', accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
+  await createUser(t0.berth.deps, {
+    email: 'visitor@example.com',
+    accountId: t0.owner.id,
+    role: 'MEMBER',
+    password: PASSWORD,
+  });
   const { path } = onSite((await signInFor('visitor@example.com', site)).headers.location!);
   const pair = cookie(await t0.site(site.subdomain).get(path), '_berth_session')!.split(';')[0]!;
-  const signedIn = async () => (await t0.site(site.subdomain).get('', { headers: { cookie: pair } })).statusCode === 200;
+  const signedIn = async () =>
+    (await t0.site(site.subdomain).get('', { headers: { cookie: pair } })).statusCode === 200;
 
   // What an <img src> or a link on any page makes the browser send.
   const shown = await t0.site(site.subdomain).get('_berth/logout', { headers: { cookie: pair } });
@@ -106,10 +126,14 @@ test('another page cannot sign a visitor out: a GET shows a button, a POST needs
   // A form of another page, which cannot read the token.
   const noToken = await t0.site(site.subdomain).post('_berth/logout', { headers: { cookie: pair }, form: {} });
   t.is(noToken.statusCode, 403);
-  const wrongToken = await t0.site(site.subdomain).post('_berth/logout', { headers: { cookie: pair }, form: { csrf: 'x'.repeat(43) } });
+  const wrongToken = await t0
+    .site(site.subdomain)
+    .post('_berth/logout', { headers: { cookie: pair }, form: { csrf: 'x'.repeat(43) } });
   t.is(wrongToken.statusCode, 403);
   const csrf = /name="csrf" value="([^"]+)"/.exec(shown.body)![1]!;
-  const otherOrigin = await t0.site(site.subdomain).post('_berth/logout', { headers: { cookie: pair, origin: 'http://evil.example' }, form: { csrf } });
+  const otherOrigin = await t0
+    .site(site.subdomain)
+    .post('_berth/logout', { headers: { cookie: pair, origin: 'http://evil.example' }, form: { csrf } });
   t.is(otherOrigin.statusCode, 403);
   t.is(JSON.parse(otherOrigin.body).error.code, 'forbidden');
   t.true(await signedIn(), 'still signed in after every forged sign-out');
@@ -125,7 +149,12 @@ test('another page cannot sign a visitor out: a GET shows a button, a POST needs
 test('a signed-in non-member gets a 403 page, not the site', async (t) => {
   const site = await privateSite();
   const stranger = await t0.newAccount();
-  await createUser(t0.berth.deps, { email: 'stranger@example.com', accountId: stranger.id, role: 'ADMIN', password: PASSWORD });
+  await createUser(t0.berth.deps, {
+    email: 'stranger@example.com',
+    accountId: stranger.id,
+    role: 'ADMIN',
+    password: PASSWORD,
+  });
   const { path } = onSite((await signInFor('stranger@example.com', site)).headers.location!);
   const pair = cookie(await t0.site(site.subdomain).get(path), '_berth_session')!.split(';')[0]!;
   const refused = await t0.site(site.subdomain).get('', { headers: { cookie: pair } });
@@ -135,8 +164,19 @@ test('a signed-in non-member gets a 403 page, not the site', async (t) => {
 
 test('after sign-in the browser goes only to a path of the site, whatever next says', async (t) => {
   const site = await privateSite();
-  await createUser(t0.berth.deps, { email: 'redirect@example.com', accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
-  for (const next of ['//evil.example/', 'https://evil.example/', '/\\evil.example', 'javascript:alert(1)', '/%0d%0aSet-Cookie:x']) {
+  await createUser(t0.berth.deps, {
+    email: 'redirect@example.com',
+    accountId: t0.owner.id,
+    role: 'MEMBER',
+    password: PASSWORD,
+  });
+  for (const next of [
+    '//evil.example/',
+    'https://evil.example/',
+    '/\\evil.example',
+    'javascript:alert(1)',
+    '/%0d%0aSet-Cookie:x',
+  ]) {
     const { path } = onSite((await signInFor('redirect@example.com', site, next)).headers.location!);
     const location = (await t0.site(site.subdomain).get(path)).headers.location!;
     t.true(location.startsWith('/') && !location.startsWith('//') && !location.includes('\\'), `${next} → ${location}`);
@@ -146,14 +186,22 @@ test('after sign-in the browser goes only to a path of the site, whatever next s
 // Serial: it moves the server's clock, which would expire the tokens of tests running beside it.
 test.serial('a token is good for a minute, and a browser signed in already goes straight back', async (t) => {
   const site = await privateSite();
-  await createUser(t0.berth.deps, { email: 'quick@example.com', accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
+  await createUser(t0.berth.deps, {
+    email: 'quick@example.com',
+    accountId: t0.owner.id,
+    role: 'MEMBER',
+    password: PASSWORD,
+  });
   const signedIn = await signInFor('quick@example.com', site);
   const console = cookie(signedIn, 'berth_console')!.split(';')[0]!;
   const late = onSite(signedIn.headers.location!);
   now += 61_000;
   t.is((await t0.site(site.subdomain).get(late.path)).statusCode, 400, 'expired after 60 seconds');
 
-  const again = await control().get('login', { searchParams: { site: site.id, next: '/' }, headers: { cookie: console } });
+  const again = await control().get('login', {
+    searchParams: { site: site.id, next: '/' },
+    headers: { cookie: console },
+  });
   t.is(again.statusCode, 303, 'no second sign-in while the control-plane session lasts');
   const fresh = onSite(again.headers.location!);
   t.is((await t0.site(site.subdomain).get(fresh.path)).statusCode, 303);

@@ -5,7 +5,15 @@ import { Readable } from 'node:stream';
 import crypto from 'node:crypto';
 import test from 'ava';
 import got from 'got';
-import { type TestAccount, type TestBerth, createSite, deployFixture, json, putFile, startTestBerth } from './helpers/berth.ts';
+import {
+  type TestAccount,
+  type TestBerth,
+  createSite,
+  deployFixture,
+  json,
+  putFile,
+  startTestBerth,
+} from './helpers/berth.ts';
 import { blobStored } from './helpers/object-store.ts';
 import { runBerth } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
@@ -25,11 +33,15 @@ test.after.always(async () => {
 const distinct = (bytes: number) => Buffer.concat([Buffer.from(crypto.randomUUID()), Buffer.alloc(bytes - 36, 1)]);
 
 async function storage(account: TestAccount): Promise<{ usedBytes: number; limitBytes: number | null }> {
-  return json<{ usage: { storage: { usedBytes: number; limitBytes: number | null } } }>(await account.read.get('v0/accounts/current/usage')).usage.storage;
+  return json<{ usage: { storage: { usedBytes: number; limitBytes: number | null } } }>(
+    await account.read.get('v0/accounts/current/usage'),
+  ).usage.storage;
 }
 
 async function paths(account: TestAccount, bucketId: string): Promise<string[]> {
-  return json<{ files: Array<{ path: string }> }>(await account.read.get(`v0/buckets/${bucketId}/objects`)).files.map((f) => f.path);
+  return json<{ files: Array<{ path: string }> }>(await account.read.get(`v0/buckets/${bucketId}/objects`)).files.map(
+    (f) => f.path,
+  );
 }
 
 test('a write past the limit answers 413 quota_exceeded, saying what is used, and stores nothing; another tenant keeps writing', async (t) => {
@@ -50,7 +62,9 @@ test('a write past the limit answers 413 quota_exceeded, saying what is used, an
   t.is((await storage(tenant)).usedBytes, 900 * KIB);
 
   // Sent without a length, the body is refused as it passes the limit, and nothing is kept either.
-  const chunked = await tenant.api.put(`v0/buckets/${site.bucketId}/objects/web/4.bin`, { body: Readable.from([distinct(64 * KIB), distinct(64 * KIB), distinct(64 * KIB)]) });
+  const chunked = await tenant.api.put(`v0/buckets/${site.bucketId}/objects/web/4.bin`, {
+    body: Readable.from([distinct(64 * KIB), distinct(64 * KIB), distinct(64 * KIB)]),
+  });
   t.is(chunked.statusCode, 413);
   t.is(json(chunked).error.code, 'quota_exceeded');
   t.false((await paths(tenant, site.bucketId)).includes('web/4.bin'));
@@ -69,7 +83,9 @@ test('each content counts once however many files hold it, and a restore costs n
   t.is((await storage(tenant)).usedBytes, 400 * KIB);
   const second = await putFile(tenant, site.bucketId, 'web/a.bin', distinct(500 * KIB));
   t.is((await storage(tenant)).usedBytes, 900 * KIB);
-  const restored = await tenant.api.post(`v0/files/${first.fileId}/restore`, { json: { versionId: first.versionId, currentVersionId: second.versionId } });
+  const restored = await tenant.api.post(`v0/files/${first.fileId}/restore`, {
+    json: { versionId: first.versionId, currentVersionId: second.versionId },
+  });
   t.is(restored.statusCode, 200);
   t.is((await storage(tenant)).usedBytes, 900 * KIB);
 });
@@ -77,7 +93,11 @@ test('each content counts once however many files hold it, and a restore costs n
 test('uploads racing for the last space cannot together pass the limit', async (t) => {
   const tenant = await t0.newAccount();
   const site = await createSite(tenant);
-  const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => tenant.api.put(`v0/buckets/${site.bucketId}/objects/web/race-${i}.bin`, { body: distinct(300 * KIB) })));
+  const answers = await Promise.all(
+    Array.from({ length: 6 }, (_, i) =>
+      tenant.api.put(`v0/buckets/${site.bucketId}/objects/web/race-${i}.bin`, { body: distinct(300 * KIB) }),
+    ),
+  );
   const statuses = answers.map((a) => a.statusCode).sort();
   t.deepEqual(statuses, [200, 200, 200, 413, 413, 413]);
   t.true(answers.filter((a) => a.statusCode === 413).every((a) => json(a).error.code === 'quota_exceeded'));
@@ -109,14 +129,24 @@ test('deleting a file keeps its versions; deleting versions frees their space, a
   t.is(pruned.statusCode, 200);
   t.deepEqual(json<Record<string, unknown>>(pruned), { fileId: v2.fileId, deletedVersions: 1, freedBytes: 400 * KIB });
   t.is((await storage(tenant)).usedBytes, 100 * KIB);
-  t.is((await tenant.read.get(`v0/files/${v2.fileId}/versions`)).statusCode, 404, 'a deleted file without versions is gone');
+  t.is(
+    (await tenant.read.get(`v0/files/${v2.fileId}/versions`)).statusCode,
+    404,
+    'a deleted file without versions is gone',
+  );
   await putFile(tenant, site.bucketId, 'web/again.bin', distinct(800 * KIB));
 
   // The bytes of both deleted versions leave the disk once unused for the sweep interval; others stay.
   const stored = (body: Buffer) => blobStored(t0.dataDir, crypto.createHash('sha256').update(body).digest('hex'));
-  await until(async () => !(await stored(body1)) && !(await stored(body2)), 'the sweeper to remove the deleted versions’ bytes');
+  await until(
+    async () => !(await stored(body1)) && !(await stored(body2)),
+    'the sweeper to remove the deleted versions’ bytes',
+  );
   t.true(await stored(kept));
-  t.is((await tenant.read.get(`v0/buckets/${site.bucketId}/objects/web/keep.bin`, { responseType: 'buffer' })).body.length, 100 * KIB);
+  t.is(
+    (await tenant.read.get(`v0/buckets/${site.bucketId}/objects/web/keep.bin`, { responseType: 'buffer' })).body.length,
+    100 * KIB,
+  );
 });
 
 test('a version a function is served from stays until a newer one is deployed', async (t) => {
@@ -149,7 +179,9 @@ test('ctx.data writes past the limit fail with quota_exceeded, 413 when uncaught
   t.is(files.length, body.written);
   t.true((await storage(tenant)).usedBytes <= LIMIT);
 
-  const uncaught = await t0.site(site.subdomain).get('api/filler', { searchParams: { uncaught: '' }, responseType: 'json' });
+  const uncaught = await t0
+    .site(site.subdomain)
+    .get('api/filler', { searchParams: { uncaught: '' }, responseType: 'json' });
   t.is(uncaught.statusCode, 413);
   t.is((uncaught.body as { error: { code: string } }).error.code, 'quota_exceeded');
 
@@ -161,9 +193,15 @@ test('the operator sets an account its own limit with berth admin while the serv
   const site = await createSite(tenant);
   await putFile(tenant, site.bucketId, 'web/a.bin', distinct(900 * KIB));
   const env = { BERTH_DATA_DIR: t0.dataDir, BERTH_ACCOUNT_STORAGE_BYTES: String(LIMIT) };
-  const raised = await runBerth(['admin', 'set-storage-limit', '--account', tenant.id, '--bytes', String(3 * LIMIT), '--json'], env);
+  const raised = await runBerth(
+    ['admin', 'set-storage-limit', '--account', tenant.id, '--bytes', String(3 * LIMIT), '--json'],
+    env,
+  );
   t.is(raised.code, 0, raised.stderr);
-  t.deepEqual(JSON.parse(raised.stdout), { accountId: tenant.id, storage: { usedBytes: 900 * KIB, limitBytes: 3 * LIMIT } });
+  t.deepEqual(JSON.parse(raised.stdout), {
+    accountId: tenant.id,
+    storage: { usedBytes: 900 * KIB, limitBytes: 3 * LIMIT },
+  });
   await putFile(tenant, site.bucketId, 'web/b.bin', distinct(900 * KIB));
   t.deepEqual(await storage(tenant), { usedBytes: 1800 * KIB, limitBytes: 3 * LIMIT });
 

@@ -23,7 +23,9 @@ function parseArgs(argv: string[]): { backends: Backend[]; avaArgs: string[] } {
 }
 
 function runAva(backend: Backend, adminUrl: string, store: ObjectStoreServer, avaArgs: string[]): Promise<number> {
-  console.log(`\nThe suite on ${backend === 'sqlite' ? 'SQLite and the data dir (the embedded defaults)' : 'PostgreSQL and the object store'}\n`);
+  console.log(
+    `\nThe suite on ${backend === 'sqlite' ? 'SQLite and the data dir (the embedded defaults)' : 'PostgreSQL and the object store'}\n`,
+  );
   const ava = path.resolve(import.meta.dirname, '../node_modules/ava/entrypoints/cli.mjs');
   const child = spawn(process.execPath, [ava, ...avaArgs], {
     stdio: 'inherit',

@@ -24,7 +24,10 @@ test('set never echoes the value; get-value returns it and records who read it',
   t.deepEqual(Object.keys(json<{ secret: object }>(set).secret).sort(), ['name', 'updatedAt']);
 
   const list = json<{ secrets: Array<{ name: string }> }>(await t0.owner.read.get(`v0/sites/${site.id}/secrets`));
-  t.deepEqual(list.secrets.map((s) => s.name), ['STRIPE_KEY']);
+  t.deepEqual(
+    list.secrets.map((s) => s.name),
+    ['STRIPE_KEY'],
+  );
   t.false(JSON.stringify(list).includes(VALUE));
 
   const got = await t0.owner.read.get(`v0/sites/${site.id}/secrets/STRIPE_KEY`);
@@ -35,7 +38,9 @@ test('set never echoes the value; get-value returns it and records who read it',
   await t0.owner.api.get(`v0/sites/${site.id}/secrets/STRIPE_KEY`, { headers: { 'berth-client': 'dashboard' } });
 
   type Entry = { secretName: string; keyId: string; via: string; accessedAt: string };
-  const logs = json<{ accessLogs: Entry[] }>(await t0.owner.read.get(`v0/sites/${site.id}/secret_access_logs`)).accessLogs;
+  const logs = json<{ accessLogs: Entry[] }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/secret_access_logs`),
+  ).accessLogs;
   t.is(logs.length, 2);
   t.like(logs[0], { secretName: 'STRIPE_KEY', via: 'API' });
   t.like(logs[1], { secretName: 'STRIPE_KEY', via: 'API' });
@@ -57,7 +62,10 @@ test('replace, delete, and the rules for names and values', async (t) => {
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 'one' } });
   const replaced = await t0.owner.api.post(`v0/sites/${site.id}/secrets/TOKEN`, { json: { value: 'two' } });
   t.is(replaced.statusCode, 200);
-  t.is(json<{ secret: { value: string } }>(await t0.owner.read.get(`v0/sites/${site.id}/secrets/TOKEN`)).secret.value, 'two');
+  t.is(
+    json<{ secret: { value: string } }>(await t0.owner.read.get(`v0/sites/${site.id}/secrets/TOKEN`)).secret.value,
+    'two',
+  );
   const missing = await t0.owner.api.post(`v0/sites/${site.id}/secrets/NOPE`, { json: { value: 'x' } });
   t.is(missing.statusCode, 404);
   t.is(json(missing).error.code, 'not_found');
@@ -74,7 +82,14 @@ test('replace, delete, and the rules for names and values', async (t) => {
     t.is(res.statusCode, 400, JSON.stringify(body).slice(0, 40));
     t.is(json(res).error.code, code);
   }
-  t.is((await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'A'.repeat(128), value: 'x'.repeat(64 * 1024) } })).statusCode, 200);
+  t.is(
+    (
+      await t0.owner.api.post(`v0/sites/${site.id}/secrets`, {
+        json: { name: 'A'.repeat(128), value: 'x'.repeat(64 * 1024) },
+      })
+    ).statusCode,
+    200,
+  );
 
   const deleted = await t0.owner.api.delete(`v0/sites/${site.id}/secrets/TOKEN`);
   t.deepEqual(json(deleted), { deleted: true });
@@ -91,7 +106,9 @@ test('functions read their own site’s secrets; a deleted secret reads as null'
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: VALUE } });
 
   const read = async (subdomain: string, name = 'API_TOKEN') =>
-    JSON.parse((await t0.site(subdomain).get('api/secret', { searchParams: { name } })).body) as { value: string | null };
+    JSON.parse((await t0.site(subdomain).get('api/secret', { searchParams: { name } })).body) as {
+      value: string | null;
+    };
   t.is((await read(site.subdomain)).value, VALUE);
   t.is((await read(other.subdomain)).value, null, 'another site’s function cannot read it');
   t.is((await read(site.subdomain, 'not a name')).value, null);

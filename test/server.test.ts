@@ -31,19 +31,30 @@ test('first run prints owner keys once; data survives a restart; logs hold no se
   // Functions have a lean path of their own, with the same log line and request id.
   await api.put(`v0/buckets/${site.bucketId}/objects/api/hi.ts`, { body: 'export default () => new Response("hi");' });
   const port = new URL(first.url).port;
-  const called = await got(`${first.url}/%61pi/hi?token=not-for-logs`, { headers: { host: `kept.localhost:${port}` }, throwHttpErrors: false });
+  const called = await got(`${first.url}/%61pi/hi?token=not-for-logs`, {
+    headers: { host: `kept.localhost:${port}` },
+    throwHttpErrors: false,
+  });
   t.is(called.body, 'hi');
   const requestId = String(called.headers['berth-request-id']);
 
   // One log line per request: method, path, status, duration, and never a key. Lines are written
   // asynchronously: wait until the function request's has arrived.
-  const requestLines = () => first.output().split('\n').filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l));
+  const requestLines = () =>
+    first
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"'))
+      .map((l) => JSON.parse(l));
   for (let i = 0; i < 100 && !requestLines().some((l) => l.reqId === requestId); i++) await sleep(50);
   const logLines = requestLines();
   const putLine = logLines.find((l) => l.method === 'PUT');
   t.like(putLine, { method: 'PUT', path: `/v0/buckets/${site.bucketId}/objects/web/data.bin`, status: 200 });
   t.is(typeof putLine.ms, 'number');
-  t.like(logLines.find((l) => l.reqId === requestId), { kind: 'site', host: 'kept', method: 'GET', path: '/%61pi/hi', status: 200 });
+  t.like(
+    logLines.find((l) => l.reqId === requestId),
+    { kind: 'site', host: 'kept', method: 'GET', path: '/%61pi/hi', status: 200 },
+  );
   t.false(first.output().includes('not-for-logs'), 'query strings are never logged');
   const afterBanner = first.output().slice(first.output().indexOf('"msg":"listening"'));
   t.false(afterBanner.includes(keys.writeKey));

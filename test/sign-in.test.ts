@@ -15,14 +15,16 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-const http = () => got.extend({ prefixUrl: t0.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+const http = () =>
+  got.extend({ prefixUrl: t0.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
 
 async function user(email: string) {
   return createUser(t0.berth.deps, { email, accountId: t0.owner.id, role: 'ADMIN', password: PASSWORD });
 }
 
 const form = (email: string, password: string) => ({ form: { email, password } });
-const cookieOf = (res: { headers: Record<string, string | string[] | undefined> }) => (res.headers['set-cookie'] as string[] | undefined)?.find((c) => c.startsWith('berth_console='));
+const cookieOf = (res: { headers: Record<string, string | string[] | undefined> }) =>
+  (res.headers['set-cookie'] as string[] | undefined)?.find((c) => c.startsWith('berth_console='));
 
 test('the sign-in page has its labelled fields and a strict Content-Security-Policy', async (t) => {
   const res = await http().get('login');
@@ -46,7 +48,10 @@ test('signing in sets an HttpOnly, SameSite=Lax session cookie, new at every sig
   const token = cookie.split(';')[0]!;
   const session = await http().get('session', { headers: { cookie: token }, responseType: 'json' });
   t.is(session.statusCode, 200);
-  t.like((session.body as { user: { email: string; memberships: unknown[] } }).user, { email: 'sign@example.com', memberships: [{ accountId: t0.owner.id, role: 'ADMIN' }] });
+  t.like((session.body as { user: { email: string; memberships: unknown[] } }).user, {
+    email: 'sign@example.com',
+    memberships: [{ accountId: t0.owner.id, role: 'ADMIN' }],
+  });
 
   const second = cookieOf(await http().post('login', form('sign@example.com', PASSWORD)))!.split(';')[0]!;
   t.not(second, token, 'every sign-in gets a new session token');
@@ -65,8 +70,14 @@ test('signing in sets an HttpOnly, SameSite=Lax session cookie, new at every sig
 
 test('an unknown email and a wrong password get the same answer', async (t) => {
   await user('known@example.com');
-  const wrong = await http().post('login', { json: { email: 'known@example.com', password: 'not the password' }, responseType: 'json' });
-  const unknown = await http().post('login', { json: { email: 'nobody@example.com', password: 'not the password' }, responseType: 'json' });
+  const wrong = await http().post('login', {
+    json: { email: 'known@example.com', password: 'not the password' },
+    responseType: 'json',
+  });
+  const unknown = await http().post('login', {
+    json: { email: 'nobody@example.com', password: 'not the password' },
+    responseType: 'json',
+  });
   t.is(wrong.statusCode, 401);
   t.is(unknown.statusCode, 401);
   t.deepEqual(wrong.body, unknown.body);
@@ -79,25 +90,36 @@ test('an unknown email and a wrong password get the same answer', async (t) => {
 
 test('failed sign-ins are limited per email with 429 and Retry-After, and a right password waits too', async (t) => {
   await user('limited@example.com');
-  for (let i = 0; i < 5; i++) t.is((await http().post('login', form('limited@example.com', `wrong ${i}`))).statusCode, 401);
+  for (let i = 0; i < 5; i++)
+    t.is((await http().post('login', form('limited@example.com', `wrong ${i}`))).statusCode, 401);
   const limited = await http().post('login', form('limited@example.com', PASSWORD));
   t.is(limited.statusCode, 429);
   t.true(Number(limited.headers['retry-after']) > 0);
   t.is(cookieOf(limited), undefined, 'no session while the email is locked');
-  const json = await http().post('login', { json: { email: 'limited@example.com', password: PASSWORD }, responseType: 'json' });
+  const json = await http().post('login', {
+    json: { email: 'limited@example.com', password: PASSWORD },
+    responseType: 'json',
+  });
   t.is((json.body as { error: { code: string } }).error.code, 'too_many_attempts');
 });
 
 test('a sign-in or sign-out posted from another site is refused', async (t) => {
   await user('origin@example.com');
-  const res = await http().post('login', { ...form('origin@example.com', PASSWORD), headers: { origin: 'http://evil.example' } });
+  const res = await http().post('login', {
+    ...form('origin@example.com', PASSWORD),
+    headers: { origin: 'http://evil.example' },
+  });
   t.is(res.statusCode, 403);
   t.is(cookieOf(res), undefined);
   const same = await http().post('login', { ...form('origin@example.com', PASSWORD), headers: { origin: t0.url } });
   t.is(same.statusCode, 303);
   const token = cookieOf(same)!.split(';')[0]!;
   t.is((await http().post('logout', { headers: { cookie: token, origin: 'http://evil.example' } })).statusCode, 403);
-  t.is((await http().get('session', { headers: { cookie: token } })).statusCode, 200, 'the session survived the forged sign-out');
+  t.is(
+    (await http().get('session', { headers: { cookie: token } })).statusCode,
+    200,
+    'the session survived the forged sign-out',
+  );
 });
 
 test('the first run’s one-time link sets the owner’s password once, and signs the owner in', async (t) => {
@@ -112,12 +134,22 @@ test('the first run’s one-time link sets the owner’s password once, and sign
   t.is(short.statusCode, 400, 'a refused password leaves the link usable');
   const set = await http().post('login/set-password', { form: { token: signInToken, password: PASSWORD } });
   t.is(set.statusCode, 303);
-  const session = await http().get('session', { headers: { cookie: cookieOf(set)!.split(';')[0]! }, responseType: 'json' });
-  t.like((session.body as { user: object }).user, { email: 'owner@localhost', memberships: [{ accountId: t0.owner.id, role: 'ADMIN' }] });
+  const session = await http().get('session', {
+    headers: { cookie: cookieOf(set)!.split(';')[0]! },
+    responseType: 'json',
+  });
+  t.like((session.body as { user: object }).user, {
+    email: 'owner@localhost',
+    memberships: [{ accountId: t0.owner.id, role: 'ADMIN' }],
+  });
   const again = await http().get(link);
   t.is(again.statusCode, 400, 'the link works once');
   t.regex(again.body, /used already or has expired/);
-  t.is((await http().post('login/set-password', { form: { token: signInToken, password: 'another long password' } })).statusCode, 400);
+  t.is(
+    (await http().post('login/set-password', { form: { token: signInToken, password: 'another long password' } }))
+      .statusCode,
+    400,
+  );
   t.is((await http().post('login', form('owner@localhost', PASSWORD))).statusCode, 303);
 });
 
@@ -133,8 +165,15 @@ test('a reset link ends the user’s sessions when it sets the new password, and
   t.is((await client.get('session', { headers: { cookie: session } })).statusCode, 200);
 
   const { token: second } = await resetPassword(own.berth.deps, 'owner@localhost');
-  t.is((await client.post('login/set-password', { form: { token: second, password: 'a brand new password' } })).statusCode, 303);
-  t.is((await client.get('session', { headers: { cookie: session } })).statusCode, 401, 'the old session ended with the old password');
+  t.is(
+    (await client.post('login/set-password', { form: { token: second, password: 'a brand new password' } })).statusCode,
+    303,
+  );
+  t.is(
+    (await client.get('session', { headers: { cookie: session } })).statusCode,
+    401,
+    'the old session ended with the old password',
+  );
   t.is((await client.post('login', form('owner@localhost', PASSWORD))).statusCode, 401);
 
   const { token: late } = await resetPassword(own.berth.deps, 'owner@localhost');

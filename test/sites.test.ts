@@ -9,7 +9,16 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-type SiteBody = { id: string; name: string; subdomain: string; access: string; status: string; bucketId: string; url: string; appAccountId: string };
+type SiteBody = {
+  id: string;
+  name: string;
+  subdomain: string;
+  access: string;
+  status: string;
+  bucketId: string;
+  url: string;
+  appAccountId: string;
+};
 
 test('creating a site without a bucket creates one and generates a subdomain', async (t) => {
   const account = await t0.newAccount();
@@ -63,15 +72,21 @@ test('a requested subdomain is validated, reserved names and taken names conflic
 
 test('a bucket supports one site; a foreign bucket is not found', async (t) => {
   const account = await t0.newAccount();
-  const bucket = json<{ id: string }>(await account.api.post('v0/buckets', { json: { accountId: account.id, name: 'Assets' } }));
+  const bucket = json<{ id: string }>(
+    await account.api.post('v0/buckets', { json: { accountId: account.id, name: 'Assets' } }),
+  );
   const site = await createSite(account, { bucketId: bucket.id });
   t.is(site.bucketId, bucket.id);
-  const second = await account.api.post('v0/sites', { json: { accountId: account.id, name: 'Second', bucketId: bucket.id } });
+  const second = await account.api.post('v0/sites', {
+    json: { accountId: account.id, name: 'Second', bucketId: bucket.id },
+  });
   t.is(second.statusCode, 409);
   t.is(json(second).error.code, 'bucket_has_site');
 
   const other = await t0.newAccount();
-  const foreign = await other.api.post('v0/sites', { json: { accountId: other.id, name: 'Steal', bucketId: bucket.id } });
+  const foreign = await other.api.post('v0/sites', {
+    json: { accountId: other.id, name: 'Steal', bucketId: bucket.id },
+  });
   t.is(foreign.statusCode, 404);
   t.is(json(foreign).error.code, 'not_found');
 });
@@ -129,15 +144,31 @@ test('list filters, newest updates first, and pagination', async (t) => {
 
   const page1 = await account.read.get('v0/sites', { searchParams: { accountId: account.id, limit: '2' } });
   t.deepEqual(json<{ pagination: unknown }>(page1).pagination, { hasMore: true, nextOffset: 2 });
-  const page2 = await account.read.get('v0/sites', { searchParams: { accountId: account.id, limit: '2', offset: '2' } });
-  t.deepEqual(json<{ sites: SiteBody[] }>(page2).sites.map((s) => s.id), [c.id]);
+  const page2 = await account.read.get('v0/sites', {
+    searchParams: { accountId: account.id, limit: '2', offset: '2' },
+  });
+  t.deepEqual(
+    json<{ sites: SiteBody[] }>(page2).sites.map((s) => s.id),
+    [c.id],
+  );
 
   const archived = await account.read.get('v0/sites', { searchParams: { accountId: account.id, status: 'ARCHIVED' } });
-  t.deepEqual(json<{ sites: SiteBody[] }>(archived).sites.map((s) => s.id), [b.id]);
+  t.deepEqual(
+    json<{ sites: SiteBody[] }>(archived).sites.map((s) => s.id),
+    [b.id],
+  );
   const bySub = await account.read.get('v0/sites', { searchParams: { accountId: account.id, subdomain: a.subdomain } });
-  t.deepEqual(json<{ sites: SiteBody[] }>(bySub).sites.map((s) => s.id), [a.id]);
-  const byBucket = await account.read.get('v0/sites', { searchParams: { accountId: account.id, bucketId: c.bucketId } });
-  t.deepEqual(json<{ sites: SiteBody[] }>(byBucket).sites.map((s) => s.id), [c.id]);
+  t.deepEqual(
+    json<{ sites: SiteBody[] }>(bySub).sites.map((s) => s.id),
+    [a.id],
+  );
+  const byBucket = await account.read.get('v0/sites', {
+    searchParams: { accountId: account.id, bucketId: c.bucketId },
+  });
+  t.deepEqual(
+    json<{ sites: SiteBody[] }>(byBucket).sites.map((s) => s.id),
+    [c.id],
+  );
 
   for (const searchParams of [
     { accountId: account.id, limit: '0' },

@@ -11,14 +11,25 @@ import { processesMentioning } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
 const runtime = (berth: TestBerth) => berth.berth.deps.runtime;
-const standby = (berth: TestBerth, count: number) => until(() => runtime(berth).sparePids().length === count && runtime(berth).sparePids(), `${count} spares on standby`);
+const standby = (berth: TestBerth, count: number) =>
+  until(() => runtime(berth).sparePids().length === count && runtime(berth).sparePids(), `${count} spares on standby`);
 const gone = (pid: number) => !fs.existsSync(`/proc/${pid}`);
 
 /** Calls a function and returns the response with the pid of the worker that was started for it. */
-async function coldCall(berth: TestBerth, subdomain: string, urlPath: string, options: { method?: 'GET' | 'POST'; body?: string } = {}) {
+async function coldCall(
+  berth: TestBerth,
+  subdomain: string,
+  urlPath: string,
+  options: { method?: 'GET' | 'POST'; body?: string } = {},
+) {
   const before = new Set(runtime(berth).workerPids());
-  const res = await berth.site(subdomain)(urlPath, { method: options.method ?? 'GET', ...(options.body !== undefined ? { body: options.body } : {}) });
-  const pid = runtime(berth).workerPids().find((p) => !before.has(p));
+  const res = await berth.site(subdomain)(urlPath, {
+    method: options.method ?? 'GET',
+    ...(options.body !== undefined ? { body: options.body } : {}),
+  });
+  const pid = runtime(berth)
+    .workerPids()
+    .find((p) => !before.has(p));
   return { res, pid: pid! };
 }
 
@@ -29,7 +40,9 @@ const WHOAMI = `export default async function (req: Request, ctx: any): Promise<
 `;
 
 async function files(berth: TestBerth, bucketId: string): Promise<string[]> {
-  return json<{ files: Array<{ path: string }> }>(await berth.owner.read.get(`v0/buckets/${bucketId}/objects`)).files.map((f) => f.path);
+  return json<{ files: Array<{ path: string }> }>(
+    await berth.owner.read.get(`v0/buckets/${bucketId}/objects`),
+  ).files.map((f) => f.path);
 }
 
 test('a cold call is served by a spare bound to its own site: its ctx reads and writes that site only', async (t) => {
@@ -48,7 +61,10 @@ test('a cold call is served by a spare bound to its own site: its ctx reads and 
   t.deepEqual(await files(berth, a.bucketId), ['api/whoami.ts', 'data/mine.txt']);
   t.deepEqual(await files(berth, b.bucketId), ['api/whoami.ts']);
   // Warm now: the same workers answer again.
-  t.deepEqual(JSON.parse((await berth.site(a.subdomain).get('api/whoami')).body), { siteId: a.id, mine: 'written by a' });
+  t.deepEqual(JSON.parse((await berth.site(a.subdomain).get('api/whoami')).body), {
+    siteId: a.id,
+    mine: 'written by a',
+  });
   t.deepEqual(runtime(berth).workerPids().sort(), [fromA.pid, fromB.pid].sort());
 });
 
@@ -70,7 +86,9 @@ test('spares are refilled after they are taken, never more than configured, and 
   const before = new Set(runtime(berth).workerPids());
   const answers = await Promise.all(sites.map((site) => berth.site(site.subdomain).get('api/counter')));
   for (const answer of answers) t.is(JSON.parse(answer.body).count, 1);
-  const workers = runtime(berth).workerPids().filter((pid) => !before.has(pid));
+  const workers = runtime(berth)
+    .workerPids()
+    .filter((pid) => !before.has(pid));
   for (const pid of workers) taken.add(pid);
   t.is(workers.length, 3);
   t.is(workers.filter((pid) => first.includes(pid)).length, 2, 'both spares were taken');
@@ -93,7 +111,9 @@ test('a spare serves one function version for good: a redeploy goes to another, 
   t.is(v1.pid, spare);
   t.is(JSON.parse(v1.res.body).version, 'v1');
 
-  const source = (await berth.owner.read.get(`v0/buckets/${site.bucketId}/objects/api/counter.ts`, { responseType: 'text' })).body;
+  const source = (
+    await berth.owner.read.get(`v0/buckets/${site.bucketId}/objects/api/counter.ts`, { responseType: 'text' })
+  ).body;
   await putFile(berth.owner, site.bucketId, 'api/counter.ts', source.replace("'v1'", "'v2'"));
   const next = (await standby(berth, 1))[0]!;
   const v2 = await coldCall(berth, site.subdomain, 'api/counter');
@@ -137,8 +157,15 @@ test('stopping the server stops every spare, those still booting included: no De
       t.is(pids.length, 4);
     }
     await berth.berth.close();
-    await until(() => pids.every(gone) && processesMentioning(berth.dataDir).length === 0, 'every Deno process to stop');
-    t.deepEqual(processesMentioning(berth.dataDir), [], wait ? 'spares and workers stopped' : 'a spare stopped while booting');
+    await until(
+      () => pids.every(gone) && processesMentioning(berth.dataDir).length === 0,
+      'every Deno process to stop',
+    );
+    t.deepEqual(
+      processesMentioning(berth.dataDir),
+      [],
+      wait ? 'spares and workers stopped' : 'a spare stopped while booting',
+    );
   }
 });
 
@@ -155,7 +182,10 @@ test('with no spares configured, nothing starts ahead of need and a cold call st
   const { res, pid } = await coldCall(berth, site.subdomain, 'api/echo');
   watcher.close();
   t.is(res.statusCode, 200);
-  t.true(created.length > 0 && processesMentioning(berth.dataDir).includes(pid), 'the call made its worker and its socket');
+  t.true(
+    created.length > 0 && processesMentioning(berth.dataDir).includes(pid),
+    'the call made its worker and its socket',
+  );
   t.true(fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`--allow-read=${path.join(sockets, created[0]!)}`));
   await sleep(500);
   t.deepEqual(processesMentioning(berth.dataDir), [pid], 'and no spare followed it');
@@ -168,6 +198,9 @@ test('BERTH_SPARE_WORKERS sets the number of spares: 4 by default, 0 for none', 
   t.is(loadConfig({ BERTH_SPARE_WORKERS: '0' }).spareWorkers, 0);
   t.is(loadConfig({ BERTH_SPARE_WORKERS: '8' }).spareWorkers, 8);
   for (const value of ['-1', '65', 'two', '1.5']) {
-    t.regex(t.throws(() => loadConfig({ BERTH_SPARE_WORKERS: value }), { instanceOf: ConfigError })!.message, /^BERTH_SPARE_WORKERS must be an integer from 0 to 64/);
+    t.regex(
+      t.throws(() => loadConfig({ BERTH_SPARE_WORKERS: value }), { instanceOf: ConfigError })!.message,
+      /^BERTH_SPARE_WORKERS must be an integer from 0 to 64/,
+    );
   }
 });

@@ -10,7 +10,10 @@ import { runBerth, startServe } from './helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
 
 /** One line on stderr, no stack trace. */
-function oneLine(t: { is: (a: unknown, b: unknown, m?: string) => void; false: (v: boolean, m?: string) => void }, stderr: string) {
+function oneLine(
+  t: { is: (a: unknown, b: unknown, m?: string) => void; false: (v: boolean, m?: string) => void },
+  stderr: string,
+) {
   t.is(stderr.trim().split('\n').length, 1, stderr);
   t.false(/\n\s+at /.test(stderr), 'no stack trace');
 }
@@ -22,7 +25,12 @@ test('a port in use is named, with what to do', async (t) => {
   const port = (busy.address() as net.AddressInfo).port;
   const run = await runBerth(['serve'], { BERTH_DATA_DIR: await makeDataDir(t), BERTH_PORT: String(port) });
   t.is(run.code, 1);
-  t.regex(run.stderr, new RegExp(`^berth: port ${port} on 127\\.0\\.0\\.1 is already in use by another program: stop that program, or set BERTH_PORT to a free port`));
+  t.regex(
+    run.stderr,
+    new RegExp(
+      `^berth: port ${port} on 127\\.0\\.0\\.1 is already in use by another program: stop that program, or set BERTH_PORT to a free port`,
+    ),
+  );
   oneLine(t, run.stderr);
 });
 
@@ -50,21 +58,40 @@ test('a data dir a newer Berth migrated is left alone', async (t) => {
   first.child.kill('SIGTERM');
   t.is(await first.exited, 0);
   if (onPostgres) {
-    await asAdmin((client) => client.query("INSERT INTO knex_migrations (name, batch, migration_time) VALUES ('9999_from_the_future', 99, now())"), databaseOf(dataDir));
+    await asAdmin(
+      (client) =>
+        client.query(
+          "INSERT INTO knex_migrations (name, batch, migration_time) VALUES ('9999_from_the_future', 99, now())",
+        ),
+      databaseOf(dataDir),
+    );
   } else {
     const db = new Database(path.join(dataDir, 'meta.sqlite'));
-    db.prepare('INSERT INTO knex_migrations (name, batch, migration_time) VALUES (?, ?, ?)').run('9999_from_the_future', 99, Date.now());
+    db.prepare('INSERT INTO knex_migrations (name, batch, migration_time) VALUES (?, ?, ?)').run(
+      '9999_from_the_future',
+      99,
+      Date.now(),
+    );
     db.close();
   }
   const run = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
   t.is(run.code, 1);
   const where = onPostgres ? `PostgreSQL at .*, database ${databaseOf(dataDir)}` : 'the data dir .*';
-  t.regex(run.stderr, new RegExp(`^berth: ${where} was last used by a newer Berth \\(its metadata has schema step 9999_from_the_future, unknown to .*\\): run that version or a newer one`));
+  t.regex(
+    run.stderr,
+    new RegExp(
+      `^berth: ${where} was last used by a newer Berth \\(its metadata has schema step 9999_from_the_future, unknown to .*\\): run that version or a newer one`,
+    ),
+  );
   oneLine(t, run.stderr);
 });
 
 test('a missing Deno binary is named, with what to do', async (t) => {
-  const run = await runBerth(['serve'], { BERTH_DATA_DIR: await makeDataDir(t), BERTH_PORT: '0', BERTH_DENO: '/nonexistent/deno' });
+  const run = await runBerth(['serve'], {
+    BERTH_DATA_DIR: await makeDataDir(t),
+    BERTH_PORT: '0',
+    BERTH_DENO: '/nonexistent/deno',
+  });
   t.is(run.code, 1);
   t.regex(run.stderr, /^berth: BERTH_DENO is \/nonexistent\/deno, which is not an executable file/);
   oneLine(t, run.stderr);
@@ -77,8 +104,14 @@ test('admin refuses a data dir that does not exist or holds no Berth data, unles
     const env = { BERTH_DATA_DIR: dataDir, BERTH_DATABASE_URL: await databaseFor(dataDir) };
     const empty = await runBerth(['admin', 'create-account', '--name', 'Team'], env);
     t.is(empty.code, 1);
-    t.is(empty.stderr, `berth: PostgreSQL at 127.0.0.1:${new URL(env.BERTH_DATABASE_URL).port}, database ${databaseOf(dataDir)} holds no Berth metadata: point BERTH_DATABASE_URL at the server's database, or add --create-data-dir to start a new instance there\n`);
-    const tables = await asAdmin((client) => client.query("SELECT 1 FROM pg_tables WHERE schemaname = 'public'"), databaseOf(dataDir));
+    t.is(
+      empty.stderr,
+      `berth: PostgreSQL at 127.0.0.1:${new URL(env.BERTH_DATABASE_URL).port}, database ${databaseOf(dataDir)} holds no Berth metadata: point BERTH_DATABASE_URL at the server's database, or add --create-data-dir to start a new instance there\n`,
+    );
+    const tables = await asAdmin(
+      (client) => client.query("SELECT 1 FROM pg_tables WHERE schemaname = 'public'"),
+      databaseOf(dataDir),
+    );
     t.is(tables.rowCount, 0, 'nothing was created');
     const created = await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], env);
     t.is(created.code, 0, created.stderr);
@@ -88,7 +121,10 @@ test('admin refuses a data dir that does not exist or holds no Berth data, unles
   const missing = path.join(parent, 'nowhere');
   const run = await runBerth(['admin', 'list-keys', '--account', crypto.randomUUID()], { BERTH_DATA_DIR: missing });
   t.is(run.code, 1);
-  t.is(run.stderr, `berth: there is no data dir at ${missing}: set BERTH_DATA_DIR to the server's data dir, or add --create-data-dir to make a new one\n`);
+  t.is(
+    run.stderr,
+    `berth: there is no data dir at ${missing}: set BERTH_DATA_DIR to the server's data dir, or add --create-data-dir to make a new one\n`,
+  );
   t.false(fs.existsSync(missing), 'nothing was created');
 
   const empty = await runBerth(['admin', 'create-account', '--name', 'Team'], { BERTH_DATA_DIR: parent });
@@ -96,7 +132,9 @@ test('admin refuses a data dir that does not exist or holds no Berth data, unles
   t.regex(empty.stderr, /holds no Berth data \(no meta\.sqlite\)/);
   t.false(fs.existsSync(path.join(parent, 'meta.sqlite')));
 
-  const created = await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], { BERTH_DATA_DIR: missing });
+  const created = await runBerth(['admin', 'create-account', '--name', 'Team', '--create-data-dir', '--json'], {
+    BERTH_DATA_DIR: missing,
+  });
   t.is(created.code, 0, created.stderr);
   t.true(fs.existsSync(path.join(missing, 'meta.sqlite')));
 });

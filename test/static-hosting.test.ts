@@ -79,7 +79,9 @@ test('large files stream from disk, whole or in ranges', async (t) => {
   const whole = await t0.site(site.subdomain).get('big.bin', { responseType: 'buffer' });
   t.is(whole.statusCode, 200);
   t.true(whole.body.equals(big));
-  const tail = await t0.site(site.subdomain).get('big.bin', { responseType: 'buffer', headers: { range: 'bytes=1048570-' } });
+  const tail = await t0
+    .site(site.subdomain)
+    .get('big.bin', { responseType: 'buffer', headers: { range: 'bytes=1048570-' } });
   t.is(tail.statusCode, 206);
   t.true(tail.body.equals(big.subarray(1048570)));
 });
@@ -92,7 +94,9 @@ test('changes are visible on the very next request', async (t) => {
   await t0.owner.api.delete(`v0/buckets/${site.bucketId}/objects/web/index.html`);
   t.is((await site.get.get('')).statusCode, 404);
   const versions = json<{ versions: Array<{ id: string }> }>(await t0.owner.read.get(`v0/files/${v2.fileId}/versions`));
-  await t0.owner.api.post(`v0/files/${v2.fileId}/restore`, { json: { versionId: versions.versions.at(-1)!.id, currentVersionId: null } });
+  await t0.owner.api.post(`v0/files/${v2.fileId}/restore`, {
+    json: { versionId: versions.versions.at(-1)!.id, currentVersionId: null },
+  });
   t.is((await site.get.get('')).body, 'v1');
 });
 
@@ -134,7 +138,15 @@ test('nothing outside web/ is ever served, however the path is spelled', async (
     'api/hello.ts': ['export default () => new Response("fn")', 'text/typescript'],
     'private/notes.txt': ['private notes', 'text/plain'],
   });
-  for (const p of ['data/secret.json', 'api/hello.ts', 'private/notes.txt', '%2e%2e/data/secret.json', '..%2Fdata%2Fsecret.json', 'web/index.html', '_berth/x']) {
+  for (const p of [
+    'data/secret.json',
+    'api/hello.ts',
+    'private/notes.txt',
+    '%2e%2e/data/secret.json',
+    '..%2Fdata%2Fsecret.json',
+    'web/index.html',
+    '_berth/x',
+  ]) {
     const res = await site.get.get(p);
     t.true(res.statusCode >= 400 && res.statusCode < 500, `${p} answered ${res.statusCode}`);
     t.false(res.body.includes('secret'), p);
@@ -158,7 +170,11 @@ test('the control-plane host is not a site', async (t) => {
 });
 
 test('every answer carries its own request id, and a cached file answers with the same head as the first', async (t) => {
-  const site = await siteWith({ 'web/index.html': ['home', 'text/html'], 'web/docs/index.html': ['docs', 'text/html'], 'web/404.html': ['lost', 'text/html'] });
+  const site = await siteWith({
+    'web/index.html': ['home', 'text/html'],
+    'web/docs/index.html': ['docs', 'text/html'],
+    'web/404.html': ['lost', 'text/html'],
+  });
   const first = await site.get.get('index.html');
   const again = await site.get.get('index.html');
   const withoutId = (headers: Record<string, unknown>) => {
@@ -179,7 +195,10 @@ test('every answer carries its own request id, and a cached file answers with th
     await site.get.post('', { body: 'x' }),
     await t0.site('no-such-site').get(''),
   ];
-  t.deepEqual(answers.map((res) => res.statusCode), [200, 200, 304, 200, 206, 416, 308, 404, 405, 404]);
+  t.deepEqual(
+    answers.map((res) => res.statusCode),
+    [200, 200, 304, 200, 206, 416, 308, 404, 405, 404],
+  );
   const ids = answers.map((res) => String(res.headers['berth-request-id']));
   for (const id of ids) t.regex(id, /^[0-9a-f-]{36}$/);
   t.is(new Set(ids).size, ids.length);

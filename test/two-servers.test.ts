@@ -43,7 +43,12 @@ test.before(async () => {
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
   const url = await databaseFor(dirA);
   // Each keeps its own data dir; the metadata, the blobs and the master key are the instance's.
-  const common = { BERTH_DATABASE_URL: url, BERTH_BLOB_DIR: path.join(root, 'blobs'), BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'), BERTH_CRON_TICK_MS: '100' };
+  const common = {
+    BERTH_DATABASE_URL: url,
+    BERTH_BLOB_DIR: path.join(root, 'blobs'),
+    BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
+    BERTH_CRON_TICK_MS: '100',
+  };
   const a = await startServe({ ...common, BERTH_DATA_DIR: dirA });
   const b = await startServe({ ...common, BERTH_DATA_DIR: dirB });
   instance = { common, dirA, a, b, owner: owner(a.output(), a.url), url, database: databaseOf(dirA) };
@@ -58,7 +63,13 @@ test.after.always(async () => {
 });
 
 const siteOn = (server: ServeProcess, subdomain: string): Got =>
-  got.extend({ prefixUrl: server.url, headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` }, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
+  got.extend({
+    prefixUrl: server.url,
+    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
+    throwHttpErrors: false,
+    followRedirect: false,
+    retry: { limit: 0 },
+  });
 
 /** Polls for at most a second: what one server changed, the other must serve by then. */
 async function withinASecond(check: () => Promise<boolean>, what: string): Promise<boolean> {
@@ -72,7 +83,9 @@ async function withinASecond(check: () => Promise<boolean>, what: string): Promi
 
 async function makeSite(name: string) {
   const { owner: account } = instance;
-  return json<{ id: string; subdomain: string; bucketId: string }>(await account.api.post('v0/sites', { json: { accountId: account.id, name } }));
+  return json<{ id: string; subdomain: string; bucketId: string }>(
+    await account.api.post('v0/sites', { json: { accountId: account.id, name } }),
+  );
 }
 
 shared('only the first start makes an owner; both servers take the same keys', async (t) => {
@@ -80,48 +93,87 @@ shared('only the first start makes an owner; both servers take the same keys', a
   t.is((await apiClient(instance.b.url, instance.owner.readKey).get('v0/accounts/current')).statusCode, 200);
 });
 
-shared('a file written, a site made PRIVATE or archived, through one server: the other serves it within a second', async (t) => {
-  const site = await makeSite('shared');
-  const put = (body: string) => instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/index.html`, { body, headers: { 'content-type': 'text/html' } });
-  t.is((await put('<h1>one</h1>')).statusCode, 200);
-  const onB = siteOn(instance.b, site.subdomain);
-  t.is((await onB.get('')).body, '<h1>one</h1>', 'B has it cached now');
-  t.is((await put('<h1>two</h1>')).statusCode, 200);
-  t.true(await withinASecond(async () => (await onB.get('')).body === '<h1>two</h1>', 'the new version'));
+shared(
+  'a file written, a site made PRIVATE or archived, through one server: the other serves it within a second',
+  async (t) => {
+    const site = await makeSite('shared');
+    const put = (body: string) =>
+      instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/index.html`, {
+        body,
+        headers: { 'content-type': 'text/html' },
+      });
+    t.is((await put('<h1>one</h1>')).statusCode, 200);
+    const onB = siteOn(instance.b, site.subdomain);
+    t.is((await onB.get('')).body, '<h1>one</h1>', 'B has it cached now');
+    t.is((await put('<h1>two</h1>')).statusCode, 200);
+    t.true(await withinASecond(async () => (await onB.get('')).body === '<h1>two</h1>', 'the new version'));
 
-  t.is((await instance.owner.api.post(`v0/sites/${site.id}`, { json: { access: 'PRIVATE' } })).statusCode, 200);
-  t.true(await withinASecond(async () => (await onB.get('')).statusCode === 401, 'PRIVATE'));
-  t.is((await instance.owner.api.post(`v0/sites/${site.id}`, { json: { access: 'PUBLIC' } })).statusCode, 200);
-  t.true(await withinASecond(async () => (await onB.get('')).statusCode === 200, 'PUBLIC again'));
-  t.is((await instance.owner.api.post(`v0/sites/${site.id}`, { json: { status: 'ARCHIVED' } })).statusCode, 200);
-  t.true(await withinASecond(async () => (await onB.get('')).statusCode === 404, 'archived'));
-});
+    t.is((await instance.owner.api.post(`v0/sites/${site.id}`, { json: { access: 'PRIVATE' } })).statusCode, 200);
+    t.true(await withinASecond(async () => (await onB.get('')).statusCode === 401, 'PRIVATE'));
+    t.is((await instance.owner.api.post(`v0/sites/${site.id}`, { json: { access: 'PUBLIC' } })).statusCode, 200);
+    t.true(await withinASecond(async () => (await onB.get('')).statusCode === 200, 'PUBLIC again'));
+    t.is((await instance.owner.api.post(`v0/sites/${site.id}`, { json: { status: 'ARCHIVED' } })).statusCode, 200);
+    t.true(await withinASecond(async () => (await onB.get('')).statusCode === 404, 'archived'));
+  },
+);
 
-shared('a function redeployed and a secret rotated through one server: the other serves them within a second', async (t) => {
-  const site = await makeSite('functions');
-  const deploy = (text: string) =>
-    instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, {
-      body: `export default async (_req: Request, ctx: any) => Response.json({ text: '${text}', secret: await ctx.secrets.get('TOKEN') });`,
-      headers: { 'content-type': 'text/typescript' },
-    });
-  t.is((await deploy('first')).statusCode, 200);
-  t.is((await instance.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 'old' } })).statusCode, 200);
-  const onB = siteOn(instance.b, site.subdomain);
-  t.deepEqual(JSON.parse((await onB.get('api/hello')).body), { text: 'first', secret: 'old' }, 'B runs it warm now');
-  t.is((await deploy('second')).statusCode, 200);
-  t.true(await withinASecond(async () => JSON.parse((await onB.get('api/hello')).body).text === 'second', 'the redeployed function'));
-  t.is((await instance.owner.api.post(`v0/sites/${site.id}/secrets/TOKEN`, { json: { value: 'new' } })).statusCode, 200);
-  t.true(await withinASecond(async () => JSON.parse((await onB.get('api/hello')).body).secret === 'new', 'the rotated secret'));
-});
+shared(
+  'a function redeployed and a secret rotated through one server: the other serves them within a second',
+  async (t) => {
+    const site = await makeSite('functions');
+    const deploy = (text: string) =>
+      instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, {
+        body: `export default async (_req: Request, ctx: any) => Response.json({ text: '${text}', secret: await ctx.secrets.get('TOKEN') });`,
+        headers: { 'content-type': 'text/typescript' },
+      });
+    t.is((await deploy('first')).statusCode, 200);
+    t.is(
+      (await instance.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 'old' } }))
+        .statusCode,
+      200,
+    );
+    const onB = siteOn(instance.b, site.subdomain);
+    t.deepEqual(JSON.parse((await onB.get('api/hello')).body), { text: 'first', secret: 'old' }, 'B runs it warm now');
+    t.is((await deploy('second')).statusCode, 200);
+    t.true(
+      await withinASecond(
+        async () => JSON.parse((await onB.get('api/hello')).body).text === 'second',
+        'the redeployed function',
+      ),
+    );
+    t.is(
+      (await instance.owner.api.post(`v0/sites/${site.id}/secrets/TOKEN`, { json: { value: 'new' } })).statusCode,
+      200,
+    );
+    t.true(
+      await withinASecond(
+        async () => JSON.parse((await onB.get('api/hello')).body).secret === 'new',
+        'the rotated secret',
+      ),
+    );
+  },
+);
 
 shared('a cron time due on both servers is run once', async (t) => {
   const site = await makeSite('cron');
   const job = 'export const schedule = "* * * * *";\nexport function handler() {}\n';
-  const put = await instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/cron/tick.ts`, { body: job, headers: { 'content-type': 'text/typescript' } });
+  const put = await instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/cron/tick.ts`, {
+    body: job,
+    headers: { 'content-type': 'text/typescript' },
+  });
   t.is(json<{ deployment: { status: string } }>(put).deployment.status, 'READY');
   // As if the job had last run long ago: both schedulers find its latest time due at their next tick.
-  await asAdmin((client) => client.query("UPDATE functions SET cron_last_scheduled_at = '2000-01-01T00:00:00.000Z' WHERE site_id = $1", [site.id]), instance.database);
-  const runs = async () => json<{ runs: Array<{ scheduledAt: string; outcome: string }> }>(await instance.owner.read.get(`v0/sites/${site.id}/cron_runs`)).runs;
+  await asAdmin(
+    (client) =>
+      client.query("UPDATE functions SET cron_last_scheduled_at = '2000-01-01T00:00:00.000Z' WHERE site_id = $1", [
+        site.id,
+      ]),
+    instance.database,
+  );
+  const runs = async () =>
+    json<{ runs: Array<{ scheduledAt: string; outcome: string }> }>(
+      await instance.owner.read.get(`v0/sites/${site.id}/cron_runs`),
+    ).runs;
   const finished = await (async () => {
     for (let i = 0; i < 100; i++) {
       const seen = await runs();
@@ -136,27 +188,52 @@ shared('a cron time due on both servers is run once', async (t) => {
 
 shared('a session, a CLI login and the sign-in limit belong to the instance', async (t) => {
   const metadata = await openMetadata({ ...DEFAULTS, databaseUrl: instance.url });
-  await createUser({ db: metadata.db, now: () => new Date() }, { email: 'ada@example.com', accountId: instance.owner.id, role: 'ADMIN', password: PASSWORD });
+  await createUser(
+    { db: metadata.db, now: () => new Date() },
+    { email: 'ada@example.com', accountId: instance.owner.id, role: 'ADMIN', password: PASSWORD },
+  );
   await metadata.close();
-  const control = (server: ServeProcess) => got.extend({ prefixUrl: server.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 }, responseType: 'json' });
+  const control = (server: ServeProcess) =>
+    got.extend({
+      prefixUrl: server.url,
+      throwHttpErrors: false,
+      followRedirect: false,
+      retry: { limit: 0 },
+      responseType: 'json',
+    });
 
   const signedIn = await control(instance.a).post('login', { json: { email: 'ada@example.com', password: PASSWORD } });
   t.is(signedIn.statusCode, 200);
-  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!.split(';')[0]!;
+  const cookie = (signedIn.headers['set-cookie'] as string[])
+    .find((c) => c.startsWith('berth_console='))!
+    .split(';')[0]!;
   const session = await control(instance.b).get('session', { headers: { cookie } });
   t.is(session.statusCode, 200, 'signed in through A, known to B');
   const csrf = json<{ csrfToken: string }>(session).csrfToken;
 
-  const started = json<{ login: { code: string }; pollToken: string }>(await control(instance.a).post('cli-login', { json: { machine: 'laptop' } }));
-  t.is((await control(instance.b).post('cli-login/poll', { json: { pollToken: started.pollToken } })).statusCode, 202, 'pending, seen from B');
-  const approved = await control(instance.b).post(`v0/cli-logins/${started.login.code}/approve`, { headers: { cookie, 'x-csrf-token': csrf }, json: { permission: 'READ' } });
+  const started = json<{ login: { code: string }; pollToken: string }>(
+    await control(instance.a).post('cli-login', { json: { machine: 'laptop' } }),
+  );
+  t.is(
+    (await control(instance.b).post('cli-login/poll', { json: { pollToken: started.pollToken } })).statusCode,
+    202,
+    'pending, seen from B',
+  );
+  const approved = await control(instance.b).post(`v0/cli-logins/${started.login.code}/approve`, {
+    headers: { cookie, 'x-csrf-token': csrf },
+    json: { permission: 'READ' },
+  });
   t.is(approved.statusCode, 200);
   const collected = await control(instance.a).post('cli-login/poll', { json: { pollToken: started.pollToken } });
   t.is(collected.statusCode, 200, 'approved on B, collected on A');
 
   // Five failures per email in a quarter of an hour, wherever they are tried.
   for (const server of [instance.a, instance.b, instance.a, instance.b, instance.a]) {
-    t.is((await control(server).post('login', { json: { email: 'ada@example.com', password: 'wrong password!' } })).statusCode, 401);
+    t.is(
+      (await control(server).post('login', { json: { email: 'ada@example.com', password: 'wrong password!' } }))
+        .statusCode,
+      401,
+    );
   }
   const limited = await control(instance.b).post('login', { json: { email: 'ada@example.com', password: PASSWORD } });
   t.is(limited.statusCode, 429, 'the sixth try is refused, on either server');
@@ -164,23 +241,36 @@ shared('a session, a CLI login and the sign-in limit belong to the instance', as
 
 shared('a server restarting leaves the other server’s export and migration lease alone', async (t) => {
   const site = await makeSite('restart');
-  const database = json<{ database: { id: string } }>(await instance.owner.api.post(`v0/sites/${site.id}/databases`)).database;
+  const database = json<{ database: { id: string } }>(
+    await instance.owner.api.post(`v0/sites/${site.id}/databases`),
+  ).database;
   const now = new Date().toISOString();
   const later = new Date(Date.now() + 600_000).toISOString();
   const theirs = { node_id: 'another-node:/srv/berth' };
   await asAdmin(async (client) => {
-    await client.query("INSERT INTO database_exports (id, database_id, site_id, status, created_at, node_id) VALUES ('export-of-b', $1, $2, 'PROCESSING', $3, $4)", [database.id, site.id, now, theirs.node_id]);
-    await client.query("INSERT INTO migration_leases (database_id, holder, acquired_at, expires_at, node_id) VALUES ($1, 'b', $2, $3, $4)", [database.id, now, later, theirs.node_id]);
+    await client.query(
+      "INSERT INTO database_exports (id, database_id, site_id, status, created_at, node_id) VALUES ('export-of-b', $1, $2, 'PROCESSING', $3, $4)",
+      [database.id, site.id, now, theirs.node_id],
+    );
+    await client.query(
+      "INSERT INTO migration_leases (database_id, holder, acquired_at, expires_at, node_id) VALUES ($1, 'b', $2, $3, $4)",
+      [database.id, now, later, theirs.node_id],
+    );
   }, instance.database);
 
   instance.a.child.kill('SIGTERM');
   t.is(await instance.a.exited, 0);
   instance.a = await startServe({ ...instance.common, BERTH_DATA_DIR: instance.dirA });
 
-  const still = await asAdmin(async (client) => ({
-    export: (await client.query("SELECT status FROM database_exports WHERE id = 'export-of-b'")).rows[0]?.status as string,
-    lease: (await client.query('SELECT holder FROM migration_leases WHERE database_id = $1', [database.id])).rows[0]?.holder as string,
-  }), instance.database);
+  const still = await asAdmin(
+    async (client) => ({
+      export: (await client.query("SELECT status FROM database_exports WHERE id = 'export-of-b'")).rows[0]
+        ?.status as string,
+      lease: (await client.query('SELECT holder FROM migration_leases WHERE database_id = $1', [database.id])).rows[0]
+        ?.holder as string,
+    }),
+    instance.database,
+  );
   t.deepEqual(still, { export: 'PROCESSING', lease: 'b' });
   const a = apiClient(instance.a.url, instance.owner.writeKey);
   const blocked = await a.post(`v0/sites/${site.id}/databases/${database.id}/exports`);

@@ -45,14 +45,19 @@ test.serial('past the budget the least recently used idle workers stop, and thei
   // The watch keeps each live worker's /proc/<pid>/statm open, and no stopped one's.
   const statm = fs.readdirSync('/proc/self/fd').flatMap((fd) => {
     try {
-      return [/^\/proc\/(\d+)\/statm$/.exec(fs.readlinkSync(`/proc/self/fd/${fd}`))?.[1]].filter((pid) => pid !== undefined).map(Number);
+      return [/^\/proc\/(\d+)\/statm$/.exec(fs.readlinkSync(`/proc/self/fd/${fd}`))?.[1]]
+        .filter((pid) => pid !== undefined)
+        .map(Number);
     } catch {
       return [];
     }
   });
   const alive = new Set(t0.berth.deps.runtime.workerPids());
   t.true(statm.length > 0);
-  t.deepEqual(statm.filter((pid) => !alive.has(pid)), []);
+  t.deepEqual(
+    statm.filter((pid) => !alive.has(pid)),
+    [],
+  );
 });
 
 test.serial('a worker serving a request is not stopped for the budget', async (t) => {

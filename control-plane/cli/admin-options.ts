@@ -3,9 +3,13 @@ import { parseArgs } from 'node:util';
 import { Uuid } from '../schemas.ts';
 import { UsageError } from './usage-error.ts';
 
-export function options(args: string[], spec: Record<string, { type: 'string' | 'boolean' }>): Record<string, string | boolean | undefined> {
+export function options(
+  args: string[],
+  spec: Record<string, { type: 'string' | 'boolean' }>,
+): Record<string, string | boolean | undefined> {
   try {
-    return parseArgs({ args, options: { ...spec, json: { type: 'boolean' } }, strict: true, allowPositionals: false }).values;
+    return parseArgs({ args, options: { ...spec, json: { type: 'boolean' } }, strict: true, allowPositionals: false })
+      .values;
   } catch (err) {
     throw new UsageError((err as Error).message);
   }

@@ -24,13 +24,17 @@ import { options, required, uuid } from './admin-options.ts';
 type Command = (store: Store, args: string[], config: Config) => Promise<{ json: unknown; text: string }>;
 
 /** Where the server of this data dir is reached, for the links these commands print. */
-const serverUrl = (config: Config) => config.publicUrl || `http://${config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind}:${config.port}`;
+const serverUrl = (config: Config) =>
+  config.publicUrl ||
+  `http://${config.bind === '0.0.0.0' || config.bind === '::' ? '127.0.0.1' : config.bind}:${config.port}`;
 
 /** The password piped to stdin, without the newline that ends it. */
 async function readPassword(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 const commands: Record<string, Command> = {
@@ -58,14 +62,25 @@ const commands: Record<string, Command> = {
     };
   },
   'create-user': async (store, args) => {
-    const opts = options(args, { email: { type: 'string' }, account: { type: 'string' }, role: { type: 'string' }, 'password-stdin': { type: 'boolean' } });
+    const opts = options(args, {
+      email: { type: 'string' },
+      account: { type: 'string' },
+      role: { type: 'string' },
+      'password-stdin': { type: 'boolean' },
+    });
     const email = required(opts.email, '--email');
     const accountId = uuid(opts.account, '--account');
     const role = required(opts.role, '--role') as Role;
     if (!ROLES.includes(role)) throw new UsageError(`--role must be ${ROLES.join(' or ')}`);
-    if (opts['password-stdin'] !== true) throw new UsageError('--password-stdin is required: pipe the password in, so it never appears in the command line');
+    if (opts['password-stdin'] !== true)
+      throw new UsageError(
+        '--password-stdin is required: pipe the password in, so it never appears in the command line',
+      );
     const created = await createUser(store, { email, accountId, role, password: await readPassword() });
-    return { json: created, text: `Created user ${created.user.id} (${created.user.email}), ${role} of account ${accountId}` };
+    return {
+      json: created,
+      text: `Created user ${created.user.id} (${created.user.email}), ${role} of account ${accountId}`,
+    };
   },
   'reset-password': async (store, args, config) => {
     const opts = options(args, { email: { type: 'string' } });
@@ -83,9 +98,13 @@ const commands: Record<string, Command> = {
     const accountId = uuid(opts.account, '--account');
     const raw = required(opts.bytes, '--bytes');
     const bytes = raw === 'default' ? null : Number(raw);
-    if (bytes !== null && (!Number.isSafeInteger(bytes) || bytes < 0)) throw new UsageError('--bytes must be a number of bytes, or "default" for the plan’s limit');
+    if (bytes !== null && (!Number.isSafeInteger(bytes) || bytes < 0))
+      throw new UsageError('--bytes must be a number of bytes, or "default" for the plan’s limit');
     const usage = await setStorageLimit(store, config, accountId, bytes);
-    const limit = usage.limitBytes === null ? 'no limit' : `a limit of ${formatBytes(usage.limitBytes)} (${usage.limitBytes} bytes)`;
+    const limit =
+      usage.limitBytes === null
+        ? 'no limit'
+        : `a limit of ${formatBytes(usage.limitBytes)} (${usage.limitBytes} bytes)`;
     return {
       json: { accountId, storage: usage },
       text: `Account ${accountId} stores ${formatBytes(usage.usedBytes)}, with ${limit}${bytes === null ? ', its plan’s' : ''}`,
@@ -94,17 +113,28 @@ const commands: Record<string, Command> = {
   'list-keys': async (store, args) => {
     const opts = options(args, { account: { type: 'string' } });
     const keys = await listKeys(store, uuid(opts.account, '--account'));
-    const lines = keys.map((k) => `${k.id}  ${k.permission.padEnd(5)}  created ${k.createdAt}${k.revokedAt ? `  revoked ${k.revokedAt}` : ''}`);
+    const lines = keys.map(
+      (k) =>
+        `${k.id}  ${k.permission.padEnd(5)}  created ${k.createdAt}${k.revokedAt ? `  revoked ${k.revokedAt}` : ''}`,
+    );
     return { json: { keys }, text: lines.join('\n') || 'no keys' };
   },
   nodes: async (store, args) => {
     options(args, {});
     const listed = await listNodes(store.db);
     // The sites whose databases each node holds, for the JSON form (the text counts them).
-    const placed = (await store.db('databases').whereNotNull('node_id').orderBy('site_id').select('node_id', 'site_id')) as Array<{ node_id: string; site_id: string }>;
-    const nodes = listed.map((node) => ({ ...node, databaseSites: placed.filter((row) => row.node_id === node.id).map((row) => row.site_id) }));
+    const placed = (await store
+      .db('databases')
+      .whereNotNull('node_id')
+      .orderBy('site_id')
+      .select('node_id', 'site_id')) as Array<{ node_id: string; site_id: string }>;
+    const nodes = listed.map((node) => ({
+      ...node,
+      databaseSites: placed.filter((row) => row.node_id === node.id).map((row) => row.site_id),
+    }));
     const lines = nodes.map(
-      (n) => `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}`,
+      (n) =>
+        `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}`,
     );
     return { json: { nodes }, text: lines.join('\n') || 'no node has started on this metadata yet' };
   },
@@ -122,19 +152,27 @@ function checkDataDir(dataDir: string, create: boolean): void {
   if (create) return;
   const where = path.resolve(dataDir);
   if (!fs.existsSync(where)) {
-    throw new StartupError(`there is no data dir at ${where}: set BERTH_DATA_DIR to the server's data dir, or add ${CREATE_FLAG} to make a new one`);
+    throw new StartupError(
+      `there is no data dir at ${where}: set BERTH_DATA_DIR to the server's data dir, or add ${CREATE_FLAG} to make a new one`,
+    );
   }
   if (!fs.existsSync(path.join(where, 'meta.sqlite'))) {
-    throw new StartupError(`${where} holds no Berth data (no meta.sqlite): set BERTH_DATA_DIR to the server's data dir, or add ${CREATE_FLAG} to start one there`);
+    throw new StartupError(
+      `${where} holds no Berth data (no meta.sqlite): set BERTH_DATA_DIR to the server's data dir, or add ${CREATE_FLAG} to start one there`,
+    );
   }
 }
 
 export async function runAdmin(config: Config, argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   // backup reads BERTH_DATA_DIR without creating or migrating anything; restore makes a new data dir.
-  if (name === 'backup' || name === 'restore') return (await import('./backup.ts')).runBackupCommand(config, name, args);
+  if (name === 'backup' || name === 'restore')
+    return (await import('./backup.ts')).runBackupCommand(config, name, args);
   if (name === 'copy-metadata' || name === 'copy-blobs') {
-    const result = name === 'copy-metadata' ? await (await import('./copy-metadata.ts')).runCopyMetadata(config, args) : await (await import('./copy-blobs.ts')).runCopyBlobs(config, args);
+    const result =
+      name === 'copy-metadata'
+        ? await (await import('./copy-metadata.ts')).runCopyMetadata(config, args)
+        : await (await import('./copy-blobs.ts')).runCopyBlobs(config, args);
     process.stdout.write(args.includes('--json') ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return 0;
   }
@@ -154,7 +192,11 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   const metadata = await openMetadata(config, { create });
   const { db } = metadata;
   try {
-    const result = await command({ db, now: monotonicClock() }, args.filter((arg) => arg !== CREATE_FLAG), config);
+    const result = await command(
+      { db, now: monotonicClock() },
+      args.filter((arg) => arg !== CREATE_FLAG),
+      config,
+    );
     process.stdout.write(json ? `${JSON.stringify(result.json)}\n` : `${result.text}\n`);
     return 0;
   } catch (err) {

@@ -54,7 +54,11 @@ export class ApiClient {
 
   /** One request of any method, its input in the query or a JSON body, as the route reads it. */
   request<T>(method: Method, path: string, input: { query?: Query; body?: unknown }): Promise<T> {
-    return this.#json<T>(method, path, input.body !== undefined ? { json: input.body } : { searchParams: compact(input.query) });
+    return this.#json<T>(
+      method,
+      path,
+      input.body !== undefined ? { json: input.body } : { searchParams: compact(input.query) },
+    );
   }
 
   /** Streams a body to the API; `bytes` lets the server refuse an oversized file before it is sent. */
@@ -82,9 +86,14 @@ export class ApiClient {
   /** Streams an API path, or an absolute URL the API handed out (a signed download link), into `to`. */
   async download(target: string, to: Writable): Promise<void> {
     const options = { throwHttpErrors: false, retry: { limit: 0 }, timeout: { connect: 10_000 } } as const;
-    const stream = /^https?:\/\//.test(target) ? got.stream(target, { ...options, headers: { 'user-agent': `berth-cli/${VERSION}` } }) : this.#got.stream(target, options);
+    const stream = /^https?:\/\//.test(target)
+      ? got.stream(target, { ...options, headers: { 'user-agent': `berth-cli/${VERSION}` } })
+      : this.#got.stream(target, options);
     stream.once('response', (res: Response) => {
-      if (res.statusCode >= 400) stream.destroy(new CliError(`reading ${new URL(res.url).pathname} answered ${res.statusCode}`, { code: 'download_failed' }));
+      if (res.statusCode >= 400)
+        stream.destroy(
+          new CliError(`reading ${new URL(res.url).pathname} answered ${res.statusCode}`, { code: 'download_failed' }),
+        );
     });
     try {
       await pipeline(stream, to);
@@ -103,13 +112,22 @@ export class ApiClient {
     const body = parseJson(response.body);
     // The query endpoint answers a statement the database refused in its own envelope, not as an error.
     if (response.statusCode < 400 || (body as { success?: unknown } | undefined)?.success === false) return body as T;
-    const envelope = (body as { error?: { code?: unknown; message?: unknown; details?: Record<string, unknown> } } | undefined)?.error;
+    const envelope = (
+      body as { error?: { code?: unknown; message?: unknown; details?: Record<string, unknown> } } | undefined
+    )?.error;
     const error =
       typeof envelope?.code === 'string' && typeof envelope.message === 'string'
         ? { code: envelope.code, message: envelope.message, details: envelope.details }
-        : { code: `http_${response.statusCode}`, message: `${this.url} answered ${response.statusCode} ${response.statusMessage ?? ''}`.trim() };
+        : {
+            code: `http_${response.statusCode}`,
+            message: `${this.url} answered ${response.statusCode} ${response.statusMessage ?? ''}`.trim(),
+          };
     if (response.statusCode === 401) {
-      throw new ApiError(401, { ...error, message: `${this.url} refused the API key from ${this.#keySource}: ${error.message}` }, { exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT });
+      throw new ApiError(
+        401,
+        { ...error, message: `${this.url} refused the API key from ${this.#keySource}: ${error.message}` },
+        { exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT },
+      );
     }
     throw new ApiError(response.statusCode, error);
   }
@@ -130,9 +148,21 @@ export class ApiClient {
   }
 }
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]);
 
-const compact = (query: Query = {}) => Object.fromEntries(Object.entries(query).filter((entry): entry is [string, string | number] => entry[1] !== undefined));
+const compact = (query: Query = {}) =>
+  Object.fromEntries(
+    Object.entries(query).filter((entry): entry is [string, string | number] => entry[1] !== undefined),
+  );
 
 function parseJson(text: string): unknown {
   try {

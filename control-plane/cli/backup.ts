@@ -30,9 +30,17 @@ See docs/backup.md.
 
 class BackupUsageError extends Error {}
 
-function parse(args: string[], options: Record<string, { type: 'string' | 'boolean' }>): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+function parse(
+  args: string[],
+  options: Record<string, { type: 'string' | 'boolean' }>,
+): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
   try {
-    return parseArgs({ args, options: { ...options, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: true });
+    return parseArgs({
+      args,
+      options: { ...options, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: true,
+    });
   } catch (err) {
     throw new BackupUsageError((err as Error).message);
   }
@@ -49,11 +57,15 @@ async function passphrase(confirm: boolean): Promise<string> {
   let value: string;
   if (stdinIsTerminal()) {
     value = await ask('Passphrase for the master key (not shown): ', { hidden: true });
-    if (confirm && (await ask('The same passphrase again: ', { hidden: true })) !== value) throw new BackupUsageError('the two passphrases differ');
+    if (confirm && (await ask('The same passphrase again: ', { hidden: true })) !== value)
+      throw new BackupUsageError('the two passphrases differ');
   } else {
     value = (await readStdin()).replace(/\r?\n$/, '');
   }
-  if (value === '') throw new BackupUsageError('no passphrase on stdin: pipe it in, e.g. berth admin backup <file> --master-key-passphrase-stdin < /path/to/passphrase');
+  if (value === '')
+    throw new BackupUsageError(
+      'no passphrase on stdin: pipe it in, e.g. berth admin backup <file> --master-key-passphrase-stdin < /path/to/passphrase',
+    );
   return value;
 }
 
@@ -77,7 +89,8 @@ async function moveMetadataInto(target: Metadata, dataDir: string): Promise<void
     await fsp.rm(dataDir, { recursive: true, force: true });
     throw err;
   }
-  for (const name of ['meta.sqlite', 'meta.sqlite-wal', 'meta.sqlite-shm']) await fsp.rm(path.join(dataDir, name), { force: true });
+  for (const name of ['meta.sqlite', 'meta.sqlite-wal', 'meta.sqlite-shm'])
+    await fsp.rm(path.join(dataDir, name), { force: true });
 }
 
 /** The PostgreSQL metadata, from one snapshot, as a SQLite file of the same schema (what an archive holds). */
@@ -104,10 +117,14 @@ async function backup(config: Config, args: string[]): Promise<Result> {
   });
   const file = onePositional(positionals, 'backup file');
   const leave = values['leave-blobs-in-store'] === true;
-  if (leave && !config.objectStore) throw new BackupUsageError('--leave-blobs-in-store needs an object store (BERTH_OBJECT_STORE): the blob directory is backed up by copying it');
+  if (leave && !config.objectStore)
+    throw new BackupUsageError(
+      '--leave-blobs-in-store needs an object store (BERTH_OBJECT_STORE): the blob directory is backed up by copying it',
+    );
   const wrap = values['master-key-passphrase-stdin'] === true;
   const omit = values['without-master-key'] === true;
-  if (wrap && omit) throw new BackupUsageError('--master-key-passphrase-stdin and --without-master-key exclude each other');
+  if (wrap && omit)
+    throw new BackupUsageError('--master-key-passphrase-stdin and --without-master-key exclude each other');
   if (!wrap && !omit) {
     throw new BackupUsageError(
       'say what to do with the master key, which decrypts the secrets: --master-key-passphrase-stdin wraps it with a passphrase read from stdin, --without-master-key leaves it out (then keep master.key safely yourself: a restore needs it)',
@@ -116,7 +133,10 @@ async function backup(config: Config, args: string[]): Promise<Result> {
   let masterKey: { mode: 'omitted' } | { mode: 'wrapped'; passphrase: string } = { mode: 'omitted' };
   if (wrap) {
     const phrase = await passphrase(true);
-    if ([...phrase].length < MIN_PASSPHRASE_LENGTH) throw new BackupUsageError(`the passphrase must be at least ${MIN_PASSPHRASE_LENGTH} characters: the wrapped key is only as strong as it`);
+    if ([...phrase].length < MIN_PASSPHRASE_LENGTH)
+      throw new BackupUsageError(
+        `the passphrase must be at least ${MIN_PASSPHRASE_LENGTH} characters: the wrapped key is only as strong as it`,
+      );
     masterKey = { mode: 'wrapped', passphrase: phrase };
   }
   const blobs = openBlobStore(config);
@@ -144,7 +164,8 @@ async function backup(config: Config, args: string[]): Promise<Result> {
       ? '  master key: wrapped with your passphrase; a restore asks for it'
       : `  master key: left out; keep ${masterKeyFileOf(config)} safe and apart from this file: a restore needs it (--master-key)`,
   ];
-  if (report.deletedDuringBackup.length > 0) lines.push(`  site databases deleted while the backup ran, left out: ${report.deletedDuringBackup.join(', ')}`);
+  if (report.deletedDuringBackup.length > 0)
+    lines.push(`  site databases deleted while the backup ran, left out: ${report.deletedDuringBackup.join(', ')}`);
   return { json: { backup: report }, text: lines.filter(Boolean).join('\n') };
 }
 
@@ -156,19 +177,31 @@ async function restore(config: Config, args: string[]): Promise<Result> {
   });
   const file = onePositional(positionals, 'backup file');
   const dataDir = values['data-dir'];
-  if (typeof dataDir !== 'string' || dataDir.trim() === '') throw new BackupUsageError('--data-dir <empty dir> is required: the new data dir to restore into');
+  if (typeof dataDir !== 'string' || dataDir.trim() === '')
+    throw new BackupUsageError('--data-dir <empty dir> is required: the new data dir to restore into');
   const keyFile = values['master-key'];
   const wrap = values['master-key-passphrase-stdin'] === true;
-  if (typeof keyFile === 'string' && wrap) throw new BackupUsageError('--master-key and --master-key-passphrase-stdin exclude each other');
-  const masterKey = typeof keyFile === 'string' ? { file: keyFile } : wrap ? { passphrase: await passphrase(false) } : null;
+  if (typeof keyFile === 'string' && wrap)
+    throw new BackupUsageError('--master-key and --master-key-passphrase-stdin exclude each other');
+  const masterKey =
+    typeof keyFile === 'string' ? { file: keyFile } : wrap ? { passphrase: await passphrase(false) } : null;
   // With BERTH_DATABASE_URL, the metadata goes into that database: it must be empty before anything is restored.
   const target = config.databaseUrl ? await openMetadata(config) : undefined;
   // With BERTH_OBJECT_STORE, the blobs and exports go into that store.
   const objectStore = config.objectStore ? openBlobStore(config) : undefined;
   let report;
   try {
-    if (target) await assertEmpty(target.db).catch((err: Error) => Promise.reject(new BackupError('target_not_empty', `${target.where}: ${err.message}; nothing was restored`)));
-    report = await restoreBackup({ file, dataDir, knownMigrations: await migrationSource.getMigrations([]), masterKey, ...(objectStore ? { objectStore } : {}) });
+    if (target)
+      await assertEmpty(target.db).catch((err: Error) =>
+        Promise.reject(new BackupError('target_not_empty', `${target.where}: ${err.message}; nothing was restored`)),
+      );
+    report = await restoreBackup({
+      file,
+      dataDir,
+      knownMigrations: await migrationSource.getMigrations([]),
+      masterKey,
+      ...(objectStore ? { objectStore } : {}),
+    });
     if (target) {
       await moveMetadataInto(target, report.dataDir);
       await forgetPlacements(target.db);
@@ -186,7 +219,9 @@ async function restore(config: Config, args: string[]): Promise<Result> {
       target ? `  metadata: into ${target.where}` : '',
       objectStore ? `  blobs and exports: in ${objectStore.location}` : '',
       `Start it with: BERTH_DATA_DIR=${report.dataDir}${target ? ' BERTH_DATABASE_URL=…' : ''} npx berth serve`,
-    ].filter(Boolean).join('\n'),
+    ]
+      .filter(Boolean)
+      .join('\n'),
   };
 }
 
@@ -215,7 +250,9 @@ export async function runBackupCommand(config: Config, name: 'backup' | 'restore
         ? err.code
         : err instanceof StorageUnavailableError
           ? 'storage_unavailable'
-          : typeof errno === 'string' && /^E[A-Z]+$/.test(errno) ? errno.toLowerCase() : null;
+          : typeof errno === 'string' && /^E[A-Z]+$/.test(errno)
+            ? errno.toLowerCase()
+            : null;
     if (code === null) throw err;
     const message = (err as Error).message;
     if (json) process.stdout.write(`${JSON.stringify({ error: { code, message } })}\n`);

@@ -32,11 +32,15 @@ if (supported) {
     );
     process.exit(1);
   }
-  console.error(`berth: this machine's Node is ${process.versions.node}; running on ${path.relative(process.cwd(), fetched) || fetched}`);
+  console.error(
+    `berth: this machine's Node is ${process.versions.node}; running on ${path.relative(process.cwd(), fetched) || fetched}`,
+  );
   // The child gets the terminal. Ctrl-C reaches it with the rest of the group, so the parent only waits
   // (a second SIGINT would make the server stop at once); SIGTERM and SIGHUP sent to the parent alone are
   // passed on (the server ignores a repeat of those). The child's status becomes the command's.
-  const child = spawn(fetched, [...process.execArgv, import.meta.filename, ...process.argv.slice(2)], { stdio: 'inherit' });
+  const child = spawn(fetched, [...process.execArgv, import.meta.filename, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+  });
   process.on('SIGINT', () => {});
   for (const signal of /** @type {const} */ (['SIGTERM', 'SIGHUP'])) process.on(signal, () => child.kill(signal));
   child.once('exit', (code, signal) => process.exit(code ?? 128 + (signal ? os.constants.signals[signal] : 0)));

@@ -30,7 +30,11 @@ export class CliError extends Error {
 export class ApiError extends CliError {
   readonly status: number;
 
-  constructor(status: number, envelope: { code: string; message: string; details?: Record<string, unknown> }, options: Partial<CliErrorOptions> = {}) {
+  constructor(
+    status: number,
+    envelope: { code: string; message: string; details?: Record<string, unknown> },
+    options: Partial<CliErrorOptions> = {},
+  ) {
     const recovery = envelope.details?.recovery;
     super(envelope.message, {
       code: envelope.code,
@@ -46,6 +50,7 @@ export class ApiError extends CliError {
 export function toCliError(err: unknown): CliError {
   if (err instanceof CliError) return err;
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return new CliError((err as Error).message, { code: code.toLowerCase() });
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code))
+    return new CliError((err as Error).message, { code: code.toLowerCase() });
   throw err;
 }

@@ -27,14 +27,22 @@ import { options, uuid } from './admin-options.ts';
 /** A move sends a file of up to the database size limit and checks it on both sides. */
 const MOVE_TIMEOUT_MS = 30 * 60_000;
 
-const line = (m: MoveReport) => `moved ${m.siteId} to ${m.to}: ${formatBytes(m.bytes)}, ${m.rows} rows in ${m.tables} tables checked; writes waited ${m.pausedMs} ms`;
+const line = (m: MoveReport) =>
+  `moved ${m.siteId} to ${m.to}: ${formatBytes(m.bytes)}, ${m.rows} rows in ${m.tables} tables checked; writes waited ${m.pausedMs} ms`;
 
 /** A client of the nodes' channel, signing as the operator on this host. */
-const channelClient = (config: Config) => new ChannelClient(channelKey(loadMasterKey(masterKeyFileOf(config))), `admin@${os.hostname()}`, readChannelTls(config.clusterTls));
+const channelClient = (config: Config) =>
+  new ChannelClient(
+    channelKey(loadMasterKey(masterKeyFileOf(config))),
+    `admin@${os.hostname()}`,
+    readChannelTls(config.clusterTls),
+  );
 
 /** Of `nodes`, the one that can take a database and holds the fewest. */
 function leastHeld(nodes: NodeView[]): NodeView | undefined {
-  return nodes.filter((n) => takesDatabases(n) && n.address !== '').sort((a, b) => a.databases - b.databases || a.id.localeCompare(b.id))[0];
+  return nodes
+    .filter((n) => takesDatabases(n) && n.address !== '')
+    .sort((a, b) => a.databases - b.databases || a.id.localeCompare(b.id))[0];
 }
 
 /** How long ago `time` was, in words: "3 minutes". */
@@ -46,31 +54,57 @@ function age(time: string, now = Date.now()): string {
   return `${Math.round(seconds / 86_400)} days`;
 }
 
-export async function drainNode(store: Store, args: string[], config: Config): Promise<{ json: unknown; text: string }> {
+export async function drainNode(
+  store: Store,
+  args: string[],
+  config: Config,
+): Promise<{ json: unknown; text: string }> {
   const positional = args.filter((arg) => !arg.startsWith('--'));
   const unknown = args.filter((arg) => arg.startsWith('--') && arg !== '--json');
   if (unknown.length > 0) throw new UsageError(`unknown option ${unknown[0]}`);
-  if (positional.length !== 1) throw new UsageError('usage: berth admin drain-node <node id>   (berth admin nodes lists them)');
+  if (positional.length !== 1)
+    throw new UsageError('usage: berth admin drain-node <node id>   (berth admin nodes lists them)');
   const id = positional[0]!;
-  if (!config.databaseUrl) throw new BerthError('invalid_request', 'on SQLite metadata there is one node, which holds every site database: there is nowhere to move them');
+  if (!config.databaseUrl)
+    throw new BerthError(
+      'invalid_request',
+      'on SQLite metadata there is one node, which holds every site database: there is nowhere to move them',
+    );
   const json = args.includes('--json');
   const { db } = store;
   const node = (await listNodes(db)).find((n) => n.id === id);
   if (!node) throw new BerthError('not_found', `there is no node ${id}; berth admin nodes lists them`);
-  if (node.state !== 'up') throw new BerthError('database_unavailable', `node ${id} is ${node.state}: its databases can only be copied by the node itself, so start it first`);
-  if (node.address === '') throw new BerthError('invalid_request', `node ${id} has no cluster address: no other node can take its databases`);
+  if (node.state !== 'up')
+    throw new BerthError(
+      'database_unavailable',
+      `node ${id} is ${node.state}: its databases can only be copied by the node itself, so start it first`,
+    );
+  if (node.address === '')
+    throw new BerthError('invalid_request', `node ${id} has no cluster address: no other node can take its databases`);
   await db('nodes').where({ id }).update({ draining_at: new Date().toISOString() });
 
   const client = channelClient(config);
   const moves: MoveReport[] = [];
   const failures: Array<{ siteId: string; message: string }> = [];
   try {
-    const held = (await db('databases').where({ node_id: id }).orderBy('site_id').select('site_id')) as Array<{ site_id: string }>;
+    const held = (await db('databases').where({ node_id: id }).orderBy('site_id').select('site_id')) as Array<{
+      site_id: string;
+    }>;
     for (const { site_id: siteId } of held) {
       const target = leastHeld((await listNodes(db)).filter((n) => n.id !== id));
-      if (!target) throw new BerthError('database_unavailable', `no other database node is up to take the databases of ${id}; ${moves.length} moved so far`);
+      if (!target)
+        throw new BerthError(
+          'database_unavailable',
+          `no other database node is up to take the databases of ${id}; ${moves.length} moved so far`,
+        );
       try {
-        const report = (await client.call(node.address, siteId, 'move', { to: target.id }, MOVE_TIMEOUT_MS)) as MoveReport;
+        const report = (await client.call(
+          node.address,
+          siteId,
+          'move',
+          { to: target.id },
+          MOVE_TIMEOUT_MS,
+        )) as MoveReport;
         moves.push(report);
         if (!json) process.stdout.write(`${line(report)}\n`);
       } catch (err) {
@@ -82,9 +116,14 @@ export async function drainNode(store: Store, args: string[], config: Config): P
   } finally {
     client.close();
   }
-  const left = Number(((await db('databases').where({ node_id: id }).count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n);
+  const left = Number(
+    ((await db('databases').where({ node_id: id }).count({ n: '*' })) as Array<{ n: number | string }>)[0]!.n,
+  );
   if (failures.length > 0 || left > 0) {
-    throw new BerthError('database_unavailable', `${failures.length} of the databases of ${id} could not be moved and ${left} are still on it; they are served from it as before. Run drain-node again once the cause is fixed`);
+    throw new BerthError(
+      'database_unavailable',
+      `${failures.length} of the databases of ${id} could not be moved and ${left} are still on it; they are served from it as before. Run drain-node again once the cause is fixed`,
+    );
   }
   return {
     json: { node: id, moves },
@@ -92,12 +131,23 @@ export async function drainNode(store: Store, args: string[], config: Config): P
   };
 }
 
-export async function recoverDatabase(store: Store, args: string[], config: Config): Promise<{ json: unknown; text: string }> {
+export async function recoverDatabase(
+  store: Store,
+  args: string[],
+  config: Config,
+): Promise<{ json: unknown; text: string }> {
   const values = options(args, { site: { type: 'string' }, to: { type: 'string' } });
   const siteId = uuid(values.site, '--site');
-  if (!config.databaseUrl) throw new BerthError('invalid_request', 'on SQLite metadata there is one node, and its data dir is the database: restore it from a backup (berth admin restore)');
+  if (!config.databaseUrl)
+    throw new BerthError(
+      'invalid_request',
+      'on SQLite metadata there is one node, and its data dir is the database: restore it from a backup (berth admin restore)',
+    );
   const { db } = store;
-  const row = (await db('databases').leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id').where('databases.site_id', siteId).first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
+  const row = (await db('databases')
+    .leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id')
+    .where('databases.site_id', siteId)
+    .first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
     | { node_id: string | null; copied_at: string | null }
     | undefined;
   if (!row) throw new BerthError('not_found', `site ${siteId} has no database`);
@@ -109,18 +159,41 @@ export async function recoverDatabase(store: Store, args: string[], config: Conf
       `the database is on node ${holder.id}, which is up (it beat at ${holder.heartbeatAt}; a node is down ${LAPSE_MS / 1000} s after its last beat): it needs no recovery, and drain-node moves it without losing a write`,
     );
   }
-  if (row.node_id === null) throw new BerthError('invalid_request', 'the database is not placed on any node yet: start the node whose data dir holds it');
-  if (row.copied_at === null) throw new BerthError('not_found', `there is no copy of the database in the object store: it can only come back with node ${row.node_id}`);
+  if (row.node_id === null)
+    throw new BerthError(
+      'invalid_request',
+      'the database is not placed on any node yet: start the node whose data dir holds it',
+    );
+  if (row.copied_at === null)
+    throw new BerthError(
+      'not_found',
+      `there is no copy of the database in the object store: it can only come back with node ${row.node_id}`,
+    );
   const to = typeof values.to === 'string' ? values.to : undefined;
   const target = to ? nodes.find((n) => n.id === to) : leastHeld(nodes);
-  if (!target) throw new BerthError(to ? 'not_found' : 'database_unavailable', to ? `there is no node ${to}` : 'no database node is up to take the database');
-  if (!takesDatabases(target) || target.address === '') throw new BerthError('invalid_request', `node ${target.id} cannot take the database: it must be up, have the database role and a cluster address, and not be draining`);
+  if (!target)
+    throw new BerthError(
+      to ? 'not_found' : 'database_unavailable',
+      to ? `there is no node ${to}` : 'no database node is up to take the database',
+    );
+  if (!takesDatabases(target) || target.address === '')
+    throw new BerthError(
+      'invalid_request',
+      `node ${target.id} cannot take the database: it must be up, have the database role and a cluster address, and not be draining`,
+    );
   const client = channelClient(config);
   let report: RecoveryReport;
   try {
-    report = (await client.call(target.address, siteId, 'recover', { from: row.node_id }, MOVE_TIMEOUT_MS)) as RecoveryReport;
+    report = (await client.call(
+      target.address,
+      siteId,
+      'recover',
+      { from: row.node_id },
+      MOVE_TIMEOUT_MS,
+    )) as RecoveryReport;
   } catch (err) {
-    if (err instanceof StatementError) throw new BerthError('database_unavailable', `the database was not recovered: ${err.message}`);
+    if (err instanceof StatementError)
+      throw new BerthError('database_unavailable', `the database was not recovered: ${err.message}`);
     throw err;
   } finally {
     client.close();

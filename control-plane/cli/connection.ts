@@ -27,7 +27,8 @@ export function normalizeUrl(text: string, what = 'BERTH_URL'): string {
   } catch {
     throw new UsageError(`${what} must be an http:// or https:// URL, not "${text}"`);
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new UsageError(`${what} must be an http:// or https:// URL, not "${text}"`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new UsageError(`${what} must be an http:// or https:// URL, not "${text}"`);
   parsed.hash = '';
   parsed.search = '';
   return parsed.href.replace(/\/+$/, '');
@@ -39,14 +40,21 @@ export function connectionFromEnv(env: NodeJS.ProcessEnv = process.env): Connect
   if (envKey) return { url: normalizeUrl(envUrl || DEFAULT_URL), key: envKey, keySource: 'BERTH_API_KEY' };
   const stored = readLogin(env);
   if (!stored) {
-    throw new CliError('BERTH_API_KEY is not set and there is no stored login', { code: 'no_api_key', exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT });
+    throw new CliError('BERTH_API_KEY is not set and there is no stored login', {
+      code: 'no_api_key',
+      exitCode: EXIT.UNREACHABLE,
+      hint: CREATE_KEY_HINT,
+    });
   }
   if (envUrl && normalizeUrl(envUrl) !== normalizeUrl(stored.url, 'the stored login’s url')) {
-    throw new CliError(`BERTH_URL is ${normalizeUrl(envUrl)}, but the stored login is for ${stored.url}; its key is not sent elsewhere`, {
-      code: 'login_for_another_server',
-      exitCode: EXIT.UNREACHABLE,
-      hint: `Run \`berth login --url ${normalizeUrl(envUrl)}\`, set BERTH_API_KEY, or unset BERTH_URL.`,
-    });
+    throw new CliError(
+      `BERTH_URL is ${normalizeUrl(envUrl)}, but the stored login is for ${stored.url}; its key is not sent elsewhere`,
+      {
+        code: 'login_for_another_server',
+        exitCode: EXIT.UNREACHABLE,
+        hint: `Run \`berth login --url ${normalizeUrl(envUrl)}\`, set BERTH_API_KEY, or unset BERTH_URL.`,
+      },
+    );
   }
   return { url: stored.url, key: stored.key, keySource: 'the stored login (berth login)' };
 }

@@ -23,7 +23,10 @@ interface CopyReport {
 
 export async function runCopyBlobs(config: Config, args: string[]): Promise<{ json: unknown; text: string }> {
   const to = copyTarget(args);
-  if (!to) throw new UsageError('--to s3://<bucket>[/<prefix>] names the object store to copy into (its endpoint and region from BERTH_S3_*)');
+  if (!to)
+    throw new UsageError(
+      '--to s3://<bucket>[/<prefix>] names the object store to copy into (its endpoint and region from BERTH_S3_*)',
+    );
   let location;
   try {
     location = objectStoreLocation(to, process.env, '--to');
@@ -32,8 +35,15 @@ export async function runCopyBlobs(config: Config, args: string[]): Promise<{ js
     throw err;
   }
   const current = config.objectStore;
-  if (current && current.bucket === location.bucket && current.prefix === location.prefix && current.endpoint === location.endpoint) {
-    throw new UsageError('--to names the object store BERTH_OBJECT_STORE already uses: the source and the target must differ');
+  if (
+    current &&
+    current.bucket === location.bucket &&
+    current.prefix === location.prefix &&
+    current.endpoint === location.endpoint
+  ) {
+    throw new UsageError(
+      '--to names the object store BERTH_OBJECT_STORE already uses: the source and the target must differ',
+    );
   }
 
   // A running server would go on writing blobs and versions while they are copied: it must be stopped.
@@ -41,7 +51,8 @@ export async function runCopyBlobs(config: Config, args: string[]): Promise<{ js
   try {
     lock = lockDataDir(config.dataDir);
   } catch (err) {
-    if (err instanceof DataDirInUse) throw new StartupError(`${err.message}: stop it first, so that no file changes while its blobs are copied`);
+    if (err instanceof DataDirInUse)
+      throw new StartupError(`${err.message}: stop it first, so that no file changes while its blobs are copied`);
     throw err;
   }
   const source = openBlobStore(config);
@@ -57,12 +68,21 @@ export async function runCopyBlobs(config: Config, args: string[]): Promise<{ js
     let blobs: Array<{ sha: string; bytes: number }>;
     let exports: Array<{ id: string }>;
     try {
-      blobs = (await metadata.db('file_versions').select('blob_sha256 as sha').max('bytes as bytes').groupBy('blob_sha256').orderBy('blob_sha256')) as Array<{ sha: string; bytes: number }>;
+      blobs = (await metadata
+        .db('file_versions')
+        .select('blob_sha256 as sha')
+        .max('bytes as bytes')
+        .groupBy('blob_sha256')
+        .orderBy('blob_sha256')) as Array<{ sha: string; bytes: number }>;
       exports = await metadata.db('database_exports').where({ status: 'COMPLETE' }).select('id').orderBy('id');
     } finally {
       await metadata.close();
     }
-    const report: CopyReport = { to: target.location, blobs: { copied: 0, present: 0, bytes: 0 }, exports: { copied: 0, present: 0 } };
+    const report: CopyReport = {
+      to: target.location,
+      blobs: { copied: 0, present: 0, bytes: 0 },
+      exports: { copied: 0, present: 0 },
+    };
     for (const { sha, bytes } of blobs) {
       const size = Number(bytes);
       if ((await target.sizeOf(sha)) === size) {
@@ -72,7 +92,9 @@ export async function runCopyBlobs(config: Config, args: string[]): Promise<{ js
       const stored = await target.put(await source.stream(sha), size);
       stored.unpin();
       if (stored.sha256 !== sha || stored.bytes !== size) {
-        throw new StartupError(`blob ${sha} in ${source.location} does not hold the bytes it is named after (read ${stored.sha256}, ${stored.bytes} bytes): the source is damaged; nothing was switched`);
+        throw new StartupError(
+          `blob ${sha} in ${source.location} does not hold the bytes it is named after (read ${stored.sha256}, ${stored.bytes} bytes): the source is damaged; nothing was switched`,
+        );
       }
       report.blobs.copied++;
       report.blobs.bytes += size;

@@ -11,14 +11,18 @@ import { UsageError, copyTarget } from './usage-error.ts';
 export async function runCopyMetadata(config: Config, args: string[]): Promise<{ json: unknown; text: string }> {
   const to = copyTarget(args);
   if (!/^postgres(ql)?:\/\//.test(to)) throw new UsageError('--to must be the postgres:// URL of an empty database');
-  if (to === config.databaseUrl) throw new UsageError('--to names the database BERTH_DATABASE_URL already uses: the source and the target must differ');
+  if (to === config.databaseUrl)
+    throw new UsageError(
+      '--to names the database BERTH_DATABASE_URL already uses: the source and the target must differ',
+    );
 
   // A running server would go on writing to what is being copied: it must be stopped.
   let lock;
   try {
     lock = config.databaseUrl ? undefined : lockDataDir(config.dataDir);
   } catch (err) {
-    if (err instanceof DataDirInUse) throw new StartupError(`${err.message}: stop it first, so that nothing changes while its metadata is copied`);
+    if (err instanceof DataDirInUse)
+      throw new StartupError(`${err.message}: stop it first, so that nothing changes while its metadata is copied`);
     throw err;
   }
   try {
@@ -32,7 +36,9 @@ export async function runCopyMetadata(config: Config, args: string[]): Promise<{
           json: { from: source.where, to: target.where, tables },
           text: [
             `Copied the metadata of ${source.where} into ${target.where}: ${tables.length} tables, ${rows} rows, each table's rows checked by count and checksum`,
-            ...tables.map((t) => `  ${t.table.padEnd(30)} ${String(t.rows).padStart(8)} rows  sha256 ${t.checksum.slice(0, 16)}`),
+            ...tables.map(
+              (t) => `  ${t.table.padEnd(30)} ${String(t.rows).padStart(8)} rows  sha256 ${t.checksum.slice(0, 16)}`,
+            ),
             'The source is unchanged. To switch, start Berth with the same data dir (it keeps the files, site databases and master key) and',
             `  BERTH_DATABASE_URL=${redacted(to)}`,
           ].join('\n'),

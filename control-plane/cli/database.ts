@@ -8,11 +8,18 @@ export interface Database {
   status: string;
 }
 
-export async function siteDatabase(api: ApiClient, site: Site, options: { create?: boolean } = {}): Promise<{ database: Database; created: boolean }> {
+export async function siteDatabase(
+  api: ApiClient,
+  site: Site,
+  options: { create?: boolean } = {},
+): Promise<{ database: Database; created: boolean }> {
   const { databases } = await api.get<{ databases: Database[] }>(`sites/${site.id}/databases`, { limit: 1 });
   if (databases[0]) return { database: databases[0], created: false };
   if (!options.create) {
-    throw new CliError(`site ${site.subdomain} has no database`, { code: 'no_database', hint: '`berth db migrate <dir> --site <site>` creates it and applies the migrations.' });
+    throw new CliError(`site ${site.subdomain} has no database`, {
+      code: 'no_database',
+      hint: '`berth db migrate <dir> --site <site>` creates it and applies the migrations.',
+    });
   }
   const { database } = await api.post<{ database: Database }>(`sites/${site.id}/databases`);
   return { database, created: true };

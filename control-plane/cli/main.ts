@@ -34,8 +34,16 @@ function baseProgram(): Program {
     .command(watchCommand)
     .command(logsCommand)
     .group({ name: 'files', summary: 'the files of a site’s bucket', commands: [filesPutCommand, filesGetCommand] })
-    .group({ name: 'secrets', summary: 'the site’s secrets, read by its functions with ctx.secrets', commands: [secretsSetCommand] })
-    .group({ name: 'db', summary: 'the site’s SQL database', commands: [dbMigrateCommand, dbExportCommand, dbDeleteCommand] })
+    .group({
+      name: 'secrets',
+      summary: 'the site’s secrets, read by its functions with ctx.secrets',
+      commands: [secretsSetCommand],
+    })
+    .group({
+      name: 'db',
+      summary: 'the site’s SQL database',
+      commands: [dbMigrateCommand, dbExportCommand, dbDeleteCommand],
+    })
     .command(loginCommand)
     .command(logoutCommand)
     .command(mcpCommand)

@@ -19,13 +19,21 @@ export async function readMigrations(dir: string): Promise<{ folder: string; mig
   const names = (await fs.readdir(folder)).filter((name) => name.endsWith('.sql'));
   const misnamed = names.filter((name) => !MIGRATION_NAME.test(name));
   if (misnamed.length > 0) {
-    throw new CliError(`${misnamed.map((n) => path.join(folder, n)).join(', ')}: migration files are named NNNN_description.sql, such as 0002_add_notes.sql`, {
-      code: 'invalid_migration_name',
-    });
+    throw new CliError(
+      `${misnamed.map((n) => path.join(folder, n)).join(', ')}: migration files are named NNNN_description.sql, such as 0002_add_notes.sql`,
+      {
+        code: 'invalid_migration_name',
+      },
+    );
   }
-  if (names.length === 0) throw new CliError(`no migrations in ${folder}: expected files named NNNN_description.sql`, { code: 'no_migrations' });
+  if (names.length === 0)
+    throw new CliError(`no migrations in ${folder}: expected files named NNNN_description.sql`, {
+      code: 'no_migrations',
+    });
   // The API wants the history in ascending order, sorted as JavaScript sorts strings.
-  const migrations = await Promise.all(names.sort().map(async (name) => ({ name, sql: await fs.readFile(path.join(folder, name), 'utf8') })));
+  const migrations = await Promise.all(
+    names.sort().map(async (name) => ({ name, sql: await fs.readFile(path.join(folder, name), 'utf8') })),
+  );
   return { folder, migrations };
 }
 

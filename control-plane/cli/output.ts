@@ -48,7 +48,9 @@ export class Output {
   error(err: CliError): void {
     this.#clearStatus();
     if (this.json) {
-      this.#stdout.write(`${JSON.stringify({ error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } })}\n`);
+      this.#stdout.write(
+        `${JSON.stringify({ error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } })}\n`,
+      );
       return;
     }
     const code = err instanceof ApiError ? ` (${err.code})` : '';

@@ -52,7 +52,10 @@ export class Program {
     if (!parent) {
       const created = this.#root.command(group.name).summary(group.summary).description(group.summary);
       // Read when the help is shown, so that commands added to the group later are included.
-      created.addHelpText('after', () => `\nExamples:\n${(this.#groupExamples.get(created) ?? []).map((e) => `  $ ${e}`).join('\n')}\n`);
+      created.addHelpText(
+        'after',
+        () => `\nExamples:\n${(this.#groupExamples.get(created) ?? []).map((e) => `  $ ${e}`).join('\n')}\n`,
+      );
       parent = created;
     }
     for (const definition of group.commands) {
@@ -91,7 +94,13 @@ export class Program {
   }
 }
 
-async function runCommand(definition: CommandDefinition, out: Output, args: string[], options: Record<string, unknown>, command: Command): Promise<number> {
+async function runCommand(
+  definition: CommandDefinition,
+  out: Output,
+  args: string[],
+  options: Record<string, unknown>,
+  command: Command,
+): Promise<number> {
   let api: ApiClient | undefined;
   let site: Promise<Site> | undefined;
   const client = () => (api ??= new ApiClient(connectionFromEnv()));

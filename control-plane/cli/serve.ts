@@ -34,7 +34,10 @@ export async function serve(config: Config): Promise<number> {
         // the server 10 ms after the process group got one, and supervisors repeat theirs. Only a
         // second Ctrl-C at the terminal cuts the grace period short.
         if (signal !== 'SIGINT') {
-          log.info({ signal }, 'already shutting down; requests in flight keep their grace period (Ctrl-C again to exit at once)');
+          log.info(
+            { signal },
+            'already shutting down; requests in flight keep their grace period (Ctrl-C again to exit at once)',
+          );
           return;
         }
         // Storage survives a crash by design, and workers end with their channel.
@@ -60,6 +63,9 @@ export async function serve(config: Config): Promise<number> {
     for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, stop);
   });
   // Only now: whoever waits for this line may signal at once, and must find the handlers in place.
-  log.info({ url: berth.url, publicUrl: berth.publicUrl, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir }, 'listening');
+  log.info(
+    { url: berth.url, publicUrl: berth.publicUrl, sites: berth.deps.siteUrl('<subdomain>'), dataDir: config.dataDir },
+    'listening',
+  );
   return stopped;
 }

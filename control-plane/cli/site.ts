@@ -30,4 +30,7 @@ export async function resolveSite(api: ApiClient, ref: string): Promise<Site> {
 }
 
 const unknownSite = (what: string) =>
-  new CliError(`${what} in the account of BERTH_API_KEY`, { code: 'site_not_found', hint: '--site takes a site id or its subdomain, as the API returned them.' });
+  new CliError(`${what} in the account of BERTH_API_KEY`, {
+    code: 'site_not_found',
+    hint: '--site takes a site id or its subdomain, as the API returned them.',
+  });

@@ -11,7 +11,12 @@ const CLOCK_SKEW_MS = 30_000;
 /** Nonces remembered at most; past it, requests are refused until old ones expire (a flood, not traffic). */
 const MAX_NONCES = 200_000;
 
-export const SIGNATURE_HEADERS = { node: 'x-berth-node', time: 'x-berth-time', nonce: 'x-berth-nonce', signature: 'x-berth-signature' } as const;
+export const SIGNATURE_HEADERS = {
+  node: 'x-berth-node',
+  time: 'x-berth-time',
+  nonce: 'x-berth-nonce',
+  signature: 'x-berth-signature',
+} as const;
 
 export function channelKey(masterKey: Buffer): Buffer {
   return Buffer.from(crypto.hkdfSync('sha256', masterKey, Buffer.alloc(0), 'berth internal channel v1', 32));
@@ -20,17 +25,42 @@ export function channelKey(masterKey: Buffer): Buffer {
 /** The SHA-256 of a body, hex: what a signature covers of it (a file sent in a stream is hashed as it is read). */
 export const bodyDigest = (body: Uint8Array): string => crypto.createHash('sha256').update(body).digest('hex');
 
-function mac(key: Buffer, method: string, path: string, node: string, time: string, nonce: string, digest: string): string {
-  return crypto.createHmac('sha256', key).update([method.toUpperCase(), path, node, time, nonce, digest].join('\n')).digest('hex');
+function mac(
+  key: Buffer,
+  method: string,
+  path: string,
+  node: string,
+  time: string,
+  nonce: string,
+  digest: string,
+): string {
+  return crypto
+    .createHmac('sha256', key)
+    .update([method.toUpperCase(), path, node, time, nonce, digest].join('\n'))
+    .digest('hex');
 }
 
 /** The headers that authenticate a request from `node`. */
-export function signRequest(key: Buffer, node: string, method: string, path: string, body: Uint8Array, now = Date.now()): Record<string, string> {
+export function signRequest(
+  key: Buffer,
+  node: string,
+  method: string,
+  path: string,
+  body: Uint8Array,
+  now = Date.now(),
+): Record<string, string> {
   return signDigest(key, node, method, path, bodyDigest(body), now);
 }
 
 /** The headers that authenticate a request from `node` whose body has the SHA-256 `digest`. */
-export function signDigest(key: Buffer, node: string, method: string, path: string, digest: string, now = Date.now()): Record<string, string> {
+export function signDigest(
+  key: Buffer,
+  node: string,
+  method: string,
+  path: string,
+  digest: string,
+  now = Date.now(),
+): Record<string, string> {
   const time = String(now);
   const nonce = crypto.randomBytes(16).toString('hex');
   return {
@@ -61,15 +91,28 @@ export class RequestVerifier {
   }
 
   /** Returns the sending node's id, or throws ChannelAuthError saying what was wrong (never the key). */
-  verify(headers: Record<string, string | string[] | undefined>, method: string, path: string, body: Uint8Array, now = Date.now()): string {
+  verify(
+    headers: Record<string, string | string[] | undefined>,
+    method: string,
+    path: string,
+    body: Uint8Array,
+    now = Date.now(),
+  ): string {
     return this.verifyDigest(headers, method, path, bodyDigest(body), now);
   }
 
   /** verify() for a body already read elsewhere (a file streamed to disk), by its SHA-256. */
-  verifyDigest(headers: Record<string, string | string[] | undefined>, method: string, path: string, digest: string, now = Date.now()): string {
+  verifyDigest(
+    headers: Record<string, string | string[] | undefined>,
+    method: string,
+    path: string,
+    digest: string,
+    now = Date.now(),
+  ): string {
     const { node, time, nonce, signature } = this.#signed(headers, now);
     const expected = Buffer.from(mac(this.#key, method, path, node, time, nonce, digest), 'hex');
-    if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'hex'))) throw new ChannelAuthError('the signature does not match: the nodes do not share one master key');
+    if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'hex')))
+      throw new ChannelAuthError('the signature does not match: the nodes do not share one master key');
     this.#forgetExpired(now);
     if (this.#seen.has(nonce)) throw new ChannelAuthError('the request was replayed');
     if (this.#seen.size >= MAX_NONCES) throw new ChannelAuthError('too many requests to remember; try again shortly');
@@ -77,7 +120,10 @@ export class RequestVerifier {
     return node;
   }
 
-  #signed(headers: Record<string, string | string[] | undefined>, now: number): { node: string; time: string; nonce: string; signature: string } {
+  #signed(
+    headers: Record<string, string | string[] | undefined>,
+    now: number,
+  ): { node: string; time: string; nonce: string; signature: string } {
     const header = (name: string) => {
       const value = headers[name];
       return typeof value === 'string' ? value : '';
@@ -86,8 +132,10 @@ export class RequestVerifier {
     const time = header(SIGNATURE_HEADERS.time);
     const nonce = header(SIGNATURE_HEADERS.nonce);
     const signature = header(SIGNATURE_HEADERS.signature);
-    if (!node || !/^\d{1,15}$/.test(time) || !/^[0-9a-f]{32}$/.test(nonce) || !/^[0-9a-f]{64}$/.test(signature)) throw new ChannelAuthError('the request is not signed');
-    if (Math.abs(now - Number(time)) > CLOCK_SKEW_MS) throw new ChannelAuthError('the request is too old or from the future: check the nodes\u2019 clocks');
+    if (!node || !/^\d{1,15}$/.test(time) || !/^[0-9a-f]{32}$/.test(nonce) || !/^[0-9a-f]{64}$/.test(signature))
+      throw new ChannelAuthError('the request is not signed');
+    if (Math.abs(now - Number(time)) > CLOCK_SKEW_MS)
+      throw new ChannelAuthError('the request is too old or from the future: check the nodes\u2019 clocks');
     return { node, time, nonce, signature };
   }
 

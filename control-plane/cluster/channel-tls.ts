@@ -12,8 +12,14 @@ export function readChannelTls(files: Config['clusterTls']): ChannelTls | null {
     try {
       return fs.readFileSync(file);
     } catch (err) {
-      throw new StartupError(`${name} is ${file}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      throw new StartupError(
+        `${name} is ${file}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+      );
     }
   };
-  return { cert: read('BERTH_CLUSTER_TLS_CERT', files.cert), key: read('BERTH_CLUSTER_TLS_KEY', files.key), ca: read('BERTH_CLUSTER_TLS_CA', files.ca) };
+  return {
+    cert: read('BERTH_CLUSTER_TLS_CERT', files.cert),
+    key: read('BERTH_CLUSTER_TLS_KEY', files.key),
+    ca: read('BERTH_CLUSTER_TLS_CA', files.ca),
+  };
 }

@@ -15,7 +15,13 @@ import { pipeline } from 'node:stream/promises';
 import crypto from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from '../log.ts';
-import { type Access, type SiteDatabaseProvider, type Statement, type StatementResult, StatementError } from '../../storage/site-database.ts';
+import {
+  type Access,
+  type SiteDatabaseProvider,
+  type Statement,
+  type StatementResult,
+  StatementError,
+} from '../../storage/site-database.ts';
 import type { Census, SiteDatabases } from '../../storage/site-database.ts';
 import { BlobTooLargeError, readWhole } from '../../storage/blob-store.ts';
 import { MAX_DB_FRAME_BYTES } from '../../storage/database-protocol.ts';
@@ -81,7 +87,14 @@ export interface RecoveryReport {
 function encodeRows(result: StatementResult) {
   return {
     ...result,
-    rows: result.rows.map((row) => Object.fromEntries(Object.entries(row).map(([column, value]) => [column, Buffer.isBuffer(value) ? { $blob: value.toString('base64') } : value]))),
+    rows: result.rows.map((row) =>
+      Object.fromEntries(
+        Object.entries(row).map(([column, value]) => [
+          column,
+          Buffer.isBuffer(value) ? { $blob: value.toString('base64') } : value,
+        ]),
+      ),
+    ),
   };
 }
 
@@ -89,7 +102,14 @@ function decodeRows(result: StatementResult): StatementResult {
   return {
     ...result,
     rows: result.rows.map((row) =>
-      Object.fromEntries(Object.entries(row).map(([column, value]) => [column, value !== null && typeof value === 'object' && '$blob' in value ? Buffer.from(String(value.$blob), 'base64') : value])),
+      Object.fromEntries(
+        Object.entries(row).map(([column, value]) => [
+          column,
+          value !== null && typeof value === 'object' && '$blob' in value
+            ? Buffer.from(String(value.$blob), 'base64')
+            : value,
+        ]),
+      ),
     ),
   };
 }
@@ -142,10 +162,14 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? '';
     const match = PATH.exec(url);
-    if (req.method !== 'POST' || !match || (!Object.hasOwn(BODIES, match[2]!) && match[2] !== RECEIVE)) return answer(res, 404, { error: 'no such call' });
+    if (req.method !== 'POST' || !match || (!Object.hasOwn(BODIES, match[2]!) && match[2] !== RECEIVE))
+      return answer(res, 404, { error: 'no such call' });
     const refuse = (err: unknown) => {
       if (!(err instanceof ChannelAuthError)) throw err;
-      options.log.warn({ remote: req.socket.remoteAddress, reason: err.message }, 'refused a call on the internal channel');
+      options.log.warn(
+        { remote: req.socket.remoteAddress, reason: err.message },
+        'refused a call on the internal channel',
+      );
       answer(res, 401, { error: err.message });
     };
     try {
@@ -175,9 +199,18 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
     // of a copy never placed here); a recovery is of a database placed on a lost node.
     const where = await options.whereIs(siteId);
     if (NOT_HERE_ONLY.has(op)) {
-      if (where === 'here') return answer(res, 200, { ok: false, reason: 'failed', message: 'this node holds the site\u2019s database: it is not removed' });
+      if (where === 'here')
+        return answer(res, 200, {
+          ok: false,
+          reason: 'failed',
+          message: 'this node holds the site\u2019s database: it is not removed',
+        });
     } else if (where === 'elsewhere') {
-      return answer(res, 200, { ok: false, reason: 'moved', message: 'this node does not hold the site\u2019s database' });
+      return answer(res, 200, {
+        ok: false,
+        reason: 'moved',
+        message: 'this node does not hold the site\u2019s database',
+      });
     } else if (where === 'none') {
       return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the site has no database' });
     }
@@ -193,7 +226,11 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
     } catch (err) {
       if (!(err instanceof StatementError)) {
         options.log.error({ err, from, op }, 'a call on the internal channel failed');
-        return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the database node could not run the call' });
+        return answer(res, 200, {
+          ok: false,
+          reason: 'unavailable',
+          message: 'the database node could not run the call',
+        });
       }
       answer(res, 200, { ok: false, reason: err.reason, message: err.message });
     }
@@ -205,7 +242,9 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
       else res.destroy();
     });
   };
-  const server = options.tls ? https.createServer({ ...options.tls, requestCert: true, rejectUnauthorized: true }, handle) : http.createServer(handle);
+  const server = options.tls
+    ? https.createServer({ ...options.tls, requestCert: true, rejectUnauthorized: true }, handle)
+    : http.createServer(handle);
   // Callers keep their connections; Node's agent closes an idle one a second before the Keep-Alive
   // timeout this announces, so a call never goes out on a connection the server is closing.
   server.keepAliveTimeout = 65_000;
@@ -219,10 +258,23 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
  * when the metadata does not place the database on another node: a copy never replaces a database
  * this node holds.
  */
-async function receive(options: ChannelServerOptions, siteId: string, url: string, req: http.IncomingMessage, res: http.ServerResponse, refuse: (err: unknown) => void): Promise<void> {
-  if ((await options.whereIs(siteId)) !== 'elsewhere') return answer(res, 200, { ok: false, reason: 'failed', message: 'this node does not take a copy of that database: the metadata does not place it on another node' });
+async function receive(
+  options: ChannelServerOptions,
+  siteId: string,
+  url: string,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  refuse: (err: unknown) => void,
+): Promise<void> {
+  if ((await options.whereIs(siteId)) !== 'elsewhere')
+    return answer(res, 200, {
+      ok: false,
+      reason: 'failed',
+      message: 'this node does not take a copy of that database: the metadata does not place it on another node',
+    });
   const declared = Number(req.headers['content-length']);
-  if (!Number.isSafeInteger(declared) || declared > options.maxReceiveBytes) return answer(res, 413, { error: 'the database file is larger than this node takes' });
+  if (!Number.isSafeInteger(declared) || declared > options.maxReceiveBytes)
+    return answer(res, 413, { error: 'the database file is larger than this node takes' });
   const dir = await options.provider.incoming(siteId);
   let installed = false;
   try {
@@ -259,7 +311,12 @@ async function receive(options: ChannelServerOptions, siteId: string, url: strin
   }
 }
 
-async function runOp(provider: SiteDatabaseProvider, siteId: string, op: Exclude<Op, 'dump' | 'move' | 'recover'>, input: Record<string, unknown>): Promise<unknown> {
+async function runOp(
+  provider: SiteDatabaseProvider,
+  siteId: string,
+  op: Exclude<Op, 'dump' | 'move' | 'recover'>,
+  input: Record<string, unknown>,
+): Promise<unknown> {
   switch (op) {
     case 'create':
       return provider.create(siteId);
@@ -303,14 +360,22 @@ export class ChannelClient {
     this.#key = key;
     this.#nodeId = nodeId;
     this.#tls = tls !== null;
-    this.#agent = tls ? new https.Agent({ keepAlive: true, maxSockets: 64, ...tls }) : new http.Agent({ keepAlive: true, maxSockets: 64 });
+    this.#agent = tls
+      ? new https.Agent({ keepAlive: true, maxSockets: 64, ...tls })
+      : new http.Agent({ keepAlive: true, maxSockets: 64 });
   }
 
   /**
    * Runs `op` on the node at `address`. A call is sent once: it is retried only when the connection
    * was refused, when nothing was sent and nothing can have been applied.
    */
-  async call(address: string, siteId: string, op: Exclude<Op, 'dump'>, input: object, timeoutMs: number): Promise<unknown> {
+  async call(
+    address: string,
+    siteId: string,
+    op: Exclude<Op, 'dump'>,
+    input: object,
+    timeoutMs: number,
+  ): Promise<unknown> {
     const body = Buffer.from(JSON.stringify(input));
     let response: { status: number; body: Buffer };
     try {
@@ -347,7 +412,8 @@ export class ChannelClient {
           await handle.write(chunk as Buffer);
           bytes += (chunk as Buffer).length;
         }
-        if (res.headers['content-length'] !== String(bytes)) throw new StatementError('unavailable', 'the dump was cut off on its way from the database node');
+        if (res.headers['content-length'] !== String(bytes))
+          throw new StatementError('unavailable', 'the dump was cut off on its way from the database node');
       }).catch((err: unknown) => {
         throw err instanceof StatementError ? err : unreachable(err);
       });
@@ -400,28 +466,53 @@ export class ChannelClient {
     }).then(() => ({ status, body: received }));
   }
 
-  #send(address: string, path: string, body: Buffer | FileBody, timeoutMs: number, read: (res: http.IncomingMessage) => Promise<void>): Promise<void> {
+  #send(
+    address: string,
+    path: string,
+    body: Buffer | FileBody,
+    timeoutMs: number,
+    read: (res: http.IncomingMessage) => Promise<void>,
+  ): Promise<void> {
     const url = new URL(path, address);
     const json = Buffer.isBuffer(body);
     this.#calls++;
     return new Promise<void>((resolve, reject) => {
       // Every node of a cluster speaks TLS on its channel, or none does.
-      if ((url.protocol === 'https:') !== this.#tls) throw Object.assign(new Error(`this node's channel ${this.#tls ? 'uses' : 'does not use'} TLS, and ${address} ${this.#tls ? 'does not' : 'does'}`), { code: 'ETLSMISMATCH' });
+      if ((url.protocol === 'https:') !== this.#tls)
+        throw Object.assign(
+          new Error(
+            `this node's channel ${this.#tls ? 'uses' : 'does not use'} TLS, and ${address} ${this.#tls ? 'does not' : 'does'}`,
+          ),
+          { code: 'ETLSMISMATCH' },
+        );
       const req = (this.#tls ? https : http).request(url, {
         method: 'POST',
         agent: this.#agent,
         headers: json
-          ? { 'Content-Type': 'application/json', 'Content-Length': body.length, ...signRequest(this.#key, this.#nodeId, 'POST', path, body) }
-          : { 'Content-Type': 'application/octet-stream', 'Content-Length': body.bytes, ...signDigest(this.#key, this.#nodeId, 'POST', path, body.digest) },
+          ? {
+              'Content-Type': 'application/json',
+              'Content-Length': body.length,
+              ...signRequest(this.#key, this.#nodeId, 'POST', path, body),
+            }
+          : {
+              'Content-Type': 'application/octet-stream',
+              'Content-Length': body.bytes,
+              ...signDigest(this.#key, this.#nodeId, 'POST', path, body.digest),
+            },
         timeout: CONNECT_TIMEOUT_MS,
       });
-      const deadline = setTimeout(() => req.destroy(Object.assign(new Error('the database node did not answer in time'), { code: 'ETIMEDOUT' })), timeoutMs + TRIP_MARGIN_MS);
+      const deadline = setTimeout(
+        () => req.destroy(Object.assign(new Error('the database node did not answer in time'), { code: 'ETIMEDOUT' })),
+        timeoutMs + TRIP_MARGIN_MS,
+      );
       // `timeout` covers an idle socket; once connected, the call may take as long as its own limit.
       req.on('socket', (socket) => {
         if (socket.connecting) socket.once('connect', () => req.setTimeout(0));
         else req.setTimeout(0);
       });
-      req.on('timeout', () => req.destroy(Object.assign(new Error('the database node could not be reached in time'), { code: 'ETIMEDOUT' })));
+      req.on('timeout', () =>
+        req.destroy(Object.assign(new Error('the database node could not be reached in time'), { code: 'ETIMEDOUT' })),
+      );
       req.on('error', (err) => {
         clearTimeout(deadline);
         reject(err);
@@ -458,7 +549,8 @@ async function collect(stream: http.IncomingMessage): Promise<Buffer> {
   try {
     return await readWhole(stream, MAX_ANSWER_BYTES);
   } catch (err) {
-    if (err instanceof BlobTooLargeError) throw new StatementError('unavailable', 'the database node answered more than any result can be');
+    if (err instanceof BlobTooLargeError)
+      throw new StatementError('unavailable', 'the database node answered more than any result can be');
     throw err;
   }
 }
@@ -466,7 +558,10 @@ async function collect(stream: http.IncomingMessage): Promise<Buffer> {
 /** A node that is down, restarting or unreachable is, to the caller, its databases being unavailable. */
 function unreachable(err: unknown): StatementError {
   const code = (err as NodeJS.ErrnoException).code;
-  return new StatementError('unavailable', `the node that holds the site\u2019s database is not answering${code ? ` (${code})` : ''}`);
+  return new StatementError(
+    'unavailable',
+    `the node that holds the site\u2019s database is not answering${code ? ` (${code})` : ''}`,
+  );
 }
 
 /** Thrown when the node asked no longer holds the database: the caller looks its placement up again. */
@@ -479,9 +574,15 @@ function parseOutcome(response: { status: number; body: Buffer }): unknown {
   } catch {
     throw new StatementError('unavailable', 'the database node answered something that is not a result');
   }
-  if (response.status !== 200) throw new StatementError('unavailable', `the database node refused the call: ${parsed.error ?? response.status}`);
+  if (response.status !== 200)
+    throw new StatementError('unavailable', `the database node refused the call: ${parsed.error ?? response.status}`);
   if (parsed.ok === true) return parsed.value;
   if (parsed.reason === 'moved') throw new MovedError(parsed.message);
-  const reason = (REASONS as readonly string[]).includes(parsed.reason ?? '') ? (parsed.reason as Reason) : 'unavailable';
-  throw new StatementError(reason, typeof parsed.message === 'string' ? parsed.message : 'the database node could not run the call');
+  const reason = (REASONS as readonly string[]).includes(parsed.reason ?? '')
+    ? (parsed.reason as Reason)
+    : 'unavailable';
+  throw new StatementError(
+    reason,
+    typeof parsed.message === 'string' ? parsed.message : 'the database node could not run the call',
+  );
 }

@@ -27,13 +27,15 @@ export interface DatabaseCopierOptions {
 
 /** The last time the database's file or its write-ahead log was written. */
 function lastWritten(dir: string): number {
-  return Math.max(...['db.sqlite', 'db.sqlite-wal'].map((name) => {
-    try {
-      return fs.statSync(path.join(dir, name)).mtimeMs;
-    } catch {
-      return 0;
-    }
-  }));
+  return Math.max(
+    ...['db.sqlite', 'db.sqlite-wal'].map((name) => {
+      try {
+        return fs.statSync(path.join(dir, name)).mtimeMs;
+      } catch {
+        return 0;
+      }
+    }),
+  );
 }
 
 export class DatabaseCopier {
@@ -48,7 +50,9 @@ export class DatabaseCopier {
 
   start(intervalMs: number): void {
     this.#timer = setInterval(() => {
-      this.#round = this.#round.then(async () => void (await this.copyChanged())).catch((err) => logJobFailure(this.#options.log, err, 'copying site databases to the object store failed'));
+      this.#round = this.#round
+        .then(async () => void (await this.copyChanged()))
+        .catch((err) => logJobFailure(this.#options.log, err, 'copying site databases to the object store failed'));
     }, intervalMs);
     this.#timer.unref();
   }
@@ -66,7 +70,10 @@ export class DatabaseCopier {
       .leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id')
       .where({ 'databases.node_id': nodeId, 'databases.status': 'READY' })
       .orderBy('databases.site_id')
-      .select('databases.site_id as site_id', 'database_copies.copied_at as copied_at')) as Array<{ site_id: string; copied_at: string | null }>;
+      .select('databases.site_id as site_id', 'database_copies.copied_at as copied_at')) as Array<{
+      site_id: string;
+      copied_at: string | null;
+    }>;
     let copied = 0;
     for (const row of rows) {
       if (this.#stopped) break;
@@ -77,7 +84,9 @@ export class DatabaseCopier {
         await this.copy(row.site_id);
         copied++;
       } catch (err) {
-        logJobFailure(this.#options.log, err, 'a site database could not be copied to the object store', { siteId: row.site_id });
+        logJobFailure(this.#options.log, err, 'a site database could not be copied to the object store', {
+          siteId: row.site_id,
+        });
       }
     }
     return copied;
@@ -106,7 +115,8 @@ export class DatabaseCopier {
     const bytes = await this.#options.blobs.putDatabaseCopy(siteId, file);
     const copiedAt = takenAt.toISOString();
     // Recorded only if no later copy was recorded meanwhile (by the node the database moved to).
-    await this.#options.db('database_copies')
+    await this.#options
+      .db('database_copies')
       .insert({ site_id: siteId, copied_at: copiedAt, bytes })
       .onConflict('site_id')
       .merge()

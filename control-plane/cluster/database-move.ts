@@ -45,11 +45,15 @@ export class MoveError extends StatementError {}
 
 /** Two counts of the same database agree: both whole, with the same tables holding the same number of rows. */
 function compare(source: Census, copy: Census): void {
-  if (copy.integrity !== 'ok') throw new MoveError('unavailable', `the copy failed SQLite's integrity check: ${copy.integrity}`);
+  if (copy.integrity !== 'ok')
+    throw new MoveError('unavailable', `the copy failed SQLite's integrity check: ${copy.integrity}`);
   const names = new Set([...Object.keys(source.tables), ...Object.keys(copy.tables)]);
   for (const name of names) {
     if (source.tables[name] !== copy.tables[name]) {
-      throw new MoveError('unavailable', `the copy does not match: table ${JSON.stringify(name)} holds ${copy.tables[name] ?? 'nothing'} rows there and ${source.tables[name] ?? 'nothing'} here`);
+      throw new MoveError(
+        'unavailable',
+        `the copy does not match: table ${JSON.stringify(name)} holds ${copy.tables[name] ?? 'nothing'} rows there and ${source.tables[name] ?? 'nothing'} here`,
+      );
     }
   }
 }
@@ -68,7 +72,10 @@ export class DatabaseMover {
     const target = (await listNodes(db)).find((node) => node.id === to);
     if (!target) throw new MoveError('failed', `there is no node ${to}`);
     if (target.state !== 'up' || !target.roles.includes('database') || target.address === '') {
-      throw new MoveError('unavailable', `node ${to} cannot take the database: it must be up, have the database role and a cluster address`);
+      throw new MoveError(
+        'unavailable',
+        `node ${to} cannot take the database: it must be up, have the database role and a cluster address`,
+      );
     }
     await this.#lease(siteId, nodeId, to);
     try {
@@ -77,20 +84,46 @@ export class DatabaseMover {
       let outcome: 'moved' | 'kept' = 'kept';
       try {
         const source = await frozen.census();
-        if (source.integrity !== 'ok') throw new MoveError('unavailable', `the database failed SQLite's integrity check here, and is not moved: ${source.integrity}`);
+        if (source.integrity !== 'ok')
+          throw new MoveError(
+            'unavailable',
+            `the database failed SQLite's integrity check here, and is not moved: ${source.integrity}`,
+          );
         const { size: bytes } = await fsp.stat(frozen.file);
         try {
           compare(source, await channel.sendFile(target.address, siteId, frozen.file, SEND_MS));
           outcome = await this.#switch(siteId, to);
         } catch (err) {
-          await channel.call(target.address, siteId, 'remove', {}, SEND_MS).catch((again: unknown) => log.warn({ err: again, siteId, node: to }, 'a copy that did not become the database could not be removed from its node'));
+          await channel
+            .call(target.address, siteId, 'remove', {}, SEND_MS)
+            .catch((again: unknown) =>
+              log.warn(
+                { err: again, siteId, node: to },
+                'a copy that did not become the database could not be removed from its node',
+              ),
+            );
           throw err;
         }
         const rows = Object.values(source.tables).reduce((sum, n) => sum + n, 0);
-        return { siteId, from: nodeId, to, bytes, tables: Object.keys(source.tables).length, rows, pausedMs: Math.round(performance.now() - started) };
+        return {
+          siteId,
+          from: nodeId,
+          to,
+          bytes,
+          tables: Object.keys(source.tables).length,
+          rows,
+          pausedMs: Math.round(performance.now() - started),
+        };
       } finally {
         await frozen.thaw(outcome, () =>
-          this.#options.copier.copyFile(siteId, frozen.file).catch((err: unknown) => log.warn({ err, siteId }, 'the moved database could not be copied to the object store; its next scheduled copy will be')),
+          this.#options.copier
+            .copyFile(siteId, frozen.file)
+            .catch((err: unknown) =>
+              log.warn(
+                { err, siteId },
+                'the moved database could not be copied to the object store; its next scheduled copy will be',
+              ),
+            ),
         );
         if (outcome === 'moved') await changes.publish({ kind: 'database', siteId });
       }
@@ -105,14 +138,22 @@ export class DatabaseMover {
    */
   async recoverHere(siteId: string, from: string): Promise<RecoveryReport> {
     const { db, nodeId, local, blobs, changes } = this.#options;
-    const row = (await db('databases').leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id').where('databases.site_id', siteId).first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
+    const row = (await db('databases')
+      .leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id')
+      .where('databases.site_id', siteId)
+      .first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
       | { node_id: string | null; copied_at: string | null }
       | undefined;
     if (!row) throw new MoveError('unavailable', 'the site has no database');
     if (row.node_id !== from) throw new MoveError('failed', `the database is not on node ${from}`);
     const holder = (await listNodes(db)).find((node) => node.id === from);
-    if (holder?.state === 'up') throw new MoveError('failed', `node ${from} is up: move its databases with drain-node instead, which loses no write`);
-    if (row.copied_at === null) throw new MoveError('unavailable', 'there is no copy of the database in the object store');
+    if (holder?.state === 'up')
+      throw new MoveError(
+        'failed',
+        `node ${from} is up: move its databases with drain-node instead, which loses no write`,
+      );
+    if (row.copied_at === null)
+      throw new MoveError('unavailable', 'there is no copy of the database in the object store');
     await this.#lease(siteId, from, nodeId);
     try {
       const source = await blobs.openDatabaseCopy(siteId);
@@ -138,7 +179,15 @@ export class DatabaseMover {
       }
       await changes.publish({ kind: 'database', siteId });
       const rows = Object.values(census.tables).reduce((sum, n) => sum + n, 0);
-      return { siteId, from, to: nodeId, copiedAt: row.copied_at, bytes, tables: Object.keys(census.tables).length, rows };
+      return {
+        siteId,
+        from,
+        to: nodeId,
+        copiedAt: row.copied_at,
+        bytes,
+        tables: Object.keys(census.tables).length,
+        rows,
+      };
     } finally {
       await db('database_moves').where({ site_id: siteId, node_id: nodeId }).delete();
     }
@@ -154,10 +203,19 @@ export class DatabaseMover {
     const up = new Set((await listNodes(db)).filter((node) => node.state === 'up').map((node) => node.id));
     const taken = await db.transaction(async (trx) => {
       if (!(await lockRows(trx, 'databases', { site_id: siteId, node_id: from }))) return 'not here';
-      const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as { expires_at: string; node_id: string } | undefined;
+      const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as
+        | { expires_at: string; node_id: string }
+        | undefined;
       if (lease && Date.parse(lease.expires_at) > now.getTime() && up.has(lease.node_id)) return 'leased';
       await trx('database_moves').where({ site_id: siteId }).delete();
-      await trx('database_moves').insert({ site_id: siteId, from_node: from, to_node: to, node_id: nodeId, acquired_at: now.toISOString(), expires_at: new Date(now.getTime() + LEASE_MS).toISOString() });
+      await trx('database_moves').insert({
+        site_id: siteId,
+        from_node: from,
+        to_node: to,
+        node_id: nodeId,
+        acquired_at: now.toISOString(),
+        expires_at: new Date(now.getTime() + LEASE_MS).toISOString(),
+      });
       return 'taken';
     });
     if (taken === 'not here') throw new StatementError('moved', `the site\u2019s database is not on node ${from}`);
@@ -173,14 +231,22 @@ export class DatabaseMover {
     const { db, nodeId } = this.#options;
     try {
       const switched = await db('databases').where({ site_id: siteId, node_id: nodeId }).update({ node_id: to });
-      if (switched !== 1) throw new MoveError('failed', 'the database was deleted or placed elsewhere while it was copied');
+      if (switched !== 1)
+        throw new MoveError('failed', 'the database was deleted or placed elsewhere while it was copied');
       return 'moved';
     } catch (err) {
       if (err instanceof MoveError) throw err;
-      const row = (await db('databases').where({ site_id: siteId }).first('node_id').catch(() => undefined)) as { node_id: string } | undefined;
+      const row = (await db('databases')
+        .where({ site_id: siteId })
+        .first('node_id')
+        .catch(() => undefined)) as { node_id: string } | undefined;
       if (row && row.node_id !== to) throw err;
       // Placed there, or not known: this node stops serving it either way.
-      if (!row) this.#options.log.error({ err, siteId, to }, 'could not learn whether a moved database was placed on its new node; this node no longer serves it');
+      if (!row)
+        this.#options.log.error(
+          { err, siteId, to },
+          'could not learn whether a moved database was placed on its new node; this node no longer serves it',
+        );
       return 'moved';
     }
   }

@@ -38,7 +38,11 @@ export async function adoptDataDir(deps: Deps, dataDir: string, sharedMetadata: 
   let adopted = 0;
   if (sharedMetadata && previous !== deps.nodeId) {
     adopted = previous ? await adoptNode(deps, previous) : await adoptFolders(deps, dataDir);
-    if (adopted > 0) deps.log.warn({ previous: previous || undefined, node: deps.nodeId, databases: adopted }, 'the site databases in this data dir were placed on a node of another id: they are now placed on this one');
+    if (adopted > 0)
+      deps.log.warn(
+        { previous: previous || undefined, node: deps.nodeId, databases: adopted },
+        'the site databases in this data dir were placed on a node of another id: they are now placed on this one',
+      );
   }
   if (previous !== deps.nodeId) await writeFileDurably(file, `${deps.nodeId}\n`);
   return adopted;
@@ -55,10 +59,17 @@ function adoptNode(deps: Deps, previous: string): Promise<number> {
 async function adoptFolders(deps: Deps, dataDir: string): Promise<number> {
   const here = siteFolders(dataDir);
   if (here.length === 0) return 0;
-  const up = new Set((await listNodes(deps.db)).filter((node) => node.state === 'up' && node.id !== deps.nodeId).map((node) => node.id));
+  const up = new Set(
+    (await listNodes(deps.db)).filter((node) => node.state === 'up' && node.id !== deps.nodeId).map((node) => node.id),
+  );
   let moved = 0;
   for (let i = 0; i < here.length; i += 500) {
-    const rows = (await deps.db('databases').whereIn('site_id', here.slice(i, i + 500)).whereNotNull('node_id').whereNot({ node_id: deps.nodeId }).select('site_id', 'node_id')) as Array<{ site_id: string; node_id: string }>;
+    const rows = (await deps
+      .db('databases')
+      .whereIn('site_id', here.slice(i, i + 500))
+      .whereNotNull('node_id')
+      .whereNot({ node_id: deps.nodeId })
+      .select('site_id', 'node_id')) as Array<{ site_id: string; node_id: string }>;
     const mine = rows.filter((row) => !up.has(row.node_id)).map((row) => row.site_id);
     if (mine.length > 0) moved += await deps.db('databases').whereIn('site_id', mine).update({ node_id: deps.nodeId });
   }
@@ -83,11 +94,18 @@ export async function settleLocalDatabases(deps: Deps, dataDir: string): Promise
   if (folders.length === 0) return settled;
   const rows = new Map<string, string | null>();
   for (let i = 0; i < folders.length; i += 500) {
-    const found = (await deps.db('databases').whereIn('site_id', folders.slice(i, i + 500)).select('site_id', 'node_id')) as Array<{ site_id: string; node_id: string | null }>;
+    const found = (await deps
+      .db('databases')
+      .whereIn('site_id', folders.slice(i, i + 500))
+      .select('site_id', 'node_id')) as Array<{ site_id: string; node_id: string | null }>;
     for (const row of found) rows.set(row.site_id, row.node_id);
   }
   // A copy arriving for a move still in progress is the mover's to keep or discard.
-  const arriving = new Set(((await deps.db('database_moves').where({ to_node: deps.nodeId }).select('site_id')) as Array<{ site_id: string }>).map((row) => row.site_id));
+  const arriving = new Set(
+    (
+      (await deps.db('database_moves').where({ to_node: deps.nodeId }).select('site_id')) as Array<{ site_id: string }>
+    ).map((row) => row.site_id),
+  );
   const unplaced: string[] = [];
   const setAside = async (siteId: string, fields: object, message: string) => {
     const aside = path.join(dataDir, 'superseded', `${siteId}-${new Date().toISOString().replace(/[:.]/g, '-')}`);
@@ -100,12 +118,26 @@ export async function settleLocalDatabases(deps: Deps, dataDir: string): Promise
     const node = rows.get(siteId);
     // No database of the site in the metadata: it was deleted while this node was away, or the node
     // was pointed at another instance's metadata. Kept aside either way: a setting is easy to get wrong.
-    if (node === undefined) await setAside(siteId, {}, 'this node had a site database the metadata does not know: it is not served, and was set aside');
+    if (node === undefined)
+      await setAside(
+        siteId,
+        {},
+        'this node had a site database the metadata does not know: it is not served, and was set aside',
+      );
     else if (node === null) unplaced.push(siteId);
     else if (node !== deps.nodeId && !arriving.has(siteId)) {
-      await setAside(siteId, { heldBy: node }, 'this node had a copy of a site database now placed on another node: it is not served, and was set aside');
+      await setAside(
+        siteId,
+        { heldBy: node },
+        'this node had a copy of a site database now placed on another node: it is not served, and was set aside',
+      );
     }
   }
-  if (unplaced.length > 0) settled.claimed = await deps.db('databases').whereNull('node_id').whereIn('site_id', unplaced).update({ node_id: deps.nodeId });
+  if (unplaced.length > 0)
+    settled.claimed = await deps
+      .db('databases')
+      .whereNull('node_id')
+      .whereIn('site_id', unplaced)
+      .update({ node_id: deps.nodeId });
   return settled;
 }

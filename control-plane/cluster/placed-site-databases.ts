@@ -4,7 +4,14 @@
 // a call costs no metadata query; a node that answers that it no longer holds a database makes the
 // call look its placement up again once.
 import type { Knex } from 'knex';
-import { type Access, type Compaction, type SiteDatabaseProvider, type Statement, type StatementResult, StatementError } from '../../storage/site-database.ts';
+import {
+  type Access,
+  type Compaction,
+  type SiteDatabaseProvider,
+  type Statement,
+  type StatementResult,
+  StatementError,
+} from '../../storage/site-database.ts';
 import { type ChannelClient, MovedError } from './database-channel.ts';
 
 /** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
@@ -50,10 +57,13 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider {
 
   async #placement(siteId: string): Promise<Placement | null> {
     if (this.#placements.has(siteId)) return this.#placements.get(siteId)!;
-    const row = (await this.#options.db('databases')
+    const row = (await this.#options
+      .db('databases')
       .leftJoin('nodes', 'nodes.id', 'databases.node_id')
       .where('databases.site_id', siteId)
-      .first('databases.node_id as nodeId', 'nodes.address as address')) as { nodeId: string | null; address: string | null } | undefined;
+      .first('databases.node_id as nodeId', 'nodes.address as address')) as
+      | { nodeId: string | null; address: string | null }
+      | undefined;
     const placement = row ? { nodeId: row.nodeId, address: row.address ?? '' } : null;
     if (this.#placements.size >= 10_000) this.#placements.clear();
     this.#placements.set(siteId, placement);
@@ -66,57 +76,101 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider {
   }
 
   /** Runs `local` here, or `remote` on the node that holds the database. */
-  async #route<T>(siteId: string, local: (provider: SiteDatabaseProvider) => Promise<T>, remote: (channel: ChannelClient, address: string) => Promise<T>): Promise<T> {
+  async #route<T>(
+    siteId: string,
+    local: (provider: SiteDatabaseProvider) => Promise<T>,
+    remote: (channel: ChannelClient, address: string) => Promise<T>,
+  ): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const placement = await this.#placement(siteId);
       try {
         if (this.#isHere(placement)) return await local(this.#options.local);
         const { channel } = this.#options;
-        if (!channel || !placement!.address) throw new StatementError('unavailable', 'the site\u2019s database is on another node, which this node cannot reach (one of them has no BERTH_CLUSTER_ADDRESS)');
+        if (!channel || !placement!.address)
+          throw new StatementError(
+            'unavailable',
+            'the site\u2019s database is on another node, which this node cannot reach (one of them has no BERTH_CLUSTER_ADDRESS)',
+          );
         return await remote(channel, placement!.address);
       } catch (err) {
         // Moved away from where it was looked for (here, or the node asked): look again, once.
         const moved = err instanceof MovedError || (err instanceof StatementError && err.reason === 'moved');
         if (!moved) throw err;
-        if (attempt > 0) throw new StatementError('unavailable', 'the site\u2019s database is being moved; try again shortly');
+        if (attempt > 0)
+          throw new StatementError('unavailable', 'the site\u2019s database is being moved; try again shortly');
         this.forget(siteId);
       }
     }
   }
 
   create(siteId: string): Promise<void> {
-    return this.#route(siteId, (p) => p.create(siteId), async (c, a) => void (await c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs)));
+    return this.#route(
+      siteId,
+      (p) => p.create(siteId),
+      async (c, a) => void (await c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs)),
+    );
   }
 
   run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
-    return this.#route(siteId, (p) => p.run(siteId, statement, access), (c, a) => c.call(a, siteId, 'run', { statement, access }, this.#options.statementTimeoutMs) as Promise<StatementResult>);
+    return this.#route(
+      siteId,
+      (p) => p.run(siteId, statement, access),
+      (c, a) =>
+        c.call(a, siteId, 'run', { statement, access }, this.#options.statementTimeoutMs) as Promise<StatementResult>,
+    );
   }
 
   batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
-    return this.#route(siteId, (p) => p.batch(siteId, statements, access), (c, a) => c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs) as Promise<StatementResult[]>);
+    return this.#route(
+      siteId,
+      (p) => p.batch(siteId, statements, access),
+      (c, a) =>
+        c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs) as Promise<
+          StatementResult[]
+        >,
+    );
   }
 
   migrate(siteId: string, sql: string, receipt: Statement): Promise<void> {
-    return this.#route(siteId, (p) => p.migrate(siteId, sql, receipt), async (c, a) => void (await c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS)));
+    return this.#route(
+      siteId,
+      (p) => p.migrate(siteId, sql, receipt),
+      async (c, a) => void (await c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS)),
+    );
   }
 
   dump(siteId: string, file: string): Promise<number> {
-    return this.#route(siteId, (p) => p.dump(siteId, file), (c, a) => c.dump(a, siteId, file, LONG_CALL_MS));
+    return this.#route(
+      siteId,
+      (p) => p.dump(siteId, file),
+      (c, a) => c.dump(a, siteId, file, LONG_CALL_MS),
+    );
   }
 
   compact(siteId: string): Promise<Compaction> {
-    return this.#route(siteId, (p) => p.compact(siteId), (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS) as Promise<Compaction>);
+    return this.#route(
+      siteId,
+      (p) => p.compact(siteId),
+      (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS) as Promise<Compaction>,
+    );
   }
 
   size(siteId: string): Promise<number> {
-    return this.#route(siteId, (p) => p.size(siteId), (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs) as Promise<number>);
+    return this.#route(
+      siteId,
+      (p) => p.size(siteId),
+      (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs) as Promise<number>,
+    );
   }
 
   /** Removal follows the deletion of the placement row, so it is sent to the node that held it. */
   async remove(siteId: string, heldBy?: string | null): Promise<void> {
     if (!heldBy || heldBy === this.#options.nodeId) return this.#options.local.remove(siteId);
-    const node = (await this.#options.db('nodes').where({ id: heldBy }).first('address')) as { address: string } | undefined;
-    if (!this.#options.channel || !node?.address) throw new StatementError('unavailable', 'the node that held the database cannot be reached to remove its file');
+    const node = (await this.#options.db('nodes').where({ id: heldBy }).first('address')) as
+      | { address: string }
+      | undefined;
+    if (!this.#options.channel || !node?.address)
+      throw new StatementError('unavailable', 'the node that held the database cannot be reached to remove its file');
     await this.#options.channel.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
   }
 

@@ -38,7 +38,8 @@ export const currentSession = (): Session => {
 
 export const currentAccountId = (): string => accountId;
 
-export const currentMembership = (): Membership | undefined => session?.user.memberships.find((m) => m.accountId === accountId);
+export const currentMembership = (): Membership | undefined =>
+  session?.user.memberships.find((m) => m.accountId === accountId);
 
 /** ADMINs manage keys, members, exports and database deletion; MEMBERs do not see those controls. */
 export const isAdmin = (): boolean => currentMembership()?.role === 'ADMIN';
@@ -81,12 +82,21 @@ async function errorOf(res: Response): Promise<ApiError> {
   } catch {
     // Not JSON (a proxy's page): the status says enough.
   }
-  return new ApiError(res.status, body.error?.code ?? 'http_error', body.error?.message ?? `the server answered ${res.status} ${res.statusText}`, body.error?.details);
+  return new ApiError(
+    res.status,
+    body.error?.code ?? 'http_error',
+    body.error?.message ?? `the server answered ${res.status} ${res.statusText}`,
+    body.error?.details,
+  );
 }
 
 /** Loads the session; not signed in sends the browser to /login. */
 export async function loadSession(): Promise<Session> {
-  const res = await fetch('/session', { credentials: 'same-origin', headers: { Accept: 'application/json' }, cache: 'no-store' });
+  const res = await fetch('/session', {
+    credentials: 'same-origin',
+    headers: { Accept: 'application/json' },
+    cache: 'no-store',
+  });
   if (res.status === 401) toSignIn();
   if (!res.ok) throw await errorOf(res);
   session = (await res.json()) as Session;
@@ -118,7 +128,12 @@ export interface RequestOptions {
 }
 
 /** A JSON request to the API; an error envelope becomes an ApiError with the server's message. */
-export async function api<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, options: RequestOptions = {}): Promise<T> {
+export async function api<T>(
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  path: string,
+  body?: unknown,
+  options: RequestOptions = {},
+): Promise<T> {
   const res = await fetch(path, {
     method,
     credentials: 'same-origin',
@@ -139,11 +154,20 @@ export const get = <T>(path: string, query?: Record<string, string | number | un
 };
 
 /** Every page of a list, following `pagination.nextOffset` (at most `max` items). */
-export async function getAll<T, K extends string>(path: string, key: K, query: Record<string, string | undefined> = {}, max = 2000): Promise<T[]> {
+export async function getAll<T, K extends string>(
+  path: string,
+  key: K,
+  query: Record<string, string | undefined> = {},
+  max = 2000,
+): Promise<T[]> {
   const items: T[] = [];
   let offset: number | null = 0;
   while (offset !== null && items.length < max) {
-    const page: Record<K, T[]> & { pagination?: { nextOffset: number | null } } = await get(path, { ...query, limit: 200, offset });
+    const page: Record<K, T[]> & { pagination?: { nextOffset: number | null } } = await get(path, {
+      ...query,
+      limit: 200,
+      offset,
+    });
     items.push(...page[key]);
     offset = page.pagination?.nextOffset ?? null;
   }
@@ -186,11 +210,17 @@ function parseJson(text: string): unknown {
  * PUTs a file's bytes with XMLHttpRequest, whose upload progress fetch does not report; the same
  * headers as every other request.
  */
-export function uploadFile(path: string, file: Blob, contentType: string, onProgress: (loaded: number, total: number) => void): Promise<unknown> {
+export function uploadFile(
+  path: string,
+  file: Blob,
+  contentType: string,
+  onProgress: (loaded: number, total: number) => void,
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open('PUT', path);
-    for (const [name, value] of Object.entries(headers({ 'Content-Type': contentType }))) xhr.setRequestHeader(name, value);
+    for (const [name, value] of Object.entries(headers({ 'Content-Type': contentType })))
+      xhr.setRequestHeader(name, value);
     xhr.upload.addEventListener('progress', (event) => {
       if (event.lengthComputable) onProgress(event.loaded, event.total);
     });
@@ -205,7 +235,14 @@ export function uploadFile(path: string, file: Blob, contentType: string, onProg
         return;
       }
       if (xhr.status >= 200 && xhr.status < 300) resolve(body);
-      else reject(new ApiError(xhr.status, body?.error?.code ?? 'http_error', body?.error?.message ?? `the upload failed (${xhr.status})`));
+      else
+        reject(
+          new ApiError(
+            xhr.status,
+            body?.error?.code ?? 'http_error',
+            body?.error?.message ?? `the upload failed (${xhr.status})`,
+          ),
+        );
     });
     xhr.addEventListener('error', () => reject(new Error('the upload failed: the server could not be reached')));
     xhr.addEventListener('abort', () => reject(new Error('the upload was cancelled')));
@@ -215,7 +252,12 @@ export function uploadFile(path: string, file: Blob, contentType: string, onProg
 
 /** Signs out (ending the session on the server) and goes to the sign-in page. */
 export async function signOut(): Promise<void> {
-  await fetch('/logout', { method: 'POST', credentials: 'same-origin', headers: { 'X-CSRF-Token': session?.csrfToken ?? '' }, redirect: 'manual' });
+  await fetch('/logout', {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'X-CSRF-Token': session?.csrfToken ?? '' },
+    redirect: 'manual',
+  });
   session = null;
   location.href = '/login';
 }

@@ -13,7 +13,15 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     ({ login } = await api<{ login: CliLogin }>('GET', path));
   } catch (err) {
     if (err instanceof ApiError && (err.status === 404 || err.status === 410)) {
-      fill(root, h('h1', null, 'Approve a CLI sign-in'), h('p', { class: 'status error', role: 'alert' }, 'There is no pending sign-in with this code: it has expired (after 10 minutes), was approved already, or the code is wrong. Run berth login again.'));
+      fill(
+        root,
+        h('h1', null, 'Approve a CLI sign-in'),
+        h(
+          'p',
+          { class: 'status error', role: 'alert' },
+          'There is no pending sign-in with this code: it has expired (after 10 minutes), was approved already, or the code is wrong. Run berth login again.',
+        ),
+      );
       return;
     }
     throw err;
@@ -29,7 +37,12 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       const data = new FormData(el);
       const account = String(data.get('account') ?? currentAccountId());
       const permission = String(data.get('permission') ?? 'READ');
-      const approved = await api<{ login: CliLogin; key?: { name: string | null; permission: string } }>('POST', `${path}/approve`, { permission }, { account });
+      const approved = await api<{ login: CliLogin; key?: { name: string | null; permission: string } }>(
+        'POST',
+        `${path}/approve`,
+        { permission },
+        { account },
+      );
       const accountName = memberships.find((m) => m.accountId === account)?.accountName ?? account;
       fill(
         root,
@@ -42,13 +55,34 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       );
     },
     status,
-    h('div', { class: 'field' }, h('label', { for: accountId }, 'Account for the key'), h('select', { id: accountId, name: 'account' }, memberships.map((m) => h('option', { value: m.accountId, selected: m.accountId === currentAccountId() }, m.accountName)))),
+    h(
+      'div',
+      { class: 'field' },
+      h('label', { for: accountId }, 'Account for the key'),
+      h(
+        'select',
+        { id: accountId, name: 'account' },
+        memberships.map((m) =>
+          h('option', { value: m.accountId, selected: m.accountId === currentAccountId() }, m.accountName),
+        ),
+      ),
+    ),
     h(
       'fieldset',
       { class: 'choices' },
       h('legend', null, 'Permission'),
-      h('label', null, h('input', { type: 'radio', name: 'permission', value: 'READ', checked: true }), ' READ: list and read only'),
-      h('label', null, h('input', { type: 'radio', name: 'permission', value: 'WRITE' }), ' WRITE: deploy and change things'),
+      h(
+        'label',
+        null,
+        h('input', { type: 'radio', name: 'permission', value: 'READ', checked: true }),
+        ' READ: list and read only',
+      ),
+      h(
+        'label',
+        null,
+        h('input', { type: 'radio', name: 'permission', value: 'WRITE' }),
+        ' WRITE: deploy and change things',
+      ),
     ),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Approve')),
     status.el,
@@ -62,9 +96,26 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       { class: 'card' },
       h('p', null, 'Check that this code matches the one in your terminal:'),
       h('p', { class: 'code-display mono', 'aria-label': 'Sign-in code' }, login.code),
-      h('dl', { class: 'facts' }, h('dt', null, 'Machine'), h('dd', null, login.machine), h('dt', null, 'Expires'), h('dd', null, time(login.expiresAt)), h('dt', null, 'Status'), h('dd', null, login.status)),
-      pending ? approve : h('p', { class: 'status error', role: 'alert' }, 'This sign-in is no longer waiting for approval.'),
-      pending ? h('p', { class: 'hint' }, 'If the codes differ, or you did not run berth login just now, close this page: someone else may be trying to get a key.') : null,
+      h(
+        'dl',
+        { class: 'facts' },
+        h('dt', null, 'Machine'),
+        h('dd', null, login.machine),
+        h('dt', null, 'Expires'),
+        h('dd', null, time(login.expiresAt)),
+        h('dt', null, 'Status'),
+        h('dd', null, login.status),
+      ),
+      pending
+        ? approve
+        : h('p', { class: 'status error', role: 'alert' }, 'This sign-in is no longer waiting for approval.'),
+      pending
+        ? h(
+            'p',
+            { class: 'hint' },
+            'If the codes differ, or you did not run berth login just now, close this page: someone else may be trying to get a key.',
+          )
+        : null,
     ),
   );
 }

@@ -61,21 +61,45 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     isAdmin() ? await exportsSection(dbPath) : null,
     isAdmin() ? deleteSection(site, dbPath, () => render(root, route)) : null,
     sizeSection(dbPath, database),
-    h('p', { class: 'hint' }, 'Database ', h('span', { class: 'mono' }, database.id), ' · ', badge(database.status), ' · created ', time(database.createdAt)),
+    h(
+      'p',
+      { class: 'hint' },
+      'Database ',
+      h('span', { class: 'mono' }, database.id),
+      ' · ',
+      badge(database.status),
+      ' · created ',
+      time(database.createdAt),
+    ),
   );
 }
 
 /** The space the database takes against its limit, and compaction. */
 function sizeSection(dbPath: string, database: Database): HTMLElement {
   const status = statusLine();
-  const size = h('p', { class: 'big-number' }, `${formatBytes(database.sizeBytes)} of ${formatBytes(database.maxBytes)}`);
+  const size = h(
+    'p',
+    { class: 'big-number' },
+    `${formatBytes(database.sizeBytes)} of ${formatBytes(database.maxBytes)}`,
+  );
   return h(
     'section',
     { class: 'card' },
     h('h2', null, 'Size'),
     size,
-    h('meter', { min: 0, max: database.maxBytes, value: database.sizeBytes, high: database.maxBytes * 0.8, optimum: 0, 'aria-label': 'Database size against its limit' }),
-    h('p', { class: 'hint' }, 'Writes past the limit fail with database_full. Space freed by deleted rows is given back by itself; compacting rewrites the database without any free space, and the site’s queries wait while it runs.'),
+    h('meter', {
+      min: 0,
+      max: database.maxBytes,
+      value: database.sizeBytes,
+      high: database.maxBytes * 0.8,
+      optimum: 0,
+      'aria-label': 'Database size against its limit',
+    }),
+    h(
+      'p',
+      { class: 'hint' },
+      'Writes past the limit fail with database_full. Space freed by deleted rows is given back by itself; compacting rewrites the database without any free space, and the site’s queries wait while it runs.',
+    ),
     h(
       'div',
       { class: 'actions' },
@@ -96,7 +120,14 @@ function sizeSection(dbPath: string, database: Database): HTMLElement {
 function querySection(dbPath: string): HTMLElement {
   const status = statusLine();
   const results = h('div', { class: 'results', 'aria-live': 'polite' });
-  const sql = h('textarea', { name: 'sql', rows: 4, required: true, spellcheck: 'false', class: 'mono', placeholder: 'SELECT name FROM sqlite_schema' });
+  const sql = h('textarea', {
+    name: 'sql',
+    rows: 4,
+    required: true,
+    spellcheck: 'false',
+    class: 'mono',
+    placeholder: 'SELECT name FROM sqlite_schema',
+  });
   const queryForm = form(
     { class: 'stack', 'aria-label': 'Run a query' },
     async () => {
@@ -110,7 +141,16 @@ function querySection(dbPath: string): HTMLElement {
       const first = answer.result[0];
       const rows = first?.results ?? [];
       const meta = first?.meta;
-      fill(results, resultTable(rows), h('p', { class: 'hint' }, `${rows.length} row${rows.length === 1 ? '' : 's'}`, meta ? ` · ${meta.changes} changed · ${meta.duration.toFixed(1)} ms` : ''));
+      fill(
+        results,
+        resultTable(rows),
+        h(
+          'p',
+          { class: 'hint' },
+          `${rows.length} row${rows.length === 1 ? '' : 's'}`,
+          meta ? ` · ${meta.changes} changed · ${meta.duration.toFixed(1)} ms` : '',
+        ),
+      );
     },
     status,
     h('div', { class: 'field' }, h('label', { for: 'sql-box' }, 'SQL'), Object.assign(sql, { id: 'sql-box' })),
@@ -120,7 +160,15 @@ function querySection(dbPath: string): HTMLElement {
   sql.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) queryForm.requestSubmit();
   });
-  return h('section', { class: 'card' }, h('h2', null, 'Query'), h('p', { class: 'hint' }, 'One statement at a time, on the live database.'), queryForm, status.el, results);
+  return h(
+    'section',
+    { class: 'card' },
+    h('h2', null, 'Query'),
+    h('p', { class: 'hint' }, 'One statement at a time, on the live database.'),
+    queryForm,
+    status.el,
+    results,
+  );
 }
 
 async function migrationsSection(dbPath: string): Promise<HTMLElement> {
@@ -136,7 +184,10 @@ async function migrationsSection(dbPath: string): Promise<HTMLElement> {
       [
         { label: 'Name', cell: (m) => h('span', { class: 'mono' }, m.name) },
         { label: 'Applied (UTC)', cell: (m) => m.appliedAt },
-        { label: 'Checksum', cell: (m) => h('span', { class: 'mono small', title: m.checksum }, m.checksum.slice(0, 12)) },
+        {
+          label: 'Checksum',
+          cell: (m) => h('span', { class: 'mono small', title: m.checksum }, m.checksum.slice(0, 12)),
+        },
         {
           label: 'SQL',
           class: 'actions-cell',
@@ -145,8 +196,14 @@ async function migrationsSection(dbPath: string): Promise<HTMLElement> {
               ? actionButton(
                   'Show SQL',
                   async () => {
-                    const { migration } = await get<{ migration: { name: string; sql?: string } }>(`${dbPath}/migrations/${encodeURIComponent(m.name)}`);
-                    fill(sqlEl, h('h3', { class: 'mono' }, migration.name), h('pre', { class: 'sql' }, migration.sql ?? '(not stored)'));
+                    const { migration } = await get<{ migration: { name: string; sql?: string } }>(
+                      `${dbPath}/migrations/${encodeURIComponent(m.name)}`,
+                    );
+                    fill(
+                      sqlEl,
+                      h('h3', { class: 'mono' }, migration.name),
+                      h('pre', { class: 'sql' }, migration.sql ?? '(not stored)'),
+                    );
                   },
                   { status, ariaLabel: `Show the SQL of ${m.name}` },
                 )
@@ -183,7 +240,10 @@ async function exportsSection(dbPath: string): Promise<HTMLElement> {
               const button = actionButton(
                 e.status === 'COMPLETE' ? 'Get download link' : 'Check again',
                 async () => {
-                  const { export: fresh } = await api<{ export: DatabaseExport }>('POST', `${dbPath}/exports/${encodeURIComponent(e.id)}/reconcile`);
+                  const { export: fresh } = await api<{ export: DatabaseExport }>(
+                    'POST',
+                    `${dbPath}/exports/${encodeURIComponent(e.id)}/reconcile`,
+                  );
                   if (fresh.status !== 'COMPLETE' || !fresh.downloadUrl) return load();
                   fill(slot, h('a', { href: fresh.downloadUrl, download: `${e.id}.sql` }, 'Download SQL dump'));
                   button.remove();
@@ -229,10 +289,21 @@ function deleteSection(site: SiteDetail, dbPath: string, after: () => Promise<vo
   const start = actionButton(
     'Delete database…',
     async () => {
-      const challenge = await api<{ confirmationCode: string; expiresAt: string }>('POST', `${dbPath}/deletion-challenges`);
+      const challenge = await api<{ confirmationCode: string; expiresAt: string }>(
+        'POST',
+        `${dbPath}/deletion-challenges`,
+      );
       fill(
         step,
-        h('p', null, 'To delete the database of ', h('strong', null, site.name), ' for good, type this code (valid until ', time(challenge.expiresAt), '):'),
+        h(
+          'p',
+          null,
+          'To delete the database of ',
+          h('strong', null, site.name),
+          ' for good, type this code (valid until ',
+          time(challenge.expiresAt),
+          '):',
+        ),
         h('p', { class: 'code-display mono' }, challenge.confirmationCode),
         form(
           { class: 'stack', 'aria-label': 'Confirm the deletion' },
@@ -241,12 +312,22 @@ function deleteSection(site: SiteDetail, dbPath: string, after: () => Promise<vo
             await after();
           },
           status,
-          field('Confirmation code', () => h('input', { name: 'code', required: true, autocomplete: 'off', spellcheck: 'false', class: 'mono' })),
+          field('Confirmation code', () =>
+            h('input', { name: 'code', required: true, autocomplete: 'off', spellcheck: 'false', class: 'mono' }),
+          ),
           h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'danger' }, 'Delete database for good')),
         ),
       );
     },
     { status, class: 'danger' },
   );
-  return h('section', { class: 'card danger-zone' }, h('h2', null, 'Delete the database'), h('p', null, 'Deletes its tables and data; the site’s files stay. This cannot be undone: export it first.'), start, step, status.el);
+  return h(
+    'section',
+    { class: 'card danger-zone' },
+    h('h2', null, 'Delete the database'),
+    h('p', null, 'Deletes its tables and data; the site’s files stay. This cannot be undone: export it first.'),
+    start,
+    step,
+    status.el,
+  );
 }

@@ -12,11 +12,17 @@ function append(parent: Node, child: Child): void {
     for (const c of child) append(parent, c);
     return;
   }
-  parent.appendChild(typeof child === 'string' || typeof child === 'number' ? document.createTextNode(String(child)) : child);
+  parent.appendChild(
+    typeof child === 'string' || typeof child === 'number' ? document.createTextNode(String(child)) : child,
+  );
 }
 
 /** `h('button', { type: 'button', onclick: … }, 'Save')`. `on*` functions become listeners. */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs?: Attrs | null, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs?: Attrs | null,
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs ?? {})) {
     if (value === null || value === undefined || value === false) continue;
@@ -49,11 +55,22 @@ export function field(label: string, control: (id: string) => HTMLElement, hint?
   const id = uid();
   const el = control(id);
   el.id = id;
-  return h('div', { class: 'field' }, h('label', { for: id }, label), el, hint ? h('small', { class: 'hint' }, hint) : null);
+  return h(
+    'div',
+    { class: 'field' },
+    h('label', { for: id }, label),
+    el,
+    hint ? h('small', { class: 'hint' }, hint) : null,
+  );
 }
 
 /** A status line for a section: errors in red with role=alert, notes in grey. */
-export function statusLine(): { el: HTMLElement; error(message: string): void; note(message: string): void; clear(): void } {
+export function statusLine(): {
+  el: HTMLElement;
+  error(message: string): void;
+  note(message: string): void;
+  clear(): void;
+} {
   const el = h('p', { class: 'status', 'aria-live': 'polite' });
   return {
     el,
@@ -82,7 +99,16 @@ export const messageOf = (err: unknown): string => (err instanceof Error ? err.m
  * A button that runs `action` once at a time: disabled while it runs, its failure shown in `status`
  * (or in an alert line after the button).
  */
-export function actionButton(label: string, action: () => Promise<unknown>, options: { status?: ReturnType<typeof statusLine>; class?: string; type?: 'button' | 'submit'; ariaLabel?: string } = {}): HTMLButtonElement {
+export function actionButton(
+  label: string,
+  action: () => Promise<unknown>,
+  options: {
+    status?: ReturnType<typeof statusLine>;
+    class?: string;
+    type?: 'button' | 'submit';
+    ariaLabel?: string;
+  } = {},
+): HTMLButtonElement {
   const button = h('button', { type: options.type ?? 'button', class: options.class, 'aria-label': options.ariaLabel });
   button.textContent = label;
   button.addEventListener('click', async (event) => {
@@ -94,7 +120,11 @@ export function actionButton(label: string, action: () => Promise<unknown>, opti
 }
 
 /** Runs `action` with `button` disabled, reporting failure to `status` or with a native alert. */
-export async function run(button: HTMLButtonElement | null, action: () => Promise<unknown>, status?: ReturnType<typeof statusLine>): Promise<void> {
+export async function run(
+  button: HTMLButtonElement | null,
+  action: () => Promise<unknown>,
+  status?: ReturnType<typeof statusLine>,
+): Promise<void> {
   if (button?.disabled) return;
   if (button) button.disabled = true;
   status?.clear();
@@ -109,7 +139,12 @@ export async function run(button: HTMLButtonElement | null, action: () => Promis
 }
 
 /** A form whose submit runs `action` (the submit button disabled meanwhile). */
-export function form(attrs: Attrs, action: (form: HTMLFormElement) => Promise<unknown>, status: ReturnType<typeof statusLine>, ...children: Child[]): HTMLFormElement {
+export function form(
+  attrs: Attrs,
+  action: (form: HTMLFormElement) => Promise<unknown>,
+  status: ReturnType<typeof statusLine>,
+  ...children: Child[]
+): HTMLFormElement {
   const el = h('form', attrs, ...children);
   el.addEventListener('submit', async (event) => {
     event.preventDefault();
@@ -135,8 +170,26 @@ export function table<T>(caption: string, columns: Column<T>[], rows: T[], empty
       'table',
       null,
       h('caption', { class: 'visually-hidden' }, caption),
-      h('thead', null, h('tr', null, columns.map((c) => h('th', { scope: 'col', class: c.class }, c.label)))),
-      h('tbody', null, rows.map((row) => h('tr', null, columns.map((c) => h('td', { class: c.class, 'data-label': c.label }, c.cell(row)))))),
+      h(
+        'thead',
+        null,
+        h(
+          'tr',
+          null,
+          columns.map((c) => h('th', { scope: 'col', class: c.class }, c.label)),
+        ),
+      ),
+      h(
+        'tbody',
+        null,
+        rows.map((row) =>
+          h(
+            'tr',
+            null,
+            columns.map((c) => h('td', { class: c.class, 'data-label': c.label }, c.cell(row))),
+          ),
+        ),
+      ),
     ),
   );
 }
@@ -144,7 +197,15 @@ export function table<T>(caption: string, columns: Column<T>[], rows: T[], empty
 /** A read-only text box with a Copy button, for a value shown once. */
 export function copyField(label: string, value: string): HTMLElement {
   const id = uid('copy');
-  const input = h('input', { id, type: 'text', readonly: true, value, class: 'mono', spellcheck: 'false', autocomplete: 'off' });
+  const input = h('input', {
+    id,
+    type: 'text',
+    readonly: true,
+    value,
+    class: 'mono',
+    spellcheck: 'false',
+    autocomplete: 'off',
+  });
   const done = h('span', { class: 'hint', 'aria-live': 'polite' });
   const copy = h('button', { type: 'button' }, 'Copy');
   copy.addEventListener('click', async () => {
@@ -157,7 +218,13 @@ export function copyField(label: string, value: string): HTMLElement {
     }
     done.textContent = 'Copied.';
   });
-  return h('div', { class: 'field copy' }, h('label', { for: id }, label), h('div', { class: 'row' }, input, copy), done);
+  return h(
+    'div',
+    { class: 'field copy' },
+    h('label', { for: id }, label),
+    h('div', { class: 'row' }, input, copy),
+    done,
+  );
 }
 
 export function formatBytes(bytes: number | null | undefined): string {
@@ -181,4 +248,5 @@ export function time(iso: string | null | undefined): Child {
   return h('time', { datetime: date.toISOString(), title: date.toISOString() }, date.toLocaleString());
 }
 
-export const badge = (text: string, kind = text.toLowerCase()): HTMLElement => h('span', { class: `badge badge-${kind}` }, text);
+export const badge = (text: string, kind = text.toLowerCase()): HTMLElement =>
+  h('span', { class: `badge badge-${kind}` }, text);

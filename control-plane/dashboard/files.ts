@@ -53,7 +53,12 @@ export function listing(all: FileRecord[], prefix: string): Listing {
     if (slash === -1) files.push(file);
     else folders.set(rest.slice(0, slash), (folders.get(rest.slice(0, slash)) ?? 0) + 1);
   }
-  return { folders: [...folders].sort(([a], [b]) => a.localeCompare(b)).map(([name, count]) => ({ name, prefix: `${prefix}${name}/`, count })), files };
+  return {
+    folders: [...folders]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([name, count]) => ({ name, prefix: `${prefix}${name}/`, count })),
+    files,
+  };
 }
 
 const baseName = (path: string): string => path.slice(path.lastIndexOf('/') + 1);
@@ -66,7 +71,8 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
   const versionsEl = h('div');
   const uploads = h('ul', { class: 'uploads', 'aria-label': 'Uploads' });
 
-  const folderHref = (p: string) => (p ? href('sites', site.id, 'files', { prefix: p }) : href('sites', site.id, 'files'));
+  const folderHref = (p: string) =>
+    p ? href('sites', site.id, 'files', { prefix: p }) : href('sites', site.id, 'files');
   const crumbs: Array<HTMLElement | string> = [h('a', { href: folderHref('') }, 'All files')];
   let acc = '';
   for (const part of prefix.split('/').filter(Boolean)) {
@@ -75,10 +81,23 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
   }
 
   const refresh = async () => {
-    const all = await getAll<FileRecord, 'files'>(`/v0/buckets/${encodeURIComponent(site.bucketId)}/objects`, 'files', prefix ? { prefix } : {});
+    const all = await getAll<FileRecord, 'files'>(
+      `/v0/buckets/${encodeURIComponent(site.bucketId)}/objects`,
+      'files',
+      prefix ? { prefix } : {},
+    );
     const { folders, files } = listing(all, prefix);
     if (folders.length === 0 && files.length === 0) {
-      fill(listEl, h('p', { class: 'empty' }, prefix ? 'This folder is empty.' : 'No files yet. Web pages go in web/ (web/index.html is the home page), functions in api/, cron jobs in cron/.'));
+      fill(
+        listEl,
+        h(
+          'p',
+          { class: 'empty' },
+          prefix
+            ? 'This folder is empty.'
+            : 'No files yet. Web pages go in web/ (web/index.html is the home page), functions in api/, cron jobs in cron/.',
+        ),
+      );
       return;
     }
     type Row = { folder: Listing['folders'][number] } | { file: FileRecord };
@@ -90,9 +109,16 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
         [
           {
             label: 'Name',
-            cell: (r) => ('folder' in r ? h('a', { href: folderHref(r.folder.prefix), class: 'folder' }, `${r.folder.name}/`) : h('span', { class: 'mono' }, baseName(r.file.path))),
+            cell: (r) =>
+              'folder' in r
+                ? h('a', { href: folderHref(r.folder.prefix), class: 'folder' }, `${r.folder.name}/`)
+                : h('span', { class: 'mono' }, baseName(r.file.path)),
           },
-          { label: 'Size', cell: (r) => ('folder' in r ? `${r.folder.count} file${r.folder.count === 1 ? '' : 's'}` : formatBytes(r.file.bytes)) },
+          {
+            label: 'Size',
+            cell: (r) =>
+              'folder' in r ? `${r.folder.count} file${r.folder.count === 1 ? '' : 's'}` : formatBytes(r.file.bytes),
+          },
           { label: 'Type', cell: (r) => ('folder' in r ? '' : h('span', { class: 'mono small' }, r.file.contentType)) },
           { label: 'Updated', cell: (r) => ('folder' in r ? '' : time(r.file.updatedAt)) },
           {
@@ -105,8 +131,15 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
               return h(
                 'div',
                 { class: 'actions' },
-                actionButton('Download', async () => saveBlob(await getBlob(objectPath(site.bucketId, file.path)), name), { status, ariaLabel: `Download ${file.path}` }),
-                actionButton('Versions', () => showVersions(site, file, versionsEl, refresh), { status, ariaLabel: `Versions of ${file.path}` }),
+                actionButton(
+                  'Download',
+                  async () => saveBlob(await getBlob(objectPath(site.bucketId, file.path)), name),
+                  { status, ariaLabel: `Download ${file.path}` },
+                ),
+                actionButton('Versions', () => showVersions(site, file, versionsEl, refresh), {
+                  status,
+                  ariaLabel: `Versions of ${file.path}`,
+                }),
                 actionButton(
                   'Delete',
                   async () => {
@@ -128,7 +161,14 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
 
   // Uploading: a folder to upload into, the file picker, and the whole section as a drop zone.
   const folderId = uid();
-  const folderInput = h('input', { id: folderId, value: prefix, class: 'mono', placeholder: 'web/', autocomplete: 'off', spellcheck: 'false' });
+  const folderInput = h('input', {
+    id: folderId,
+    value: prefix,
+    class: 'mono',
+    placeholder: 'web/',
+    autocomplete: 'off',
+    spellcheck: 'false',
+  });
   const pickerId = uid();
   const picker = h('input', { id: pickerId, type: 'file', multiple: true });
   const upload = async (list: FileList | File[]) => {
@@ -140,10 +180,15 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       const folderLink = h('a', { href: folderHref(folder) }, path);
       uploads.append(h('li', null, h('span', { class: 'mono' }, folderLink), bar, note));
       try {
-        const written = (await uploadFile(objectPath(site.bucketId, path), file, contentTypeFor(file), (loaded, total) => {
-          bar.max = total;
-          bar.value = loaded;
-        })) as { deployment?: { status: string; error?: { message: string; line: number; column: number } } } | null;
+        const written = (await uploadFile(
+          objectPath(site.bucketId, path),
+          file,
+          contentTypeFor(file),
+          (loaded, total) => {
+            bar.max = total;
+            bar.value = loaded;
+          },
+        )) as { deployment?: { status: string; error?: { message: string; line: number; column: number } } } | null;
         bar.value = bar.max;
         const deployment = written?.deployment;
         if (deployment?.status === 'FAILED' && deployment.error) {
@@ -161,7 +206,8 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     await refresh();
   };
   picker.addEventListener('change', () => {
-    if (picker.files && picker.files.length > 0) void upload(Array.from(picker.files)).finally(() => (picker.value = ''));
+    if (picker.files && picker.files.length > 0)
+      void upload(Array.from(picker.files)).finally(() => (picker.value = ''));
   });
 
   const drop = h(
@@ -170,7 +216,11 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     h('h2', null, 'Upload'),
     h('div', { class: 'field' }, h('label', { for: folderId }, 'Upload to folder'), folderInput),
     h('div', { class: 'field' }, h('label', { for: pickerId }, 'Choose files to upload'), picker),
-    h('p', { class: 'hint' }, 'Or drop files anywhere in this box. Files in api/ and cron/ are deployed as they are written.'),
+    h(
+      'p',
+      { class: 'hint' },
+      'Or drop files anywhere in this box. Files in api/ and cron/ are deployed as they are written.',
+    ),
     uploads,
   );
   drop.addEventListener('dragover', (event) => {
@@ -185,14 +235,27 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     if (dropped && dropped.length > 0) void upload(Array.from(dropped));
   });
 
-  fill(body, h('section', { class: 'card' }, h('h2', null, 'Files'), h('p', { class: 'crumbs' }, crumbs), listEl, status.el), versionsEl, drop);
+  fill(
+    body,
+    h('section', { class: 'card' }, h('h2', null, 'Files'), h('p', { class: 'crumbs' }, crumbs), listEl, status.el),
+    versionsEl,
+    drop,
+  );
   await refresh();
 }
 
-async function showVersions(site: SiteDetail, file: FileRecord, el: HTMLElement, refresh: () => Promise<void>): Promise<void> {
+async function showVersions(
+  site: SiteDetail,
+  file: FileRecord,
+  el: HTMLElement,
+  refresh: () => Promise<void>,
+): Promise<void> {
   const status = statusLine();
   const load = async () => {
-    const page = await api<{ currentVersionId: string | null; versions: FileVersion[] }>('GET', `/v0/files/${encodeURIComponent(file.id)}/versions?limit=200`);
+    const page = await api<{ currentVersionId: string | null; versions: FileVersion[] }>(
+      'GET',
+      `/v0/files/${encodeURIComponent(file.id)}/versions?limit=200`,
+    );
     const current = page.currentVersionId;
     fill(
       el,
@@ -207,7 +270,13 @@ async function showVersions(site: SiteDetail, file: FileRecord, el: HTMLElement,
             { label: 'Written', cell: (v) => time(v.createdAt) },
             { label: 'Size', cell: (v) => formatBytes(v.bytes) },
             { label: 'Type', cell: (v) => h('span', { class: 'mono small' }, v.contentType) },
-            { label: 'Note', cell: (v) => [v.id === current ? badge('CURRENT', 'current') : null, v.restoredFromVersionId ? ` restored from ${v.restoredFromVersionId.slice(0, 8)}` : ''] },
+            {
+              label: 'Note',
+              cell: (v) => [
+                v.id === current ? badge('CURRENT', 'current') : null,
+                v.restoredFromVersionId ? ` restored from ${v.restoredFromVersionId.slice(0, 8)}` : '',
+              ],
+            },
             {
               label: 'Actions',
               class: 'actions-cell',
@@ -215,16 +284,29 @@ async function showVersions(site: SiteDetail, file: FileRecord, el: HTMLElement,
                 h(
                   'div',
                   { class: 'actions' },
-                  actionButton('Download', async () => saveBlob(await getBlob(`/v0/files/${encodeURIComponent(file.id)}/versions/${encodeURIComponent(v.id)}/content`), baseName(file.path)), {
-                    status,
-                    ariaLabel: `Download version ${v.id.slice(0, 8)}`,
-                  }),
+                  actionButton(
+                    'Download',
+                    async () =>
+                      saveBlob(
+                        await getBlob(
+                          `/v0/files/${encodeURIComponent(file.id)}/versions/${encodeURIComponent(v.id)}/content`,
+                        ),
+                        baseName(file.path),
+                      ),
+                    {
+                      status,
+                      ariaLabel: `Download version ${v.id.slice(0, 8)}`,
+                    },
+                  ),
                   v.id === current
                     ? null
                     : actionButton(
                         'Restore',
                         async () => {
-                          await api('POST', `/v0/files/${encodeURIComponent(file.id)}/restore`, { versionId: v.id, currentVersionId: current });
+                          await api('POST', `/v0/files/${encodeURIComponent(file.id)}/restore`, {
+                            versionId: v.id,
+                            currentVersionId: current,
+                          });
                           status.note(`Restored version ${v.id.slice(0, 8)} as a new version.`);
                           await Promise.all([load(), refresh()]);
                         },
@@ -236,8 +318,13 @@ async function showVersions(site: SiteDetail, file: FileRecord, el: HTMLElement,
                         'Delete',
                         async () => {
                           if (!window.confirm(`Delete version ${v.id.slice(0, 8)} of ${file.path} for good?`)) return;
-                          const deleted = await api<{ freedBytes: number }>('DELETE', `/v0/files/${encodeURIComponent(file.id)}/versions/${encodeURIComponent(v.id)}`);
-                          status.note(`Deleted version ${v.id.slice(0, 8)}${deleted.freedBytes > 0 ? `, freeing ${formatBytes(deleted.freedBytes)}` : ''}.`);
+                          const deleted = await api<{ freedBytes: number }>(
+                            'DELETE',
+                            `/v0/files/${encodeURIComponent(file.id)}/versions/${encodeURIComponent(v.id)}`,
+                          );
+                          status.note(
+                            `Deleted version ${v.id.slice(0, 8)}${deleted.freedBytes > 0 ? `, freeing ${formatBytes(deleted.freedBytes)}` : ''}.`,
+                          );
                           await load();
                         },
                         { status, class: 'danger', ariaLabel: `Delete version ${v.id.slice(0, 8)}` },

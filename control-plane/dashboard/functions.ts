@@ -23,12 +23,23 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
         [
           { label: 'Source', cell: (f) => h('span', { class: 'mono' }, f.path) },
           { label: 'Kind', cell: (f) => (f.kind === 'api' ? 'endpoint' : 'cron job') },
-          { label: 'Status', cell: (f) => badge(f.status === 'ACTIVE' ? 'DEPLOYED' : 'FAILED', f.status === 'ACTIVE' ? 'ready' : 'failed') },
+          {
+            label: 'Status',
+            cell: (f) =>
+              badge(f.status === 'ACTIVE' ? 'DEPLOYED' : 'FAILED', f.status === 'ACTIVE' ? 'ready' : 'failed'),
+          },
           {
             label: 'Problem',
             cell: (f) =>
               f.lastError
-                ? h('span', { class: 'problem' }, h('span', { class: 'mono' }, `${f.path}:${f.lastError.line}:${f.lastError.column}`), ' ', f.lastError.message, f.deployedVersionId ? ' (the previous version is still served)' : '')
+                ? h(
+                    'span',
+                    { class: 'problem' },
+                    h('span', { class: 'mono' }, `${f.path}:${f.lastError.line}:${f.lastError.column}`),
+                    ' ',
+                    f.lastError.message,
+                    f.deployedVersionId ? ' (the previous version is still served)' : '',
+                  )
                 : '–',
           },
           { label: 'Schedule (UTC)', cell: (f) => (f.schedule ? h('span', { class: 'mono' }, f.schedule) : '–') },
@@ -65,7 +76,10 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
           { label: 'Job', cell: (r) => h('span', { class: 'mono' }, r.path) },
           { label: 'Scheduled', cell: (r) => time(r.scheduledAt) },
           { label: 'Outcome', cell: (r) => badge(r.outcome) },
-          { label: 'Took', cell: (r) => (r.startedAt && r.endedAt ? `${Date.parse(r.endedAt) - Date.parse(r.startedAt)} ms` : '–') },
+          {
+            label: 'Took',
+            cell: (r) => (r.startedAt && r.endedAt ? `${Date.parse(r.endedAt) - Date.parse(r.startedAt)} ms` : '–'),
+          },
           { label: 'Error', cell: (r) => r.error ?? '' },
         ],
         runs,
@@ -94,9 +108,40 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
 
   fill(
     body,
-    h('section', { class: 'card' }, h('div', { class: 'section-head' }, h('h2', null, 'Functions and cron jobs'), actionButton('Refresh', loadFunctions, { status, ariaLabel: 'Refresh functions' })), functionsEl, status.el),
-    h('section', { class: 'card' }, h('div', { class: 'section-head' }, h('h2', null, 'Recent cron runs'), actionButton('Refresh', loadRuns, { status, ariaLabel: 'Refresh cron runs' })), runsEl),
-    h('section', { class: 'card' }, h('div', { class: 'section-head' }, h('h2', null, 'Logs'), actionButton('Refresh', loadLogs, { status, ariaLabel: 'Refresh logs' })), logsEl),
+    h(
+      'section',
+      { class: 'card' },
+      h(
+        'div',
+        { class: 'section-head' },
+        h('h2', null, 'Functions and cron jobs'),
+        actionButton('Refresh', loadFunctions, { status, ariaLabel: 'Refresh functions' }),
+      ),
+      functionsEl,
+      status.el,
+    ),
+    h(
+      'section',
+      { class: 'card' },
+      h(
+        'div',
+        { class: 'section-head' },
+        h('h2', null, 'Recent cron runs'),
+        actionButton('Refresh', loadRuns, { status, ariaLabel: 'Refresh cron runs' }),
+      ),
+      runsEl,
+    ),
+    h(
+      'section',
+      { class: 'card' },
+      h(
+        'div',
+        { class: 'section-head' },
+        h('h2', null, 'Logs'),
+        actionButton('Refresh', loadLogs, { status, ariaLabel: 'Refresh logs' }),
+      ),
+      logsEl,
+    ),
   );
   await Promise.all([loadFunctions(), loadRuns(), loadLogs()]);
 }

@@ -33,7 +33,10 @@ export async function render(root: HTMLElement): Promise<void> {
                 : actionButton(
                     'Revoke',
                     async () => {
-                      if (!window.confirm(`Revoke the key "${k.name ?? k.id}"? Anything using it stops working at once.`)) return;
+                      if (
+                        !window.confirm(`Revoke the key "${k.name ?? k.id}"? Anything using it stops working at once.`)
+                      )
+                        return;
                       await api('DELETE', `/v0/keys/${encodeURIComponent(k.id)}`);
                       status.note(`Revoked "${k.name ?? k.id}".`);
                       await load();
@@ -53,26 +56,50 @@ export async function render(root: HTMLElement): Promise<void> {
     { class: 'stack', 'aria-label': 'Create an API key' },
     async (el) => {
       const data = new FormData(el);
-      const created = await api<{ key: ApiKey; secret: string }>('POST', '/v0/keys', { name: String(data.get('name') ?? '').trim(), permission: String(data.get('permission') ?? 'READ') });
+      const created = await api<{ key: ApiKey; secret: string }>('POST', '/v0/keys', {
+        name: String(data.get('name') ?? '').trim(),
+        permission: String(data.get('permission') ?? 'READ'),
+      });
       el.reset();
       fill(
         shown,
         h(
           'div',
           { class: 'once' },
-          h('p', null, h('strong', null, `Key "${created.key.name}" (${created.key.permission})`), ': copy it now. It is shown this once only; Berth keeps only a digest.'),
+          h(
+            'p',
+            null,
+            h('strong', null, `Key "${created.key.name}" (${created.key.permission})`),
+            ': copy it now. It is shown this once only; Berth keeps only a digest.',
+          ),
           copyField('New API key', created.secret),
         ),
       );
       await load();
     },
     createStatus,
-    field('Key name', () => h('input', { name: 'name', required: true, maxlength: 100, autocomplete: 'off' }), 'Say where it is used, e.g. “CI deploys”.'),
-    field('Permission', () => h('select', { name: 'permission' }, h('option', { value: 'READ' }, 'READ: list and read only'), h('option', { value: 'WRITE' }, 'WRITE: everything a key may do'))),
+    field(
+      'Key name',
+      () => h('input', { name: 'name', required: true, maxlength: 100, autocomplete: 'off' }),
+      'Say where it is used, e.g. “CI deploys”.',
+    ),
+    field('Permission', () =>
+      h(
+        'select',
+        { name: 'permission' },
+        h('option', { value: 'READ' }, 'READ: list and read only'),
+        h('option', { value: 'WRITE' }, 'WRITE: everything a key may do'),
+      ),
+    ),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Create key')),
     createStatus.el,
   );
 
-  fill(root, h('h1', null, 'API keys'), h('section', { class: 'card' }, h('h2', null, 'Create a key'), create, shown), h('section', { class: 'card' }, h('h2', null, 'Keys'), listEl, status.el));
+  fill(
+    root,
+    h('h1', null, 'API keys'),
+    h('section', { class: 'card' }, h('h2', null, 'Create a key'), create, shown),
+    h('section', { class: 'card' }, h('h2', null, 'Keys'), listEl, status.el),
+  );
   await load();
 }

@@ -1,6 +1,14 @@
 // The dashboard's shell: who is signed in, the account switcher, the navigation, sign-out, and the page
 // the hash names.
-import { chooseAccount, currentAccountId, currentSession, isAdmin, loadSession, signOut, takeReturnHash } from './api.ts';
+import {
+  chooseAccount,
+  currentAccountId,
+  currentSession,
+  isAdmin,
+  loadSession,
+  signOut,
+  takeReturnHash,
+} from './api.ts';
 import { fill, h, messageOf, run } from './dom.ts';
 import { type Route, currentRoute, go, href } from './router.ts';
 import * as account from './account.ts';
@@ -59,7 +67,11 @@ let nav: HTMLElement;
 
 function navigation(active: string): HTMLElement {
   const link = (key: string, label: string, target: string) =>
-    h('a', { href: target, class: key === active ? 'active' : null, 'aria-current': key === active ? 'page' : null }, label);
+    h(
+      'a',
+      { href: target, class: key === active ? 'active' : null, 'aria-current': key === active ? 'page' : null },
+      label,
+    );
   return h(
     'ul',
     null,
@@ -98,7 +110,13 @@ function accountSwitcher(): HTMLElement {
   const select = h(
     'select',
     { id: 'account-switch' },
-    memberships.map((m) => h('option', { value: m.accountId, selected: m.accountId === currentAccountId() }, `${m.accountName} (${m.role === 'ADMIN' ? 'admin' : 'member'})`)),
+    memberships.map((m) =>
+      h(
+        'option',
+        { value: m.accountId, selected: m.accountId === currentAccountId() },
+        `${m.accountName} (${m.role === 'ADMIN' ? 'admin' : 'member'})`,
+      ),
+    ),
   );
   select.addEventListener('change', () => {
     chooseAccount(select.value);
@@ -115,7 +133,15 @@ async function start(): Promise<void> {
   try {
     session = await loadSession();
   } catch (err) {
-    fill(app, h('main', { class: 'page' }, h('h1', null, 'Berth'), h('p', { class: 'status error', role: 'alert' }, messageOf(err))));
+    fill(
+      app,
+      h(
+        'main',
+        { class: 'page' },
+        h('h1', null, 'Berth'),
+        h('p', { class: 'status error', role: 'alert' }, messageOf(err)),
+      ),
+    );
     return;
   }
   const back = takeReturnHash();
@@ -132,13 +158,26 @@ async function start(): Promise<void> {
       { class: 'top' },
       h('a', { class: 'brand', href: href('sites') }, 'Berth'),
       session.user.memberships.length > 0 ? accountSwitcher() : null,
-      h('div', { class: 'user' }, h('span', { class: 'email', title: session.user.email }, session.user.email), signOutButton),
+      h(
+        'div',
+        { class: 'user' },
+        h('span', { class: 'email', title: session.user.email }, session.user.email),
+        signOutButton,
+      ),
       nav,
     ),
     main,
   );
   if (session.user.memberships.length === 0) {
-    fill(main, h('div', { class: 'page' }, h('h1', null, 'No account yet'), h('p', null, 'You are not a member of any account. Ask an admin of an account for an invitation.')));
+    fill(
+      main,
+      h(
+        'div',
+        { class: 'page' },
+        h('h1', null, 'No account yet'),
+        h('p', null, 'You are not a member of any account. Ask an admin of an account for an invitation.'),
+      ),
+    );
     return;
   }
   window.addEventListener('hashchange', () => void render());

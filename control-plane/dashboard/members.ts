@@ -4,7 +4,10 @@ import { api, currentSession, get, isAdmin } from './api.ts';
 import { actionButton, badge, copyField, field, fill, form, h, run, statusLine, table, time } from './dom.ts';
 import type { Invitation, Member } from './types.ts';
 
-const roleOptions = (selected: string) => [h('option', { value: 'MEMBER', selected: selected === 'MEMBER' }, 'Member'), h('option', { value: 'ADMIN', selected: selected === 'ADMIN' }, 'Admin')];
+const roleOptions = (selected: string) => [
+  h('option', { value: 'MEMBER', selected: selected === 'MEMBER' }, 'Member'),
+  h('option', { value: 'ADMIN', selected: selected === 'ADMIN' }, 'Admin'),
+];
 
 export async function render(root: HTMLElement): Promise<void> {
   if (!isAdmin()) {
@@ -30,14 +33,18 @@ export async function render(root: HTMLElement): Promise<void> {
             cell: (m) => {
               const select = h('select', { 'aria-label': `Role of ${m.email}` }, roleOptions(m.role));
               select.addEventListener('change', () =>
-                run(null, async () => {
-                  try {
-                    await api('POST', `/v0/members/${encodeURIComponent(m.userId)}`, { role: select.value });
-                    status.note(`${m.email} is ${select.value === 'ADMIN' ? 'an admin' : 'a member'} now.`);
-                  } finally {
-                    await loadMembers();
-                  }
-                }, status),
+                run(
+                  null,
+                  async () => {
+                    try {
+                      await api('POST', `/v0/members/${encodeURIComponent(m.userId)}`, { role: select.value });
+                      status.note(`${m.email} is ${select.value === 'ADMIN' ? 'an admin' : 'a member'} now.`);
+                    } finally {
+                      await loadMembers();
+                    }
+                  },
+                  status,
+                ),
               );
               return select;
             },
@@ -100,9 +107,22 @@ export async function render(root: HTMLElement): Promise<void> {
     { class: 'stack', 'aria-label': 'Invite someone' },
     async (el) => {
       const data = new FormData(el);
-      const created = await api<{ invitation: Invitation; url: string }>('POST', '/v0/invitations', { email: String(data.get('email') ?? '').trim(), role: String(data.get('role') ?? 'MEMBER') });
+      const created = await api<{ invitation: Invitation; url: string }>('POST', '/v0/invitations', {
+        email: String(data.get('email') ?? '').trim(),
+        role: String(data.get('role') ?? 'MEMBER'),
+      });
       el.reset();
-      fill(invited, h('p', null, `Send this link to ${created.invitation.email}; it works once, until `, time(created.invitation.expiresAt), '.'), copyField('Invitation link', created.url));
+      fill(
+        invited,
+        h(
+          'p',
+          null,
+          `Send this link to ${created.invitation.email}; it works once, until `,
+          time(created.invitation.expiresAt),
+          '.',
+        ),
+        copyField('Invitation link', created.url),
+      );
       await loadInvitations();
     },
     inviteStatus,
@@ -115,7 +135,18 @@ export async function render(root: HTMLElement): Promise<void> {
   fill(
     root,
     h('h1', null, 'Members'),
-    h('section', { class: 'card' }, h('h2', null, 'Members'), h('p', { class: 'hint' }, 'Admins may do everything; members everything but keys, members, exports and deleting databases.'), membersEl, status.el),
+    h(
+      'section',
+      { class: 'card' },
+      h('h2', null, 'Members'),
+      h(
+        'p',
+        { class: 'hint' },
+        'Admins may do everything; members everything but keys, members, exports and deleting databases.',
+      ),
+      membersEl,
+      status.el,
+    ),
     h('section', { class: 'card' }, h('h2', null, 'Invite someone'), invite, invited),
     h('section', { class: 'card' }, h('h2', null, 'Open invitations'), invitationsEl),
   );

@@ -71,7 +71,8 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
               actionButton(
                 'Delete',
                 async () => {
-                  if (!window.confirm(`Delete the secret ${s.name}? Functions reading it get null from then on.`)) return;
+                  if (!window.confirm(`Delete the secret ${s.name}? Functions reading it get null from then on.`))
+                    return;
                   await api('DELETE', secretPath(s.name));
                   status.note(`Deleted ${s.name}.`);
                   await loadList();
@@ -98,17 +99,56 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       await loadList();
     },
     setStatus,
-    field('Secret name', () => h('input', { name: 'name', required: true, maxlength: 128, pattern: '[A-Za-z_][A-Za-z0-9_]*', autocomplete: 'off', spellcheck: 'false', class: 'mono' }), 'Letters, digits and underscores, not starting with a digit. An existing name gets the new value.'),
-    field('Secret value', () => h('textarea', { name: 'value', required: true, rows: 2, autocomplete: 'off', spellcheck: 'false', class: 'mono' })),
+    field(
+      'Secret name',
+      () =>
+        h('input', {
+          name: 'name',
+          required: true,
+          maxlength: 128,
+          pattern: '[A-Za-z_][A-Za-z0-9_]*',
+          autocomplete: 'off',
+          spellcheck: 'false',
+          class: 'mono',
+        }),
+      'Letters, digits and underscores, not starting with a digit. An existing name gets the new value.',
+    ),
+    field('Secret value', () =>
+      h('textarea', {
+        name: 'value',
+        required: true,
+        rows: 2,
+        autocomplete: 'off',
+        spellcheck: 'false',
+        class: 'mono',
+      }),
+    ),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Save secret')),
     setStatus.el,
   );
 
   fill(
     body,
-    h('section', { class: 'card' }, h('h2', null, 'Secrets'), h('p', { class: 'hint' }, 'Values are encrypted at rest. Revealing one is recorded in the access log below.'), listEl, status.el),
+    h(
+      'section',
+      { class: 'card' },
+      h('h2', null, 'Secrets'),
+      h('p', { class: 'hint' }, 'Values are encrypted at rest. Revealing one is recorded in the access log below.'),
+      listEl,
+      status.el,
+    ),
     h('section', { class: 'card' }, h('h2', null, 'Set a secret'), setForm),
-    h('section', { class: 'card' }, h('div', { class: 'section-head' }, h('h2', null, 'Access log'), actionButton('Refresh', loadLog, { status, ariaLabel: 'Refresh the access log' })), logEl),
+    h(
+      'section',
+      { class: 'card' },
+      h(
+        'div',
+        { class: 'section-head' },
+        h('h2', null, 'Access log'),
+        actionButton('Refresh', loadLog, { status, ariaLabel: 'Refresh the access log' }),
+      ),
+      logEl,
+    ),
   );
   await Promise.all([loadList(), loadLog()]);
 }

@@ -21,7 +21,11 @@ export async function renderList(root: HTMLElement): Promise<void> {
       'Sites',
       [
         { label: 'Name', cell: (s) => h('a', { href: href('sites', s.id) }, s.name) },
-        { label: 'Address', cell: (s) => h('a', { href: s.url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, hostOf(s.url)) },
+        {
+          label: 'Address',
+          cell: (s) =>
+            h('a', { href: s.url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, hostOf(s.url)),
+        },
         { label: 'Access', cell: (s) => badge(s.access) },
         { label: 'Status', cell: (s) => badge(s.status) },
         { label: 'Updated', cell: (s) => time(s.updatedAt) },
@@ -57,8 +61,27 @@ function createForm(): HTMLElement {
     },
     status,
     field('Site name', () => h('input', { name: 'name', required: true, maxlength: 100, autocomplete: 'off' })),
-    field('Subdomain', () => h('input', { name: 'subdomain', pattern: '[a-z0-9]([a-z0-9\\-]*[a-z0-9])?', minlength: 3, maxlength: 63, autocomplete: 'off', spellcheck: 'false' }), 'Optional: lowercase letters, digits and hyphens. Left empty, one is made up.'),
-    field('Access', () => h('select', { name: 'access' }, h('option', { value: 'PUBLIC' }, 'Public: anyone with the address'), h('option', { value: 'PRIVATE' }, 'Private: signed-in members only'))),
+    field(
+      'Subdomain',
+      () =>
+        h('input', {
+          name: 'subdomain',
+          pattern: '[a-z0-9]([a-z0-9\\-]*[a-z0-9])?',
+          minlength: 3,
+          maxlength: 63,
+          autocomplete: 'off',
+          spellcheck: 'false',
+        }),
+      'Optional: lowercase letters, digits and hyphens. Left empty, one is made up.',
+    ),
+    field('Access', () =>
+      h(
+        'select',
+        { name: 'access' },
+        h('option', { value: 'PUBLIC' }, 'Public: anyone with the address'),
+        h('option', { value: 'PRIVATE' }, 'Private: signed-in members only'),
+      ),
+    ),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary' }, 'Create site')),
     status.el,
   );
@@ -89,12 +112,35 @@ export async function siteFrame(root: HTMLElement, route: Route): Promise<{ site
       'div',
       { class: 'site-head' },
       h('h1', null, site.name),
-      h('div', { class: 'site-meta' }, badge(site.access), ' ', badge(site.status), ' ', h('a', { href: site.url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' }, 'Open site ', h('span', { class: 'hint' }, hostOf(site.url)))),
+      h(
+        'div',
+        { class: 'site-meta' },
+        badge(site.access),
+        ' ',
+        badge(site.status),
+        ' ',
+        h(
+          'a',
+          { href: site.url, target: '_blank', rel: 'noopener noreferrer', class: 'mono' },
+          'Open site ',
+          h('span', { class: 'hint' }, hostOf(site.url)),
+        ),
+      ),
     ),
     h(
       'nav',
       { class: 'tabs', 'aria-label': 'Site' },
-      TABS.map(([key, label]) => h('a', { href: key ? href('sites', site.id, key) : href('sites', site.id), class: key === active ? 'active' : null, 'aria-current': key === active ? 'page' : null }, label)),
+      TABS.map(([key, label]) =>
+        h(
+          'a',
+          {
+            href: key ? href('sites', site.id, key) : href('sites', site.id),
+            class: key === active ? 'active' : null,
+            'aria-current': key === active ? 'page' : null,
+          },
+          label,
+        ),
+      ),
     ),
     body,
   );
@@ -136,14 +182,30 @@ export async function renderSite(root: HTMLElement, route: Route): Promise<void>
       h(
         'div',
         { class: 'setting' },
-        h('p', null, site.access === 'PUBLIC' ? 'Public: anyone with the address can read the site’s web files.' : 'Private: only signed-in members of this account can read the site’s web files.'),
-        site.access === 'PUBLIC' ? button('Make private', { access: 'PRIVATE' }, 'The site is private now.') : button('Make public', { access: 'PUBLIC' }, 'The site is public now.'),
+        h(
+          'p',
+          null,
+          site.access === 'PUBLIC'
+            ? 'Public: anyone with the address can read the site’s web files.'
+            : 'Private: only signed-in members of this account can read the site’s web files.',
+        ),
+        site.access === 'PUBLIC'
+          ? button('Make private', { access: 'PRIVATE' }, 'The site is private now.')
+          : button('Make public', { access: 'PUBLIC' }, 'The site is public now.'),
       ),
       h(
         'div',
         { class: 'setting' },
-        h('p', null, site.status === 'ACTIVE' ? 'Active: the site is served.' : 'Archived: the site is not served and its functions do not run; its files are kept.'),
-        site.status === 'ACTIVE' ? button('Archive', { status: 'ARCHIVED' }, 'The site is archived.', 'danger') : button('Re-activate', { status: 'ACTIVE' }, 'The site is active again.'),
+        h(
+          'p',
+          null,
+          site.status === 'ACTIVE'
+            ? 'Active: the site is served.'
+            : 'Archived: the site is not served and its functions do not run; its files are kept.',
+        ),
+        site.status === 'ACTIVE'
+          ? button('Archive', { status: 'ARCHIVED' }, 'The site is archived.', 'danger')
+          : button('Re-activate', { status: 'ACTIVE' }, 'The site is active again.'),
       ),
       h('p', { class: 'status note site-status', 'aria-live': 'polite' }),
       status.el,
@@ -166,10 +228,24 @@ export async function renderSite(root: HTMLElement, route: Route): Promise<void>
         ? h(
             'ul',
             { class: 'problems' },
-            failed.map((f) => h('li', null, h('span', { class: 'mono' }, `${f.path}:${f.error.line}:${f.error.column}`), ' ', f.error.message)),
+            failed.map((f) =>
+              h(
+                'li',
+                null,
+                h('span', { class: 'mono' }, `${f.path}:${f.error.line}:${f.error.column}`),
+                ' ',
+                f.error.message,
+              ),
+            ),
           )
         : null,
-      site.status === 'ACTIVE' ? button('Reconcile', { reconcile: true }, 'Reconciled: every function was deployed again from its stored source.') : null,
+      site.status === 'ACTIVE'
+        ? button(
+            'Reconcile',
+            { reconcile: true },
+            'Reconciled: every function was deployed again from its stored source.',
+          )
+        : null,
     ),
   );
 }

@@ -116,7 +116,11 @@ export interface QueryEnvelope {
   success: boolean;
   errors: Array<{ code: string; message: string }>;
   messages: string[];
-  result: Array<{ success: boolean; results: Array<Record<string, unknown>>; meta: { duration: number; changes: number; last_row_id: number | null } }>;
+  result: Array<{
+    success: boolean;
+    results: Array<Record<string, unknown>>;
+    meta: { duration: number; changes: number; last_row_id: number | null };
+  }>;
 }
 
 export interface MigrationReceipt {

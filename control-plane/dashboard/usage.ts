@@ -5,7 +5,14 @@ import { fill, formatBytes, h } from './dom.ts';
 
 export async function render(root: HTMLElement): Promise<void> {
   fill(root, h('h1', null, 'Usage'), h('p', { class: 'loading' }, 'Loading…'));
-  const { usage } = await get<{ usage: { day: string; modelCalls: number; allowance: number; storage: { usedBytes: number; limitBytes: number | null } } }>('/v0/accounts/current/usage');
+  const { usage } = await get<{
+    usage: {
+      day: string;
+      modelCalls: number;
+      allowance: number;
+      storage: { usedBytes: number; limitBytes: number | null };
+    };
+  }>('/v0/accounts/current/usage');
   const { usedBytes, limitBytes } = usage.storage;
   const share = usage.allowance > 0 ? Math.min(1, usage.modelCalls / usage.allowance) : 0;
   fill(
@@ -16,17 +23,39 @@ export async function render(root: HTMLElement): Promise<void> {
       { class: 'card' },
       h('h2', null, 'Model calls today'),
       h('p', { class: 'big-number' }, `${usage.modelCalls.toLocaleString()} of ${usage.allowance.toLocaleString()}`),
-      h('meter', { min: 0, max: Math.max(usage.allowance, 1), value: usage.modelCalls, high: usage.allowance * 0.8, optimum: 0, 'aria-label': 'Model calls today against the allowance' }),
-      h('p', { class: 'hint' }, `UTC day ${usage.day}: calls of ctx.llm by every function of this account, failed ones included (${Math.round(share * 100)}% of the allowance). The count starts again at midnight UTC.`),
+      h('meter', {
+        min: 0,
+        max: Math.max(usage.allowance, 1),
+        value: usage.modelCalls,
+        high: usage.allowance * 0.8,
+        optimum: 0,
+        'aria-label': 'Model calls today against the allowance',
+      }),
+      h(
+        'p',
+        { class: 'hint' },
+        `UTC day ${usage.day}: calls of ctx.llm by every function of this account, failed ones included (${Math.round(share * 100)}% of the allowance). The count starts again at midnight UTC.`,
+      ),
     ),
     h(
       'section',
       { class: 'card' },
       h('h2', null, 'Storage'),
-      h('p', { class: 'big-number' }, limitBytes === null ? formatBytes(usedBytes) : `${formatBytes(usedBytes)} of ${formatBytes(limitBytes)}`),
+      h(
+        'p',
+        { class: 'big-number' },
+        limitBytes === null ? formatBytes(usedBytes) : `${formatBytes(usedBytes)} of ${formatBytes(limitBytes)}`,
+      ),
       limitBytes === null
         ? null
-        : h('meter', { min: 0, max: Math.max(limitBytes, 1), value: usedBytes, high: limitBytes * 0.8, optimum: 0, 'aria-label': 'Stored bytes against the storage limit' }),
+        : h('meter', {
+            min: 0,
+            max: Math.max(limitBytes, 1),
+            value: usedBytes,
+            high: limitBytes * 0.8,
+            optimum: 0,
+            'aria-label': 'Stored bytes against the storage limit',
+          }),
       h(
         'p',
         { class: 'hint' },

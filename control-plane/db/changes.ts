@@ -67,12 +67,20 @@ export function parseChange(value: unknown): Change | undefined {
   const text = (key: string) => typeof c[key] === 'string';
   switch (c.kind) {
     case 'file':
-      return text('bucketId') && text('path') ? { kind: 'file', bucketId: c.bucketId as string, path: c.path as string } : undefined;
+      return text('bucketId') && text('path')
+        ? { kind: 'file', bucketId: c.bucketId as string, path: c.path as string }
+        : undefined;
     case 'sites':
       return { kind: 'sites' };
     case 'function':
       return text('siteId') && text('name') && text('functionId') && (c.versionId === null || text('versionId'))
-        ? { kind: 'function', siteId: c.siteId as string, name: c.name as string, functionId: c.functionId as string, versionId: c.versionId as string | null }
+        ? {
+            kind: 'function',
+            siteId: c.siteId as string,
+            name: c.name as string,
+            functionId: c.functionId as string,
+            versionId: c.versionId as string | null,
+          }
         : undefined;
     case 'database':
       return text('siteId') ? { kind: 'database', siteId: c.siteId as string } : undefined;

@@ -57,18 +57,35 @@ const isPostgres = (db: Knex) => db.client.dialect === 'postgresql';
 
 /** A row as both backends read it: booleans as 0/1 (SQLite has no other), keys in column order. */
 function canonical(row: Record<string, unknown>): string {
-  return JSON.stringify(Object.keys(row).sort().map((column) => {
-    const value = row[column];
-    return [column, typeof value === 'boolean' ? Number(value) : Buffer.isBuffer(value) ? value.toString('base64') : value];
-  }));
+  return JSON.stringify(
+    Object.keys(row)
+      .sort()
+      .map((column) => {
+        const value = row[column];
+        return [
+          column,
+          typeof value === 'boolean' ? Number(value) : Buffer.isBuffer(value) ? value.toString('base64') : value,
+        ];
+      }),
+  );
 }
 
-async function* rowsOf(db: Knex | Knex.Transaction, table: { name: string; key: readonly string[] }): AsyncGenerator<Record<string, unknown>[]> {
+async function* rowsOf(
+  db: Knex | Knex.Transaction,
+  table: { name: string; key: readonly string[] },
+): AsyncGenerator<Record<string, unknown>[]> {
   // Keyset pages: each page is read by the key after the last one, so a large table is never read whole.
   let after: Knex.Value[] | undefined;
   for (;;) {
-    const query = db(table.name).select('*').orderBy(table.key.map((column) => ({ column }))).limit(BATCH_ROWS);
-    if (after) query.whereRaw(`(${table.key.map(() => '??').join(', ')}) > (${table.key.map(() => '?').join(', ')})`, [...table.key, ...after]);
+    const query = db(table.name)
+      .select('*')
+      .orderBy(table.key.map((column) => ({ column })))
+      .limit(BATCH_ROWS);
+    if (after)
+      query.whereRaw(`(${table.key.map(() => '??').join(', ')}) > (${table.key.map(() => '?').join(', ')})`, [
+        ...table.key,
+        ...after,
+      ]);
     const rows = (await query) as Record<string, unknown>[];
     if (rows.length === 0) return;
     yield rows;
@@ -78,7 +95,10 @@ async function* rowsOf(db: Knex | Knex.Transaction, table: { name: string; key: 
   }
 }
 
-async function checksumOf(db: Knex | Knex.Transaction, table: { name: string; key: readonly string[] }): Promise<{ rows: number; checksum: string }> {
+async function checksumOf(
+  db: Knex | Knex.Transaction,
+  table: { name: string; key: readonly string[] },
+): Promise<{ rows: number; checksum: string }> {
   const hash = crypto.createHash('sha256');
   let rows = 0;
   for await (const page of rowsOf(db, table)) {
@@ -109,7 +129,11 @@ export async function inSnapshot<T>(db: Knex, work: (trx: Knex.Transaction) => P
 export async function assertEmpty(db: Knex): Promise<void> {
   for (const table of TABLES) {
     const row = await db(table.name).first(db.raw('1 AS present'));
-    if (row) throw new BerthError('invalid_request', `the target already holds Berth data (table ${table.name} has rows): copy into an empty database only`);
+    if (row)
+      throw new BerthError(
+        'invalid_request',
+        `the target already holds Berth data (table ${table.name} has rows): copy into an empty database only`,
+      );
   }
 }
 
@@ -137,12 +161,18 @@ export async function copyMetadata(from: Knex, to: Knex, onTable?: (copy: TableC
       await to.transaction(async (target) => {
         for await (const page of rowsOf(source, table)) await target(table.name).insert(page);
         if (isPostgres(to) && SERIAL_TABLES.includes(table.name)) {
-          await target.raw(`SELECT setval(pg_get_serial_sequence(?, 'id'), COALESCE((SELECT MAX(id) FROM ??), 0) + 1, false)`, [table.name, table.name]);
+          await target.raw(
+            `SELECT setval(pg_get_serial_sequence(?, 'id'), COALESCE((SELECT MAX(id) FROM ??), 0) + 1, false)`,
+            [table.name, table.name],
+          );
         }
       });
       const [wrote, read] = [await checksumOf(to, table), await checksumOf(source, table)];
       if (wrote.rows !== read.rows || wrote.checksum !== read.checksum) {
-        throw new BerthError('internal_error', `table ${table.name} did not copy faithfully: ${read.rows} rows read, ${wrote.rows} written, checksums ${read.checksum.slice(0, 12)} and ${wrote.checksum.slice(0, 12)}`);
+        throw new BerthError(
+          'internal_error',
+          `table ${table.name} did not copy faithfully: ${read.rows} rows read, ${wrote.rows} written, checksums ${read.checksum.slice(0, 12)} and ${wrote.checksum.slice(0, 12)}`,
+        );
       }
       const copy = { table: table.name, ...read };
       copies.push(copy);

@@ -7,7 +7,16 @@ export function isUniqueViolation(err: unknown): boolean {
 }
 
 /** Socket errors of a connection to the database server (a file's ENOENT has syscall open or stat). */
-const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+const CONNECTION_ERRNOS = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
 const SOCKET_SYSCALLS = new Set(['connect', 'read', 'write', 'getaddrinfo']);
 
 /** What `pg` and Knex say when a connection could not be had or was lost mid-query. */
@@ -29,7 +38,12 @@ export function isMetadataUnavailable(err: unknown): boolean {
   if (typeof e.code === 'string') {
     if (e.code.startsWith('08') && e.code.length === 5) return true;
     if (['57P01', '57P02', '57P03', '53300', '57014'].includes(e.code)) return true;
-    if (typeof e.syscall === 'string' && SOCKET_SYSCALLS.has(e.syscall) && (CONNECTION_ERRNOS.has(e.code) || (e.code === 'ENOENT' && e.syscall === 'connect'))) return true;
+    if (
+      typeof e.syscall === 'string' &&
+      SOCKET_SYSCALLS.has(e.syscall) &&
+      (CONNECTION_ERRNOS.has(e.code) || (e.code === 'ENOENT' && e.syscall === 'connect'))
+    )
+      return true;
   }
   if (e.name === 'KnexTimeoutError') return true;
   return typeof e.message === 'string' && CONNECTION_MESSAGES.some((text) => (e.message as string).startsWith(text));
@@ -39,7 +53,13 @@ export function isMetadataUnavailable(err: unknown): boolean {
  * Logs a failure of work no request waits on (a cron tick, a log flush, a sweep): an outage of the
  * metadata server is a warning with its reason, anything else an error with its stack.
  */
-export function logJobFailure(log: { warn(fields: object, msg: string): void; error(fields: object, msg: string): void }, err: unknown, what: string, fields: object = {}): void {
-  if (isMetadataUnavailable(err)) log.warn({ ...fields, reason: (err as Error).message }, `${what}: the metadata database did not answer`);
+export function logJobFailure(
+  log: { warn(fields: object, msg: string): void; error(fields: object, msg: string): void },
+  err: unknown,
+  what: string,
+  fields: object = {},
+): void {
+  if (isMetadataUnavailable(err))
+    log.warn({ ...fields, reason: (err as Error).message }, `${what}: the metadata database did not answer`);
   else log.error({ ...fields, err }, what);
 }

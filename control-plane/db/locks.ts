@@ -18,5 +18,6 @@ export async function lockRows(trx: Knex.Transaction, table: string, where: Reco
  * for (is there an owner yet?): a transaction-scoped advisory lock on PostgreSQL; nothing on SQLite.
  */
 export async function lockName(trx: Knex.Transaction, name: string): Promise<void> {
-  if (trx.client.dialect === 'postgresql') await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [`berth:${name}`]);
+  if (trx.client.dialect === 'postgresql')
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [`berth:${name}`]);
 }

@@ -57,7 +57,9 @@ export interface OpenOptions {
 }
 
 export async function openMetadata(config: MetadataConfig, options: OpenOptions = {}): Promise<Metadata> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePool, options) : openSqlite(config.dataDir);
+  return config.databaseUrl
+    ? openPostgres(config.databaseUrl, config.databasePool, options)
+    : openSqlite(config.dataDir);
 }
 
 async function openSqlite(dataDir: string): Promise<Metadata> {
@@ -107,7 +109,8 @@ function unreachable(err: unknown, where: string): StartupError | undefined {
       case '42501':
         return 'the user lacks a privilege Berth needs: make it the owner of the database (docs/deploy.md)';
       default:
-        return (err as Error).message === 'timeout expired' || (err as Error).message === 'Connection terminated due to connection timeout'
+        return (err as Error).message === 'timeout expired' ||
+          (err as Error).message === 'Connection terminated due to connection timeout'
           ? 'the server did not answer within 10 s'
           : undefined;
     }
@@ -129,7 +132,10 @@ async function openPostgres(url: string, poolSize: number, options: OpenOptions)
     await migrator.destroy();
     await migratorPool.end();
   }
-  const pool = openPostgresPool(url, poolSize, { onError: options.onConnectionError ?? (() => {}), deadlines: options.deadlines ?? false });
+  const pool = openPostgresPool(url, poolSize, {
+    onError: options.onConnectionError ?? (() => {}),
+    deadlines: options.deadlines ?? false,
+  });
   const db = openPostgresKnex(pool);
   const hot = new PostgresHotSql(pool);
   const knexQueries = countKnex(db);

@@ -9,7 +9,9 @@ import { migrationSource } from './migrations.ts';
 async function refuseNewerSchema(db: Knex, where: string): Promise<void> {
   if (!(await db.schema.hasTable('knex_migrations'))) return;
   const known = new Set(await migrationSource.getMigrations([]));
-  const unknown = ((await db('knex_migrations').select('name')) as Array<{ name: string }>).map((row) => row.name).filter((name) => !known.has(name));
+  const unknown = ((await db('knex_migrations').select('name')) as Array<{ name: string }>)
+    .map((row) => row.name)
+    .filter((name) => !known.has(name));
   if (unknown.length > 0) {
     throw new StartupError(
       `${where} was last used by a newer Berth (its metadata has schema step ${unknown.sort().at(-1)}, unknown to ${VERSION}): run that version or a newer one`,
@@ -23,7 +25,9 @@ async function refuseNewerSchema(db: Knex, where: string): Promise<void> {
  */
 export async function migrateToLatest(db: Knex, where: string, options: { create?: boolean } = {}): Promise<void> {
   if (options.create === false && !(await db.schema.hasTable('knex_migrations'))) {
-    throw new StartupError(`${where} holds no Berth metadata: point BERTH_DATABASE_URL at the server's database, or add --create-data-dir to start a new instance there`);
+    throw new StartupError(
+      `${where} holds no Berth metadata: point BERTH_DATABASE_URL at the server's database, or add --create-data-dir to start a new instance there`,
+    );
   }
   await refuseNewerSchema(db, where);
   await db.migrate.latest({ migrationSource, tableName: 'knex_migrations' });

@@ -20,4 +20,5 @@ export interface SiteRow {
 }
 
 /** SiteRow's columns, for statements that name them (hot statements never select *). */
-export const SITE_COLUMNS = 'id, account_id, bucket_id, name, subdomain, access, status, reconcile_requested_at, reconciled_at, reconcile_report, created_at, updated_at';
+export const SITE_COLUMNS =
+  'id, account_id, bucket_id, name, subdomain, access, status, reconcile_requested_at, reconciled_at, reconcile_report, created_at, updated_at';

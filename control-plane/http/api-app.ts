@@ -42,8 +42,13 @@ export function createApiApp(deps: Deps, version: string): Koa {
   });
   open.get('/metrics', async (ctx) => {
     const token = deps.config.metricsToken;
-    if (!token) throw new BerthError('not_found', 'metrics are not served here: set BERTH_METRICS_TOKEN, or BERTH_METRICS_ADDRESS for a listener of their own');
-    if (!safeEqual(bearerToken(ctx.get('Authorization')), token)) throw new BerthError('unauthorized', 'metrics need "Authorization: Bearer <BERTH_METRICS_TOKEN>"');
+    if (!token)
+      throw new BerthError(
+        'not_found',
+        'metrics are not served here: set BERTH_METRICS_TOKEN, or BERTH_METRICS_ADDRESS for a listener of their own',
+      );
+    if (!safeEqual(bearerToken(ctx.get('Authorization')), token))
+      throw new BerthError('unauthorized', 'metrics need "Authorization: Bearer <BERTH_METRICS_TOKEN>"');
     await sendMetrics(ctx, deps.metrics);
   });
   open.get('/v0/openapi.json', (ctx) => {
@@ -51,7 +56,12 @@ export function createApiApp(deps: Deps, version: string): Koa {
   });
   // Signed export links work without an API key: the signature is the credential.
   open.get('/v0/exports/:exportId/download', async (ctx) => {
-    const { body, bytes } = await openDownload(deps, String(ctx.params.exportId), String(ctx.query.expires ?? ''), String(ctx.query.signature ?? ''));
+    const { body, bytes } = await openDownload(
+      deps,
+      String(ctx.params.exportId),
+      String(ctx.query.expires ?? ''),
+      String(ctx.query.signature ?? ''),
+    );
     ctx.body = body;
     ctx.set('Content-Type', 'application/sql; charset=utf-8');
     ctx.set('Content-Length', String(bytes));

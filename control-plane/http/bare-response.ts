@@ -9,14 +9,25 @@ import { elapsedMs, finishRequest } from './middleware/request-context.ts';
 import { clientAddress } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
 
-export type SiteRequestHandler = (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[]) => void;
+export type SiteRequestHandler = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  subdomain: string,
+  segments: string[],
+) => void;
 
 /**
  * Answers a request of a lean site path. It sends Berth-Request-Id with every answer it writes (these
  * paths write their heads whole, which Node does fastest when no header was set before), and returns
  * a promise only when the answer waits on something: a cached file answers within the call.
  */
-export type LeanServe = (req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string) => Promise<void> | void;
+export type LeanServe = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  subdomain: string,
+  segments: string[],
+  requestId: string,
+) => Promise<void> | void;
 
 /** A lean site path that answers with `serve`, counted in the metrics under `route`. */
 export function leanSiteHandler(deps: Deps, route: string, serve: LeanServe): SiteRequestHandler {
@@ -40,13 +51,35 @@ export function leanSiteHandler(deps: Deps, route: string, serve: LeanServe): Si
   };
 }
 
-function finish(deps: Deps, route: string, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, requestId: string, started: bigint): void {
-  const line = { reqId: requestId, kind: 'site' as const, host: subdomain, method: req.method ?? 'GET', path: urlPath(req.url), status: res.statusCode, ip: clientAddress(req, deps.config.trustProxy), ms: elapsedMs(started) };
+function finish(
+  deps: Deps,
+  route: string,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  subdomain: string,
+  requestId: string,
+  started: bigint,
+): void {
+  const line = {
+    reqId: requestId,
+    kind: 'site' as const,
+    host: subdomain,
+    method: req.method ?? 'GET',
+    path: urlPath(req.url),
+    status: res.statusCode,
+    ip: clientAddress(req, deps.config.trustProxy),
+    ms: elapsedMs(started),
+  };
   finishRequest(deps, line, route);
 }
 
 export function sendHtml(res: http.ServerResponse, status: number, html: string, requestId: string): void {
-  res.writeHead(status, { 'Berth-Request-Id': requestId, 'Content-Type': 'text/html; charset=utf-8', 'Cache-Control': 'no-store', 'Content-Length': Buffer.byteLength(html) });
+  res.writeHead(status, {
+    'Berth-Request-Id': requestId,
+    'Content-Type': 'text/html; charset=utf-8',
+    'Cache-Control': 'no-store',
+    'Content-Length': Buffer.byteLength(html),
+  });
   res.end(html);
 }
 
@@ -65,7 +98,14 @@ export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, e
     return;
   }
   for (const header of res.getHeaderNames()) if (header !== 'connection') res.removeHeader(header);
-  const body = JSON.stringify({ error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) }, ...error.records });
-  res.writeHead(error.status, { 'Berth-Request-Id': requestId, 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  const body = JSON.stringify({
+    error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
+    ...error.records,
+  });
+  res.writeHead(error.status, {
+    'Berth-Request-Id': requestId,
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+  });
   res.end(body);
 }

@@ -13,7 +13,8 @@ import { publicOrigin } from './proxy.ts';
 
 async function jsonObject(ctx: Koa.Context, deps: Deps): Promise<Record<string, unknown>> {
   const body = await readJsonBody(ctx, deps.config.maxJsonBytes);
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new BerthError('invalid_request', 'body: the JSON body must be an object');
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw new BerthError('invalid_request', 'body: the JSON body must be an object');
   return body as Record<string, unknown>;
 }
 
@@ -26,7 +27,8 @@ export function cliLoginRoutes(deps: Deps): Router {
     try {
       started = await startCliLogin(deps, { machine: body.machine, address: ctx.ip });
     } catch (err) {
-      if (err instanceof BerthError && err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
+      if (err instanceof BerthError && err.code === 'too_many_attempts')
+        ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
       throw err;
     }
     const { login, pollToken } = started;
@@ -46,7 +48,8 @@ export function cliLoginRoutes(deps: Deps): Router {
   // `berth logout`: a key may always revoke itself, whatever its permission.
   router.post('/revoke', async (ctx) => {
     const actor = await authenticateRequest(ctx, deps);
-    if (actor.via === 'session') throw new BerthError('invalid_request', 'send the key to revoke as "Authorization: Bearer <key>"');
+    if (actor.via === 'session')
+      throw new BerthError('invalid_request', 'send the key to revoke as "Authorization: Bearer <key>"');
     await revokeKey(deps, actor.id);
     ctx.body = { revoked: true, keyId: actor.id };
   });

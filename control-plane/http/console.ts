@@ -23,7 +23,12 @@ function page(ctx: Koa.Context, status: number, title: string, body: string, csp
   ctx.type = 'text/html; charset=utf-8';
   // same-origin, not no-referrer: under no-referrer browsers send `Origin: null` with the form's own
   // POST, which sameOrigin() would refuse; other sites still get no referrer.
-  ctx.set({ 'Content-Security-Policy': csp, 'X-Content-Type-Options': 'nosniff', 'Referrer-Policy': 'same-origin', 'Cache-Control': 'no-store' });
+  ctx.set({
+    'Content-Security-Policy': csp,
+    'X-Content-Type-Options': 'nosniff',
+    'Referrer-Policy': 'same-origin',
+    'Cache-Control': 'no-store',
+  });
   ctx.body = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)} · Berth</title></head><body><main>${body}</main></body></html>`;
 }
 
@@ -33,7 +38,14 @@ interface SiteReturn {
   next?: string | undefined;
 }
 
-function loginPage(ctx: Koa.Context, status: number, message = '', email = '', back: SiteReturn = {}, siteHost = ''): void {
+function loginPage(
+  ctx: Koa.Context,
+  status: number,
+  message = '',
+  email = '',
+  back: SiteReturn = {},
+  siteHost = '',
+): void {
   const hidden = Object.entries(back)
     .filter(([, value]) => typeof value === 'string')
     .map(([name, value]) => `<input type="hidden" name="${name}" value="${escapeHtml(value as string)}">`)
@@ -83,15 +95,30 @@ async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: Si
   if (!site) return page(ctx, 404, 'Site not found', '<h1>Site not found</h1><p>There is no such site.</p>');
   const token = await createSiteToken(deps, userId, site.id as string);
   ctx.status = 303;
-  ctx.redirect(`${deps.siteUrl(site.subdomain as string)}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
+  ctx.redirect(
+    `${deps.siteUrl(site.subdomain as string)}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`,
+  );
 }
 
 function unusableLink(ctx: Koa.Context, err: BerthError): void {
-  page(ctx, err.status, 'Link expired', `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`);
+  page(
+    ctx,
+    err.status,
+    'Link expired',
+    `<h1>This link cannot be used</h1><p role="alert">${escapeHtml(err.message)}</p>`,
+  );
 }
 
-function invitationPage(ctx: Koa.Context, status: number, token: string, invitation: OpenInvitation, message = ''): void {
-  const [label, autocomplete] = invitation.hasPassword ? ['Password', 'current-password'] : ['Choose a password', 'new-password'];
+function invitationPage(
+  ctx: Koa.Context,
+  status: number,
+  token: string,
+  invitation: OpenInvitation,
+  message = '',
+): void {
+  const [label, autocomplete] = invitation.hasPassword
+    ? ['Password', 'current-password']
+    : ['Choose a password', 'new-password'];
   page(
     ctx,
     status,
@@ -128,7 +155,8 @@ export function consoleRoutes(deps: Deps): Router {
     try {
       signedIn = await signIn(deps, { email: form.email ?? '', password: form.password ?? '', address: ctx.ip });
     } catch (err) {
-      if (err instanceof BerthError && err.code === 'too_many_attempts') ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
+      if (err instanceof BerthError && err.code === 'too_many_attempts')
+        ctx.set('Retry-After', String(err.details?.retryAfterSeconds));
       if (json || !(err instanceof BerthError)) throw err;
       return loginPage(ctx, err.status, err.message, form.email ?? '', siteReturn(form), deps.config.siteHost);
     }
@@ -217,7 +245,10 @@ export function consoleRoutes(deps: Deps): Router {
     sameOrigin(ctx);
     const token = ctx.cookies.get(CONSOLE_COOKIE);
     // Signing someone out is a change too: only the dashboard, which knows the token, may ask.
-    if (token && !safeEqual(ctx.get('X-CSRF-Token') || (await readForm(ctx, deps)).csrf || '', csrfToken(deps, token))) {
+    if (
+      token &&
+      !safeEqual(ctx.get('X-CSRF-Token') || (await readForm(ctx, deps)).csrf || '', csrfToken(deps, token))
+    ) {
       throw new BerthError('forbidden', 'sign out from the dashboard: the request lacks its X-CSRF-Token');
     }
     if (token) await signOut(deps, token);

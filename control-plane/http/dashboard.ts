@@ -29,7 +29,11 @@ interface Assets {
   css: Asset;
 }
 
-const asset = (body: string, type: string): Asset => ({ body, type, etag: `"${crypto.createHash('sha256').update(body).digest('base64url').slice(0, 27)}"` });
+const asset = (body: string, type: string): Asset => ({
+  body,
+  type,
+  etag: `"${crypto.createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+});
 
 /** Bundles the app (TypeScript to one script) and reads its page and stylesheet. */
 export async function buildDashboard(): Promise<Assets> {

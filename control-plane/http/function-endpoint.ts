@@ -15,7 +15,16 @@ import { WorkerError } from '../../runtime-host/worker.ts';
 
 export const SESSION_COOKIE = '_berth_session';
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'content-length']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'te',
+  'trailer',
+  'upgrade',
+  'content-length',
+]);
 const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
 
 /** The request's headers as pairs, minus hop-by-hop headers and the session cookie. */
@@ -41,7 +50,8 @@ export function functionRequestHeaders(rawHeaders: string[]): Array<[string, str
 const setsSessionCookie = (value: string): boolean => value.split('=')[0]!.trim() === SESSION_COOKIE;
 
 function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
-  if (err instanceof PoolFullError) return new BerthError('runtime_busy', 'all function workers are busy; try again shortly');
+  if (err instanceof PoolFullError)
+    return new BerthError('runtime_busy', 'all function workers are busy; try again shortly');
   if (err instanceof WorkerError) {
     switch (err.reason) {
       case 'handler': {
@@ -55,7 +65,10 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
       case 'memory':
         return new BerthError('function_memory_exceeded', 'the function exceeded its memory limit and was stopped');
       case 'protocol':
-        return new BerthError('function_protocol_error', 'the function’s worker broke the runtime protocol and was stopped');
+        return new BerthError(
+          'function_protocol_error',
+          'the function’s worker broke the runtime protocol and was stopped',
+        );
       default:
         return new BerthError('function_crashed', 'the function’s worker stopped before answering');
     }
@@ -69,17 +82,32 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
  * hottest path of the platform skips the Koa stack but keeps its rules (request id, one log line, the
  * error envelope, the site's 404 page) through the same helpers.
  */
-export const functionHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
+export const functionHandler = (deps: Deps): SiteRequestHandler =>
+  leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId) =>
+    serve(deps, req, res, subdomain, segments, requestId),
+  );
 
-async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> {
+async function serve(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  subdomain: string,
+  segments: string[],
+  requestId: string,
+): Promise<void> {
   const site = await resolveSite(deps, subdomain);
   if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
-  if (segments.length !== 2 || segments[1] === '') throw new BerthError('function_not_found', 'functions are served at /api/<name>');
+  if (segments.length !== 2 || segments[1] === '')
+    throw new BerthError('function_not_found', 'functions are served at /api/<name>');
   const name = segments[1]!;
   const deployment = await resolveEndpoint(deps, site.id, name);
   if (!deployment) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
   const limit = deps.config.maxFunctionBodyBytes;
-  const body = await readBody({ req }, limit, () => new BerthError('payload_too_large', `function request bodies may be at most ${limit} bytes`));
+  const body = await readBody(
+    { req },
+    limit,
+    () => new BerthError('payload_too_large', `function request bodies may be at most ${limit} bytes`),
+  );
   const method = req.method ?? 'GET';
 
   // A client that hangs up cancels the call; the worker is told, and the function's request aborts.
@@ -94,7 +122,13 @@ async function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResp
   try {
     response = await deps.runtime.invoke(
       deployment,
-      { method, url: requestUrl(req, deps.config.trustProxy), headers: functionRequestHeaders(req.rawHeaders), body, requestId },
+      {
+        method,
+        url: requestUrl(req, deps.config.trustProxy),
+        headers: functionRequestHeaders(req.rawHeaders),
+        body,
+        requestId,
+      },
       (cancelCall) => (gone ? cancelCall() : (cancel = cancelCall)),
     );
   } catch (err) {

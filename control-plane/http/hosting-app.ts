@@ -46,7 +46,8 @@ async function berthRoute(ctx: Koa.Context, deps: Deps, site: CachedSite, route:
 }
 
 /** The page of the sign-out form, which allows nothing but posting it to this host. */
-const SIGN_OUT_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const SIGN_OUT_CSP =
+  "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /**
  * GET /_berth/logout shows a button; POST signs out, with the session's anti-forgery token from that
@@ -55,7 +56,11 @@ const SIGN_OUT_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action
 async function signOut(ctx: Koa.Context, deps: Deps): Promise<void> {
   const token = ctx.cookies.get(SESSION_COOKIE) ?? null;
   if (ctx.method === 'GET' || ctx.method === 'HEAD') {
-    ctx.set({ 'Content-Security-Policy': SIGN_OUT_CSP, 'Referrer-Policy': 'same-origin', 'X-Content-Type-Options': 'nosniff' });
+    ctx.set({
+      'Content-Security-Policy': SIGN_OUT_CSP,
+      'Referrer-Policy': 'same-origin',
+      'X-Content-Type-Options': 'nosniff',
+    });
     return sendPage(ctx, 200, signOutPage(token === null ? null : csrfToken(deps, token)));
   }
   if (ctx.method !== 'POST') {

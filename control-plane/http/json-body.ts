@@ -5,7 +5,11 @@ import { BerthError } from '../errors.ts';
 import { readBody } from './read-body.ts';
 
 export async function readJsonBody(ctx: Koa.Context, maxBytes: number): Promise<unknown> {
-  const bytes = await readBody(ctx, maxBytes, () => new BerthError('payload_too_large', `JSON bodies may be at most ${maxBytes} bytes`));
+  const bytes = await readBody(
+    ctx,
+    maxBytes,
+    () => new BerthError('payload_too_large', `JSON bodies may be at most ${maxBytes} bytes`),
+  );
   const text = bytes.toString('utf8').trim();
   if (text === '') return {};
   try {

@@ -19,7 +19,8 @@ export function metricsServer(metrics: Metrics): http.Server {
       return;
     }
     metrics.registry.metrics().then(
-      (text) => res.writeHead(200, { 'Content-Type': metrics.registry.contentType, 'Cache-Control': 'no-store' }).end(text),
+      (text) =>
+        res.writeHead(200, { 'Content-Type': metrics.registry.contentType, 'Cache-Control': 'no-store' }).end(text),
       () => res.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end('metrics could not be collected\n'),
     );
   });

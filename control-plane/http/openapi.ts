@@ -3,10 +3,23 @@
 // body, as the route reads them. OpenAPI 3.1 uses JSON Schema 2020-12, which is what zod emits.
 import { z } from 'zod';
 import { ErrorEnvelope } from '../schemas.ts';
-import { type AnyRoute, type OperationRoute, type Route, type RouteResponse, inputSource, isOperationRoute, pathParameters } from './route.ts';
+import {
+  type AnyRoute,
+  type OperationRoute,
+  type Route,
+  type RouteResponse,
+  inputSource,
+  isOperationRoute,
+  pathParameters,
+} from './route.ts';
 
 type Json = Record<string, unknown>;
-type ObjectSchema = { type?: 'object'; properties?: Record<string, Json>; required?: string[]; additionalProperties?: unknown };
+type ObjectSchema = {
+  type?: 'object';
+  properties?: Record<string, Json>;
+  required?: string[];
+  additionalProperties?: unknown;
+};
 
 function jsonSchema(schema: z.ZodType): Json {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) as Json;
@@ -34,7 +47,13 @@ function renderedNext(schema: Json): Json {
   const { next: _next, ...properties } = object.properties;
   return {
     ...schema,
-    properties: { ...properties, nextCommand: { type: 'string', description: 'the request to make next, as METHOD /path and its query or JSON body' } },
+    properties: {
+      ...properties,
+      nextCommand: {
+        type: 'string',
+        description: 'the request to make next, as METHOD /path and its query or JSON body',
+      },
+    },
     required: (object.required ?? []).map((name) => (name === 'next' ? 'nextCommand' : name)),
   };
 }
@@ -66,8 +85,13 @@ function describeOperationRoute(route: OperationRoute): Described {
     pathParams: part((name) => inPath.has(name)),
     queryParams: inBody ? {} : rest,
     headers: {},
-    ...(inBody && Object.keys(rest.properties ?? {}).length > 0 ? { requestBody: { required: true, content: { 'application/json': { schema: rest } } } } : {}),
-    responses: { [status]: { description: route.ok, schema: route.presents ?? route.operation.output }, ...route.errors },
+    ...(inBody && Object.keys(rest.properties ?? {}).length > 0
+      ? { requestBody: { required: true, content: { 'application/json': { schema: rest } } } }
+      : {}),
+    responses: {
+      [status]: { description: route.ok, schema: route.presents ?? route.operation.output },
+      ...route.errors,
+    },
   };
 }
 
@@ -75,7 +99,11 @@ function describeHandlerRoute(route: Route): Described {
   const requestBody = route.body
     ? { required: true, content: { 'application/json': { schema: jsonSchema(route.body) } } }
     : route.rawBody
-      ? { required: true, description: route.rawBody.description, content: { [route.rawBody.contentType]: { schema: { type: 'string', format: 'binary' } } } }
+      ? {
+          required: true,
+          description: route.rawBody.description,
+          content: { [route.rawBody.contentType]: { schema: { type: 'string', format: 'binary' } } },
+        }
       : undefined;
   return {
     method: route.method,
@@ -119,7 +147,15 @@ function operation(route: Described): Json {
     responses[status] = {
       description: response.description,
       ...(response.schema || response.contentType
-        ? { content: { [contentType]: { schema: response.schema ? renderedNext(jsonSchema(response.schema)) : { type: 'string', format: 'binary' } } } }
+        ? {
+            content: {
+              [contentType]: {
+                schema: response.schema
+                  ? renderedNext(jsonSchema(response.schema))
+                  : { type: 'string', format: 'binary' },
+              },
+            },
+          }
         : {}),
     };
   }
@@ -140,7 +176,11 @@ function operation(route: Described): Json {
     summary: route.summary,
     tags: [route.tag],
     'x-berth-permission': write ? 'WRITE' : 'READ',
-    parameters: [...parameters(route.pathParams, 'path'), ...parameters(route.queryParams, 'query'), ...headerParameters],
+    parameters: [
+      ...parameters(route.pathParams, 'path'),
+      ...parameters(route.queryParams, 'query'),
+      ...headerParameters,
+    ],
     ...(route.requestBody ? { requestBody: route.requestBody } : {}),
     responses,
   };
@@ -159,7 +199,8 @@ export function buildOpenApi(routes: AnyRoute[], version: string): Json {
     info: {
       title: 'Berth API',
       version,
-      description: 'Manage accounts, buckets, sites and files of a Berth instance. Every operation needs an API key; READ keys may only use GET, HEAD and OPTIONS.',
+      description:
+        'Manage accounts, buckets, sites and files of a Berth instance. Every operation needs an API key; READ keys may only use GET, HEAD and OPTIONS.',
     },
     servers: [{ url: '/' }],
     security: [{ bearer: [] }, { apiKey: [] }],

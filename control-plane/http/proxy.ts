@@ -6,7 +6,8 @@ import type http from 'node:http';
 import type Koa from 'koa';
 import type { Config } from '../config.ts';
 
-const first = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value)?.split(/\s*,\s*/, 1)[0] || undefined;
+const first = (value: string | string[] | undefined): string | undefined =>
+  (Array.isArray(value) ? value[0] : value)?.split(/\s*,\s*/, 1)[0] || undefined;
 
 export function applyProxySetting(app: Koa, config: Pick<Config, 'trustProxy'>): void {
   app.proxy = config.trustProxy;
@@ -32,4 +33,5 @@ export function clientAddress(req: http.IncomingMessage, trustProxy: boolean): s
  * The origin people reach the control plane at, for links in answers: BERTH_PUBLIC_URL when set,
  * else the scheme and host this request came to.
  */
-export const publicOrigin = (ctx: Koa.Context, config: Pick<Config, 'publicUrl'>): string => config.publicUrl || `${ctx.protocol}://${ctx.host}`;
+export const publicOrigin = (ctx: Koa.Context, config: Pick<Config, 'publicUrl'>): string =>
+  config.publicUrl || `${ctx.protocol}://${ctx.host}`;

@@ -5,10 +5,18 @@ import type { BerthError } from '../errors.ts';
 
 const EMPTY = Buffer.alloc(0);
 
-export async function readBody(ctx: Koa.Context | { req: http.IncomingMessage }, limit: number, tooLarge: () => BerthError): Promise<Buffer> {
+export async function readBody(
+  ctx: Koa.Context | { req: http.IncomingMessage },
+  limit: number,
+  tooLarge: () => BerthError,
+): Promise<Buffer> {
   const { headers } = ctx.req;
   // A request with neither header has no body (RFC 9112, 6.3): nothing to wait for.
-  if (headers['transfer-encoding'] === undefined && (headers['content-length'] === undefined || headers['content-length'] === '0')) return EMPTY;
+  if (
+    headers['transfer-encoding'] === undefined &&
+    (headers['content-length'] === undefined || headers['content-length'] === '0')
+  )
+    return EMPTY;
   if (Number(headers['content-length'] || 0) > limit) throw tooLarge();
   const chunks: Buffer[] = [];
   let total = 0;

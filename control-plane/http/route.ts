@@ -82,20 +82,28 @@ export type AnyRoute = Route | OperationRoute;
 export const isOperationRoute = (route: AnyRoute): route is OperationRoute => 'operation' in route;
 
 /** Keeps a route's handler typed by its schemas while the list stays homogeneous. */
-export function defineRoute<P = Record<string, never>, Q = Record<string, never>, B = undefined>(route: Route<P, Q, B>): Route {
+export function defineRoute<P = Record<string, never>, Q = Record<string, never>, B = undefined>(
+  route: Route<P, Q, B>,
+): Route {
   return route as unknown as Route;
 }
 
 /** The parameters of a route path: `:name`, and `{*name}` for a bucket file path. */
-export const pathParameters = (path: string): string[] => [...path.matchAll(/:(\w+)|\{\*(\w+)\}/g)].map((m) => (m[1] ?? m[2])!);
+export const pathParameters = (path: string): string[] =>
+  [...path.matchAll(/:(\w+)|\{\*(\w+)\}/g)].map((m) => (m[1] ?? m[2])!);
 
-export const inputSource = (route: OperationRoute): 'query' | 'body' => route.inputFrom ?? (route.method === 'GET' ? 'query' : 'body');
+export const inputSource = (route: OperationRoute): 'query' | 'body' =>
+  route.inputFrom ?? (route.method === 'GET' ? 'query' : 'body');
 
 /**
  * The request that runs `route`'s operation with `input`: the path with its parameters filled in
  * (`encode`d: `{*name}` keeps its slashes), and the rest of the input for the query or body.
  */
-export function requestFor(route: OperationRoute, input: Record<string, unknown>, encode = (text: string) => text): { path: string; rest: Record<string, unknown> } {
+export function requestFor(
+  route: OperationRoute,
+  input: Record<string, unknown>,
+  encode = (text: string) => text,
+): { path: string; rest: Record<string, unknown> } {
   const inPath = pathParameters(route.path);
   const path = route.path.replace(/:(\w+)|\{\*(\w+)\}/g, (_, name: string | undefined, rest: string | undefined) => {
     const value = String(input[(name ?? rest)!] ?? '');
@@ -125,10 +133,12 @@ function singleValuedQuery(ctx: Koa.Context): Record<string, string> {
 async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Deps): Promise<unknown> {
   const source = inputSource(route);
   const rest = source === 'query' ? singleValuedQuery(ctx) : await readJsonBody(ctx, deps.config.maxJsonBytes);
-  if (rest === null || typeof rest !== 'object' || Array.isArray(rest)) throw new BerthError('invalid_request', 'body: the JSON body must be an object');
+  if (rest === null || typeof rest !== 'object' || Array.isArray(rest))
+    throw new BerthError('invalid_request', 'body: the JSON body must be an object');
   const params = pathParameters(route.path);
   const repeated = params.filter((name) => Object.hasOwn(rest, name));
-  if (repeated.length > 0) throw new BerthError('invalid_request', `${source}: unknown field(s): ${repeated.join(', ')}`);
+  if (repeated.length > 0)
+    throw new BerthError('invalid_request', `${source}: unknown field(s): ${repeated.join(', ')}`);
   const raw = { ...rest, ...Object.fromEntries(params.map((name) => [name, ctx.params[name]])) };
   return parseInput(route.operation, raw, (field) => (params.includes(field) ? 'path' : source));
 }
@@ -145,7 +155,8 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): voi
             output = await route.operation.run(deps, ctx.state.actor as Actor, input);
           } catch (err) {
             // A failure's next step (details.next) is rendered like a success's.
-            if (err instanceof BerthError && err.details) throw new BerthError(err.code, err.message, withNextCommand(err.details, render), err.records);
+            if (err instanceof BerthError && err.details)
+              throw new BerthError(err.code, err.message, withNextCommand(err.details, render), err.records);
             throw err;
           }
           ctx.status = typeof route.status === 'function' ? route.status(output) : (route.status ?? 200);
@@ -156,7 +167,9 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): voi
       : async (ctx) => {
           const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');
           const query = parse(route.query as AnyObject | undefined, singleValuedQuery(ctx), 'query');
-          const body = route.body ? parse(route.body, await readJsonBody(ctx, deps.config.maxJsonBytes), 'body') : undefined;
+          const body = route.body
+            ? parse(route.body, await readJsonBody(ctx, deps.config.maxJsonBytes), 'body')
+            : undefined;
           const result = await route.handler({ params, query, body, actor: ctx.state.actor as Actor, deps, ctx });
           if (result !== undefined) {
             ctx.status = route.status ?? 200;

@@ -9,7 +9,15 @@ import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
-import { cachedBody, cachedSite, cachedWebFile, resolveSite, resolveWebFile, smallBody, streamBody } from '../services/hosting.ts';
+import {
+  cachedBody,
+  cachedSite,
+  cachedWebFile,
+  resolveSite,
+  resolveWebFile,
+  smallBody,
+  streamBody,
+} from '../services/hosting.ts';
 import { siteReader } from '../services/site-sessions.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { SESSION_COOKIE } from './function-endpoint.ts';
@@ -17,15 +25,33 @@ import { noSitePage, notFoundPage, notMemberPage, privateSitePage } from './page
 import { requestHost, requestProtocol } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
 
-export const siteFilesHandler = (deps: Deps): SiteRequestHandler => leanSiteHandler(deps, 'web', (req, res, subdomain, segments, requestId) => serve(deps, req, res, subdomain, segments, requestId));
+export const siteFilesHandler = (deps: Deps): SiteRequestHandler =>
+  leanSiteHandler(deps, 'web', (req, res, subdomain, segments, requestId) =>
+    serve(deps, req, res, subdomain, segments, requestId),
+  );
 
-function serve(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, subdomain: string, segments: string[], requestId: string): Promise<void> | void {
+function serve(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  subdomain: string,
+  segments: string[],
+  requestId: string,
+): Promise<void> | void {
   const site = cachedSite(deps, subdomain);
-  if (site === undefined) return resolveSite(deps, subdomain).then((found) => serveSite(deps, req, res, found, segments, requestId));
+  if (site === undefined)
+    return resolveSite(deps, subdomain).then((found) => serveSite(deps, req, res, found, segments, requestId));
   return serveSite(deps, req, res, site, segments, requestId);
 }
 
-function serveSite(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite | null, segments: string[], requestId: string): Promise<void> | void {
+function serveSite(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  site: CachedSite | null,
+  segments: string[],
+  requestId: string,
+): Promise<void> | void {
   if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
   if (site.access === 'PRIVATE') return servePrivate(deps, req, res, site, segments, requestId);
   // The common case first: the file named, its lookup and its bytes cached.
@@ -39,14 +65,32 @@ function serveSite(deps: Deps, req: http.IncomingMessage, res: http.ServerRespon
   return serveWeb(deps, req, res, site, segments, requestId);
 }
 
-async function servePrivate(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite, segments: string[], requestId: string): Promise<void> {
+async function servePrivate(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  site: CachedSite,
+  segments: string[],
+  requestId: string,
+): Promise<void> {
   if (await mayRead(deps, req, res, site, requestId)) await serveWeb(deps, req, res, site, segments, requestId);
 }
 
-async function serveWeb(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite, segments: string[], requestId: string): Promise<void> {
+async function serveWeb(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  site: CachedSite,
+  segments: string[],
+  requestId: string,
+): Promise<void> {
   const wantsDirectory = segments.at(-1) === '';
   const relative = segments.join('/');
-  const file = await resolveWebFile(deps, site.bucketId, wantsDirectory ? `web/${relative}index.html` : `web/${relative}`);
+  const file = await resolveWebFile(
+    deps,
+    site.bucketId,
+    wantsDirectory ? `web/${relative}index.html` : `web/${relative}`,
+  );
   if (file) return sendFile(deps, req, res, file, requestId);
 
   // "/docs" where "web/docs/index.html" exists: send the browser to "/docs/" so relative links work.
@@ -68,7 +112,13 @@ const splitQuery = (url: string): [string, string] => {
 };
 
 /** The private-site gate: members of the owning account read on; others get the sign-in or 403 page. */
-async function mayRead(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, site: CachedSite, requestId: string): Promise<boolean> {
+async function mayRead(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  site: CachedSite,
+  requestId: string,
+): Promise<boolean> {
   const token = cookie(req, SESSION_COOKIE);
   const reader = token ? await siteReader(deps, token, site) : null;
   if (reader === 'member') return true;
@@ -78,7 +128,12 @@ async function mayRead(deps: Deps, req: http.IncomingMessage, res: http.ServerRe
   }
   const [path, query] = splitQuery(req.url ?? '/');
   const next = `${urlPath(path)}${query}`;
-  sendHtml(res, 401, privateSitePage(`${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams({ site: site.id, next })}`), requestId);
+  sendHtml(
+    res,
+    401,
+    privateSitePage(`${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams({ site: site.id, next })}`),
+    requestId,
+  );
   return false;
 }
 
@@ -99,9 +154,20 @@ export function controlPlaneOrigin(deps: Deps, req: http.IncomingMessage): strin
 }
 
 /** The site's own 404.html, never cached by browsers. */
-async function sendNotFound(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, requestId: string): Promise<void> {
+async function sendNotFound(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  file: CachedWebFile,
+  requestId: string,
+): Promise<void> {
   const body = await smallBody(deps, file);
-  const head: http.OutgoingHttpHeaders = { 'Berth-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff', 'Content-Type': file.contentType, 'Cache-Control': 'no-store' };
+  const head: http.OutgoingHttpHeaders = {
+    'Berth-Request-Id': requestId,
+    'X-Content-Type-Options': 'nosniff',
+    'Content-Type': file.contentType,
+    'Cache-Control': 'no-store',
+  };
   if (body) {
     res.writeHead(404, { ...head, 'Content-Length': body.length });
     res.end(req.method === 'HEAD' ? undefined : body);
@@ -120,11 +186,25 @@ async function sendNotFound(deps: Deps, req: http.IncomingMessage, res: http.Ser
  * when the caller has it in memory already; otherwise a GET reads it (a small file, then kept in the
  * blob cache) or streams it from the store. Returns a promise only when it reads.
  */
-function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerResponse, file: CachedWebFile, requestId: string, whole?: Buffer): Promise<void> | void {
+function sendFile(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  file: CachedWebFile,
+  requestId: string,
+  whole?: Buffer,
+): Promise<void> | void {
   const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined;
   if (conditional && fresh(req.headers, { etag: file.etag, 'last-modified': file.lastModified })) {
     // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
-    res.writeHead(304, { 'Berth-Request-Id': requestId, 'X-Content-Type-Options': 'nosniff', 'Cache-Control': 'public, no-cache', 'Accept-Ranges': 'bytes', ETag: file.etag, 'Last-Modified': file.lastModified });
+    res.writeHead(304, {
+      'Berth-Request-Id': requestId,
+      'X-Content-Type-Options': 'nosniff',
+      'Cache-Control': 'public, no-cache',
+      'Accept-Ranges': 'bytes',
+      ETag: file.etag,
+      'Last-Modified': file.lastModified,
+    });
     res.end();
     return;
   }
@@ -146,7 +226,11 @@ function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerRespons
   if (rangeHeader && (!ifRange || ifRange === file.etag)) {
     const ranges = rangeParser(file.bytes, rangeHeader, { combine: true });
     if (ranges === -1) {
-      res.writeHead(416, { 'Berth-Request-Id': requestId, 'Content-Range': `bytes */${file.bytes}`, 'Content-Length': 0 });
+      res.writeHead(416, {
+        'Berth-Request-Id': requestId,
+        'Content-Range': `bytes */${file.bytes}`,
+        'Content-Length': 0,
+      });
       res.end();
       return;
     }
@@ -173,7 +257,13 @@ function sendFile(deps: Deps, req: http.IncomingMessage, res: http.ServerRespons
   });
 }
 
-function sendWhole(res: http.ServerResponse, status: number, head: http.OutgoingHttpHeaders, body: Buffer, range: { start: number; end: number } | undefined): void {
+function sendWhole(
+  res: http.ServerResponse,
+  status: number,
+  head: http.OutgoingHttpHeaders,
+  body: Buffer,
+  range: { start: number; end: number } | undefined,
+): void {
   res.writeHead(status, head);
   res.end(range ? body.subarray(range.start, range.end + 1) : body);
 }

@@ -23,7 +23,10 @@ const UNCLEAN_PLAIN_PATH = /[\\\u0000-\u001f\u007f]|\/\/|\/\.\.?(?:\/|$)/;
 export function webSegments(urlPath: string): string[] | null {
   // Most paths have nothing to decode: one test of the whole path says what the loop below would.
   if (!urlPath.includes('%')) return UNCLEAN_PLAIN_PATH.test(urlPath) ? null : urlPath.slice(1).split('/');
-  const segments = urlPath.split('/').slice(1).map((segment) => decodeURIComponent(segment));
+  const segments = urlPath
+    .split('/')
+    .slice(1)
+    .map((segment) => decodeURIComponent(segment));
   const last = segments.length - 1;
   for (const [i, segment] of segments.entries()) {
     if (segment === '' && i !== last) return null;
@@ -33,7 +36,8 @@ export function webSegments(urlPath: string): string[] | null {
 }
 
 /** The path of a request URL, origin-form or absolute-form, without its query. */
-export const urlPath = (url = '/'): string => (url.startsWith('/') ? url : new URL(url, 'http://x').pathname).split('?', 1)[0]!;
+export const urlPath = (url = '/'): string =>
+  (url.startsWith('/') ? url : new URL(url, 'http://x').pathname).split('?', 1)[0]!;
 
 export type SiteRoute = { to: 'function' | 'files'; segments: string[] } | { to: 'app' };
 

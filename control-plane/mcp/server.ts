@@ -27,12 +27,18 @@ export function createMcpServer(deps: Deps, actor: Actor): Server {
     try {
       if (!tool) throw new BerthError('unknown_tool', `no tool named "${request.params.name}"; tools/list names them`);
       authorize(tool, actor);
-      const output = (await tool.run(deps, actor, parseInput(tool, request.params.arguments ?? {}))) as Record<string, unknown>;
+      const output = (await tool.run(deps, actor, parseInput(tool, request.params.arguments ?? {}))) as Record<
+        string,
+        unknown
+      >;
       return { content: [{ type: 'text', text: JSON.stringify(output) }], structuredContent: output };
     } catch (err) {
       if (err instanceof BerthError) return failure(err);
       if (isMetadataUnavailable(err)) {
-        deps.log.warn({ tool: request.params.name, reason: (err as Error).message }, 'the metadata database did not answer');
+        deps.log.warn(
+          { tool: request.params.name, reason: (err as Error).message },
+          'the metadata database did not answer',
+        );
         return failure(metadataUnavailable());
       }
       deps.log.error({ err, tool: request.params.name }, 'MCP tool call failed');

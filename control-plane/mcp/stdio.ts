@@ -14,7 +14,9 @@ function failed(message: JSONRPCMessage, reason: string): JSONRPCMessage | null 
 
 /** Relays stdin/stdout to `${baseUrl}/mcp` with `key` until stdin closes. */
 export async function relayStdio(baseUrl: string, key: string): Promise<void> {
-  const remote = new StreamableHTTPClientTransport(new URL(MCP_PATH, baseUrl), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+  const remote = new StreamableHTTPClientTransport(new URL(MCP_PATH, baseUrl), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
   const local = new StdioServerTransport();
   const closed = new Promise<void>((resolve) => {
     local.onclose = () => resolve();

@@ -40,7 +40,10 @@ export const mcpTools: Operation[] = MCP_TOOL_NAMES.map((name) => {
 
 /** A tool as tools/list describes it. */
 export function describeTool(operation: Operation) {
-  const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(operation.input, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+  const { $schema: _ignored, ...inputSchema } = z.toJSONSchema(operation.input, {
+    io: 'input',
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
   const readOnly = isReadOnly(operation);
   return {
     name: operation.name,

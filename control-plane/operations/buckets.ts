@@ -1,7 +1,14 @@
 // Buckets: where a site's files live.
 import { z } from 'zod';
 import * as buckets from '../services/buckets.ts';
-import { Bucket, BucketParams, CreateBucketBody, ListByAccountQuery, Pagination, RenameBucketBody } from '../schemas.ts';
+import {
+  Bucket,
+  BucketParams,
+  CreateBucketBody,
+  ListByAccountQuery,
+  Pagination,
+  RenameBucketBody,
+} from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
 export const listBuckets = defineOperation({

@@ -46,11 +46,13 @@ export const createDatabase = defineOperation({
 
 export const queryDatabase = defineOperation({
   name: 'query_database',
-  description: 'Run one SQL statement on the site’s database (WRITE, even for reads); a failed statement answers success: false',
+  description:
+    'Run one SQL statement on the site’s database (WRITE, even for reads); a failed statement answers success: false',
   permission: 'WRITE',
   input: withParams(DatabaseParams, QueryBody),
   output: QueryEnvelope,
-  run: (deps, actor, { siteId, databaseId, ...statement }) => databases.queryDatabase(deps, actor, siteId, databaseId, statement),
+  run: (deps, actor, { siteId, databaseId, ...statement }) =>
+    databases.queryDatabase(deps, actor, siteId, databaseId, statement),
 });
 
 export const listDatabaseMigrations = defineOperation({
@@ -67,17 +69,27 @@ export const getDatabaseMigration = defineOperation({
   description: 'One migration receipt, with its SQL when it was stored',
   permission: 'READ',
   input: MigrationParams,
-  output: z.object({ migration: z.object({ name: z.string(), checksum: z.string(), sourceAvailable: z.boolean(), sql: z.string().optional() }) }),
-  run: (deps, actor, input) => migrations.getMigration(deps, actor, input.siteId, input.databaseId, input.migrationName),
+  output: z.object({
+    migration: z.object({
+      name: z.string(),
+      checksum: z.string(),
+      sourceAvailable: z.boolean(),
+      sql: z.string().optional(),
+    }),
+  }),
+  run: (deps, actor, input) =>
+    migrations.getMigration(deps, actor, input.siteId, input.databaseId, input.migrationName),
 });
 
 export const applyDatabaseMigration = defineOperation({
   name: 'apply_database_migration',
-  description: 'Apply one numbered migration with its receipt in one transaction (confirm: true); the same name and SQL again is alreadyApplied',
+  description:
+    'Apply one numbered migration with its receipt in one transaction (confirm: true); the same name and SQL again is alreadyApplied',
   permission: 'WRITE',
   input: withParams(DatabaseParams, ApplyMigrationBody),
   output: z.object({ migration: z.object({ name: z.string(), sql: z.string() }), alreadyApplied: z.boolean() }),
-  run: (deps, actor, { siteId, databaseId, name, sql }) => migrations.applyMigration(deps, actor, siteId, databaseId, { name, sql }),
+  run: (deps, actor, { siteId, databaseId, name, sql }) =>
+    migrations.applyMigration(deps, actor, siteId, databaseId, { name, sql }),
 });
 
 export const applyDatabaseMigrations = defineOperation({
@@ -86,12 +98,14 @@ export const applyDatabaseMigrations = defineOperation({
   permission: 'WRITE',
   input: withParams(DatabaseParams, ApplyMigrationsBody),
   output: z.object({ appliedNames: z.array(z.string()), nextAction: z.string(), next: NextStep }),
-  run: (deps, actor, input) => migrations.applyMigrations(deps, actor, input.siteId, input.databaseId, input.migrations),
+  run: (deps, actor, input) =>
+    migrations.applyMigrations(deps, actor, input.siteId, input.databaseId, input.migrations),
 });
 
 export const compactDatabase = defineOperation({
   name: 'compact_database',
-  description: 'Rewrite the site’s database without the free space deleted rows left (VACUUM, between statements); says what that gave back',
+  description:
+    'Rewrite the site’s database without the free space deleted rows left (VACUUM, between statements); says what that gave back',
   permission: 'WRITE',
   input: DatabaseParams.strict(),
   output: z.object({ databaseId: Uuid, bytesBefore: z.number().int(), bytesAfter: z.number().int() }),
@@ -116,7 +130,8 @@ export const deleteDatabase = defineOperation({
   destructive: true,
   input: withParams(DatabaseParams, DeleteDatabaseBody),
   output: z.object({ deleted: z.literal(true), databaseId: z.string() }),
-  run: (deps, actor, input) => databases.deleteDatabase(deps, actor, input.siteId, input.databaseId, input.confirmationCode),
+  run: (deps, actor, input) =>
+    databases.deleteDatabase(deps, actor, input.siteId, input.databaseId, input.confirmationCode),
 });
 
 export const listDatabaseExports = defineOperation({
@@ -126,7 +141,8 @@ export const listDatabaseExports = defineOperation({
   permission: 'READ',
   input: DatabaseParams.extend(PageQuery.shape),
   output: z.object({ exports: z.array(DatabaseExport), pagination: Pagination }),
-  run: (deps, actor, { siteId, databaseId, ...page }) => exportsService.listExports(deps, actor, siteId, databaseId, page),
+  run: (deps, actor, { siteId, databaseId, ...page }) =>
+    exportsService.listExports(deps, actor, siteId, databaseId, page),
 });
 
 export const createDatabaseExport = defineOperation({
@@ -146,5 +162,6 @@ export const reconcileDatabaseExport = defineOperation({
   permission: 'WRITE',
   input: ExportParams.strict(),
   output: z.object({ export: DatabaseExport }),
-  run: (deps, actor, input) => exportsService.reconcileExport(deps, actor, input.siteId, input.databaseId, input.exportId),
+  run: (deps, actor, input) =>
+    exportsService.reconcileExport(deps, actor, input.siteId, input.databaseId, input.exportId),
 });

@@ -5,25 +5,46 @@ import { Readable } from 'node:stream';
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
 import * as files from '../services/files.ts';
-import { BucketParams, FileRecord, FileVersion, ListFilesQuery, PageQuery, Pagination, RestoreBody, Uuid, WriteFileResult } from '../schemas.ts';
+import {
+  BucketParams,
+  FileRecord,
+  FileVersion,
+  ListFilesQuery,
+  PageQuery,
+  Pagination,
+  RestoreBody,
+  Uuid,
+  WriteFileResult,
+} from '../schemas.ts';
 import type { Deps } from '../services/deps.ts';
 import { defineOperation, withParams } from './operation.ts';
 
 /** The spec's limit for file contents carried as text. */
 export const MAX_TEXT_FILE_BYTES = 256 * 1024;
 
-const FilePath = z.string({ error: 'a file path is required' }).min(1, { error: 'a file path is required' }).describe('file path in the bucket, e.g. web/index.html');
+const FilePath = z
+  .string({ error: 'a file path is required' })
+  .min(1, { error: 'a file path is required' })
+  .describe('file path in the bucket, e.g. web/index.html');
 export const ObjectParams = z.object({ bucketId: Uuid, path: FilePath });
 const FileParams = z.object({ fileId: Uuid });
 export const VersionParams = z.object({ fileId: Uuid, versionId: Uuid });
-const TextContent = z.object({ content: z.string(), contentType: z.string(), bytes: z.number().int(), versionId: Uuid });
+const TextContent = z.object({
+  content: z.string(),
+  contentType: z.string(),
+  bytes: z.number().int(),
+  versionId: Uuid,
+});
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The bytes of a blob as text, if they are text and small enough to carry as such. */
 async function textOf(deps: Deps, sha256: string, bytes: number, path: string): Promise<string> {
   if (bytes > MAX_TEXT_FILE_BYTES) {
-    throw new BerthError('file_too_large_for_text', `${path} has ${bytes} bytes; text reads carry at most ${MAX_TEXT_FILE_BYTES}: read it through GET /v0/buckets/:bucketId/objects/${path}`);
+    throw new BerthError(
+      'file_too_large_for_text',
+      `${path} has ${bytes} bytes; text reads carry at most ${MAX_TEXT_FILE_BYTES}: read it through GET /v0/buckets/:bucketId/objects/${path}`,
+    );
   }
   const data = await deps.blobs.read(sha256);
   try {
@@ -32,7 +53,10 @@ async function textOf(deps: Deps, sha256: string, bytes: number, path: string): 
   } catch {
     // Not UTF-8: binary.
   }
-  throw new BerthError('file_not_text', `${path} is not UTF-8 text; read its bytes through GET /v0/buckets/:bucketId/objects/${path}`);
+  throw new BerthError(
+    'file_not_text',
+    `${path} is not UTF-8 text; read its bytes through GET /v0/buckets/:bucketId/objects/${path}`,
+  );
 }
 
 export const listFiles = defineOperation({
@@ -53,13 +77,21 @@ export const readFile = defineOperation({
   run: async (deps, actor, input) => {
     const { file, sha256 } = await files.statFile(deps, actor, input.bucketId, input.path);
     const content = await textOf(deps, sha256, file.bytes, file.path);
-    return { fileId: file.id, path: file.path, content, contentType: file.contentType, bytes: file.bytes, versionId: file.currentVersionId };
+    return {
+      fileId: file.id,
+      path: file.path,
+      content,
+      contentType: file.contentType,
+      bytes: file.bytes,
+      versionId: file.currentVersionId,
+    };
   },
 });
 
 export const writeFile = defineOperation({
   name: 'write_file',
-  description: 'Write a text file as a new version; api/ and cron/ sources are deployed and the result says how that went',
+  description:
+    'Write a text file as a new version; api/ and cron/ sources are deployed and the result says how that went',
   permission: 'WRITE',
   input: ObjectParams.extend({
     content: z.string({ error: 'content must be a string' }),
@@ -90,7 +122,12 @@ export const listFileVersions = defineOperation({
   description: 'List a file’s versions, newest first',
   permission: 'READ',
   input: FileParams.extend(PageQuery.shape),
-  output: z.object({ fileId: Uuid, currentVersionId: Uuid.nullable(), versions: z.array(FileVersion), pagination: Pagination }),
+  output: z.object({
+    fileId: Uuid,
+    currentVersionId: Uuid.nullable(),
+    versions: z.array(FileVersion),
+    pagination: Pagination,
+  }),
   run: (deps, actor, { fileId, ...page }) => files.listVersions(deps, actor, fileId, page),
 });
 
@@ -103,7 +140,13 @@ export const readFileVersion = defineOperation({
   run: async (deps, actor, input) => {
     const { version, sha256 } = await files.getVersion(deps, actor, input.fileId, input.versionId);
     const content = await textOf(deps, sha256, version.bytes, `version ${version.id}`);
-    return { fileId: input.fileId, content, contentType: version.contentType, bytes: version.bytes, versionId: version.id };
+    return {
+      fileId: input.fileId,
+      content,
+      contentType: version.contentType,
+      bytes: version.bytes,
+      versionId: version.id,
+    };
   },
 });
 
@@ -118,7 +161,8 @@ export const restoreFileVersion = defineOperation({
 
 export const deleteFileVersion = defineOperation({
   name: 'delete_file_version',
-  description: 'Delete one old version of a file for good, freeing its bytes unless another version holds the same content',
+  description:
+    'Delete one old version of a file for good, freeing its bytes unless another version holds the same content',
   permission: 'WRITE',
   destructive: true,
   input: VersionParams.strict(),
@@ -128,7 +172,8 @@ export const deleteFileVersion = defineOperation({
 
 export const pruneFileVersions = defineOperation({
   name: 'prune_file_versions',
-  description: 'Delete every version of a file but its current one (all of a deleted file’s) and those functions are served from',
+  description:
+    'Delete every version of a file but its current one (all of a deleted file’s) and those functions are served from',
   permission: 'WRITE',
   destructive: true,
   input: FileParams.strict(),

@@ -3,7 +3,16 @@ import { z } from 'zod';
 import * as functions from '../services/functions.ts';
 import { listCronRuns as cronRuns } from '../services/cron.ts';
 import { listLogs } from '../services/function-logs.ts';
-import { CronRun, DeployFunctionBody, FunctionLogLine, FunctionRecord, ListCronRunsQuery, PageQuery, Pagination, SiteParams } from '../schemas.ts';
+import {
+  CronRun,
+  DeployFunctionBody,
+  FunctionLogLine,
+  FunctionRecord,
+  ListCronRunsQuery,
+  PageQuery,
+  Pagination,
+  SiteParams,
+} from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
 export const listFunctions = defineOperation({

@@ -14,6 +14,8 @@ function isOperation(value: unknown): value is Operation {
   return typeof value === 'object' && value !== null && 'run' in value && 'input' in value;
 }
 
-export const operations: Operation[] = [accounts, buckets, sites, files, functions, secrets, databases, people].flatMap((module) => Object.values(module).filter(isOperation));
+export const operations: Operation[] = [accounts, buckets, sites, files, functions, secrets, databases, people].flatMap(
+  (module) => Object.values(module).filter(isOperation),
+);
 
 export const operationByName = new Map(operations.map((operation) => [operation.name, operation]));

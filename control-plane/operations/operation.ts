@@ -44,7 +44,10 @@ export function authorize(operation: Operation, actor: Actor): void {
     throw new BerthError('forbidden', `${operation.name} needs a signed-in user: use the dashboard`);
   }
   if ((audience === 'admins' || audience === 'user-admins') && actor.user && actor.user.role !== 'ADMIN') {
-    throw new BerthError('forbidden', `${operation.name} is for the account's administrators; your role is ${actor.user.role}`);
+    throw new BerthError(
+      'forbidden',
+      `${operation.name} is for the account's administrators; your role is ${actor.user.role}`,
+    );
   }
 }
 
@@ -62,7 +65,10 @@ export function allows(operation: Operation, actor: Actor): boolean {
  * An operation's input from path parameters and a body: one strict object, so a field the operation
  * does not know is refused wherever it was sent.
  */
-export function withParams<P extends z.ZodRawShape, B extends z.ZodRawShape>(params: z.ZodObject<P>, body: z.ZodObject<B>) {
+export function withParams<P extends z.ZodRawShape, B extends z.ZodRawShape>(
+  params: z.ZodObject<P>,
+  body: z.ZodObject<B>,
+) {
   return z.object({ ...params.shape, ...body.shape }).strict();
 }
 
@@ -70,7 +76,10 @@ export function withParams<P extends z.ZodRawShape, B extends z.ZodRawShape>(par
  * One 400 `invalid_request` for all of an input's problems: the message names the first, and where it
  * was sent when the front door says (REST: path, query or body); details list them all.
  */
-export function invalidInput(error: z.ZodError, placeOf: (field: string) => string | undefined = () => undefined): BerthError {
+export function invalidInput(
+  error: z.ZodError,
+  placeOf: (field: string) => string | undefined = () => undefined,
+): BerthError {
   const issues = error.issues.map((issue) => ({
     field: issue.path.map(String).join('.'),
     message: issue.code === 'unrecognized_keys' ? `unknown field(s): ${issue.keys.join(', ')}` : issue.message,
@@ -82,7 +91,11 @@ export function invalidInput(error: z.ZodError, placeOf: (field: string) => stri
 }
 
 /** The operation's input, validated; anything else is an `invalid_request`. */
-export function parseInput<I>(operation: Operation<I>, raw: unknown, placeOf?: (field: string) => string | undefined): I {
+export function parseInput<I>(
+  operation: Operation<I>,
+  raw: unknown,
+  placeOf?: (field: string) => string | undefined,
+): I {
   const parsed = operation.input.safeParse(raw);
   if (!parsed.success) throw invalidInput(parsed.error, placeOf);
   return parsed.data;

@@ -13,9 +13,22 @@ import { defineOperation, withParams } from './operation.ts';
 const Permission = z.enum(['READ', 'WRITE'], { error: 'must be READ or WRITE' });
 const Role = z.enum(['ADMIN', 'MEMBER'], { error: 'must be ADMIN or MEMBER' });
 
-const ApiKey = z.object({ id: Uuid, name: z.string().nullable(), permission: Permission, createdAt: Timestamp, revokedAt: Timestamp.nullable() });
+const ApiKey = z.object({
+  id: Uuid,
+  name: z.string().nullable(),
+  permission: Permission,
+  createdAt: Timestamp,
+  revokedAt: Timestamp.nullable(),
+});
 const Member = z.object({ userId: Uuid, email: z.string(), role: Role, joinedAt: Timestamp });
-const Invitation = z.object({ id: Uuid, email: z.string(), role: Role, invitedBy: Uuid, createdAt: Timestamp, expiresAt: Timestamp });
+const Invitation = z.object({
+  id: Uuid,
+  email: z.string(),
+  role: Role,
+  invitedBy: Uuid,
+  createdAt: Timestamp,
+  expiresAt: Timestamp,
+});
 const CliLogin = z.object({
   code: z.string(),
   machine: z.string(),
@@ -44,7 +57,12 @@ export const createApiKey = defineOperation({
   input: z.object({ name: Name, permission: Permission }).strict(),
   output: z.object({ key: ApiKey, secret: z.string() }),
   run: async (deps, actor, input) => {
-    const made = await keys.createKey(deps, { accountId: actor.accountId, permission: input.permission, name: input.name, createdBy: actor.user!.id });
+    const made = await keys.createKey(deps, {
+      accountId: actor.accountId,
+      permission: input.permission,
+      name: input.name,
+      createdBy: actor.user!.id,
+    });
     return { key: apiKey(await keys.getKey(deps, actor.accountId, made.id)), secret: made.key };
   },
 });
@@ -110,7 +128,10 @@ export const createInvitation = defineOperation({
   permission: 'WRITE',
   audience: 'user-admins',
   input: z.object({ email: z.string({ error: 'must be a string' }).max(254), role: Role }).strict(),
-  output: z.object({ invitation: Invitation, path: z.string().describe('the link’s path on this host; shown this once only') }),
+  output: z.object({
+    invitation: Invitation,
+    path: z.string().describe('the link’s path on this host; shown this once only'),
+  }),
   run: (deps, actor, input) => members.createInvitation(deps, actor, input),
 });
 
@@ -157,7 +178,8 @@ export const changePassword = defineOperation({
 
 export const getUsage = defineOperation({
   name: 'get_usage',
-  description: 'The account’s model calls today (UTC) against its daily allowance, and the bytes its files hold against its storage limit',
+  description:
+    'The account’s model calls today (UTC) against its daily allowance, and the bytes its files hold against its storage limit',
   permission: 'READ',
   input: z.object({}).strict(),
   output: z.object({
@@ -165,8 +187,16 @@ export const getUsage = defineOperation({
       day: z.string(),
       modelCalls: z.number().int(),
       allowance: z.number().int(),
-      storage: z.object({ usedBytes: z.number().int(), limitBytes: z.number().int().nullable().describe('null: no limit') }),
+      storage: z.object({
+        usedBytes: z.number().int(),
+        limitBytes: z.number().int().nullable().describe('null: no limit'),
+      }),
     }),
   }),
-  run: async (deps, actor) => ({ usage: { ...(await modelCallsToday(deps, actor.accountId)), storage: await deps.storageQuota.usage(actor.accountId) } }),
+  run: async (deps, actor) => ({
+    usage: {
+      ...(await modelCallsToday(deps, actor.accountId)),
+      storage: await deps.storageQuota.usage(actor.accountId),
+    },
+  }),
 });

@@ -2,7 +2,17 @@
 // recorded in the access log.
 import { z } from 'zod';
 import * as secrets from '../services/secrets.ts';
-import { PageQuery, Pagination, ReplaceSecretBody, SecretAccessLog, SecretMetadata, SecretName, SetSecretBody, SiteParams, Uuid } from '../schemas.ts';
+import {
+  PageQuery,
+  Pagination,
+  ReplaceSecretBody,
+  SecretAccessLog,
+  SecretMetadata,
+  SecretName,
+  SetSecretBody,
+  SiteParams,
+  Uuid,
+} from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
 const SecretParams = z.object({ siteId: Uuid, name: SecretName });

@@ -1,7 +1,15 @@
 // Sites: a bucket served at a subdomain.
 import { z } from 'zod';
 import * as sites from '../services/sites.ts';
-import { CreateSiteBody, ListSitesQuery, Pagination, Site, SiteDetail, SiteParams, UpdateSiteBody } from '../schemas.ts';
+import {
+  CreateSiteBody,
+  ListSitesQuery,
+  Pagination,
+  Site,
+  SiteDetail,
+  SiteParams,
+  UpdateSiteBody,
+} from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
 export const listSites = defineOperation({
@@ -35,9 +43,12 @@ export const updateSite = defineOperation({
   name: 'update_site',
   description: 'Rename, change access, archive or re-activate a site, or request runtime reconciliation',
   permission: 'WRITE',
-  input: withParams(SiteParams, UpdateSiteBody).refine(({ siteId: _, ...changes }) => Object.values(changes).some((v) => v !== undefined), {
-    message: 'give at least one of name, access, status or reconcile',
-  }),
+  input: withParams(SiteParams, UpdateSiteBody).refine(
+    ({ siteId: _, ...changes }) => Object.values(changes).some((v) => v !== undefined),
+    {
+      message: 'give at least one of name, access, status or reconcile',
+    },
+  ),
   output: SiteDetail,
   run: (deps, actor, { siteId, ...changes }) => sites.updateSite(deps, actor, siteId, changes),
 });

@@ -53,7 +53,10 @@ export async function getAccount(deps: Deps, actor: Actor, id: string): Promise<
 
 export async function updateAccount(deps: Deps, actor: Actor, id: string, input: { name: string }): Promise<Account> {
   await getAccount(deps, actor, id);
-  await deps.db('accounts').where({ id }).update({ name: input.name, updated_at: timestamp(deps) });
+  await deps
+    .db('accounts')
+    .where({ id })
+    .update({ name: input.name, updated_at: timestamp(deps) });
   return getAccount(deps, actor, id);
 }
 

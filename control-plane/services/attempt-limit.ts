@@ -43,7 +43,9 @@ export class AttemptLimit {
     const now = Date.now();
     if (now - this.#clearedAt > CLEAR_EVERY_MS) {
       this.#clearedAt = now;
-      await (this.#limiter as RateLimiterAbstract & { clearExpired(before: number): Promise<unknown> }).clearExpired(now);
+      await (this.#limiter as RateLimiterAbstract & { clearExpired(before: number): Promise<unknown> }).clearExpired(
+        now,
+      );
     }
   }
 

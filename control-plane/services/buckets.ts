@@ -32,17 +32,24 @@ export const toBucket = (row: BucketRow): Bucket => ({
 
 /** The actor's bucket row; a bucket of another account is reported as not found. */
 export async function requireBucket(deps: Deps, actor: Actor, id: string): Promise<BucketRow> {
-  const row = await deps.hotSql.get<BucketRow>(`SELECT ${BUCKET_COLUMNS} FROM buckets WHERE id = ? AND account_id = ?`, id, actor.accountId);
+  const row = await deps.hotSql.get<BucketRow>(
+    `SELECT ${BUCKET_COLUMNS} FROM buckets WHERE id = ? AND account_id = ?`,
+    id,
+    actor.accountId,
+  );
   if (!row) throw notFound('bucket');
   return row;
 }
 
 export async function listBuckets(deps: Deps, actor: Actor, accountId: string, page: PageRequest) {
   await requireOwnAccount(deps, actor, accountId);
-  const query = deps.db('buckets').where({ account_id: accountId }).orderBy([
-    { column: 'created_at', order: 'desc' },
-    { column: 'id', order: 'desc' },
-  ]);
+  const query = deps
+    .db('buckets')
+    .where({ account_id: accountId })
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ]);
   const { items, pagination } = await paginate(query, page, toBucket);
   return { buckets: items, pagination };
 }
@@ -55,7 +62,11 @@ export async function insertBucket(deps: Deps, db: Deps['db'], accountId: string
   return row;
 }
 
-export async function createBucket(deps: Deps, actor: Actor, input: { accountId: string; name: string }): Promise<Bucket> {
+export async function createBucket(
+  deps: Deps,
+  actor: Actor,
+  input: { accountId: string; name: string },
+): Promise<Bucket> {
   await requireOwnAccount(deps, actor, input.accountId);
   return toBucket(await insertBucket(deps, deps.db, input.accountId, input.name));
 }
@@ -66,6 +77,9 @@ export async function getBucket(deps: Deps, actor: Actor, id: string): Promise<B
 
 export async function renameBucket(deps: Deps, actor: Actor, id: string, input: { name: string }): Promise<Bucket> {
   await requireBucket(deps, actor, id);
-  await deps.db('buckets').where({ id }).update({ name: input.name, updated_at: timestamp(deps) });
+  await deps
+    .db('buckets')
+    .where({ id })
+    .update({ name: input.name, updated_at: timestamp(deps) });
   return getBucket(deps, actor, id);
 }

@@ -13,7 +13,8 @@ import { digestToken, newToken } from './tokens.ts';
 
 export const CLI_LOGIN_MS = 10 * 60_000;
 /** Login requests one client address may start in a quarter of an hour. */
-export const cliLoginLimit = (metadata: Pick<Metadata, 'backend' | 'db'>) => new AttemptLimit(metadata, 'cli-login-address', 30, 15 * 60_000);
+export const cliLoginLimit = (metadata: Pick<Metadata, 'backend' | 'db'>) =>
+  new AttemptLimit(metadata, 'cli-login-address', 30, 15 * 60_000);
 /** No 0/O or 1/I: the code is read off one screen and compared with another. */
 const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';
 const CODE = /^[A-Z2-9]{4}-[A-Z2-9]{4}$/;
@@ -65,18 +66,33 @@ const toCliLogin = (row: CliLoginRow, now: Date): CliLogin => ({
 
 /** A machine name as the CLI reported it, made printable and short: it names a key in a list. */
 function machineName(raw: unknown): string {
-  const name = typeof raw === 'string' ? raw.replace(/[^\x20-\x7e]/g, '').trim().slice(0, MAX_MACHINE_CHARS) : '';
+  const name =
+    typeof raw === 'string'
+      ? raw
+          .replace(/[^\x20-\x7e]/g, '')
+          .trim()
+          .slice(0, MAX_MACHINE_CHARS)
+      : '';
   return name || 'unnamed machine';
 }
 
-export async function startCliLogin(deps: Deps, input: { machine: unknown; address: string }): Promise<{ login: CliLogin; pollToken: string }> {
+export async function startCliLogin(
+  deps: Deps,
+  input: { machine: unknown; address: string },
+): Promise<{ login: CliLogin; pollToken: string }> {
   const wait = await deps.cliLoginLimit.retryAfter(input.address);
-  if (wait > 0) throw new BerthError('too_many_attempts', 'too many login requests from this address; try again later', { retryAfterSeconds: wait });
+  if (wait > 0)
+    throw new BerthError('too_many_attempts', 'too many login requests from this address; try again later', {
+      retryAfterSeconds: wait,
+    });
   await deps.cliLoginLimit.fail(input.address);
   const pollToken = newToken();
   const now = deps.now();
   // Anyone may start a request: those a day past their expiry go, so the table stays small.
-  await deps.db('cli_logins').where('expires_at', '<', new Date(now.getTime() - 24 * 3600_000).toISOString()).delete();
+  await deps
+    .db('cli_logins')
+    .where('expires_at', '<', new Date(now.getTime() - 24 * 3600_000).toISOString())
+    .delete();
   const row: CliLoginRow = {
     id: newId(),
     code: newCode(),
@@ -97,7 +113,9 @@ export async function startCliLogin(deps: Deps, input: { machine: unknown; addre
 
 async function rowByCode(deps: Deps, code: string): Promise<CliLoginRow> {
   const normalized = code.trim().toUpperCase();
-  const row = CODE.test(normalized) ? await deps.db<CliLoginRow>('cli_logins').where({ code: normalized }).first() : undefined;
+  const row = CODE.test(normalized)
+    ? await deps.db<CliLoginRow>('cli_logins').where({ code: normalized }).first()
+    : undefined;
   if (!row) throw notFound('login request');
   return row;
 }
@@ -108,10 +126,16 @@ export async function getCliLogin(deps: Deps, code: string): Promise<{ login: Cl
 }
 
 /** The signed-in user approves the request for their current account with `permission`, once. */
-export async function approveCliLogin(deps: Deps, actor: Actor, code: string, permission: Permission): Promise<{ login: CliLogin }> {
+export async function approveCliLogin(
+  deps: Deps,
+  actor: Actor,
+  code: string,
+  permission: Permission,
+): Promise<{ login: CliLogin }> {
   const row = await rowByCode(deps, code);
   const now = deps.now();
-  if (statusOf(row, now) === 'EXPIRED') throw new BerthError('login_expired', 'this login request has expired; run `berth login` again');
+  if (statusOf(row, now) === 'EXPIRED')
+    throw new BerthError('login_expired', 'this login request has expired; run `berth login` again');
   const approved = await deps
     .db('cli_logins')
     .where({ id: row.id, approved_at: null })
@@ -127,23 +151,34 @@ export type CliLoginPoll =
 
 /** The CLI's poll: still pending, or the new key, handed over once. */
 export async function pollCliLogin(deps: Deps, pollToken: unknown): Promise<CliLoginPoll> {
-  const gone = new BerthError('login_expired', 'this login request has expired or was collected already; run `berth login` again');
+  const gone = new BerthError(
+    'login_expired',
+    'this login request has expired or was collected already; run `berth login` again',
+  );
   if (typeof pollToken !== 'string' || pollToken.length > 200) throw gone;
-  const row = await deps.db<CliLoginRow>('cli_logins').where({ poll_hash: digestToken(pollToken) }).first();
+  const row = await deps
+    .db<CliLoginRow>('cli_logins')
+    .where({ poll_hash: digestToken(pollToken) })
+    .first();
   if (!row) throw gone;
   const status = statusOf(row, deps.now());
   if (status === 'PENDING') return { status };
   if (status !== 'APPROVED') throw gone;
   return deps.db.transaction(async (trx) => {
-    const collected = await trx('cli_logins').where({ id: row.id, collected_at: null }).update({ collected_at: timestamp(deps) });
+    const collected = await trx('cli_logins')
+      .where({ id: row.id, collected_at: null })
+      .update({ collected_at: timestamp(deps) });
     if (collected === 0) throw gone;
-    const { id, key } = await createKey({ db: trx, now: deps.now }, {
-      accountId: row.account_id!,
-      permission: row.permission!,
-      name: `CLI on ${row.machine}`,
-      createdBy: row.approved_by!,
-      forCli: true,
-    });
+    const { id, key } = await createKey(
+      { db: trx, now: deps.now },
+      {
+        accountId: row.account_id!,
+        permission: row.permission!,
+        name: `CLI on ${row.machine}`,
+        createdBy: row.approved_by!,
+        forCli: true,
+      },
+    );
     await trx('cli_logins').where({ id: row.id }).update({ key_id: id });
     return { status: 'APPROVED' as const, key, keyId: id, accountId: row.account_id!, permission: row.permission! };
   });

@@ -35,7 +35,9 @@ interface CronRunRow {
 
 /** The newest time `schedule` fires at or before `now`. */
 function latestAtOrBefore(schedule: string, now: Date): Date {
-  return CronExpressionParser.parse(schedule, { currentDate: new Date(now.getTime() + 1), tz: 'UTC' }).prev().toDate();
+  return CronExpressionParser.parse(schedule, { currentDate: new Date(now.getTime() + 1), tz: 'UTC' })
+    .prev()
+    .toDate();
 }
 
 export class CronScheduler {
@@ -55,9 +57,19 @@ export class CronScheduler {
    * last (their server is gone), then ticks every `everyMs` (0: only on demand).
    */
   async start(everyMs: number): Promise<void> {
-    const interrupted = { outcome: 'FAILED', ended_at: timestamp(this.#deps), error: 'interrupted: the server stopped during the run' };
-    await leftByThisNode(this.#deps.db, 'cron_runs', this.#deps.nodeId).where({ outcome: 'RUNNING' }).update(interrupted);
-    await this.#deps.db('cron_runs').where({ outcome: 'RUNNING' }).andWhere('started_at', '<', this.#longestRunStart()).update(interrupted);
+    const interrupted = {
+      outcome: 'FAILED',
+      ended_at: timestamp(this.#deps),
+      error: 'interrupted: the server stopped during the run',
+    };
+    await leftByThisNode(this.#deps.db, 'cron_runs', this.#deps.nodeId)
+      .where({ outcome: 'RUNNING' })
+      .update(interrupted);
+    await this.#deps
+      .db('cron_runs')
+      .where({ outcome: 'RUNNING' })
+      .andWhere('started_at', '<', this.#longestRunStart())
+      .update(interrupted);
     if (everyMs > 0) {
       // A failed tick is logged once, where the claim failed; the next tick tries again.
       this.#timer = setInterval(() => this.tick().catch(() => {}), everyMs);
@@ -91,7 +103,8 @@ export class CronScheduler {
   async #claimDueRuns(): Promise<Promise<void>[]> {
     const deps = this.#deps;
     const now = deps.now();
-    const jobs = (await deps.db('functions')
+    const jobs = (await deps
+      .db('functions')
       .join('sites', 'sites.id', 'functions.site_id')
       .where({ 'functions.kind': 'cron', 'sites.status': 'ACTIVE' })
       .whereNotNull('functions.deployed_version_id')
@@ -108,8 +121,14 @@ export class CronScheduler {
         // Servers sharing the metadata take turns on the job's row; the first claims the time.
         await lockRows(trx, 'functions', { id: job.id });
         const fresh = await trx('functions').where({ id: job.id }).first('cron_last_scheduled_at');
-        if (!fresh || (fresh.cron_last_scheduled_at && new Date(fresh.cron_last_scheduled_at as string) >= due)) return false;
-        skipped ||= Boolean(await trx('cron_runs').where({ function_id: job.id, outcome: 'RUNNING' }).andWhere('started_at', '>=', this.#longestRunStart()).first('id'));
+        if (!fresh || (fresh.cron_last_scheduled_at && new Date(fresh.cron_last_scheduled_at as string) >= due))
+          return false;
+        skipped ||= Boolean(
+          await trx('cron_runs')
+            .where({ function_id: job.id, outcome: 'RUNNING' })
+            .andWhere('started_at', '>=', this.#longestRunStart())
+            .first('id'),
+        );
         await trx('functions').where({ id: job.id }).update({ cron_last_scheduled_at: scheduledAt });
         await trx('cron_runs').insert({
           id,
@@ -166,7 +185,10 @@ export class CronScheduler {
       deps.metrics.cronRun(outcome);
     }
     try {
-      await deps.db('cron_runs').where({ id: runId }).update({ outcome, error, ended_at: timestamp(deps) });
+      await deps
+        .db('cron_runs')
+        .where({ id: runId })
+        .update({ outcome, error, ended_at: timestamp(deps) });
     } catch (err) {
       deps.log.error({ err, runId }, 'could not record the end of a cron run');
     }
@@ -183,7 +205,13 @@ const toRun = (row: CronRunRow) => ({
   error: row.error,
 });
 
-export async function listCronRuns(deps: Deps, actor: Actor, siteId: string, filter: { path?: string | undefined }, page: PageRequest) {
+export async function listCronRuns(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  filter: { path?: string | undefined },
+  page: PageRequest,
+) {
   await requireSite(deps, actor, siteId);
   const query = deps.db('cron_runs').where({ site_id: siteId });
   if (filter.path !== undefined) query.andWhere({ path: normalizeFilePath(filter.path) });

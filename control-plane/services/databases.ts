@@ -53,17 +53,28 @@ export async function listDatabases(deps: Deps, actor: Actor, siteId: string, pa
 /** Creates the site's database, or resumes a creation that was interrupted; returns the existing one. */
 export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
   const site = await requireSite(deps, actor, siteId);
-  if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before it gets a database');
+  if (site.status !== 'ACTIVE')
+    throw conflict('site_not_active', 'an archived site must be activated before it gets a database');
   let row = await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first();
   if (!row) {
     const now = timestamp(deps);
-    row = { id: newId(), site_id: siteId, status: 'PROVISIONING', node_id: await placeDatabase(deps), created_at: now, updated_at: now };
+    row = {
+      id: newId(),
+      site_id: siteId,
+      status: 'PROVISIONING',
+      node_id: await placeDatabase(deps),
+      created_at: now,
+      updated_at: now,
+    };
     await deps.db('databases').insert(row).onConflict('site_id').ignore();
     row = (await deps.db<DatabaseRow>('databases').where({ site_id: siteId }).first())!;
   }
   if (row.status !== 'READY') {
     await provider(() => deps.siteDatabases.create(siteId));
-    await deps.db('databases').where({ id: row.id }).update({ status: 'READY', updated_at: timestamp(deps) });
+    await deps
+      .db('databases')
+      .where({ id: row.id })
+      .update({ status: 'READY', updated_at: timestamp(deps) });
     await deps.changes.publish({ kind: 'database', siteId });
     row = (await deps.db<DatabaseRow>('databases').where({ id: row.id }).first())!;
   }
@@ -71,19 +82,32 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
 }
 
 /** The actor's ready database of a site; `activeSite` also requires the site to be active. */
-export async function requireDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, options: { activeSite?: boolean } = {}): Promise<DatabaseRow> {
+export async function requireDatabase(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  databaseId: string,
+  options: { activeSite?: boolean } = {},
+): Promise<DatabaseRow> {
   const site = await requireSite(deps, actor, siteId);
-  if (options.activeSite && site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
-  const row = await deps.hotSql.get<DatabaseRow>('SELECT id, site_id, status, node_id, created_at, updated_at FROM databases WHERE id = ? AND site_id = ?', databaseId, siteId);
+  if (options.activeSite && site.status !== 'ACTIVE')
+    throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
+  const row = await deps.hotSql.get<DatabaseRow>(
+    'SELECT id, site_id, status, node_id, created_at, updated_at FROM databases WHERE id = ? AND site_id = ?',
+    databaseId,
+    siteId,
+  );
   if (!row) throw notFound('database');
-  if (row.status !== 'READY') throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');
+  if (row.status !== 'READY')
+    throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');
   return row;
 }
 
 function checkOneStatement(sql: string): void {
   const count = countStatements(sql);
   if (count === 0) throw new BerthError('invalid_request', 'sql holds no statement');
-  if (count > 1) throw new BerthError('multiple_statements', `sql holds ${count} statements; this endpoint runs exactly one`);
+  if (count > 1)
+    throw new BerthError('multiple_statements', `sql holds ${count} statements; this endpoint runs exactly one`);
 }
 
 /** The envelope's error code for a statement the database did not complete. */
@@ -95,7 +119,13 @@ const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> =
 };
 
 /** The query endpoint: one statement, answered in the provider-style envelope (success false when it failed). */
-export async function queryDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, input: { sql: string; params?: SqlParam[] | undefined }) {
+export async function queryDatabase(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  databaseId: string,
+  input: { sql: string; params?: SqlParam[] | undefined },
+) {
   await requireDatabase(deps, actor, siteId, databaseId);
   checkOneStatement(input.sql);
   try {
@@ -108,15 +138,25 @@ export async function queryDatabase(deps: Deps, actor: Actor, siteId: string, da
         {
           success: true,
           results: result.rows,
-          meta: { duration: Math.round(result.durationMs * 1000) / 1000, changes: result.changes, last_row_id: result.lastRowId },
+          meta: {
+            duration: Math.round(result.durationMs * 1000) / 1000,
+            changes: result.changes,
+            last_row_id: result.lastRowId,
+          },
         },
       ],
     };
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
-    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', err.message);
+    if (err.reason === 'busy' || err.reason === 'unavailable')
+      throw new BerthError('database_unavailable', err.message);
     // The statement's own failure is part of the answer, as the provider-style envelope has it.
-    return { success: false, errors: [{ code: STATEMENT_ERROR_CODES[err.reason] ?? 'statement_failed', message: err.message }], messages: [], result: [] };
+    return {
+      success: false,
+      errors: [{ code: STATEMENT_ERROR_CODES[err.reason] ?? 'statement_failed', message: err.message }],
+      messages: [],
+      result: [],
+    };
   }
 }
 
@@ -134,7 +174,10 @@ export class RuntimeDatabaseError extends Error {
 
 function checkRuntimeStatement(statement: Statement): void {
   if (countStatements(statement.sql) !== 1) {
-    throw new RuntimeDatabaseError('DATABASE_MULTIPLE_STATEMENTS', 'each ctx.db call runs exactly one statement; use batch() for several');
+    throw new RuntimeDatabaseError(
+      'DATABASE_MULTIPLE_STATEMENTS',
+      'each ctx.db call runs exactly one statement; use batch() for several',
+    );
   }
 }
 
@@ -142,7 +185,10 @@ function checkRuntimeStatement(statement: Statement): void {
 function runtimeError(err: StatementError): RuntimeDatabaseError {
   switch (err.reason) {
     case 'reserved':
-      return new RuntimeDatabaseError('DATABASE_RESERVED_TABLE', `${LEDGER_TABLE} is reserved for migrations and cannot be used from functions`);
+      return new RuntimeDatabaseError(
+        'DATABASE_RESERVED_TABLE',
+        `${LEDGER_TABLE} is reserved for migrations and cannot be used from functions`,
+      );
     case 'denied':
       return new RuntimeDatabaseError('DATABASE_NOT_ALLOWED', err.message);
     case 'timeout':
@@ -153,24 +199,43 @@ function runtimeError(err: StatementError): RuntimeDatabaseError {
       return new RuntimeDatabaseError('DATABASE_FULL', err.message);
     case 'busy':
     case 'unavailable':
-      return new RuntimeDatabaseError('DATABASE_UNAVAILABLE', 'the database is unavailable; try again shortly', err.message);
+      return new RuntimeDatabaseError(
+        'DATABASE_UNAVAILABLE',
+        'the database is unavailable; try again shortly',
+        err.message,
+      );
     default:
-      return new RuntimeDatabaseError('DATABASE_QUERY_FAILED', 'the statement failed; the site’s logs have the details', err.message);
+      return new RuntimeDatabaseError(
+        'DATABASE_QUERY_FAILED',
+        'the statement failed; the site’s logs have the details',
+        err.message,
+      );
   }
 }
 
 /** Runs statements for a function of `siteId`: one, or several in one transaction. */
-export async function runForFunction(deps: Deps, siteId: string, statements: Statement[]): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
+export async function runForFunction(
+  deps: Deps,
+  siteId: string,
+  statements: Statement[],
+): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
   let ready = deps.hostingCache.hasDatabase(siteId);
   if (ready === undefined) {
     const generation = deps.hostingCache.generation();
     ready = Boolean(await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first('id'));
     deps.hostingCache.rememberDatabase(generation, siteId, ready);
   }
-  if (!ready) throw new RuntimeDatabaseError('DATABASE_NOT_FOUND', 'this site has no database yet; create one with POST /v0/sites/:siteId/databases');
+  if (!ready)
+    throw new RuntimeDatabaseError(
+      'DATABASE_NOT_FOUND',
+      'this site has no database yet; create one with POST /v0/sites/:siteId/databases',
+    );
   statements.forEach(checkRuntimeStatement);
   try {
-    const results = statements.length === 1 ? [await deps.siteDatabases.run(siteId, statements[0]!, 'function')] : await deps.siteDatabases.batch(siteId, statements, 'function');
+    const results =
+      statements.length === 1
+        ? [await deps.siteDatabases.run(siteId, statements[0]!, 'function')]
+        : await deps.siteDatabases.batch(siteId, statements, 'function');
     return results.map((r) => ({ rows: r.rows, changes: r.changes, lastInsertRowId: r.lastRowId }));
   } catch (err) {
     throw err instanceof StatementError ? runtimeError(err) : err;
@@ -210,13 +275,22 @@ export async function createDeletionChallenge(deps: Deps, actor: Actor, siteId: 
 }
 
 /** Step two: with a current code of this database, removes the binding, then the database itself. */
-export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, confirmationCode: string) {
+export async function deleteDatabase(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  databaseId: string,
+  confirmationCode: string,
+) {
   await requireSite(deps, actor, siteId);
   const row = await deps.db<DatabaseRow>('databases').where({ id: databaseId, site_id: siteId }).first();
   if (!row) throw notFound('database');
   const challenge = await deps.db('database_deletion_challenges').where({ code: confirmationCode }).first();
   if (!challenge || challenge.database_id !== databaseId) {
-    throw new BerthError('invalid_confirmation_code', 'this is not a confirmation code for this database; create a deletion challenge first');
+    throw new BerthError(
+      'invalid_confirmation_code',
+      'this is not a confirmation code for this database; create a deletion challenge first',
+    );
   }
   if (new Date(challenge.expires_at as string) <= deps.now()) {
     throw new BerthError('confirmation_code_expired', 'the confirmation code expired; create a new deletion challenge');
@@ -231,6 +305,10 @@ export async function deleteDatabase(deps: Deps, actor: Actor, siteId: string, d
   await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId, row.node_id);
   // Its copy for recovery (cluster/database-copies.ts) goes too; one left behind is never used, since recovery needs the row.
-  await deps.blobs.removeDatabaseCopy(siteId).catch((err: unknown) => deps.log.warn({ err, siteId }, 'the copy of a deleted database could not be removed from the object store'));
+  await deps.blobs
+    .removeDatabaseCopy(siteId)
+    .catch((err: unknown) =>
+      deps.log.warn({ err, siteId }, 'the copy of a deleted database could not be removed from the object store'),
+    );
   return { deleted: true as const, databaseId };
 }

@@ -51,7 +51,10 @@ function toExport(deps: Deps, row: ExportRow) {
   };
   if (row.status === 'COMPLETE') {
     const expires = Math.floor((deps.now().getTime() + LINK_TTL_MS) / 1000);
-    record.download = { token: `expires=${expires}&signature=${signature(deps, row.id, expires)}`, expiresAt: new Date(expires * 1000).toISOString() };
+    record.download = {
+      token: `expires=${expires}&signature=${signature(deps, row.id, expires)}`,
+      expiresAt: new Date(expires * 1000).toISOString(),
+    };
   }
   return record;
 }
@@ -66,7 +69,11 @@ async function requireDatabaseOfSite(deps: Deps, actor: Actor, siteId: string, d
 export async function failInterruptedExports(deps: Deps): Promise<void> {
   await leftByThisNode(deps.db, 'database_exports', deps.nodeId)
     .where({ status: 'PROCESSING' })
-    .update({ status: 'ERROR', error: 'interrupted: the server stopped during the export; create a new one', completed_at: timestamp(deps) });
+    .update({
+      status: 'ERROR',
+      error: 'interrupted: the server stopped during the export; create a new one',
+      completed_at: timestamp(deps),
+    });
 }
 
 async function produce(deps: Deps, row: ExportRow): Promise<void> {
@@ -75,12 +82,20 @@ async function produce(deps: Deps, row: ExportRow): Promise<void> {
     fs.mkdirSync(path.dirname(tmp), { recursive: true, mode: 0o700 });
     await deps.siteDatabases.dump(row.site_id, tmp);
     const bytes = await deps.blobs.putExport(row.id, tmp);
-    await deps.db('database_exports').where({ id: row.id }).update({ status: 'COMPLETE', bytes, completed_at: timestamp(deps) });
+    await deps
+      .db('database_exports')
+      .where({ id: row.id })
+      .update({ status: 'COMPLETE', bytes, completed_at: timestamp(deps) });
   } catch (err) {
     deps.log.error({ err, exportId: row.id }, 'database export failed');
-    await deps.db('database_exports')
+    await deps
+      .db('database_exports')
       .where({ id: row.id })
-      .update({ status: 'ERROR', error: 'the export could not be produced; create a new one', completed_at: timestamp(deps) })
+      .update({
+        status: 'ERROR',
+        error: 'the export could not be produced; create a new one',
+        completed_at: timestamp(deps),
+      })
       .catch(() => {});
   } finally {
     fs.rmSync(tmp, { force: true });
@@ -91,12 +106,24 @@ async function produce(deps: Deps, row: ExportRow): Promise<void> {
 export async function createExport(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
   await requireDatabaseOfSite(deps, actor, siteId, databaseId);
   const now = timestamp(deps);
-  const row: ExportRow = { id: newId(), database_id: databaseId, site_id: siteId, status: 'PROCESSING', error: null, bytes: null, created_at: now, completed_at: null };
+  const row: ExportRow = {
+    id: newId(),
+    database_id: databaseId,
+    site_id: siteId,
+    status: 'PROCESSING',
+    error: null,
+    bytes: null,
+    created_at: now,
+    completed_at: null,
+  };
   await deps.db.transaction(async (trx) => {
     // Two requests (on any server) take turns here: the second sees the first one's export.
     await lockRows(trx, 'databases', { id: databaseId });
     if (await trx('database_exports').where({ database_id: databaseId, status: 'PROCESSING' }).first('id')) {
-      throw conflict('export_in_progress', 'an export of this database is already running; reconcile it until it is COMPLETE or ERROR');
+      throw conflict(
+        'export_in_progress',
+        'an export of this database is already running; reconcile it until it is COMPLETE or ERROR',
+      );
     }
     await trx('database_exports').insert({ ...row, node_id: deps.nodeId });
   });
@@ -106,27 +133,43 @@ export async function createExport(deps: Deps, actor: Actor, siteId: string, dat
 
 export async function reconcileExport(deps: Deps, actor: Actor, siteId: string, databaseId: string, exportId: string) {
   await requireSite(deps, actor, siteId);
-  const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, database_id: databaseId, site_id: siteId }).first();
+  const row = await deps
+    .db<ExportRow>('database_exports')
+    .where({ id: exportId, database_id: databaseId, site_id: siteId })
+    .first();
   if (!row) throw notFound('export');
   return { export: toExport(deps, row) };
 }
 
 export async function listExports(deps: Deps, actor: Actor, siteId: string, databaseId: string, page: PageRequest) {
   await requireSite(deps, actor, siteId);
-  const query = deps.db('database_exports').where({ database_id: databaseId, site_id: siteId }).orderBy([
-    { column: 'created_at', order: 'desc' },
-    { column: 'id', order: 'desc' },
-  ]);
+  const query = deps
+    .db('database_exports')
+    .where({ database_id: databaseId, site_id: siteId })
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ]);
   const { items, pagination } = await paginate(query, page, (row: ExportRow) => toExport(deps, row));
   return { exports: items, pagination };
 }
 
 /** The dump behind a signed link, checked without an API key. */
-export async function openDownload(deps: Deps, exportId: string, expires: string, given: string): Promise<{ body: Readable; bytes: number }> {
+export async function openDownload(
+  deps: Deps,
+  exportId: string,
+  expires: string,
+  given: string,
+): Promise<{ body: Readable; bytes: number }> {
   const expiry = Number(expires);
   const valid = Number.isInteger(expiry) && safeEqual(given, signature(deps, exportId, expiry));
-  if (!valid) throw new BerthError('invalid_download_link', 'this download link is not valid; reconcile the export for a new one');
-  if (expiry * 1000 < deps.now().getTime()) throw new BerthError('download_link_expired', 'this download link has expired; reconcile the export for a new one');
+  if (!valid)
+    throw new BerthError(
+      'invalid_download_link',
+      'this download link is not valid; reconcile the export for a new one',
+    );
+  if (expiry * 1000 < deps.now().getTime())
+    throw new BerthError('download_link_expired', 'this download link has expired; reconcile the export for a new one');
   const row = await deps.db<ExportRow>('database_exports').where({ id: exportId, status: 'COMPLETE' }).first();
   const body = row && row.bytes !== null ? await deps.blobs.openExport(exportId) : null;
   if (!row || row.bytes === null || !body) throw new BerthError('not_found', 'export not found');

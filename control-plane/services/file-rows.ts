@@ -12,7 +12,8 @@ export interface FileRow {
 
 /** FileRow's and VersionRow's columns, for statements that name them (hot statements never select *). */
 export const FILE_COLUMNS = 'id, bucket_id, path, current_version_id, created_at, updated_at';
-export const VERSION_COLUMNS = 'id, file_id, seq, blob_sha256, bytes, content_type, restored_from_version_id, created_at';
+export const VERSION_COLUMNS =
+  'id, file_id, seq, blob_sha256, bytes, content_type, restored_from_version_id, created_at';
 
 export interface VersionRow {
   id: string;
@@ -84,4 +85,3 @@ export async function findCurrentFile(deps: Deps, bucketId: string, path: string
   );
   return row ? { file: toFile(row), sha256: row.blob_sha256 } : null;
 }
-

@@ -7,7 +7,16 @@ import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts'
 import type { HotTx } from '../db/hot-sql.ts';
 import { requireBucket } from './buckets.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
-import { FILE_COLUMNS, type FileRow, type StoredFile, VERSION_COLUMNS, type VersionRow, currentFiles, findCurrentFile, toFile } from './file-rows.ts';
+import {
+  FILE_COLUMNS,
+  type FileRow,
+  type StoredFile,
+  VERSION_COLUMNS,
+  type VersionRow,
+  currentFiles,
+  findCurrentFile,
+  toFile,
+} from './file-rows.ts';
 import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
@@ -82,7 +91,10 @@ export interface WriteFileResult {
 function checkContentType(value: string | undefined): string {
   const contentType = value?.trim() || DEFAULT_CONTENT_TYPE;
   if (contentType.length > 255 || !CONTENT_TYPE_PATTERN.test(contentType)) {
-    throw new BerthError('invalid_content_type', 'Content-Type must be a media type such as "text/html; charset=utf-8"');
+    throw new BerthError(
+      'invalid_content_type',
+      'Content-Type must be a media type such as "text/html; charset=utf-8"',
+    );
   }
   return contentType;
 }
@@ -96,7 +108,13 @@ function assertExpectedVersion(current: string | null, expected: string | null, 
 const tooLarge = (limit: number) =>
   new BerthError('file_too_large', `files may be at most ${limit} bytes`, { maxBytes: limit });
 
-export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string, input: WriteFileInput): Promise<WriteFileResult> {
+export async function writeFile(
+  deps: Deps,
+  actor: Actor,
+  bucketId: string,
+  rawPath: string,
+  input: WriteFileInput,
+): Promise<WriteFileResult> {
   await requireBucket(deps, actor, bucketId);
   const path = normalizeFilePath(rawPath);
   assertWritablePath(path);
@@ -132,14 +150,23 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
       // The file's row is locked for the rest of the transaction: writers of one path take turns, so
       // If-Match and the version numbers hold under concurrent writes on any backend.
       let file = await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path);
-      if (input.ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
+      if (input.ifMatch !== undefined)
+        assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
       // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
-      if (!(await deps.blobs.stillStored(stored))) throw new BerthError('storage_unavailable', 'the stored bytes of this write were removed before it completed; send it again');
+      if (!(await deps.blobs.stillStored(stored)))
+        throw new BerthError(
+          'storage_unavailable',
+          'the stored bytes of this write were removed before it completed; send it again',
+        );
       if (!file) {
         // A concurrent first write of the same path may insert it first: then this one continues it.
         await sql.run(
           'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (bucket_id, path) DO NOTHING',
-          newId(), bucketId, path, now, now,
+          newId(),
+          bucketId,
+          path,
+          now,
+          now,
         );
         file = (await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path))!;
       }
@@ -162,7 +189,13 @@ export async function writeFile(deps: Deps, actor: Actor, bucketId: string, rawP
 }
 
 /** What a committed write answers, once hosting and the runtime have caught up with it. */
-async function afterWrite(deps: Deps, bucketId: string, path: string, contentType: string, result: { fileId: string; versionId: string; bytes: number }): Promise<WriteFileResult> {
+async function afterWrite(
+  deps: Deps,
+  bucketId: string,
+  path: string,
+  contentType: string,
+  result: { fileId: string; versionId: string; bytes: number },
+): Promise<WriteFileResult> {
   await deps.changes.publish({ kind: 'file', bucketId, path });
   const deployment = await syncRuntimeSource(deps, bucketId, path);
   return {
@@ -188,12 +221,23 @@ async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncG
 }
 
 /** The file's next version, numbered after its last in the same statement (the file's row is locked). */
-async function insertVersion(sql: HotTx, fileId: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): Promise<string> {
+async function insertVersion(
+  sql: HotTx,
+  fileId: string,
+  fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>,
+): Promise<string> {
   const id = newId();
   await sql.run(
     `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
      VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
-    id, fileId, fields.blob_sha256, fields.bytes, fields.content_type, fields.restored_from_version_id, fields.created_at, fileId,
+    id,
+    fileId,
+    fields.blob_sha256,
+    fields.bytes,
+    fields.content_type,
+    fields.restored_from_version_id,
+    fields.created_at,
+    fileId,
   );
   return id;
 }
@@ -205,7 +249,8 @@ const makeCurrent = (sql: HotTx, fileId: string, versionId: string, now: string)
 export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string) {
   await requireBucket(deps, actor, bucketId);
   const path = normalizeFilePath(rawPath);
-  const changed = await deps.db('files')
+  const changed = await deps
+    .db('files')
     .where({ bucket_id: bucketId, path })
     .whereNotNull('current_version_id')
     .update({ current_version_id: null, updated_at: timestamp(deps) });
@@ -218,7 +263,8 @@ export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, raw
 
 /** The actor's file by id, including deleted files whose history remains. */
 async function requireFileById(deps: Deps, actor: Actor, fileId: string): Promise<FileRow> {
-  const row = await deps.db<FileRow>('files')
+  const row = await deps
+    .db<FileRow>('files')
     .join('buckets', 'buckets.id', 'files.bucket_id')
     .where({ 'files.id': fileId, 'buckets.account_id': actor.accountId })
     .first('files.*');
@@ -280,7 +326,13 @@ export async function restoreFile(
   });
   await deps.changes.publish({ kind: 'file', bucketId: file.bucket_id, path: file.path });
   const deployment = await syncRuntimeSource(deps, file.bucket_id, file.path);
-  return { fileId, versionId, restoredFromVersionId: source.id, path: file.path, ...(deployment ? { deployment } : {}) };
+  return {
+    fileId,
+    versionId,
+    restoredFromVersionId: source.id,
+    path: file.path,
+    ...(deployment ? { deployment } : {}),
+  };
 }
 
 /** Versions that are the source a function is served from: deleting one would stop the function. */
@@ -293,7 +345,10 @@ async function removeVersions(sql: HotTx, accountId: string, file: FileRow, vers
     await sql.run('DELETE FROM file_versions WHERE id = ?', version.id);
     freed += await releaseVersion(sql, accountId, version.blob_sha256);
   }
-  if (file.current_version_id === null && !(await sql.get('SELECT 1 FROM file_versions WHERE file_id = ? LIMIT 1', file.id))) {
+  if (
+    file.current_version_id === null &&
+    !(await sql.get('SELECT 1 FROM file_versions WHERE file_id = ? LIMIT 1', file.id))
+  ) {
     await sql.run('DELETE FROM files WHERE id = ?', file.id);
   }
   return freed;
@@ -308,13 +363,29 @@ export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, ve
   await requireFileById(deps, actor, fileId);
   const outcome = await deps.hotSql.write(async (sql) => {
     const file = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
-    const version = file && (await sql.get<VersionRow>(`SELECT ${VERSION_COLUMNS} FROM file_versions WHERE id = ? AND file_id = ?`, versionId, fileId));
+    const version =
+      file &&
+      (await sql.get<VersionRow>(
+        `SELECT ${VERSION_COLUMNS} FROM file_versions WHERE id = ? AND file_id = ?`,
+        versionId,
+        fileId,
+      ));
     if (!file || !version) throw notFound('version');
     if (file.current_version_id === version.id) {
-      throw conflict('version_in_use', 'this is the file’s current version: write or restore another version, or delete the file, first');
+      throw conflict(
+        'version_in_use',
+        'this is the file’s current version: write or restore another version, or delete the file, first',
+      );
     }
-    const deployed = await sql.get<{ path: string }>('SELECT path FROM functions WHERE deployed_version_id = ?', version.id);
-    if (deployed) throw conflict('version_in_use', `this version is the source ${deployed.path} is served from; deploy a newer version of it first`);
+    const deployed = await sql.get<{ path: string }>(
+      'SELECT path FROM functions WHERE deployed_version_id = ?',
+      version.id,
+    );
+    if (deployed)
+      throw conflict(
+        'version_in_use',
+        `this version is the source ${deployed.path} is served from; deploy a newer version of it first`,
+      );
     return { freed: await removeVersions(sql, actor.accountId, file, [version]), blob: version.blob_sha256 };
   });
   await releaseBlobs(deps, [outcome.blob]);
@@ -336,7 +407,10 @@ export async function pruneVersions(deps: Deps, actor: Actor, fileId: string) {
       file.current_version_id,
     );
     const freedBytes = await removeVersions(sql, actor.accountId, file, versions);
-    return { result: { fileId, deletedVersions: versions.length, freedBytes }, blobs: versions.map((v) => v.blob_sha256) };
+    return {
+      result: { fileId, deletedVersions: versions.length, freedBytes },
+      blobs: versions.map((v) => v.blob_sha256),
+    };
   });
   await releaseBlobs(deps, outcome.blobs);
   return outcome.result;

@@ -64,7 +64,8 @@ async function readText(scope: CallScope, raw: string): Promise<string | null> {
   const path = dataPath(raw);
   const found = await findCurrentFile(scope.deps, scope.site.bucket_id, path);
   if (!found) return null;
-  if (found.file.bytes > MAX_READ_BYTES) throw new CtxError('DATA_TOO_LARGE', `${path} is larger than ${MAX_READ_BYTES} bytes`);
+  if (found.file.bytes > MAX_READ_BYTES)
+    throw new CtxError('DATA_TOO_LARGE', `${path} is larger than ${MAX_READ_BYTES} bytes`);
   return (await scope.deps.blobs.read(found.sha256)).toString('utf8');
 }
 
@@ -104,7 +105,8 @@ const isParam = (p: unknown): p is SqlParam => p === null || ['string', 'number'
 function statementArg(args: unknown[]): { sql: string; params: SqlParam[] } {
   const [sql, given] = args;
   const params = given === null ? undefined : given;
-  if (typeof sql !== 'string' || sql.trim() === '') throw new CtxError('DATABASE_INVALID_ARGUMENT', 'sql must be a non-empty string');
+  if (typeof sql !== 'string' || sql.trim() === '')
+    throw new CtxError('DATABASE_INVALID_ARGUMENT', 'sql must be a non-empty string');
   if (params !== undefined && !(Array.isArray(params) && params.every(isParam))) {
     throw new CtxError('DATABASE_INVALID_ARGUMENT', 'params must be a list of strings, numbers, booleans or nulls');
   }
@@ -118,7 +120,11 @@ async function db(scope: CallScope, statements: Array<{ sql: string; params: Sql
   } catch (err) {
     if (!(err instanceof RuntimeDatabaseError)) throw err;
     if (err.diagnostic) {
-      scope.deps.functionLogs.add(scope.site.id, scope.deployment.path, { requestId: scope.requestId, level: 'error', message: `ctx.db: ${err.diagnostic}` });
+      scope.deps.functionLogs.add(scope.site.id, scope.deployment.path, {
+        requestId: scope.requestId,
+        level: 'error',
+        message: `ctx.db: ${err.diagnostic}`,
+      });
     }
     throw new CtxError(err.code, err.message);
   }
@@ -141,19 +147,25 @@ function createMethods(): Record<CtxMethod, Method> {
       const path = stringArg(args, 0, 'path');
       const text = await readText(scope, path);
       if (text === null) return [];
-      return text.split('\n').filter((line) => line.trim() !== '').map((line) => parseJson(line, path));
+      return text
+        .split('\n')
+        .filter((line) => line.trim() !== '')
+        .map((line) => parseJson(line, path));
     },
-    'data.writeText': (scope, args) => write(scope, stringArg(args, 0, 'path'), stringArg(args, 1, 'text'), 'text/plain; charset=utf-8'),
+    'data.writeText': (scope, args) =>
+      write(scope, stringArg(args, 0, 'path'), stringArg(args, 1, 'text'), 'text/plain; charset=utf-8'),
     'data.writeJson': (scope, args) => write(scope, stringArg(args, 0, 'path'), serialize(args[1]), 'application/json'),
     'data.appendJsonl': async (scope, args) => {
       const raw = stringArg(args, 0, 'path');
       const line = serialize(args[1]);
       const key = `${scope.site.bucket_id}:${dataPath(raw)}`;
-      const run = (appendLocks.get(key) ?? Promise.resolve()).catch(() => {}).then(async () => {
-        const existing = (await readText(scope, raw)) ?? '';
-        const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
-        return write(scope, raw, `${existing}${separator}${line}\n`, 'application/jsonl');
-      });
+      const run = (appendLocks.get(key) ?? Promise.resolve())
+        .catch(() => {})
+        .then(async () => {
+          const existing = (await readText(scope, raw)) ?? '';
+          const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
+          return write(scope, raw, `${existing}${separator}${line}\n`, 'application/jsonl');
+        });
       appendLocks.set(key, run);
       try {
         return await run;
@@ -163,13 +175,18 @@ function createMethods(): Record<CtxMethod, Method> {
     },
     'data.list': async (scope, args) => {
       const base = dataPath(args[0] == null ? '' : stringArg(args, 0, 'prefix'), 'prefix');
-      const rows = (await scope.deps.db('files')
+      const rows = (await scope.deps
+        .db('files')
         .join('file_versions', 'file_versions.id', 'files.current_version_id')
         .where('files.bucket_id', scope.site.bucket_id)
         .andWhereRaw('substr(files.path, 1, ?) = ?', [base.length, base])
         .orderBy('files.path')
         .limit(10_000)
-        .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{ path: string; bytes: number; updated_at: string }>;
+        .select('files.path', 'file_versions.bytes', 'files.updated_at')) as Array<{
+        path: string;
+        bytes: number;
+        updated_at: string;
+      }>;
       return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
     },
     'db.query': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows,
@@ -182,7 +199,12 @@ function createMethods(): Record<CtxMethod, Method> {
       if (!Array.isArray(args[0]) || args[0].length === 0) {
         throw new CtxError('DATABASE_INVALID_ARGUMENT', 'batch takes a non-empty list of {sql, params?}');
       }
-      return db(scope, args[0].map((item: unknown) => statementArg([(item as { sql?: unknown })?.sql, (item as { params?: unknown })?.params])));
+      return db(
+        scope,
+        args[0].map((item: unknown) =>
+          statementArg([(item as { sql?: unknown })?.sql, (item as { params?: unknown })?.params]),
+        ),
+      );
     },
     'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
     'llm.messages.create': async (scope, args) => {
@@ -216,11 +238,22 @@ export function createCtxHandler(deps: Deps): CtxHandler {
 }
 
 /** Answers every call with a result, never a rejection, whatever the call holds. */
-async function handleCtxCall(deps: Deps, methods: Record<CtxMethod, Method>, deployment: Deployment, call: CtxCall): Promise<CtxResult> {
+async function handleCtxCall(
+  deps: Deps,
+  methods: Record<CtxMethod, Method>,
+  deployment: Deployment,
+  call: CtxCall,
+): Promise<CtxResult> {
   try {
-    const method = typeof call?.method === 'string' && Object.hasOwn(methods, call.method) ? methods[call.method as CtxMethod] : undefined;
+    const method =
+      typeof call?.method === 'string' && Object.hasOwn(methods, call.method)
+        ? methods[call.method as CtxMethod]
+        : undefined;
     if (!method) {
-      return { ok: false, error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${String(call?.method)} is not available` } };
+      return {
+        ok: false,
+        error: { code: CtxErrorCode.UnknownMethod, message: `ctx.${String(call?.method)} is not available` },
+      };
     }
     deps.metrics.ctxCall(call.method);
     if (!Array.isArray(call.args)) {
@@ -228,15 +261,33 @@ async function handleCtxCall(deps: Deps, methods: Record<CtxMethod, Method>, dep
     }
     const site = await siteRow(deps, deployment.siteId);
     if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
-    const actor: Actor = { via: 'function', accountId: site.account_id, id: `function:${deployment.functionId}`, permission: 'WRITE' };
-    return { ok: true, value: await method({ deps, deployment, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, actor }, call.args) };
+    const actor: Actor = {
+      via: 'function',
+      accountId: site.account_id,
+      id: `function:${deployment.functionId}`,
+      permission: 'WRITE',
+    };
+    return {
+      ok: true,
+      value: await method(
+        { deps, deployment, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, actor },
+        call.args,
+      ),
+    };
   } catch (err) {
     if (err instanceof CtxError) {
-      return { ok: false, error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } };
+      return {
+        ok: false,
+        error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) },
+      };
     }
-    if (err instanceof BerthError) return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
+    if (err instanceof BerthError)
+      return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
     if (err instanceof StorageUnavailableError) {
-      deps.log.warn({ functionId: deployment.functionId, reason: err.message }, 'the blob store did not answer a ctx call');
+      deps.log.warn(
+        { functionId: deployment.functionId, reason: err.message },
+        'the blob store did not answer a ctx call',
+      );
       const { code, message, status } = storageUnavailable();
       return { ok: false, error: { code: `DATA_${code.toUpperCase()}`, message, status } };
     }

@@ -66,7 +66,11 @@ export class FunctionLogBuffer {
       await db.transaction(async (trx) => {
         for (let i = 0; i < rows.length; i += 100) await trx('function_logs').insert(rows.slice(i, i + 100));
         for (const siteId of new Set(rows.map((r) => r.site_id))) {
-          const oldest = await trx('function_logs').where({ site_id: siteId }).orderBy('id', 'desc').offset(perSite).first('id');
+          const oldest = await trx('function_logs')
+            .where({ site_id: siteId })
+            .orderBy('id', 'desc')
+            .offset(perSite)
+            .first('id');
           if (oldest) await trx('function_logs').where({ site_id: siteId }).andWhere('id', '<=', oldest.id).delete();
         }
       });

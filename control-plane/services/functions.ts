@@ -70,7 +70,10 @@ const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
   kind: row.kind,
   status: row.status,
   schedule: row.schedule,
-  nextRunAt: row.kind === 'cron' && row.schedule && row.deployed_version_id ? nextRun(row.schedule, deps.now()).toISOString() : null,
+  nextRunAt:
+    row.kind === 'cron' && row.schedule && row.deployed_version_id
+      ? nextRun(row.schedule, deps.now()).toISOString()
+      : null,
   deployedVersionId: row.deployed_version_id,
   deployedAt: row.deployed_at,
   attemptedVersionId: row.attempted_version_id,
@@ -80,10 +83,15 @@ const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
 });
 
 /** Paths whose writes concern the runtime: .ts files under api/ and cron/ (nested or misnamed ones fail). */
-export const isRuntimeSource = (path: string): boolean => (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
+export const isRuntimeSource = (path: string): boolean =>
+  (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
 
 /** Validates and deploys the current version of `path` for `site`. */
-async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
+async function deploy(
+  deps: Deps,
+  site: SiteRow,
+  path: string,
+): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
   const current = await findCurrentFile(deps, site.bucket_id, path);
   if (!current) throw notFound('function source');
   const named = functionName(path);
@@ -110,7 +118,12 @@ async function deploy(deps: Deps, site: SiteRow, path: string): Promise<{ outcom
         // A new cron job starts from now: it does not catch up on times before it existed.
         cron_last_scheduled_at: existing?.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
       }
-    : { status: 'FAILED', attempted_version_id: versionId, last_error: JSON.stringify(validation.problem), updated_at: now };
+    : {
+        status: 'FAILED',
+        attempted_version_id: versionId,
+        last_error: JSON.stringify(validation.problem),
+        updated_at: now,
+      };
   if (validation.ok) writeDeployment(deps.runtimeDir, id, versionId, source);
 
   if (existing) {
@@ -148,14 +161,24 @@ async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
   const row = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
   if (!row) return;
   await deps.db('functions').where({ id: row.id }).delete();
-  await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId: null });
+  await deps.changes.publish({
+    kind: 'function',
+    siteId: site.id,
+    name: row.name,
+    functionId: row.id,
+    versionId: null,
+  });
 }
 
 /**
  * Keeps the runtime in step with a bucket file that was written, restored or deleted. Returns the
  * deployment outcome when the change concerns runtime source of an active site.
  */
-export async function syncRuntimeSource(deps: Deps, bucketId: string, path: string): Promise<DeploymentOutcome | undefined> {
+export async function syncRuntimeSource(
+  deps: Deps,
+  bucketId: string,
+  path: string,
+): Promise<DeploymentOutcome | undefined> {
   if (!isRuntimeSource(path)) return undefined;
   const site = await siteOfBucket(deps, bucketId);
   if (!site) return undefined;
@@ -175,16 +198,27 @@ export async function listFunctions(deps: Deps, actor: Actor, siteId: string, pa
 }
 
 /** The deploy endpoint: deploys a stored source; a compile failure is a 422 carrying the record. */
-export async function deployFunction(deps: Deps, actor: Actor, siteId: string, rawPath: string): Promise<{ function: FunctionRecord }> {
+export async function deployFunction(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  rawPath: string,
+): Promise<{ function: FunctionRecord }> {
   const site = await requireSite(deps, actor, siteId);
-  if (site.status !== 'ACTIVE') throw conflict('site_not_active', 'an archived site must be activated before its functions can be deployed');
+  if (site.status !== 'ACTIVE')
+    throw conflict('site_not_active', 'an archived site must be activated before its functions can be deployed');
   const path = rawPath.replace(/^\//, '');
   const named = functionName(path);
   if (!named.ok) throw new BerthError('invalid_function_path', named.problem.message);
   const { outcome, row } = await deploy(deps, site, path);
   const record = toRecord(deps, row!);
   if (outcome.status === 'FAILED') {
-    throw new BerthError('function_compile_failed', `deployment failed: ${outcome.error!.message}`, { error: outcome.error }, { function: record });
+    throw new BerthError(
+      'function_compile_failed',
+      `deployment failed: ${outcome.error!.message}`,
+      { error: outcome.error },
+      { function: record },
+    );
   }
   return { function: record };
 }
@@ -197,7 +231,8 @@ export interface ReconcileReport {
 
 /** Redeploys every api/*.ts source of an active site. */
 export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<ReconcileReport> {
-  const sources = (await deps.db('files')
+  const sources = (await deps
+    .db('files')
     .where({ bucket_id: site.bucket_id })
     .whereNotNull('current_version_id')
     .andWhere((q) => q.whereRaw("substr(path, 1, 4) = 'api/'").orWhereRaw("substr(path, 1, 5) = 'cron/'"))
@@ -230,7 +265,11 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
   const cached = deps.hostingCache.fn(siteId, name);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
-  const row = await deps.db<FunctionRow>('functions').where({ site_id: siteId, name, kind: 'api' }).whereNotNull('deployed_version_id').first();
+  const row = await deps
+    .db<FunctionRow>('functions')
+    .where({ site_id: siteId, name, kind: 'api' })
+    .whereNotNull('deployed_version_id')
+    .first();
   const deployment = row ? await deploymentOf(deps, row) : null;
   deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
   return deployment;

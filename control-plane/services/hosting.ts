@@ -7,17 +7,21 @@ import { findCurrentFile } from './file-rows.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** The site of a subdomain when the cache knows it (null: no such site), without waiting on anything. */
-export const cachedSite = (deps: Deps, subdomain: string): CachedSite | null | undefined => deps.hostingCache.site(subdomain);
+export const cachedSite = (deps: Deps, subdomain: string): CachedSite | null | undefined =>
+  deps.hostingCache.site(subdomain);
 
 /** A bucket file's current version when the cache knows it (null: no such file), without waiting on anything. */
-export const cachedWebFile = (deps: Deps, bucketId: string, path: string): CachedWebFile | null | undefined => deps.hostingCache.file(bucketId, path);
+export const cachedWebFile = (deps: Deps, bucketId: string, path: string): CachedWebFile | null | undefined =>
+  deps.hostingCache.file(bucketId, path);
 
 export async function resolveSite(deps: Deps, subdomain: string): Promise<CachedSite | null> {
   const cached = cachedSite(deps, subdomain);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
   const row = await deps.db<SiteRow>('sites').where({ subdomain }).first();
-  const site = row ? { id: row.id, accountId: row.account_id, bucketId: row.bucket_id, access: row.access, status: row.status } : null;
+  const site = row
+    ? { id: row.id, accountId: row.account_id, bucketId: row.bucket_id, access: row.access, status: row.status }
+    : null;
   deps.hostingCache.rememberSite(generation, subdomain, site);
   return site;
 }

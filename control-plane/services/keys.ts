@@ -27,9 +27,11 @@ export interface KeyInfo {
   revokedAt: string | null;
 }
 
-
 /** Creates a key and returns its secret once; only the digest is stored. */
-export async function createKey(deps: Store, input: { accountId: string; permission: Permission; name?: string; createdBy?: string; forCli?: boolean }): Promise<{ id: string; key: string }> {
+export async function createKey(
+  deps: Store,
+  input: { accountId: string; permission: Permission; name?: string; createdBy?: string; forCli?: boolean },
+): Promise<{ id: string; key: string }> {
   const account = await deps.db('accounts').where({ id: input.accountId }).first('id');
   if (!account) throw notFound('account');
   const key = KEY_PREFIX + newToken();
@@ -53,7 +55,10 @@ export async function revokeKey(deps: Store, id: string): Promise<KeyInfo> {
   const row = await deps.db<KeyRow>('api_keys').where({ id }).first();
   if (!row) throw notFound('key');
   if (!row.revoked_at) {
-    await deps.db('api_keys').where({ id }).update({ revoked_at: timestamp(deps) });
+    await deps
+      .db('api_keys')
+      .where({ id })
+      .update({ revoked_at: timestamp(deps) });
   }
   return toKeyInfo((await deps.db<KeyRow>('api_keys').where({ id }).first())!);
 }
@@ -73,7 +78,10 @@ export async function listKeys(deps: Store, accountId: string): Promise<KeyInfo[
 /** The actor a presented key stands for, or null when it is unknown or revoked. */
 export async function authenticate(deps: Pick<Deps, 'hotSql'>, key: string): Promise<Actor | null> {
   if (!key.startsWith(KEY_PREFIX) || key.length > 200) return null;
-  const row = await deps.hotSql.get<KeyRow>('SELECT id, account_id, permission, name, created_by, for_cli, key_hash, created_at, revoked_at FROM api_keys WHERE key_hash = ?', digestToken(key));
+  const row = await deps.hotSql.get<KeyRow>(
+    'SELECT id, account_id, permission, name, created_by, for_cli, key_hash, created_at, revoked_at FROM api_keys WHERE key_hash = ?',
+    digestToken(key),
+  );
   if (!row || row.revoked_at) return null;
   return { via: row.for_cli ? 'cli' : 'key', accountId: row.account_id, id: row.id, permission: row.permission };
 }

@@ -36,11 +36,18 @@ const toReceipt = (row: ReceiptRow) => ({
 });
 
 async function ledger(deps: Deps, siteId: string): Promise<ReceiptRow[]> {
-  return (await deps.siteDatabases.run(siteId, { sql: `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, params: [] }, 'system')).rows as unknown as ReceiptRow[];
+  return (
+    await deps.siteDatabases.run(
+      siteId,
+      { sql: `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, params: [] },
+      'system',
+    )
+  ).rows as unknown as ReceiptRow[];
 }
 
 /** After a conflict or a run: the receipts say exactly what is applied. */
-const listReceipts = (siteId: string, databaseId: string) => nextStep('list_database_migrations', { siteId, databaseId });
+const listReceipts = (siteId: string, databaseId: string) =>
+  nextStep('list_database_migrations', { siteId, databaseId });
 
 export async function listMigrations(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
   const db = await requireDatabase(deps, actor, siteId, databaseId);
@@ -52,11 +59,22 @@ export async function getMigration(deps: Deps, actor: Actor, siteId: string, dat
   const row = (await ledger(deps, siteId)).find((r) => r.name === name);
   if (!row) throw notFound('migration');
   // A legacy receipt has no stored SQL; none is invented for it.
-  return { migration: { name: row.name, checksum: row.checksum, sourceAvailable: row.sql !== null, ...(row.sql !== null ? { sql: row.sql } : {}) } };
+  return {
+    migration: {
+      name: row.name,
+      checksum: row.checksum,
+      sourceAvailable: row.sql !== null,
+      ...(row.sql !== null ? { sql: row.sql } : {}),
+    },
+  };
 }
 
 function checkName(name: string): void {
-  if (!MIGRATION_NAME.test(name)) throw new BerthError('invalid_migration_name', `migration names look like 0001_create_notes.sql (<NNNN>_<description>.sql); got "${name}"`);
+  if (!MIGRATION_NAME.test(name))
+    throw new BerthError(
+      'invalid_migration_name',
+      `migration names look like 0001_create_notes.sql (<NNNN>_<description>.sql); got "${name}"`,
+    );
 }
 
 /** Runs `work` holding the database's migration lease; a live lease held by another run is a 409. */
@@ -67,7 +85,8 @@ async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work
     // Runs on any server take turns on the database's row, so one of two racing runs sees the other's lease.
     await lockRows(trx, 'databases', { id: databaseId });
     const lease = await trx('migration_leases').where({ database_id: databaseId }).first();
-    if (lease && new Date(lease.expires_at as string) > now) return lease as { acquired_at: string; expires_at: string };
+    if (lease && new Date(lease.expires_at as string) > now)
+      return lease as { acquired_at: string; expires_at: string };
     await trx('migration_leases').where({ database_id: databaseId }).delete();
     await trx('migration_leases').insert({
       database_id: databaseId,
@@ -79,11 +98,15 @@ async function withLease<T>(deps: Deps, siteId: string, databaseId: string, work
     return null;
   });
   if (acquired) {
-    throw conflict('migration_in_progress', 'another migration run holds this database’s lease; wait for it, then list the receipts before retrying', {
-      leaseAcquiredAt: acquired.acquired_at,
-      leaseExpiresAt: acquired.expires_at,
-      next: listReceipts(siteId, databaseId),
-    });
+    throw conflict(
+      'migration_in_progress',
+      'another migration run holds this database’s lease; wait for it, then list the receipts before retrying',
+      {
+        leaseAcquiredAt: acquired.acquired_at,
+        leaseExpiresAt: acquired.expires_at,
+        next: listReceipts(siteId, databaseId),
+      },
+    );
   }
   try {
     return await work();
@@ -111,16 +134,27 @@ async function applyOne(deps: Deps, siteId: string, name: string, sql: string): 
     });
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
-    if (err.reason === 'busy' || err.reason === 'unavailable') throw new BerthError('database_unavailable', err.message);
-    throw new BerthError('migration_failed', `${name} failed and was rolled back; no receipt was written: ${err.message}`, {
-      failedName: name,
-      providerMessage: err.message,
-      recovery: 'fix the SQL and apply it under a name that has never been applied',
-    });
+    if (err.reason === 'busy' || err.reason === 'unavailable')
+      throw new BerthError('database_unavailable', err.message);
+    throw new BerthError(
+      'migration_failed',
+      `${name} failed and was rolled back; no receipt was written: ${err.message}`,
+      {
+        failedName: name,
+        providerMessage: err.message,
+        recovery: 'fix the SQL and apply it under a name that has never been applied',
+      },
+    );
   }
 }
 
-function historyConflict(siteId: string, databaseId: string, name: string, message: string, applied: ReceiptRow | undefined) {
+function historyConflict(
+  siteId: string,
+  databaseId: string,
+  name: string,
+  message: string,
+  applied: ReceiptRow | undefined,
+) {
   return conflict('migration_history_conflict', message, {
     name,
     appliedChecksum: applied?.checksum ?? null,
@@ -131,14 +165,26 @@ function historyConflict(siteId: string, databaseId: string, name: string, messa
 }
 
 /** Applies one named migration (confirm: true); the same name and SQL again is alreadyApplied. */
-export async function applyMigration(deps: Deps, actor: Actor, siteId: string, databaseId: string, input: { name: string; sql: string }) {
+export async function applyMigration(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  databaseId: string,
+  input: { name: string; sql: string },
+) {
   await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
   checkName(input.name);
   return withLease(deps, siteId, databaseId, async () => {
     const applied = (await ledger(deps, siteId)).find((r) => r.name === input.name);
     if (applied) {
       if (applied.checksum !== checksum(input.sql)) {
-        throw historyConflict(siteId, databaseId, input.name, `${input.name} was already applied with different SQL`, applied);
+        throw historyConflict(
+          siteId,
+          databaseId,
+          input.name,
+          `${input.name} was already applied with different SQL`,
+          applied,
+        );
       }
       return { migration: { name: input.name, sql: input.sql }, alreadyApplied: true };
     }
@@ -148,7 +194,13 @@ export async function applyMigration(deps: Deps, actor: Actor, siteId: string, d
 }
 
 /** Applies the pending tail of an ordered list whose head must match the ledger exactly. */
-export async function applyMigrations(deps: Deps, actor: Actor, siteId: string, databaseId: string, migrations: Array<{ name: string; sql: string }>) {
+export async function applyMigrations(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  databaseId: string,
+  migrations: Array<{ name: string; sql: string }>,
+) {
   await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
   migrations.forEach((m) => checkName(m.name));
   const names = migrations.map((m) => m.name);
@@ -161,10 +213,22 @@ export async function applyMigrations(deps: Deps, actor: Actor, siteId: string, 
     applied.forEach((receipt, i) => {
       const given = migrations[i];
       if (!given) {
-        throw historyConflict(siteId, databaseId, receipt.name, `the database has ${receipt.name} applied, which the list does not include: send the whole ordered history`, receipt);
+        throw historyConflict(
+          siteId,
+          databaseId,
+          receipt.name,
+          `the database has ${receipt.name} applied, which the list does not include: send the whole ordered history`,
+          receipt,
+        );
       }
       if (given.name !== receipt.name || checksum(given.sql) !== receipt.checksum) {
-        throw historyConflict(siteId, databaseId, given.name, `the list disagrees with the database at position ${i + 1}: ${receipt.name} is applied there`, receipt);
+        throw historyConflict(
+          siteId,
+          databaseId,
+          given.name,
+          `the list disagrees with the database at position ${i + 1}: ${receipt.name} is applied there`,
+          receipt,
+        );
       }
     });
     const appliedNames: string[] = [];

@@ -48,7 +48,11 @@ const stateOf = (row: NodeRow, now: number): NodeState =>
 /** Every node the metadata knows, with its state and how many site databases it holds. */
 export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]> {
   const rows = (await db('nodes').select('*').orderBy('id')) as NodeRow[];
-  const counts = (await db('databases').whereNotNull('node_id').groupBy('node_id').select('node_id').count({ n: '*' })) as Array<{ node_id: string; n: number | string }>;
+  const counts = (await db('databases')
+    .whereNotNull('node_id')
+    .groupBy('node_id')
+    .select('node_id')
+    .count({ n: '*' })) as Array<{ node_id: string; n: number | string }>;
   const held = new Map(counts.map((row) => [row.node_id, Number(row.n)]));
   return rows.map((row) => ({
     id: row.id,
@@ -65,7 +69,8 @@ export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]>
 }
 
 /** A node new or moved site databases may go to: up, with the database role, not being drained. */
-export const takesDatabases = (node: NodeView): boolean => node.state === 'up' && node.roles.includes('database') && node.drainingAt === null;
+export const takesDatabases = (node: NodeView): boolean =>
+  node.state === 'up' && node.roles.includes('database') && node.drainingAt === null;
 
 /**
  * The node a new site database goes to: the live database node holding the fewest, this one first
@@ -74,10 +79,21 @@ export const takesDatabases = (node: NodeView): boolean => node.state === 'up' &
  */
 export async function placeDatabase(deps: Pick<Deps, 'db' | 'nodeId'>): Promise<string> {
   // Another node is a candidate only if this one can reach it: it has an internal channel.
-  const candidates = (await listNodes(deps.db)).filter((node) => takesDatabases(node) && (node.id === deps.nodeId || node.address !== ''));
-  candidates.sort((a, b) => a.databases - b.databases || Number(b.id === deps.nodeId) - Number(a.id === deps.nodeId) || a.id.localeCompare(b.id));
+  const candidates = (await listNodes(deps.db)).filter(
+    (node) => takesDatabases(node) && (node.id === deps.nodeId || node.address !== ''),
+  );
+  candidates.sort(
+    (a, b) =>
+      a.databases - b.databases ||
+      Number(b.id === deps.nodeId) - Number(a.id === deps.nodeId) ||
+      a.id.localeCompare(b.id),
+  );
   const chosen = candidates[0];
-  if (!chosen) throw new BerthError('database_unavailable', 'no node that holds site databases is running; start one and try again');
+  if (!chosen)
+    throw new BerthError(
+      'database_unavailable',
+      'no node that holds site databases is running; start one and try again',
+    );
   return chosen.id;
 }
 
@@ -121,20 +137,28 @@ export class NodeHeartbeat {
     };
     await this.#deps.db('nodes').insert(row).onConflict('id').merge();
     this.#timer = setInterval(() => {
-      this.#beating = this.#beat().catch((err) => logJobFailure(this.#deps.log, err, 'the node heartbeat could not be written'));
+      this.#beating = this.#beat().catch((err) =>
+        logJobFailure(this.#deps.log, err, 'the node heartbeat could not be written'),
+      );
     }, HEARTBEAT_MS);
     this.#timer.unref();
   }
 
   async #beat(): Promise<void> {
-    await this.#deps.db('nodes').where({ id: this.#deps.nodeId }).update({ heartbeat_at: new Date().toISOString(), stopped_at: null });
+    await this.#deps
+      .db('nodes')
+      .where({ id: this.#deps.nodeId })
+      .update({ heartbeat_at: new Date().toISOString(), stopped_at: null });
   }
 
   /** Stops beating and records a clean stop, so other nodes know at once. */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
     await this.#beating;
-    await this.#deps.db('nodes').where({ id: this.#deps.nodeId }).update({ stopped_at: new Date().toISOString() })
+    await this.#deps
+      .db('nodes')
+      .where({ id: this.#deps.nodeId })
+      .update({ stopped_at: new Date().toISOString() })
       .catch((err: unknown) => logJobFailure(this.#deps.log, err, 'the node could not record its stop'));
   }
 }

@@ -3,7 +3,12 @@
 import crypto from 'node:crypto';
 import { promisify } from 'node:util';
 
-const scrypt = promisify(crypto.scrypt) as (password: string, salt: Buffer, keylen: number, options: crypto.ScryptOptions) => Promise<Buffer>;
+const scrypt = promisify(crypto.scrypt) as (
+  password: string,
+  salt: Buffer,
+  keylen: number,
+  options: crypto.ScryptOptions,
+) => Promise<Buffer>;
 
 /** 2^15 iterations, 32 MiB of memory per hash: about 50 ms here, and costly to guess at scale. */
 const PARAMS = { N: 2 ** 15, r: 8, p: 1 };
@@ -24,7 +29,12 @@ export async function verifyPassword(password: string, stored: string | null): P
   const [scheme, n, r, p, salt, hash] = (stored ?? DECOY).split('$');
   if (scheme !== 'scrypt' || !salt || !hash) return verifyPassword(password, DECOY).then(() => false);
   const expected = Buffer.from(hash, 'base64url');
-  const actual = await scrypt(password, Buffer.from(salt, 'base64url'), expected.length, { N: Number(n), r: Number(r), p: Number(p), maxmem: MAX_MEMORY });
+  const actual = await scrypt(password, Buffer.from(salt, 'base64url'), expected.length, {
+    N: Number(n),
+    r: Number(r),
+    p: Number(p),
+    maxmem: MAX_MEMORY,
+  });
   return stored !== null && crypto.timingSafeEqual(actual, expected);
 }
 

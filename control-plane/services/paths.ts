@@ -18,7 +18,8 @@ function check(path: string, what: string, allowTrailingSlash: boolean): string 
   const segments = trimmed.split('/');
   if (allowTrailingSlash && segments.length > 1 && segments.at(-1) === '') segments.pop();
   for (const segment of segments) {
-    if (segment === '') throw invalidPath(`${what} must not contain empty segments ("//", a leading "//" or a trailing "/")`);
+    if (segment === '')
+      throw invalidPath(`${what} must not contain empty segments ("//", a leading "//" or a trailing "/")`);
     if (segment === '.' || segment === '..') throw invalidPath(`${what} must not contain "." or ".." segments`);
   }
   return trimmed;

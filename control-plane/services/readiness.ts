@@ -35,7 +35,12 @@ async function blobsAnswer(blobs: Deps['blobs']): Promise<void> {
 async function check(run: () => Promise<unknown>): Promise<CheckResult> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([run(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_MS} ms`)), CHECK_MS)))]);
+    await Promise.race([
+      run(),
+      new Promise(
+        (_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_MS} ms`)), CHECK_MS)),
+      ),
+    ]);
     return 'ok';
   } catch (err) {
     // A short reason for the operator; no paths or internals beyond the error's own message.
@@ -68,7 +73,11 @@ async function clusterView(deps: Pick<Deps, 'db' | 'config'>): Promise<ClusterVi
 
 export async function readiness(
   deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>,
-): Promise<{ ready: boolean; checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>; cluster: ClusterView | null }> {
+): Promise<{
+  ready: boolean;
+  checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>;
+  cluster: ClusterView | null;
+}> {
   const [metadata, blobs, deno, cluster] = await Promise.all([
     check(() => metadataAnswers(deps.db)),
     check(() => blobsAnswer(deps.blobs)),

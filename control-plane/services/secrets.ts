@@ -41,7 +41,10 @@ const context = (siteId: string, name: string) => `secret:${siteId}:${name}`;
 
 function checkName(name: string): void {
   if (!SECRET_NAME_PATTERN.test(name)) {
-    throw new BerthError('invalid_secret_name', 'secret names are 1–128 letters, digits and underscores, not starting with a digit');
+    throw new BerthError(
+      'invalid_secret_name',
+      'secret names are 1–128 letters, digits and underscores, not starting with a digit',
+    );
   }
 }
 
@@ -55,12 +58,21 @@ function checkValue(value: string): void {
 export async function listSecrets(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
   await requireSite(deps, actor, siteId);
   const query = deps.db('secrets').where({ site_id: siteId }).orderBy('name');
-  const { items, pagination } = await paginate(query, page, (row: SecretRow) => ({ name: row.name, updatedAt: row.updated_at }));
+  const { items, pagination } = await paginate(query, page, (row: SecretRow) => ({
+    name: row.name,
+    updatedAt: row.updated_at,
+  }));
   return { secrets: items, pagination };
 }
 
 /** Creates or replaces a secret; `mustExist` makes a missing secret a 404 instead. */
-export async function setSecret(deps: Deps, actor: Actor, siteId: string, input: { name: string; value: string }, mustExist = false) {
+export async function setSecret(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  input: { name: string; value: string },
+  mustExist = false,
+) {
   await requireSite(deps, actor, siteId);
   checkName(input.name);
   checkValue(input.value);
@@ -68,10 +80,15 @@ export async function setSecret(deps: Deps, actor: Actor, siteId: string, input:
   const sealed = seal(deps.masterKey, input.value, context(siteId, input.name));
   const existing = await deps.db('secrets').where({ site_id: siteId, name: input.name }).first('name');
   if (existing) {
-    await deps.db('secrets').where({ site_id: siteId, name: input.name }).update({ value_ciphertext: sealed, updated_at: now });
+    await deps
+      .db('secrets')
+      .where({ site_id: siteId, name: input.name })
+      .update({ value_ciphertext: sealed, updated_at: now });
   } else {
     if (mustExist) throw notFound('secret');
-    await deps.db('secrets').insert({ site_id: siteId, name: input.name, value_ciphertext: sealed, created_at: now, updated_at: now });
+    await deps
+      .db('secrets')
+      .insert({ site_id: siteId, name: input.name, value_ciphertext: sealed, created_at: now, updated_at: now });
   }
   return { secret: { name: input.name, updatedAt: now } };
 }
@@ -83,7 +100,15 @@ export async function getSecretValue(deps: Deps, actor: Actor, siteId: string, n
   const row = await deps.db<SecretRow>('secrets').where({ site_id: siteId, name }).first();
   if (!row) throw notFound('secret');
   const value = open(deps.masterKey, row.value_ciphertext, context(siteId, name));
-  await deps.db('secret_access_logs').insert({ site_id: siteId, secret_name: name, key_id: actor.id, via: CHANNELS[actor.via], accessed_at: timestamp(deps) });
+  await deps
+    .db('secret_access_logs')
+    .insert({
+      site_id: siteId,
+      secret_name: name,
+      key_id: actor.id,
+      via: CHANNELS[actor.via],
+      accessed_at: timestamp(deps),
+    });
   return { secret: { name, value } };
 }
 
@@ -102,7 +127,12 @@ export async function listAccessLogs(deps: Deps, actor: Actor, siteId: string, p
     .db('secret_access_logs')
     .where({ site_id: siteId })
     .orderBy('id', 'desc')
-    .select('*', deps.db.raw("(SELECT email FROM users WHERE secret_access_logs.key_id LIKE 'user:%' AND users.id = substr(secret_access_logs.key_id, 6)) AS user_email"));
+    .select(
+      '*',
+      deps.db.raw(
+        "(SELECT email FROM users WHERE secret_access_logs.key_id LIKE 'user:%' AND users.id = substr(secret_access_logs.key_id, 6)) AS user_email",
+      ),
+    );
   const { items, pagination } = await paginate(query, page, (row: AccessLogRow & { user_email: string | null }) => ({
     id: row.id,
     secretName: row.secret_name,

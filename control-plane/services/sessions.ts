@@ -23,7 +23,6 @@ export const signInLimits = (metadata: Pick<Metadata, 'backend' | 'db'>) => ({
   address: new AttemptLimit(metadata, 'sign-in-address', 20, 15 * 60_000),
 });
 
-
 export interface SessionUser {
   id: string;
   email: string;
@@ -36,14 +35,21 @@ export interface SessionUser {
  * nothing more is stored: it changes with the session and cannot be computed without the master key.
  */
 export const csrfToken = (deps: Pick<Deps, 'masterKey'>, sessionToken: string): string =>
-  crypto.createHmac('sha256', deps.masterKey).update(`berth csrf\0${digestToken(sessionToken)}`).digest('base64url');
+  crypto
+    .createHmac('sha256', deps.masterKey)
+    .update(`berth csrf\0${digestToken(sessionToken)}`)
+    .digest('base64url');
 
 /** Checks the email and password; on success, a new session's token (a fresh one at every sign-in). */
-export async function signIn(deps: Deps, input: { email: string; password: string; address: string }): Promise<{ token: string; user: { id: string; email: string } }> {
+export async function signIn(
+  deps: Deps,
+  input: { email: string; password: string; address: string },
+): Promise<{ token: string; user: { id: string; email: string } }> {
   const email = input.email.trim().toLowerCase();
   const { email: byEmail, address: byAddress } = deps.signInLimits;
   const wait = Math.max(await byEmail.retryAfter(email), await byAddress.retryAfter(input.address));
-  if (wait > 0) throw new BerthError('too_many_attempts', 'too many failed sign-ins; try again later', { retryAfterSeconds: wait });
+  if (wait > 0)
+    throw new BerthError('too_many_attempts', 'too many failed sign-ins; try again later', { retryAfterSeconds: wait });
   const user = await deps.db<UserRow>('users').where({ email }).first();
   const valid = await verifyPassword(input.password, user?.password_hash ?? null);
   if (!user || !valid) {
@@ -75,20 +81,38 @@ export async function sessionUser(deps: Deps, token: string): Promise<SessionUse
     await deps.db('sessions').where({ token_hash: tokenHash }).delete();
     return null;
   }
-  if (now >= lastSeen + TOUCH_MS) await deps.db('sessions').where({ token_hash: tokenHash }).update({ last_seen_at: timestamp(deps) });
-  const user = await deps.db<UserRow>('users').where({ id: session.user_id as string }).first();
+  if (now >= lastSeen + TOUCH_MS)
+    await deps
+      .db('sessions')
+      .where({ token_hash: tokenHash })
+      .update({ last_seen_at: timestamp(deps) });
+  const user = await deps
+    .db<UserRow>('users')
+    .where({ id: session.user_id as string })
+    .first();
   if (!user) return null;
   const memberships = (await deps
     .db('memberships')
     .join('accounts', 'accounts.id', 'memberships.account_id')
     .where({ user_id: user.id })
     .orderBy('memberships.created_at')
-    .select('account_id', 'accounts.name as account_name', 'role')) as Array<{ account_id: string; account_name: string; role: Role }>;
-  return { id: user.id, email: user.email, memberships: memberships.map((m) => ({ accountId: m.account_id, accountName: m.account_name, role: m.role })) };
+    .select('account_id', 'accounts.name as account_name', 'role')) as Array<{
+    account_id: string;
+    account_name: string;
+    role: Role;
+  }>;
+  return {
+    id: user.id,
+    email: user.email,
+    memberships: memberships.map((m) => ({ accountId: m.account_id, accountName: m.account_name, role: m.role })),
+  };
 }
 
 export async function signOut(deps: Deps, token: string): Promise<void> {
-  await deps.db('sessions').where({ token_hash: digestToken(token) }).delete();
+  await deps
+    .db('sessions')
+    .where({ token_hash: digestToken(token) })
+    .delete();
 }
 
 /**
@@ -106,12 +130,17 @@ export async function endSessions(db: Knex, userId: string, keepSessionHash?: st
  * A signed-in user changes their password, giving the current one (failures count like sign-ins):
  * every other session of theirs ends at once, on the control plane and on PRIVATE sites.
  */
-export async function changePassword(deps: Deps, actor: Actor, input: { currentPassword: string; newPassword: string }): Promise<{ changed: true }> {
+export async function changePassword(
+  deps: Deps,
+  actor: Actor,
+  input: { currentPassword: string; newPassword: string },
+): Promise<{ changed: true }> {
   const { id, email, sessionHash } = actor.user!;
   checkPassword(input.newPassword);
   const limit = deps.signInLimits.email;
   const wait = await limit.retryAfter(email);
-  if (wait > 0) throw new BerthError('too_many_attempts', 'too many wrong passwords; try again later', { retryAfterSeconds: wait });
+  if (wait > 0)
+    throw new BerthError('too_many_attempts', 'too many wrong passwords; try again later', { retryAfterSeconds: wait });
   const user = await deps.db<UserRow>('users').where({ id }).first();
   if (!(await verifyPassword(input.currentPassword, user?.password_hash ?? null))) {
     await limit.fail(email);
@@ -119,7 +148,9 @@ export async function changePassword(deps: Deps, actor: Actor, input: { currentP
   }
   const passwordHash = await hashPassword(input.newPassword);
   await deps.db.transaction(async (trx) => {
-    await trx('users').where({ id }).update({ password_hash: passwordHash, updated_at: timestamp(deps) });
+    await trx('users')
+      .where({ id })
+      .update({ password_hash: passwordHash, updated_at: timestamp(deps) });
     await endSessions(trx, id, sessionHash);
   });
   return { changed: true };

@@ -10,7 +10,6 @@ import { checkPassword, findUserByEmail } from './users.ts';
 export const LINK_TTL_MS = 24 * 3600_000;
 export const SET_PASSWORD_PATH = '/login/set-password';
 
-
 /** A new link token for `userId`; earlier unused links of the user stay valid until they expire. */
 export async function createSignInLink(deps: Store, userId: string): Promise<string> {
   const token = newToken();
@@ -26,7 +25,10 @@ export async function createSignInLink(deps: Store, userId: string): Promise<str
 }
 
 /** `berth admin reset-password`: a new link for the user of `email`. */
-export async function resetPassword(deps: Store, email: string): Promise<{ user: { id: string; email: string }; token: string }> {
+export async function resetPassword(
+  deps: Store,
+  email: string,
+): Promise<{ user: { id: string; email: string }; token: string }> {
   const user = await findUserByEmail(deps, email);
   if (!user) throw notFound('user');
   return { user: { id: user.id, email: user.email }, token: await createSignInLink(deps, user.id) };
@@ -41,9 +43,15 @@ interface LinkRow {
 
 /** The link's user while the link can still be used; a used, expired or unknown link is `invalid_link`. */
 export async function openSignInLink(deps: Deps, token: string): Promise<{ userId: string; email: string }> {
-  const link = await deps.db<LinkRow>('sign_in_links').where({ token_hash: digestToken(token) }).first();
+  const link = await deps
+    .db<LinkRow>('sign_in_links')
+    .where({ token_hash: digestToken(token) })
+    .first();
   if (!link || link.used_at !== null || Date.parse(link.expires_at) <= deps.now().getTime()) {
-    throw new BerthError('invalid_link', 'this link was used already or has expired; ask for a new one (berth admin reset-password)');
+    throw new BerthError(
+      'invalid_link',
+      'this link was used already or has expired; ask for a new one (berth admin reset-password)',
+    );
   }
   const user = await deps.db('users').where({ id: link.user_id }).first('email');
   return { userId: link.user_id, email: user.email as string };
@@ -55,9 +63,17 @@ export async function setPasswordWithLink(deps: Deps, token: string, password: s
   const { userId, email } = await openSignInLink(deps, token);
   const passwordHash = await hashPassword(password);
   await deps.db.transaction(async (trx) => {
-    const spent = await trx('sign_in_links').where({ token_hash: digestToken(token), used_at: null }).update({ used_at: timestamp(deps) });
-    if (spent === 0) throw new BerthError('invalid_link', 'this link was used already; ask for a new one (berth admin reset-password)');
-    await trx('users').where({ id: userId }).update({ password_hash: passwordHash, updated_at: timestamp(deps) });
+    const spent = await trx('sign_in_links')
+      .where({ token_hash: digestToken(token), used_at: null })
+      .update({ used_at: timestamp(deps) });
+    if (spent === 0)
+      throw new BerthError(
+        'invalid_link',
+        'this link was used already; ask for a new one (berth admin reset-password)',
+      );
+    await trx('users')
+      .where({ id: userId })
+      .update({ password_hash: passwordHash, updated_at: timestamp(deps) });
     await endSessions(trx, userId);
   });
   return { email };

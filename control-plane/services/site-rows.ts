@@ -6,7 +6,11 @@ import { SITE_COLUMNS, type SiteRow } from '../db/site-row.ts';
 export type { SiteAccess, SiteRow, SiteStatus } from '../db/site-row.ts';
 
 export async function requireSite(deps: Deps, actor: Actor, id: string): Promise<SiteRow> {
-  const row = await deps.hotSql.get<SiteRow>(`SELECT ${SITE_COLUMNS} FROM sites WHERE id = ? AND account_id = ?`, id, actor.accountId);
+  const row = await deps.hotSql.get<SiteRow>(
+    `SELECT ${SITE_COLUMNS} FROM sites WHERE id = ? AND account_id = ?`,
+    id,
+    actor.accountId,
+  );
   if (!row) throw notFound('site');
   return row;
 }

@@ -9,7 +9,6 @@ import { ABSOLUTE_MS } from './sessions.ts';
 
 const TOKEN_TTL_MS = 60_000;
 
-
 /** A single-use token that lets `userId` start a session on `siteId`'s host within a minute. */
 export async function createSiteToken(deps: Deps, userId: string, siteId: string): Promise<string> {
   const token = newToken();
@@ -28,9 +27,21 @@ export async function exchangeSiteToken(deps: Deps, token: string, siteId: strin
   const now = deps.now();
   const session = newToken();
   await deps.db.transaction(async (trx) => {
-    const row = await trx('site_tokens').where({ token_hash: digestToken(token) }).first();
-    const spent = row && row.site_id === siteId ? await trx('site_tokens').where({ token_hash: row.token_hash, used_at: null }).andWhere('expires_at', '>', now.toISOString()).update({ used_at: now.toISOString() }) : 0;
-    if (spent === 0) throw new BerthError('invalid_link', 'this sign-in link was used already, has expired, or is for another site; sign in again');
+    const row = await trx('site_tokens')
+      .where({ token_hash: digestToken(token) })
+      .first();
+    const spent =
+      row && row.site_id === siteId
+        ? await trx('site_tokens')
+            .where({ token_hash: row.token_hash, used_at: null })
+            .andWhere('expires_at', '>', now.toISOString())
+            .update({ used_at: now.toISOString() })
+        : 0;
+    if (spent === 0)
+      throw new BerthError(
+        'invalid_link',
+        'this sign-in link was used already, has expired, or is for another site; sign in again',
+      );
     await trx('site_sessions').insert({
       token_hash: digestToken(session),
       site_id: siteId,
@@ -46,13 +57,26 @@ export async function exchangeSiteToken(deps: Deps, token: string, siteId: strin
  * Who reads `siteId` with this session token: `member` when the user belongs to the site's account,
  * `stranger` when signed in but not a member, null without a valid session of this very site.
  */
-export async function siteReader(deps: Deps, token: string, site: { id: string; accountId: string }): Promise<'member' | 'stranger' | null> {
-  const session = await deps.db('site_sessions').where({ token_hash: digestToken(token), site_id: site.id }).first();
+export async function siteReader(
+  deps: Deps,
+  token: string,
+  site: { id: string; accountId: string },
+): Promise<'member' | 'stranger' | null> {
+  const session = await deps
+    .db('site_sessions')
+    .where({ token_hash: digestToken(token), site_id: site.id })
+    .first();
   if (!session || Date.parse(session.expires_at as string) <= deps.now().getTime()) return null;
-  const member = await deps.db('memberships').where({ user_id: session.user_id as string, account_id: site.accountId }).first('role');
+  const member = await deps
+    .db('memberships')
+    .where({ user_id: session.user_id as string, account_id: site.accountId })
+    .first('role');
   return member ? 'member' : 'stranger';
 }
 
 export async function endSiteSession(deps: Deps, token: string): Promise<void> {
-  await deps.db('site_sessions').where({ token_hash: digestToken(token) }).delete();
+  await deps
+    .db('site_sessions')
+    .where({ token_hash: digestToken(token) })
+    .delete();
 }

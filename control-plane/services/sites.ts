@@ -60,7 +60,10 @@ async function reconcile(deps: Deps, site: SiteRow): Promise<void> {
   const requestedAt = timestamp(deps);
   await deps.db('sites').where({ id: site.id }).update({ reconcile_requested_at: requestedAt });
   const report = await reconcileFunctions(deps, site);
-  await deps.db('sites').where({ id: site.id }).update({ reconciled_at: timestamp(deps), reconcile_report: JSON.stringify(report) });
+  await deps
+    .db('sites')
+    .where({ id: site.id })
+    .update({ reconciled_at: timestamp(deps), reconcile_report: JSON.stringify(report) });
 }
 
 export interface SiteFilters {
@@ -108,7 +111,9 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
         await lockRows(trx, 'accounts', { id: account.id });
         const cap = SITE_CAPS[account.plan];
         if (cap !== null) {
-          const { count } = (await trx('sites').where({ account_id: account.id }).count({ count: '*' }).first()) as { count: number };
+          const { count } = (await trx('sites').where({ account_id: account.id }).count({ count: '*' }).first()) as {
+            count: number;
+          };
           if (count >= cap) {
             throw new BerthError('site_limit_reached', `the ${account.plan} plan allows ${cap} sites per account`);
           }
@@ -154,7 +159,8 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
       if (input.bucketId !== undefined) await reconcile(deps, row);
       return toSite(deps, row);
     } catch (err) {
-      const generatedCollision = input.subdomain === undefined && err instanceof BerthError && err.code === 'subdomain_taken';
+      const generatedCollision =
+        input.subdomain === undefined && err instanceof BerthError && err.code === 'subdomain_taken';
       if (generatedCollision && attempt < 5) continue;
       throw err;
     }
@@ -187,6 +193,6 @@ export async function updateSite(deps: Deps, actor: Actor, id: string, input: Up
   if (input.status !== undefined) changes.status = input.status;
   await deps.db('sites').where({ id }).update(changes);
   await deps.changes.publish({ kind: 'sites' });
-  if (input.reconcile) await reconcile(deps, (await requireSite(deps, actor, id)));
+  if (input.reconcile) await reconcile(deps, await requireSite(deps, actor, id));
   return getSite(deps, actor, id);
 }

@@ -32,7 +32,10 @@ export interface StorageUsage {
 const ACCOUNT_QUOTA = 'SELECT plan, storage_used_bytes, storage_limit_bytes FROM accounts WHERE id = ?';
 
 /** The limit of an account: the operator's own for it, or its plan's. */
-export function storageLimit(config: Pick<Config, 'accountStorageBytes'>, row: Pick<QuotaRow, 'plan' | 'storage_limit_bytes'>): number | null {
+export function storageLimit(
+  config: Pick<Config, 'accountStorageBytes'>,
+  row: Pick<QuotaRow, 'plan' | 'storage_limit_bytes'>,
+): number | null {
   if (row.storage_limit_bytes !== null) return row.storage_limit_bytes;
   return UNLIMITED_PLANS.has(row.plan) ? null : config.accountStorageBytes;
 }
@@ -58,14 +61,28 @@ const NO_LIMIT = Number.MAX_SAFE_INTEGER;
  * before the commit, so that the account's writes wait on each other as briefly as can be. Locks are
  * taken in one order everywhere (a file, a blob of the account, the account), so writers never deadlock.
  */
-export async function chargeVersion(sql: HotTx, config: Pick<Config, 'accountStorageBytes'>, accountId: string, sha256: string, bytes: number): Promise<void> {
+export async function chargeVersion(
+  sql: HotTx,
+  config: Pick<Config, 'accountStorageBytes'>,
+  accountId: string,
+  sha256: string,
+  bytes: number,
+): Promise<void> {
   const held = await sql.get<{ versions: number }>(
     'INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1) ON CONFLICT (account_id, blob_sha256) DO UPDATE SET versions = account_blobs.versions + 1 RETURNING versions',
-    accountId, sha256, bytes,
+    accountId,
+    sha256,
+    bytes,
   );
   if (held!.versions > 1) return;
   const limit = storageLimit(config, (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!);
-  const charged = await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ? AND storage_used_bytes + ? <= ?', bytes, accountId, bytes, limit ?? NO_LIMIT);
+  const charged = await sql.run(
+    'UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ? AND storage_used_bytes + ? <= ?',
+    bytes,
+    accountId,
+    bytes,
+    limit ?? NO_LIMIT,
+  );
   if (charged.changes === 0) {
     const account = (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!;
     throw quotaExceeded({ usedBytes: account.storage_used_bytes, limitBytes: limit ?? NO_LIMIT }, bytes);
@@ -76,7 +93,8 @@ export async function chargeVersion(sql: HotTx, config: Pick<Config, 'accountSto
 export async function releaseVersion(sql: HotTx, accountId: string, sha256: string): Promise<number> {
   const row = await sql.get<{ bytes: number; versions: number }>(
     'UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 = ? RETURNING bytes, versions',
-    accountId, sha256,
+    accountId,
+    sha256,
   );
   if (!row || row.versions > 0) return 0;
   await sql.run('DELETE FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
@@ -88,17 +106,32 @@ export async function releaseVersion(sql: HotTx, accountId: string, sha256: stri
  * The operator's limit for one account (`null`: its plan's again); answers what it stores and may store.
  * A lower limit than what is stored refuses new bytes and keeps everything stored.
  */
-export async function setStorageLimit(store: Store, config: Pick<Config, 'accountStorageBytes'>, accountId: string, limitBytes: number | null): Promise<StorageUsage> {
+export async function setStorageLimit(
+  store: Store,
+  config: Pick<Config, 'accountStorageBytes'>,
+  accountId: string,
+  limitBytes: number | null,
+): Promise<StorageUsage> {
   const changed = await store.db('accounts').where({ id: accountId }).update({ storage_limit_bytes: limitBytes });
   if (changed === 0) throw notFound('account');
-  const row = (await store.db('accounts').where({ id: accountId }).first('plan', 'storage_used_bytes', 'storage_limit_bytes')) as QuotaRow;
+  const row = (await store
+    .db('accounts')
+    .where({ id: accountId })
+    .first('plan', 'storage_used_bytes', 'storage_limit_bytes')) as QuotaRow;
   return { usedBytes: Number(row.storage_used_bytes), limitBytes: storageLimit(config, row) };
 }
 
 /** Every account's usage, for the metrics. */
 export async function storageByAccount(store: Pick<Store, 'db'>, config: Pick<Config, 'accountStorageBytes'>) {
-  const rows = (await store.db('accounts').orderBy('id').select('id', 'plan', 'storage_used_bytes', 'storage_limit_bytes')) as Array<QuotaRow & { id: string }>;
-  return rows.map((row) => ({ accountId: row.id, usedBytes: Number(row.storage_used_bytes), limitBytes: storageLimit(config, row) }));
+  const rows = (await store
+    .db('accounts')
+    .orderBy('id')
+    .select('id', 'plan', 'storage_used_bytes', 'storage_limit_bytes')) as Array<QuotaRow & { id: string }>;
+  return rows.map((row) => ({
+    accountId: row.id,
+    usedBytes: Number(row.storage_used_bytes),
+    limitBytes: storageLimit(config, row),
+  }));
 }
 
 /** Bytes held by uploads in flight, per account; see the file's header. */

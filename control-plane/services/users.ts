@@ -20,7 +20,8 @@ const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
 export function normalizeEmail(raw: string): string {
   const email = raw.trim().toLowerCase();
-  if (!EMAIL.test(email) || email.length > 254) throw new BerthError('invalid_request', `"${raw}" is not an email address`);
+  if (!EMAIL.test(email) || email.length > 254)
+    throw new BerthError('invalid_request', `"${raw}" is not an email address`);
   return email;
 }
 
@@ -30,13 +31,20 @@ export function checkPassword(password: string): void {
   }
 }
 
-export const findUserByEmail = (deps: Store, email: string): Promise<UserRow | undefined> => deps.db<UserRow>('users').where({ email: normalizeEmail(email) }).first();
+export const findUserByEmail = (deps: Store, email: string): Promise<UserRow | undefined> =>
+  deps
+    .db<UserRow>('users')
+    .where({ email: normalizeEmail(email) })
+    .first();
 
 /**
  * Creates a user as a member of `accountId` with `role`, with a password or none yet (then a one-time
  * link sets it). An existing user of that email joins the account instead: one person, one user.
  */
-export async function createUser(deps: Store, input: { email: string; accountId: string; role: Role; password?: string | undefined }) {
+export async function createUser(
+  deps: Store,
+  input: { email: string; accountId: string; role: Role; password?: string | undefined },
+) {
   const email = normalizeEmail(input.email);
   if (input.password !== undefined) checkPassword(input.password);
   const passwordHash = input.password === undefined ? null : await hashPassword(input.password);
@@ -51,8 +59,15 @@ export async function createUser(deps: Store, input: { email: string; accountId:
       await trx('users').where({ id: user.id }).update({ password_hash: passwordHash, updated_at: now });
     }
     const member = await trx('memberships').where({ account_id: input.accountId, user_id: user.id }).first('role');
-    if (member) await trx('memberships').where({ account_id: input.accountId, user_id: user.id }).update({ role: input.role });
-    else await trx('memberships').insert({ account_id: input.accountId, user_id: user.id, role: input.role, created_at: now });
+    if (member)
+      await trx('memberships').where({ account_id: input.accountId, user_id: user.id }).update({ role: input.role });
+    else
+      await trx('memberships').insert({
+        account_id: input.accountId,
+        user_id: user.id,
+        role: input.role,
+        created_at: now,
+      });
     return { user: { id: user.id, email: user.email } };
   });
 }

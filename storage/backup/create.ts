@@ -44,7 +44,13 @@ import {
   exportMember,
   siteDbMember,
 } from './layout.ts';
-import { type SnapshotOptions, type SnapshotReport, SnapshotSourceMissing, openSnapshot, snapshotDatabase } from './sqlite-snapshot.ts';
+import {
+  type SnapshotOptions,
+  type SnapshotReport,
+  SnapshotSourceMissing,
+  openSnapshot,
+  snapshotDatabase,
+} from './sqlite-snapshot.ts';
 import { TarWriter } from './tar.ts';
 import { errnoCode, syncPath } from '../durable.ts';
 
@@ -107,7 +113,6 @@ async function* chunksOf(handle: FileHandle): AsyncIterable<Buffer> {
   }
 }
 
-
 function isInside(child: string, parent: string): boolean {
   const relative = path.relative(parent, child);
   return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
@@ -121,12 +126,22 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
   const store = options.blobs;
   const keyFile = path.resolve(options.masterKeyFile ?? path.join(dataDir, 'master.key'));
 
-  if (!fs.existsSync(dataDir)) throw new BackupError('not_a_data_dir', `there is no data dir at ${dataDir}: set BERTH_DATA_DIR to the server's data dir`);
+  if (!fs.existsSync(dataDir))
+    throw new BackupError(
+      'not_a_data_dir',
+      `there is no data dir at ${dataDir}: set BERTH_DATA_DIR to the server's data dir`,
+    );
   if (!options.copyMetadata && !fs.existsSync(path.join(dataDir, META_NAME))) {
-    throw new BackupError('not_a_data_dir', `${dataDir} holds no Berth data (no ${META_NAME}): set BERTH_DATA_DIR to the server's data dir`);
+    throw new BackupError(
+      'not_a_data_dir',
+      `${dataDir} holds no Berth data (no ${META_NAME}): set BERTH_DATA_DIR to the server's data dir`,
+    );
   }
   if (isInside(file, dataDir)) {
-    throw new BackupError('backup_inside_data_dir', `the backup would be written inside the data dir ${dataDir}, and lost with it: write it somewhere else`);
+    throw new BackupError(
+      'backup_inside_data_dir',
+      `the backup would be written inside the data dir ${dataDir}, and lost with it: write it somewhere else`,
+    );
   }
   let outDirStat: fs.Stats;
   try {
@@ -135,16 +150,22 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     throw new BackupError('no_such_folder', `the folder ${outDir} does not exist: create it first`);
   }
   if (!outDirStat.isDirectory()) throw new BackupError('no_such_folder', `${outDir} is not a folder`);
-  if (fs.existsSync(file) && !(await fsp.stat(file)).isFile()) throw new BackupError('not_a_file', `${file} exists and is not a file`);
+  if (fs.existsSync(file) && !(await fsp.stat(file)).isFile())
+    throw new BackupError('not_a_file', `${file} exists and is not a file`);
 
   let masterKey: Buffer;
   try {
     masterKey = await fsp.readFile(keyFile);
   } catch {
-    throw new BackupError('no_master_key', `${keyFile} cannot be read: a data dir without its master key cannot be backed up whole`);
+    throw new BackupError(
+      'no_master_key',
+      `${keyFile} cannot be read: a data dir without its master key cannot be backed up whole`,
+    );
   }
-  if (masterKey.length !== MASTER_KEY_BYTES) throw new BackupError('no_master_key', `${keyFile} is not a ${MASTER_KEY_BYTES}-byte key`);
-  const wrapped = options.masterKey.mode === 'wrapped' ? await wrapMasterKey(masterKey, options.masterKey.passphrase) : null;
+  if (masterKey.length !== MASTER_KEY_BYTES)
+    throw new BackupError('no_master_key', `${keyFile} is not a ${MASTER_KEY_BYTES}-byte key`);
+  const wrapped =
+    options.masterKey.mode === 'wrapped' ? await wrapMasterKey(masterKey, options.masterKey.passphrase) : null;
 
   // Named after this process, so the next backup here can tell a killed backup's leftovers from a live one's.
   const stems = ['.berth-backup-', `.${path.basename(file)}.`];
@@ -158,9 +179,14 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     const metaCopy = path.join(work, META_NAME);
     let metaReport: SnapshotReport;
     try {
-      metaReport = options.copyMetadata ? await options.copyMetadata(metaCopy) : await snapshotDatabase(path.join(dataDir, META_NAME), metaCopy, options.snapshot);
+      metaReport = options.copyMetadata
+        ? await options.copyMetadata(metaCopy)
+        : await snapshotDatabase(path.join(dataDir, META_NAME), metaCopy, options.snapshot);
     } catch (err) {
-      throw new BackupError('snapshot_failed', `the metadata (${options.copyMetadata ? 'on PostgreSQL' : path.join(dataDir, META_NAME)}) could not be copied: ${(err as Error).message}`);
+      throw new BackupError(
+        'snapshot_failed',
+        `the metadata (${options.copyMetadata ? 'on PostgreSQL' : path.join(dataDir, META_NAME)}) could not be copied: ${(err as Error).message}`,
+      );
     }
     const meta = openSnapshot(metaCopy);
     let migrations: string[];
@@ -176,7 +202,9 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       migrations = meta.all<{ name: string }>('SELECT name FROM knex_migrations ORDER BY id').map((r) => r.name);
       databases = meta.all('SELECT id, site_id, status FROM databases ORDER BY site_id');
       exportsDone = meta.all("SELECT id, bytes FROM database_exports WHERE status = 'COMPLETE' ORDER BY id");
-      blobs = meta.all<{ sha: string; bytes: number }>('SELECT blob_sha256 AS sha, MAX(bytes) AS bytes FROM file_versions GROUP BY blob_sha256 ORDER BY sha');
+      blobs = meta.all<{ sha: string; bytes: number }>(
+        'SELECT blob_sha256 AS sha, MAX(bytes) AS bytes FROM file_versions GROUP BY blob_sha256 ORDER BY sha',
+      );
       contents.sites = meta.all<{ n: number }>('SELECT count(*) AS n FROM sites')[0]!.n;
       contents.fileVersions = meta.all<{ n: number }>('SELECT count(*) AS n FROM file_versions')[0]!.n;
 
@@ -190,7 +218,10 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
           restarts += report.restarts;
         } catch (err) {
           if (!(err instanceof SnapshotSourceMissing)) {
-            throw new BackupError('snapshot_failed', `the database of site ${database.site_id} could not be copied: ${(err as Error).message}`);
+            throw new BackupError(
+              'snapshot_failed',
+              `the database of site ${database.site_id} could not be copied: ${(err as Error).message}`,
+            );
           }
           await fsp.rm(path.dirname(copy), { recursive: true, force: true });
           // PROVISIONING: the next create makes it. READY: deleted since the metadata was copied.
@@ -206,7 +237,10 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
         try {
           siteDb.check();
         } catch (err) {
-          throw new BackupError('snapshot_failed', `the database of site ${database.site_id}: ${(err as Error).message}`);
+          throw new BackupError(
+            'snapshot_failed',
+            `the database of site ${database.site_id}: ${(err as Error).message}`,
+          );
         } finally {
           siteDb.close();
         }
@@ -221,7 +255,10 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
           body.destroy();
           present.push(done);
         } else {
-          meta.run("UPDATE database_exports SET status = 'ERROR', error = ? WHERE id = ?", ['the export file was missing when the backup was taken; create a new one', done.id]);
+          meta.run("UPDATE database_exports SET status = 'ERROR', error = ? WHERE id = ?", [
+            'the export file was missing when the backup was taken; create a new one',
+            done.id,
+          ]);
         }
       }
       exportsDone = present;
@@ -236,7 +273,13 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     archive = await fsp.open(tmpFile, 'wx', 0o600);
     const tar = new TarWriter(archive, new Date(createdAt));
     const files: ManifestFile[] = [];
-    const header: BackupHeader = { format: FORMAT, formatVersion: FORMAT_VERSION, berthVersion: options.berthVersion, createdAt, masterKey: options.masterKey.mode };
+    const header: BackupHeader = {
+      format: FORMAT,
+      formatVersion: FORMAT_VERSION,
+      berthVersion: options.berthVersion,
+      createdAt,
+      masterKey: options.masterKey.mode,
+    };
     files.push(await tar.addBuffer(HEADER_NAME, Buffer.from(`${JSON.stringify(header, null, 2)}\n`)));
 
     const addFile = async (member: string, source: string): Promise<ManifestFile> => {
@@ -249,14 +292,19 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       }
     };
     files.push(await addFile(META_NAME, metaCopy));
-    for (const siteId of siteDbs) files.push(await addFile(siteDbMember(siteId), path.join(work, siteDbMember(siteId))));
+    for (const siteId of siteDbs)
+      files.push(await addFile(siteDbMember(siteId), path.join(work, siteDbMember(siteId))));
     for (const { id, bytes } of exportsDone) {
       const body = await store.openExport(id);
-      if (!body) throw new BackupError('export_missing', `export ${id} was removed from ${store.location} while the backup ran`);
+      if (!body)
+        throw new BackupError('export_missing', `export ${id} was removed from ${store.location} while the backup ran`);
       files.push(await tar.add(exportMember(id), bytes, body));
     }
     const missing = (sha256: string) =>
-      new BackupError('blob_missing', `blob ${sha256}, which stored file versions reference, is missing from ${store.location}: the store is damaged`);
+      new BackupError(
+        'blob_missing',
+        `blob ${sha256}, which stored file versions reference, is missing from ${store.location}: the store is damaged`,
+      );
     if (options.leaveBlobsInStore) {
       for (const { sha } of blobs) if (!(await store.has(sha))) throw missing(sha);
       files.push(await tar.addBuffer(STORE_BLOBS_NAME, Buffer.from(blobs.map(({ sha }) => `${sha}\n`).join(''))));
@@ -270,12 +318,16 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
           throw missing(sha);
         }
         if (written.sha256 !== sha) {
-          throw new BackupError('blob_damaged', `blob ${sha} in ${store.location} no longer holds the bytes it is named after: the store is damaged`);
+          throw new BackupError(
+            'blob_damaged',
+            `blob ${sha} in ${store.location} no longer holds the bytes it is named after: the store is damaged`,
+          );
         }
         files.push(written);
       }
     }
-    if (wrapped) files.push(await tar.addBuffer(WRAPPED_KEY_NAME, Buffer.from(`${JSON.stringify(wrapped, null, 2)}\n`)));
+    if (wrapped)
+      files.push(await tar.addBuffer(WRAPPED_KEY_NAME, Buffer.from(`${JSON.stringify(wrapped, null, 2)}\n`)));
 
     const manifest: Manifest = {
       ...header,

@@ -36,8 +36,12 @@ export function keyFingerprint(key: Buffer): string {
 
 function derive(passphrase: string, salt: Buffer, params: { N: number; r: number; p: number }): Promise<Buffer> {
   return new Promise((resolve, reject) =>
-    crypto.scrypt(passphrase.normalize('NFC'), salt, 32, { ...params, maxmem: 256 * params.N * params.r + 16 * 1024 * 1024 }, (err, derived) =>
-      err ? reject(err) : resolve(derived),
+    crypto.scrypt(
+      passphrase.normalize('NFC'),
+      salt,
+      32,
+      { ...params, maxmem: 256 * params.N * params.r + 16 * 1024 * 1024 },
+      (err, derived) => (err ? reject(err) : resolve(derived)),
     ),
   );
 }
@@ -64,7 +68,14 @@ export async function wrapMasterKey(key: Buffer, passphrase: string): Promise<Wr
 export async function unwrapMasterKey(wrapped: WrappedKey, passphrase: string): Promise<Buffer> {
   const { N, r, p } = wrapped;
   const sane = (n: unknown, max: number) => Number.isInteger(n) && (n as number) >= 1 && (n as number) <= max;
-  if (wrapped.kdf !== 'scrypt' || wrapped.cipher !== 'aes-256-gcm' || !sane(N, MAX_SCRYPT_N) || (N & (N - 1)) !== 0 || !sane(r, 32) || !sane(p, 16)) {
+  if (
+    wrapped.kdf !== 'scrypt' ||
+    wrapped.cipher !== 'aes-256-gcm' ||
+    !sane(N, MAX_SCRYPT_N) ||
+    (N & (N - 1)) !== 0 ||
+    !sane(r, 32) ||
+    !sane(p, 16)
+  ) {
     throw new KeyWrapError('the wrapped master key uses parameters this Berth does not accept');
   }
   const wrappingKey = await derive(passphrase, Buffer.from(wrapped.salt, 'base64'), { N, r, p });

@@ -74,8 +74,8 @@ const RECORD_LIMITS: Record<string, number> = {
   [MANIFEST_NAME]: 1024 * 1024 * 1024,
 };
 
-const damaged = (why: string) => new BackupError('backup_damaged', `the backup is damaged or altered (${why}); nothing was restored`);
-
+const damaged = (why: string) =>
+  new BackupError('backup_damaged', `the backup is damaged or altered (${why}); nothing was restored`);
 
 function parseJson<T>(bytes: Buffer, what: string): T {
   try {
@@ -94,9 +94,16 @@ async function checkTarget(dataDir: string): Promise<boolean> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw err;
   }
-  if (!stat.isDirectory()) throw new BackupError('target_not_empty', `${dataDir} exists and is not a folder: restore into a new, empty folder`);
+  if (!stat.isDirectory())
+    throw new BackupError(
+      'target_not_empty',
+      `${dataDir} exists and is not a folder: restore into a new, empty folder`,
+    );
   if ((await fsp.readdir(dataDir)).length > 0) {
-    throw new BackupError('target_not_empty', `${dataDir} is not empty: restore into a new, empty folder (nothing was changed)`);
+    throw new BackupError(
+      'target_not_empty',
+      `${dataDir} is not empty: restore into a new, empty folder (nothing was changed)`,
+    );
   }
   return true;
 }
@@ -115,25 +122,40 @@ async function readKeyFile(file: string): Promise<Buffer> {
   try {
     key = await fsp.readFile(file);
   } catch (err) {
-    throw new BackupError('master_key', `the master key file ${path.resolve(file)} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new BackupError(
+      'master_key',
+      `the master key file ${path.resolve(file)} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   }
-  if (key.length !== MASTER_KEY_BYTES) throw new BackupError('master_key', `${path.resolve(file)} is not a master key (Berth's master.key holds ${MASTER_KEY_BYTES} bytes)`);
+  if (key.length !== MASTER_KEY_BYTES)
+    throw new BackupError(
+      'master_key',
+      `${path.resolve(file)} is not a master key (Berth's master.key holds ${MASTER_KEY_BYTES} bytes)`,
+    );
   return key;
 }
 
 export async function restoreBackup(options: RestoreOptions): Promise<RestoreReport> {
   const file = path.resolve(options.file);
   const dataDir = path.resolve(options.dataDir);
-  const keyFromFile = options.masterKey && 'file' in options.masterKey ? await readKeyFile(options.masterKey.file) : null;
+  const keyFromFile =
+    options.masterKey && 'file' in options.masterKey ? await readKeyFile(options.masterKey.file) : null;
   const passphrase = options.masterKey && 'passphrase' in options.masterKey ? options.masterKey.passphrase : null;
 
   let archive: FileHandle;
   try {
     archive = await fsp.open(file, 'r');
   } catch (err) {
-    throw new BackupError('no_backup', `the backup ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new BackupError(
+      'no_backup',
+      `the backup ${file} cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+    );
   }
-  const state: { work: string | null; current: FileHandle | null; done: boolean } = { work: null, current: null, done: false };
+  const state: { work: string | null; current: FileHandle | null; done: boolean } = {
+    work: null,
+    current: null,
+    done: false,
+  };
   try {
     // A restore killed outright left its staging folder beside the target or inside it.
     const parent = path.dirname(dataDir);
@@ -145,28 +167,46 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
     // Staged beside the target, so one rename publishes it. An existing empty target that is a mount
     // point of its own (a rename cannot cross file systems), or whose parent this user may not write
     // (/var/lib), is staged inside instead, and its entries are moved into place at the end.
-    const inside = targetExists && ((await fsp.stat(dataDir)).dev !== (await fsp.stat(parent)).dev || !(await writable(parent)));
-    const work = await fsp.mkdtemp(inside ? path.join(dataDir, ownedPrefix(stems.inside)) : path.join(parent, ownedPrefix(stems.beside)));
+    const inside =
+      targetExists && ((await fsp.stat(dataDir)).dev !== (await fsp.stat(parent)).dev || !(await writable(parent)));
+    const work = await fsp.mkdtemp(
+      inside ? path.join(dataDir, ownedPrefix(stems.inside)) : path.join(parent, ownedPrefix(stems.beside)),
+    );
     state.work = work;
     await fsp.chmod(work, 0o700);
 
-    const { header, records, seen, folders } = await unpack(archive, file, work, state, keyFromFile !== null, passphrase !== null);
+    const { header, records, seen, folders } = await unpack(
+      archive,
+      file,
+      work,
+      state,
+      keyFromFile !== null,
+      passphrase !== null,
+    );
 
     // Every member against the manifest, and the manifest against its own sum.
     const manifestBytes = records.get(MANIFEST_NAME);
     const manifestSum = records.get(MANIFEST_SUM_NAME);
     if (!manifestBytes || !manifestSum) throw damaged('its manifest is missing; was the archive cut short?');
-    if (crypto.createHash('sha256').update(manifestBytes).digest('hex') !== manifestSum.toString('utf8').trim()) throw damaged('the manifest fails its checksum');
+    if (crypto.createHash('sha256').update(manifestBytes).digest('hex') !== manifestSum.toString('utf8').trim())
+      throw damaged('the manifest fails its checksum');
     const manifest = parseJson<Manifest>(manifestBytes, MANIFEST_NAME);
-    if (manifest.format !== FORMAT || manifest.masterKey !== header.masterKey || manifest.createdAt !== header.createdAt || !Array.isArray(manifest.files)) {
+    if (
+      manifest.format !== FORMAT ||
+      manifest.masterKey !== header.masterKey ||
+      manifest.createdAt !== header.createdAt ||
+      !Array.isArray(manifest.files)
+    ) {
       throw damaged('the manifest does not match the archive header');
     }
     const expected = new Map(manifest.files.map((f) => [f.path, f]));
-    if (expected.size !== manifest.files.length || expected.size !== seen.length) throw damaged('the manifest and the archive list different files');
+    if (expected.size !== manifest.files.length || expected.size !== seen.length)
+      throw damaged('the manifest and the archive list different files');
     for (const member of seen) {
       const listed = expected.get(member.path);
       if (!listed) throw damaged(`${member.path} is not in the manifest`);
-      if (listed.size !== member.size || listed.sha256 !== member.sha256) throw damaged(`${member.path} fails its checksum`);
+      if (listed.size !== member.size || listed.sha256 !== member.sha256)
+        throw damaged(`${member.path} fails its checksum`);
       const blob = BLOB_PATH.exec(member.path);
       if (blob && blob[2] !== member.sha256) throw damaged(`${member.path} does not hold the bytes it is named after`);
     }
@@ -194,8 +234,12 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
       }
     }
     if (keyFingerprint(key) !== manifest.masterKeyFingerprint) {
-      const which = options.masterKey && 'file' in options.masterKey ? path.resolve(options.masterKey.file) : 'the unwrapped key';
-      throw new BackupError('master_key', `${which} is not the master key of the backed-up instance; nothing was restored`);
+      const which =
+        options.masterKey && 'file' in options.masterKey ? path.resolve(options.masterKey.file) : 'the unwrapped key';
+      throw new BackupError(
+        'master_key',
+        `${which} is not the master key of the backed-up instance; nothing was restored`,
+      );
     }
     await placeBlobs(work, manifest, options.objectStore);
 
@@ -204,7 +248,8 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
     await syncPath(keyFile);
 
     // Folders deepest first, then the rename that makes it all appear at once.
-    for (const folder of [...folders].sort((a, b) => b.length - a.length)) if (fs.existsSync(folder)) await syncPath(folder);
+    for (const folder of [...folders].sort((a, b) => b.length - a.length))
+      if (fs.existsSync(folder)) await syncPath(folder);
     if (inside) {
       // The metadata last: until it is in place the folder is no data dir a server would open.
       const entries = (await fsp.readdir(work)).sort((a, b) => Number(a === META_NAME) - Number(b === META_NAME));
@@ -245,13 +290,19 @@ async function placeBlobs(work: string, manifest: Manifest, store: RestoreObject
   const listed = path.join(work, STORE_BLOBS_NAME);
   if (manifest.blobsInStore !== undefined) {
     if (!store) {
-      throw new BackupError('object_store_required', `this backup left its blobs in ${manifest.blobsInStore}: set BERTH_OBJECT_STORE (and BERTH_S3_*) to that store to restore it`);
+      throw new BackupError(
+        'object_store_required',
+        `this backup left its blobs in ${manifest.blobsInStore}: set BERTH_OBJECT_STORE (and BERTH_S3_*) to that store to restore it`,
+      );
     }
     const digests = (await fsp.readFile(listed, 'utf8')).split('\n').filter(Boolean);
     const missing: string[] = [];
     for (const sha256 of digests) if (!(await store.has(sha256))) missing.push(sha256);
     if (missing.length > 0) {
-      throw new BackupError('blob_missing', `${missing.length} of the ${digests.length} blobs this backup left in its store are not in ${store.location} (the first: ${missing[0]}); nothing was restored`);
+      throw new BackupError(
+        'blob_missing',
+        `${missing.length} of the ${digests.length} blobs this backup left in its store are not in ${store.location} (the first: ${missing[0]}); nothing was restored`,
+      );
     }
     await fsp.rm(listed);
   }
@@ -266,7 +317,8 @@ async function placeBlobs(work: string, manifest: Manifest, store: RestoreObject
   }
   await fsp.rm(blobs, { recursive: true, force: true });
   const exports = path.join(work, 'exports');
-  for (const name of await fsp.readdir(exports).catch(() => [])) await store.putExport(name.replace(/\.sql$/, ''), path.join(exports, name));
+  for (const name of await fsp.readdir(exports).catch(() => []))
+    await store.putExport(name.replace(/\.sql$/, ''), path.join(exports, name));
   await fsp.rm(exports, { recursive: true, force: true });
 }
 
@@ -281,7 +333,14 @@ interface Unpacked {
 }
 
 /** Reads the whole archive: data members into `work`, records into memory. */
-async function unpack(archive: FileHandle, file: string, work: string, state: { current: FileHandle | null }, keyFile: boolean, passphrase: boolean): Promise<Unpacked> {
+async function unpack(
+  archive: FileHandle,
+  file: string,
+  work: string,
+  state: { current: FileHandle | null },
+  keyFile: boolean,
+  passphrase: boolean,
+): Promise<Unpacked> {
   const records = new Map<string, Buffer>();
   const seen: ManifestFile[] = [];
   const names = new Set<string>();
@@ -294,7 +353,11 @@ async function unpack(archive: FileHandle, file: string, work: string, state: { 
       archive,
       async (name, size) => {
         if (names.has(name)) throw damaged(`${name} appears twice`);
-        if (names.size === 0 && name !== HEADER_NAME) throw new BackupError('not_a_backup', `${file} is not a Berth backup (it does not start with ${HEADER_NAME})`);
+        if (names.size === 0 && name !== HEADER_NAME)
+          throw new BackupError(
+            'not_a_backup',
+            `${file} is not a Berth backup (it does not start with ${HEADER_NAME})`,
+          );
         if (names.has(MANIFEST_NAME) && name !== MANIFEST_SUM_NAME) throw damaged(`${name} follows the manifest`);
         names.add(name);
         currentName = name;
@@ -337,7 +400,9 @@ async function unpack(archive: FileHandle, file: string, work: string, state: { 
     );
   } catch (err) {
     if (err instanceof TarFormatError) {
-      throw names.size === 0 ? new BackupError('not_a_backup', `${file} is not a Berth backup (${err.message})`) : damaged(currentName ? `in ${currentName}: ${err.message}` : err.message);
+      throw names.size === 0
+        ? new BackupError('not_a_backup', `${file} is not a Berth backup (${err.message})`)
+        : damaged(currentName ? `in ${currentName}: ${err.message}` : err.message);
     }
     throw err;
   }
@@ -351,18 +416,25 @@ async function unpack(archive: FileHandle, file: string, work: string, state: { 
 function checkHeader(header: BackupHeader, file: string, keyFile: boolean, passphrase: boolean): void {
   if (header.format !== FORMAT) throw new BackupError('not_a_backup', `${file} is not a Berth backup`);
   if (header.formatVersion !== FORMAT_VERSION) {
-    throw new BackupError('backup_too_new', `${file} has backup format ${header.formatVersion}; this Berth reads format ${FORMAT_VERSION}: restore it with Berth ${header.berthVersion} or newer`);
+    throw new BackupError(
+      'backup_too_new',
+      `${file} has backup format ${header.formatVersion}; this Berth reads format ${FORMAT_VERSION}: restore it with Berth ${header.berthVersion} or newer`,
+    );
   }
   if (header.masterKey === 'omitted' && !keyFile) {
     throw new BackupError(
       'master_key_required',
       passphrase
-        ? 'this backup was taken without the master key, so there is nothing to unwrap: give the instance\'s master.key with --master-key <file>'
-        : 'this backup was taken without the master key: give the instance\'s master.key with --master-key <file>',
+        ? "this backup was taken without the master key, so there is nothing to unwrap: give the instance's master.key with --master-key <file>"
+        : "this backup was taken without the master key: give the instance's master.key with --master-key <file>",
     );
   }
   if (header.masterKey === 'wrapped' && !keyFile && !passphrase) {
-    throw new BackupError('master_key_required', 'the master key in this backup is wrapped with a passphrase: pipe it in with --master-key-passphrase-stdin (or give the key file with --master-key <file>)');
+    throw new BackupError(
+      'master_key_required',
+      'the master key in this backup is wrapped with a passphrase: pipe it in with --master-key-passphrase-stdin (or give the key file with --master-key <file>)',
+    );
   }
-  if (header.masterKey !== 'omitted' && header.masterKey !== 'wrapped') throw damaged('its header names no master key mode');
+  if (header.masterKey !== 'omitted' && header.masterKey !== 'wrapped')
+    throw damaged('its header names no master key mode');
 }

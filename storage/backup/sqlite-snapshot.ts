@@ -44,7 +44,11 @@ const WHOLE_STEP = 0x7fffffff;
  * Copies the database at `source` to a new file at `dest` (which must not exist) as it was at one
  * moment. The source is opened read-write without create, so a missing source is never made up.
  */
-export async function snapshotDatabase(source: string, dest: string, options: SnapshotOptions = {}): Promise<SnapshotReport> {
+export async function snapshotDatabase(
+  source: string,
+  dest: string,
+  options: SnapshotOptions = {},
+): Promise<SnapshotReport> {
   const stepPages = options.stepPages ?? 1000;
   const maxRestarts = options.maxRestarts ?? 3;
   const busyMs = options.busyMs ?? 30_000;
@@ -123,7 +127,9 @@ export class SnapshotDb {
 
   /** SQLite's own check of the file's structure; throws unless it is sound. */
   check(): void {
-    const problems = this.all<{ quick_check: string }>('PRAGMA quick_check').map((r) => r.quick_check).filter((r) => r !== 'ok');
+    const problems = this.all<{ quick_check: string }>('PRAGMA quick_check')
+      .map((r) => r.quick_check)
+      .filter((r) => r !== 'ok');
     if (problems.length > 0) throw new Error(`SQLite finds the copy damaged: ${problems.slice(0, 3).join('; ')}`);
   }
 

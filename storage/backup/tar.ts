@@ -141,7 +141,10 @@ class SequentialReader {
         break;
       }
       this.#position += bytesRead;
-      this.#buffer = this.#buffer.length === 0 ? chunk.subarray(0, bytesRead) : Buffer.concat([this.#buffer, chunk.subarray(0, bytesRead)]);
+      this.#buffer =
+        this.#buffer.length === 0
+          ? chunk.subarray(0, bytesRead)
+          : Buffer.concat([this.#buffer, chunk.subarray(0, bytesRead)]);
     }
   }
 
@@ -163,7 +166,10 @@ class SequentialReader {
 }
 
 function parseOctal(field: Buffer, name: string): number {
-  const text = field.toString('latin1').replace(/[\0 ]+$/, '').replace(/^ +/, '');
+  const text = field
+    .toString('latin1')
+    .replace(/[\0 ]+$/, '')
+    .replace(/^ +/, '');
   if (!/^[0-7]+$/.test(text)) throw new TarFormatError(`bad ${name} field in an archive header`);
   return parseInt(text, 8);
 }
@@ -172,7 +178,8 @@ function parseSize(field: Buffer): number {
   if ((field[0]! & 0x80) !== 0) {
     let value = 0n;
     for (let i = 1; i < field.length; i++) value = (value << 8n) | BigInt(field[i]!);
-    if (field[0] !== 0x80 || value > BigInt(Number.MAX_SAFE_INTEGER)) throw new TarFormatError('bad size field in an archive header');
+    if (field[0] !== 0x80 || value > BigInt(Number.MAX_SAFE_INTEGER))
+      throw new TarFormatError('bad size field in an archive header');
     return Number(value);
   }
   return parseOctal(field, 'size');

@@ -67,12 +67,23 @@ test.serial('sign in, create a site, upload index.html with the file picker and 
 
   await page.getByRole('navigation', { name: 'Site' }).getByRole('link', { name: 'Files' }).click();
   await page.getByLabel('Upload to folder').fill('web/');
-  await page.getByLabel('Choose files to upload').setInputFiles({ name: 'index.html', mimeType: 'text/html', buffer: Buffer.from('<!doctype html><title>Docs</title><h1>Hello from the dashboard</h1>') });
+  await page
+    .getByLabel('Choose files to upload')
+    .setInputFiles({
+      name: 'index.html',
+      mimeType: 'text/html',
+      buffer: Buffer.from('<!doctype html><title>Docs</title><h1>Hello from the dashboard</h1>'),
+    });
   await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').waitFor();
-  t.is(await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('value'), await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('max'));
+  t.is(
+    await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('value'),
+    await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('max'),
+  );
   // A tenant's file name is text, never HTML.
   await page.getByLabel('Upload to folder').fill('notes/');
-  await page.getByLabel('Choose files to upload').setInputFiles({ name: `${HOSTILE}.txt`, mimeType: 'text/plain', buffer: Buffer.from('hostile') });
+  await page
+    .getByLabel('Choose files to upload')
+    .setInputFiles({ name: `${HOSTILE}.txt`, mimeType: 'text/plain', buffer: Buffer.from('hostile') });
   await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').nth(1).waitFor();
   await page.getByRole('link', { name: 'notes/', exact: true }).click();
   await page.getByText(`${HOSTILE}.txt`, { exact: true }).waitFor();
@@ -94,37 +105,40 @@ test.serial('sign in, create a site, upload index.html with the file picker and 
   await screenshot(page, 'sites');
 });
 
-test.serial('a PRIVATE site: a fresh browser meets the gate, signs in and reads the page; a non-member gets 403', async (t) => {
-  await page.goto(dashboard(`#/sites/${site.id}`));
-  await page.getByRole('button', { name: 'Make private' }).click();
-  await page.getByRole('button', { name: 'Make public' }).waitFor();
+test.serial(
+  'a PRIVATE site: a fresh browser meets the gate, signs in and reads the page; a non-member gets 403',
+  async (t) => {
+    await page.goto(dashboard(`#/sites/${site.id}`));
+    await page.getByRole('button', { name: 'Make private' }).click();
+    await page.getByRole('button', { name: 'Make public' }).waitFor();
 
-  const member = await newContext(browser);
-  const tab = await member.newPage();
-  const gate = await tab.goto(`${site.url}index.html`);
-  t.is(gate?.status(), 401);
-  await tab.getByRole('link', { name: 'Sign in' }).click();
-  await tab.getByLabel('Email').fill(ADMIN);
-  await tab.getByLabel('Password').fill(PASSWORD);
-  await tab.getByRole('button', { name: 'Sign in' }).click();
-  await tab.getByRole('heading', { name: 'Hello from the dashboard' }).waitFor();
-  t.is(new URL(tab.url()).host, new URL(site.url).host, 'back on the site’s own host');
-  t.is(new URL(tab.url()).pathname, '/index.html', 'at the page first asked for');
-  await member.close();
+    const member = await newContext(browser);
+    const tab = await member.newPage();
+    const gate = await tab.goto(`${site.url}index.html`);
+    t.is(gate?.status(), 401);
+    await tab.getByRole('link', { name: 'Sign in' }).click();
+    await tab.getByLabel('Email').fill(ADMIN);
+    await tab.getByLabel('Password').fill(PASSWORD);
+    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await tab.getByRole('heading', { name: 'Hello from the dashboard' }).waitFor();
+    t.is(new URL(tab.url()).host, new URL(site.url).host, 'back on the site’s own host');
+    t.is(new URL(tab.url()).pathname, '/index.html', 'at the page first asked for');
+    await member.close();
 
-  const stranger = await newContext(browser);
-  const other = await stranger.newPage();
-  t.is((await other.goto(site.url))?.status(), 401);
-  await other.getByRole('link', { name: 'Sign in' }).click();
-  await other.getByLabel('Email').fill(STRANGER);
-  await other.getByLabel('Password').fill(PASSWORD);
-  const refused = other.waitForResponse((r) => r.url().startsWith(site.url) && r.status() === 403);
-  await other.getByRole('button', { name: 'Sign in' }).click();
-  await refused;
-  await other.getByRole('heading', { name: 'Not your site' }).waitFor();
-  t.is(await other.getByText('Hello from the dashboard').count(), 0);
-  await stranger.close();
-});
+    const stranger = await newContext(browser);
+    const other = await stranger.newPage();
+    t.is((await other.goto(site.url))?.status(), 401);
+    await other.getByRole('link', { name: 'Sign in' }).click();
+    await other.getByLabel('Email').fill(STRANGER);
+    await other.getByLabel('Password').fill(PASSWORD);
+    const refused = other.waitForResponse((r) => r.url().startsWith(site.url) && r.status() === 403);
+    await other.getByRole('button', { name: 'Sign in' }).click();
+    await refused;
+    await other.getByRole('heading', { name: 'Not your site' }).waitFor();
+    t.is(await other.getByText('Hello from the dashboard').count(), 0);
+    await stranger.close();
+  },
+);
 
 test.serial('a WRITE key made in the dashboard works with the API', async (t) => {
   await page.goto(dashboard('#/keys'));
@@ -136,14 +150,23 @@ test.serial('a WRITE key made in the dashboard works with the API', async (t) =>
   await page.getByRole('cell', { name: 'CI deploys', exact: true }).waitFor();
   await screenshot(page, 'keys');
 
-  const api = got.extend({ prefixUrl: t0.url, headers: { authorization: `Bearer ${secret}` }, throwHttpErrors: false, retry: { limit: 0 }, responseType: 'json' });
+  const api = got.extend({
+    prefixUrl: t0.url,
+    headers: { authorization: `Bearer ${secret}` },
+    throwHttpErrors: false,
+    retry: { limit: 0 },
+    responseType: 'json',
+  });
   const account = await api.get('v0/accounts/current');
   t.is(account.statusCode, 200);
   t.is((account.body as { id: string }).id, t0.owner.id);
-  const written = await api.put(`v0/buckets/${(await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>()).bucketId}/objects/web/about.html`, {
-    body: '<p>about</p>',
-    headers: { 'content-type': 'text/html' },
-  });
+  const written = await api.put(
+    `v0/buckets/${(await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>()).bucketId}/objects/web/about.html`,
+    {
+      body: '<p>about</p>',
+      headers: { 'content-type': 'text/html' },
+    },
+  );
   t.is(written.statusCode, 200, 'a WRITE key writes');
 });
 
@@ -190,27 +213,30 @@ test.serial('run queries and see the rows as a table, hostile values as text', a
   await screenshot(page, 'database');
 });
 
-test.serial('a berth login is approved in the dashboard, through sign-in first, with the code shown as in the terminal', async (t) => {
-  const { login, pollToken } = await startCliLogin(t0.berth.deps, { machine: 'ada-laptop', address: '127.0.0.1' });
-  t.deepEqual(await pollCliLogin(t0.berth.deps, pollToken), { status: 'PENDING' });
-  const fresh = await newContext(browser);
-  const tab = await fresh.newPage();
-  // The link the CLI prints; signed out, the dashboard sends the browser to /login and comes back to it.
-  await tab.goto(dashboard(`#/cli-login/${login.code}`));
-  await tab.waitForURL(`${t0.url}/login`);
-  await tab.getByLabel('Email').fill(ADMIN);
-  await tab.getByLabel('Password').fill(PASSWORD);
-  await tab.getByRole('button', { name: 'Sign in' }).click();
-  await tab.getByRole('heading', { name: 'Approve a CLI sign-in' }).waitFor();
-  t.is(await tab.getByLabel('Sign-in code').textContent(), login.code);
-  await tab.getByText('ada-laptop').waitFor();
-  await tab.getByRole('radio', { name: /WRITE/ }).check();
-  await tab.getByRole('button', { name: 'Approve' }).click();
-  await tab.getByRole('heading', { name: 'CLI sign-in approved' }).waitFor();
-  const collected = await pollCliLogin(t0.berth.deps, pollToken);
-  t.like(collected, { status: 'APPROVED', accountId: t0.owner.id, permission: 'WRITE' });
-  await fresh.close();
-});
+test.serial(
+  'a berth login is approved in the dashboard, through sign-in first, with the code shown as in the terminal',
+  async (t) => {
+    const { login, pollToken } = await startCliLogin(t0.berth.deps, { machine: 'ada-laptop', address: '127.0.0.1' });
+    t.deepEqual(await pollCliLogin(t0.berth.deps, pollToken), { status: 'PENDING' });
+    const fresh = await newContext(browser);
+    const tab = await fresh.newPage();
+    // The link the CLI prints; signed out, the dashboard sends the browser to /login and comes back to it.
+    await tab.goto(dashboard(`#/cli-login/${login.code}`));
+    await tab.waitForURL(`${t0.url}/login`);
+    await tab.getByLabel('Email').fill(ADMIN);
+    await tab.getByLabel('Password').fill(PASSWORD);
+    await tab.getByRole('button', { name: 'Sign in' }).click();
+    await tab.getByRole('heading', { name: 'Approve a CLI sign-in' }).waitFor();
+    t.is(await tab.getByLabel('Sign-in code').textContent(), login.code);
+    await tab.getByText('ada-laptop').waitFor();
+    await tab.getByRole('radio', { name: /WRITE/ }).check();
+    await tab.getByRole('button', { name: 'Approve' }).click();
+    await tab.getByRole('heading', { name: 'CLI sign-in approved' }).waitFor();
+    const collected = await pollCliLogin(t0.berth.deps, pollToken);
+    t.like(collected, { status: 'APPROVED', accountId: t0.owner.id, permission: 'WRITE' });
+    await fresh.close();
+  },
+);
 
 test.serial('files dropped on the upload box are uploaded into the folder shown', async (t) => {
   await page.goto(dashboard(`#/sites/${site.id}/files?prefix=web/`));
@@ -224,48 +250,64 @@ test.serial('files dropped on the upload box are uploaded into the folder shown'
   await page.getByRole('region', { name: 'Upload files' }).dispatchEvent('drop', { dataTransfer });
   await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').waitFor();
   await page.getByRole('cell', { name: 'dropped.html', exact: true }).waitFor();
-  const stored = await t0.owner.api.get(`v0/buckets/${(await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>()).bucketId}/objects/web/dropped.html`, { responseType: 'text' });
+  const stored = await t0.owner.api.get(
+    `v0/buckets/${(await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>()).bucketId}/objects/web/dropped.html`,
+    { responseType: 'text' },
+  );
   t.is(stored.body, '<p>dropped</p>');
   t.regex(stored.headers['content-type']!, /^text\/html/);
 });
 
-test.serial('Usage shows what the account stores; deleting an old version from a file’s history frees it; the database page shows its size and compacts', async (t) => {
-  const { bucketId } = await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>();
-  const write = (fill: number) => t0.owner.api.put(`v0/buckets/${bucketId}/objects/web/big.bin`, { body: Buffer.alloc(300 * 1024, fill) });
-  t.is((await write(1)).statusCode, 200);
-  t.is((await write(2)).statusCode, 200);
+test.serial(
+  'Usage shows what the account stores; deleting an old version from a file’s history frees it; the database page shows its size and compacts',
+  async (t) => {
+    const { bucketId } = await t0.owner.api.get(`v0/sites/${site.id}`).json<{ bucketId: string }>();
+    const write = (fill: number) =>
+      t0.owner.api.put(`v0/buckets/${bucketId}/objects/web/big.bin`, { body: Buffer.alloc(300 * 1024, fill) });
+    t.is((await write(1)).statusCode, 200);
+    t.is((await write(2)).statusCode, 200);
 
-  // The owner's account is on the platform-admin plan: no limit, so the page shows the bytes alone.
-  const usedBytes = async () => (await t0.owner.read.get('v0/accounts/current/usage').json<{ usage: { storage: { usedBytes: number } } }>()).usage.storage.usedBytes;
-  const shown = async () => {
-    await page.goto(dashboard('#/usage'));
-    const card = page.getByRole('heading', { name: 'Storage' }).locator('..');
-    await card.getByText('This account has no storage limit.', { exact: false }).waitFor();
-    return card.locator('.big-number').textContent();
-  };
-  const before = { bytes: await usedBytes(), text: await shown() };
+    // The owner's account is on the platform-admin plan: no limit, so the page shows the bytes alone.
+    const usedBytes = async () =>
+      (await t0.owner.read.get('v0/accounts/current/usage').json<{ usage: { storage: { usedBytes: number } } }>()).usage
+        .storage.usedBytes;
+    const shown = async () => {
+      await page.goto(dashboard('#/usage'));
+      const card = page.getByRole('heading', { name: 'Storage' }).locator('..');
+      await card.getByText('This account has no storage limit.', { exact: false }).waitFor();
+      return card.locator('.big-number').textContent();
+    };
+    const before = { bytes: await usedBytes(), text: await shown() };
 
-  await page.goto(dashboard(`#/sites/${site.id}/files?prefix=web/`));
-  await page.getByRole('button', { name: 'Versions of web/big.bin' }).click();
-  // The confirmation is answered yes (a real dialog would count as a tenant string run as HTML).
-  await page.evaluate('window.confirm = () => true');
-  await page.getByRole('button', { name: /^Delete version / }).click();
-  await page.getByText('freeing 300 KiB').waitFor();
-  t.is(await usedBytes(), before.bytes - 300 * 1024);
-  t.not(await shown(), before.text);
+    await page.goto(dashboard(`#/sites/${site.id}/files?prefix=web/`));
+    await page.getByRole('button', { name: 'Versions of web/big.bin' }).click();
+    // The confirmation is answered yes (a real dialog would count as a tenant string run as HTML).
+    await page.evaluate('window.confirm = () => true');
+    await page.getByRole('button', { name: /^Delete version / }).click();
+    await page.getByText('freeing 300 KiB').waitFor();
+    t.is(await usedBytes(), before.bytes - 300 * 1024);
+    t.not(await shown(), before.text);
 
-  await page.goto(dashboard(`#/sites/${site.id}/database`));
-  await page.getByRole('meter', { name: 'Database size against its limit' }).waitFor();
-  await page.getByText(/of 1\.0 GiB/).waitFor();
-  await page.getByRole('button', { name: 'Compact' }).click();
-  await page.getByText(/^Compacted: /).waitFor();
-});
+    await page.goto(dashboard(`#/sites/${site.id}/database`));
+    await page.getByRole('meter', { name: 'Database size against its limit' }).waitFor();
+    await page.getByText(/of 1\.0 GiB/).waitFor();
+    await page.getByRole('button', { name: 'Compact' }).click();
+    await page.getByText(/^Compacted: /).waitFor();
+  },
+);
 
 test.serial('at a phone’s width the main pages do not scroll sideways', async (t) => {
   const phone = await newContext(browser, { width: 375, height: 740 });
   const small = await phone.newPage();
   await signIn(small, t0.url, ADMIN, PASSWORD);
-  for (const hash of ['#/sites', `#/sites/${site.id}`, `#/sites/${site.id}/files?prefix=web/`, `#/sites/${site.id}/secrets`, `#/sites/${site.id}/database`, '#/keys']) {
+  for (const hash of [
+    '#/sites',
+    `#/sites/${site.id}`,
+    `#/sites/${site.id}/files?prefix=web/`,
+    `#/sites/${site.id}/secrets`,
+    `#/sites/${site.id}/database`,
+    '#/keys',
+  ]) {
     await small.goto(dashboard(hash));
     await small.locator('h1').first().waitFor();
     await small.waitForLoadState('networkidle');

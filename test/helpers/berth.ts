@@ -37,7 +37,12 @@ export interface TestBerth {
   dispose(): Promise<void>;
 }
 
-const base = got.extend({ throwHttpErrors: false, retry: { limit: 0 }, responseType: 'json', timeout: { request: 60_000 } });
+const base = got.extend({
+  throwHttpErrors: false,
+  retry: { limit: 0 },
+  responseType: 'json',
+  timeout: { request: 60_000 },
+});
 
 export function apiClient(url: string, key?: string): Got {
   return base.extend({ prefixUrl: url, headers: key ? { authorization: `Bearer ${key}` } : {} });
@@ -54,7 +59,12 @@ export async function makeDataDir(t?: { teardown(fn: () => Promise<void>): void 
 export async function startTestBerth(overrides: Partial<Config> = {}, options: StartOptions = {}): Promise<TestBerth> {
   const dataDir = overrides.dataDir ?? (await makeDataDir());
   const databaseUrl = overrides.databaseUrl ?? (onPostgres ? await databaseFor(dataDir) : '');
-  const objectStore = overrides.objectStore !== undefined || overrides.blobDir ? (overrides.objectStore ?? null) : onObjectStore ? await objectStoreFor(dataDir) : null;
+  const objectStore =
+    overrides.objectStore !== undefined || overrides.blobDir
+      ? (overrides.objectStore ?? null)
+      : onObjectStore
+        ? await objectStoreFor(dataDir)
+        : null;
   const config: Config = { ...DEFAULTS, port: 0, logLevel: 'silent', ...overrides, dataDir, databaseUrl, objectStore };
   const berth = await startBerth(config, options);
   const owner = berth.owner!;
@@ -107,11 +117,24 @@ export async function startTestBerth(overrides: Partial<Config> = {}, options: S
 export async function createSite(account: TestAccount, body: Record<string, unknown> = {}) {
   const res = await account.api.post('v0/sites', { json: { accountId: account.id, name: 'Test site', ...body } });
   if (res.statusCode !== 201) throw new Error(`site creation failed: ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return res.body as unknown as { id: string; subdomain: string; bucketId: string; access: string; status: string; url: string };
+  return res.body as unknown as {
+    id: string;
+    subdomain: string;
+    bucketId: string;
+    access: string;
+    status: string;
+    url: string;
+  };
 }
 
 /** Writes a file through the API and returns the write-file response. */
-export async function putFile(account: TestAccount, bucketId: string, filePath: string, body: string | Buffer, contentType?: string) {
+export async function putFile(
+  account: TestAccount,
+  bucketId: string,
+  filePath: string,
+  body: string | Buffer,
+  contentType?: string,
+) {
   const res = await account.api.put(`v0/buckets/${bucketId}/objects/${filePath}`, {
     body,
     headers: contentType ? { 'content-type': contentType } : {},
@@ -127,7 +150,13 @@ export interface WriteBody {
   path: string;
   bytes: number;
   contentType: string;
-  deployment?: { siteId: string; sourcePath: string; status: string; functionId?: string; error?: { message: string; line: number; column: number } };
+  deployment?: {
+    siteId: string;
+    sourcePath: string;
+    status: string;
+    functionId?: string;
+    error?: { message: string; line: number; column: number };
+  };
 }
 
 export interface ErrorBody {
@@ -145,6 +174,7 @@ const FIXTURES = path.resolve(import.meta.dirname, '../fixtures/functions');
 export async function deployFixture(account: TestAccount, bucketId: string, fixture: string, name = fixture) {
   const source = await fs.readFile(path.join(FIXTURES, `${fixture}.ts`));
   const written = await putFile(account, bucketId, `api/${name}.ts`, source, 'text/typescript');
-  if (written.deployment?.status !== 'READY') throw new Error(`deployment of ${fixture} failed: ${JSON.stringify(written.deployment)}`);
+  if (written.deployment?.status !== 'READY')
+    throw new Error(`deployment of ${fixture} failed: ${JSON.stringify(written.deployment)}`);
   return written;
 }

@@ -12,16 +12,31 @@ export const SCREENSHOTS = process.env.BERTH_SCREENSHOTS === '1';
 const SCREENSHOT_DIR = path.resolve(import.meta.dirname, '../../docs/screenshots');
 
 export async function launchBrowser(): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: run make test, which installs Debian's chromium package`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: run make test, which installs Debian's chromium package`);
   return chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 }
 
 /** A fresh browser profile: no cookies, no storage. */
-export async function newContext(browser: Browser, options: { width?: number; height?: number } = {}): Promise<BrowserContext> {
-  const context = await browser.newContext({ viewport: { width: options.width ?? 1280, height: options.height ?? 860 }, acceptDownloads: true });
+export async function newContext(
+  browser: Browser,
+  options: { width?: number; height?: number } = {},
+): Promise<BrowserContext> {
+  const context = await browser.newContext({
+    viewport: { width: options.width ?? 1280, height: options.height ?? 860 },
+    acceptDownloads: true,
+  });
   context.setDefaultTimeout(15_000);
   return context;
 }

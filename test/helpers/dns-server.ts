@@ -17,7 +17,9 @@ export async function startDnsServer(records: Record<string, { A?: string[]; AAA
     const question = query.questions?.[0];
     const found = question ? records[question.name.toLowerCase()] : undefined;
     const type = question?.type === 'AAAA' ? 'AAAA' : 'A';
-    const answers = (found?.[type] ?? []).map((data) => ({ type, name: question!.name, ttl: 1, data }) as dnsPacket.Answer);
+    const answers = (found?.[type] ?? []).map(
+      (data) => ({ type, name: question!.name, ttl: 1, data }) as dnsPacket.Answer,
+    );
     const reply = dnsPacket.encode({
       type: 'response',
       id: query.id,

@@ -23,9 +23,23 @@ export async function startFakeProvider(): Promise<FakeProvider> {
     const reply = `echo: ${last}`;
     res.setHeader('content-type', 'application/json');
     if (req.url === '/v1/messages') {
-      res.end(JSON.stringify({ id: 'msg_1', model: body.model, content: [{ type: 'text', text: reply }], usage: { input_tokens: 11, output_tokens: 3 } }));
+      res.end(
+        JSON.stringify({
+          id: 'msg_1',
+          model: body.model,
+          content: [{ type: 'text', text: reply }],
+          usage: { input_tokens: 11, output_tokens: 3 },
+        }),
+      );
     } else {
-      res.end(JSON.stringify({ id: 'chatcmpl-1', model: body.model, choices: [{ message: { role: 'assistant', content: reply } }], usage: { prompt_tokens: 9, completion_tokens: 2 } }));
+      res.end(
+        JSON.stringify({
+          id: 'chatcmpl-1',
+          model: body.model,
+          choices: [{ message: { role: 'assistant', content: reply } }],
+          usage: { prompt_tokens: 9, completion_tokens: 2 },
+        }),
+      );
     }
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -33,9 +47,10 @@ export async function startFakeProvider(): Promise<FakeProvider> {
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
-    close: () => new Promise((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

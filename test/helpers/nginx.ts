@@ -23,7 +23,8 @@ function answers(port: number): Promise<boolean> {
 
 /** Starts nginx with `http` inside its http block, and resolves once it listens on `port`. */
 export async function startNginx(http: (work: string) => string, port: number): Promise<Nginx> {
-  if (!fs.existsSync(NGINX)) throw new Error(`${NGINX} is missing: make test installs Debian's nginx (apt-get install nginx)`);
+  if (!fs.existsSync(NGINX))
+    throw new Error(`${NGINX} is missing: make test installs Debian's nginx (apt-get install nginx)`);
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'berth-nginx-'));
   for (const dir of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(work, dir));
   fs.writeFileSync(

@@ -33,7 +33,8 @@ function run(command: string, args: string[], timeoutS = TIMEOUT_S): SpawnSyncRe
 }
 
 function check(result: SpawnSyncReturns<string>, what: string): string {
-  if (result.status !== 0) throw new Error(`${what} failed (${result.status}): ${(result.stderr || result.stdout).trim().slice(-2000)}`);
+  if (result.status !== 0)
+    throw new Error(`${what} failed (${result.status}): ${(result.stderr || result.stdout).trim().slice(-2000)}`);
   return result.stdout;
 }
 
@@ -119,18 +120,34 @@ rgw dns name = 127.0.0.1
 `,
   );
   for (const dir of ['run', 'log', 'mon/ceph-a', 'rgw']) fs.mkdirSync(path.join(root, dir), { recursive: true });
-  const pidFiles = { mon: path.join(root, 'run/mon.a.pid'), rgw: path.join(root, 'run/client.rgw.pid') } as Record<string, string>;
+  const pidFiles = { mon: path.join(root, 'run/mon.a.pid'), rgw: path.join(root, 'run/client.rgw.pid') } as Record<
+    string,
+    string
+  >;
   const stopAll = async () => {
-    for (const file of fs.readdirSync(path.join(root, 'run')).filter((name) => name.endsWith('.pid'))) await stopDaemon(path.join(root, 'run', file));
+    for (const file of fs.readdirSync(path.join(root, 'run')).filter((name) => name.endsWith('.pid')))
+      await stopDaemon(path.join(root, 'run', file));
   };
   try {
-    check(run('monmaptool', ['--create', '--addv', 'a', `[v1:127.0.0.1:${monPort}]`, '--fsid', fsid, path.join(root, 'monmap')]), 'monmaptool');
+    check(
+      run('monmaptool', [
+        '--create',
+        '--addv',
+        'a',
+        `[v1:127.0.0.1:${monPort}]`,
+        '--fsid',
+        fsid,
+        path.join(root, 'monmap'),
+      ]),
+      'monmaptool',
+    );
     check(run('ceph-mon', [...c, '--mkfs', '-i', 'a', '--monmap', path.join(root, 'monmap')]), 'ceph-mon --mkfs');
     check(run('ceph-mon', [...c, '-i', 'a']), 'ceph-mon');
     // The monitor answering on the port must be this cluster's: one of another cluster there (a port
     // handed out twice) makes the OSD fail later with "wrong fsid".
     const answering = run('ceph', [...c, '--connect-timeout', '15', 'fsid']);
-    if (answering.status === 0 && answering.stdout.trim() !== fsid) throw new Error(`another Ceph monitor answers on port ${monPort}`);
+    if (answering.status === 0 && answering.stdout.trim() !== fsid)
+      throw new Error(`another Ceph monitor answers on port ${monPort}`);
     const osdUuid = crypto.randomUUID();
     // A monitor just started may refuse commands for a moment ("problem getting command descriptions"):
     // asked again, it answers once its authentication is up.
@@ -146,7 +163,8 @@ rgw dns name = 127.0.0.1
     const osdLog = path.join(root, `log/osd.${osdId}.log`);
     await until(
       () => {
-        if (fs.existsSync(osdLog) && fs.readFileSync(osdLog, 'utf8').includes('wrong fsid')) throw new Error('the OSD started with a wrong fsid');
+        if (fs.existsSync(osdLog) && fs.readFileSync(osdLog, 'utf8').includes('wrong fsid'))
+          throw new Error('the OSD started with a wrong fsid');
         return /1 up/.test(run('ceph', [...c, '--connect-timeout', '5', 'osd', 'stat'], 10).stdout);
       },
       'the OSD to come up',
@@ -165,7 +183,19 @@ rgw dns name = 127.0.0.1
     const accessKeyId = credentials?.accessKeyId ?? `berth${crypto.randomBytes(6).toString('hex')}`;
     const secretAccessKey = credentials?.secretAccessKey ?? crypto.randomBytes(24).toString('hex');
     check(
-      run('radosgw-admin', [...c, 'user', 'create', '--uid=berth', '--display-name=Berth tests', `--access-key=${accessKeyId}`, `--secret-key=${secretAccessKey}`], 60),
+      run(
+        'radosgw-admin',
+        [
+          ...c,
+          'user',
+          'create',
+          '--uid=berth',
+          '--display-name=Berth tests',
+          `--access-key=${accessKeyId}`,
+          `--secret-key=${secretAccessKey}`,
+        ],
+        60,
+      ),
       'radosgw-admin user create',
     );
     let stopped = false;
@@ -204,7 +234,10 @@ interface Credentials {
  * start that fails (Ceph's occasional "wrong fsid") is retried in a new dir.
  */
 export async function startObjectStoreServer(credentials?: Credentials): Promise<ObjectStoreServer> {
-  if (!objectStoreInstalled()) throw new Error("Ceph's radosgw is not installed: install Debian's ceph-mon, ceph-osd and radosgw (make test does)");
+  if (!objectStoreInstalled())
+    throw new Error(
+      "Ceph's radosgw is not installed: install Debian's ceph-mon, ceph-osd and radosgw (make test does)",
+    );
   let last: unknown;
   for (let attempt = 0; attempt < 5; attempt++) {
     try {

@@ -6,7 +6,13 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { CreateBucketCommand, DeleteObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import type { ObjectStoreLocation } from '../../storage/s3-blob-store.ts';
 import { onPostgres } from './postgres.ts';
 
@@ -22,9 +28,21 @@ let client: S3Client | undefined;
 export function testS3(endpoint = objectStoreEndpoint): S3Client {
   if (!endpoint) throw new Error('no object store for the tests: run the suite with `make test` (test/run-suite.ts)');
   if (endpoint !== objectStoreEndpoint) {
-    return new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+    return new S3Client({
+      endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      requestChecksumCalculation: 'WHEN_REQUIRED',
+      responseChecksumValidation: 'WHEN_REQUIRED',
+    });
   }
-  client ??= new S3Client({ endpoint, region: 'us-east-1', forcePathStyle: true, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+  client ??= new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
   return client;
 }
 
@@ -54,7 +72,11 @@ export async function objectStoreFor(dataDir: string, prefix = ''): Promise<Obje
 export async function objectStoreEnv(dataDir: string): Promise<Record<string, string>> {
   if (!onObjectStore) return {};
   const store = await objectStoreFor(dataDir);
-  return { BERTH_OBJECT_STORE: `s3://${store.bucket}`, BERTH_S3_ENDPOINT: store.endpoint!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
+  return {
+    BERTH_OBJECT_STORE: `s3://${store.bucket}`,
+    BERTH_S3_ENDPOINT: store.endpoint!,
+    BERTH_S3_FORCE_PATH_STYLE: 'true',
+  };
 }
 
 /** Keys under a prefix of the data dir's bucket. */
@@ -62,7 +84,13 @@ export async function keysIn(dataDir: string, prefix: string): Promise<string[]>
   const keys: string[] = [];
   let token: string | undefined;
   do {
-    const page = await testS3().send(new ListObjectsV2Command({ Bucket: bucketOf(dataDir), Prefix: prefix, ...(token ? { ContinuationToken: token } : {}) }));
+    const page = await testS3().send(
+      new ListObjectsV2Command({
+        Bucket: bucketOf(dataDir),
+        Prefix: prefix,
+        ...(token ? { ContinuationToken: token } : {}),
+      }),
+    );
     keys.push(...(page.Contents ?? []).map((object) => object.Key!));
     token = page.IsTruncated ? page.NextContinuationToken : undefined;
   } while (token);

@@ -26,9 +26,12 @@ export interface Cluster {
 /** The newest PostgreSQL server installed by Debian's packages. */
 export function postgresBinDir(): string {
   const root = '/usr/lib/postgresql';
-  const versions = fs.existsSync(root) ? fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres'))) : [];
+  const versions = fs.existsSync(root)
+    ? fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres')))
+    : [];
   const newest = versions.sort((a, b) => Number(b) - Number(a))[0];
-  if (!newest) throw new Error(`no PostgreSQL server under ${root}: install Debian's postgresql package (make test does)`);
+  if (!newest)
+    throw new Error(`no PostgreSQL server under ${root}: install Debian's postgresql package (make test does)`);
   return path.join(root, newest, 'bin');
 }
 
@@ -36,7 +39,8 @@ export function postgresBinDir(): string {
 function asOwner(bin: string, args: string[]): void {
   const [command, argv] = process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
   const result = spawnSync(command, argv, { encoding: 'utf8' });
-  if (result.status !== 0) throw new Error(`${path.basename(bin)} failed (${result.status}): ${result.stderr || result.stdout}`);
+  if (result.status !== 0)
+    throw new Error(`${path.basename(bin)} failed (${result.status}): ${result.stderr || result.stdout}`);
 }
 
 /** `durable`: PostgreSQL's own crash safety (fsync, synchronous commit), as benchmarks need; tests go without. */
@@ -53,14 +57,42 @@ export async function startCluster(options: { durable?: boolean } = {}): Promise
     fs.chownSync(sockets, uid, gid);
   }
   const port = await freePort();
-  asOwner(path.join(bin, 'initdb'), ['-D', data, '-U', 'postgres', '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-sync']);
+  asOwner(path.join(bin, 'initdb'), [
+    '-D',
+    data,
+    '-U',
+    'postgres',
+    '--auth-local=trust',
+    '--auth-host=scram-sha-256',
+    '-E',
+    'UTF8',
+    '--locale=C',
+    '--no-sync',
+  ]);
   // A test cluster trades crash safety for speed (its data is thrown away); Berth's own durability is
   // PostgreSQL's commit, which these settings do not change the semantics of for a running server.
   const fast = options.durable ? [] : ['-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off'];
-  const serverOptions = [`-p ${port}`, `-k ${sockets}`, '-c listen_addresses=127.0.0.1', ...fast, '-c max_connections=400'].join(' ');
+  const serverOptions = [
+    `-p ${port}`,
+    `-k ${sockets}`,
+    '-c listen_addresses=127.0.0.1',
+    ...fast,
+    '-c max_connections=400',
+  ].join(' ');
   let running = false;
   const start = () => {
-    asOwner(path.join(bin, 'pg_ctl'), ['-D', data, '-l', path.join(root, 'server.log'), '-w', '-t', '60', '-o', serverOptions, 'start']);
+    asOwner(path.join(bin, 'pg_ctl'), [
+      '-D',
+      data,
+      '-l',
+      path.join(root, 'server.log'),
+      '-w',
+      '-t',
+      '60',
+      '-o',
+      serverOptions,
+      'start',
+    ]);
     running = true;
   };
   start();

@@ -23,7 +23,10 @@ export function adminUrl(): string | undefined {
 
 function requireAdminUrl(): string {
   const url = adminUrl();
-  if (!url) throw new Error('no PostgreSQL server for the tests: run the suite with `make test` (test/run-suite.ts), or set BERTH_TEST_DATABASE_URL');
+  if (!url)
+    throw new Error(
+      'no PostgreSQL server for the tests: run the suite with `make test` (test/run-suite.ts), or set BERTH_TEST_DATABASE_URL',
+    );
   return url;
 }
 
@@ -55,7 +58,9 @@ export async function ensureBerthRole(client: pg.Client): Promise<void> {
   const { rowCount } = await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [BERTH_ROLE]);
   if (rowCount === 0) {
     try {
-      await client.query(`CREATE ROLE ${quote(BERTH_ROLE)} LOGIN PASSWORD '${BERTH_PASSWORD}' NOSUPERUSER NOCREATEDB NOCREATEROLE`);
+      await client.query(
+        `CREATE ROLE ${quote(BERTH_ROLE)} LOGIN PASSWORD '${BERTH_PASSWORD}' NOSUPERUSER NOCREATEDB NOCREATEROLE`,
+      );
     } catch (err) {
       // Another test process created it first: "already exists", or the catalogue's unique index when both were at it at once.
       const code = (err as { code?: string }).code;
@@ -93,7 +98,10 @@ export async function dropDatabaseOf(dataDir: string): Promise<void> {
 /** Drops every database the suite made (run once, at the end). */
 export async function dropTestDatabases(): Promise<void> {
   await asAdmin(async (client) => {
-    const { rows } = await client.query<{ datname: string }>('SELECT datname FROM pg_database WHERE starts_with(datname, $1)', [DATABASE_PREFIX]);
+    const { rows } = await client.query<{ datname: string }>(
+      'SELECT datname FROM pg_database WHERE starts_with(datname, $1)',
+      [DATABASE_PREFIX],
+    );
     for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS ${quote(datname)} WITH (FORCE)`);
   });
 }
@@ -113,7 +121,9 @@ export async function storedMetadata(dataDir: string): Promise<Buffer> {
     return Buffer.concat([await read('meta.sqlite'), await read('meta.sqlite-wal')]);
   }
   return asAdmin(async (client) => {
-    const { rows: tables } = await client.query<{ tablename: string }>("SELECT tablename FROM pg_tables WHERE schemaname = 'public'");
+    const { rows: tables } = await client.query<{ tablename: string }>(
+      "SELECT tablename FROM pg_tables WHERE schemaname = 'public'",
+    );
     const parts: string[] = [];
     for (const { tablename } of tables) {
       const { rows } = await client.query<{ row: string }>(`SELECT t::text AS row FROM ${quote(tablename)} t`);

@@ -37,7 +37,8 @@ export interface ServeOptions {
 export async function withBackend(env: Record<string, string>): Promise<Record<string, string>> {
   if (!env.BERTH_DATA_DIR) return env;
   const database = env.BERTH_DATABASE_URL !== undefined ? {} : await databaseEnv(env.BERTH_DATA_DIR);
-  const store = env.BERTH_OBJECT_STORE !== undefined || env.BERTH_BLOB_DIR ? {} : await objectStoreEnv(env.BERTH_DATA_DIR);
+  const store =
+    env.BERTH_OBJECT_STORE !== undefined || env.BERTH_BLOB_DIR ? {} : await objectStoreEnv(env.BERTH_DATA_DIR);
   return { ...database, ...store, ...env };
 }
 
@@ -76,8 +77,16 @@ export async function startServe(givenEnv: Record<string, string>, options: Serv
  * Runs `berth <args>` to its end; `input` is written to its stdin (a password for --password-stdin),
  * `bin` is another `berth` command to run (another release's).
  */
-export async function runBerth(args: string[], env: Record<string, string>, input?: string, bin = BIN): Promise<{ code: number; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ...(await withBackend(env)) }, stdio: ['pipe', 'pipe', 'pipe'] });
+export async function runBerth(
+  args: string[],
+  env: Record<string, string>,
+  input?: string,
+  bin = BIN,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [bin, ...args], {
+    env: { ...process.env, ...(await withBackend(env)) },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

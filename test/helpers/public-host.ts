@@ -34,9 +34,23 @@ export async function startPublicHost(): Promise<PublicHost> {
     ip('netns', 'exec', ns, 'ip', 'link', 'set', 'lo', 'up');
   } catch (err) {
     removeNamespace();
-    throw new Error(`a host on a public-looking address needs a network namespace (ip netns, as root): ${String((err as { stderr?: Buffer }).stderr ?? err).trim()}`);
+    throw new Error(
+      `a host on a public-looking address needs a network namespace (ip netns, as root): ${String((err as { stderr?: Buffer }).stderr ?? err).trim()}`,
+    );
   }
-  const server: ChildProcess = spawn('ip', ['netns', 'exec', ns, process.execPath, path.resolve(import.meta.dirname, '../fixtures/public-server.mjs'), PUBLIC_ADDRESS, '80'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server: ChildProcess = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      ns,
+      process.execPath,
+      path.resolve(import.meta.dirname, '../fixtures/public-server.mjs'),
+      PUBLIC_ADDRESS,
+      '80',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   try {
     await new Promise<void>((resolve, reject) => {
       server.stdout!.once('data', () => resolve());

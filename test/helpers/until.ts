@@ -2,7 +2,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Polls until `check` holds; fails the test with `what` if it never does. */
-export async function until<T>(check: () => T | undefined | false | Promise<T | undefined | false>, what: string): Promise<T> {
+export async function until<T>(
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  what: string,
+): Promise<T> {
   for (let i = 0; i < 200; i++) {
     const value = await check();
     if (value) return value;

@@ -5,7 +5,15 @@ import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
-import { type TestBerth, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
+import {
+  type TestBerth,
+  createSite,
+  deployFixture,
+  json,
+  makeDataDir,
+  putFile,
+  startTestBerth,
+} from '../helpers/berth.ts';
 import { withBackend } from '../helpers/process.ts';
 import { onObjectStore } from '../helpers/object-store.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
@@ -64,7 +72,10 @@ test('healthz answers without a key; readyz checks the metadata, the blob store 
 
 test('metrics are off without a token, refused with a wrong one, and report what the server did', async (t) => {
   const clock = { now: new Date('2026-11-22T10:00:30Z') };
-  const t0: TestBerth = await startTestBerth({ metricsToken: TOKEN, cronTickMs: 0, functionTimeoutMs: 2000 }, { now: () => clock.now });
+  const t0: TestBerth = await startTestBerth(
+    { metricsToken: TOKEN, cronTickMs: 0, functionTimeoutMs: 2000 },
+    { now: () => clock.now },
+  );
   t.teardown(() => t0.dispose());
   const plain = await startTestBerth();
   t.teardown(() => plain.dispose());
@@ -74,21 +85,39 @@ test('metrics are off without a token, refused with a wrong one, and report what
   const anonymous = await t0.anonymous.get('metrics');
   t.is(anonymous.statusCode, 401);
   t.is(json(anonymous).error.code, 'unauthorized');
-  const wrongKey = await got.get(`${t0.url}/metrics`, { headers: { authorization: `Bearer ${t0.owner.writeKey}` }, throwHttpErrors: false });
+  const wrongKey = await got.get(`${t0.url}/metrics`, {
+    headers: { authorization: `Bearer ${t0.owner.writeKey}` },
+    throwHttpErrors: false,
+  });
   t.is(wrongKey.statusCode, 401, 'an API key is not the metrics token');
 
   const site = await createSite(t0.owner);
   await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hello</p>', 'text/html');
   await deployFixture(t0.owner, site.bucketId, 'db');
   await deployFixture(t0.owner, site.bucketId, 'slow');
-  await putFile(t0.owner, site.bucketId, 'cron/tick.ts', await fs.readFile(path.join(FIXTURES, 'tick.ts')), 'text/typescript');
+  await putFile(
+    t0.owner,
+    site.bucketId,
+    'cron/tick.ts',
+    await fs.readFile(path.join(FIXTURES, 'tick.ts')),
+    'text/typescript',
+  );
   await t0.owner.api.post(`v0/sites/${site.id}/databases`);
   const query = `v0/sites/${site.id}/databases`;
   const database = json<{ databases: Array<{ id: string }> }>(await t0.owner.api.get(query)).databases[0]!;
-  await t0.owner.api.post(`${query}/${database.id}/query`, { json: { sql: 'CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)' } });
+  await t0.owner.api.post(`${query}/${database.id}/query`, {
+    json: { sql: 'CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)' },
+  });
   t.is((await t0.site(site.subdomain).get('')).statusCode, 200);
-  t.is((await t0.site(site.subdomain).post('api/db', { json: { op: 'first', sql: 'SELECT 1 AS one' } })).statusCode, 200);
-  t.is((await t0.site(site.subdomain).get('api/slow?ms=5000')).statusCode, 504, 'a function past its time limit is killed');
+  t.is(
+    (await t0.site(site.subdomain).post('api/db', { json: { op: 'first', sql: 'SELECT 1 AS one' } })).statusCode,
+    200,
+  );
+  t.is(
+    (await t0.site(site.subdomain).get('api/slow?ms=5000')).statusCode,
+    504,
+    'a function past its time limit is killed',
+  );
   clock.now = new Date('2026-11-22T10:01:05Z');
   await t0.berth.scheduler.tick();
 
@@ -97,7 +126,14 @@ test('metrics are off without a token, refused with a wrong one, and report what
   const all = samples(scrape.body);
   t.true(value(all, 'berth_http_requests_total', { kind: 'site', route: 'web', status: '200' }) >= 1);
   t.true(value(all, 'berth_http_requests_total', { kind: 'site', route: 'api', status: '200' }) >= 1);
-  t.true(value(all, 'berth_http_requests_total', { kind: 'api', route: '/v0/sites/:siteId/databases/:databaseId/query', status: '200' }) >= 1, 'API routes are labelled by pattern');
+  t.true(
+    value(all, 'berth_http_requests_total', {
+      kind: 'api',
+      route: '/v0/sites/:siteId/databases/:databaseId/query',
+      status: '200',
+    }) >= 1,
+    'API routes are labelled by pattern',
+  );
   t.true(value(all, 'berth_http_request_duration_seconds_count', { kind: 'site', route: 'api' }) >= 2);
   t.true(value(all, 'berth_workers_started_total') >= 3, 'db, slow and the cron job');
   t.true(value(all, 'berth_cold_start_duration_seconds_count') >= 3);
@@ -111,7 +147,8 @@ test('metrics are off without a token, refused with a wrong one, and report what
   t.true(value(all, 'berth_process_resident_memory_bytes') > 0);
   // What the server asked of the services nodes share: the metadata always, the object store when it has one.
   t.true(value(all, 'berth_metadata_queries_total') > 10);
-  if (onObjectStore) t.true(value(all, 'berth_object_store_requests_total') >= 1, 'the file was stored in the object store');
+  if (onObjectStore)
+    t.true(value(all, 'berth_object_store_requests_total') >= 1, 'the file was stored in the object store');
   else t.is(value(all, 'berth_object_store_requests_total'), 0);
   t.is(value(all, 'berth_channel_calls_total'), 0, 'one node: no database call crossed to another');
   t.false(scrape.body.includes(site.subdomain), 'no tenant names in labels');
@@ -135,7 +172,9 @@ test('logs are readable lines on a terminal and JSON otherwise', async (t) => {
   const bin = path.resolve(import.meta.dirname, '../../control-plane/cli/berth.js');
   // `script` gives the server a terminal. It is stopped once it has said it listens (or at the latest
   // after 60 s: a fresh machine's first start can be slow).
-  const server = spawn('script', ['-qec', `timeout -s TERM -k 3 60 ${process.execPath} ${bin} serve`, os.devNull], { env });
+  const server = spawn('script', ['-qec', `timeout -s TERM -k 3 60 ${process.execPath} ${bin} serve`, os.devNull], {
+    env,
+  });
   let stdout = '';
   const exited = new Promise((resolve) => server.once('exit', resolve));
   await Promise.race([

@@ -19,71 +19,139 @@ const migration = onObjectStore ? test : test.skip;
 
 const NOTES = `export default async (req: Request, ctx: any) => Response.json(await ctx.db.query('SELECT body FROM notes ORDER BY id'));`;
 
-migration('a single-VM instance becomes the first node of a three-node cluster, as docs/cluster.md says, and its database moves to a second node', async (t) => {
-  const root = await makeDataDir(t);
-  const vm = path.join(root, 'vm');
-  // The single VM: metadata in meta.sqlite, files in the blob directory.
-  const alone = { BERTH_DATA_DIR: vm, BERTH_DATABASE_URL: '', BERTH_OBJECT_STORE: '' };
-  const single = await startServe(alone);
-  const writeKey = /WRITE key:\s+(\S+)/.exec(single.output())![1]!;
-  const accountId = /account:\s+(\S+)/.exec(single.output())![1]!;
-  let api = apiClient(single.url, writeKey);
-  const site = json<{ id: string; subdomain: string; bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'from the vm' } }));
-  for (const [file, body, type] of [['web/index.html', '<h1>moved along</h1>', 'text/html'], ['api/notes.ts', NOTES, 'text/typescript']] as const) {
-    t.is((await api.put(`v0/buckets/${site.bucketId}/objects/${file}`, { body, headers: { 'content-type': type } })).statusCode, 200);
-  }
-  const database = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
-  const base = `v0/sites/${site.id}/databases/${database.id}`;
-  t.is((await api.post(`${base}/migrations`, { json: { name: '0001_notes.sql', sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('from one vm');", confirm: true } })).statusCode, 200);
+migration(
+  'a single-VM instance becomes the first node of a three-node cluster, as docs/cluster.md says, and its database moves to a second node',
+  async (t) => {
+    const root = await makeDataDir(t);
+    const vm = path.join(root, 'vm');
+    // The single VM: metadata in meta.sqlite, files in the blob directory.
+    const alone = { BERTH_DATA_DIR: vm, BERTH_DATABASE_URL: '', BERTH_OBJECT_STORE: '' };
+    const single = await startServe(alone);
+    const writeKey = /WRITE key:\s+(\S+)/.exec(single.output())![1]!;
+    const accountId = /account:\s+(\S+)/.exec(single.output())![1]!;
+    let api = apiClient(single.url, writeKey);
+    const site = json<{ id: string; subdomain: string; bucketId: string }>(
+      await api.post('v0/sites', { json: { accountId, name: 'from the vm' } }),
+    );
+    for (const [file, body, type] of [
+      ['web/index.html', '<h1>moved along</h1>', 'text/html'],
+      ['api/notes.ts', NOTES, 'text/typescript'],
+    ] as const) {
+      t.is(
+        (await api.put(`v0/buckets/${site.bucketId}/objects/${file}`, { body, headers: { 'content-type': type } }))
+          .statusCode,
+        200,
+      );
+    }
+    const database = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
+    const base = `v0/sites/${site.id}/databases/${database.id}`;
+    t.is(
+      (
+        await api.post(`${base}/migrations`, {
+          json: {
+            name: '0001_notes.sql',
+            sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('from one vm');",
+            confirm: true,
+          },
+        })
+      ).statusCode,
+      200,
+    );
 
-  // Step 2: stop it, copy its metadata and its files.
-  single.child.kill('SIGTERM');
-  t.is(await single.exited, 0);
-  const metadata = await databaseFor(path.join(root, 'cluster'));
-  const copied = await runBerth(['admin', 'copy-metadata', '--to', metadata], alone);
-  t.is(copied.code, 0, copied.stderr);
-  const store = await objectStoreFor(path.join(root, 'cluster'));
-  const s3 = { BERTH_S3_ENDPOINT: store.endpoint!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
-  const blobs = await runBerth(['admin', 'copy-blobs', '--to', `s3://${store.bucket}`], { ...alone, ...s3 });
-  t.is(blobs.code, 0, blobs.stderr);
+    // Step 2: stop it, copy its metadata and its files.
+    single.child.kill('SIGTERM');
+    t.is(await single.exited, 0);
+    const metadata = await databaseFor(path.join(root, 'cluster'));
+    const copied = await runBerth(['admin', 'copy-metadata', '--to', metadata], alone);
+    t.is(copied.code, 0, copied.stderr);
+    const store = await objectStoreFor(path.join(root, 'cluster'));
+    const s3 = { BERTH_S3_ENDPOINT: store.endpoint!, BERTH_S3_FORCE_PATH_STYLE: 'true' };
+    const blobs = await runBerth(['admin', 'copy-blobs', '--to', `s3://${store.bucket}`], { ...alone, ...s3 });
+    t.is(blobs.code, 0, blobs.stderr);
 
-  // Step 3: the same data dir, as the first node, with the shared settings.
-  const shared = { BERTH_DATABASE_URL: metadata, BERTH_OBJECT_STORE: `s3://${store.bucket}`, ...s3, BERTH_MASTER_KEY_FILE: path.join(root, 'shared.key') };
-  fs.copyFileSync(path.join(vm, 'master.key'), shared.BERTH_MASTER_KEY_FILE);
-  const first = await startServe({ ...shared, BERTH_DATA_DIR: vm, BERTH_NODE_ID: 'node-a', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}` });
-  t.teardown(async () => {
-    first.child.kill('SIGTERM');
-    await first.exited;
-  });
-  // Step 4: a second node, with a data dir of its own and the master key's copy.
-  const second = await startServe({ ...shared, BERTH_DATA_DIR: path.join(root, 'b'), BERTH_NODE_ID: 'node-b', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}` });
-  t.teardown(async () => {
-    second.child.kill('SIGTERM');
-    await second.exited;
-  });
-  const third = await startServe({ ...shared, BERTH_DATA_DIR: path.join(root, 'c'), BERTH_NODE_ID: 'node-c', BERTH_ROLES: 'web', BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}` });
-  t.teardown(async () => {
-    third.child.kill('SIGTERM');
-    await third.exited;
-  });
-  t.false(first.output().includes('WRITE key'), 'the instance came along: no new owner');
+    // Step 3: the same data dir, as the first node, with the shared settings.
+    const shared = {
+      BERTH_DATABASE_URL: metadata,
+      BERTH_OBJECT_STORE: `s3://${store.bucket}`,
+      ...s3,
+      BERTH_MASTER_KEY_FILE: path.join(root, 'shared.key'),
+    };
+    fs.copyFileSync(path.join(vm, 'master.key'), shared.BERTH_MASTER_KEY_FILE);
+    const first = await startServe({
+      ...shared,
+      BERTH_DATA_DIR: vm,
+      BERTH_NODE_ID: 'node-a',
+      BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}`,
+    });
+    t.teardown(async () => {
+      first.child.kill('SIGTERM');
+      await first.exited;
+    });
+    // Step 4: a second node, with a data dir of its own and the master key's copy.
+    const second = await startServe({
+      ...shared,
+      BERTH_DATA_DIR: path.join(root, 'b'),
+      BERTH_NODE_ID: 'node-b',
+      BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}`,
+    });
+    t.teardown(async () => {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    });
+    const third = await startServe({
+      ...shared,
+      BERTH_DATA_DIR: path.join(root, 'c'),
+      BERTH_NODE_ID: 'node-c',
+      BERTH_ROLES: 'web',
+      BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${await freePort()}`,
+    });
+    t.teardown(async () => {
+      third.child.kill('SIGTERM');
+      await third.exited;
+    });
+    t.false(first.output().includes('WRITE key'), 'the instance came along: no new owner');
 
-  const nodes = (JSON.parse((await runBerth(['admin', 'nodes', '--json'], { ...shared, BERTH_DATA_DIR: vm })).stdout) as { nodes: Array<{ id: string; state: string; databases: number }> }).nodes;
-  t.like(nodes.find((n) => n.id === 'node-a'), { state: 'up', databases: 1 });
-  t.like(nodes.find((n) => n.id === 'node-b'), { state: 'up', databases: 0 });
-  t.like(nodes.find((n) => n.id === 'node-c'), { state: 'up', roles: ['web'] });
-  for (const node of [first, second, third]) {
-    const port = new URL(node.url).port;
-    const host = got.extend({ prefixUrl: node.url, headers: { host: `${site.subdomain}.localhost:${port}` }, throwHttpErrors: false, retry: { limit: 0 } });
-    t.is((await host.get('')).body, '<h1>moved along</h1>', 'the files came along');
-    t.deepEqual(JSON.parse((await host.get('api/notes')).body), [{ body: 'from one vm' }], 'the database answers through every node');
-  }
+    const nodes = (
+      JSON.parse((await runBerth(['admin', 'nodes', '--json'], { ...shared, BERTH_DATA_DIR: vm })).stdout) as {
+        nodes: Array<{ id: string; state: string; databases: number }>;
+      }
+    ).nodes;
+    t.like(
+      nodes.find((n) => n.id === 'node-a'),
+      { state: 'up', databases: 1 },
+    );
+    t.like(
+      nodes.find((n) => n.id === 'node-b'),
+      { state: 'up', databases: 0 },
+    );
+    t.like(
+      nodes.find((n) => n.id === 'node-c'),
+      { state: 'up', roles: ['web'] },
+    );
+    for (const node of [first, second, third]) {
+      const port = new URL(node.url).port;
+      const host = got.extend({
+        prefixUrl: node.url,
+        headers: { host: `${site.subdomain}.localhost:${port}` },
+        throwHttpErrors: false,
+        retry: { limit: 0 },
+      });
+      t.is((await host.get('')).body, '<h1>moved along</h1>', 'the files came along');
+      t.deepEqual(
+        JSON.parse((await host.get('api/notes')).body),
+        [{ body: 'from one vm' }],
+        'the database answers through every node',
+      );
+    }
 
-  const drained = await runBerth(['admin', 'drain-node', 'node-a'], { ...shared, BERTH_DATA_DIR: vm });
-  t.is(drained.code, 0, drained.stderr);
-  t.regex(drained.stdout, new RegExp(`moved ${site.id} to node-b`));
-  t.true(fs.existsSync(path.join(root, 'b', 'sites', site.id, 'db.sqlite')));
-  api = apiClient(first.url, writeKey);
-  const rows = json<{ result: Array<{ results: unknown[] }> }>(await api.post(`${base}/query`, { json: { sql: 'SELECT body FROM notes' } }));
-  t.deepEqual(rows.result[0]!.results, [{ body: 'from one vm' }]);
-});
+    const drained = await runBerth(['admin', 'drain-node', 'node-a'], { ...shared, BERTH_DATA_DIR: vm });
+    t.is(drained.code, 0, drained.stderr);
+    t.regex(drained.stdout, new RegExp(`moved ${site.id} to node-b`));
+    t.true(fs.existsSync(path.join(root, 'b', 'sites', site.id, 'db.sqlite')));
+    api = apiClient(first.url, writeKey);
+    const rows = json<{ result: Array<{ results: unknown[] }> }>(
+      await api.post(`${base}/query`, { json: { sql: 'SELECT body FROM notes' } }),
+    );
+    t.deepEqual(rows.result[0]!.results, [{ body: 'from one vm' }]);
+  },
+);

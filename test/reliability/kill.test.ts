@@ -17,7 +17,8 @@ function tempFiles(dir: string): string[] {
     for (const entry of fs.readdirSync(folder, { withFileTypes: true })) {
       const full = path.join(folder, entry.name);
       const storeTemp = full === path.join(dir, 'blobs', '.tmp'); // the blob store's own folder stays, empty
-      if ((entry.name.endsWith('.tmp') && !storeTemp) || path.basename(folder) === '.tmp') found.push(path.relative(dir, full));
+      if ((entry.name.endsWith('.tmp') && !storeTemp) || path.basename(folder) === '.tmp')
+        found.push(path.relative(dir, full));
       if (entry.isDirectory() && full !== path.join(dir, 'runtime', 'deno-dir')) walk(full);
     }
   };
@@ -47,7 +48,9 @@ async function ownerSite(server: ServeProcess) {
   const key = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
   const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
   const api = apiClient(server.url, key);
-  const site = json<{ id: string; bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'killed' } }));
+  const site = json<{ id: string; bucketId: string }>(
+    await api.post('v0/sites', { json: { accountId, name: 'killed' } }),
+  );
   return { key, api, site };
 }
 
@@ -60,7 +63,12 @@ async function killOutright(server: ServeProcess, dataDir: string): Promise<numb
 }
 
 /** Restarts on the data dir and checks that nothing of the killed server is left. */
-async function restartClean(t: ExecutionContext, dataDir: string, orphans: number[], env: Record<string, string> = {}): Promise<ServeProcess> {
+async function restartClean(
+  t: ExecutionContext,
+  dataDir: string,
+  orphans: number[],
+  env: Record<string, string> = {},
+): Promise<ServeProcess> {
   const again = await serve(t, dataDir, env);
   t.deepEqual(tempFiles(dataDir), [], 'no temp file of the killed server is left');
   t.deepEqual(orphans.filter(running), [], 'no process of the killed server is left');
@@ -73,7 +81,10 @@ test('kill -9 during an export of a large table: the dump in progress is stopped
   const { key, api, site } = await ownerSite(server);
   const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
-  for (const sql of ['CREATE TABLE big (b BLOB)', 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 60000) INSERT INTO big SELECT randomblob(2000) FROM c']) {
+  for (const sql of [
+    'CREATE TABLE big (b BLOB)',
+    'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 60000) INSERT INTO big SELECT randomblob(2000) FROM c',
+  ]) {
     const filled = await api.post(`${base}/query`, { json: { sql } });
     t.is(filled.statusCode, 200, JSON.stringify(filled.body));
   }
@@ -85,7 +96,9 @@ test('kill -9 during an export of a large table: the dump in progress is stopped
 
   const again = await restartClean(t, dataDir, orphans);
   const api2 = apiClient(again.url, key);
-  const reconciled = json<{ export: { status: string } }>(await api2.post(`${base}/exports/${started.id}/reconcile`)).export;
+  const reconciled = json<{ export: { status: string } }>(
+    await api2.post(`${base}/exports/${started.id}/reconcile`),
+  ).export;
   t.is(reconciled.status, 'ERROR');
 });
 
@@ -101,12 +114,19 @@ test('kill -9 during an upload: the partial blob is removed and no version was m
     port: url.port,
     method: 'PUT',
     path: `/v0/buckets/${site.bucketId}/objects/web/big.bin`,
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/octet-stream', 'content-length': String(64 * 1024 * 1024) },
+    headers: {
+      authorization: `Bearer ${key}`,
+      'content-type': 'application/octet-stream',
+      'content-length': String(64 * 1024 * 1024),
+    },
   });
   upload.on('error', () => {});
   upload.write(Buffer.alloc(4 * 1024 * 1024, 1));
   const partial = path.join(dataDir, 'blobs', '.tmp');
-  await until(() => fs.readdirSync(partial).some((name) => fs.statSync(path.join(partial, name)).size > 0), 'the upload to reach the blob store');
+  await until(
+    () => fs.readdirSync(partial).some((name) => fs.statSync(path.join(partial, name)).size > 0),
+    'the upload to reach the blob store',
+  );
   const orphans = await killOutright(server, dataDir);
   upload.destroy();
 
@@ -126,7 +146,9 @@ test('kill -9 during a migration: its database process is stopped and the migrat
     name: '0001_big.sql',
     sql: 'CREATE TABLE big (x INTEGER); WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) INSERT INTO big SELECT x FROM c;',
   };
-  const pending = api.post(`${base}/migrations/apply`, { json: { migrations: [slow], confirm: true } }).catch(() => null);
+  const pending = api
+    .post(`${base}/migrations/apply`, { json: { migrations: [slow], confirm: true } })
+    .catch(() => null);
   await sleep(500);
   const orphans = await killOutright(server, dataDir);
   await pending;
@@ -134,8 +156,12 @@ test('kill -9 during a migration: its database process is stopped and the migrat
 
   const again = await restartClean(t, dataDir, orphans);
   const api2 = apiClient(again.url, key);
-  const applied = json<{ applied: Array<{ name: string }> }>(await api2.get(`${base}/migrations`)).applied.map((m) => m.name);
-  const counted = await api2.post(`${base}/query`, { json: { sql: "SELECT count(*) AS n FROM sqlite_schema WHERE name = 'big'" } });
+  const applied = json<{ applied: Array<{ name: string }> }>(await api2.get(`${base}/migrations`)).applied.map(
+    (m) => m.name,
+  );
+  const counted = await api2.post(`${base}/query`, {
+    json: { sql: "SELECT count(*) AS n FROM sqlite_schema WHERE name = 'big'" },
+  });
   const tables = json<{ result: Array<{ results: Array<{ n: number }> }> }>(counted).result[0]!.results[0]!.n;
   t.is(tables, applied.length, 'the table exists exactly when the ledger says the migration was applied');
 });
@@ -149,7 +175,10 @@ test('a second server on the same data dir refuses to start, naming it and the r
   const second = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
   t.is(second.code, 1);
   t.is(second.stderr.trim().split('\n').length, 1, second.stderr);
-  t.true(second.stderr.includes(`the data dir ${dataDir} is in use by another Berth server (pid ${first.child.pid})`), second.stderr);
+  t.true(
+    second.stderr.includes(`the data dir ${dataDir} is in use by another Berth server (pid ${first.child.pid})`),
+    second.stderr,
+  );
 
   const listed = await runBerth(['admin', 'list-keys', '--account', accountId], { BERTH_DATA_DIR: dataDir });
   t.is(listed.code, 0, listed.stderr);

@@ -22,7 +22,9 @@ test('after kill -9 during an apply, the next apply on the restarted server runs
   };
   const started = Date.now();
   let answered = false;
-  const pending = api.post(`${base}/migrations/apply`, { json: { migrations: [slow], confirm: true } }).finally(() => (answered = true));
+  const pending = api
+    .post(`${base}/migrations/apply`, { json: { migrations: [slow], confirm: true } })
+    .finally(() => (answered = true));
   await sleep(500);
   t.false(answered, 'the migration is still running when the server is killed');
   server.child.kill('SIGKILL');
@@ -44,5 +46,9 @@ test('after kill -9 during an apply, the next apply on the restarted server runs
   t.is(applied.statusCode, 200, JSON.stringify(applied.body));
   t.deepEqual(json<{ appliedNames: string[] }>(applied).appliedNames, ['0002_small.sql']);
   t.true(again.output().includes('"msg":"released migration leases of the previous process"'));
-  t.deepEqual(processesMentioning(`--allow-write=${dataDir}/sites/`).length, 1, 'the killed server’s database process was stopped; one of the new server’s runs');
+  t.deepEqual(
+    processesMentioning(`--allow-write=${dataDir}/sites/`).length,
+    1,
+    'the killed server’s database process was stopped; one of the new server’s runs',
+  );
 });

@@ -20,19 +20,27 @@ async function noneLeft(needle: string): Promise<number[]> {
 }
 
 /** A GET on a hosted site whose body is read slowly, so it is still in flight at the signal. */
-function slowGet(server: ServeProcess, subdomain: string, urlPath: string, pauseMs: number): Promise<{ status: number; body: Buffer }> {
+function slowGet(
+  server: ServeProcess,
+  subdomain: string,
+  urlPath: string,
+  pauseMs: number,
+): Promise<{ status: number; body: Buffer }> {
   const url = new URL(server.url);
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: url.hostname, port: url.port, path: urlPath, headers: { host: `${subdomain}.localhost:${url.port}` } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.once('data', () => {
-        res.pause();
-        setTimeout(() => res.resume(), pauseMs);
-      });
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
+    const req = http.get(
+      { host: url.hostname, port: url.port, path: urlPath, headers: { host: `${subdomain}.localhost:${url.port}` } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.once('data', () => {
+          res.pause();
+          setTimeout(() => res.resume(), pauseMs);
+        });
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
   });
 }
@@ -44,8 +52,16 @@ async function serveWithFunction(t: ExecutionContext, options: { processGroup?: 
   const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
   const readKey = /READ key:\s+(\S+)/.exec(server.output())![1]!;
   const id = /account:\s+(\S+)/.exec(server.output())![1]!;
-  const owner: TestAccount = { id, writeKey, readKey, api: apiClient(server.url, writeKey), read: apiClient(server.url, readKey) };
-  const site = json<{ id: string; bucketId: string; subdomain: string }>(await owner.api.post('v0/sites', { json: { accountId: id, name: 'shutdown' } }));
+  const owner: TestAccount = {
+    id,
+    writeKey,
+    readKey,
+    api: apiClient(server.url, writeKey),
+    read: apiClient(server.url, readKey),
+  };
+  const site = json<{ id: string; bucketId: string; subdomain: string }>(
+    await owner.api.post('v0/sites', { json: { accountId: id, name: 'shutdown' } }),
+  );
   await deployFixture(owner, site.bucketId, 'slow');
   // A first call starts a worker: from here on the process has function workers to clean up.
   const warm = await slowGet(server, site.subdomain, '/api/slow?ms=0', 0);
@@ -87,7 +103,9 @@ test('Ctrl-C at a terminal signals the whole process group; calls and statements
   const call = slowGet(server, site.subdomain, '/api/slow?ms=1500', 0);
   await sleep(400);
   const statement = owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
-    json: { sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c' },
+    json: {
+      sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c',
+    },
   });
   await sleep(100);
   process.kill(-server.child.pid!, 'SIGINT');
@@ -152,11 +170,20 @@ function staticLoad(server: ServeProcess, subdomain: string, urlPath: string, co
   const result: LoadResult = { ok: 0, failures: [] };
   const once = () =>
     new Promise<number>((resolve, reject) => {
-      const req = http.get({ agent, host: url.hostname, port: url.port, path: urlPath, headers: { host: `${subdomain}.localhost:${url.port}` } }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode!));
-        res.on('error', reject);
-      });
+      const req = http.get(
+        {
+          agent,
+          host: url.hostname,
+          port: url.port,
+          path: urlPath,
+          headers: { host: `${subdomain}.localhost:${url.port}` },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode!));
+          res.on('error', reject);
+        },
+      );
       req.on('error', reject);
     });
   const loops = Array.from({ length: connections }, async () => {
@@ -199,7 +226,9 @@ const stopsCleanly = test.macro(async (t, way: StopWay) => {
   const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
   const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
   const api = apiClient(server.url, writeKey);
-  const site = json<{ id: string; bucketId: string; subdomain: string }>(await api.post('v0/sites', { json: { accountId, name: 'stop' } }));
+  const site = json<{ id: string; bucketId: string; subdomain: string }>(
+    await api.post('v0/sites', { json: { accountId, name: 'stop' } }),
+  );
   const owner: TestAccount = { id: accountId, writeKey, readKey: writeKey, api, read: api };
   await deployFixture(owner, site.bucketId, 'slow');
   await putFile(owner, site.bucketId, 'web/index.html', Buffer.from('<h1>still here</h1>'), 'text/html');
@@ -208,7 +237,9 @@ const stopsCleanly = test.macro(async (t, way: StopWay) => {
   const load = staticLoad(server, site.subdomain, '/index.html', 4);
   const calls = Array.from({ length: 16 }, () => slowGet(server, site.subdomain, '/api/slow?ms=2500', 0));
   const statement = api.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
-    json: { sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c' },
+    json: {
+      sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c',
+    },
   });
   await sleep(700);
   const children = processesMentioning(dataDir);
@@ -234,7 +265,10 @@ const stopsCleanly = test.macro(async (t, way: StopWay) => {
 
   const again = await startServe(env);
   t.teardown(() => void again.child.kill('SIGKILL'));
-  const page = await apiClient(again.url).get('index.html', { headers: { host: `${site.subdomain}.localhost` }, responseType: 'text' });
+  const page = await apiClient(again.url).get('index.html', {
+    headers: { host: `${site.subdomain}.localhost` },
+    responseType: 'text',
+  });
   t.is(page.statusCode, 200);
   t.is(page.body, '<h1>still here</h1>');
   again.child.kill('SIGTERM');
@@ -242,5 +276,13 @@ const stopsCleanly = test.macro(async (t, way: StopWay) => {
 });
 
 test('stopping under load: SIGTERM to the server process alone', stopsCleanly, 'the server process alone');
-test('stopping under load: SIGTERM to the process group of `make run`', stopsCleanly, 'the process group of `make run`');
-test('stopping under load: SIGTERM to every process of the tree at once, as systemd does', stopsCleanly, 'every process of the tree at once');
+test(
+  'stopping under load: SIGTERM to the process group of `make run`',
+  stopsCleanly,
+  'the process group of `make run`',
+);
+test(
+  'stopping under load: SIGTERM to every process of the tree at once, as systemd does',
+  stopsCleanly,
+  'every process of the tree at once',
+);

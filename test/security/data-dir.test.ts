@@ -18,7 +18,8 @@ function exposed(root: string): string[] {
   const visit = (entry: string) => {
     const stat = fs.lstatSync(entry, { throwIfNoEntry: false });
     if (!stat || !(stat.isDirectory() || stat.isFile())) return;
-    if ((stat.mode & 0o077) !== 0) found.push(`${path.relative(root, entry) || '.'} ${(stat.mode & 0o777).toString(8)}`);
+    if ((stat.mode & 0o077) !== 0)
+      found.push(`${path.relative(root, entry) || '.'} ${(stat.mode & 0o777).toString(8)}`);
     if (stat.isDirectory()) for (const name of fs.readdirSync(entry)) visit(path.join(entry, name));
   };
   visit(root);
@@ -40,17 +41,26 @@ test('a server started with umask 022 creates nothing that group or others can r
   t.teardown(() => void server.child.kill('SIGKILL'));
   const account = owner(server.output(), server.url);
 
-  const site = json<{ id: string; bucketId: string; subdomain: string }>(await account.api.post('v0/sites', { json: { accountId: account.id, name: 'private' } }));
+  const site = json<{ id: string; bucketId: string; subdomain: string }>(
+    await account.api.post('v0/sites', { json: { accountId: account.id, name: 'private' } }),
+  );
   await putFile(account, site.bucketId, 'web/index.html', '<p>mine</p>', 'text/html');
   await deployFixture(account, site.bucketId, 'echo');
-  const called = await apiClient(server.url).post('api/echo', { body: 'hello', headers: { host: `${site.subdomain}.localhost:${new URL(server.url).port}` }, responseType: 'text' });
+  const called = await apiClient(server.url).post('api/echo', {
+    body: 'hello',
+    headers: { host: `${site.subdomain}.localhost:${new URL(server.url).port}` },
+    responseType: 'text',
+  });
   t.is(called.statusCode, 200);
   await account.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'TOKEN', value: 'shh' } });
 
   const db = json<{ database: { id: string } }>(await account.api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
   t.is((await account.api.post(`${base}/query`, { json: { sql: 'CREATE TABLE notes (body TEXT)' } })).statusCode, 200);
-  t.is((await account.api.post(`${base}/query`, { json: { sql: "INSERT INTO notes VALUES ('private')" } })).statusCode, 200);
+  t.is(
+    (await account.api.post(`${base}/query`, { json: { sql: "INSERT INTO notes VALUES ('private')" } })).statusCode,
+    200,
+  );
   let record = json<{ export: { id: string; status: string } }>(await account.api.post(`${base}/exports`)).export;
   for (let i = 0; i < 100 && record.status === 'PROCESSING'; i++) {
     await sleep(50);
@@ -77,7 +87,9 @@ test('a server started with umask 022 creates nothing that group or others can r
 
 test('the admin CLI on a fresh data dir makes it private', async (t) => {
   const dataDir = path.join(await makeDataDir(t), 'admin-first');
-  const created = await runBerth(['admin', 'create-account', '--name', 'First', '--create-data-dir', '--json'], { BERTH_DATA_DIR: dataDir });
+  const created = await runBerth(['admin', 'create-account', '--name', 'First', '--create-data-dir', '--json'], {
+    BERTH_DATA_DIR: dataDir,
+  });
   t.is(created.code, 0, created.stderr);
   t.is(fs.existsSync(path.join(dataDir, 'meta.sqlite')), !onPostgres, 'the metadata is in the data dir on SQLite only');
   t.deepEqual(exposed(dataDir), []);
@@ -87,7 +99,9 @@ test('a start tightens modes left loose, says so once, and follows no symbolic l
   const dataDir = path.join(await makeDataDir(t), 'data');
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   const account = owner(first.output(), first.url);
-  const site = json<{ id: string; bucketId: string }>(await account.api.post('v0/sites', { json: { accountId: account.id, name: 'loose' } }));
+  const site = json<{ id: string; bucketId: string }>(
+    await account.api.post('v0/sites', { json: { accountId: account.id, name: 'loose' } }),
+  );
   await putFile(account, site.bucketId, 'web/index.html', 'x', 'text/html');
   await account.api.post(`v0/sites/${site.id}/databases`);
   first.child.kill('SIGTERM');
@@ -110,12 +124,22 @@ test('a start tightens modes left loose, says so once, and follows no symbolic l
 
   const second = await startServe({ BERTH_DATA_DIR: dataDir });
   t.teardown(() => void second.child.kill('SIGKILL'));
-  const lines = second.output().split('\n').filter((l) => l.includes(TIGHTENED));
+  const lines = second
+    .output()
+    .split('\n')
+    .filter((l) => l.includes(TIGHTENED));
   t.is(lines.length, 1);
   t.is(JSON.parse(lines[0]!).entries, loose);
   t.deepEqual(exposed(dataDir), []);
   t.is(fs.statSync(outside).mode & 0o777, 0o644, 'the link was not followed');
-  t.is((await apiClient(second.url, account.readKey).get(`v0/buckets/${site.bucketId}/objects/web/index.html`, { responseType: 'text' })).body, 'x');
+  t.is(
+    (
+      await apiClient(second.url, account.readKey).get(`v0/buckets/${site.bucketId}/objects/web/index.html`, {
+        responseType: 'text',
+      })
+    ).body,
+    'x',
+  );
   second.child.kill('SIGTERM');
   t.is(await second.exited, 0);
 

@@ -17,7 +17,9 @@ async function downloadUrl(): Promise<string> {
   const site = await createSite(t0.owner);
   const db = json<{ database: { id: string } }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
-  let record = json<{ export: { id: string; status: string; downloadUrl?: string } }>(await t0.owner.api.post(`${base}/exports`)).export;
+  let record = json<{ export: { id: string; status: string; downloadUrl?: string } }>(
+    await t0.owner.api.post(`${base}/exports`),
+  ).export;
   for (let i = 0; i < 100 && record.status === 'PROCESSING'; i++) {
     await sleep(50);
     record = json<{ export: typeof record }>(await t0.owner.api.post(`${base}/exports/${record.id}/reconcile`)).export;

@@ -10,7 +10,13 @@ import test from 'ava';
 import fc from 'fast-check';
 import { type TestBerth, createSite, deployFixture, putFile, startTestBerth } from '../helpers/berth.ts';
 import { until } from '../helpers/until.ts';
-import { type ChannelView, type Inbound, ProtocolViolation, inboundFrameBytes, readInbound } from '../../runtime-host/inbound.ts';
+import {
+  type ChannelView,
+  type Inbound,
+  ProtocolViolation,
+  inboundFrameBytes,
+  readInbound,
+} from '../../runtime-host/inbound.ts';
 import { type Frame, FrameError, FrameReader, FrameType, HEADER_BYTES } from '../../runtime-host/protocol.ts';
 
 const TYPES = [...Object.values(FrameType), 0, 13, 42, 255];
@@ -26,7 +32,8 @@ function header(size: number, type: number, stream: number): Uint8Array {
   return bytes;
 }
 
-const encode = (type: number, stream: number, payload: Uint8Array) => concat([header(5 + payload.length, type, stream), payload]);
+const encode = (type: number, stream: number, payload: Uint8Array) =>
+  concat([header(5 + payload.length, type, stream), payload]);
 
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
@@ -44,15 +51,27 @@ const payload = fc.oneof(
   fc
     .oneof(
       fc.constant({ handler: 'default' }),
-      fc.record({ status: fc.integer({ min: 0, max: 1000 }), headers: fc.array(fc.array(fc.string(), { maxLength: 3 }), { maxLength: 3 }) }),
+      fc.record({
+        status: fc.integer({ min: 0, max: 1000 }),
+        headers: fc.array(fc.array(fc.string(), { maxLength: 3 }), { maxLength: 3 }),
+      }),
       fc.record({ requestId: fc.option(fc.string()), method: fc.string(), args: fc.anything() }, { requiredKeys: [] }),
-      fc.record({ requestId: fc.option(fc.string()), level: fc.constantFrom('debug', 'info', 'warn', 'error', 'fatal'), message: fc.string() }, { requiredKeys: [] }),
+      fc.record(
+        {
+          requestId: fc.option(fc.string()),
+          level: fc.constantFrom('debug', 'info', 'warn', 'error', 'fatal'),
+          message: fc.string(),
+        },
+        { requiredKeys: [] },
+      ),
       fc.record({ message: fc.anything(), code: fc.anything(), status: fc.anything() }, { requiredKeys: [] }),
       fc.anything(),
     )
     .map((value) => new TextEncoder().encode(JSON.stringify(value) ?? 'undefined')),
 );
-const frameBytes = fc.tuple(fc.constantFrom(...TYPES), fc.oneof(fc.constant(0), fc.constant(1), fc.nat()), payload).map(([type, stream, body]) => encode(type, stream, body));
+const frameBytes = fc
+  .tuple(fc.constantFrom(...TYPES), fc.oneof(fc.constant(0), fc.constant(1), fc.nat()), payload)
+  .map(([type, stream, body]) => encode(type, stream, body));
 /** One piece of a hostile stream: a frame, a frame cut short, a header declaring any size, or noise. */
 const piece = fc.oneof(
   { arbitrary: frameBytes, weight: 4 },
@@ -136,17 +155,27 @@ function channel(): { view: ChannelView; apply(inbound: Inbound): void } {
 
 test('the inbound checks accept or refuse frames of every type in any order, and throw nothing else', (t) => {
   fc.assert(
-    fc.property(fc.array(fc.tuple(fc.constantFrom(...TYPES), fc.oneof(fc.constant(0), fc.constant(1), fc.constant(2), fc.nat()), payload), { maxLength: 20 }), (frames) => {
-      const { view, apply } = channel();
-      for (const [type, stream, body] of frames) {
-        try {
-          apply(readInbound({ type, stream, payload: body }, view));
-        } catch (err) {
-          if (!(err instanceof ProtocolViolation)) throw err;
-          return; // The worker is stopped at its first violation.
+    fc.property(
+      fc.array(
+        fc.tuple(
+          fc.constantFrom(...TYPES),
+          fc.oneof(fc.constant(0), fc.constant(1), fc.constant(2), fc.nat()),
+          payload,
+        ),
+        { maxLength: 20 },
+      ),
+      (frames) => {
+        const { view, apply } = channel();
+        for (const [type, stream, body] of frames) {
+          try {
+            apply(readInbound({ type, stream, payload: body }, view));
+          } catch (err) {
+            if (!(err instanceof ProtocolViolation)) throw err;
+            return; // The worker is stopped at its first violation.
+          }
         }
-      }
-    }),
+      },
+    ),
     { numRuns: 3000 },
   );
   t.pass();
@@ -154,7 +183,11 @@ test('the inbound checks accept or refuse frames of every type in any order, and
 
 let t1: TestBerth;
 test.before(async () => {
-  t1 = await startTestBerth({ denoPath: path.resolve(import.meta.dirname, '../fixtures/hostile-deno.mjs'), functionTimeoutMs: 10_000, spareWorkers: 0 });
+  t1 = await startTestBerth({
+    denoPath: path.resolve(import.meta.dirname, '../fixtures/hostile-deno.mjs'),
+    functionTimeoutMs: 10_000,
+    spareWorkers: 0,
+  });
 });
 test.after.always(async () => {
   await t1?.dispose();
@@ -169,8 +202,15 @@ test('a real worker that writes hostile bytes to its channel is ended, and the s
   await fc.assert(
     fc.asyncProperty(hostileStream, async (bytes) => {
       const name = `fuzz-${++run}`;
-      const written = await putFile(t1.owner, site.bucketId, `api/${name}.ts`, `${echo}\n// fuzz:${Buffer.from(bytes).toString('base64')}\n`, 'text/typescript');
-      if (written.deployment?.status !== 'READY') throw new Error(`deployment failed: ${JSON.stringify(written.deployment)}`);
+      const written = await putFile(
+        t1.owner,
+        site.bucketId,
+        `api/${name}.ts`,
+        `${echo}\n// fuzz:${Buffer.from(bytes).toString('base64')}\n`,
+        'text/typescript',
+      );
+      if (written.deployment?.status !== 'READY')
+        throw new Error(`deployment failed: ${JSON.stringify(written.deployment)}`);
       const answer = await t1.site(site.subdomain).get(`api/${name}`, { timeout: { request: 20_000 } });
       if (answer.statusCode < 200 || answer.statusCode > 599) throw new Error(`answered ${answer.statusCode}`);
       // The worker hung up after its bytes: the host has ended it, whatever they were.

@@ -17,7 +17,11 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-type Envelope = { success: boolean; errors: Array<{ code: string; message: string }>; result: Array<{ results: Array<Record<string, unknown>> }> };
+type Envelope = {
+  success: boolean;
+  errors: Array<{ code: string; message: string }>;
+  result: Array<{ results: Array<Record<string, unknown>> }>;
+};
 
 async function siteWithDatabase(account: TestAccount = t0.owner) {
   const site = await createSite(account);
@@ -34,7 +38,7 @@ async function siteWithDatabase(account: TestAccount = t0.owner) {
 async function bystander(server: TestBerth = t0) {
   const other = await server.newAccount();
   const { site, query } = await siteWithDatabase(other);
-  await query("CREATE TABLE secrets (v TEXT)");
+  await query('CREATE TABLE secrets (v TEXT)');
   await query("INSERT INTO secrets VALUES ('theirs')");
   return {
     site,
@@ -119,15 +123,22 @@ test('what a site needs of its own database still works', async (t) => {
   t.true((await query('CREATE INDEX notes_body ON notes (body)')).body.success);
   t.true((await query('CREATE VIRTUAL TABLE search USING fts5(body)')).body.success);
   t.true((await query("INSERT INTO search VALUES ('hello world')")).body.success);
-  t.deepEqual((await query("SELECT body FROM search WHERE search MATCH 'hello'")).body.result[0]?.results, [{ body: 'hello world' }]);
-  t.deepEqual((await query('PRAGMA table_info(notes)')).body.result[0]?.results.map((c) => c.name), ['id', 'body']);
+  t.deepEqual((await query("SELECT body FROM search WHERE search MATCH 'hello'")).body.result[0]?.results, [
+    { body: 'hello world' },
+  ]);
+  t.deepEqual(
+    (await query('PRAGMA table_info(notes)')).body.result[0]?.results.map((c) => c.name),
+    ['id', 'body'],
+  );
   t.true((await query('PRAGMA user_version = 7')).body.success);
   t.deepEqual((await query('PRAGMA user_version')).body.result[0]?.results, [{ user_version: 7 }]);
   t.deepEqual((await query('PRAGMA journal_mode')).body.result[0]?.results, [{ journal_mode: 'wal' }]);
   t.true((await query('PRAGMA foreign_key_check')).body.success);
   t.deepEqual((await query('PRAGMA integrity_check')).body.result[0]?.results, [{ integrity_check: 'ok' }]);
-  t.deepEqual((await query("SELECT name FROM sqlite_master WHERE name = 'notes'")).body.result[0]?.results, [{ name: 'notes' }]);
-  const virtual = await query("CREATE VIRTUAL TABLE probe USING dbstat");
+  t.deepEqual((await query("SELECT name FROM sqlite_master WHERE name = 'notes'")).body.result[0]?.results, [
+    { name: 'notes' },
+  ]);
+  const virtual = await query('CREATE VIRTUAL TABLE probe USING dbstat');
   t.is(virtual.body.errors[0]?.code, 'statement_not_allowed', 'only full-text and R-tree modules');
 });
 
@@ -136,7 +147,11 @@ test('ctx.db from a function is confined the same way, batch included', async (t
   const { site, query } = await siteWithDatabase();
   await query('CREATE TABLE items (name TEXT)');
   await deployFixture(t0.owner, site.bucketId, 'db');
-  const call = async (body: unknown) => JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as { value?: unknown; error?: { code: string; message: string } };
+  const call = async (body: unknown) =>
+    JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as {
+      value?: unknown;
+      error?: { code: string; message: string };
+    };
   const keysBefore = await keyCount();
   for (const sql of ATTACKS(t0.dataDir, other.site.id)) {
     const res = await call({ op: 'execute', sql });
@@ -144,18 +159,30 @@ test('ctx.db from a function is confined the same way, batch included', async (t
     t.false(res.error!.message.includes(t0.dataDir), `${sql}: no host path in the error`);
   }
   for (const sql of VACUUMS) t.is((await call({ op: 'execute', sql })).error?.code, 'DATABASE_QUERY_FAILED', sql);
-  const bound = await call({ op: 'execute', sql: 'ATTACH DATABASE ? AS m', params: [path.join(t0.dataDir, 'meta.sqlite')] });
+  const bound = await call({
+    op: 'execute',
+    sql: 'ATTACH DATABASE ? AS m',
+    params: [path.join(t0.dataDir, 'meta.sqlite')],
+  });
   t.is(bound.error?.code, 'DATABASE_NOT_ALLOWED');
   const batch = await call({
     op: 'batch',
-    statements: [{ sql: "INSERT INTO items VALUES ('kept?')" }, { sql: `ATTACH '${t0.dataDir}/meta.sqlite' AS m` }, { sql: 'INSERT INTO m.api_keys SELECT * FROM m.api_keys' }],
+    statements: [
+      { sql: "INSERT INTO items VALUES ('kept?')" },
+      { sql: `ATTACH '${t0.dataDir}/meta.sqlite' AS m` },
+      { sql: 'INSERT INTO m.api_keys SELECT * FROM m.api_keys' },
+    ],
   });
   t.is(batch.error?.code, 'DATABASE_NOT_ALLOWED');
-  t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]?.results, [{ n: 0 }], 'the batch left nothing behind');
+  t.deepEqual(
+    (await query('SELECT count(*) AS n FROM items')).body.result[0]?.results,
+    [{ n: 0 }],
+    'the batch left nothing behind',
+  );
   // The ledger is out of reach through a view or a trigger as well as by name.
   await query('CREATE VIEW ledger AS SELECT * FROM _berth_migrations');
   t.is((await call({ op: 'query', sql: 'SELECT * FROM ledger' })).error?.code, 'DATABASE_RESERVED_TABLE');
-  await query("CREATE TRIGGER forge AFTER INSERT ON items BEGIN DELETE FROM _berth_migrations; END");
+  await query('CREATE TRIGGER forge AFTER INSERT ON items BEGIN DELETE FROM _berth_migrations; END');
   t.is((await call({ op: 'execute', sql: "INSERT INTO items VALUES ('x')" })).error?.code, 'DATABASE_RESERVED_TABLE');
   t.is(await keyCount(), keysBefore);
   await other.answers(t);
@@ -165,7 +192,11 @@ test('a statement prepared for one caller is never reused for another with fewer
   const { site, query } = await siteWithDatabase();
   await query('CREATE TABLE items (name TEXT)');
   await deployFixture(t0.owner, site.bucketId, 'db');
-  const call = async (body: unknown) => JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as { value?: unknown; error?: { code: string } };
+  const call = async (body: unknown) =>
+    JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as {
+      value?: unknown;
+      error?: { code: string };
+    };
   const sql = 'SELECT count(*) AS n FROM _berth_migrations';
   // The query endpoint may read the ledger; the same text from a function, before and after, may not.
   t.is((await call({ op: 'query', sql })).error?.code, 'DATABASE_RESERVED_TABLE');
@@ -181,12 +212,13 @@ test('a statement prepared for one caller is never reused for another with fewer
 test('migrations are confined too, and cannot rewrite the ledger', async (t) => {
   const other = await bystander();
   const { base, query } = await siteWithDatabase();
-  const apply = (name: string, sql: string) => t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
+  const apply = (name: string, sql: string) =>
+    t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
   for (const [i, sql] of [
     `CREATE TABLE a (x); ATTACH '${t0.dataDir}/meta.sqlite' AS m;`,
     'PRAGMA writable_schema = 1; UPDATE sqlite_master SET sql = NULL;',
     `VACUUM INTO '${os.tmpdir()}/berth-attack-migration.sqlite';`,
-    "DELETE FROM _berth_migrations;",
+    'DELETE FROM _berth_migrations;',
     "INSERT INTO _berth_migrations (name, checksum, applied_at) VALUES ('0099_forged.sql', 'x', 'now');",
     'PRAGMA hard_heap_limit = 1;',
   ].entries()) {
@@ -197,17 +229,28 @@ test('migrations are confined too, and cannot rewrite the ledger', async (t) => 
   }
   const receipts = json<{ applied: unknown[] }>(await t0.owner.read.get(`${base}/migrations`)).applied;
   t.deepEqual(receipts, [], 'no receipt was written or forged');
-  t.deepEqual((await query("SELECT name FROM sqlite_master WHERE name = 'a'")).body.result[0]?.results, [], 'the failed migration was rolled back');
+  t.deepEqual(
+    (await query("SELECT name FROM sqlite_master WHERE name = 'a'")).body.result[0]?.results,
+    [],
+    'the failed migration was rolled back',
+  );
   t.false(fs.existsSync(path.join(os.tmpdir(), 'berth-attack-migration.sqlite')));
   await other.answers(t);
 });
 
 test('triggers and views of the tenant get no more than the tenant’s rights inside Berth’s own statements', async (t) => {
   const { base, query } = await siteWithDatabase();
-  const apply = (name: string, sql: string) => t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
+  const apply = (name: string, sql: string) =>
+    t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
   t.true((await query('CREATE TABLE leak (v TEXT)')).body.success);
   // A trigger on the ledger fires when Berth writes a receipt.
-  t.true((await query('CREATE TRIGGER spy AFTER INSERT ON _berth_migrations BEGIN INSERT INTO leak SELECT file FROM pragma_database_list; END')).body.success);
+  t.true(
+    (
+      await query(
+        'CREATE TRIGGER spy AFTER INSERT ON _berth_migrations BEGIN INSERT INTO leak SELECT file FROM pragma_database_list; END',
+      )
+    ).body.success,
+  );
   const res = await apply('0001_innocent.sql', 'CREATE TABLE innocent (x);');
   t.is(res.statusCode, 422);
   t.is(json(res).error.code, 'migration_failed');
@@ -215,7 +258,13 @@ test('triggers and views of the tenant get no more than the tenant’s rights in
   t.true((await query('DROP TRIGGER spy')).body.success);
   // A view standing in for the ledger is read by Berth under the tenant's rights too.
   t.true((await query('DROP TABLE _berth_migrations')).body.success);
-  t.true((await query("CREATE VIEW _berth_migrations AS SELECT 1 AS id, file AS name, '' AS checksum, NULL AS sql, '' AS applied_at FROM pragma_database_list")).body.success);
+  t.true(
+    (
+      await query(
+        "CREATE VIEW _berth_migrations AS SELECT 1 AS id, file AS name, '' AS checksum, NULL AS sql, '' AS applied_at FROM pragma_database_list",
+      )
+    ).body.success,
+  );
   const listed = await t0.owner.read.get(`${base}/migrations`);
   t.false(JSON.stringify(listed.body).includes(t0.dataDir), 'no host path in the receipts');
 });
@@ -241,7 +290,9 @@ test('results and values are bounded: no statement can flood memory', async (t) 
   const huge = await query('SELECT zeroblob(200 * 1024 * 1024) AS b');
   t.is(huge.body.errors[0]?.code, 'statement_failed');
   t.regex(huge.body.errors[0]!.message, /too big/);
-  const many = await query('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000) SELECT x, hex(zeroblob(500)) AS filler FROM c');
+  const many = await query(
+    'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000) SELECT x, hex(zeroblob(500)) AS filler FROM c',
+  );
   t.is(many.body.errors[0]?.code, 'result_too_large');
   t.true((await query('SELECT 1 AS one')).body.success);
   await other.answers(t);
@@ -254,20 +305,39 @@ test('a result too large to hold in memory is refused as result_too_large before
   await query("INSERT INTO kept VALUES ('before')");
   const pidBefore = processesMentioning(path.join(t0.dataDir, 'sites', site.id));
   // Millions of small rows: tiny as JSON row by row, far past the database process's heap built whole.
-  const rows = await query('WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT x FROM c');
+  const rows = await query(
+    'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT x FROM c',
+  );
   t.is(rows.status, 400);
   t.is(rows.body.errors[0]?.code, 'result_too_large');
   // One value as large as SQLite allows, and the same from a write that returns what it wrote.
-  const value = await query("SELECT zeroblob(60 * 1024 * 1024) AS b");
+  const value = await query('SELECT zeroblob(60 * 1024 * 1024) AS b');
   t.is(value.body.errors[0]?.code, 'result_too_large');
-  const returning = await query("INSERT INTO kept SELECT printf('%.*c', 1000, 'x') FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) SELECT x FROM c) RETURNING v");
+  const returning = await query(
+    "INSERT INTO kept SELECT printf('%.*c', 1000, 'x') FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 40000) SELECT x FROM c) RETURNING v",
+  );
   t.is(returning.body.errors[0]?.code, 'result_too_large');
-  t.deepEqual((await query('SELECT v FROM kept')).body.result[0]?.results, [{ v: 'before' }], 'nothing of the refused write was kept');
-  t.deepEqual(processesMentioning(path.join(t0.dataDir, 'sites', site.id)), pidBefore, 'the same database process answers');
+  t.deepEqual(
+    (await query('SELECT v FROM kept')).body.result[0]?.results,
+    [{ v: 'before' }],
+    'nothing of the refused write was kept',
+  );
+  t.deepEqual(
+    processesMentioning(path.join(t0.dataDir, 'sites', site.id)),
+    pidBefore,
+    'the same database process answers',
+  );
 
   await deployFixture(t0.owner, site.bucketId, 'db');
-  const call = async (body: unknown) => JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as { value?: unknown; error?: { code: string } };
-  const fromFunction = await call({ op: 'query', sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT x FROM c' });
+  const call = async (body: unknown) =>
+    JSON.parse((await t0.site(site.subdomain).post('api/db', { json: body })).body) as {
+      value?: unknown;
+      error?: { code: string };
+    };
+  const fromFunction = await call({
+    op: 'query',
+    sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT x FROM c',
+  });
   t.is(fromFunction.error?.code, 'DATABASE_RESULT_TOO_LARGE');
   t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM kept' })).value, { n: 1 });
   await other.answers(t);
@@ -288,5 +358,8 @@ test('database files are opened by a process that may touch only its own site fo
     .find((args) => args.some((a) => a.endsWith('sqlite-host.ts')) && args.some((a) => a.includes(site.id)));
   t.truthy(mine, 'the site database is served by its own process');
   const siteDir = path.join(t0.dataDir, 'sites', site.id);
-  t.deepEqual(mine!.filter((a) => a.startsWith('--allow')).sort(), [`--allow-read=${siteDir}`, `--allow-write=${siteDir}`]);
+  t.deepEqual(mine!.filter((a) => a.startsWith('--allow')).sort(), [
+    `--allow-read=${siteDir}`,
+    `--allow-write=${siteDir}`,
+  ]);
 });

@@ -15,7 +15,9 @@ let t0: TestBerth;
 let bucketId: string;
 test.before(async () => {
   t0 = await startTestBerth({ maxFileBytes: 1024 * 1024 });
-  bucketId = json<{ id: string }>(await t0.owner.api.post('v0/buckets', { json: { accountId: t0.owner.id, name: 'uploads' } })).id;
+  bucketId = json<{ id: string }>(
+    await t0.owner.api.post('v0/buckets', { json: { accountId: t0.owner.id, name: 'uploads' } }),
+  ).id;
 });
 test.after.always(async () => {
   await t0?.dispose();
@@ -60,13 +62,19 @@ test.serial('a client that declares 1 MiB, sends half and disconnects leaves no 
 
 test.serial('a chunked upload cut off mid-body leaves no temp file', async (t) => {
   const chunk = Buffer.alloc(64 * 1024, 2);
-  await abandonUpload('chunked.bin', { 'transfer-encoding': 'chunked' }, Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
+  await abandonUpload(
+    'chunked.bin',
+    { 'transfer-encoding': 'chunked' },
+    Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]),
+  );
   t.deepEqual(await leftovers(), []);
   await stillAnswers(t);
 });
 
 test.serial('an upload past BERTH_MAX_FILE_BYTES answers 413 and leaves no temp file', async (t) => {
-  const declared = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/big.bin`, { body: Buffer.alloc(1024 * 1024 + 1) });
+  const declared = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/big.bin`, {
+    body: Buffer.alloc(1024 * 1024 + 1),
+  });
   t.is(declared.statusCode, 413);
   t.is(json(declared).error.code, 'file_too_large');
   async function* body() {
@@ -81,26 +89,35 @@ test.serial('an upload past BERTH_MAX_FILE_BYTES answers 413 and leaves no temp 
 test.serial('a stale If-Match answers 409 and leaves no temp file', async (t) => {
   const first = await putFile(t0.owner, bucketId, 'versioned.txt', 'one');
   await putFile(t0.owner, bucketId, 'versioned.txt', 'two');
-  const stale = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/versioned.txt`, { body: 'three', headers: { 'if-match': `"${first.versionId}"` } });
+  const stale = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/versioned.txt`, {
+    body: 'three',
+    headers: { 'if-match': `"${first.versionId}"` },
+  });
   t.is(stale.statusCode, 409);
   t.is(json(stale).error.code, 'version_conflict');
-  const malformed = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/versioned.txt`, { body: 'three', headers: { 'if-match': 'not-a-version' } });
+  const malformed = await t0.owner.api.put(`v0/buckets/${bucketId}/objects/versioned.txt`, {
+    body: 'three',
+    headers: { 'if-match': 'not-a-version' },
+  });
   t.is(malformed.statusCode, 400);
   t.deepEqual(await leftovers(), []);
   await stillAnswers(t);
 });
 
-test.serial('a write that fails after its body was read (the blob cannot be moved into place) leaves no temp file', async (t) => {
-  const root = path.join(await makeDataDir(t), 'blobs');
-  const store = new LocalBlobStore(root, path.join(root, 'exports'));
-  await store.init();
-  const bytes = Buffer.from('unmovable');
-  const digest = crypto.createHash('sha256').update(bytes).digest('hex');
-  // A file where the blob's fan-out directory should be makes the final rename impossible.
-  await fs.writeFile(path.join(root, digest.slice(0, 2)), '');
-  // Streamed, and written whole by a writer thread as a body declared small.
-  await t.throwsAsync(store.put(Readable.from([bytes]), 1024), { code: 'ENOTDIR' });
-  await t.throwsAsync(store.put(Readable.from([bytes]), 1024, bytes.length), { code: 'ENOTDIR' });
-  t.deepEqual(await fs.readdir(path.join(root, '.tmp')), []);
-  await store.close();
-});
+test.serial(
+  'a write that fails after its body was read (the blob cannot be moved into place) leaves no temp file',
+  async (t) => {
+    const root = path.join(await makeDataDir(t), 'blobs');
+    const store = new LocalBlobStore(root, path.join(root, 'exports'));
+    await store.init();
+    const bytes = Buffer.from('unmovable');
+    const digest = crypto.createHash('sha256').update(bytes).digest('hex');
+    // A file where the blob's fan-out directory should be makes the final rename impossible.
+    await fs.writeFile(path.join(root, digest.slice(0, 2)), '');
+    // Streamed, and written whole by a writer thread as a body declared small.
+    await t.throwsAsync(store.put(Readable.from([bytes]), 1024), { code: 'ENOTDIR' });
+    await t.throwsAsync(store.put(Readable.from([bytes]), 1024, bytes.length), { code: 'ENOTDIR' });
+    t.deepEqual(await fs.readdir(path.join(root, '.tmp')), []);
+    await store.close();
+  },
+);

@@ -7,10 +7,19 @@ const isPlain = (value: unknown) => value === null || ['string', 'number', 'bool
 
 function table(rows: Row[]): string {
   if (rows.length === 0) return '(none)';
-  const columns = Object.keys(rows[0]!).filter((key) => rows.every((row) => isPlain(row[key]))).slice(0, 8);
+  const columns = Object.keys(rows[0]!)
+    .filter((key) => rows.every((row) => isPlain(row[key])))
+    .slice(0, 8);
   const cells = [columns, ...rows.map((row) => columns.map((column) => String(row[column] ?? '')))];
   const widths = columns.map((_, i) => Math.max(...cells.map((line) => line[i]!.length)));
-  return cells.map((line) => line.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return cells
+    .map((line) =>
+      line
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 function lines(object: Row): string {
@@ -24,7 +33,10 @@ export function formatAnswer(answer: unknown): string {
   const object = answer as Row;
   // The query envelope: the rows, or why the statement failed.
   if (Array.isArray(object.result) && typeof object.success === 'boolean') {
-    if (!object.success) return (object.errors as Array<{ code: string; message: string }>).map((e) => `${e.message} (${e.code})`).join('\n');
+    if (!object.success)
+      return (object.errors as Array<{ code: string; message: string }>)
+        .map((e) => `${e.message} (${e.code})`)
+        .join('\n');
     const [first] = object.result as Array<{ results: Row[]; meta: Row }>;
     return `${table(first!.results)}\n(${String(first!.meta.changes)} changed, ${String(first!.meta.duration)} ms)`;
   }

@@ -32,24 +32,83 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
     name: 'sites',
     summary: 'the account’s sites',
     commands: [
-      { usage: 'ls', operation: 'list_sites', account: true, examples: ['berth sites ls', 'berth sites ls --status ARCHIVED --json'] },
-      { usage: 'create <name>', operation: 'create_site', account: true, args: ['name'], examples: ['berth sites create "My blog" --subdomain blog'] },
+      {
+        usage: 'ls',
+        operation: 'list_sites',
+        account: true,
+        examples: ['berth sites ls', 'berth sites ls --status ARCHIVED --json'],
+      },
+      {
+        usage: 'create <name>',
+        operation: 'create_site',
+        account: true,
+        args: ['name'],
+        examples: ['berth sites create "My blog" --subdomain blog'],
+      },
       { usage: 'get', operation: 'get_site', site: 'siteId', examples: ['berth sites get --site blog'] },
-      { usage: 'update', operation: 'update_site', site: 'siteId', examples: ['berth sites update --site blog --name "Our blog" --access PRIVATE'] },
-      { usage: 'archive', operation: 'update_site', site: 'siteId', fixed: { status: 'ARCHIVED' }, examples: ['berth sites archive --site blog'] },
-      { usage: 'activate', operation: 'update_site', site: 'siteId', fixed: { status: 'ACTIVE' }, examples: ['berth sites activate --site blog'] },
+      {
+        usage: 'update',
+        operation: 'update_site',
+        site: 'siteId',
+        examples: ['berth sites update --site blog --name "Our blog" --access PRIVATE'],
+      },
+      {
+        usage: 'archive',
+        operation: 'update_site',
+        site: 'siteId',
+        fixed: { status: 'ARCHIVED' },
+        examples: ['berth sites archive --site blog'],
+      },
+      {
+        usage: 'activate',
+        operation: 'update_site',
+        site: 'siteId',
+        fixed: { status: 'ACTIVE' },
+        examples: ['berth sites activate --site blog'],
+      },
     ],
   },
   {
     name: 'files',
     summary: 'the files of a site’s bucket',
     commands: [
-      { usage: 'ls', operation: 'list_files', site: 'bucketId', examples: ['berth files ls --site blog', 'berth files ls --site blog --prefix web/'] },
-      { usage: 'rm <path>', operation: 'delete_file', site: 'bucketId', args: ['path'], examples: ['berth files rm web/old.html --site blog'] },
-      { usage: 'versions <fileId>', operation: 'list_file_versions', args: ['fileId'], examples: ['berth files versions 5f0c…'] },
-      { usage: 'restore <fileId> <versionId>', operation: 'restore_file_version', args: ['fileId', 'versionId'], examples: ['berth files restore 5f0c… 91ab… --current-version-id 77de…'] },
-      { usage: 'rm-version <fileId> <versionId>', operation: 'delete_file_version', args: ['fileId', 'versionId'], examples: ['berth files rm-version 5f0c… 91ab…'] },
-      { usage: 'prune <fileId>', operation: 'prune_file_versions', args: ['fileId'], examples: ['berth files prune 5f0c…'] },
+      {
+        usage: 'ls',
+        operation: 'list_files',
+        site: 'bucketId',
+        examples: ['berth files ls --site blog', 'berth files ls --site blog --prefix web/'],
+      },
+      {
+        usage: 'rm <path>',
+        operation: 'delete_file',
+        site: 'bucketId',
+        args: ['path'],
+        examples: ['berth files rm web/old.html --site blog'],
+      },
+      {
+        usage: 'versions <fileId>',
+        operation: 'list_file_versions',
+        args: ['fileId'],
+        examples: ['berth files versions 5f0c…'],
+      },
+      {
+        usage: 'restore <fileId> <versionId>',
+        operation: 'restore_file_version',
+        args: ['fileId', 'versionId'],
+        examples: ['berth files restore 5f0c… 91ab… --current-version-id 77de…'],
+      },
+      {
+        usage: 'rm-version <fileId> <versionId>',
+        operation: 'delete_file_version',
+        args: ['fileId', 'versionId'],
+        examples: ['berth files rm-version 5f0c… 91ab…'],
+      },
+      {
+        usage: 'prune <fileId>',
+        operation: 'prune_file_versions',
+        args: ['fileId'],
+        examples: ['berth files prune 5f0c…'],
+      },
     ],
   },
   {
@@ -57,8 +116,20 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
     summary: 'the site’s secrets, read by its functions with ctx.secrets',
     commands: [
       { usage: 'ls', operation: 'list_secrets', site: 'siteId', examples: ['berth secrets ls --site blog'] },
-      { usage: 'get <name>', operation: 'get_secret_value', site: 'siteId', args: ['name'], examples: ['berth secrets get STRIPE_KEY --site blog'] },
-      { usage: 'rm <name>', operation: 'delete_secret', site: 'siteId', args: ['name'], examples: ['berth secrets rm STRIPE_KEY --site blog'] },
+      {
+        usage: 'get <name>',
+        operation: 'get_secret_value',
+        site: 'siteId',
+        args: ['name'],
+        examples: ['berth secrets get STRIPE_KEY --site blog'],
+      },
+      {
+        usage: 'rm <name>',
+        operation: 'delete_secret',
+        site: 'siteId',
+        args: ['name'],
+        examples: ['berth secrets rm STRIPE_KEY --site blog'],
+      },
     ],
   },
   {
@@ -66,13 +137,33 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
     summary: 'the site’s SQL database',
     commands: [
       { usage: 'create', operation: 'create_database', site: 'siteId', examples: ['berth db create --site blog'] },
-      { usage: 'query <sql>', operation: 'query_database', site: 'siteId', database: true, args: ['sql'], examples: ["berth db query 'SELECT count(*) FROM notes' --site blog", "berth db query 'INSERT INTO notes (body) VALUES (?)' --params '[\"hi\"]' --site blog"] },
-      { usage: 'compact', operation: 'compact_database', site: 'siteId', database: true, examples: ['berth db compact --site blog'] },
+      {
+        usage: 'query <sql>',
+        operation: 'query_database',
+        site: 'siteId',
+        database: true,
+        args: ['sql'],
+        examples: [
+          "berth db query 'SELECT count(*) FROM notes' --site blog",
+          "berth db query 'INSERT INTO notes (body) VALUES (?)' --params '[\"hi\"]' --site blog",
+        ],
+      },
+      {
+        usage: 'compact',
+        operation: 'compact_database',
+        site: 'siteId',
+        database: true,
+        examples: ['berth db compact --site blog'],
+      },
     ],
   },
 ];
 
-const WHOAMI: Generated = { usage: 'whoami', operation: 'get_current_account', examples: ['berth whoami', 'berth whoami --json'] };
+const WHOAMI: Generated = {
+  usage: 'whoami',
+  operation: 'get_current_account',
+  examples: ['berth whoami', 'berth whoami --json'],
+};
 
 const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 
@@ -105,8 +196,16 @@ function parser(property: Property): (value: string) => unknown {
 function definition(generated: Generated, routes: Map<string, OperationRoute>): CommandDefinition {
   const operation = operationByName.get(generated.operation)!;
   const route = routes.get(generated.operation)!;
-  const { properties = {} } = z.toJSONSchema(operation.input, { io: 'input', unrepresentable: 'any' }) as { properties?: Record<string, Property> };
-  const taken = new Set([...(generated.args ?? []), ...Object.keys(generated.fixed ?? {}), ...(generated.site ? [generated.site] : []), ...(generated.account ? ['accountId'] : []), ...(generated.database ? ['databaseId'] : [])]);
+  const { properties = {} } = z.toJSONSchema(operation.input, { io: 'input', unrepresentable: 'any' }) as {
+    properties?: Record<string, Property>;
+  };
+  const taken = new Set([
+    ...(generated.args ?? []),
+    ...Object.keys(generated.fixed ?? {}),
+    ...(generated.site ? [generated.site] : []),
+    ...(generated.account ? ['accountId'] : []),
+    ...(generated.database ? ['databaseId'] : []),
+  ]);
   const fields = Object.entries(properties).filter(([name]) => !taken.has(name));
   const options: OptionDefinition[] = fields.map(([name, property]) => ({
     flags: `--${kebab(name)} <${name}>`,
@@ -152,10 +251,16 @@ function send(context: CommandContext, route: OperationRoute, input: Record<stri
 /** The generated command groups, and `whoami`. */
 export function catalogueCommands(): { groups: CommandGroup[]; commands: CommandDefinition[] } {
   const routes = new Map(apiRoutes.filter(isOperationRoute).map((route) => [route.operation.name, route]));
-  const missing = [...GROUPS.flatMap((g) => g.commands), WHOAMI].filter((c) => !routes.has(c.operation) || !operationByName.has(c.operation));
+  const missing = [...GROUPS.flatMap((g) => g.commands), WHOAMI].filter(
+    (c) => !routes.has(c.operation) || !operationByName.has(c.operation),
+  );
   if (missing.length > 0) throw new Error(`no REST route for ${missing.map((c) => c.operation).join(', ')}`);
   return {
-    groups: GROUPS.map((group) => ({ name: group.name, summary: group.summary, commands: group.commands.map((c) => definition(c, routes)) })),
+    groups: GROUPS.map((group) => ({
+      name: group.name,
+      summary: group.summary,
+      commands: group.commands.map((c) => definition(c, routes)),
+    })),
     commands: [definition(WHOAMI, routes)],
   };
 }

@@ -16,12 +16,20 @@ interface DatabaseExport {
 
 const POLL_MS = 500;
 
-const defaultFile = (subdomain: string) => `${subdomain}-${new Date().toISOString().replace(/\.\d+Z$/, '').replace(/[-:]/g, '').replace('T', '-')}.sql`;
+const defaultFile = (subdomain: string) =>
+  `${subdomain}-${new Date()
+    .toISOString()
+    .replace(/\.\d+Z$/, '')
+    .replace(/[-:]/g, '')
+    .replace('T', '-')}.sql`;
 
 export const dbExportCommand: CommandDefinition = {
   usage: 'export',
   summary: 'dump the site database as SQL into a local file (it loads into sqlite3)',
-  examples: ['berth db export --site hello', 'berth db export --site hello --out backup.sql && sqlite3 copy.db < backup.sql'],
+  examples: [
+    'berth db export --site hello',
+    'berth db export --site hello --out backup.sql && sqlite3 copy.db < backup.sql',
+  ],
   site: true,
   options: [{ flags: '-o, --out <file>', description: 'where to save the dump (default <subdomain>-<time>.sql here)' }],
   async run({ options, out, api, site }) {
@@ -52,6 +60,9 @@ export const dbExportCommand: CommandDefinition = {
       await rm(partial, { force: true });
     }
     const bytes = fs.statSync(file).size;
-    out.print({ exportId: current.id, file, bytes }, `Saved the database of ${target.subdomain} to ${file} (${formatBytes(bytes)})`);
+    out.print(
+      { exportId: current.id, file, bytes },
+      `Saved the database of ${target.subdomain} to ${file} (${formatBytes(bytes)})`,
+    );
   },
 };

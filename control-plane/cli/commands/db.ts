@@ -21,7 +21,10 @@ export const dbMigrateCommand: CommandDefinition = {
     let answer: { appliedNames: string[] };
     try {
       // The whole history goes every time: the API checks it against its ledger and applies the rest.
-      answer = await client.post(`sites/${target.id}/databases/${database.id}/migrations/apply`, { migrations, confirm: true });
+      answer = await client.post(`sites/${target.id}/databases/${database.id}/migrations/apply`, {
+        migrations,
+        confirm: true,
+      });
     } catch (err) {
       const before = err instanceof ApiError ? err.details?.appliedNames : undefined;
       if (Array.isArray(before) && before.length > 0) out.note(`applied before the failure: ${before.join(', ')}`);
@@ -32,7 +35,10 @@ export const dbMigrateCommand: CommandDefinition = {
       appliedNames.length > 0
         ? appliedNames.map((name) => `applied ${name}`).join('\n')
         : `${target.subdomain}'s database is up to date: the ${migrations.length} migration${migrations.length === 1 ? '' : 's'} of ${folder} ${migrations.length === 1 ? 'was' : 'were'} applied before`;
-    out.print({ databaseId: database.id, createdDatabase: created, migrations: migrations.map((m) => m.name), appliedNames }, text);
+    out.print(
+      { databaseId: database.id, createdDatabase: created, migrations: migrations.map((m) => m.name), appliedNames },
+      text,
+    );
   },
 };
 
@@ -47,9 +53,13 @@ export const dbDeleteCommand: CommandDefinition = {
     const target = await site();
     const { database } = await siteDatabase(client, target);
     if (options.yes !== true) {
-      if (!stdinIsTerminal()) throw new UsageError('deleting a database needs a confirmation: run it at a terminal, or pass --yes');
-      const typed = await ask(`Delete the database of ${target.subdomain} for good? Its tables and rows cannot be recovered.\nType the subdomain (${target.subdomain}) to confirm: `);
-      if (typed.trim() !== target.subdomain) throw new CliError('not deleted: the confirmation did not match', { code: 'cancelled' });
+      if (!stdinIsTerminal())
+        throw new UsageError('deleting a database needs a confirmation: run it at a terminal, or pass --yes');
+      const typed = await ask(
+        `Delete the database of ${target.subdomain} for good? Its tables and rows cannot be recovered.\nType the subdomain (${target.subdomain}) to confirm: `,
+      );
+      if (typed.trim() !== target.subdomain)
+        throw new CliError('not deleted: the confirmation did not match', { code: 'cancelled' });
     }
     const base = `sites/${target.id}/databases/${database.id}`;
     const { confirmationCode } = await client.post<{ confirmationCode: string }>(`${base}/deletion-challenges`);

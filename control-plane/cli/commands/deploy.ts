@@ -28,11 +28,18 @@ function progress(out: Output): DeployProgress {
 export const deployCommand: CommandDefinition = {
   usage: 'deploy <dir>',
   summary: 'upload a project folder’s web/, api/, cron/ and data/ to a site; only changed files are sent',
-  examples: ['berth deploy . --site hello', 'berth deploy ./my-site --site hello --delete', 'berth deploy . --site 3c68b544-2f0e-4e0f-9d55-0c1f7f5e2a10 --json'],
+  examples: [
+    'berth deploy . --site hello',
+    'berth deploy ./my-site --site hello --delete',
+    'berth deploy . --site 3c68b544-2f0e-4e0f-9d55-0c1f7f5e2a10 --json',
+  ],
   site: true,
   options: [DELETE_OPTION],
   async run({ args, options, out, api, site }) {
-    const result = await deploy(api(), await site(), args[0]!, { deleteMissing: options.delete === true, progress: progress(out) });
+    const result = await deploy(api(), await site(), args[0]!, {
+      deleteMissing: options.delete === true,
+      progress: progress(out),
+    });
     out.print(result, deployReport(result));
     return deployFailed(result) ? EXIT.FAILED : EXIT.OK;
   },
@@ -49,8 +56,13 @@ export const watchCommand: CommandDefinition = {
     const client = api();
     const target = await site();
     const deployOnce = async (only?: Set<string>) => {
-      const result = await deploy(client, target, dir, { only, deleteMissing: options.delete === true, progress: progress(out) });
-      if (!only || result.uploaded.length + result.deleted.length + result.failed.length > 0) out.print(result, deployReport(result));
+      const result = await deploy(client, target, dir, {
+        only,
+        deleteMissing: options.delete === true,
+        progress: progress(out),
+      });
+      if (!only || result.uploaded.length + result.deleted.length + result.failed.length > 0)
+        out.print(result, deployReport(result));
     };
     await deployOnce();
     await watchFolder(dir, {

@@ -38,14 +38,16 @@ async function exists(file: string): Promise<boolean> {
 
 export const initCommand: CommandDefinition = {
   usage: 'init <dir>',
-  summary: 'create a project folder: web/index.html, api/hello.ts, migrations/0001_init.sql, editor types of ctx and a README',
+  summary:
+    'create a project folder: web/index.html, api/hello.ts, migrations/0001_init.sql, editor types of ctx and a README',
   examples: ['berth init my-site', 'berth init .   # in an empty folder'],
   async run({ args, out }) {
     const dir = args[0]!;
     const files = [...(await templateFiles(TEMPLATE)), TYPES_FILE].sort();
     const taken = [];
     for (const file of files) if (await exists(path.join(dir, file))) taken.push(file);
-    if (taken.length > 0) throw new CliError(`${dir} already has ${taken.join(', ')}; nothing was written`, { code: 'already_exists' });
+    if (taken.length > 0)
+      throw new CliError(`${dir} already has ${taken.join(', ')}; nothing was written`, { code: 'already_exists' });
     for (const file of files) {
       await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true });
       if (file === TYPES_FILE) await fs.writeFile(path.join(dir, file), await contextTypes(), { flag: 'wx' });

@@ -37,16 +37,32 @@ interface Answer {
   retryAfter: number | undefined;
 }
 
-const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE']);
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EPIPE',
+]);
 
 class Unreachable extends CliError {}
 
 /** One POST to the control plane outside /v0; network failures become `Unreachable`. */
-async function post(url: string, path: string, options: { json?: unknown; key?: string; signal?: AbortSignal } = {}): Promise<Answer> {
+async function post(
+  url: string,
+  path: string,
+  options: { json?: unknown; key?: string; signal?: AbortSignal } = {},
+): Promise<Answer> {
   try {
     const res = await got.post(`${url}/${path}`, {
       json: options.json ?? {},
-      headers: { 'user-agent': `berth-cli/${VERSION}`, ...(options.key ? { authorization: `Bearer ${options.key}` } : {}) },
+      headers: {
+        'user-agent': `berth-cli/${VERSION}`,
+        ...(options.key ? { authorization: `Bearer ${options.key}` } : {}),
+      },
       throwHttpErrors: false,
       retry: { limit: 0 },
       timeout: { connect: 10_000, request: 30_000 },
@@ -54,7 +70,11 @@ async function post(url: string, path: string, options: { json?: unknown; key?: 
       ...(options.signal ? { signal: options.signal } : {}),
     });
     const seconds = Number(res.headers['retry-after']);
-    return { status: res.statusCode, body: parseJson(res.body), retryAfter: Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined };
+    return {
+      status: res.statusCode,
+      body: parseJson(res.body),
+      retryAfter: Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : undefined,
+    };
   } catch (err) {
     if (options.signal?.aborted) throw cancelled();
     if (err instanceof RequestError && (NETWORK_CODES.has(err.code) || err.name === 'TimeoutError')) {
@@ -64,7 +84,8 @@ async function post(url: string, path: string, options: { json?: unknown; key?: 
         hint: 'Is the server running? Give its address with --url (the default is BERTH_URL, then http://127.0.0.1:8080).',
       });
     }
-    if (err instanceof RequestError) throw new CliError(`the request to ${url} failed: ${err.message}`, { code: 'request_failed' });
+    if (err instanceof RequestError)
+      throw new CliError(`the request to ${url} failed: ${err.message}`, { code: 'request_failed' });
     throw err;
   }
 }
@@ -119,9 +140,18 @@ const SAFE_URL = /^https?:\/\/[A-Za-z0-9\-._~:/?#[\]@!$'()*+,;=%]+$/;
 function openBrowser(url: string): boolean {
   if (!SAFE_URL.test(url)) return false;
   const [command, args] =
-    process.platform === 'darwin' ? ['open', [url]] : process.platform === 'win32' ? ['cmd', ['/d', '/c', 'start', '""', url]] : ['xdg-open', [url]];
+    process.platform === 'darwin'
+      ? ['open', [url]]
+      : process.platform === 'win32'
+        ? ['cmd', ['/d', '/c', 'start', '""', url]]
+        : ['xdg-open', [url]];
   try {
-    const child = spawn(command, args, { detached: true, stdio: 'ignore', windowsHide: true, windowsVerbatimArguments: process.platform === 'win32' });
+    const child = spawn(command, args, {
+      detached: true,
+      stdio: 'ignore',
+      windowsHide: true,
+      windowsVerbatimArguments: process.platform === 'win32',
+    });
     child.on('error', () => {});
     child.unref();
     return true;
@@ -162,9 +192,13 @@ async function waitForApproval(url: string, pollToken: string, out: Output): Pro
       }
       if (answer.status === 410) {
         const failure = apiError(url, answer);
-        throw new ApiError(410, { code: failure.code, message: `the login request expired or was already used: ${failure.message}` }, {
-          hint: 'Run `berth login` again: a request is valid for 10 minutes and is approved once.',
-        });
+        throw new ApiError(
+          410,
+          { code: failure.code, message: `the login request expired or was already used: ${failure.message}` },
+          {
+            hint: 'Run `berth login` again: a request is valid for 10 minutes and is approved once.',
+          },
+        );
       }
       throw apiError(url, answer);
     }
@@ -179,9 +213,14 @@ async function revokeReplaced(previous: StoredLogin, out: Output): Promise<void>
   try {
     const answer = await post(previous.url, 'cli-login/revoke', { key: previous.key });
     if (answer.status === 200) out.note(`Revoked the key of the previous login (${previous.keyId}).`);
-    else if (answer.status !== 401) out.note(`The previous login’s key ${previous.keyId} at ${previous.url} was not revoked: ${apiError(previous.url, answer).message}`);
+    else if (answer.status !== 401)
+      out.note(
+        `The previous login’s key ${previous.keyId} at ${previous.url} was not revoked: ${apiError(previous.url, answer).message}`,
+      );
   } catch (err) {
-    out.note(`The previous login’s key ${previous.keyId} at ${previous.url} was not revoked: ${(err as Error).message}`);
+    out.note(
+      `The previous login’s key ${previous.keyId} at ${previous.url} was not revoked: ${(err as Error).message}`,
+    );
   }
 }
 
@@ -214,13 +253,23 @@ function previousLogin(): StoredLogin | undefined {
 export const loginCommand: CommandDefinition = {
   usage: 'login',
   summary: 'get an API key for this machine, approved in the browser, and store it for the other commands',
-  examples: ['berth login', 'berth login --url https://berth.example.com', 'berth login --no-browser      # over ssh: open the link on another device'],
+  examples: [
+    'berth login',
+    'berth login --url https://berth.example.com',
+    'berth login --no-browser      # over ssh: open the link on another device',
+  ],
   options: [
-    { flags: '--url <url>', description: 'the server’s address (default BERTH_URL, then the stored login’s, then http://127.0.0.1:8080)' },
+    {
+      flags: '--url <url>',
+      description: 'the server’s address (default BERTH_URL, then the stored login’s, then http://127.0.0.1:8080)',
+    },
     { flags: '--no-browser', description: 'print the approval link without opening a browser' },
   ],
   async run({ options, out }) {
-    const given = typeof options.url === 'string' ? options.url : (process.env.BERTH_URL ?? '').trim() || previousLogin()?.url || DEFAULT_URL;
+    const given =
+      typeof options.url === 'string'
+        ? options.url
+        : (process.env.BERTH_URL ?? '').trim() || previousLogin()?.url || DEFAULT_URL;
     const url = normalizeUrl(given, typeof options.url === 'string' ? '--url' : 'BERTH_URL');
 
     const answer = await post(url, 'cli-login', { json: { machine: os.hostname() } });
@@ -231,7 +280,8 @@ export const loginCommand: CommandDefinition = {
       { login: { code, expiresAt }, approveUrl: started.approveUrl },
       `Your login code is ${code}.\nOpen ${started.approveUrl} and check that it shows the code ${code}, then approve it.`,
     );
-    if (options.browser !== false && browserAvailable() && openBrowser(started.approveUrl)) out.note('Opened the link in your browser.');
+    if (options.browser !== false && browserAvailable() && openBrowser(started.approveUrl))
+      out.note('Opened the link in your browser.');
     out.note(`Waiting for the approval (until ${new Date(expiresAt).toLocaleTimeString()}; Ctrl-C to stop)…`);
 
     const approved = await waitForApproval(url, started.pollToken, out);
@@ -248,7 +298,14 @@ export const loginCommand: CommandDefinition = {
     if (previous && previous.keyId !== login.keyId) await revokeReplaced(previous, out);
     const name = await accountName(url, login.key);
     out.print(
-      { url, accountId: login.accountId, ...(name !== undefined ? { accountName: name } : {}), keyId: login.keyId, permission: login.permission, credentials: file },
+      {
+        url,
+        accountId: login.accountId,
+        ...(name !== undefined ? { accountName: name } : {}),
+        keyId: login.keyId,
+        permission: login.permission,
+        credentials: file,
+      },
       `Logged in to ${url}: account ${name ? `${name} (${login.accountId})` : login.accountId}, with a ${login.permission} key (${login.keyId}).\nThe key is stored in ${file}.`,
     );
   },
@@ -267,7 +324,10 @@ export const logoutCommand: CommandDefinition = {
     } catch (err) {
       if (!options.force) throw err;
       removeLogin();
-      out.print({ loggedOut: true, revoked: false, credentials: file }, `Forgot the unreadable login in ${file}; its key, if any, was not revoked.`);
+      out.print(
+        { loggedOut: true, revoked: false, credentials: file },
+        `Forgot the unreadable login in ${file}; its key, if any, was not revoked.`,
+      );
       return;
     }
     if (!login) {

@@ -7,11 +7,13 @@ import { UsageError } from '../usage-error.ts';
 
 const POLL_MS = 1000;
 
-const format = (line: FunctionLogLine) => `${line.createdAt} ${line.level.padEnd(5)} ${line.functionPath ?? '-'}  ${line.message}`;
+const format = (line: FunctionLogLine) =>
+  `${line.createdAt} ${line.level.padEnd(5)} ${line.functionPath ?? '-'}  ${line.message}`;
 
 function lineCount(value: string): number {
   const count = Number(value);
-  if (!Number.isInteger(count) || count < 1 || count > 1000) throw new UsageError('--lines must be a whole number from 1 to 1000');
+  if (!Number.isInteger(count) || count < 1 || count > 1000)
+    throw new UsageError('--lines must be a whole number from 1 to 1000');
   return count;
 }
 
@@ -53,11 +55,24 @@ async function follow(api: ApiClient, siteId: string, out: Output, last: number)
 export const logsCommand: CommandDefinition = {
   usage: 'logs',
   summary: 'print the console output of the site’s functions, oldest first; --follow keeps printing new lines',
-  examples: ['berth logs --site hello', 'berth logs --site hello --lines 200', 'berth logs --site hello --follow', 'berth logs --site hello --follow --json | jq .message'],
+  examples: [
+    'berth logs --site hello',
+    'berth logs --site hello --lines 200',
+    'berth logs --site hello --follow',
+    'berth logs --site hello --follow --json | jq .message',
+  ],
   site: true,
   options: [
-    { flags: '-n, --lines <count>', description: 'how many recent lines to print first (1–1000)', default: 50, parse: lineCount },
-    { flags: '-f, --follow', description: 'keep printing new lines until Ctrl-C (with --json, one JSON object per line)' },
+    {
+      flags: '-n, --lines <count>',
+      description: 'how many recent lines to print first (1–1000)',
+      default: 50,
+      parse: lineCount,
+    },
+    {
+      flags: '-f, --follow',
+      description: 'keep printing new lines until Ctrl-C (with --json, one JSON object per line)',
+    },
   ],
   async run({ options, out, api, site }) {
     const client = api();

@@ -55,13 +55,14 @@ export const serveCommand: CommandDefinition = {
 
 export const adminCommand: CommandDefinition = {
   usage: 'admin [command...]',
-  summary: 'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, nodes, backup, restore, copy-metadata, copy-blobs',
+  summary:
+    'operator commands on BERTH_DATA_DIR: create-account, create-key, revoke-key, list-keys, create-user, reset-password, set-storage-limit, nodes, backup, restore, copy-metadata, copy-blobs',
   examples: [
     'berth admin create-account --name "Team" --plan builder --json',
     'berth admin create-key --account <accountId> --permission WRITE --json',
     'berth admin revoke-key --id <keyId>',
     'berth admin list-keys --account <accountId>',
-    "printf '%s' \"$PASSWORD\" | berth admin create-user --email ada@example.com --account <accountId> --role ADMIN --password-stdin --json",
+    'printf \'%s\' "$PASSWORD" | berth admin create-user --email ada@example.com --account <accountId> --role ADMIN --password-stdin --json',
     'berth admin reset-password --email ada@example.com',
     'berth admin set-storage-limit --account <accountId> --bytes 53687091200',
     'berth admin nodes',

@@ -23,8 +23,14 @@ export const secretsSetCommand: CommandDefinition = {
     const name = args[0]!;
     const target = await site();
     const value = await readValue(name);
-    if (value === '') throw new UsageError(`no value for ${name}: give it on stdin, e.g. printf %s "$VALUE" | berth secrets set ${name} --site <site>`);
-    const answer = await api().post<{ secret: { name: string; updatedAt: string } }>(`sites/${target.id}/secrets`, { name, value });
+    if (value === '')
+      throw new UsageError(
+        `no value for ${name}: give it on stdin, e.g. printf %s "$VALUE" | berth secrets set ${name} --site <site>`,
+      );
+    const answer = await api().post<{ secret: { name: string; updatedAt: string } }>(`sites/${target.id}/secrets`, {
+      name,
+      value,
+    });
     out.print(answer, `Set secret ${answer.secret.name} of ${target.subdomain}`);
   },
 };

@@ -61,7 +61,11 @@ const CONCURRENT_UPLOADS = 4;
 const UPLOAD_ORDER = ['data', 'api', 'cron', 'web'];
 
 export function deployFailed(result: DeployResult): boolean {
-  return result.failed.length > 0 || result.failing.length > 0 || result.uploaded.some((f) => f.deployment?.status === 'FAILED');
+  return (
+    result.failed.length > 0 ||
+    result.failing.length > 0 ||
+    result.uploaded.some((f) => f.deployment?.status === 'FAILED')
+  );
 }
 
 export async function deploy(api: ApiClient, site: Site, dir: string, options: DeployOptions): Promise<DeployResult> {
@@ -78,7 +82,14 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
     onChecked: options.progress.checked,
   });
 
-  const result: DeployResult = { site: { id: site.id, subdomain: site.subdomain, url: site.url }, uploaded: [], unchanged: plan.unchanged, deleted: [], failed: [], failing: [] };
+  const result: DeployResult = {
+    site: { id: site.id, subdomain: site.subdomain, url: site.url },
+    uploaded: [],
+    unchanged: plan.unchanged,
+    deleted: [],
+    failed: [],
+    failing: [],
+  };
   const total = plan.uploads.length + plan.deletes.length;
   let count = 0;
   const attempt = async (path: string, work: () => Promise<string>, outcome: 'uploaded' | 'deleted') => {
@@ -93,11 +104,15 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
   };
 
   const upload = async (item: Upload) => {
-    const written = await api.put<UploadedFile>(`${objects}/${encodePath(item.file.path)}`, fs.createReadStream(item.file.absolute), {
-      contentType: item.contentType,
-      bytes: item.file.bytes,
-      ifMatch: item.remote?.currentVersionId,
-    });
+    const written = await api.put<UploadedFile>(
+      `${objects}/${encodePath(item.file.path)}`,
+      fs.createReadStream(item.file.absolute),
+      {
+        contentType: item.contentType,
+        bytes: item.file.bytes,
+        ifMatch: item.remote?.currentVersionId,
+      },
+    );
     cache.set(written.versionId, item.sha256);
     const { path, bytes, contentType, versionId, deployment } = written;
     result.uploaded.push({ path, bytes, contentType, versionId, ...(deployment ? { deployment } : {}) });
@@ -108,15 +123,22 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
     await eachLimited(batch, CONCURRENT_UPLOADS, (item) => attempt(item.file.path, () => upload(item), 'uploaded'));
   }
   await eachLimited(plan.deletes, CONCURRENT_UPLOADS, (path) =>
-    attempt(path, async () => {
-      await api.delete(`${objects}/${encodePath(path)}`);
-      result.deleted.push(path);
-      return 'deleted';
-    }, 'deleted'),
+    attempt(
+      path,
+      async () => {
+        await api.delete(`${objects}/${encodePath(path)}`);
+        result.deleted.push(path);
+        return 'deleted';
+      },
+      'deleted',
+    ),
   );
 
   result.failing = await failingSources(api, site.id, plan.unchanged);
-  await cache.save([...[...remote.values()].map((f) => f.currentVersionId), ...result.uploaded.map((f) => f.versionId)]);
+  await cache.save([
+    ...[...remote.values()].map((f) => f.currentVersionId),
+    ...result.uploaded.map((f) => f.versionId),
+  ]);
   for (const list of [result.uploaded, result.failed]) list.sort((a, b) => a.path.localeCompare(b.path));
   result.deleted.sort();
   return result;
@@ -138,7 +160,10 @@ async function failingSources(api: ApiClient, siteId: string, unchanged: string[
   const sources = new Set(unchanged.filter((p) => /^(api|cron)\//.test(p)));
   if (sources.size === 0) return [];
   const failing: DeployResult['failing'] = [];
-  for await (const fn of api.list<{ path: string; status: string; lastError: SourceProblem | null }>(`sites/${siteId}/functions`, 'functions')) {
+  for await (const fn of api.list<{ path: string; status: string; lastError: SourceProblem | null }>(
+    `sites/${siteId}/functions`,
+    'functions',
+  )) {
     if (fn.status === 'FAILED' && sources.has(fn.path)) failing.push({ path: fn.path, error: fn.lastError });
   }
   return failing;
@@ -148,7 +173,8 @@ async function failingSources(api: ApiClient, siteId: string, unchanged: string[
 function fileFailure(err: unknown): { code: string; message: string } {
   if (err instanceof ApiError && err.status !== 401) return { code: err.code, message: err.message };
   const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  if (!(err instanceof ApiError) && typeof code === 'string' && /^E[A-Z]+$/.test(code)) return { code: code.toLowerCase(), message: (err as Error).message };
+  if (!(err instanceof ApiError) && typeof code === 'string' && /^E[A-Z]+$/.test(code))
+    return { code: code.toLowerCase(), message: (err as Error).message };
   throw err;
 }
 

@@ -54,7 +54,10 @@ export async function readLocalTree(dir: string): Promise<LocalTree> {
       }
     } else if (stat.isFile()) {
       if (UNUPLOADABLE.test(remote)) {
-        throw new CliError(`cannot upload ${JSON.stringify(remote)}: file paths may not hold backslashes or control characters`, { code: 'invalid_path' });
+        throw new CliError(
+          `cannot upload ${JSON.stringify(remote)}: file paths may not hold backslashes or control characters`,
+          { code: 'invalid_path' },
+        );
       }
       tree.files.set(remote, { path: remote, absolute: target, bytes: stat.size });
     }
@@ -63,7 +66,8 @@ export async function readLocalTree(dir: string): Promise<LocalTree> {
   for (const folder of DEPLOYED_FOLDERS) {
     const absolute = path.join(root, folder);
     if (!(await exists(absolute))) continue;
-    if (!(await fs.stat(absolute)).isDirectory()) throw new CliError(`${folder} in ${root} is not a folder`, { code: 'not_a_folder' });
+    if (!(await fs.stat(absolute)).isDirectory())
+      throw new CliError(`${folder} in ${root} is not a folder`, { code: 'not_a_folder' });
     tree.folders.add(folder);
     await visit(absolute, folder);
   }
@@ -77,7 +81,10 @@ async function projectRoot(dir: string): Promise<string> {
   } catch {
     // reported below
   }
-  throw new CliError(`${dir} is not a folder`, { code: 'not_a_folder', hint: 'Give the project folder that holds web/, api/, cron/ or data/.' });
+  throw new CliError(`${dir} is not a folder`, {
+    code: 'not_a_folder',
+    hint: 'Give the project folder that holds web/, api/, cron/ or data/.',
+  });
 }
 
 /** The real path of a link, when it stays inside the project. */
@@ -89,10 +96,13 @@ async function inside(root: string, link: string, remote: string): Promise<strin
     throw new CliError(`${remote} is a symbolic link to nothing (${await fs.readlink(link)})`, { code: 'broken_link' });
   }
   if (real !== root && !real.startsWith(root + path.sep)) {
-    throw new CliError(`${remote} links to ${real}, outside ${root}: a deploy publishes only files inside the project folder`, {
-      code: 'path_outside_folder',
-      hint: 'Copy the file into the folder, or remove the link.',
-    });
+    throw new CliError(
+      `${remote} links to ${real}, outside ${root}: a deploy publishes only files inside the project folder`,
+      {
+        code: 'path_outside_folder',
+        hint: 'Copy the file into the folder, or remove the link.',
+      },
+    );
   }
   return real;
 }

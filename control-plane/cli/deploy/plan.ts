@@ -38,7 +38,12 @@ export async function planDeploy(input: PlanInput): Promise<DeployPlan> {
 
   const files = [...local.files.values()].filter((f) => wanted(f.path)).sort((a, b) => a.path.localeCompare(b.path));
   for (const [i, file] of files.entries()) {
-    const upload: Upload = { file, sha256: await sha256File(file.absolute), contentType: contentTypeFor(file.path), remote: remote.get(file.path) };
+    const upload: Upload = {
+      file,
+      sha256: await sha256File(file.absolute),
+      contentType: contentTypeFor(file.path),
+      remote: remote.get(file.path),
+    };
     if (await same(upload, input)) plan.unchanged.push(file.path);
     else plan.uploads.push(upload);
     input.onChecked?.(i + 1, files.length);

@@ -9,10 +9,15 @@ export interface RemoteFile {
   currentVersionId: string;
 }
 
-export async function listRemoteFiles(api: ApiClient, bucketId: string, folders: readonly string[]): Promise<Map<string, RemoteFile>> {
+export async function listRemoteFiles(
+  api: ApiClient,
+  bucketId: string,
+  folders: readonly string[],
+): Promise<Map<string, RemoteFile>> {
   const files = new Map<string, RemoteFile>();
   for (const folder of folders) {
-    for await (const file of api.list<RemoteFile>(`buckets/${bucketId}/objects`, 'files', { prefix: `${folder}/` })) files.set(file.path, file);
+    for await (const file of api.list<RemoteFile>(`buckets/${bucketId}/objects`, 'files', { prefix: `${folder}/` }))
+      files.set(file.path, file);
   }
   return files;
 }

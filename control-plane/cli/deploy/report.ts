@@ -8,7 +8,8 @@ export function deployReport(result: DeployResult): string {
     if (file.deployment?.status === 'READY') lines.push(`${file.path}: deployed`);
     else if (file.deployment) lines.push(problem(file.path, 'deployment FAILED', file.deployment.error));
   }
-  for (const { path, error } of result.failing) lines.push(problem(path, 'deployment FAILED (source unchanged)', error ?? undefined));
+  for (const { path, error } of result.failing)
+    lines.push(problem(path, 'deployment FAILED (source unchanged)', error ?? undefined));
   for (const { path, error } of result.failed) lines.push(`${path}: not deployed: ${error.message} (${error.code})`);
 
   const counts = [`${result.uploaded.length} uploaded`, `${result.unchanged.length} unchanged`];
@@ -22,7 +23,11 @@ export function deployReport(result: DeployResult): string {
 }
 
 /** `api/x.ts:3:7: …`, the form editors and terminals turn into a link to the spot. */
-function problem(path: string, what: string, error: { message: string; line: number; column: number } | undefined): string {
+function problem(
+  path: string,
+  what: string,
+  error: { message: string; line: number; column: number } | undefined,
+): string {
   const at = error && error.line > 0 ? `:${error.line}:${error.column}` : '';
   return `${path}${at}: ${what}: ${error?.message ?? 'no reason given'}`;
 }

@@ -30,7 +30,11 @@ export function describeUrl(url: string): string {
  */
 export const DEADLINES = { connectMs: 5_000, statementMs: 8_000, answerMs: 9_000 } as const;
 
-export function openPostgresPool(url: string, max: number, options: { onError: (err: Error) => void; deadlines: boolean }): pg.Pool {
+export function openPostgresPool(
+  url: string,
+  max: number,
+  options: { onError: (err: Error) => void; deadlines: boolean },
+): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     max,
@@ -54,12 +58,19 @@ export function openPostgresKnex(pool: pg.Pool): Knex {
     log: {
       // A connection that cannot be had fails its query, which its caller reports (as
       // metadata_unavailable, once): Knex's own stack trace of it on stderr would only repeat it.
-      warn: (message: string) => void (message.startsWith('Acquire connection error') || console.warn(`knex: ${message}`)),
+      warn: (message: string) =>
+        void (message.startsWith('Acquire connection error') || console.warn(`knex: ${message}`)),
     },
   } as Knex.Config);
 }
 
 /** A connection of its own, outside the pool (the migration lock holds one for the whole migration). */
 export function connectOnce(url: string): pg.Client {
-  return new pg.Client({ connectionString: url, types, application_name: 'berth', connectionTimeoutMillis: 10_000, keepAlive: true });
+  return new pg.Client({
+    connectionString: url,
+    types,
+    application_name: 'berth',
+    connectionTimeoutMillis: 10_000,
+    keepAlive: true,
+  });
 }

@@ -29,10 +29,12 @@ export class WalSync {
     }
     // The running sync may have started before this caller's commit: it needs the next one, whether
     // the running one succeeds or fails.
-    this.#next ??= this.#running.catch(() => {}).then(() => {
-      this.#next = undefined;
-      return this.durable();
-    });
+    this.#next ??= this.#running
+      .catch(() => {})
+      .then(() => {
+        this.#next = undefined;
+        return this.durable();
+      });
     return this.#next;
   }
 

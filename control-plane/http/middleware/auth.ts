@@ -35,11 +35,18 @@ async function sessionActor(ctx: Koa.Context, deps: Deps, token: string): Promis
     throw new BerthError('forbidden', 'a request made with a session must carry its X-CSRF-Token (from GET /session)');
   }
   const chosen = ctx.get('Berth-Account').trim();
-  const membership = chosen ? user.memberships.find((m) => m.accountId === chosen) : user.memberships.length === 1 ? user.memberships[0] : undefined;
+  const membership = chosen
+    ? user.memberships.find((m) => m.accountId === chosen)
+    : user.memberships.length === 1
+      ? user.memberships[0]
+      : undefined;
   if (!membership) {
     if (chosen) throw new BerthError('forbidden', 'you are not a member of that account');
     if (user.memberships.length === 0) throw new BerthError('forbidden', 'you are not a member of any account');
-    throw new BerthError('invalid_request', 'you are a member of several accounts: name one in the Berth-Account header');
+    throw new BerthError(
+      'invalid_request',
+      'you are a member of several accounts: name one in the Berth-Account header',
+    );
   }
   return {
     via: 'session',
@@ -56,7 +63,10 @@ export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise
   if (key === undefined) {
     const session = ctx.cookies.get(CONSOLE_COOKIE);
     if (session) return sessionActor(ctx, deps, session);
-    throw new BerthError('unauthorized', 'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"');
+    throw new BerthError(
+      'unauthorized',
+      'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"',
+    );
   }
   const actor = key ? await authenticate(deps, key) : null;
   if (!actor) throw new BerthError('unauthorized', 'the API key is invalid or revoked');

@@ -40,16 +40,30 @@ export function toBerthError(err: unknown): { error: BerthError; internal: boole
   }
   const e = (err ?? {}) as HttpishError;
   if (typeof e.status === 'number' && e.status >= 400 && e.status < 500 && e.expose) {
-    return { error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.message ?? 'request failed'), internal: false };
+    return {
+      error: new BerthError(CODES_BY_STATUS[e.status] ?? 'invalid_request', e.message ?? 'request failed'),
+      internal: false,
+    };
   }
-  return { error: new BerthError('internal_error', 'internal error; the request id is in the Berth-Request-Id header'), internal: true };
+  return {
+    error: new BerthError('internal_error', 'internal error; the request id is in the Berth-Request-Id header'),
+    internal: true,
+  };
 }
 
 /** Logs what the operator must hear of a failure: a bug with its stack, an outage with its reason. */
-export function logFailure(log: Pick<Logger, 'error' | 'warn'>, reqId: string, err: unknown, error: BerthError, internal: boolean): void {
+export function logFailure(
+  log: Pick<Logger, 'error' | 'warn'>,
+  reqId: string,
+  err: unknown,
+  error: BerthError,
+  internal: boolean,
+): void {
   if (internal) log.error({ reqId, err }, 'unhandled error');
-  else if (error.code === 'metadata_unavailable') log.warn({ reqId, reason: (err as Error).message }, 'the metadata database did not answer');
-  else if (err instanceof StorageUnavailableError) log.warn({ reqId, reason: err.message }, 'the blob store did not answer');
+  else if (error.code === 'metadata_unavailable')
+    log.warn({ reqId, reason: (err as Error).message }, 'the metadata database did not answer');
+  else if (err instanceof StorageUnavailableError)
+    log.warn({ reqId, reason: err.message }, 'the blob store did not answer');
 }
 
 /** A client that hung up mid-request is not a server failure. */

@@ -32,7 +32,16 @@ export function requestContext(deps: Pick<Deps, 'log' | 'metrics'>, kind: 'api' 
     try {
       await next();
     } finally {
-      const line = { reqId: requestId, kind, host: kind === 'site' ? ctx.state.subdomain : undefined, method: ctx.method, path: ctx.path, status: ctx.status, ip: ctx.ip, ms: elapsedMs(started) };
+      const line = {
+        reqId: requestId,
+        kind,
+        host: kind === 'site' ? ctx.state.subdomain : undefined,
+        method: ctx.method,
+        path: ctx.path,
+        status: ctx.status,
+        ip: ctx.ip,
+        ms: elapsedMs(started),
+      };
       finishRequest(deps, line, routeOf(ctx, kind));
     }
   };

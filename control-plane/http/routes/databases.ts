@@ -13,12 +13,22 @@ type ExportRecord = { id: string; download?: { token: string; expiresAt: string 
 
 function withDownloadUrl({ download, ...record }: ExportRecord, origin: string) {
   if (!download) return record;
-  return { ...record, downloadUrl: `${origin}/v0/exports/${record.id}/download?${download.token}`, downloadUrlExpiresAt: download.expiresAt };
+  return {
+    ...record,
+    downloadUrl: `${origin}/v0/exports/${record.id}/download?${download.token}`,
+    downloadUrlExpiresAt: download.expiresAt,
+  };
 }
 
-
 export const databaseRoutes: OperationRoute[] = [
-  { operation: db.listDatabases, method: 'GET', path: '/v0/sites/:siteId/databases', operationId: 'listDatabases', tag: 'Databases', ok: 'a page of databases' },
+  {
+    operation: db.listDatabases,
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases',
+    operationId: 'listDatabases',
+    tag: 'Databases',
+    ok: 'a page of databases',
+  },
   {
     operation: db.createDatabase,
     method: 'POST',
@@ -36,10 +46,30 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     status: (envelope: { success: boolean }) => (envelope.success ? 200 : 400),
     ok: 'the statement’s rows and meta',
-    errors: { 400: { description: 'several statements (code "multiple_statements"), or the statement failed (envelope with success: false)', schema: QueryEnvelope } },
+    errors: {
+      400: {
+        description:
+          'several statements (code "multiple_statements"), or the statement failed (envelope with success: false)',
+        schema: QueryEnvelope,
+      },
+    },
   },
-  { operation: db.listDatabaseMigrations, method: 'GET', path: '/v0/sites/:siteId/databases/:databaseId/migrations', operationId: 'listDatabaseMigrations', tag: 'Databases', ok: 'the database and its receipts' },
-  { operation: db.getDatabaseMigration, method: 'GET', path: '/v0/sites/:siteId/databases/:databaseId/migrations/:migrationName', operationId: 'getDatabaseMigration', tag: 'Databases', ok: 'the migration' },
+  {
+    operation: db.listDatabaseMigrations,
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases/:databaseId/migrations',
+    operationId: 'listDatabaseMigrations',
+    tag: 'Databases',
+    ok: 'the database and its receipts',
+  },
+  {
+    operation: db.getDatabaseMigration,
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases/:databaseId/migrations/:migrationName',
+    operationId: 'getDatabaseMigration',
+    tag: 'Databases',
+    ok: 'the migration',
+  },
   {
     operation: db.applyDatabaseMigration,
     method: 'POST',
@@ -48,7 +78,10 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     ok: 'applied, or alreadyApplied with the same SQL',
     errors: {
-      409: { description: 'applied before with other SQL (migration_history_conflict) or another run holds the lease (migration_in_progress); details say how to recover' },
+      409: {
+        description:
+          'applied before with other SQL (migration_history_conflict) or another run holds the lease (migration_in_progress); details say how to recover',
+      },
       422: { description: 'the SQL failed and was rolled back, no receipt written (migration_failed)' },
     },
   },
@@ -60,12 +93,32 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     ok: 'what was applied',
     errors: {
-      409: { description: 'the list disagrees with the ledger (migration_history_conflict) or another run holds the lease (migration_in_progress)' },
-      422: { description: 'a migration failed and was rolled back (migration_failed; details.appliedNames lists what was applied before it)' },
+      409: {
+        description:
+          'the list disagrees with the ledger (migration_history_conflict) or another run holds the lease (migration_in_progress)',
+      },
+      422: {
+        description:
+          'a migration failed and was rolled back (migration_failed; details.appliedNames lists what was applied before it)',
+      },
     },
   },
-  { operation: db.compactDatabase, method: 'POST', path: '/v0/sites/:siteId/databases/:databaseId/compact', operationId: 'compactDatabase', tag: 'Databases', ok: 'the size before and after' },
-  { operation: db.createDatabaseDeletionChallenge, method: 'POST', path: '/v0/sites/:siteId/databases/:databaseId/deletion-challenges', operationId: 'createDatabaseDeletionChallenge', tag: 'Databases', ok: 'the challenge' },
+  {
+    operation: db.compactDatabase,
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/compact',
+    operationId: 'compactDatabase',
+    tag: 'Databases',
+    ok: 'the size before and after',
+  },
+  {
+    operation: db.createDatabaseDeletionChallenge,
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/deletion-challenges',
+    operationId: 'createDatabaseDeletionChallenge',
+    tag: 'Databases',
+    ok: 'the challenge',
+  },
   {
     operation: db.deleteDatabase,
     method: 'DELETE',
@@ -73,7 +126,12 @@ export const databaseRoutes: OperationRoute[] = [
     operationId: 'deleteDatabase',
     tag: 'Databases',
     ok: 'deleted',
-    errors: { 400: { description: 'the code is not this database’s (invalid_confirmation_code) or has expired (confirmation_code_expired)' } },
+    errors: {
+      400: {
+        description:
+          'the code is not this database’s (invalid_confirmation_code) or has expired (confirmation_code_expired)',
+      },
+    },
   },
   {
     operation: db.listDatabaseExports,
@@ -83,7 +141,10 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     ok: 'a page of exports',
     presents: z.object({ exports: z.array(RestExport), pagination: Pagination }),
-    present: (output: { exports: ExportRecord[] }, origin) => ({ ...output, exports: output.exports.map((record) => withDownloadUrl(record, origin)) }),
+    present: (output: { exports: ExportRecord[] }, origin) => ({
+      ...output,
+      exports: output.exports.map((record) => withDownloadUrl(record, origin)),
+    }),
   },
   {
     operation: db.createDatabaseExport,

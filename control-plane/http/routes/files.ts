@@ -9,7 +9,12 @@ import { type AnyRoute, defineRoute } from '../route.ts';
 const { ObjectParams, VersionParams } = files;
 
 /** Sends stored bytes with the headers every file read carries; HEAD sends the headers alone. */
-async function sendBytes(ctx: Koa.Context, deps: Deps, sha256: string, meta: { bytes: number; contentType: string; fileId: string; versionId: string }): Promise<void> {
+async function sendBytes(
+  ctx: Koa.Context,
+  deps: Deps,
+  sha256: string,
+  meta: { bytes: number; contentType: string; fileId: string; versionId: string },
+): Promise<void> {
   ctx.status = 200;
   if (ctx.method !== 'HEAD') ctx.body = await deps.blobs.stream(sha256);
   ctx.set({
@@ -35,7 +40,14 @@ function ifMatchVersion(ctx: Koa.Context): string | undefined {
 }
 
 export const fileRoutes: AnyRoute[] = [
-  { operation: files.listFiles, method: 'GET', path: '/v0/buckets/:bucketId/objects', operationId: 'listFiles', tag: 'Files', ok: 'a page of files' },
+  {
+    operation: files.listFiles,
+    method: 'GET',
+    path: '/v0/buckets/:bucketId/objects',
+    operationId: 'listFiles',
+    tag: 'Files',
+    ok: 'a page of files',
+  },
   defineRoute({
     method: 'GET',
     path: '/v0/buckets/:bucketId/objects/{*path}',
@@ -43,10 +55,20 @@ export const fileRoutes: AnyRoute[] = [
     summary: 'Read a file’s current bytes (HEAD: its headers only)',
     tag: 'Files',
     params: ObjectParams,
-    responses: { 200: { description: 'the raw bytes with the stored Content-Type, Berth-File-Id and Berth-Version-Id', contentType: '*/*' } },
+    responses: {
+      200: {
+        description: 'the raw bytes with the stored Content-Type, Berth-File-Id and Berth-Version-Id',
+        contentType: '*/*',
+      },
+    },
     handler: async ({ deps, actor, params, ctx }) => {
       const { file, sha256 } = await fileService.statFile(deps, actor, params.bucketId, params.path);
-      await sendBytes(ctx, deps, sha256, { bytes: file.bytes, contentType: file.contentType, fileId: file.id, versionId: file.currentVersionId });
+      await sendBytes(ctx, deps, sha256, {
+        bytes: file.bytes,
+        contentType: file.contentType,
+        fileId: file.id,
+        versionId: file.currentVersionId,
+      });
     },
   }),
   defineRoute({
@@ -56,16 +78,25 @@ export const fileRoutes: AnyRoute[] = [
     summary: 'Write a file: a new version whose bytes are the request body',
     tag: 'Files',
     params: ObjectParams,
-    rawBody: { contentType: '*/*', description: 'the file’s bytes; Content-Type is stored (default application/octet-stream)' },
+    rawBody: {
+      contentType: '*/*',
+      description: 'the file’s bytes; Content-Type is stored (default application/octet-stream)',
+    },
     headers: { 'If-Match': 'write only if this version id is still the current one (409 otherwise)' },
     responses: {
       200: { description: 'the new version', schema: WriteFileResult },
       409: { description: 'If-Match is not the current version (code "version_conflict")' },
-      413: { description: 'the body exceeds the configured maximum file size (code "file_too_large"), or the account’s storage limit (code "quota_exceeded")' },
+      413: {
+        description:
+          'the body exceeds the configured maximum file size (code "file_too_large"), or the account’s storage limit (code "quota_exceeded")',
+      },
     },
     handler: async ({ deps, actor, params, ctx }) => {
       if (ctx.querystring !== '') {
-        throw new BerthError('query_not_allowed', 'file writes take no query parameters; put the whole path in the URL');
+        throw new BerthError(
+          'query_not_allowed',
+          'file writes take no query parameters; put the whole path in the URL',
+        );
       }
       const declared = ctx.get('Content-Length');
       try {
@@ -82,8 +113,22 @@ export const fileRoutes: AnyRoute[] = [
       }
     },
   }),
-  { operation: files.deleteFile, method: 'DELETE', path: '/v0/buckets/:bucketId/objects/{*path}', operationId: 'deleteFile', tag: 'Files', ok: 'the deleted file' },
-  { operation: files.listFileVersions, method: 'GET', path: '/v0/files/:fileId/versions', operationId: 'listFileVersions', tag: 'Files', ok: 'a page of versions' },
+  {
+    operation: files.deleteFile,
+    method: 'DELETE',
+    path: '/v0/buckets/:bucketId/objects/{*path}',
+    operationId: 'deleteFile',
+    tag: 'Files',
+    ok: 'the deleted file',
+  },
+  {
+    operation: files.listFileVersions,
+    method: 'GET',
+    path: '/v0/files/:fileId/versions',
+    operationId: 'listFileVersions',
+    tag: 'Files',
+    ok: 'a page of versions',
+  },
   defineRoute({
     method: 'GET',
     path: '/v0/files/:fileId/versions/:versionId/content',
@@ -94,7 +139,12 @@ export const fileRoutes: AnyRoute[] = [
     responses: { 200: { description: 'the version’s raw bytes', contentType: '*/*' } },
     handler: async ({ deps, actor, params, ctx }) => {
       const { version, sha256 } = await fileService.getVersion(deps, actor, params.fileId, params.versionId);
-      await sendBytes(ctx, deps, sha256, { bytes: version.bytes, contentType: version.contentType, fileId: params.fileId, versionId: version.id });
+      await sendBytes(ctx, deps, sha256, {
+        bytes: version.bytes,
+        contentType: version.contentType,
+        fileId: params.fileId,
+        versionId: version.id,
+      });
     },
   }),
   {
@@ -106,7 +156,14 @@ export const fileRoutes: AnyRoute[] = [
     ok: 'the deleted version and the bytes it freed',
     errors: { 409: { description: 'the version is current, or a function is served from it (code "version_in_use")' } },
   },
-  { operation: files.pruneFileVersions, method: 'DELETE', path: '/v0/files/:fileId/versions', operationId: 'pruneFileVersions', tag: 'Files', ok: 'how many versions went and the bytes they freed' },
+  {
+    operation: files.pruneFileVersions,
+    method: 'DELETE',
+    path: '/v0/files/:fileId/versions',
+    operationId: 'pruneFileVersions',
+    tag: 'Files',
+    ok: 'how many versions went and the bytes they freed',
+  },
   {
     operation: files.restoreFileVersion,
     method: 'POST',

@@ -9,4 +9,13 @@ import { peopleRoutes } from './people.ts';
 import { secretRoutes } from './secrets.ts';
 import { siteRoutes } from './sites.ts';
 
-export const apiRoutes: AnyRoute[] = [...accountRoutes, ...bucketRoutes, ...siteRoutes, ...fileRoutes, ...functionRoutes, ...secretRoutes, ...databaseRoutes, ...peopleRoutes];
+export const apiRoutes: AnyRoute[] = [
+  ...accountRoutes,
+  ...bucketRoutes,
+  ...siteRoutes,
+  ...fileRoutes,
+  ...functionRoutes,
+  ...secretRoutes,
+  ...databaseRoutes,
+  ...peopleRoutes,
+];
