@@ -10,6 +10,8 @@ import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import got from 'got';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { apiClient, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
 import {
   blobLeftovers,
@@ -327,6 +329,20 @@ s3test(
       404,
       'nothing of it was stored',
     );
+    // MCP reports the outage as REST does, not as a failure of its own.
+    const mcp = new McpClient({ name: 'berth-test', version: '1.0.0' });
+    await mcp.connect(
+      new StreamableHTTPClientTransport(new URL(`${berth.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${berth.owner.writeKey}` } },
+      }),
+    );
+    t.teardown(() => mcp.close());
+    const viaMcp = (await mcp.callTool({
+      name: 'write_file',
+      arguments: { bucketId: site.bucketId, path: 'web/during-mcp.txt', content: 'during' },
+    })) as { isError?: boolean; structuredContent?: { error?: { code: string } } };
+    t.true(viaMcp.isError);
+    t.is(viaMcp.structuredContent?.error?.code, 'storage_unavailable');
     const cached = await berth.site(site.subdomain).get('');
     t.is(cached.statusCode, 200, 'a small page read before is answered from memory');
     t.is(cached.body, '<p>cached</p>');

@@ -4,7 +4,8 @@
 import crypto from 'node:crypto';
 import type http from 'node:http';
 import type { Deps } from '../services/deps.ts';
-import { isClientAbort, logFailure, toBerthError } from './middleware/errors.ts';
+import { logFailure } from '../failures.ts';
+import { isClientAbort, toBerthError } from './middleware/errors.ts';
 import { elapsedMs, finishRequest } from './middleware/request-context.ts';
 import { clientAddress } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
@@ -92,7 +93,7 @@ export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, e
     return;
   }
   const { error, internal } = toBerthError(err);
-  logFailure(deps.log, requestId, err, error, internal);
+  logFailure(deps.log, { reqId: requestId }, err, error, internal);
   if (res.headersSent) {
     res.destroy();
     return;

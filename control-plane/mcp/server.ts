@@ -3,8 +3,8 @@
 // Streamable HTTP; `berth mcp` bridges stdio to that endpoint.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { BerthError, metadataUnavailable } from '../errors.ts';
-import { isMetadataUnavailable } from '../db/errors.ts';
+import { BerthError } from '../errors.ts';
+import { knownFailure, logFailure } from '../failures.ts';
 import { allows, authorize, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { VERSION } from '../version.ts';
@@ -33,16 +33,11 @@ export function createMcpServer(deps: Deps, actor: Actor): Server {
       >;
       return { content: [{ type: 'text', text: JSON.stringify(output) }], structuredContent: output };
     } catch (err) {
-      if (err instanceof BerthError) return failure(err);
-      if (isMetadataUnavailable(err)) {
-        deps.log.warn(
-          { tool: request.params.name, reason: (err as Error).message },
-          'the metadata database did not answer',
-        );
-        return failure(metadataUnavailable());
-      }
-      deps.log.error({ err, tool: request.params.name }, 'MCP tool call failed');
-      return failure(new BerthError('internal_error', 'the tool failed unexpectedly; the server log has the details'));
+      const known = knownFailure(err);
+      const error =
+        known ?? new BerthError('internal_error', 'the tool failed unexpectedly; the server log has the details');
+      logFailure(deps.log, { tool: request.params.name }, err, error, !known);
+      return failure(error);
     }
   });
   return server;
