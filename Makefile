@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: node install run test typecheck chromium nginx iproute2 postgresql radosgw bench bench-noisy clean
+.PHONY: node install run test typecheck lint chromium nginx iproute2 postgresql radosgw bench bench-noisy clean
 
 BIN := node_modules/.bin
 
@@ -52,6 +52,12 @@ typecheck: install
 	$(BIN)/tsc --noEmit -p control-plane/dashboard/tsconfig.json
 	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts test/fixtures/functions/*.ts
 
+# The formatter and the linter (Biome, configured in .biome.jsonc): a change that is not formatted or
+# breaks a rule (floating promises, the import boundaries between subsystems) fails `make test`.
+lint: install
+	npm run --silent format:check
+	npm run --silent lint
+
 # The dashboard's browser tests drive Debian's Chromium: installed when missing (as root, as CI runs),
 # and a failure stops the tests loudly rather than skipping them.
 $(CHROMIUM):
@@ -102,7 +108,7 @@ radosgw: $(RADOSGW)
 
 # The whole suite twice: on the embedded defaults (SQLite and the data dir), then on the shared
 # backends (PostgreSQL and the object store).
-test: typecheck chromium nginx iproute2 postgresql radosgw
+test: typecheck lint chromium nginx iproute2 postgresql radosgw
 	node --import tsx test/run-suite.ts
 
 # The cluster costs are measured even when the main run reported failed requests; make still fails then.

@@ -294,7 +294,7 @@ function longestWait(target: LoadTarget, c: Collected): number {
 async function main() {
   const spec = JSON.parse(fs.readFileSync(0, 'utf8')) as LoadSpec;
   const warmups = spec.warmupSeconds > 0 ? await Promise.all(spec.targets.map((t) => run(t, spec.warmupSeconds))) : [];
-  process.stdout.write(JSON.stringify({ event: 'start' }) + '\n');
+  process.stdout.write(`${JSON.stringify({ event: 'start' })}\n`);
   const before = process.cpuUsage();
   const started = process.hrtime.bigint();
   const measured = await Promise.all(spec.targets.map((t) => run(t, spec.seconds)));
@@ -309,7 +309,7 @@ async function main() {
     cpuShare: (used.user + used.system) / wallUs,
     cpus,
   };
-  process.stdout.write(JSON.stringify(report) + '\n');
+  process.stdout.write(`${JSON.stringify(report)}\n`);
 }
 
 if (import.meta.filename === process.argv[1]) {

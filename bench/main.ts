@@ -851,7 +851,7 @@ function affinityOf(server: Server, when: string): Record<string, string> {
 
 async function mixed(berth: Server, targets: LoadTarget[]): Promise<BenchResults['mixed']> {
   const share = Math.floor(MIXED_CONNECTIONS / targets.length);
-  targets.forEach((t, i) => (t.connections = share + (i < MIXED_CONNECTIONS % targets.length ? 1 : 0)));
+  for (const [i, t] of targets.entries()) t.connections = share + (i < MIXED_CONNECTIONS % targets.length ? 1 : 0);
   const early = Math.min(10, MIXED_SECONDS / 2);
   const late = Math.max(early, MIXED_SECONDS - 0.5);
   const times = [early];

@@ -11,7 +11,6 @@ import {
   type FailureReason,
   type Mode,
   type Statement,
-  type StatementOutcome,
   DbFrame,
   LEDGER_DDL,
   LEDGER_TABLE,
@@ -350,7 +349,10 @@ function measure({ query, reads }: Prepared, params: ReturnType<typeof bind>, as
         if (bytes > MAX_RESULT_BYTES) throw tooLarge();
       }
     });
-  if (reads) return rows();
+  if (reads) {
+    rows();
+    return;
+  }
   // The savepoint is Berth's own statement, run outside the tenant's rights; the rows are the tenant's.
   MEASURE.begin.run();
   try {
@@ -592,7 +594,10 @@ function flush(): void {
   if (answers.length === 0) return;
   const pending = answers;
   answers = [];
-  if (pending.length === 1) return writeAll(pending[0]!);
+  if (pending.length === 1) {
+    writeAll(pending[0]!);
+    return;
+  }
   const out = new Uint8Array(pending.reduce((sum, bytes) => sum + bytes.length, 0));
   let at = 0;
   for (const bytes of pending) {

@@ -66,7 +66,7 @@ export class WorkerPool<W extends PoolWorker> {
   /** The live worker for `key`, started if needed; the caller must call release() when done. */
   async acquire(key: string): Promise<W> {
     let entry = this.#live.get(key);
-    if (!entry || !entry.worker.alive) {
+    if (!entry?.worker.alive) {
       if (entry) this.#live.delete(key);
       let starting = this.#starting.get(key);
       if (!starting) {

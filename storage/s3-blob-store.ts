@@ -74,7 +74,10 @@ class Measure extends PassThrough {
     done: (err?: Error | null, data?: Buffer) => void,
   ): void {
     this.bytes += chunk.length;
-    if (this.bytes > this.maxBytes) return done(new BlobTooLargeError(this.maxBytes));
+    if (this.bytes > this.maxBytes) {
+      done(new BlobTooLargeError(this.maxBytes));
+      return;
+    }
     this.hash.update(chunk);
     done(null, chunk);
   }

@@ -104,7 +104,10 @@ test('an online backup under a write load restores into a new data dir that answ
     t.is(put.statusCode, 200, JSON.stringify(put.body));
     const body = json<{ fileId: string; versionId: string }>(put);
     let fixture = files.find((f) => f.fileId === body.fileId);
-    if (!fixture) files.push((fixture = { fileId: body.fileId, path: filePath, versions: [] }));
+    if (!fixture) {
+      fixture = { fileId: body.fileId, path: filePath, versions: [] };
+      files.push(fixture);
+    }
     fixture.versions.push({ id: body.versionId, bytes, contentType });
   };
   for (const n of [1, 2, 3])

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { type ErrorBody, json, type TestBerth, startTestBerth } from './helpers/berth.ts';
+import { json, type TestBerth, startTestBerth } from './helpers/berth.ts';
 
 let t0: TestBerth;
 test.before(async () => {

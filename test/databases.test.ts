@@ -54,15 +54,13 @@ test('creation is idempotent, one per site, and resumes an interrupted provision
 
   // A crash after the binding was written and before the provider made the database.
   const other = await createSite(t0.owner);
-  await t0.berth.deps
-    .db('databases')
-    .insert({
-      id: crypto.randomUUID(),
-      site_id: other.id,
-      status: 'PROVISIONING',
-      created_at: new Date().toISOString(),
-      updated_at: new Date().toISOString(),
-    });
+  await t0.berth.deps.db('databases').insert({
+    id: crypto.randomUUID(),
+    site_id: other.id,
+    status: 'PROVISIONING',
+    created_at: new Date().toISOString(),
+    updated_at: new Date().toISOString(),
+  });
   const resumed = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${other.id}/databases`)).database;
   t.is(resumed.status, 'READY');
   t.true(fs.existsSync(path.join(t0.dataDir, 'sites', other.id, 'db.sqlite')));

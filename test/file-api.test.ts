@@ -1,12 +1,10 @@
 // The file API: versioned writes, exact reads, history, restore, If-Match, deletion, listing, path
 // rules, size limits and streaming.
 import crypto from 'node:crypto';
-import fs from 'node:fs/promises';
 import http from 'node:http';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import test from 'ava';
-import { type TestAccount, type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { type TestAccount, type TestBerth, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { blobLeftovers } from './helpers/object-store.ts';
 
 let t0: TestBerth;

@@ -2,7 +2,7 @@
 // protocols, every option rule, timeouts, provider failures and the account's daily allowance.
 import test from 'ava';
 import { DEFAULTS } from '../control-plane/config.ts';
-import { type TestBerth, createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
+import { createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
 import { type FakeProvider, startFakeProvider } from './helpers/fake-llm.ts';
 
 /** A server and a provider of the test's own (tests in a file run concurrently). */

@@ -7,7 +7,11 @@ import { createLogger, logRequest, type RequestLine } from '../control-plane/log
 function capture(level = 'info') {
   let text = '';
   const log = createLogger(level, false, { write: (chunk) => (text += chunk), flush: (cb) => cb?.() });
-  return { log, lines: async () => (await nextTurn(), text.split('\n').filter(Boolean)) };
+  const lines = async () => {
+    await nextTurn();
+    return text.split('\n').filter(Boolean);
+  };
+  return { log, lines };
 }
 
 const withoutTime = (line: string) => line.replace(/,"time":"[^"]+"/, '');

@@ -134,14 +134,12 @@ test('ordered-prefix apply: only pending entries, validated against the ledger',
 test('a live lease stops a second run with recovery details; an expired one does not', async (t) => {
   const { db, base, receipts } = await database();
   const now = Date.now();
-  await t0.berth.deps
-    .db('migration_leases')
-    .insert({
-      database_id: db.id,
-      holder: 'other-run',
-      acquired_at: new Date(now).toISOString(),
-      expires_at: new Date(now + 60_000).toISOString(),
-    });
+  await t0.berth.deps.db('migration_leases').insert({
+    database_id: db.id,
+    holder: 'other-run',
+    acquired_at: new Date(now).toISOString(),
+    expires_at: new Date(now + 60_000).toISOString(),
+  });
   const blocked = await t0.owner.api.post(`${base}/migrations`, {
     json: { name: '0001_notes.sql', sql: CREATE_NOTES, confirm: true },
   });

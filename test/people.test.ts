@@ -328,11 +328,9 @@ test('changing the password ends the user’s other sessions, on the control pla
   await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>members only</p>', 'text/html');
   const userId = json<{ user: { id: string } }>(await http().get('session', { headers: { cookie: other.cookie } })).user
     .id;
-  const exchanged = await t0
-    .site(site.subdomain)
-    .get('_berth/session', {
-      searchParams: { token: await createSiteToken(t0.berth.deps, userId, site.id), next: '/' },
-    });
+  const exchanged = await t0.site(site.subdomain).get('_berth/session', {
+    searchParams: { token: await createSiteToken(t0.berth.deps, userId, site.id), next: '/' },
+  });
   const siteCookie = (exchanged.headers['set-cookie'] as string[])
     .find((c) => c.startsWith('_berth_session='))!
     .split(';')[0]!;

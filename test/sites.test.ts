@@ -1,5 +1,5 @@
 import test from 'ava';
-import { type ErrorBody, json, type TestBerth, createSite, putFile, startTestBerth } from './helpers/berth.ts';
+import { json, type TestBerth, createSite, putFile, startTestBerth } from './helpers/berth.ts';
 
 let t0: TestBerth;
 test.before(async () => {

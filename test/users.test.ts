@@ -1,7 +1,6 @@
 // Users and memberships, made by the operator's `berth admin create-user` as a script would: the
 // password comes on stdin, is stored as an scrypt hash, and never appears in the output.
 import { spawn } from 'node:child_process';
-import fs from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
 import { makeDataDir } from './helpers/berth.ts';

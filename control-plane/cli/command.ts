@@ -27,6 +27,7 @@ export interface CommandDefinition {
   /** Hands every argument after the name, options included, to `run` as `args` (`berth admin`). */
   passThrough?: boolean;
   /** Returns the exit code; nothing means 0. */
+  // biome-ignore lint/suspicious/noConfusingVoidType: a command's run that returns nothing exits 0
   run(context: CommandContext): Promise<number | void>;
 }
 

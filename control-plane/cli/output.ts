@@ -1,6 +1,6 @@
 // What a command prints. Answers go to stdout, as text or, with --json, as JSON (one document, or one
 // line per event for commands that keep running); progress goes to stderr, so stdout stays parseable.
-import { ApiError, CliError } from './cli-error.ts';
+import { ApiError, type CliError } from './cli-error.ts';
 
 interface Stream {
   write(text: string): unknown;

@@ -2,7 +2,7 @@
 // picks the account and READ or WRITE, and the CLI receives a new key named after its machine.
 import { ApiError, api, currentAccountId, currentSession } from './api.ts';
 import { fill, form, h, statusLine, time, uid } from './dom.ts';
-import { type Route } from './router.ts';
+import type { Route } from './router.ts';
 import type { CliLogin } from './types.ts';
 
 export async function render(root: HTMLElement, route: Route): Promise<void> {

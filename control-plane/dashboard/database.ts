@@ -2,7 +2,7 @@
 // with their status and download, and the two-step delete. Exports and deletion are for ADMINs.
 import { ApiError, api, get, isAdmin } from './api.ts';
 import { type Child, actionButton, badge, field, fill, form, formatBytes, h, statusLine, table, time } from './dom.ts';
-import { type Route } from './router.ts';
+import type { Route } from './router.ts';
 import { siteFrame } from './sites.ts';
 import type { Database, DatabaseExport, MigrationReceipt, QueryEnvelope, SiteDetail } from './types.ts';
 

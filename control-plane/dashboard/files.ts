@@ -4,7 +4,7 @@ import { api, getAll, getBlob, objectPath, saveBlob, uploadFile } from './api.ts
 import { actionButton, badge, fill, formatBytes, h, messageOf, statusLine, table, time, uid } from './dom.ts';
 import { type Route, href } from './router.ts';
 import { siteFrame } from './sites.ts';
-import type { FileRecord, FileVersion, SiteDetail } from './types.ts';
+import type { FileRecord, FileVersion } from './types.ts';
 
 /** Types browsers do not know or get wrong (`.ts` is video/mp2t to them); text is UTF-8. */
 const TYPES: Record<string, string> = {
@@ -136,7 +136,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
                   async () => saveBlob(await getBlob(objectPath(site.bucketId, file.path)), name),
                   { status, ariaLabel: `Download ${file.path}` },
                 ),
-                actionButton('Versions', () => showVersions(site, file, versionsEl, refresh), {
+                actionButton('Versions', () => showVersions(file, versionsEl, refresh), {
                   status,
                   ariaLabel: `Versions of ${file.path}`,
                 }),
@@ -244,12 +244,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
   await refresh();
 }
 
-async function showVersions(
-  site: SiteDetail,
-  file: FileRecord,
-  el: HTMLElement,
-  refresh: () => Promise<void>,
-): Promise<void> {
+async function showVersions(file: FileRecord, el: HTMLElement, refresh: () => Promise<void>): Promise<void> {
   const status = statusLine();
   const load = async () => {
     const page = await api<{ currentVersionId: string | null; versions: FileVersion[] }>(

@@ -2,7 +2,7 @@
 // and next runs, recent runs, and the functions' logs.
 import { api, get } from './api.ts';
 import { actionButton, badge, fill, h, statusLine, table, time } from './dom.ts';
-import { type Route } from './router.ts';
+import type { Route } from './router.ts';
 import { siteFrame } from './sites.ts';
 import type { CronRun, FunctionRecord, LogLine } from './types.ts';
 

@@ -2,7 +2,7 @@
 // the user) and the access log itself.
 import { api, get } from './api.ts';
 import { actionButton, field, fill, form, h, statusLine, table, time } from './dom.ts';
-import { type Route } from './router.ts';
+import type { Route } from './router.ts';
 import { siteFrame } from './sites.ts';
 import type { SecretAccessLog, SecretMetadata } from './types.ts';
 

@@ -96,7 +96,7 @@ async function serve(
   requestId: string,
 ): Promise<void> {
   const site = await resolveSite(deps, subdomain);
-  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
+  if (site?.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
   if (segments.length !== 2 || segments[1] === '')
     throw new BerthError('function_not_found', 'functions are served at /api/<name>');
   const name = segments[1]!;
@@ -129,7 +129,10 @@ async function serve(
         body,
         requestId,
       },
-      (cancelCall) => (gone ? cancelCall() : (cancel = cancelCall)),
+      (cancelCall) => {
+        if (gone) cancelCall();
+        else cancel = cancelCall;
+      },
     );
   } catch (err) {
     throw toHttpError(err, deps, requestId);

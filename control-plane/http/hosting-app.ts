@@ -91,7 +91,7 @@ export function createHostingApp(deps: Deps): Koa {
   app.use(errorEnvelope(deps.log));
   app.use(async (ctx) => {
     const site = await resolveSite(deps, ctx.state.subdomain as string);
-    if (!site || site.status !== 'ACTIVE') return sendPage(ctx, 404, noSitePage);
+    if (site?.status !== 'ACTIVE') return sendPage(ctx, 404, noSitePage);
 
     let segments: string[] | null;
     try {

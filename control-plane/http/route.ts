@@ -4,7 +4,7 @@
 // their own. mountRoutes binds both kinds to a Koa router; openapi.ts documents the same list.
 import type Koa from 'koa';
 import type Router from '@koa/router';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { BerthError } from '../errors.ts';
 import { type Operation, authorize, invalidInput, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
@@ -43,6 +43,7 @@ export interface OperationRoute {
   /** Where the rest of the input comes from; GET reads the query, anything else the JSON body. */
   inputFrom?: 'query' | 'body';
   /** Success status, or a function of the output for operations whose outcome decides it. */
+  // biome-ignore lint/suspicious/noExplicitAny: a route's output is its operation's, whatever that is
   status?: number | ((output: any) => number);
   /** Description of the success response; its schema is the operation's output. */
   ok: string;
@@ -51,6 +52,7 @@ export interface OperationRoute {
   /** Response headers set on success. */
   headers?: Record<string, string>;
   /** Renders the output for REST where only the front door knows what to add: links at `origin`, where people reach Berth… */
+  // biome-ignore lint/suspicious/noExplicitAny: as status above
   present?: (output: any, origin: string) => unknown;
   /** …and the schema of what it renders, for the OpenAPI document. */
   presents?: z.ZodType;

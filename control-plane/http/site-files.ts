@@ -52,7 +52,7 @@ function serveSite(
   segments: string[],
   requestId: string,
 ): Promise<void> | void {
-  if (!site || site.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
+  if (site?.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
   if (site.access === 'PRIVATE') return servePrivate(deps, req, res, site, segments, requestId);
   // The common case first: the file named, its lookup and its bytes cached.
   if (segments.at(-1) !== '') {

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { BerthError } from '../errors.ts';
 import type { Actor, Deps, Permission } from '../services/deps.ts';
 
+// biome-ignore lint/suspicious/noExplicitAny: the catalogue lists operations of every input and output type together
 export interface Operation<I = any, O = any> {
   /** snake_case; the spec's MCP tool name where it has one, e.g. `create_site`. */
   name: string;

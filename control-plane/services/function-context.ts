@@ -260,7 +260,7 @@ async function handleCtxCall(
       return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
     }
     const site = await siteRow(deps, deployment.siteId);
-    if (!site || site.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
+    if (site?.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
     const actor: Actor = {
       via: 'function',
       accountId: site.account_id,

@@ -3,7 +3,7 @@
 // version; a failed deployment records its error and keeps the last good version in service.
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import { type Deployment } from '../../runtime-host/runtime.ts';
+import type { Deployment } from '../../runtime-host/runtime.ts';
 import { deploymentExists, writeDeployment } from '../../runtime-host/deployments.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';

@@ -202,7 +202,7 @@ export async function applyMigrations(
   migrations: Array<{ name: string; sql: string }>,
 ) {
   await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
-  migrations.forEach((m) => checkName(m.name));
+  for (const m of migrations) checkName(m.name);
   const names = migrations.map((m) => m.name);
   const sorted = [...names].sort();
   if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length) {

@@ -71,9 +71,7 @@ async function clusterView(deps: Pick<Deps, 'db' | 'config'>): Promise<ClusterVi
   }
 }
 
-export async function readiness(
-  deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>,
-): Promise<{
+export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>): Promise<{
   ready: boolean;
   checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>;
   cluster: ClusterView | null;

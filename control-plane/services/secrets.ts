@@ -100,15 +100,13 @@ export async function getSecretValue(deps: Deps, actor: Actor, siteId: string, n
   const row = await deps.db<SecretRow>('secrets').where({ site_id: siteId, name }).first();
   if (!row) throw notFound('secret');
   const value = open(deps.masterKey, row.value_ciphertext, context(siteId, name));
-  await deps
-    .db('secret_access_logs')
-    .insert({
-      site_id: siteId,
-      secret_name: name,
-      key_id: actor.id,
-      via: CHANNELS[actor.via],
-      accessed_at: timestamp(deps),
-    });
+  await deps.db('secret_access_logs').insert({
+    site_id: siteId,
+    secret_name: name,
+    key_id: actor.id,
+    via: CHANNELS[actor.via],
+    accessed_at: timestamp(deps),
+  });
   return { secret: { name, value } };
 }
 

@@ -67,13 +67,11 @@ test.serial('sign in, create a site, upload index.html with the file picker and 
 
   await page.getByRole('navigation', { name: 'Site' }).getByRole('link', { name: 'Files' }).click();
   await page.getByLabel('Upload to folder').fill('web/');
-  await page
-    .getByLabel('Choose files to upload')
-    .setInputFiles({
-      name: 'index.html',
-      mimeType: 'text/html',
-      buffer: Buffer.from('<!doctype html><title>Docs</title><h1>Hello from the dashboard</h1>'),
-    });
+  await page.getByLabel('Choose files to upload').setInputFiles({
+    name: 'index.html',
+    mimeType: 'text/html',
+    buffer: Buffer.from('<!doctype html><title>Docs</title><h1>Hello from the dashboard</h1>'),
+  });
   await page.getByRole('list', { name: 'Uploads' }).getByText('uploaded').waitFor();
   t.is(
     await page.getByRole('progressbar', { name: 'Uploading web/index.html' }).getAttribute('value'),

@@ -68,7 +68,7 @@ export async function startServe(givenEnv: Record<string, string>, options: Serv
       }
     };
     child.stdout!.on('data', onData);
-    exited.then((code) => reject(new Error(`berth serve exited with ${code}: ${stderr}`)));
+    void exited.then((code) => reject(new Error(`berth serve exited with ${code}: ${stderr}`)));
   });
   return { child, url, output: () => stdout, exited };
 }

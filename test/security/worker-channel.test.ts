@@ -403,7 +403,11 @@ test('tiny reads are gathered, not kept one by one, and frames split anywhere co
     frameBytes(FrameType.CtxCall, 9, 'x'.repeat(100_000)),
   ];
   const all = new Uint8Array(stream.reduce((n, f) => n + f.length, 0));
-  stream.reduce((offset, f) => (all.set(f, offset), offset + f.length), 0);
+  let offset = 0;
+  for (const f of stream) {
+    all.set(f, offset);
+    offset += f.length;
+  }
   for (const size of [1, 7, 9, 4096, 70_000]) {
     const reader = new FrameReader();
     const frames: Frame[] = [];

@@ -220,7 +220,7 @@ function definition(generated: Generated, routes: Map<string, OperationRoute>): 
     site: generated.site !== undefined,
     run: async (context) => {
       const input: Record<string, unknown> = { ...generated.fixed };
-      (generated.args ?? []).forEach((field, i) => (input[field] = context.args[i]));
+      for (const [i, field] of (generated.args ?? []).entries()) input[field] = context.args[i];
       for (const [name] of fields) {
         const value = context.options[name];
         if (value !== undefined) input[name] = value === NULL ? null : value;
