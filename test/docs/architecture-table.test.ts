@@ -25,7 +25,7 @@ function tables(): string[][][] {
     let folder = '';
     for (const [, token] of cell.matchAll(/`([^`]+)`/g)) {
       const full = token!.includes('/') ? token! : folder + token!;
-      folder = full.endsWith('/') ? full : path.posix.dirname(full) + '/';
+      folder = full.endsWith('/') ? full : `${path.posix.dirname(full)}/`;
       named.push(full);
     }
     rows.push(named);
