@@ -2,11 +2,11 @@
 // the reverse order. The HTTP server (server.ts) and the tests start from here; nothing else constructs
 // a dependency.
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import type http from 'node:http';
 import type https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import { CloseStack } from './close-stack.ts';
 import { type Config, masterKeyFileOf } from './config.ts';
 import { openMetadata } from './db/metadata.ts';
 import { logJobFailure } from './db/errors.ts';
@@ -18,32 +18,26 @@ import { type Deps, monotonicClock } from './services/deps.ts';
 import { failInterruptedExports } from './services/exports.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
+import { retiringFunctions } from './services/functions.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { NodeHeartbeat } from './services/nodes.ts';
-import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
-import { ChannelClient, channelServer } from './cluster/database-channel.ts';
 import { readChannelTls } from './cluster/channel-tls.ts';
-import { PlacedSiteDatabases } from './cluster/placed-site-databases.ts';
-import { DatabaseMover, releaseLeftoverMoves } from './cluster/database-move.ts';
-import { DatabaseCopier } from './cluster/database-copies.ts';
-import { adoptDataDir, settleLocalDatabases } from './cluster/local-databases.ts';
+import { joinCluster, routeSiteDatabases } from './cluster/compose-cluster.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { SiteDatabases } from '../storage/site-database.ts';
-import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { stopLeftovers } from '../runtime-host/leftovers.ts';
 import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
-import { removeDeployments } from '../runtime-host/deployments.ts';
 import { EgressProxy } from '../runtime-host/egress-proxy.ts';
-import { type DataDirLock, DataDirInUse, lockDataDir } from '../storage/data-dir-lock.ts';
+import { type DataDirLock, lockDataDir } from '../storage/data-dir-lock.ts';
 import { sweepTempFiles } from '../storage/temp-files.ts';
-import { StartupError, blobStoreProblem, dataDirProblem } from './startup-error.ts';
+import { blobStoreProblem, dataDirLockProblem, dataDirProblem, findDeno } from './startup-error.ts';
 
 export interface ComposeOptions {
   log: Logger;
@@ -62,24 +56,8 @@ export interface Composed {
   scheduler: CronScheduler;
   /** The listener of the internal channel other nodes call, when BERTH_CLUSTER_ADDRESS is set; not yet listening. */
   channel: http.Server | https.Server | null;
-  /** Stops the scheduler, workers and database processes, flushes logs and closes the metadata. */
+  /** Releases every part in the reverse order of their opening (close-stack.ts), the data dir's lock last. */
   close(): Promise<void>;
-}
-
-/** The Deno executable functions and site databases run in, checked to be there and runnable. */
-function findDeno(override: string | undefined): string {
-  let denoPath: string;
-  try {
-    denoPath = resolveDenoBinary(override);
-    fs.accessSync(denoPath, fs.constants.X_OK);
-  } catch {
-    throw new StartupError(
-      override
-        ? `BERTH_DENO is ${override}, which is not an executable file: point it at a deno binary, or unset it to use the one npm installed`
-        : 'the Deno binary npm installs with Berth is missing: run `npm ci` (or `make install`) in the Berth folder, or set BERTH_DENO to a deno executable',
-    );
-  }
-  return denoPath;
 }
 
 export async function compose(config: Config, options: ComposeOptions): Promise<Composed> {
@@ -94,33 +72,31 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   }
   if (tightened > 0)
     log.warn({ entries: tightened, dataDir: config.dataDir }, 'tightened the permissions of the data dir');
-  let lock: DataDirLock;
+  const stack = new CloseStack();
   try {
-    lock = lockDataDir(config.dataDir);
+    return await composeParts(config, options, denoPath, stack);
   } catch (err) {
-    if (err instanceof DataDirInUse) {
-      throw new StartupError(
-        `${err.message}: stop it first, or set BERTH_DATA_DIR to another folder (\`berth admin\` commands may run beside it)`,
-      );
-    }
-    throw err;
-  }
-  const runtimeDir = path.join(config.dataDir, 'runtime');
-  try {
-    return await composeLocked(config, options, { denoPath, runtimeDir, lock });
-  } catch (err) {
-    lock.release();
+    // Whatever the start had opened is released, the data dir's lock last, before the failure is reported.
+    await stack.close().catch((closeErr: unknown) => log.error({ err: closeErr }, 'releasing a failed start failed'));
     throw err;
   }
 }
 
-async function composeLocked(
+async function composeParts(
   config: Config,
   options: ComposeOptions,
-  held: { denoPath: string; runtimeDir: string; lock: DataDirLock },
+  denoPath: string,
+  stack: CloseStack,
 ): Promise<Composed> {
   const { log } = options;
-  const { denoPath, runtimeDir, lock } = held;
+  let lock: DataDirLock;
+  try {
+    lock = lockDataDir(config.dataDir);
+  } catch (err) {
+    throw dataDirLockProblem(err);
+  }
+  stack.defer('the data dir lock', () => lock.release());
+  const runtimeDir = path.join(config.dataDir, 'runtime');
   // The data dir is this process's now: what a killed server left running or half-written goes first.
   const stopped = await stopLeftovers([config.dataDir, socketDirFor(runtimeDir)]);
   if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
@@ -128,21 +104,47 @@ async function composeLocked(
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
   // Files the start needs, read while nothing is open yet.
   const channelTls = readChannelTls(config.clusterTls);
+  const nodeId = config.nodeId || defaultNodeId(config.dataDir);
+  const masterKey = loadMasterKey(masterKeyFileOf(config));
+
   // The blob store first: a store that cannot be used stops the start with nothing else opened.
   const blobs = openBlobStore(config);
+  stack.defer('the blob store', () => blobs.close());
   try {
     await blobs.init();
   } catch (err) {
-    await blobs.close();
     throw blobStoreProblem(err);
   }
   const metadata = await openMetadata(config, {
     deadlines: true,
     onConnectionError: (err) => log.warn({ err }, 'lost a connection to the metadata database'),
   });
+  stack.defer('the metadata', () => metadata.close());
   const { db, hot: hotSql } = metadata;
-
+  const metrics = new Metrics({
+    db,
+    storageByAccount: () => storageByAccount({ db }, config),
+    metadataQueries: () => metadata.queries(),
+    objectStoreRequests: () => blobs.requests,
+  });
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
+  stack.defer('the function logs', () => functionLogs.flush());
+  const localDatabases = new SiteDatabases({
+    dataDir: config.dataDir,
+    denoPath,
+    denoDir: path.join(runtimeDir, 'deno-dir'),
+    statementTimeoutMs: config.databaseTimeoutMs,
+    maxProcesses: config.maxDatabaseProcesses,
+    idleMs: config.functionIdleMs,
+    maxBytes: config.siteDatabaseMaxBytes,
+    onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
+  });
+  const siteDatabases = routeSiteDatabases(
+    config,
+    metadata,
+    { local: localDatabases, masterKey, nodeId, tls: channelTls, metrics },
+    stack,
+  );
   const egress = await EgressProxy.start({
     perSite: config.egressConnectionsPerSite,
     dnsServers: config.egressDnsServers,
@@ -154,94 +156,38 @@ async function composeLocked(
       log: (grant, message) => functionLogs.add(grant.siteId, grant.path, { requestId: null, level: 'warn', message }),
     },
   });
-  const metrics = new Metrics({
-    db,
-    liveWorkers: () => runtime.workerCount,
-    storageByAccount: () => storageByAccount({ db }, config),
-    metadataQueries: () => metadata.queries(),
-    objectStoreRequests: () => blobs.requests,
-    channelCalls: () => channelClient?.calls ?? 0,
+  stack.defer('the egress proxy', () => egress.close());
+  const runtime = new RuntimeHost({
+    denoPath,
+    runtimeDir,
+    heapMb: config.functionHeapMb,
+    // Deno itself and ArrayBuffers live outside the V8 heap cap; allow them a fixed margin.
+    rssLimitBytes: (config.functionHeapMb + 192) * 1024 * 1024,
+    timeoutMs: config.functionTimeoutMs,
+    idleMs: config.functionIdleMs,
+    maxWorkers: config.maxWorkers,
+    memoryBudgetBytes: config.workerMemoryBytes,
+    spareWorkers: config.spareWorkers,
+    startupTimeoutMs: 10_000,
+    logger: log,
+    egress,
+    ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
+    observer: {
+      started: (seconds) => metrics.workerStarted(seconds),
+      exited: (reason) => metrics.workerExited(reason),
+    },
   });
-  const runtime = new RuntimeHost(
-    {
-      denoPath,
-      runtimeDir,
-      heapMb: config.functionHeapMb,
-      // Deno itself and ArrayBuffers live outside the V8 heap cap; allow them a fixed margin.
-      rssLimitBytes: (config.functionHeapMb + 192) * 1024 * 1024,
-      timeoutMs: config.functionTimeoutMs,
-      idleMs: config.functionIdleMs,
-      maxWorkers: config.maxWorkers,
-      memoryBudgetBytes: config.workerMemoryBytes,
-      spareWorkers: config.spareWorkers,
-      startupTimeoutMs: 10_000,
-      logger: log,
-      egress,
-      ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
-      observer: {
-        started: (seconds) => metrics.workerStarted(seconds),
-        exited: (reason) => metrics.workerExited(reason),
-      },
-    },
-    {
-      // Served by services that need the runtime themselves: serveCtx is made once deps exist.
-      ctx: (deployment, call) => serveCtx(deployment, call),
-      log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
-    },
-  );
+  stack.defer('the runtime', () => runtime.close());
+  metrics.read({ liveWorkers: () => runtime.workerCount });
   const changes = await metadata.openChanges((err) =>
     log.warn({ err }, 'lost the connection that hears other servers’ changes; reconnecting'),
   );
+  stack.defer('the change feed', () => changes.close());
   const hostingCache = new HostingCache();
-  const nodeId = config.nodeId || defaultNodeId(config.dataDir);
-  const masterKey = loadMasterKey(masterKeyFileOf(config));
-  const localDatabases = new SiteDatabases({
-    dataDir: config.dataDir,
-    denoPath,
-    denoDir: path.join(runtimeDir, 'deno-dir'),
-    statementTimeoutMs: config.databaseTimeoutMs,
-    maxProcesses: config.maxDatabaseProcesses,
-    idleMs: config.functionIdleMs,
-    maxBytes: config.siteDatabaseMaxBytes,
-    onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
-  });
-  // On SQLite this server is the only node: every database is in its data dir. Shared metadata may
-  // place a database on any node, and calls go where it is.
-  const channelClient =
-    metadata.backend === 'postgres' && config.clusterAddress
-      ? new ChannelClient(channelKey(masterKey), nodeId, channelTls)
-      : null;
-  const placed =
-    metadata.backend === 'postgres'
-      ? new PlacedSiteDatabases({
-          db,
-          nodeId,
-          local: localDatabases,
-          channel: channelClient,
-          statementTimeoutMs: config.databaseTimeoutMs,
-        })
-      : null;
-  changes.subscribe({
-    change(change) {
-      switch (change.kind) {
-        case 'file':
-          return hostingCache.forgetFile(change.bucketId, change.path);
-        case 'sites':
-          return hostingCache.forgetSites();
-        case 'database':
-          placed?.forget(change.siteId);
-          return hostingCache.forgetDatabase(change.siteId);
-        case 'function':
-          hostingCache.forgetFunction(change.siteId, change.name);
-          runtime.retire(change.functionId);
-          return removeDeployments(runtimeDir, change.functionId, change.versionId ?? undefined);
-      }
-    },
-    resync: () => {
-      hostingCache.clear();
-      placed?.forgetAll();
-    },
-  });
+  changes.subscribe(hostingCache);
+  if (siteDatabases.placed) changes.subscribe(siteDatabases.placed);
+  changes.subscribe(retiringFunctions(runtime, runtimeDir));
+
   const deps: Deps = {
     config,
     db,
@@ -255,7 +201,7 @@ async function composeLocked(
     runtimeDir,
     functionLogs,
     masterKey,
-    siteDatabases: placed ?? localDatabases,
+    siteDatabases: siteDatabases.provider,
     metrics,
     now: options.now ?? monotonicClock(),
     nodeId,
@@ -263,68 +209,33 @@ async function composeLocked(
     cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
   };
-  const serveCtx = createCtxHandler(deps);
+  runtime.serve({
+    ctx: createCtxHandler(deps),
+    log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
+  });
   const heartbeat = new NodeHeartbeat(deps, config);
   await heartbeat.start();
-  await adoptDataDir(deps, config.dataDir, metadata.backend === 'postgres');
-  if (metadata.backend === 'postgres') {
-    await releaseLeftoverMoves(db, nodeId, log);
-    const { claimed } = await settleLocalDatabases(deps, config.dataDir);
-    if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
-  } else {
-    // On SQLite this server is the only node: every database is in its data dir, whatever id it had.
-    await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
-  }
-  // Copies of the databases this node holds go to the shared store, for recovery on another node.
-  const copier =
-    metadata.backend === 'postgres'
-      ? new DatabaseCopier({
-          db,
-          nodeId,
-          blobs,
-          dataDir: config.dataDir,
-          tmpDir: path.join(config.dataDir, 'sites', 'copies.tmp'),
-          log,
-        })
-      : null;
-  if (copier && config.roles.includes('database') && config.databaseCopyMs > 0) copier.start(config.databaseCopyMs);
-  const mover =
-    channelClient && copier
-      ? new DatabaseMover({ db, nodeId, local: localDatabases, channel: channelClient, changes, blobs, copier, log })
-      : null;
-  const channel =
-    placed && mover
-      ? channelServer({
-          verifier: new RequestVerifier(channelKey(masterKey)),
-          provider: localDatabases,
-          // A node asked about a database it does not take to be its own looks again, so a placement
-          // cached from before a move does not send a caller away from the node that now holds it.
-          whereIs: async (siteId) => {
-            const where = await placed.whereIs(siteId);
-            if (where === 'here') return where;
-            placed.forget(siteId);
-            return placed.whereIs(siteId);
-          },
-          moveOut: (siteId, to) => mover.moveOut(siteId, to),
-          recoverHere: (siteId, from) => mover.recoverHere(siteId, from),
-          maxReceiveBytes: config.siteDatabaseMaxBytes + 1024 * 1024,
-          tmpDir: path.join(runtimeDir, 'channel'),
-          tls: channelTls,
-          log,
-        })
-      : null;
+  stack.defer('the heartbeat', () => heartbeat.stop());
+  const channel = await joinCluster(
+    deps,
+    metadata,
+    siteDatabases,
+    { local: localDatabases, runtimeDir, tls: channelTls },
+    stack,
+  );
   const owner = await ensureOwner(deps, { email: config.ownerEmail });
   await failInterruptedExports(deps);
   await releaseLeftoverLeases(deps);
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
-  const sweeper = new BlobSweeper(
-    blobs,
-    async (sha256) =>
-      (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
-    config.blobSweepMs,
-  );
+  stack.defer('the cron scheduler', () => scheduler.stop());
   if (config.blobSweepMs > 0) {
+    const sweeper = new BlobSweeper(
+      blobs,
+      async (sha256) =>
+        (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
+      config.blobSweepMs,
+    );
     sweeper.start(
       config.blobSweepMs,
       ({ removed, bytes, leftovers }) =>
@@ -332,23 +243,9 @@ async function composeLocked(
         log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references'),
       (err) => logJobFailure(log, err, 'sweeping unreferenced blobs failed'),
     );
+    stack.defer('the blob sweeper', () => sweeper.stop());
   }
-
-  const close = async () => {
-    await sweeper.stop();
-    await scheduler.stop();
-    await heartbeat.stop();
-    await copier?.stop();
-    await runtime.close();
-    await egress.close();
-    await deps.siteDatabases.close();
-    await functionLogs.flush();
-    await changes.close();
-    await blobs.close();
-    await metadata.close();
-    lock.release();
-  };
-  return { deps, owner, scheduler, channel, close };
+  return { deps, owner, scheduler, channel, close: () => stack.close() };
 }
 
 /**

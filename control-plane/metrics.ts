@@ -12,13 +12,18 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 export interface MetricsSources {
   db: Db;
-  /** Live function workers, read at scrape time. */
-  liveWorkers: () => number;
   /** What each account stores and may store (null: no limit), read at scrape time. */
   storageByAccount: () => Promise<Array<{ accountId: string; usedBytes: number; limitBytes: number | null }>>;
   /** Running totals kept by the parts that talk to each shared service, read at scrape time. */
   metadataQueries: () => number;
   objectStoreRequests: () => number;
+}
+
+/** Readings of the parts made after the metrics (they report to it), given once they exist: 0 until then. */
+export interface LaterReadings {
+  /** Live function workers. */
+  liveWorkers: () => number;
+  /** Site database calls sent to other nodes. */
   channelCalls: () => number;
 }
 
@@ -37,6 +42,7 @@ function mirrored(name: string, help: string, registers: Registry[], total: () =
 
 export class Metrics {
   readonly registry = new Registry();
+  readonly #later: LaterReadings = { liveWorkers: () => 0, channelCalls: () => 0 };
   readonly #requests: Counter<'kind' | 'route' | 'status'>;
   readonly #requestSeconds: Histogram<'kind' | 'route'>;
   readonly #workersStarted: Counter;
@@ -48,8 +54,14 @@ export class Metrics {
   readonly #egressRequests: Counter<'site' | 'outcome'>;
   readonly #egressBytes: Counter<'site' | 'direction'>;
 
+  /** Gives the readings of a part made after the metrics, taken at each scrape from then on. */
+  read(readings: Partial<LaterReadings>): void {
+    Object.assign(this.#later, readings);
+  }
+
   constructor(sources: MetricsSources) {
     const registers = [this.registry];
+    const later = this.#later;
     collectDefaultMetrics({ register: this.registry, prefix: 'berth_' });
     this.#requests = new Counter({
       name: 'berth_http_requests_total',
@@ -69,7 +81,7 @@ export class Metrics {
       help: 'Function workers alive now',
       registers,
       collect() {
-        this.set(sources.liveWorkers());
+        this.set(later.liveWorkers());
       },
     });
     this.#workersStarted = new Counter({
@@ -136,7 +148,7 @@ export class Metrics {
       'berth_channel_calls_total',
       'Site database calls sent to other nodes over the internal channel',
       registers,
-      sources.channelCalls,
+      () => later.channelCalls(),
     );
     new Gauge({
       name: 'berth_bytes_stored',

@@ -1,7 +1,10 @@
 // Problems an operator can fix, found while Berth starts or an admin command opens the data dir. Each
 // says in one line what is wrong and what to do; `berth serve` and `berth admin` print it and exit 1,
 // without a stack trace.
+import fs from 'node:fs';
 import path from 'node:path';
+import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
+import { DataDirInUse } from '../storage/data-dir-lock.ts';
 import { StorageUnavailableError } from '../storage/blob-store.ts';
 import { errnoCode } from '../storage/durable.ts';
 
@@ -50,6 +53,30 @@ export function dataDirProblem(err: unknown, dataDir: string): unknown {
     default:
       return err;
   }
+}
+
+/** Another server holds the data dir, or the error itself. */
+export function dataDirLockProblem(err: unknown): unknown {
+  if (!(err instanceof DataDirInUse)) return err;
+  return new StartupError(
+    `${err.message}: stop it first, or set BERTH_DATA_DIR to another folder (\`berth admin\` commands may run beside it)`,
+  );
+}
+
+/** The Deno executable functions and site databases run in, checked to be there and runnable. */
+export function findDeno(override: string | undefined): string {
+  let denoPath: string;
+  try {
+    denoPath = resolveDenoBinary(override);
+    fs.accessSync(denoPath, fs.constants.X_OK);
+  } catch {
+    throw new StartupError(
+      override
+        ? `BERTH_DENO is ${override}, which is not an executable file: point it at a deno binary, or unset it to use the one npm installed`
+        : 'the Deno binary npm installs with Berth is missing: run `npm ci` (or `make install`) in the Berth folder, or set BERTH_DENO to a deno executable',
+    );
+  }
+  return denoPath;
 }
 
 /** Why the object store could not be used: its message names the endpoint and bucket, never a credential. */

@@ -73,6 +73,7 @@ export interface Deployment {
   modulePath: string;
 }
 
+/** Who serves what workers ask of the host: given once the server's services exist (RuntimeHost.serve). */
 export interface RuntimeHooks {
   ctx: (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
   log: (deployment: Deployment, entry: LogEntry) => void;
@@ -94,7 +95,7 @@ export function socketDirFor(runtimeDir: string): string {
 
 export class RuntimeHost {
   readonly #options: RuntimeOptions;
-  readonly #hooks: RuntimeHooks;
+  #hooks: RuntimeHooks | null = null;
   readonly #pool: WorkerPool<DenoWorker>;
   readonly #spares: Spares<DenoWorker>;
   #closing = false;
@@ -105,9 +106,16 @@ export class RuntimeHost {
   #shed = 0;
   #shedLoggedAt = 0;
 
-  constructor(options: RuntimeOptions, hooks: RuntimeHooks) {
-    this.#options = options;
+  /**
+   * Names who serves workers' ctx calls and stores their log lines: the services, which need the runtime
+   * themselves, so they come after it. Functions run only once this is given.
+   */
+  serve(hooks: RuntimeHooks): void {
     this.#hooks = hooks;
+  }
+
+  constructor(options: RuntimeOptions) {
+    this.#options = options;
     this.#socketDir = socketDirFor(options.runtimeDir);
     fs.rmSync(this.#socketDir, { recursive: true, force: true });
     fs.mkdirSync(this.#socketDir, { recursive: true, mode: 0o700 });
@@ -283,6 +291,8 @@ export class RuntimeHost {
     const { logger } = this.#options;
     const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
     const { egress } = this.#options;
+    const hooks = this.#hooks;
+    if (!hooks) throw new Error('the runtime serves no function before RuntimeHost.serve names who serves its calls');
     const token = egress.grant({ siteId: deployment.siteId, path: deployment.path });
     return {
       modulePath: deployment.modulePath,
@@ -291,8 +301,8 @@ export class RuntimeHost {
       kind: deployment.kind,
       egress: { url: egress.url, token },
       releaseEgress: () => egress.revoke(token),
-      onCtxCall: (call) => this.#hooks.ctx(deployment, call),
-      onLog: (entry) => this.#hooks.log(deployment, entry),
+      onCtxCall: (call) => hooks.ctx(deployment, call),
+      onLog: (entry) => hooks.log(deployment, entry),
       onProtocolError: (violation) =>
         logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),
       onError: (err, message) => logger.error({ ...about, err }, message),

@@ -81,6 +81,11 @@ const siteFolders = (dataDir: string): string[] => {
   return fs.existsSync(root) ? fs.readdirSync(root).filter((name) => SITE_ID.test(name)) : [];
 };
 
+/** On unshared metadata this server is the only node: every database is in its data dir, whatever id it had. */
+export async function claimEveryDatabase(db: Knex, nodeId: string): Promise<void> {
+  await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });
+}
+
 export interface Settled {
   claimed: number;
   setAside: number;

@@ -4,6 +4,7 @@
 // a call costs no metadata query; a node that answers that it no longer holds a database makes the
 // call look its placement up again once.
 import type { Knex } from 'knex';
+import type { Change, ChangeListener } from '../db/changes.ts';
 import {
   type Access,
   type Compaction,
@@ -32,7 +33,7 @@ export interface PlacedSiteDatabasesOptions {
   statementTimeoutMs: number;
 }
 
-export class PlacedSiteDatabases implements SiteDatabaseProvider {
+export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener {
   readonly #options: PlacedSiteDatabasesOptions;
   readonly #placements = new Map<string, Placement | null>();
 
@@ -47,6 +48,15 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider {
 
   forgetAll(): void {
     this.#placements.clear();
+  }
+
+  /** The change feed's listener: a database that changed may have moved. */
+  change(change: Change): void {
+    if (change.kind === 'database') this.forget(change.siteId);
+  }
+
+  resync(): void {
+    this.forgetAll();
   }
 
   /** Where the metadata places the site's database: on this node, on another, or nowhere (it has none). */

@@ -5,6 +5,7 @@
 import path from 'node:path';
 import type { Knex } from 'knex';
 import type pg from 'pg';
+import { type RateLimiterAbstract, RateLimiterPostgres, RateLimiterSQLite } from 'rate-limiter-flexible';
 import type { Config } from '../config.ts';
 import { StartupError } from '../startup-error.ts';
 import type { HotSql } from './hot-sql.ts';
@@ -17,12 +18,18 @@ import { metaDbPath, openSqliteKnex } from './sqlite/connection.ts';
 import { SqliteHotSql } from './sqlite/hot-sql.ts';
 
 export type Db = Knex;
-export type Backend = 'sqlite' | 'postgres';
 
 export interface Metadata {
-  backend: Backend;
+  /**
+   * Several servers may use this metadata at once (PostgreSQL): each follows the others' changes, site
+   * databases are placed on nodes, and nodes may form a cluster. Unshared metadata (SQLite) belongs to
+   * the one server that holds the data dir's lock.
+   */
+  shared: boolean;
   db: Db;
   hot: HotSql;
+  /** rate-limiter-flexible's store for this metadata (its table must exist), for counts every server shares. */
+  rateLimiter(options: RateLimiterOptions): RateLimiterAbstract;
   /** The feed a server publishes its changes on and learns of other servers' (see changes.ts). */
   openChanges(onError: (err: Error) => void): Promise<ChangeFeed>;
   /** Where the metadata is, for messages (never a password). */
@@ -32,6 +39,9 @@ export interface Metadata {
   close(): Promise<void>;
 }
 
+/** What a rate limiter in the metadata is told; the store's client is the metadata's own. */
+export type RateLimiterOptions = Omit<ConstructorParameters<typeof RateLimiterSQLite>[0], 'storeClient' | 'storeType'>;
+
 /** Counts the statements Knex sends; the hot statements count their own. */
 function countKnex(db: Db): () => number {
   let queries = 0;
@@ -40,8 +50,6 @@ function countKnex(db: Db): () => number {
 }
 
 type MetadataConfig = Pick<Config, 'dataDir' | 'databaseUrl' | 'databasePool'>;
-
-export const backendOf = (config: Pick<Config, 'databaseUrl'>): Backend => (config.databaseUrl ? 'postgres' : 'sqlite');
 
 /** Opens the metadata and brings its schema up to date; a problem an operator can fix is a StartupError. */
 export interface OpenOptions {
@@ -74,9 +82,10 @@ async function openSqlite(dataDir: string): Promise<Metadata> {
   const hot = new SqliteHotSql(db, metaDbPath(dataDir));
   const knexQueries = countKnex(db);
   return {
-    backend: 'sqlite',
+    shared: false,
     db,
     hot,
+    rateLimiter: (options) => new RateLimiterSQLite({ ...options, storeClient: db, storeType: 'knex' }),
     openChanges: async () => new LocalChangeFeed(),
     where,
     queries: () => knexQueries() + hot.queries,
@@ -140,9 +149,10 @@ async function openPostgres(url: string, poolSize: number, options: OpenOptions)
   const hot = new PostgresHotSql(pool);
   const knexQueries = countKnex(db);
   return {
-    backend: 'postgres',
+    shared: true,
     db,
     hot,
+    rateLimiter: (options) => new RateLimiterPostgres({ ...options, storeClient: db, storeType: 'knex' }),
     queries: () => knexQueries() + hot.queries,
     async openChanges(onError) {
       const changes = new PostgresChanges(pool, () => connectOnce(url), onError);

@@ -2,7 +2,7 @@
 // slow for one account and for one client alike. The counts live in the metadata (`attempt_limits`),
 // kept by rate-limiter-flexible's store for the backend, so every server of an instance counts
 // against the same limit and a restart forgets nothing.
-import { type RateLimiterAbstract, RateLimiterPostgres, RateLimiterSQLite } from 'rate-limiter-flexible';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Metadata } from '../db/metadata.ts';
 
 const TABLE = 'attempt_limits';
@@ -15,11 +15,9 @@ export class AttemptLimit {
   #clearedAt = Date.now();
 
   /** `name` keeps this limit's keys apart from other limits' in the one table. */
-  constructor(metadata: Pick<Metadata, 'backend' | 'db'>, name: string, max: number, windowMs: number) {
+  constructor(metadata: Pick<Metadata, 'rateLimiter'>, name: string, max: number, windowMs: number) {
     this.#max = max;
-    const options = {
-      storeClient: metadata.db,
-      storeType: 'knex',
+    this.#limiter = metadata.rateLimiter({
       tableName: TABLE,
       tableCreated: true,
       keyPrefix: name,
@@ -27,8 +25,7 @@ export class AttemptLimit {
       duration: windowMs / 1000,
       // The stores' own timer would outlive a closed instance; failures clear instead (see fail).
       clearExpiredByTimeout: false,
-    };
-    this.#limiter = metadata.backend === 'postgres' ? new RateLimiterPostgres(options) : new RateLimiterSQLite(options);
+    });
   }
 
   /** Seconds until `key` may try again, or 0 when it may now. */

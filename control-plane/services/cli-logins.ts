@@ -13,7 +13,7 @@ import { digestToken, newToken } from './tokens.ts';
 
 export const CLI_LOGIN_MS = 10 * 60_000;
 /** Login requests one client address may start in a quarter of an hour. */
-export const cliLoginLimit = (metadata: Pick<Metadata, 'backend' | 'db'>) =>
+export const cliLoginLimit = (metadata: Pick<Metadata, 'rateLimiter'>) =>
   new AttemptLimit(metadata, 'cli-login-address', 30, 15 * 60_000);
 /** No 0/O or 1/I: the code is read off one screen and compared with another. */
 const CODE_ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789';

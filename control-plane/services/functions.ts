@@ -3,8 +3,9 @@
 // version; a failed deployment records its error and keeps the last good version in service.
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import type { Deployment } from '../../runtime-host/runtime.ts';
-import { deploymentExists, writeDeployment } from '../../runtime-host/deployments.ts';
+import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
+import { deploymentExists, removeDeployments, writeDeployment } from '../../runtime-host/deployments.ts';
+import type { ChangeListener } from '../db/changes.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
@@ -273,4 +274,20 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
   const deployment = row ? await deploymentOf(deps, row) : null;
   deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
   return deployment;
+}
+
+/**
+ * The change feed's listener of this node's runtime: a function deployed again or removed, on any node,
+ * stops its workers here and leaves only the new version's module on disk.
+ */
+export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): ChangeListener {
+  return {
+    change(change) {
+      if (change.kind !== 'function') return;
+      runtime.retire(change.functionId);
+      removeDeployments(runtimeDir, change.functionId, change.versionId ?? undefined);
+    },
+    // Workers serve the versions they were started with, which a missed change does not make wrong.
+    resync() {},
+  };
 }

@@ -3,6 +3,7 @@
 // process and within a moment for another server's, and clear() when changes may have been missed. A
 // generation counter keeps a lookup that raced with a write from storing what it read before it.
 import type { Deployment } from '../../runtime-host/runtime.ts';
+import type { Change, ChangeListener } from '../db/changes.ts';
 import type { SiteRow } from '../db/site-row.ts';
 
 export interface CachedSite {
@@ -25,7 +26,7 @@ export interface CachedWebFile {
 
 const MAX_ENTRIES = 20_000;
 
-export class HostingCache {
+export class HostingCache implements ChangeListener {
   #sites = new Map<string, CachedSite | null>();
   #functions = new Map<string, Deployment | null>();
   /** For ctx calls: site rows by id, and whether a site has a ready database. */
@@ -108,6 +109,19 @@ export class HostingCache {
   forgetFile(bucketId: string, path: string): void {
     this.#generation++;
     this.#files.delete(fileKey(bucketId, path));
+  }
+
+  /** The change feed's listener: forgets what a change touched. */
+  change(change: Change): void {
+    if (change.kind === 'file') this.forgetFile(change.bucketId, change.path);
+    else if (change.kind === 'sites') this.forgetSites();
+    else if (change.kind === 'database') this.forgetDatabase(change.siteId);
+    else this.forgetFunction(change.siteId, change.name);
+  }
+
+  /** Changes may have been missed: forgets everything. */
+  resync(): void {
+    this.clear();
   }
 
   /** Forgets every lookup (blobs are immutable and stay). */

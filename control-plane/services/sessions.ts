@@ -18,7 +18,7 @@ export const ABSOLUTE_MS = 7 * 24 * 3600_000;
 const TOUCH_MS = 60_000;
 
 /** Failed sign-ins allowed per email and per client address in a quarter of an hour. */
-export const signInLimits = (metadata: Pick<Metadata, 'backend' | 'db'>) => ({
+export const signInLimits = (metadata: Pick<Metadata, 'rateLimiter'>) => ({
   email: new AttemptLimit(metadata, 'sign-in-email', 5, 15 * 60_000),
   address: new AttemptLimit(metadata, 'sign-in-address', 20, 15 * 60_000),
 });
