@@ -25,7 +25,7 @@ test('a close that throws does not keep the others from closing, and is reported
   stack.defer('runtime', () => closed.push('runtime'));
   const err = await t.throwsAsync(() => stack.close());
   t.is(err?.message, 'closing metadata failed');
-  t.is((err?.cause as Error).message, 'connection lost');
+  t.is((err?.cause as Error | undefined)?.message, 'connection lost');
   t.deepEqual(closed, ['runtime', 'lock']);
 });
 
