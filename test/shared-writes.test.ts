@@ -1,11 +1,12 @@
-// Two nodes sharing PostgreSQL metadata and the object store write to one account at once: uploads on
-// both whose sum passes the account's limit never store past it, and each is stored or refused with
-// quota_exceeded. (Nodes share PostgreSQL metadata: the PostgreSQL pass.)
+// Two nodes sharing PostgreSQL metadata and the object store write to one account at once: appends to
+// one JSONL file from functions on both all land, each once; uploads on both whose sum passes the
+// account's limit never store past it, and each is stored or refused with quota_exceeded. (Nodes share
+// PostgreSQL metadata: the PostgreSQL pass.)
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import type { Got } from 'got';
+import got, { type Got } from 'got';
 import { apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, startServe } from './helpers/process.ts';
 import { databaseFor, onPostgres } from './helpers/postgres.ts';
@@ -70,11 +71,54 @@ async function newAccount(limitBytes: number) {
   }
 }
 
+const siteOn = (server: ServeProcess, subdomain: string): Got =>
+  got.extend({
+    prefixUrl: server.url,
+    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
+    throwHttpErrors: false,
+    retry: { limit: 0 },
+    timeout: { request: 120_000 },
+  });
+
 async function makeSite(api: Got, accountId: string, name: string) {
   const res = await api.post('v0/sites', { json: { accountId, name } });
   if (res.statusCode !== 201) throw new Error(`site: ${res.statusCode} ${JSON.stringify(res.body)}`);
   return json<{ id: string; subdomain: string; bucketId: string }>(res);
 }
+
+shared('appends to one file from functions on both nodes all land, each once', async (t) => {
+  const { a, b } = nodes;
+  const tenant = await newAccount(1024 * 1024 * 1024);
+  const site = await makeSite(tenant.on(a), tenant.id, 'appends');
+  const source = await fs.readFile(path.join(import.meta.dirname, 'fixtures/functions/appender.ts'));
+  const deployed = await tenant.on(a).put(`v0/buckets/${site.bucketId}/objects/api/append.ts`, {
+    body: source,
+    headers: { 'content-type': 'text/typescript' },
+  });
+  t.is(json<{ deployment: { status: string } }>(deployed).deployment.status, 'READY');
+
+  const PER_NODE = 20;
+  const calls = [a, b].flatMap((server, node) =>
+    Array.from({ length: PER_NODE }, (_, i) =>
+      siteOn(server, site.subdomain).get('api/append', { searchParams: { n: `${node}-${i}` } }),
+    ),
+  );
+  const answers = await Promise.all(calls);
+  t.deepEqual(
+    answers.filter((res) => res.statusCode !== 200).map((res) => res.body),
+    [],
+    'every append succeeded',
+  );
+
+  const file = await tenant.read.get(`v0/buckets/${site.bucketId}/objects/data/lines.jsonl`, { responseType: 'text' });
+  t.is(file.statusCode, 200);
+  const lines = (file.body as string)
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => (JSON.parse(line) as { n: string }).n);
+  const expected = [0, 1].flatMap((node) => Array.from({ length: PER_NODE }, (_, i) => `${node}-${i}`));
+  t.deepEqual([...lines].sort(), [...expected].sort(), 'each line is there exactly once');
+});
 
 shared(
   'uploads on both nodes whose sum passes the limit store within it; the rest are refused with quota_exceeded',
