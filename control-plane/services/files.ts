@@ -70,8 +70,8 @@ export async function statFile(deps: Deps, actor: Actor, bucketId: string, rawPa
 export interface WriteFileInput {
   body: Readable;
   contentType?: string | undefined;
-  /** Version the actor expects to be current (If-Match); a mismatch is a conflict. */
-  ifMatch?: string | undefined;
+  /** Version the actor expects to be current (If-Match; null: no current version); a mismatch is a conflict. */
+  ifMatch?: string | null | undefined;
   /** Content-Length, when the client sent one, to refuse oversized bodies before reading them. */
   declaredBytes?: number | undefined;
 }

@@ -60,14 +60,19 @@ function dataPath(raw: string, kind: 'file' | 'prefix' = 'file'): string {
   }
 }
 
-async function readText(scope: CallScope, raw: string): Promise<string | null> {
+/** A data file's text and the version it is, or null when there is none. */
+async function readCurrent(scope: CallScope, raw: string): Promise<{ text: string; versionId: string } | null> {
   const path = dataPath(raw);
   const found = await findCurrentFile(scope.deps, scope.site.bucket_id, path);
   if (!found) return null;
   if (found.file.bytes > MAX_READ_BYTES)
     throw new CtxError('DATA_TOO_LARGE', `${path} is larger than ${MAX_READ_BYTES} bytes`);
-  return (await scope.deps.blobs.read(found.sha256)).toString('utf8');
+  const text = (await scope.deps.blobs.read(found.sha256)).toString('utf8');
+  return { text, versionId: found.file.currentVersionId };
 }
+
+const readText = async (scope: CallScope, raw: string): Promise<string | null> =>
+  (await readCurrent(scope, raw))?.text ?? null;
 
 function parseJson(text: string, path: string): unknown {
   try {
@@ -83,13 +88,15 @@ function serialize(value: unknown): string {
   return text;
 }
 
-async function write(scope: CallScope, raw: string, text: string, contentType: string) {
+/** Writes a new version; with `ifMatch`, only while that version (null: none) is the current one. */
+async function write(scope: CallScope, raw: string, text: string, contentType: string, ifMatch?: string | null) {
   const bytes = Buffer.from(text, 'utf8');
   try {
     const result = await writeFile(scope.deps, scope.actor, scope.site.bucket_id, dataPath(raw), {
       body: Readable.from([bytes]),
       contentType,
       declaredBytes: bytes.length,
+      ifMatch,
     });
     return { path: result.path, versionId: result.versionId, bytes: result.bytes };
   } catch (err) {
@@ -130,9 +137,44 @@ async function db(scope: CallScope, statements: Array<{ sql: string; params: Sql
   }
 }
 
+/** How many times an append reads its file and writes it back before it leaves the file to other writers. */
+const APPEND_ATTEMPTS = 20;
+
 /**
- * The ctx methods, exactly those of the runtime contract, with the per-file queue that keeps
- * appendJsonl's read-modify-write in order.
+ * Appends a line as a new version of the whole file, committed only if the version it read is still the
+ * current one: when another writer got in first (a function on another node, the file API), it reads
+ * the file again and retries at once. Each lost attempt is another writer's commit, so some writer
+ * always progresses.
+ */
+async function appendLine(scope: CallScope, raw: string, line: string) {
+  for (let attempt = 1; ; attempt++) {
+    const current = await readCurrent(scope, raw);
+    const existing = current?.text ?? '';
+    const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
+    try {
+      return await write(
+        scope,
+        raw,
+        `${existing}${separator}${line}\n`,
+        'application/jsonl',
+        current?.versionId ?? null,
+      );
+    } catch (err) {
+      if (!(err instanceof BerthError && err.code === 'version_conflict')) throw err;
+      if (attempt === APPEND_ATTEMPTS) {
+        throw new CtxError(
+          err.code,
+          `${dataPath(raw)} changed ${APPEND_ATTEMPTS} times while this line was being appended; nothing was appended, try again`,
+          409,
+        );
+      }
+    }
+  }
+}
+
+/**
+ * The ctx methods, exactly those of the runtime contract, with the per-file queue that keeps this
+ * server's appends to one file from competing with each other.
  */
 function createMethods(): Record<CtxMethod, Method> {
   const appendLocks = new Map<string, Promise<unknown>>();
@@ -159,13 +201,7 @@ function createMethods(): Record<CtxMethod, Method> {
       const raw = stringArg(args, 0, 'path');
       const line = serialize(args[1]);
       const key = `${scope.site.bucket_id}:${dataPath(raw)}`;
-      const run = (appendLocks.get(key) ?? Promise.resolve())
-        .catch(() => {})
-        .then(async () => {
-          const existing = (await readText(scope, raw)) ?? '';
-          const separator = existing === '' || existing.endsWith('\n') ? '' : '\n';
-          return write(scope, raw, `${existing}${separator}${line}\n`, 'application/jsonl');
-        });
+      const run = (appendLocks.get(key) ?? Promise.resolve()).catch(() => {}).then(() => appendLine(scope, raw, line));
       appendLocks.set(key, run);
       try {
         return await run;

@@ -5,8 +5,10 @@
 //
 // Uploads in flight are not in the metadata yet: each holds a reservation of the bytes it has read so
 // far, and a write is refused once committed and reserved bytes together would pass the limit. So
-// concurrent uploads cannot together store more than the account has left, even as blobs nobody
-// ends up referencing.
+// concurrent uploads to one server cannot together store more than the account has left, even as
+// blobs nobody ends up referencing. Reservations are the server's own: servers sharing the metadata
+// each admit uploads on their own, and what holds the limit among them is the commit, whose check in
+// chargeVersion refuses, with the same quota_exceeded, bytes the others' commits left no room for.
 import { BerthError, notFound } from '../errors.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Config } from '../config.ts';
