@@ -128,26 +128,44 @@ const pinnedTo = (address: string): LookupFunction => {
 /** Turns for one site's requests. */
 class Turns {
   #inFlight = 0;
-  readonly #waiting: Array<() => void> = [];
+  /** Those waiting, first come first: each is handed the turn of a request that ends. */
+  readonly #waiting = new Set<() => void>();
 
   constructor(readonly limit: number) {}
 
-  async take(): Promise<void> {
+  /** Waits for a turn; false, holding none, when `gone` is aborted first: the waiter leaves the line. */
+  async take(gone: AbortSignal): Promise<boolean> {
+    if (gone.aborted) return false;
     if (this.#inFlight < this.limit) {
       this.#inFlight++;
-      return;
+      return true;
     }
-    await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    return new Promise<boolean>((resolve) => {
+      const handed = () => {
+        gone.removeEventListener('abort', left);
+        resolve(true);
+      };
+      const left = () => {
+        this.#waiting.delete(handed);
+        resolve(false);
+      };
+      this.#waiting.add(handed);
+      gone.addEventListener('abort', left, { once: true });
+    });
   }
 
   give(): void {
-    const next = this.#waiting.shift();
-    if (next) next();
-    else this.#inFlight--;
+    const [next] = this.#waiting;
+    if (!next) {
+      this.#inFlight--;
+      return;
+    }
+    this.#waiting.delete(next);
+    next();
   }
 
   get idle(): boolean {
-    return this.#inFlight === 0 && this.#waiting.length === 0;
+    return this.#inFlight === 0 && this.#waiting.size === 0;
   }
 }
 
@@ -241,6 +259,11 @@ export class EgressProxy {
     if (target.username || target.password)
       return refuse('EGRESS_INVALID_URL', 'credentials in the URL are not sent; use an Authorization header');
 
+    // The function may give up at any time (its fetch aborted, or it ended): while it waits for its
+    // turn as well, when nothing else listens for it.
+    const gone = new AbortController();
+    res.once('close', () => gone.abort());
+
     let addresses: string[];
     const literal = literalAddress(target.hostname);
     try {
@@ -252,14 +275,17 @@ export class EgressProxy {
     if (refused) return refuse('EGRESS_REFUSED', `${target.host}: ${refused}`);
 
     const turns = this.#turnsOf(grant.siteId);
-    await turns.take();
-    let released = false;
+    let released = !(await turns.take(gone.signal));
+    // A turn goes back exactly once, however the request ends.
     const release = () => {
-      if (released) return;
-      released = true;
-      turns.give();
-      if (turns.idle) this.#turns.delete(grant.siteId);
+      if (!released) {
+        released = true;
+        turns.give();
+      }
+      if (turns.idle && this.#turns.get(grant.siteId) === turns) this.#turns.delete(grant.siteId);
     };
+    // Gone while it waited, or just as its turn came: nothing is sent.
+    if (gone.signal.aborted) return release();
     res.once('close', release);
 
     const headers: http.OutgoingHttpHeaders = {};

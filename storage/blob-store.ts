@@ -12,7 +12,10 @@ export interface StoredBlob {
 /** A blob just stored, kept from the sweeper until `unpin` (once the version that references it is committed, or not). */
 export interface PinnedBlob extends StoredBlob {
   unpin(): void;
-  /** When the store last wrote or touched it: the sweeper leaves it alone for its minimum age from then. */
+  /**
+   * When the store last wrote or touched it: every sweeper leaves it alone for its minimum age from then.
+   * stillStored moves it on when it touches the blob.
+   */
   storedAt: number;
 }
 
@@ -48,10 +51,18 @@ export interface BlobStore {
   /** Whether a write of this process has stored the blob and not committed yet. */
   isPinned(sha256: string): boolean;
   /**
-   * Checked while the version that will reference a stored blob commits: false when the sweeper may
-   * have removed it since it was stored (the write then fails with storage_unavailable).
+   * Asked just before the transaction that commits the version referencing a stored blob, never in it
+   * (on an object store it may be a request): false when a sweeper may have removed the blob since it
+   * was stored (the write then fails with storage_unavailable). A blob `keeps` no longer holds for is
+   * touched, which starts its age again.
    */
   stillStored(blob: PinnedBlob): Promise<boolean>;
+  /**
+   * Checked in that transaction, without asking the store: whether every sweeper stays off the blob
+   * until the commit (this process's for its pin, another server's for its age). False: the write
+   * commits nothing and asks stillStored again.
+   */
+  keeps(blob: PinnedBlob): boolean;
   /** Marks a blob as just used, so the sweeper leaves it alone for a while; false when the store does not have it. */
   touch(sha256: string): Promise<boolean>;
   has(sha256: string): Promise<boolean>;

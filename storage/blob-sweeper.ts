@@ -4,12 +4,14 @@
 // to reference it has long finished with it.
 //
 // A write pins its blob (BlobStore.isPinned) from the moment its digest is known until its version is
-// committed, and touches it; its commit checks that the blob is still there (BlobStore.stillStored).
+// committed, and touches it; just before its commit's transaction it checks that the blob is still
+// there (BlobStore.stillStored), and in it that the blob is still kept (BlobStore.keeps).
 // The sweeper asks the metadata whether a blob is referenced, then the store looks at its pins and age
 // again just before removing it: a write of this process that stored the blob meanwhile keeps it, and
 // one that comes after the removal stores it again. A process sharing the store is kept off by the age
-// alone: its write must commit within `minAgeMs` of storing the bytes, or it finds them gone and fails
-// with storage_unavailable rather than reference removed bytes.
+// alone: a write's transaction checks it is within `minAgeMs` of storing or touching the bytes; one
+// that waited longer commits nothing, touches them again, and finds them gone (storage_unavailable)
+// rather than reference removed bytes.
 import { setImmediate as yieldToEvents } from 'node:timers/promises';
 import type { BlobStore } from './blob-store.ts';
 

@@ -69,6 +69,9 @@ export class CachedBlobStore implements BlobStore {
   stillStored(blob: PinnedBlob): Promise<boolean> {
     return this.#store.stillStored(blob);
   }
+  keeps(blob: PinnedBlob): boolean {
+    return this.#store.keeps(blob);
+  }
   touch(sha256: string): Promise<boolean> {
     return this.#store.touch(sha256);
   }

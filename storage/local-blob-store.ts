@@ -96,6 +96,11 @@ export class LocalBlobStore implements BlobStore {
     return fs.existsSync(this.#pathOf(blob.sha256));
   }
 
+  /** One server per data dir: its sweeper is the only one, and the pin keeps it off until the commit. */
+  keeps(): boolean {
+    return true;
+  }
+
   async #putSmall(source: Readable, maxBytes: number): Promise<PinnedBlob> {
     const data = await readWhole(source, maxBytes);
     const sha256 = crypto.createHash('sha256').update(data).digest('hex');

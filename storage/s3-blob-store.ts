@@ -257,12 +257,17 @@ export class S3BlobStore implements BlobStore {
     return this.#pins.has(sha256);
   }
 
-  /**
-   * Every put wrote the blob's key: the sweeper leaves it alone for its safe age from then, so only a
-   * write slower than that asks the store.
-   */
+  /** Every put wrote the blob's key: other servers' sweepers leave it alone for the safe age from then. */
+  keeps(blob: PinnedBlob): boolean {
+    return Date.now() - blob.storedAt < this.#safeAgeMs;
+  }
+
+  /** Only a write slower than the safe age asks the store: by touching the blob, which starts its age again. */
   async stillStored(blob: PinnedBlob): Promise<boolean> {
-    return Date.now() - blob.storedAt < this.#safeAgeMs || this.has(blob.sha256);
+    if (this.keeps(blob)) return true;
+    if (!(await this.touch(blob.sha256))) return false;
+    blob.storedAt = Date.now();
+    return true;
   }
 
   /** Rewrites the object's metadata in place, which makes its LastModified now. */

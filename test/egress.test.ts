@@ -3,7 +3,8 @@
 // by a DNS server of the test's own: public targets are reached, redirects included; every private,
 // loopback, link-local, unique-local, multicast and IPv4-in-IPv6 target is refused, by name, by
 // literal address in any notation and behind a redirect; raw connections go nowhere; a site's
-// requests in flight are bounded; and requests, bytes and refusals are counted and logged.
+// requests in flight are bounded, and a request aborted while it waits for a turn takes none; and
+// requests, bytes and refusals are counted and logged.
 import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
@@ -179,6 +180,36 @@ test('a site’s requests in flight are bounded; the rest wait for a turn and ar
   t.true(all.every((o) => o.status === 200 && o.body === 'slow'));
   t.is((await fetchFrom({ url: 'http://far.test/most-in-flight' })).body, '2');
 });
+
+// Serial: its held requests count in the public server's requests in flight.
+test.serial(
+  'a fetch aborted while it waits for a turn gives its place up, and the site’s turns stay free',
+  async (t) => {
+    const own = await createSite(t0.owner);
+    await deployFixture(t0.owner, own.bucketId, 'fetcher');
+    const held = async () => Number((await got.get(`http://${FAR}/held`)).body);
+    const fetchMany = async (body: Record<string, unknown>) => (await fetchFrom(body, own)) as unknown as Outcome[];
+    // Both of the site's turns are taken by requests the public server holds.
+    const holding = fetchMany({ url: 'http://far.test/hold', many: 2 });
+    await until(async () => (await held()) === 2, 'both turns held');
+    // More requests than turns wait, and are aborted while they wait. Were one of them sent after all,
+    // the public server would hold it, and the turn it took, to the end.
+    const gaveUp = await fetchMany({ url: 'http://far.test/hold', many: 4, abortAfterMs: 1000 });
+    t.deepEqual(
+      gaveUp.map((o) => o.error?.name),
+      Array(4).fill('TimeoutError'),
+    );
+    await got.get(`http://${FAR}/let-go`);
+    t.true((await holding).every((o) => o.status === 200 && o.body === 'let go'));
+    // Every turn is free again: as many requests as turns are answered (bounded, so a leak fails, not hangs).
+    const later = await fetchMany({ url: 'http://far.test/hello', many: 2, abortAfterMs: 10_000 });
+    t.deepEqual(
+      later.map((o) => o.body ?? o.error?.name),
+      Array(2).fill('hello from far away'),
+    );
+    t.is(await held(), 0, 'no request that gave up was sent');
+  },
+);
 
 test('requests, bytes and refusals are counted by site, and refusals reach the site’s logs', async (t) => {
   await fetchFrom({ url: 'http://far.test/hello' });

@@ -1,7 +1,7 @@
 // Blobs on an S3-compatible object store (Ceph's radosgw, started by test/run-suite.ts): what the
 // operator sees when it is missing or refuses, moving an instance into it, a kill in the middle of
-// uploads, an outage while serving, and backups that leave the blobs in it. The rest of the suite runs
-// on it too in the pass on the shared backends.
+// uploads, an outage while serving, a store that hangs while an upload commits, and backups that leave
+// the blobs in it. The rest of the suite runs on it too in the pass on the shared backends.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -9,7 +9,7 @@ import http from 'node:http';
 import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import got from 'got';
-import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, DeleteObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { apiClient, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
@@ -22,6 +22,7 @@ import {
   testS3,
 } from './helpers/object-store.ts';
 import { startObjectStoreServer } from './helpers/object-store-server.ts';
+import { onPostgres } from './helpers/postgres.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
 
@@ -283,7 +284,6 @@ s3test(
     t.teardown(() => store.stop());
     const bucket = 'berth-outage';
     const s3 = testS3(store.endpoint);
-    const { CreateBucketCommand } = await import('@aws-sdk/client-s3');
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     const berth = await startTestBerth({
       objectStore: { bucket, prefix: '', endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true },
@@ -382,6 +382,79 @@ s3test(
       t.is(read.statusCode, answer.status === 200 ? 200 : 404, `${answer.path} was ${answer.status}`);
     }
     t.is((await berth.site(site.subdomain).get('big.bin', { responseType: 'buffer' })).statusCode, 200);
+  },
+);
+
+s3test(
+  'an upload whose bytes outlived the safe age asks the store about them outside its transaction: other writes go on while the store hangs',
+  async (t) => {
+    const store = await startObjectStoreServer({
+      accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
+      secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
+    });
+    t.teardown(() => store.stop());
+    const bucket = 'berth-hanging';
+    const s3 = testS3(store.endpoint);
+    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+    // The sweepers' minimum age: an upload not committed by then must make sure its bytes are still there.
+    const safeAgeMs = 2000;
+    const berth = await startTestBerth({
+      objectStore: { bucket, prefix: '', endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true },
+      blobSweepMs: safeAgeMs,
+    });
+    t.teardown(() => berth.dispose());
+    const site = await createSite(berth.owner);
+    const filePath = 'web/page.html';
+    const url = `v0/buckets/${site.bucketId}/objects/${filePath}`;
+    await putFile(berth.owner, site.bucketId, filePath, '<p>first</p>', 'text/html');
+
+    // Another writer holds what the upload's transaction needs (on SQLite the one metadata connection,
+    // on PostgreSQL the file's row) until the upload's bytes are older than the safe age.
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => {
+      locked = resolve;
+    });
+    const holding = berth.berth.deps.db.transaction(async (trx) => {
+      const row = trx('files').where({ bucket_id: site.bucketId, path: filePath });
+      await (onPostgres ? row.forUpdate() : row);
+      locked();
+      await held;
+    });
+    await isLocked;
+    const body = crypto.randomBytes(1024);
+    let answered = false;
+    const upload = berth.owner.api.put(url, { body }).finally(() => {
+      answered = true;
+    });
+    const storedAt = await until(
+      async () =>
+        (await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: `blobs/${sha256(body)}` })).catch(() => undefined))
+          ?.LastModified,
+      'the upload’s bytes in the store',
+    );
+    // LastModified is in whole seconds, and the upload's own clock starts once the store has answered.
+    await until(() => Date.now() - storedAt.getTime() > safeAgeMs + 2500, 'the bytes to pass the safe age');
+
+    store.freeze();
+    // Run first, whatever fails: a server with a request in the frozen store does not close.
+    t.teardown(() => store.thaw());
+    letGo();
+    await holding;
+    const deleted = await berth.owner.api
+      .delete(url, { timeout: { request: 10_000 } })
+      .catch((err: Error) => ({ statusCode: err.name }));
+    t.is(deleted.statusCode, 200, 'another write of the file commits while the upload waits for the store');
+    t.false(answered, 'the upload waits for the store');
+    store.thaw();
+
+    t.is((await upload).statusCode, 200);
+    const read = await berth.owner.read.get(url, { responseType: 'buffer' });
+    t.is(read.statusCode, 200);
+    t.deepEqual(read.body, body);
   },
 );
 

@@ -143,21 +143,48 @@ export async function writeFile(
       if (err instanceof BlobTooLargeError) throw tooLarge(limit);
       throw err;
     }
+    result = await commitWrite(deps, actor, bucketId, path, contentType, input.ifMatch, blob);
+  } finally {
+    blob?.unpin();
+    reservation.release();
+  }
+  return afterWrite(deps, bucketId, path, contentType, result);
+}
 
+/** How many times a write's transaction may wait past the time its blob is kept for, each time asking again. */
+const COMMIT_ATTEMPTS = 3;
+
+/**
+ * Commits a stored blob as the file's new version. The store is asked whether the blob is still there
+ * before the transaction, never in it: on an object store that may be a request, and the transaction
+ * holds the file's row (on SQLite, the one write lock) until it commits. Between the question and the
+ * commit the pin keeps this process's sweeper off the blob, and its age other servers': a transaction
+ * that waited for its turn past that commits nothing, and the store is asked again.
+ */
+async function commitWrite(
+  deps: Deps,
+  actor: Actor,
+  bucketId: string,
+  path: string,
+  contentType: string,
+  ifMatch: string | undefined,
+  stored: PinnedBlob,
+): Promise<{ fileId: string; versionId: string; bytes: number }> {
+  for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
+    // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
+    if (!(await deps.blobs.stillStored(stored)))
+      throw new BerthError(
+        'storage_unavailable',
+        'the stored bytes of this write were removed before it completed; send it again',
+      );
     const now = timestamp(deps);
-    const stored = blob;
-    result = await deps.hotSql.write(async (sql) => {
+    const committed = await deps.hotSql.write(async (sql) => {
       // The file's row is locked for the rest of the transaction: writers of one path take turns, so
       // If-Match and the version numbers hold under concurrent writes on any backend.
       let file = await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path);
-      if (input.ifMatch !== undefined)
-        assertExpectedVersion(file?.current_version_id ?? null, input.ifMatch, 'If-Match');
-      // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
-      if (!(await deps.blobs.stillStored(stored)))
-        throw new BerthError(
-          'storage_unavailable',
-          'the stored bytes of this write were removed before it completed; send it again',
-        );
+      if (ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, ifMatch, 'If-Match');
+      // Waited past the time the blob is kept for: another server's sweeper may remove it before the commit.
+      if (!deps.blobs.keeps(stored)) return undefined;
       if (!file) {
         // A concurrent first write of the same path may insert it first: then this one continues it.
         await sql.run(
@@ -181,11 +208,12 @@ export async function writeFile(
       await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
       return { fileId: file.id, versionId, bytes: stored.bytes };
     });
-  } finally {
-    blob?.unpin();
-    reservation.release();
+    if (committed) return committed;
   }
-  return afterWrite(deps, bucketId, path, contentType, result);
+  throw new BerthError(
+    'storage_unavailable',
+    'the stored bytes of this write could not be kept until it committed; send it again',
+  );
 }
 
 /** What a committed write answers, once hosting and the runtime have caught up with it. */

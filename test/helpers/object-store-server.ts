@@ -21,6 +21,10 @@ export interface ObjectStoreServer {
   pause(): Promise<void>;
   /** Starts the gateway again after pause(), on the same port. */
   resume(): Promise<void>;
+  /** Stops the gateway where it stands (SIGSTOP): its port still takes connections, and nothing answers. */
+  freeze(): void;
+  /** Lets a frozen gateway go on (SIGCONT). */
+  thaw(): void;
   /** Stops every daemon and removes the files. */
   stop(): Promise<void>;
 }
@@ -199,6 +203,17 @@ rgw dns name = 127.0.0.1
       'radosgw-admin user create',
     );
     let stopped = false;
+    let frozen = false;
+    const signalGateway = (signal: NodeJS.Signals) => {
+      const pid = pidOf(pidFiles.rgw!);
+      if (!alive(pid)) throw new Error('the gateway is not running');
+      process.kill(pid!, signal);
+    };
+    const thaw = () => {
+      if (!frozen) return;
+      frozen = false;
+      signalGateway('SIGCONT');
+    };
     return {
       endpoint: `http://127.0.0.1:${rgwPort}`,
       accessKeyId,
@@ -210,9 +225,16 @@ rgw dns name = 127.0.0.1
           .flatMap((name) => pidOf(path.join(root, 'run', name)) ?? []),
       pause: () => stopDaemon(pidFiles.rgw!),
       resume: startGateway,
+      freeze() {
+        signalGateway('SIGSTOP');
+        frozen = true;
+      },
+      thaw,
       async stop() {
         if (stopped) return;
         stopped = true;
+        // A stopped process does not act on SIGTERM until it goes on.
+        thaw();
         await stopAll();
         fs.rmSync(root, { recursive: true, force: true });
       },
