@@ -167,7 +167,7 @@ async function commitWrite(
   bucketId: string,
   path: string,
   contentType: string,
-  ifMatch: string | undefined,
+  ifMatch: string | null | undefined,
   stored: PinnedBlob,
 ): Promise<{ fileId: string; versionId: string; bytes: number }> {
   for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
