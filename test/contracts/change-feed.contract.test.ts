@@ -3,12 +3,15 @@
 // on PostgreSQL it also reaches every other server sharing the metadata (LISTEN/NOTIFY), once, and a
 // server whose listening connection is lost is told to resync. On SQLite it stays in the process.
 import test, { type ExecutionContext } from 'ava';
+import pg from 'pg';
 import type { Change, ChangeFeed, ChangeListener } from '../../control-plane/db/changes.ts';
 import type { Metadata } from '../../control-plane/db/metadata.ts';
+import { connectOnce } from '../../control-plane/db/postgres/connection.ts';
+import { PostgresChanges } from '../../control-plane/db/postgres/changes.ts';
 import { FILE_COLUMNS, type FileRow } from '../../control-plane/services/file-rows.ts';
 import { type MetadataBackend, type OpenedMetadata, eachMetadataBackend } from '../helpers/each-adapter.ts';
 import { seedFile, seedSite, sha256 } from '../helpers/metadata-rows.ts';
-import { asAdmin } from '../helpers/postgres.ts';
+import { asAdmin, berthUrl } from '../helpers/postgres.ts';
 import { until } from '../helpers/until.ts';
 
 const CHANNEL = 'berth_changes';
@@ -209,5 +212,49 @@ for (const backend of eachMetadataBackend()) {
     await one.publish(file('a.txt'));
     await until(() => heardWitness.events.length > 0, 'the witness hearing the change');
     t.deepEqual(heardClosed.events, [], 'what the witness heard did not reach the closed feed');
+  });
+
+  test(`${name} a feed closed while it reconnects stays closed`, async (t) => {
+    const opened = await open(t, backend);
+    const database = opened.database!;
+    const url = berthUrl(database);
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    t.teardown(() => pool.end());
+    // Every connection after the first is held at the door until the test lets it in.
+    let letIn!: () => void;
+    const door = new Promise<void>((resolve) => (letIn = resolve));
+    const clients: pg.Client[] = [];
+    const feed = new PostgresChanges(
+      pool,
+      () => {
+        const client = connectOnce(url);
+        if (clients.push(client) > 1) {
+          const connect = pg.Client.prototype.connect as (this: pg.Client) => Promise<pg.Client>;
+          Object.assign(client, { connect: () => door.then(() => connect.call(client)) });
+        }
+        return client;
+      },
+      () => {},
+    );
+    await feed.start();
+    t.teardown(() => feed.close());
+    const heard = new Heard();
+    feed.subscribe(heard);
+    await asAdmin((client) =>
+      client.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND query = $2', [
+        database,
+        `LISTEN ${CHANNEL}`,
+      ]),
+    );
+    const reconnecting = await until(() => clients[1], 'a reconnection');
+    await feed.close();
+    let ended = false;
+    reconnecting.once('end', () => {
+      ended = true;
+    });
+    letIn();
+    await until(() => ended, 'the connection made after the close to be ended');
+    t.deepEqual(await listeners(database), [], 'no connection listens for a closed feed');
+    t.deepEqual(heard.events, [], 'a closed feed tells its listeners nothing');
   });
 }
