@@ -382,6 +382,22 @@ for (const name of ['local', 'placed'] as const) {
   });
 }
 
+test.serial('[local] a call in flight or held when its database moves to another node is told it moved', async (t) => {
+  const adapter = adapters.find((a) => a.name === 'local')!;
+  const siteId = await adapter.newSite();
+  await adapter.provider.create(siteId);
+  await adapter.provider.run(siteId, statement('CREATE TABLE t (v TEXT)'), 'api');
+  const frozen = await adapter.holder.freeze(siteId);
+  const held = adapter.provider.run(siteId, statement("INSERT INTO t (v) VALUES ('held')"), 'api');
+  await frozen.census();
+  // Sent as the move ends: its process is stopped under it.
+  const inFlight = adapter.provider.run(siteId, statement("INSERT INTO t (v) VALUES ('in flight')"), 'api');
+  await frozen.thaw('moved');
+  t.is((await failure(t, held)).reason, 'moved');
+  t.is((await failure(t, inFlight)).reason, 'moved', 'the caller may send it where the database is now');
+  t.is((await failure(t, adapter.provider.run(siteId, statement('SELECT v FROM t'), 'api'))).reason, 'moved');
+});
+
 test.serial(
   '[placed] a write held or in flight when its database moves to another node follows it there',
   async (t) => {
