@@ -127,13 +127,13 @@ async function placed(
 }
 
 let placedAdapter: Awaited<ReturnType<typeof placed>>;
+// Placements are kept in shared metadata: PostgreSQL's where this process can reach it, as in a cluster.
+const backends = eachMetadataBackend();
+const placements = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
 
 test.before(async () => {
   root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-contract-'));
-  // Placements are kept in shared metadata: PostgreSQL's where this process can reach it, as in a cluster.
-  const backends = eachMetadataBackend();
-  const backend = backends.find((b) => b.name === 'postgres') ?? backends[0]!;
-  const opened = await backend.open();
+  const opened = await placements.open();
   placedAdapter = await placed(opened.metadata.db, opened.close);
   adapters.push(local(), placedAdapter);
 });
