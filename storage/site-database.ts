@@ -37,8 +37,8 @@ export interface StatementResult {
  * that is reserved (`reserved`), its result was too large (`too_large`), it needed more space than the
  * database may take (`full`), it ran past its time limit
  * (`timeout`), or no database process could serve it (`busy`, `unavailable`), or the database was
- * moved to another node while it waited (`moved`: the caller sends it where it is now). Messages name
- * no host path.
+ * moved to another node while it waited or was in flight (`moved`: the caller sends it where it is
+ * now). Messages name no host path.
  */
 export class StatementError extends Error {
   constructor(
@@ -83,8 +83,8 @@ export interface FrozenDatabase {
   census(): Promise<Census>;
   /**
    * Ends the pause. `moved`: the database now lives on another node; the writes that waited are told
-   * so (StatementError `moved`), then `beforeRemoval` may still read the file, then it is removed.
-   * `kept`: they run here.
+   * so (StatementError `moved`), then `beforeRemoval` may still read the file, then it is removed, and
+   * a call still in flight on it is told so too. `kept`: they run here.
    */
   thaw(outcome: 'moved' | 'kept', beforeRemoval?: () => Promise<void>): Promise<void>;
 }
@@ -407,6 +407,9 @@ export class SiteDatabases implements SiteDatabaseProvider {
       try {
         return await this.#counted(siteId, () => this.#sendNow(siteId, sent, timeoutMs, onChunk));
       } catch (err) {
+        // Moved while it was in flight: its process was stopped as the file was removed. Sent while
+        // writes were paused, it changed nothing, so it may be sent where the database is now.
+        if (frozen && this.#movedAway.has(siteId)) throw movedAway();
         if (!(frozen && err instanceof StatementError && err.reason === 'read_only')) throw err;
         await frozen;
       }

@@ -56,7 +56,7 @@ const BODIES = {
   recover: z.object({ from: z.string().min(1).max(200) }),
 } as const;
 /** Calls whose body is JSON; `receive` carries a database file. */
-type Op = keyof typeof BODIES;
+export type Op = keyof typeof BODIES;
 const RECEIVE = 'receive';
 
 /** What the move of one database did, as the node that moved it reports it. */
@@ -186,54 +186,11 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
     } catch (err) {
       return refuse(err);
     }
-    const siteId = match[1]!;
-    const op = match[2] as Op;
-    let input: Record<string, unknown>;
-    try {
-      input = BODIES[op].parse(JSON.parse(body.toString('utf8'))) as Record<string, unknown>;
-    } catch {
-      return answer(res, 400, { error: 'the call does not have the shape of its operation' });
-    }
-    // Only the node the metadata names answers: a caller that looked up an old placement is told so
-    // before anything runs, and may ask again. A removal comes after the placement row is gone (or is
-    // of a copy never placed here); a recovery is of a database placed on a lost node.
-    const where = await options.whereIs(siteId);
-    if (NOT_HERE_ONLY.has(op)) {
-      if (where === 'here')
-        return answer(res, 200, {
-          ok: false,
-          reason: 'failed',
-          message: 'this node holds the site\u2019s database: it is not removed',
-        });
-    } else if (where === 'elsewhere') {
-      return answer(res, 200, {
-        ok: false,
-        reason: 'moved',
-        message: 'this node does not hold the site\u2019s database',
-      });
-    } else if (where === 'none') {
-      return answer(res, 200, { ok: false, reason: 'unavailable', message: 'the site has no database' });
-    }
-    try {
-      if (op === 'dump') return await streamDump(options, siteId, res);
-      const value =
-        op === 'move'
-          ? await options.moveOut(siteId, (input as { to: string }).to)
-          : op === 'recover'
-            ? await options.recoverHere(siteId, (input as { from: string }).from)
-            : await runOp(options.provider, siteId, op, input);
-      answer(res, 200, { ok: true, value });
-    } catch (err) {
-      if (!(err instanceof StatementError)) {
-        options.log.error({ err, from, op }, 'a call on the internal channel failed');
-        return answer(res, 200, {
-          ok: false,
-          reason: 'unavailable',
-          message: 'the database node could not run the call',
-        });
-      }
-      answer(res, 200, { ok: false, reason: err.reason, message: err.message });
-    }
+    const answered = await answerCall(options, match[1]!, match[2] as Op, body, from, async (file, bytes) => {
+      res.writeHead(200, { 'Content-Type': 'application/sql', 'Content-Length': bytes });
+      await pipeline(fs.createReadStream(file), res);
+    });
+    if (answered) answer(res, answered.status, answered.body);
   };
   const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     serve(req, res).catch((err: unknown) => {
@@ -249,6 +206,80 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
   // timeout this announces, so a call never goes out on a connection the server is closing.
   server.keepAliveTimeout = 65_000;
   return server;
+}
+
+/** What the holding node needs to answer a call: its own databases and where the metadata places them. */
+export type CallServer = Pick<
+  ChannelServerOptions,
+  'provider' | 'whereIs' | 'moveOut' | 'recoverHere' | 'tmpDir' | 'log'
+>;
+
+/** A call's JSON answer: `{ok: true, value}` or `{ok: false, reason, message}` (200), or a refusal. */
+export interface CallAnswer {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Answers a call whose signature was checked (`from` is the calling node), as this node: refused
+ * unless the metadata places the database here (or, for a removal or a recovery, not here), then run
+ * on this node's own provider. A dump's file is given to `sendDump` (null is returned); every other
+ * outcome, a dump's failure included, is the answer.
+ */
+export async function answerCall(
+  options: CallServer,
+  siteId: string,
+  op: Op,
+  body: Buffer,
+  from: string,
+  sendDump: (file: string, bytes: number) => Promise<void>,
+): Promise<CallAnswer | null> {
+  let input: Record<string, unknown>;
+  try {
+    input = BODIES[op].parse(JSON.parse(body.toString('utf8'))) as Record<string, unknown>;
+  } catch {
+    return { status: 400, body: { error: 'the call does not have the shape of its operation' } };
+  }
+  // Only the node the metadata names answers: a caller that looked up an old placement is told so
+  // before anything runs, and may ask again. A removal comes after the placement row is gone (or is
+  // of a copy never placed here); a recovery is of a database placed on a lost node.
+  const where = await options.whereIs(siteId);
+  if (NOT_HERE_ONLY.has(op)) {
+    if (where === 'here')
+      return {
+        status: 200,
+        body: { ok: false, reason: 'failed', message: 'this node holds the site\u2019s database: it is not removed' },
+      };
+  } else if (where === 'elsewhere') {
+    return {
+      status: 200,
+      body: { ok: false, reason: 'moved', message: 'this node does not hold the site\u2019s database' },
+    };
+  } else if (where === 'none') {
+    return { status: 200, body: { ok: false, reason: 'unavailable', message: 'the site has no database' } };
+  }
+  try {
+    if (op === 'dump') {
+      await dumpThen(options, siteId, sendDump);
+      return null;
+    }
+    const value =
+      op === 'move'
+        ? await options.moveOut(siteId, (input as { to: string }).to)
+        : op === 'recover'
+          ? await options.recoverHere(siteId, (input as { from: string }).from)
+          : await runOp(options.provider, siteId, op, input);
+    return { status: 200, body: { ok: true, value } };
+  } catch (err) {
+    if (!(err instanceof StatementError)) {
+      options.log.error({ err, from, op }, 'a call on the internal channel failed');
+      return {
+        status: 200,
+        body: { ok: false, reason: 'unavailable', message: 'the database node could not run the call' },
+      };
+    }
+    return { status: 200, body: { ok: false, reason: err.reason, message: err.message } };
+  }
 }
 
 /**
@@ -335,21 +366,35 @@ async function runOp(
   }
 }
 
-/** Dumps to a file of its own first, so an error is still a JSON answer; then streams it. */
-async function streamDump(options: ChannelServerOptions, siteId: string, res: http.ServerResponse): Promise<void> {
+/** Dumps to a file of its own first, so an error is still a JSON answer; then hands it on to be sent. */
+async function dumpThen(
+  options: CallServer,
+  siteId: string,
+  send: (file: string, bytes: number) => Promise<void>,
+): Promise<void> {
   await fsp.mkdir(options.tmpDir, { recursive: true, mode: 0o700 });
   const file = path.join(options.tmpDir, `dump-${crypto.randomUUID()}.sql.tmp`);
   try {
-    const bytes = await options.provider.dump(siteId, file);
-    res.writeHead(200, { 'Content-Type': 'application/sql', 'Content-Length': bytes });
-    await pipeline(fs.createReadStream(file), res);
+    await send(file, await options.provider.dump(siteId, file));
   } finally {
     await fsp.rm(file, { force: true });
   }
 }
 
+/**
+ * What a node asks of the node that holds a site's database: ChannelClient over HTTP, or, in tests, a
+ * stand-in for the network hop that hands calls to answerCall and answers to outcomeOf.
+ */
+export interface DatabaseChannel {
+  /** Runs `op` on the node at `address`; answers its value or throws its failure (outcomeOf). */
+  call(address: string, siteId: string, op: Exclude<Op, 'dump'>, input: object, timeoutMs: number): Promise<unknown>;
+  /** Writes the site database's dump, as the holding node makes it, to `file`; returns its size. */
+  dump(address: string, siteId: string, file: string, timeoutMs: number): Promise<number>;
+  close(): void;
+}
+
 /** Calls another node's channel; every failure to get an answer is the database being unavailable. */
-export class ChannelClient {
+export class ChannelClient implements DatabaseChannel {
   readonly #key: Buffer;
   readonly #nodeId: string;
   readonly #agent: http.Agent;
@@ -389,10 +434,7 @@ export class ChannelClient {
         throw unreachable(again);
       }
     }
-    const outcome = parseOutcome(response);
-    if (op === 'run') return decodeRows(outcome as StatementResult);
-    if (op === 'batch') return (outcome as StatementResult[]).map(decodeRows);
-    return outcome;
+    return outcomeOf(op, response);
   }
 
   /** Writes the site database's dump, as the holding node makes it, to `file`; returns its size. */
@@ -566,6 +608,14 @@ function unreachable(err: unknown): StatementError {
 
 /** Thrown when the node asked no longer holds the database: the caller looks its placement up again. */
 export class MovedError extends Error {}
+
+/** A call's value from the holding node's answer, its rows' bytes restored; a failure is thrown. */
+export function outcomeOf(op: Op, response: { status: number; body: Buffer }): unknown {
+  const outcome = parseOutcome(response);
+  if (op === 'run') return decodeRows(outcome as StatementResult);
+  if (op === 'batch') return (outcome as StatementResult[]).map(decodeRows);
+  return outcome;
+}
 
 function parseOutcome(response: { status: number; body: Buffer }): unknown {
   let parsed: { ok?: boolean; value?: unknown; reason?: string; message?: string; error?: string };

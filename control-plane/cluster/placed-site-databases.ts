@@ -13,7 +13,7 @@ import {
   type StatementResult,
   StatementError,
 } from '../../storage/site-database.ts';
-import { type ChannelClient, MovedError } from './database-channel.ts';
+import { type DatabaseChannel, MovedError } from './database-channel.ts';
 
 /** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
 const LONG_CALL_MS = 10 * 60_000;
@@ -29,7 +29,7 @@ export interface PlacedSiteDatabasesOptions {
   /** The databases in this node's data dir. */
   local: SiteDatabaseProvider;
   /** The channel to other nodes; null on a node with no cluster address, which reaches none. */
-  channel: ChannelClient | null;
+  channel: DatabaseChannel | null;
   statementTimeoutMs: number;
 }
 
@@ -89,7 +89,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
   async #route<T>(
     siteId: string,
     local: (provider: SiteDatabaseProvider) => Promise<T>,
-    remote: (channel: ChannelClient, address: string) => Promise<T>,
+    remote: (channel: DatabaseChannel, address: string) => Promise<T>,
   ): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const placement = await this.#placement(siteId);

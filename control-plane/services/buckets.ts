@@ -31,7 +31,7 @@ export const toBucket = (row: BucketRow): Bucket => ({
 });
 
 /** The actor's bucket row; a bucket of another account is reported as not found. */
-export async function requireBucket(deps: Deps, actor: Actor, id: string): Promise<BucketRow> {
+export async function requireBucket(deps: Pick<Deps, 'hotSql'>, actor: Actor, id: string): Promise<BucketRow> {
   const row = await deps.hotSql.get<BucketRow>(
     `SELECT ${BUCKET_COLUMNS} FROM buckets WHERE id = ? AND account_id = ?`,
     id,

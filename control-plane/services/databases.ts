@@ -83,7 +83,7 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
 
 /** The actor's ready database of a site; `activeSite` also requires the site to be active. */
 export async function requireDatabase(
-  deps: Deps,
+  deps: Pick<Deps, 'hotSql'>,
   actor: Actor,
   siteId: string,
   databaseId: string,

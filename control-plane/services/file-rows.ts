@@ -76,7 +76,11 @@ export function currentFiles(db: Deps['db']) {
 }
 
 /** The current version of the file at `path`, or null when there is none. */
-export async function findCurrentFile(deps: Deps, bucketId: string, path: string): Promise<StoredFile | null> {
+export async function findCurrentFile(
+  deps: Pick<Deps, 'hotSql'>,
+  bucketId: string,
+  path: string,
+): Promise<StoredFile | null> {
   const row = await deps.hotSql.get<CurrentFileRow>(
     `SELECT files.id, files.bucket_id, files.path, files.current_version_id, files.created_at, files.updated_at, file_versions.bytes, file_versions.content_type, file_versions.blob_sha256, file_versions.created_at AS version_created_at
      FROM files JOIN file_versions ON file_versions.id = files.current_version_id WHERE files.bucket_id = ? AND files.path = ?`,

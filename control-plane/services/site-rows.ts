@@ -5,7 +5,7 @@ import { SITE_COLUMNS, type SiteRow } from '../db/site-row.ts';
 
 export type { SiteAccess, SiteRow, SiteStatus } from '../db/site-row.ts';
 
-export async function requireSite(deps: Deps, actor: Actor, id: string): Promise<SiteRow> {
+export async function requireSite(deps: Pick<Deps, 'hotSql'>, actor: Actor, id: string): Promise<SiteRow> {
   const row = await deps.hotSql.get<SiteRow>(
     `SELECT ${SITE_COLUMNS} FROM sites WHERE id = ? AND account_id = ?`,
     id,
@@ -16,6 +16,6 @@ export async function requireSite(deps: Deps, actor: Actor, id: string): Promise
 }
 
 /** The site attached to a bucket, if any. */
-export async function siteOfBucket(deps: Deps, bucketId: string): Promise<SiteRow | undefined> {
+export async function siteOfBucket(deps: Pick<Deps, 'hotSql'>, bucketId: string): Promise<SiteRow | undefined> {
   return deps.hotSql.get<SiteRow>(`SELECT ${SITE_COLUMNS} FROM sites WHERE bucket_id = ?`, bucketId);
 }

@@ -31,7 +31,8 @@ export class PostgresChanges implements ChangeFeed {
     await this.#listen();
   }
 
-  async #listen(): Promise<void> {
+  /** Listens on a new connection; false when the feed was closed meanwhile. */
+  async #listen(): Promise<boolean> {
     const client = this.#connect();
     client.on('notification', (message) => this.#received(message.payload));
     client.on('error', (err) => this.#lost(client, err));
@@ -43,7 +44,14 @@ export class PostgresChanges implements ChangeFeed {
       await client.end().catch(() => {});
       throw err;
     }
+    // Closed while this connection was being made: it is not kept, or it would listen (and hold the
+    // process open) for a feed nobody reads.
+    if (this.#closed) {
+      await client.end().catch(() => {});
+      return false;
+    }
     this.#listener = client;
+    return true;
   }
 
   #received(payload: string | undefined): void {
@@ -70,7 +78,7 @@ export class PostgresChanges implements ChangeFeed {
     this.#retry = setTimeout(() => {
       this.#listen().then(
         // Back: whatever was published meanwhile is unknown here, so nothing cached is trusted.
-        () => this.#local.resync(),
+        (listening) => listening && this.#local.resync(),
         () => !this.#closed && this.#reconnect(),
       );
     }, RECONNECT_MS);

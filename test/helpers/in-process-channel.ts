@@ -1,0 +1,62 @@
+// The internal channel without its network hop: a DatabaseChannel that hands each call, as the JSON
+// body a node would send, to the holding node's own answerCall (its placement check, its provider, its
+// error mapping) and reads the JSON answer back with outcomeOf, as ChannelClient does with what comes
+// over HTTP. The holding node's databases are real, in a second SiteDatabases of the same process.
+// Signatures and TLS are the channel's own tests' business (test/cluster.test.ts).
+import fsp from 'node:fs/promises';
+import {
+  type CallAnswer,
+  type CallServer,
+  type DatabaseChannel,
+  type Op,
+  answerCall,
+  outcomeOf,
+} from '../../control-plane/cluster/database-channel.ts';
+import { StatementError } from '../../storage/site-database.ts';
+
+/** What travels back: the answer as bytes of JSON, as the HTTP body carries it. */
+const overTheWire = (answer: CallAnswer) => ({
+  status: answer.status,
+  body: Buffer.from(JSON.stringify(answer.body)),
+});
+
+export class InProcessChannel implements DatabaseChannel {
+  readonly #nodes = new Map<string, CallServer>();
+
+  constructor(readonly caller: string) {}
+
+  /** Makes `node` answer the calls sent to `address`. */
+  serve(address: string, node: CallServer): void {
+    this.#nodes.set(address, node);
+  }
+
+  #node(address: string): CallServer {
+    const node = this.#nodes.get(address);
+    // What ChannelClient says of a node that refuses the connection.
+    if (!node) throw new StatementError('unavailable', 'the node that holds the site\u2019s database is not answering');
+    return node;
+  }
+
+  async call(address: string, siteId: string, op: Exclude<Op, 'dump'>, input: object): Promise<unknown> {
+    const node = this.#node(address);
+    const body = Buffer.from(JSON.stringify(input));
+    const answer = await answerCall(node, siteId, op, body, this.caller, () => {
+      throw new Error(`${op} is not a dump`);
+    });
+    return outcomeOf(op, overTheWire(answer!));
+  }
+
+  async dump(address: string, siteId: string, file: string): Promise<number> {
+    const node = this.#node(address);
+    let sent: number | undefined;
+    const answer = await answerCall(node, siteId, 'dump', Buffer.from('{}'), this.caller, async (dumped, bytes) => {
+      await fsp.copyFile(dumped, file);
+      sent = bytes;
+    });
+    if (answer) outcomeOf('dump', overTheWire(answer));
+    if (sent === undefined) throw new Error('the dump was neither sent nor refused');
+    return sent;
+  }
+
+  close(): void {}
+}
