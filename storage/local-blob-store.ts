@@ -103,7 +103,7 @@ export class LocalBlobStore implements BlobStore {
     const unpin = this.#pins.pin(sha256);
     try {
       if (!(await this.touch(sha256))) {
-        await this.#writer.write({ data, tmp: path.join(this.#tmp, crypto.randomUUID()), final, root: this.#root });
+        await this.#writer.write({ data, tmp: path.join(this.#tmp, crypto.randomUUID()), final, keepExisting: true });
       }
     } catch (err) {
       unpin();

@@ -1,0 +1,81 @@
+// The blob driver adapters a contract suite runs against, each a fresh store of its own per test
+// (backstage's TestDatabases.eachSupportedId() is the model): the local directory always, the object
+// store where the run started one and this is the pass on the shared backends. An adapter that cannot
+// run here says why, and the suites name it as skipped.
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { ExecutionContext } from 'ava';
+import type { BlobDriver } from '../../storage/blob-driver.ts';
+import { LocalDriver } from '../../storage/drivers/local-driver.ts';
+
+/** A driver under test, and what only its own store can show. */
+export interface OpenedDriver {
+  driver: BlobDriver;
+  /** What failed or killed writes left in the store: temp files, temp objects, unfinished uploads. */
+  leftovers(): Promise<string[]>;
+  /** Leaves in the store what a write killed midway leaves. */
+  killWrite(): Promise<void>;
+  /** The same store opened again, as the next start opens it. */
+  reopen(): Promise<BlobDriver>;
+}
+
+export interface DriverAdapter {
+  name: string;
+  /** Why it does not run here, when it does not. */
+  skip?: string;
+  /** A new, empty, initialised store; closed and removed when the test ends. */
+  open(t: ExecutionContext): Promise<OpenedDriver>;
+}
+
+async function tempDir(t: ExecutionContext, parent = os.tmpdir()): Promise<string> {
+  const dir = await fsp.mkdtemp(path.join(parent, 'berth-driver-'));
+  t.teardown(() => fsp.rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/**
+ * The local adapter as Berth configures it: one folder fanned out in the root itself (`things`, as
+ * blobs), one outside the root (`others`, as exports), on another file system where the machine has
+ * one (/dev/shm), and one in a folder of the root (`more`, as database copies).
+ */
+const local: DriverAdapter = {
+  name: 'local',
+  async open(t) {
+    const root = await tempDir(t);
+    const others = path.join(await tempDir(t, fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir()), 'others');
+    const make = () => new LocalDriver({ root, folders: { things: root, others }, fanOut: ['things'] });
+    const opened: BlobDriver[] = [];
+    const start = async () => {
+      const driver = make();
+      opened.push(driver);
+      await driver.init();
+      return driver;
+    };
+    t.teardown(async () => {
+      for (const driver of opened) await driver.close();
+    });
+    const driver = await start();
+    const temps = async (dir: string, match: (name: string) => boolean) =>
+      (await fsp.readdir(dir).catch(() => [])).filter(match).map((name) => path.join(dir, name));
+    return {
+      driver,
+      leftovers: async () => [
+        ...(await temps(path.join(root, '.tmp'), () => true)),
+        ...(await temps(others, (name) => name.endsWith('.tmp'))),
+      ],
+      async killWrite() {
+        await fsp.writeFile(path.join(root, '.tmp', 'killed'), 'half');
+        await fsp.mkdir(others, { recursive: true });
+        await fsp.writeFile(path.join(others, '.killed.tmp'), 'half');
+      },
+      reopen: start,
+    };
+  },
+};
+
+/** The adapters, in the order the suites run them. */
+export function eachBlobDriver(): DriverAdapter[] {
+  return [local];
+}
