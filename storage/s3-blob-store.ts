@@ -38,17 +38,7 @@ import {
   SMALL_BLOB_BYTES,
   StorageUnavailableError,
 } from './blob-store.ts';
-
-/** A bucket and where it is (BERTH_OBJECT_STORE and BERTH_S3_*); credentials come from the SDK's default chain. */
-export interface ObjectStoreLocation {
-  bucket: string;
-  /** '' or a prefix ending in '/'. */
-  prefix: string;
-  /** Any S3-compatible endpoint; unset: AWS S3 itself. */
-  endpoint?: string;
-  region: string;
-  forcePathStyle: boolean;
-}
+import type { ObjectStoreLocation } from './drivers/s3-driver.ts';
 
 /** How long a request may go without an answer before it counts as a failure. */
 const CONNECT_TIMEOUT_MS = 3000;
