@@ -1,8 +1,10 @@
 // The blob store port: content-addressed file bytes (the key is the SHA-256 of the bytes, so the same
-// bytes are stored once and a retried write is harmless) and the files of database exports. Two
-// adapters: LocalBlobStore (a directory, the embedded default) and S3BlobStore (an S3-compatible
-// bucket). Services, hosting, ctx.data, exports and backups use this interface and never know which.
+// bytes are stored once and a retried write is harmless), the files of database exports and the latest
+// copy of each site database. ContentStore (content-store.ts) implements it once over either blob
+// driver, the directory or the object store; CachedBlobStore keeps small blobs in memory in front of
+// it. Services, hosting, ctx.data, exports and backups use these interfaces and never know which store.
 import type { Readable } from 'node:stream';
+import type { ByteRange } from './blob-driver.ts';
 
 export interface StoredBlob {
   sha256: string;
@@ -14,12 +16,6 @@ export interface PinnedBlob extends StoredBlob {
   unpin(): void;
   /** When the store last wrote or touched it: the sweeper leaves it alone for its minimum age from then. */
   storedAt: number;
-}
-
-/** A byte range, inclusive `end`, as in HTTP. */
-export interface ByteRange {
-  start: number;
-  end: number;
 }
 
 /** A blob as the sweeper sees it in a listing. */
@@ -92,18 +88,8 @@ export class BlobTooLargeError extends Error {
   }
 }
 
-/** The store did not answer or refused a request; the message names the store, never a credential. */
-export class StorageUnavailableError extends Error {
-  /** `reason`: what went wrong in a word or two (ECONNREFUSED, AccessDenied…), for public health checks. */
-  constructor(
-    message: string,
-    readonly reason: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'StorageUnavailableError';
-  }
-}
+export { StorageUnavailableError } from './blob-driver.ts';
+export type { ByteRange } from './blob-driver.ts';
 
 /** A blob the store does not have. */
 export class BlobNotFoundError extends Error {

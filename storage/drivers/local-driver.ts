@@ -250,7 +250,7 @@ export class LocalDriver implements BlobDriver {
     this.#made.add(dir);
   }
 
-  touch(key: string): Promise<boolean> {
+  async touch(key: string): Promise<boolean> {
     return this.#touchFile(this.#pathOf(key));
   }
 

@@ -44,8 +44,8 @@ function sameBytes(t: ExecutionContext, actual: Buffer, expected: Buffer, messag
 
 class SourceFailed extends Error {}
 
-/** The folders the adapters lay out differently (see test/helpers/blob-drivers.ts). */
-const FOLDERS = ['things', 'others', 'more'];
+/** The folders Berth uses, which the local adapter lays out differently (see test/helpers/blob-drivers.ts). */
+const FOLDERS = ['blobs', 'exports', 'database-copies'];
 
 for (const adapter of eachBlobDriver()) {
   if (adapter.skip) {
@@ -69,16 +69,16 @@ for (const adapter of eachBlobDriver()) {
 
   contract('a range is its bytes from start to end, inclusive', async (t, { driver }) => {
     const data = crypto.randomBytes(1000);
-    await driver.put('things/ranged', data);
-    sameBytes(t, await bytesOf(await driver.getRange('things/ranged', { start: 10, end: 19 })), data.subarray(10, 20));
-    sameBytes(t, await bytesOf(await driver.getRange('things/ranged', { start: 0, end: 0 })), data.subarray(0, 1));
-    sameBytes(t, await bytesOf(await driver.getRange('things/ranged', { start: 999, end: 999 })), data.subarray(999));
+    await driver.put('blobs/ranged', data);
+    sameBytes(t, await bytesOf(await driver.getRange('blobs/ranged', { start: 10, end: 19 })), data.subarray(10, 20));
+    sameBytes(t, await bytesOf(await driver.getRange('blobs/ranged', { start: 0, end: 0 })), data.subarray(0, 1));
+    sameBytes(t, await bytesOf(await driver.getRange('blobs/ranged', { start: 999, end: 999 })), data.subarray(999));
   });
 
   contract('stat gives the size and when it was written', async (t, { driver }) => {
     const before = Date.now();
-    await driver.put('things/measured', Buffer.alloc(1234, 7));
-    const stat = await driver.stat('things/measured');
+    await driver.put('blobs/measured', Buffer.alloc(1234, 7));
+    const stat = await driver.stat('blobs/measured');
     t.is(stat?.bytes, 1234);
     // Object stores keep whole seconds, and their clock is not ours: near enough.
     const modified = stat?.modifiedMs ?? 0;
@@ -88,7 +88,7 @@ for (const adapter of eachBlobDriver()) {
   contract(
     'a missing key: not there, no stat, reads fail with ObjectNotFoundError, nothing to touch',
     async (t, { driver }) => {
-      const key = 'things/missing';
+      const key = 'blobs/missing';
       t.false(await driver.exists(key));
       t.is(await driver.stat(key), null);
       for (const read of [driver.get(key), driver.getRange(key, { start: 0, end: 1 }), driver.getBytes(key)])
@@ -99,44 +99,44 @@ for (const adapter of eachBlobDriver()) {
   );
 
   contract('an empty object is stored and read as empty', async (t, { driver }) => {
-    await driver.put('things/empty', Buffer.alloc(0));
-    await driver.putStream('more/empty', chunksOf(Buffer.alloc(0)));
-    for (const key of ['things/empty', 'more/empty']) {
+    await driver.put('blobs/empty', Buffer.alloc(0));
+    await driver.putStream('database-copies/empty', chunksOf(Buffer.alloc(0)));
+    for (const key of ['blobs/empty', 'database-copies/empty']) {
       t.is((await driver.getBytes(key)).length, 0);
       t.is((await driver.stat(key))?.bytes, 0);
     }
   });
 
   contract('put replaces what the key held, whole', async (t, { driver }) => {
-    await driver.put('things/replaced', Buffer.alloc(5000, 1));
+    await driver.put('blobs/replaced', Buffer.alloc(5000, 1));
     const second = Buffer.alloc(300, 2);
-    await driver.put('things/replaced', second);
-    sameBytes(t, await driver.getBytes('things/replaced'), second);
-    t.is((await driver.stat('things/replaced'))?.bytes, 300);
+    await driver.put('blobs/replaced', second);
+    sameBytes(t, await driver.getBytes('blobs/replaced'), second);
+    t.is((await driver.stat('blobs/replaced'))?.bytes, 300);
   });
 
   contract('an immutable put of a key that is there keeps its bytes and makes it new', async (t, { driver }) => {
     const data = crypto.randomBytes(500);
-    await driver.put('things/kept', data, { immutable: true });
-    const first = (await driver.stat('things/kept'))?.modifiedMs ?? 0;
+    await driver.put('blobs/kept', data, { immutable: true });
+    const first = (await driver.stat('blobs/kept'))?.modifiedMs ?? 0;
     // Until the store's clock shows a later time (object stores keep whole seconds).
     await until(async () => {
-      await driver.put('things/kept', data, { immutable: true });
-      return ((await driver.stat('things/kept'))?.modifiedMs ?? 0) > first;
+      await driver.put('blobs/kept', data, { immutable: true });
+      return ((await driver.stat('blobs/kept'))?.modifiedMs ?? 0) > first;
     }, 'the put to make the object new');
-    sameBytes(t, await driver.getBytes('things/kept'), data);
+    sameBytes(t, await driver.getBytes('blobs/kept'), data);
   });
 
   contract('touch makes an object new and keeps its bytes', async (t, { driver }) => {
     const data = crypto.randomBytes(500);
-    await driver.put('things/touched', data);
-    const first = (await driver.stat('things/touched'))?.modifiedMs ?? 0;
+    await driver.put('blobs/touched', data);
+    const first = (await driver.stat('blobs/touched'))?.modifiedMs ?? 0;
     await until(async () => {
-      t.true(await driver.touch('things/touched'));
-      return ((await driver.stat('things/touched'))?.modifiedMs ?? 0) > first;
+      t.true(await driver.touch('blobs/touched'));
+      return ((await driver.stat('blobs/touched'))?.modifiedMs ?? 0) > first;
     }, 'the touch to make the object new');
-    sameBytes(t, await driver.getBytes('things/touched'), data);
-    t.is((await driver.stat('things/touched'))?.bytes, 500);
+    sameBytes(t, await driver.getBytes('blobs/touched'), data);
+    t.is((await driver.stat('blobs/touched'))?.bytes, 500);
   });
 
   contract('putStream stores what the source yields, under a key given or named at the end', async (t, { driver }) => {
@@ -164,9 +164,9 @@ for (const adapter of eachBlobDriver()) {
 
   contract('a large streamed write arrives whole, and ranges across its parts read right', async (t, { driver }) => {
     const data = crypto.randomBytes(6 * 1024 * 1024 + 123);
-    await driver.putStream(() => 'things/large', chunksOf(data));
-    await driver.putStream('others/large', chunksOf(data));
-    for (const key of ['things/large', 'others/large']) {
+    await driver.putStream(() => 'blobs/large', chunksOf(data));
+    await driver.putStream('exports/large', chunksOf(data));
+    for (const key of ['blobs/large', 'exports/large']) {
       t.is((await driver.stat(key))?.bytes, data.length);
       const start = 5 * 1024 * 1024 - 10;
       sameBytes(
@@ -240,27 +240,27 @@ for (const adapter of eachBlobDriver()) {
     'list yields each object of a folder with its size and age, and nothing of other folders or writes in progress',
     async (t, { driver, killWrite }) => {
       const before = Date.now();
-      await driver.put('things/aa1', Buffer.alloc(1));
-      await driver.put('things/ab2', Buffer.alloc(2));
-      await driver.putStream(() => 'things/zz3', chunksOf(Buffer.alloc(3)));
-      await driver.put('more/x', Buffer.alloc(4));
-      await driver.putFile('others/y.sql', await localFile(t, Buffer.alloc(5)));
+      await driver.put('blobs/aa1', Buffer.alloc(1));
+      await driver.put('blobs/ab2', Buffer.alloc(2));
+      await driver.putStream(() => 'blobs/zz3', chunksOf(Buffer.alloc(3)));
+      await driver.put('database-copies/x', Buffer.alloc(4));
+      await driver.putFile('exports/y.sql', await localFile(t, Buffer.alloc(5)));
       await killWrite();
       const listed: Array<{ key: string; bytes: number }> = [];
-      for await (const object of driver.list('things')) {
+      for await (const object of driver.list('blobs')) {
         t.true(Math.abs(object.modifiedMs - before) < 5000, `${object.key} modified ${object.modifiedMs}`);
         listed.push({ key: object.key, bytes: object.bytes });
       }
       t.deepEqual(
         listed.sort((a, b) => a.key.localeCompare(b.key)),
         [
-          { key: 'things/aa1', bytes: 1 },
-          { key: 'things/ab2', bytes: 2 },
-          { key: 'things/zz3', bytes: 3 },
+          { key: 'blobs/aa1', bytes: 1 },
+          { key: 'blobs/ab2', bytes: 2 },
+          { key: 'blobs/zz3', bytes: 3 },
         ],
       );
-      t.deepEqual(await keysOf(driver, 'more'), ['more/x']);
-      t.deepEqual(await keysOf(driver, 'others'), ['others/y.sql']);
+      t.deepEqual(await keysOf(driver, 'database-copies'), ['database-copies/x']);
+      t.deepEqual(await keysOf(driver, 'exports'), ['exports/y.sql']);
       t.deepEqual(await keysOf(driver, 'none'), []);
     },
   );
@@ -268,49 +268,57 @@ for (const adapter of eachBlobDriver()) {
   contract(
     'a conditional delete keeps an object younger than its minimum age or one keep() keeps, and removes it otherwise',
     async (t, { driver }) => {
-      await driver.put('things/aged', Buffer.from('aged'));
-      t.false(await driver.delete('things/aged', { minAgeMs: 3_600_000 }));
-      t.true(await driver.exists('things/aged'));
+      await driver.put('blobs/aged', Buffer.from('aged'));
+      t.false(await driver.delete('blobs/aged', { minAgeMs: 3_600_000 }));
+      t.true(await driver.exists('blobs/aged'));
       let asked = 0;
-      t.false(await driver.delete('things/aged', { minAgeMs: 0, keep: () => ++asked > 0 }));
+      t.false(await driver.delete('blobs/aged', { minAgeMs: 0, keep: () => ++asked > 0 }));
       t.is(asked, 1);
-      t.true(await driver.exists('things/aged'));
-      t.true(await driver.delete('things/aged', { minAgeMs: 0, keep: () => false }));
-      t.false(await driver.exists('things/aged'));
-      t.false(await driver.delete('things/aged', { minAgeMs: 0 }));
+      t.true(await driver.exists('blobs/aged'));
+      t.true(await driver.delete('blobs/aged', { minAgeMs: 0, keep: () => false }));
+      t.false(await driver.exists('blobs/aged'));
+      t.false(await driver.delete('blobs/aged', { minAgeMs: 0 }));
     },
   );
 
   contract('a delete removes the object, and a missing key is no error', async (t, { driver }) => {
-    await driver.put('more/gone', Buffer.from('gone'));
-    await driver.delete('more/gone');
-    t.false(await driver.exists('more/gone'));
-    await t.notThrowsAsync(driver.delete('more/gone'));
+    await driver.put('database-copies/gone', Buffer.from('gone'));
+    await driver.delete('database-copies/gone');
+    t.false(await driver.exists('database-copies/gone'));
+    await t.notThrowsAsync(driver.delete('database-copies/gone'));
   });
 
   contract('keys that leave their folder or reach temp files are refused', async (t, { driver }) => {
     const data = Buffer.from('x');
     for (const key of [
       '../x',
-      'things/../x',
-      'things/.hidden',
-      'things/x.tmp',
+      'blobs/../x',
+      'blobs/.hidden',
+      'blobs/x.tmp',
       'tmp/x',
-      'things/a/b',
+      'blobs/a/b',
       '/x',
       'x',
-      'Things/x',
-      'things/',
+      'Blobs/x',
+      'blobs/',
     ]) {
       await t.throwsAsync(driver.put(key, data), { message: /^not a key/ }, key);
-      await t.throwsAsync(driver.exists(key), { message: /^not a key/ }, key);
+      const calls: Array<(key: string) => Promise<unknown>> = [
+        (k) => driver.exists(k),
+        (k) => driver.stat(k),
+        (k) => driver.get(k),
+        (k) => driver.getBytes(k),
+        (k) => driver.touch(k),
+        (k) => driver.delete(k),
+      ];
+      for (const call of calls) await t.throwsAsync(call(key), { message: /^not a key/ }, key);
       await t.throwsAsync(
         driver.putStream(() => key, chunksOf(data)),
         { message: /^not a key/ },
         key,
       );
     }
-    for (const folder of ['tmp', '..', 'things/x', '']) {
+    for (const folder of ['tmp', '..', 'blobs/x', '']) {
       await t.throwsAsync(
         (async () => {
           for await (const _ of driver.list(folder));
@@ -338,13 +346,13 @@ for (const adapter of eachBlobDriver()) {
       const large = crypto.randomBytes(400 * 1024);
       await Promise.all(
         Array.from({ length: 4 }, () => [
-          driver.put('things/same-small', small, { immutable: true }),
-          driver.putStream(() => 'things/same-large', chunksOf(large), { immutable: true }),
+          driver.put('blobs/same-small', small, { immutable: true }),
+          driver.putStream(() => 'blobs/same-large', chunksOf(large), { immutable: true }),
         ]).flat(),
       );
-      sameBytes(t, await driver.getBytes('things/same-small'), small);
-      sameBytes(t, await driver.getBytes('things/same-large'), large);
-      t.deepEqual(await keysOf(driver, 'things'), ['things/same-large', 'things/same-small']);
+      sameBytes(t, await driver.getBytes('blobs/same-small'), small);
+      sameBytes(t, await driver.getBytes('blobs/same-large'), large);
+      t.deepEqual(await keysOf(driver, 'blobs'), ['blobs/same-large', 'blobs/same-small']);
       t.deepEqual(await leftovers(), []);
     },
   );

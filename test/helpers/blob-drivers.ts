@@ -17,7 +17,7 @@ import {
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
 import type { BlobDriver } from '../../storage/blob-driver.ts';
-import { LocalDriver } from '../../storage/drivers/local-driver.ts';
+import { localBlobDriver } from '../../control-plane/blob-stores.ts';
 import { S3Driver } from '../../storage/drivers/s3-driver.ts';
 import { ensureBucket, keysUnder, objectStoreEndpoint, onObjectStore, testS3 } from './object-store.ts';
 
@@ -47,16 +47,16 @@ async function tempDir(t: ExecutionContext, parent = os.tmpdir()): Promise<strin
 }
 
 /**
- * The local adapter as Berth configures it: one folder fanned out in the root itself (`things`, as
- * blobs), one outside the root (`others`, as exports), on another file system where the machine has
- * one (/dev/shm), and one in a folder of the root (`more`, as database copies).
+ * The local adapter as Berth lays it out (control-plane/blob-stores.ts): `blobs` fanned out in the root
+ * itself, `database-copies` a folder of the root, and `exports` outside it, here on another file system
+ * where the machine has one (/dev/shm).
  */
 const local: DriverAdapter = {
   name: 'local',
   async open(t) {
     const root = await tempDir(t);
-    const others = path.join(await tempDir(t, fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir()), 'others');
-    const make = () => new LocalDriver({ root, folders: { things: root, others }, fanOut: ['things'] });
+    const exports = path.join(await tempDir(t, fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir()), 'exports');
+    const make = () => localBlobDriver(root, exports);
     const opened: BlobDriver[] = [];
     const start = async () => {
       const driver = make();
@@ -74,12 +74,12 @@ const local: DriverAdapter = {
       driver,
       leftovers: async () => [
         ...(await temps(path.join(root, '.tmp'), () => true)),
-        ...(await temps(others, (name) => name.endsWith('.tmp'))),
+        ...(await temps(exports, (name) => name.endsWith('.tmp'))),
       ],
       async killWrite() {
         await fsp.writeFile(path.join(root, '.tmp', 'killed'), 'half');
-        await fsp.mkdir(others, { recursive: true });
-        await fsp.writeFile(path.join(others, '.killed.tmp'), 'half');
+        await fsp.mkdir(exports, { recursive: true });
+        await fsp.writeFile(path.join(exports, '.killed.tmp'), 'half');
       },
       reopen: start,
     };
