@@ -2,7 +2,7 @@
 // says in one line what is wrong and what to do; `berth serve` and `berth admin` print it and exit 1,
 // without a stack trace.
 import path from 'node:path';
-import { StorageUnavailableError } from '../storage/blob-store.ts';
+import { StorageUnavailableError } from '../storage/blob-driver.ts';
 import { errnoCode } from '../storage/durable.ts';
 
 export class StartupError extends Error {}

@@ -81,15 +81,23 @@ export interface BlobStore {
   close(): Promise<void>;
 }
 
+export { StorageUnavailableError } from './blob-driver.ts';
+export type { ByteRange } from './blob-driver.ts';
+
+/** A blob store with small blobs kept in memory (CachedBlobStore): what services and hosting are given. */
+export interface CachingBlobStore extends BlobStore {
+  /** Whether a blob of this size is kept in memory once read. */
+  cacheable(bytes: number): boolean;
+  /** The blob's bytes when memory holds them, without waiting on anything. */
+  cached(sha256: string): Buffer | undefined;
+}
+
 /** Thrown when a stream grows past the allowed size; nothing is kept. */
 export class BlobTooLargeError extends Error {
   constructor(readonly limit: number) {
     super(`blob exceeds ${limit} bytes`);
   }
 }
-
-export { StorageUnavailableError } from './blob-driver.ts';
-export type { ByteRange } from './blob-driver.ts';
 
 /** A blob the store does not have. */
 export class BlobNotFoundError extends Error {

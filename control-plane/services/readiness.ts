@@ -4,7 +4,7 @@
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
-import { StorageUnavailableError } from '../../storage/blob-store.ts';
+import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { listNodes, type NodeState } from './nodes.ts';
 
 const CHECK_MS = 2000;
@@ -71,9 +71,7 @@ async function clusterView(deps: Pick<Deps, 'db' | 'config'>): Promise<ClusterVi
   }
 }
 
-export async function readiness(
-  deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>,
-): Promise<{
+export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>): Promise<{
   ready: boolean;
   checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>;
   cluster: ClusterView | null;

@@ -3,7 +3,7 @@
 // with the request id and shown as internal_error without its message.
 import type Koa from 'koa';
 import { BerthError, type ErrorCode, metadataUnavailable, storageUnavailable } from '../../errors.ts';
-import { StorageUnavailableError } from '../../../storage/blob-store.ts';
+import { StorageUnavailableError } from '../../../storage/blob-driver.ts';
 import type { Logger } from '../../log.ts';
 import { isMetadataUnavailable } from '../../db/errors.ts';
 
