@@ -81,9 +81,6 @@ export interface BlobStore {
   close(): Promise<void>;
 }
 
-export { StorageUnavailableError } from './blob-driver.ts';
-export type { ByteRange } from './blob-driver.ts';
-
 /** A blob store with small blobs kept in memory (CachedBlobStore): what services and hosting are given. */
 export interface CachingBlobStore extends BlobStore {
   /** Whether a blob of this size is kept in memory once read. */
@@ -115,7 +112,7 @@ export function assertDigest(sha256: string): void {
 
 export const isDigest = (name: string): boolean => SHA256_HEX.test(name);
 
-/** Bodies declared at most this long are read whole before they are stored. */
+/** A body that ends within this many bytes (declared so, or found so) is read whole before it is stored. */
 export const SMALL_BLOB_BYTES = 256 * 1024;
 
 /** Blobs stored by writes of this process that have not committed yet, with how many such writes each has. */
