@@ -1,7 +1,7 @@
 // The one place that reads the environment: every other module receives a typed Config.
 import os from 'node:os';
 import path from 'node:path';
-import type { ObjectStoreLocation } from '../storage/s3-blob-store.ts';
+import type { ObjectStoreLocation } from '../storage/drivers/s3-driver.ts';
 
 export interface Config {
   port: number;

@@ -4,7 +4,7 @@
 import { BerthError, metadataUnavailable, storageUnavailable } from './errors.ts';
 import { isMetadataUnavailable } from './db/errors.ts';
 import type { Logger } from './log.ts';
-import { StorageUnavailableError } from '../storage/blob-store.ts';
+import { StorageUnavailableError } from '../storage/blob-driver.ts';
 
 /** The BerthError a caller sees for `err`, or null when it is none of Berth's own (a front door's or a bug). */
 export function knownFailure(err: unknown): BerthError | null {

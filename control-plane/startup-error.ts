@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { resolveDenoBinary } from '../runtime-host/deno-binary.ts';
 import { DataDirInUse } from '../storage/data-dir-lock.ts';
-import { StorageUnavailableError } from '../storage/blob-store.ts';
+import { StorageUnavailableError } from '../storage/blob-driver.ts';
 import { errnoCode } from '../storage/durable.ts';
 
 export class StartupError extends Error {}

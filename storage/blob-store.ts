@@ -1,8 +1,10 @@
 // The blob store port: content-addressed file bytes (the key is the SHA-256 of the bytes, so the same
-// bytes are stored once and a retried write is harmless) and the files of database exports. Two
-// adapters: LocalBlobStore (a directory, the embedded default) and S3BlobStore (an S3-compatible
-// bucket). Services, hosting, ctx.data, exports and backups use this interface and never know which.
+// bytes are stored once and a retried write is harmless), the files of database exports and the latest
+// copy of each site database. ContentStore (content-store.ts) implements it once over either blob
+// driver, the directory or the object store; CachedBlobStore keeps small blobs in memory in front of
+// it. Services, hosting, ctx.data, exports and backups use these interfaces and never know which store.
 import type { Readable } from 'node:stream';
+import type { ByteRange } from './blob-driver.ts';
 
 export interface StoredBlob {
   sha256: string;
@@ -17,12 +19,6 @@ export interface PinnedBlob extends StoredBlob {
    * stillStored moves it on when it touches the blob.
    */
   storedAt: number;
-}
-
-/** A byte range, inclusive `end`, as in HTTP. */
-export interface ByteRange {
-  start: number;
-  end: number;
 }
 
 /** A blob as the sweeper sees it in a listing. */
@@ -96,23 +92,18 @@ export interface BlobStore {
   close(): Promise<void>;
 }
 
+/** A blob store with small blobs kept in memory (CachedBlobStore): what services and hosting are given. */
+export interface CachingBlobStore extends BlobStore {
+  /** Whether a blob of this size is kept in memory once read. */
+  cacheable(bytes: number): boolean;
+  /** The blob's bytes when memory holds them, without waiting on anything. */
+  cached(sha256: string): Buffer | undefined;
+}
+
 /** Thrown when a stream grows past the allowed size; nothing is kept. */
 export class BlobTooLargeError extends Error {
   constructor(readonly limit: number) {
     super(`blob exceeds ${limit} bytes`);
-  }
-}
-
-/** The store did not answer or refused a request; the message names the store, never a credential. */
-export class StorageUnavailableError extends Error {
-  /** `reason`: what went wrong in a word or two (ECONNREFUSED, AccessDenied…), for public health checks. */
-  constructor(
-    message: string,
-    readonly reason: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-    this.name = 'StorageUnavailableError';
   }
 }
 
@@ -132,7 +123,7 @@ export function assertDigest(sha256: string): void {
 
 export const isDigest = (name: string): boolean => SHA256_HEX.test(name);
 
-/** Bodies declared at most this long are read whole before they are stored. */
+/** A body that ends within this many bytes (declared so, or found so) is read whole before it is stored. */
 export const SMALL_BLOB_BYTES = 256 * 1024;
 
 /** Blobs stored by writes of this process that have not committed yet, with how many such writes each has. */

@@ -1,17 +1,17 @@
-// Writes small blobs on threads of their own (blob-writer-thread.js). Written through libuv's
-// threadpool, a blob takes eight trips (create, write, fsync, close, rename, and open, fsync, close
-// of its folder), and under load each trip waits for a turn of a busy event loop. On a writer thread
-// the whole sequence is one job: the event loop sends one message and gets one answer.
+// Writes small objects of the local driver on threads of their own (blob-writer-thread.js). Written
+// through libuv's threadpool, an object takes eight trips (create, write, fsync, close, rename, and
+// open, fsync, close of its folder), and under load each trip waits for a turn of a busy event loop.
+// On a writer thread the whole sequence is one job: the event loop sends one message and gets one answer.
 import { Worker } from 'node:worker_threads';
 
 export interface BlobJob {
-  data: Buffer;
-  /** The temp file to write, in the store's temp folder. */
+  data: Uint8Array;
+  /** The temp file to write, on the final path's file system. */
   tmp: string;
-  /** Where the blob goes: blobs/<aa>/<sha256>. */
+  /** Where the object goes; its folder is made when new. */
   final: string;
-  /** The store's folder, synced when a shard folder is new. */
-  root: string;
+  /** Leaves an object already at `final` as it is (its key names its bytes). */
+  keepExisting: boolean;
 }
 
 interface Pending {
@@ -66,7 +66,7 @@ export class BlobWriter {
     this.#threads = new Array<WriterThread | undefined>(threads).fill(undefined);
   }
 
-  /** Places the blob (unless it is there already); nothing of it is left behind on failure. */
+  /** Places the object; nothing of it is left behind on failure. */
   write(job: BlobJob): Promise<void> {
     const thread = this.#leastBusy();
     const id = ++this.#lastId;

@@ -4,12 +4,13 @@
 // while the store does not.
 import { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
-import type { BlobStore, ByteRange, ListedBlob, PinnedBlob } from './blob-store.ts';
+import type { ByteRange } from './blob-driver.ts';
+import type { BlobStore, CachingBlobStore, ListedBlob, PinnedBlob } from './blob-store.ts';
 
 /** Blobs up to this size are cached; larger ones are always streamed from the store. */
 export const CACHEABLE_BLOB_BYTES = 256 * 1024;
 
-export class CachedBlobStore implements BlobStore {
+export class CachedBlobStore implements CachingBlobStore {
   readonly #store: BlobStore;
   readonly #cache: LRUCache<string, Buffer> | undefined;
 

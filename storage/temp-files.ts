@@ -2,8 +2,8 @@
 // first to a name ending in `.tmp` beside its final place (an export's dump, the master key, the
 // server's pid, a function's module, a site database's copies), then is renamed. A start sweeps them
 // after the previous server's processes are gone (runtime-host/leftovers.ts), so none is still being
-// written. The blob store sweeps its own temp folder (blob-store.ts). SQLite's journals never end in
-// `.tmp`: a hot journal is how SQLite rolls back an interrupted write, and stays.
+// written. The blob directory's driver sweeps its own temp folder (drivers/local-driver.ts). SQLite's
+// journals never end in `.tmp`: a hot journal is how SQLite rolls back an interrupted write, and stays.
 import fs from 'node:fs';
 import path from 'node:path';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { type Config, masterKeyFileOf } from '../config.ts';
 import { openBlobStore } from '../blob-stores.ts';
-import { StorageUnavailableError } from '../../storage/blob-store.ts';
+import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { assertEmpty, clearMetadata, copyMetadata } from '../db/copy-metadata.ts';
 import { type Metadata, openMetadata } from '../db/metadata.ts';
 import { migrationSource } from '../db/migrations.ts';

@@ -12,7 +12,8 @@ import { openMetadata } from '../db/metadata.ts';
 import { formatBytes } from '../format-bytes.ts';
 import { StartupError, blobStoreProblem } from '../startup-error.ts';
 import { DataDirInUse, lockDataDir } from '../../storage/data-dir-lock.ts';
-import { S3BlobStore } from '../../storage/s3-blob-store.ts';
+import { ContentStore } from '../../storage/content-store.ts';
+import { S3Driver } from '../../storage/drivers/s3-driver.ts';
 import { UsageError, copyTarget } from './usage-error.ts';
 
 interface CopyReport {
@@ -56,8 +57,8 @@ export async function runCopyBlobs(config: Config, args: string[]): Promise<{ js
     throw err;
   }
   const source = openBlobStore(config);
-  // Blobs the target has are never swept by this copy: the sweeper of the instance, once switched, is.
-  const target = new S3BlobStore(location, Number.MAX_SAFE_INTEGER);
+  // Nothing is swept by this copy: the sweeper of the instance, once switched, is.
+  const target = new ContentStore(new S3Driver(location));
   try {
     try {
       await target.init();

@@ -4,7 +4,7 @@ import type { Config } from '../config.ts';
 import type { HotSql } from '../db/hot-sql.ts';
 import type { ChangeFeed } from '../db/changes.ts';
 import type { Db } from '../db/metadata.ts';
-import type { CachedBlobStore } from '../../storage/cached-blob-store.ts';
+import type { CachingBlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
@@ -19,7 +19,7 @@ export interface Deps {
   /** The statements every request runs, prepared once; the rest goes through `db`. */
   hotSql: HotSql;
   /** File bytes and exports: the blob directory or the object store, behind a cache of small blobs. */
-  blobs: CachedBlobStore;
+  blobs: CachingBlobStore;
   /** What each account's files hold against its limit, uploads in flight included. */
   storageQuota: StorageQuota;
   log: Logger;

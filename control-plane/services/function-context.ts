@@ -3,7 +3,7 @@
 // New namespaces are added by registering their methods here.
 import { Readable } from 'node:stream';
 import { BerthError, storageUnavailable } from '../errors.ts';
-import { StorageUnavailableError } from '../../storage/blob-store.ts';
+import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { isMetadataUnavailable, logJobFailure } from '../db/errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';

@@ -1,6 +1,6 @@
 // Lookups behind hosted site requests, answered from HostingCache when possible.
 import type { Readable } from 'node:stream';
-import type { ByteRange } from '../../storage/blob-store.ts';
+import type { ByteRange } from '../../storage/blob-driver.ts';
 import type { CachedSite, CachedWebFile } from './hosting-cache.ts';
 import type { Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';

@@ -4,7 +4,7 @@
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
-import { StorageUnavailableError } from '../../storage/blob-store.ts';
+import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { listNodes, type NodeState } from './nodes.ts';
 
 const CHECK_MS = 2000;

@@ -13,7 +13,7 @@ import {
   ListObjectsV2Command,
   S3Client,
 } from '@aws-sdk/client-s3';
-import type { ObjectStoreLocation } from '../../storage/s3-blob-store.ts';
+import type { ObjectStoreLocation } from '../../storage/drivers/s3-driver.ts';
 import { onPostgres } from './postgres.ts';
 
 /** The test server's endpoint, when the run started one. */
@@ -80,13 +80,18 @@ export async function objectStoreEnv(dataDir: string): Promise<Record<string, st
 }
 
 /** Keys under a prefix of the data dir's bucket. */
-export async function keysIn(dataDir: string, prefix: string): Promise<string[]> {
+export function keysIn(dataDir: string, prefix: string): Promise<string[]> {
+  return keysUnder(bucketOf(dataDir), prefix);
+}
+
+/** Keys under a prefix of a bucket. */
+export async function keysUnder(bucket: string, prefix: string): Promise<string[]> {
   const keys: string[] = [];
   let token: string | undefined;
   do {
     const page = await testS3().send(
       new ListObjectsV2Command({
-        Bucket: bucketOf(dataDir),
+        Bucket: bucket,
         Prefix: prefix,
         ...(token ? { ContinuationToken: token } : {}),
       }),

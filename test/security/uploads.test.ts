@@ -8,7 +8,8 @@ import { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { type TestBerth, json, makeDataDir, putFile, startTestBerth } from '../helpers/berth.ts';
-import { LocalBlobStore } from '../../storage/local-blob-store.ts';
+import { localBlobDriver } from '../../control-plane/blob-stores.ts';
+import { ContentStore } from '../../storage/content-store.ts';
 import { blobLeftovers } from '../helpers/object-store.ts';
 
 let t0: TestBerth;
@@ -108,7 +109,7 @@ test.serial(
   'a write that fails after its body was read (the blob cannot be moved into place) leaves no temp file',
   async (t) => {
     const root = path.join(await makeDataDir(t), 'blobs');
-    const store = new LocalBlobStore(root, path.join(root, 'exports'));
+    const store = new ContentStore(localBlobDriver(root, path.join(root, 'exports')));
     await store.init();
     const bytes = Buffer.from('unmovable');
     const digest = crypto.createHash('sha256').update(bytes).digest('hex');
