@@ -7,12 +7,13 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import got, { type Got } from 'got';
-import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
+import got from 'got';
+import { type TestAccount, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
 import { freePort } from './helpers/ports.ts';
+import { ownerOf, siteOn } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
 import { channelKey, signRequest } from '../control-plane/cluster/channel-auth.ts';
 
@@ -58,14 +59,8 @@ test.before(async () => {
     BERTH_ROLES: 'web',
   };
   const b = await startServe(envB);
-  const output = a.output();
-  const owner: TestAccount = {
-    id: /account:\s+(\S+)/.exec(output)![1]!,
-    writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]!,
-    readKey: /READ key:\s+(\S+)/.exec(output)![1]!,
-    api: apiClient(b.url, /WRITE key:\s+(\S+)/.exec(output)![1]!),
-    read: apiClient(b.url, /READ key:\s+(\S+)/.exec(output)![1]!),
-  };
+  // The owner printed by A's first start, with clients on B, the web-only node.
+  const owner = ownerOf(a, b.url);
   c = { root, common, envA, envB, a, b, channelA, owner };
 });
 
@@ -76,15 +71,6 @@ test.after.always(async () => {
     await server.exited;
   }
 });
-
-const siteOn = (server: ServeProcess, subdomain: string): Got =>
-  got.extend({
-    prefixUrl: server.url,
-    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
-    throwHttpErrors: false,
-    followRedirect: false,
-    retry: { limit: 0 },
-  });
 
 const NOTES_FUNCTION = `export default async (req: Request, ctx: any) => {
   try {
@@ -616,10 +602,9 @@ cluster(
         await node.exited;
       }
     });
-    const writeKey = /WRITE key:\s+(\S+)/.exec(nodeC.output())![1]!;
-    const accountId = /account:\s+(\S+)/.exec(nodeC.output())![1]!;
-    const throughD = apiClient(nodeD.url, writeKey);
-    const site = json<{ id: string }>(await throughD.post('v0/sites', { json: { accountId, name: 'tls' } }));
+    const owner = ownerOf(nodeC, nodeD.url);
+    const throughD = owner.api;
+    const site = json<{ id: string }>(await throughD.post('v0/sites', { json: { accountId: owner.id, name: 'tls' } }));
     const database = json<{ database: { id: string } }>(await throughD.post(`v0/sites/${site.id}/databases`)).database;
     t.true(fs.existsSync(path.join(root, 'c', 'sites', site.id, 'db.sqlite')), 'placed on the database node');
     const answered = json<{ success: boolean; result: Array<{ results: unknown[] }> }>(
