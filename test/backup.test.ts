@@ -13,6 +13,7 @@ import Database from 'better-sqlite3';
 import { SnapshotSourceMissing, snapshotDatabase } from '../storage/backup/sqlite-snapshot.ts';
 import { apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe, withBackend } from './helpers/process.ts';
+import { ownerOf } from './helpers/served.ts';
 import { removeExport } from './helpers/object-store.ts';
 import { storedMetadata } from './helpers/postgres.ts';
 
@@ -39,14 +40,6 @@ async function berthWithInput(
     child.once('close', (code) => resolve({ code, stdout, stderr }));
     child.stdin.end(input);
   });
-}
-
-function ownerKeys(output: string) {
-  return {
-    accountId: /account:\s+(\S+)/.exec(output)![1]!,
-    writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]!,
-    readKey: /READ key:\s+(\S+)/.exec(output)![1]!,
-  };
 }
 
 async function stop(server: ServeProcess): Promise<void> {
@@ -84,16 +77,16 @@ test('an online backup under a write load restores into a new data dir that answ
   const dataDir = path.join(root, 'data');
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
   t.teardown(() => void server.child.kill('SIGKILL'));
-  const keys = ownerKeys(server.output());
-  const api = apiClient(server.url, keys.writeKey);
+  const owner = ownerOf(server);
+  const api = owner.api;
   const port = new URL(server.url).port;
 
   // Two sites; files with several versions (text and binary); a function; a secret; a database with rows.
   const site = json<{ id: string; bucketId: string; subdomain: string }>(
-    await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Kept', subdomain: 'kept' } }),
+    await api.post('v0/sites', { json: { accountId: owner.id, name: 'Kept', subdomain: 'kept' } }),
   );
   const other = json<{ id: string; bucketId: string; subdomain: string }>(
-    await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Other', subdomain: 'other' } }),
+    await api.post('v0/sites', { json: { accountId: owner.id, name: 'Other', subdomain: 'other' } }),
   );
   const files: FileFixture[] = [];
   const write = async (bucketId: string, filePath: string, bytes: Buffer, contentType: string) => {
@@ -150,14 +143,14 @@ test('an online backup under a write load restores into a new data dir that answ
   t.regex(dump, /INSERT INTO .?notes/);
 
   // Keys: one made by the operator, one revoked (it must stay revoked).
-  const made = await runBerth(['admin', 'create-key', '--account', keys.accountId, '--permission', 'READ', '--json'], {
+  const made = await runBerth(['admin', 'create-key', '--account', owner.id, '--permission', 'READ', '--json'], {
     BERTH_DATA_DIR: dataDir,
   });
   t.is(made.code, 0, made.stderr);
   const extraKey = (JSON.parse(made.stdout) as { key: string }).key;
   const doomed = JSON.parse(
     (
-      await runBerth(['admin', 'create-key', '--account', keys.accountId, '--permission', 'WRITE', '--json'], {
+      await runBerth(['admin', 'create-key', '--account', owner.id, '--permission', 'WRITE', '--json'], {
         BERTH_DATA_DIR: dataDir,
       })
     ).stdout,
@@ -244,8 +237,8 @@ test('an online backup under a write load restores into a new data dir that answ
   const second = await startServe({ BERTH_DATA_DIR: restored });
   t.teardown(() => void second.child.kill('SIGKILL'));
   t.false(second.output().includes('WRITE key'), 'a restored instance has its owner already');
-  const api2 = apiClient(second.url, keys.writeKey);
-  const read2 = apiClient(second.url, keys.readKey);
+  const api2 = apiClient(second.url, owner.writeKey);
+  const read2 = apiClient(second.url, owner.readKey);
   const port2 = new URL(second.url).port;
   const siteHost = (subdomain: string) =>
     got.extend({
@@ -258,16 +251,15 @@ test('an online backup under a write load restores into a new data dir that answ
 
   // Keys: the owner's and the operator's authenticate; the revoked one does not.
   const sites = json<{ sites: Array<{ id: string; subdomain: string }> }>(
-    await read2.get('v0/sites', { searchParams: { accountId: keys.accountId } }),
+    await read2.get('v0/sites', { searchParams: { accountId: owner.id } }),
   );
   t.deepEqual(sites.sites.map((s) => s.subdomain).sort(), ['kept', 'other']);
   t.is(
-    (await apiClient(second.url, extraKey).get('v0/sites', { searchParams: { accountId: keys.accountId } })).statusCode,
+    (await apiClient(second.url, extraKey).get('v0/sites', { searchParams: { accountId: owner.id } })).statusCode,
     200,
   );
   t.is(
-    (await apiClient(second.url, doomed.key).get('v0/sites', { searchParams: { accountId: keys.accountId } }))
-      .statusCode,
+    (await apiClient(second.url, doomed.key).get('v0/sites', { searchParams: { accountId: owner.id } })).statusCode,
     401,
   );
 

@@ -12,6 +12,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { type TestBerth, apiClient, json, startTestBerth } from './helpers/berth.ts';
 import { createUser } from '../control-plane/services/users.ts';
 import { freePort } from './helpers/ports.ts';
+import { until } from './helpers/until.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 const PASSWORD = 'a long enough password';
@@ -84,26 +85,14 @@ function start(args: string[], env: Record<string, string>) {
 
 const berth = (args: string[], env: Record<string, string>) => start(args, env).exited;
 
-async function until<T>(probe: () => T | undefined, what: string, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 /** Starts `berth login` and reads the code it shows. */
 async function startLogin(configDir: string, extra: string[] = []) {
   const login = start(['login', '--url', t0.url, '--no-browser', ...extra], cliEnv(configDir));
-  const code = await until(
-    () => login.run.stdout.match(CODE)?.[1] ?? (login.run.code !== null ? null : undefined),
-    'the login code',
-  ).then((found) => {
-    if (!found) throw new Error(`berth login showed no code: ${login.run.stderr}`);
-    return found;
-  });
+  const code = await until(() => {
+    const shown = login.run.stdout.match(CODE)?.[1];
+    if (!shown && login.run.code !== null) throw new Error(`berth login showed no code: ${login.run.stderr}`);
+    return shown;
+  }, 'the login code');
   return { ...login, code };
 }
 

@@ -8,6 +8,7 @@ import test from 'ava';
 import Database from 'better-sqlite3';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { freePort } from './helpers/ports.ts';
+import { until } from './helpers/until.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 
@@ -65,16 +66,6 @@ async function remoteVersions(bucketId: string): Promise<Record<string, string>>
   const res = await t0.owner.api.get(`v0/buckets/${bucketId}/objects`, { searchParams: { limit: 200 } });
   const { files } = json<{ files: Array<{ path: string; currentVersionId: string }> }>(res);
   return Object.fromEntries(files.map((f) => [f.path, f.currentVersionId]));
-}
-
-async function until<T>(probe: () => Promise<T | undefined>, what: string, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 const STACK_TRACE = /^\s+at .+:\d+:\d+\)?$/m;
@@ -210,24 +201,15 @@ test('watch deploys each change until it is interrupted', async (t) => {
   const dir = await project({ 'web/index.html': 'first' });
   const watch = start(['watch', dir, '--site', site.subdomain]);
   t.teardown(() => watch.child.kill('SIGKILL'));
-  await until(async () => (watch.run.stderr.includes('watching') ? true : undefined), 'the watcher to start', 30_000);
+  await until(() => watch.run.stderr.includes('watching'), 'the watcher to start');
   t.is((await t0.site(site.subdomain).get('')).body, 'first');
 
   await fs.writeFile(path.join(dir, 'web/index.html'), 'second');
   await fs.mkdir(path.join(dir, 'api'));
   await fs.writeFile(path.join(dir, 'api/when.ts'), 'export default () => new Response("now");\n');
-  await until(
-    async () => ((await t0.site(site.subdomain).get('')).body === 'second' ? true : undefined),
-    'the edit to be served',
-  );
-  await until(
-    async () => ((await t0.site(site.subdomain).get('api/when')).body === 'now' ? true : undefined),
-    'the new function',
-  );
-  await until(
-    async () => (watch.run.stdout.includes('api/when.ts: deployed') ? true : undefined),
-    'the deployment report',
-  );
+  await until(async () => (await t0.site(site.subdomain).get('')).body === 'second', 'the edit to be served');
+  await until(async () => (await t0.site(site.subdomain).get('api/when')).body === 'now', 'the new function');
+  await until(() => watch.run.stdout.includes('api/when.ts: deployed'), 'the deployment report');
 
   watch.child.kill('SIGINT');
   const ended = await watch.exited;

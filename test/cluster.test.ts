@@ -7,12 +7,14 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import got, { type Got } from 'got';
-import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
+import got from 'got';
+import { type TestAccount, json, makeDataDir } from './helpers/berth.ts';
+import { siteWithDatabase } from './helpers/databases.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
 import { freePort } from './helpers/ports.ts';
+import { ownerOf, siteOn } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
 import { channelKey, signRequest } from '../control-plane/cluster/channel-auth.ts';
 
@@ -58,14 +60,8 @@ test.before(async () => {
     BERTH_ROLES: 'web',
   };
   const b = await startServe(envB);
-  const output = a.output();
-  const owner: TestAccount = {
-    id: /account:\s+(\S+)/.exec(output)![1]!,
-    writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]!,
-    readKey: /READ key:\s+(\S+)/.exec(output)![1]!,
-    api: apiClient(b.url, /WRITE key:\s+(\S+)/.exec(output)![1]!),
-    read: apiClient(b.url, /READ key:\s+(\S+)/.exec(output)![1]!),
-  };
+  // The owner printed by A's first start, with clients on B, the web-only node.
+  const owner = ownerOf(a, b.url);
   c = { root, common, envA, envB, a, b, channelA, owner };
 });
 
@@ -77,15 +73,6 @@ test.after.always(async () => {
   }
 });
 
-const siteOn = (server: ServeProcess, subdomain: string): Got =>
-  got.extend({
-    prefixUrl: server.url,
-    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
-    throwHttpErrors: false,
-    followRedirect: false,
-    retry: { limit: 0 },
-  });
-
 const NOTES_FUNCTION = `export default async (req: Request, ctx: any) => {
   try {
     if (req.method === 'POST') return Response.json(await ctx.db.execute('INSERT INTO notes (body) VALUES (?)', [await req.text()]));
@@ -96,16 +83,10 @@ const NOTES_FUNCTION = `export default async (req: Request, ctx: any) => {
 };`;
 
 /** A site with a database created through B, a notes table migrated into it, and a function that uses it. */
-async function siteWithDatabase(name: string) {
+async function siteWithNotes(name: string) {
   const { owner } = c;
-  const site = json<{ id: string; subdomain: string; bucketId: string }>(
-    await owner.api.post('v0/sites', { json: { accountId: owner.id, name } }),
-  );
-  const created = await owner.api.post(`v0/sites/${site.id}/databases`);
-  if (created.statusCode !== 200) throw new Error(`database: ${created.statusCode} ${created.body}`);
-  const database = json<{ database: { id: string } }>(created).database;
-  const base = `v0/sites/${site.id}/databases/${database.id}`;
-  const migrated = await owner.api.post(`${base}/migrations`, {
+  const made = await siteWithDatabase(owner, { name });
+  const migrated = await owner.api.post(`${made.base}/migrations`, {
     json: {
       name: '0001_notes.sql',
       sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, data BLOB);',
@@ -118,13 +99,13 @@ async function siteWithDatabase(name: string) {
     ['web/index.html', '<h1>still here</h1>', 'text/html'],
     ['api/plain.ts', 'export default () => new Response("plain")', 'text/typescript'],
   ]) {
-    const put = await owner.api.put(`v0/buckets/${site.bucketId}/objects/${file}`, {
+    const put = await owner.api.put(`v0/buckets/${made.site.bucketId}/objects/${file}`, {
       body,
       headers: { 'content-type': type! },
     });
     if (put.statusCode !== 200) throw new Error(`${file}: ${put.statusCode} ${put.body}`);
   }
-  return { site, database, base };
+  return made;
 }
 
 cluster('berth admin nodes lists both nodes with their roles and addresses; readyz counts them', async (t) => {
@@ -150,7 +131,7 @@ cluster('berth admin nodes lists both nodes with their roles and addresses; read
 cluster(
   'a database created through a web-only node lives on the database node and answers through either',
   async (t) => {
-    const { site, base } = await siteWithDatabase('placed');
+    const { site, base } = await siteWithNotes('placed');
     t.true(fs.existsSync(path.join(c.root, 'a', 'sites', site.id, 'db.sqlite')), 'the file is in A’s data dir');
     t.false(fs.existsSync(path.join(c.root, 'b', 'sites', site.id)), 'and not in B’s');
 
@@ -207,7 +188,7 @@ cluster(
 cluster(
   'the internal channel refuses unsigned, wrongly signed and replayed calls, and calls for a database the node does not hold',
   async (t) => {
-    const { site } = await siteWithDatabase('channel');
+    const { site } = await siteWithNotes('channel');
     const call = (pathname: string, body: string, headers: Record<string, string>) =>
       got.post(`${c.channelA}${pathname}`, {
         body,
@@ -276,7 +257,7 @@ cluster(
 cluster(
   'with the database node killed, that site’s database calls answer 503 and the rest of the site works; it answers again once the node is back',
   async (t) => {
-    const { site, base } = await siteWithDatabase('outage');
+    const { site, base } = await siteWithNotes('outage');
     t.is(
       (await c.owner.api.post(`${base}/query`, { json: { sql: "INSERT INTO notes (body) VALUES ('acknowledged')" } }))
         .statusCode,
@@ -327,8 +308,8 @@ async function startNodeC(): Promise<void> {
 cluster(
   'drain-node moves every database of a node to another under write load: no write is lost or refused, each moved database is the same row by row, and a copy left behind is never served',
   async (t) => {
-    const quiet = await siteWithDatabase('drain-quiet');
-    const busy = await siteWithDatabase('drain-busy');
+    const quiet = await siteWithNotes('drain-quiet');
+    const busy = await siteWithNotes('drain-busy');
     const query = async (base: string, sql: string) =>
       json<{ success: boolean; result: Array<{ results: Array<Record<string, unknown>> }> }>(
         await c.owner.api.post(`${base}/query`, { json: { sql } }),
@@ -419,7 +400,7 @@ cluster(
       'the JSON names the sites whose databases each node holds',
     );
     t.truthy(listed.nodes.find((n) => n.id === 'node-a')!.drainingAt);
-    const fresh = await siteWithDatabase('after-drain');
+    const fresh = await siteWithNotes('after-drain');
     t.true(
       fs.existsSync(path.join(c.root, 'c', 'sites', fresh.site.id, 'db.sqlite')),
       'a new database is not placed on a draining node',
@@ -449,7 +430,7 @@ cluster(
   'recover-database brings a database back on another node from its latest copy once its node and data dir are lost, and says how old the copy is',
   async (t) => {
     await startNodeC();
-    const lost = await siteWithDatabase('recover');
+    const lost = await siteWithNotes('recover');
     t.true(
       fs.existsSync(path.join(c.root, 'a', 'sites', lost.site.id, 'db.sqlite')),
       'placed on node A, which holds the fewest',
@@ -519,7 +500,7 @@ cluster(
 
 cluster('a node started on its data dir under another id keeps that data dir\u2019s databases', async (t) => {
   await startNodeC();
-  const { site, base } = await siteWithDatabase('renamed');
+  const { site, base } = await siteWithNotes('renamed');
   const holder = fs.existsSync(path.join(c.root, 'c', 'sites', site.id)) ? 'c' : 'a';
   const listed = async () =>
     (
@@ -556,7 +537,7 @@ cluster('a node started on its data dir under another id keeps that data dir\u20
 cluster(
   'a node started on metadata that does not know its databases (the wrong BERTH_DATABASE_URL) sets them aside and deletes nothing',
   async (t) => {
-    const { site } = await siteWithDatabase('wrong-metadata');
+    const { site } = await siteWithNotes('wrong-metadata');
     const holder = ['a', 'c'].find((name) => fs.existsSync(path.join(c.root, name, 'sites', site.id, 'db.sqlite')))!;
     const dir = path.join(c.root, 'elsewhere');
     fs.cpSync(path.join(c.root, holder, 'sites', site.id), path.join(dir, 'sites', site.id), { recursive: true });
@@ -616,10 +597,9 @@ cluster(
         await node.exited;
       }
     });
-    const writeKey = /WRITE key:\s+(\S+)/.exec(nodeC.output())![1]!;
-    const accountId = /account:\s+(\S+)/.exec(nodeC.output())![1]!;
-    const throughD = apiClient(nodeD.url, writeKey);
-    const site = json<{ id: string }>(await throughD.post('v0/sites', { json: { accountId, name: 'tls' } }));
+    const owner = ownerOf(nodeC, nodeD.url);
+    const throughD = owner.api;
+    const site = json<{ id: string }>(await throughD.post('v0/sites', { json: { accountId: owner.id, name: 'tls' } }));
     const database = json<{ database: { id: string } }>(await throughD.post(`v0/sites/${site.id}/databases`)).database;
     t.true(fs.existsSync(path.join(root, 'c', 'sites', site.id, 'db.sqlite')), 'placed on the database node');
     const answered = json<{ success: boolean; result: Array<{ results: unknown[] }> }>(

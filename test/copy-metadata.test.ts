@@ -7,8 +7,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
-import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
+import { apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { runBerth, startServe, withBackend } from './helpers/process.ts';
+import { ownerOf } from './helpers/served.ts';
 import { loadConfig } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { TABLES } from '../control-plane/db/copy-metadata.ts';
@@ -18,13 +19,6 @@ import { databaseFor, onPostgres } from './helpers/postgres.ts';
 const FIXTURES = path.resolve(import.meta.dirname, 'fixtures/functions');
 const PASSWORD = 'a long enough password';
 
-function owner(output: string, url: string): TestAccount {
-  const writeKey = /WRITE key:\s+(\S+)/.exec(output)![1]!;
-  const readKey = /READ key:\s+(\S+)/.exec(output)![1]!;
-  const id = /account:\s+(\S+)/.exec(output)![1]!;
-  return { id, writeKey, readKey, api: apiClient(url, writeKey), read: apiClient(url, readKey) };
-}
-
 const sha256 = (file: string) => crypto.createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 
 test('an instance moves its metadata into an empty PostgreSQL database and serves the same from it', async (t) => {
@@ -32,7 +26,7 @@ test('an instance moves its metadata into an empty PostgreSQL database and serve
   const dataDir = path.join(await makeDataDir(t), 'data');
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
   t.teardown(() => void first.child.kill('SIGKILL'));
-  const account = owner(first.output(), first.url);
+  const account = ownerOf(first);
   const site = json<{ id: string; subdomain: string; bucketId: string }>(
     await account.api.post('v0/sites', { json: { accountId: account.id, name: 'moving' } }),
   );

@@ -7,6 +7,7 @@ import path from 'node:path';
 import test from 'ava';
 import Database from 'better-sqlite3';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
+import { type DatabaseRecord, type Envelope, siteWithDatabase } from './helpers/databases.ts';
 
 const MIB = 1024 * 1024;
 const LIMIT = 2 * MIB;
@@ -19,31 +20,20 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-type Db = { id: string; status: string; sizeBytes: number; maxBytes: number };
-type Envelope = {
-  success: boolean;
-  errors: Array<{ code: string; message: string }>;
-  result: Array<{ results: Array<Record<string, unknown>> }>;
-};
-
-async function siteWithDatabase() {
-  const site = await createSite(t0.owner);
-  const db = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
-  const query = async (sql: string) => {
-    const res = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql } });
-    return { status: res.statusCode, body: json<Envelope>(res) };
-  };
+/** A site of the owner with its database, and that database's record as the API lists it now. */
+async function ownDatabase() {
+  const made = await siteWithDatabase(t0.owner);
   const database = async () =>
-    json<{ databases: Db[] }>(await t0.owner.read.get(`v0/sites/${site.id}/databases`)).databases[0]!;
-  return { site, db, query, database };
+    json<{ databases: DatabaseRecord[] }>(await t0.owner.read.get(`v0/sites/${made.site.id}/databases`)).databases[0]!;
+  return { ...made, database };
 }
 
 const rows = async (query: (sql: string) => Promise<{ body: Envelope }>) =>
   (await query('SELECT count(*) AS n FROM t')).body.result[0]!.results[0]!.n as number;
 
 test('a write past the limit is refused as database_full and keeps every row written before; another site keeps writing', async (t) => {
-  const tenant = await siteWithDatabase();
-  const other = await siteWithDatabase();
+  const tenant = await ownDatabase();
+  const other = await ownDatabase();
   t.like(tenant.db, { maxBytes: LIMIT });
   t.is((await tenant.query('CREATE TABLE t (body BLOB)')).body.success, true);
   let refused: Envelope | undefined;
@@ -76,7 +66,7 @@ test('a write past the limit is refused as database_full and keeps every row wri
 });
 
 test('deleted rows give their space back: writes succeed again and the file shrinks by itself', async (t) => {
-  const tenant = await siteWithDatabase();
+  const tenant = await ownDatabase();
   await tenant.query('CREATE TABLE t (body BLOB)');
   for (let i = 0; i < 100; i++)
     if (!(await tenant.query('INSERT INTO t VALUES (randomblob(65536))')).body.success) break;
@@ -121,7 +111,7 @@ test('compact_database rewrites a database made before incremental auto-vacuum, 
   for (let i = 0; i < 16; i++) old.exec('INSERT INTO t VALUES (randomblob(65536))');
   old.exec('DELETE FROM t WHERE rowid > 4');
   old.close();
-  const db = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
+  const db = json<{ database: DatabaseRecord }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
   const query = async (sql: string) =>
     json<Envelope>(await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, { json: { sql } }));
   t.is((await query('PRAGMA auto_vacuum')).result[0]!.results[0]!.auto_vacuum, 0);

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
+import { type DatabaseRecord, siteWithDatabase } from './helpers/databases.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -13,39 +14,15 @@ test.after.always(async () => {
   await t0?.dispose();
 });
 
-type Db = { id: string; status: string };
-type Envelope = {
-  success: boolean;
-  errors: Array<{ code: string; message: string }>;
-  messages: string[];
-  result: Array<{
-    success: boolean;
-    results: Array<Record<string, unknown>>;
-    meta: { duration: number; changes: number; last_row_id: number | null };
-  }>;
-};
-
-async function siteWithDatabase() {
-  const site = await createSite(t0.owner);
-  const db = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
-  const query = async (sql: string, params?: unknown[]) => {
-    const res = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
-      json: params ? { sql, params } : { sql },
-    });
-    return { status: res.statusCode, body: json<Envelope>(res) };
-  };
-  return { site, db, query };
-}
-
 test('creation is idempotent, one per site, and resumes an interrupted provisioning', async (t) => {
   const site = await createSite(t0.owner);
   const first = await t0.owner.api.post(`v0/sites/${site.id}/databases`);
   t.is(first.statusCode, 200);
-  const db = json<{ database: Db }>(first).database;
+  const db = json<{ database: DatabaseRecord }>(first).database;
   t.is(db.status, 'READY');
-  const again = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
+  const again = json<{ database: DatabaseRecord }>(await t0.owner.api.post(`v0/sites/${site.id}/databases`)).database;
   t.is(again.id, db.id);
-  const list = json<{ databases: Db[] }>(await t0.owner.read.get(`v0/sites/${site.id}/databases`));
+  const list = json<{ databases: DatabaseRecord[] }>(await t0.owner.read.get(`v0/sites/${site.id}/databases`));
   t.deepEqual(
     list.databases.map((d) => d.id),
     [db.id],
@@ -61,7 +38,9 @@ test('creation is idempotent, one per site, and resumes an interrupted provision
     created_at: new Date().toISOString(),
     updated_at: new Date().toISOString(),
   });
-  const resumed = json<{ database: Db }>(await t0.owner.api.post(`v0/sites/${other.id}/databases`)).database;
+  const resumed = json<{ database: DatabaseRecord }>(
+    await t0.owner.api.post(`v0/sites/${other.id}/databases`),
+  ).database;
   t.is(resumed.status, 'READY');
   t.true(fs.existsSync(path.join(t0.dataDir, 'sites', other.id, 'db.sqlite')));
 
@@ -72,7 +51,7 @@ test('creation is idempotent, one per site, and resumes an interrupted provision
 });
 
 test('the query API runs one statement and answers the provider-style envelope', async (t) => {
-  const { site, db, query } = await siteWithDatabase();
+  const { site, db, query } = await siteWithDatabase(t0.owner);
   const created = await query('CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT, pinned INTEGER, extra TEXT)');
   t.is(created.status, 200);
   t.true(created.body.success);
@@ -118,7 +97,7 @@ test('the query API runs one statement and answers the provider-style envelope',
 });
 
 test('ctx.db from a function: query, first, execute and an atomic batch, with stable error codes', async (t) => {
-  const { site, query } = await siteWithDatabase();
+  const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)');
   await deployFixture(t0.owner, site.bucketId, 'db');
   const call = async (body: unknown) =>

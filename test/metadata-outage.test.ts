@@ -6,8 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import got from 'got';
 import pg from 'pg';
-import { type TestAccount, apiClient, deployFixture, json, makeDataDir, putFile } from './helpers/berth.ts';
+import { deployFixture, json, makeDataDir, putFile } from './helpers/berth.ts';
 import { startServe } from './helpers/process.ts';
+import { ownerOf } from './helpers/served.ts';
 import { type Cluster, startCluster } from './helpers/postgres-cluster.ts';
 import { onPostgres } from './helpers/postgres.ts';
 
@@ -37,14 +38,7 @@ onItsOwnCluster(
       BERTH_DATABASE_URL: `postgres://berth_outage:outage-password@127.0.0.1:${cluster.port}/berth_outage`,
     });
     t.teardown(() => void server.child.kill('SIGKILL'));
-    const output = server.output();
-    const owner: TestAccount = {
-      id: /account:\s+(\S+)/.exec(output)![1]!,
-      writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]!,
-      readKey: /READ key:\s+(\S+)/.exec(output)![1]!,
-      api: apiClient(server.url, /WRITE key:\s+(\S+)/.exec(output)![1]!),
-      read: apiClient(server.url, /READ key:\s+(\S+)/.exec(output)![1]!),
-    };
+    const owner = ownerOf(server);
     const site = json<{ id: string; subdomain: string; bucketId: string }>(
       await owner.api.post('v0/sites', { json: { accountId: owner.id, name: 'outage' } }),
     );

@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { type TestBerth, apiClient, createSite, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { startServe } from './helpers/process.ts';
+import { ownerOf } from './helpers/served.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -178,10 +179,9 @@ test('receipts without stored SQL report sourceAvailable: false and no SQL', asy
 test('a server killed during a migration leaves the migration and its receipt, or neither', async (t) => {
   const dataDir = await makeDataDir(t);
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
-  const key = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
-  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
-  const api = apiClient(server.url, key);
-  const site = json<{ id: string }>(await api.post('v0/sites', { json: { accountId, name: 'kill' } }));
+  const owner = ownerOf(server);
+  const api = owner.api;
+  const site = json<{ id: string }>(await api.post('v0/sites', { json: { accountId: owner.id, name: 'kill' } }));
   const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
   const heavy =
@@ -199,7 +199,7 @@ test('a server killed during a migration leaves the migration and its receipt, o
     again.child.kill('SIGTERM');
     await again.exited;
   });
-  const api2 = apiClient(again.url, key);
+  const api2 = apiClient(again.url, owner.writeKey);
   const receipts = json<{ applied: Receipt[] }>(await api2.get(`${base}/migrations`)).applied;
   const table = json<{ result: Array<{ results: unknown[] }> }>(
     await api2.post(`${base}/query`, { json: { sql: "SELECT name FROM sqlite_master WHERE name = 'big'" } }),

@@ -6,23 +6,16 @@ import test from 'ava';
 import got from 'got';
 import { apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { runBerth, startServe } from './helpers/process.ts';
-
-function ownerKeys(output: string) {
-  return {
-    accountId: /account:\s+(\S+)/.exec(output)![1]!,
-    writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]!,
-    readKey: /READ key:\s+(\S+)/.exec(output)![1]!,
-  };
-}
+import { ownerOf } from './helpers/served.ts';
 
 test('first run prints owner keys once; data survives a restart; logs hold no secrets', async (t) => {
   const dataDir = await makeDataDir(t);
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
-  const keys = ownerKeys(first.output());
-  const api = apiClient(first.url, keys.writeKey);
+  const owner = ownerOf(first);
+  const api = owner.api;
 
   const site = json<{ id: string; bucketId: string; subdomain: string }>(
-    await api.post('v0/sites', { json: { accountId: keys.accountId, name: 'Kept', subdomain: 'kept' } }),
+    await api.post('v0/sites', { json: { accountId: owner.id, name: 'Kept', subdomain: 'kept' } }),
   );
   const bytes = Buffer.from([0, 1, 2, 254, 255]);
   const put = await api.put(`v0/buckets/${site.bucketId}/objects/web/data.bin`, { body: bytes });
@@ -57,15 +50,15 @@ test('first run prints owner keys once; data survives a restart; logs hold no se
   );
   t.false(first.output().includes('not-for-logs'), 'query strings are never logged');
   const afterBanner = first.output().slice(first.output().indexOf('"msg":"listening"'));
-  t.false(afterBanner.includes(keys.writeKey));
-  t.false(afterBanner.includes(keys.readKey));
+  t.false(afterBanner.includes(owner.writeKey));
+  t.false(afterBanner.includes(owner.readKey));
 
   first.child.kill('SIGTERM');
   t.is(await first.exited, 0);
 
   const second = await startServe({ BERTH_DATA_DIR: dataDir });
   t.false(second.output().includes('WRITE key'), 'keys are printed on first run only');
-  const again = apiClient(second.url, keys.readKey);
+  const again = apiClient(second.url, owner.readKey);
   const file = await again.get(`v0/buckets/${site.bucketId}/objects/web/data.bin`, { responseType: 'buffer' });
   t.is(file.statusCode, 200);
   t.deepEqual(file.body, bytes);
@@ -78,9 +71,9 @@ test('first run prints owner keys once; data survives a restart; logs hold no se
 test('SIGTERM lets a request in flight finish, then the server exits', async (t) => {
   const dataDir = await makeDataDir(t);
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
-  const keys = ownerKeys(server.output());
-  const api = apiClient(server.url, keys.writeKey);
-  const bucket = json<{ id: string }>(await api.post('v0/buckets', { json: { accountId: keys.accountId, name: 'b' } }));
+  const owner = ownerOf(server);
+  const api = owner.api;
+  const bucket = json<{ id: string }>(await api.post('v0/buckets', { json: { accountId: owner.id, name: 'b' } }));
 
   // An upload that is still sending when the signal arrives.
   let release!: () => void;

@@ -6,11 +6,12 @@ import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import test from 'ava';
-import got, { type Got } from 'got';
+import type { Got } from 'got';
 import { apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, startServe } from './helpers/process.ts';
 import { databaseFor, onPostgres } from './helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
+import { siteOn } from './helpers/served.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { createAccount } from '../control-plane/services/accounts.ts';
@@ -71,15 +72,6 @@ async function newAccount(limitBytes: number) {
   }
 }
 
-const siteOn = (server: ServeProcess, subdomain: string): Got =>
-  got.extend({
-    prefixUrl: server.url,
-    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
-    throwHttpErrors: false,
-    retry: { limit: 0 },
-    timeout: { request: 120_000 },
-  });
-
 async function makeSite(api: Got, accountId: string, name: string) {
   const res = await api.post('v0/sites', { json: { accountId, name } });
   if (res.statusCode !== 201) throw new Error(`site: ${res.statusCode} ${JSON.stringify(res.body)}`);
@@ -100,7 +92,9 @@ shared('appends to one file from functions on both nodes all land, each once', a
   const PER_NODE = 20;
   const calls = [a, b].flatMap((server, node) =>
     Array.from({ length: PER_NODE }, (_, i) =>
-      siteOn(server, site.subdomain).get('api/append', { searchParams: { n: `${node}-${i}` } }),
+      siteOn(server, site.subdomain, { timeout: { request: 120_000 } }).get('api/append', {
+        searchParams: { n: `${node}-${i}` },
+      }),
     ),
   );
   const answers = await Promise.all(calls);

@@ -6,10 +6,11 @@
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
-import got, { type Got } from 'got';
+import got from 'got';
 import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, startServe } from './helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
+import { ownerOf, siteOn } from './helpers/served.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { createUser } from '../control-plane/services/users.ts';
@@ -30,13 +31,6 @@ interface Instance {
 
 let instance: Instance;
 
-function owner(output: string, url: string): TestAccount {
-  const writeKey = /WRITE key:\s+(\S+)/.exec(output)![1]!;
-  const readKey = /READ key:\s+(\S+)/.exec(output)![1]!;
-  const id = /account:\s+(\S+)/.exec(output)![1]!;
-  return { id, writeKey, readKey, api: apiClient(url, writeKey), read: apiClient(url, readKey) };
-}
-
 test.before(async () => {
   if (!onPostgres) return;
   const root = await makeDataDir();
@@ -51,7 +45,7 @@ test.before(async () => {
   };
   const a = await startServe({ ...common, BERTH_DATA_DIR: dirA });
   const b = await startServe({ ...common, BERTH_DATA_DIR: dirB });
-  instance = { common, dirA, a, b, owner: owner(a.output(), a.url), url, database: databaseOf(dirA) };
+  instance = { common, dirA, a, b, owner: ownerOf(a), url, database: databaseOf(dirA) };
 });
 
 test.after.always(async () => {
@@ -61,15 +55,6 @@ test.after.always(async () => {
     await server.exited;
   }
 });
-
-const siteOn = (server: ServeProcess, subdomain: string): Got =>
-  got.extend({
-    prefixUrl: server.url,
-    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
-    throwHttpErrors: false,
-    followRedirect: false,
-    retry: { limit: 0 },
-  });
 
 /** Polls for at most a second: what one server changed, the other must serve by then. */
 async function withinASecond(check: () => Promise<boolean>, what: string): Promise<boolean> {

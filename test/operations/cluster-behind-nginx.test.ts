@@ -11,11 +11,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
 import got, { type Got } from 'got';
-import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
+import { type TestAccount, apiClient, json, makeDataDir } from '../helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from '../helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from '../helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from '../helpers/object-store.ts';
 import { freePort } from '../helpers/ports.ts';
+import { ownerOf } from '../helpers/served.ts';
 import { type Nginx, startNginx } from '../helpers/nginx.ts';
 import { until } from '../helpers/until.ts';
 
@@ -33,7 +34,7 @@ let root: string;
 let nodes: Node[];
 let nginx: Nginx;
 let lbPort: number;
-let owner: { id: string; writeKey: string };
+let owner: TestAccount;
 
 const NOTES = `export default async (req: Request, ctx: any) => {
   try {
@@ -99,8 +100,7 @@ test.before(async () => {
     };
     nodes.push({ name, env, port, server: await startServe(env) });
   }
-  const output = nodes[0]!.server.output();
-  owner = { id: /account:\s+(\S+)/.exec(output)![1]!, writeKey: /WRITE key:\s+(\S+)/.exec(output)![1]! };
+  owner = ownerOf(nodes[0]!.server);
   nginx = await startNginx(balancer, lbPort);
 });
 

@@ -6,12 +6,13 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
-import got, { type Got } from 'got';
-import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
+import type { Got } from 'got';
+import { json, makeDataDir } from '../helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from '../helpers/process.ts';
 import { databaseFor, onPostgres } from '../helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from '../helpers/object-store.ts';
 import { freePort } from '../helpers/ports.ts';
+import { ownerOf, siteOn } from '../helpers/served.ts';
 
 /** The previous release: the schema ends at 0018_nodes; this one adds 0019 and 0020. */
 const PREVIOUS = '2e0c7288237c47586fd99c8da0ea412ed42f6551';
@@ -23,14 +24,6 @@ const upgrade = onPostgres ? test : test.skip;
 async function startPrevious(tree: string, env: Record<string, string>): Promise<ServeProcess> {
   return startServe(env, { bin: path.join(tree, 'control-plane/cli/berth.js') });
 }
-
-const siteOn = (server: ServeProcess, subdomain: string): Got =>
-  got.extend({
-    prefixUrl: server.url,
-    headers: { host: `${subdomain}.localhost:${new URL(server.url).port}` },
-    throwHttpErrors: false,
-    retry: { limit: 0 },
-  });
 
 upgrade(
   'a node of the previous release keeps serving after a node of this release migrated the shared metadata',
@@ -58,11 +51,10 @@ upgrade(
       old.child.kill('SIGTERM');
       await old.exited;
     });
-    const writeKey = /WRITE key:\s+(\S+)/.exec(old.output())![1]!;
-    const accountId = /account:\s+(\S+)/.exec(old.output())![1]!;
-    const throughOld = apiClient(old.url, writeKey);
+    const owner = ownerOf(old);
+    const throughOld = owner.api;
     const site = json<{ id: string; subdomain: string; bucketId: string }>(
-      await throughOld.post('v0/sites', { json: { accountId, name: 'upgraded' } }),
+      await throughOld.post('v0/sites', { json: { accountId: owner.id, name: 'upgraded' } }),
     );
     const put = (api: Got, file: string, body: string, type: string) =>
       api.put(`v0/buckets/${site.bucketId}/objects/${file}`, { body, headers: { 'content-type': type } });
@@ -145,7 +137,7 @@ upgrade(
       { body: 'written by the old node' },
     ]);
     const another = json<{ id: string }>(
-      await throughOld.post('v0/sites', { json: { accountId, name: 'made by the old node' } }),
+      await throughOld.post('v0/sites', { json: { accountId: owner.id, name: 'made by the old node' } }),
     );
     t.is((await throughOld.post(`v0/sites/${another.id}/databases`)).statusCode, 200);
     // And the new node sees it all, the old node's database included.

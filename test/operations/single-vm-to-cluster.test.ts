@@ -14,6 +14,7 @@ import { runBerth, startServe } from '../helpers/process.ts';
 import { databaseFor } from '../helpers/postgres.ts';
 import { objectStoreFor, onObjectStore } from '../helpers/object-store.ts';
 import { freePort } from '../helpers/ports.ts';
+import { ownerOf } from '../helpers/served.ts';
 
 const migration = onObjectStore ? test : test.skip;
 
@@ -27,11 +28,10 @@ migration(
     // The single VM: metadata in meta.sqlite, files in the blob directory.
     const alone = { BERTH_DATA_DIR: vm, BERTH_DATABASE_URL: '', BERTH_OBJECT_STORE: '' };
     const single = await startServe(alone);
-    const writeKey = /WRITE key:\s+(\S+)/.exec(single.output())![1]!;
-    const accountId = /account:\s+(\S+)/.exec(single.output())![1]!;
-    let api = apiClient(single.url, writeKey);
+    const owner = ownerOf(single);
+    let api = owner.api;
     const site = json<{ id: string; subdomain: string; bucketId: string }>(
-      await api.post('v0/sites', { json: { accountId, name: 'from the vm' } }),
+      await api.post('v0/sites', { json: { accountId: owner.id, name: 'from the vm' } }),
     );
     for (const [file, body, type] of [
       ['web/index.html', '<h1>moved along</h1>', 'text/html'],
@@ -148,7 +148,7 @@ migration(
     t.is(drained.code, 0, drained.stderr);
     t.regex(drained.stdout, new RegExp(`moved ${site.id} to node-b`));
     t.true(fs.existsSync(path.join(root, 'b', 'sites', site.id, 'db.sqlite')));
-    api = apiClient(first.url, writeKey);
+    api = apiClient(first.url, owner.writeKey);
     const rows = json<{ result: Array<{ results: unknown[] }> }>(
       await api.post(`${base}/query`, { json: { sql: 'SELECT body FROM notes' } }),
     );

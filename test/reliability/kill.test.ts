@@ -6,8 +6,9 @@ import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
-import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
+import { apiClient, createSite, json, makeDataDir } from '../helpers/berth.ts';
 import { type ServeProcess, processesMentioning, runBerth, startServe } from '../helpers/process.ts';
+import { ownerOf } from '../helpers/served.ts';
 import { until } from '../helpers/until.ts';
 
 /** Every file or folder under `dir` whose name ends in `.tmp`, and whatever is in the blob store's temp folder. */
@@ -44,16 +45,6 @@ async function serve(t: ExecutionContext, dataDir: string, env: Record<string, s
   return server;
 }
 
-async function ownerSite(server: ServeProcess) {
-  const key = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
-  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
-  const api = apiClient(server.url, key);
-  const site = json<{ id: string; bucketId: string }>(
-    await api.post('v0/sites', { json: { accountId, name: 'killed' } }),
-  );
-  return { key, api, site };
-}
-
 /** Kills the server outright and returns the pids of the Deno processes it had running. */
 async function killOutright(server: ServeProcess, dataDir: string): Promise<number[]> {
   const children = processesMentioning(dataDir);
@@ -78,7 +69,9 @@ async function restartClean(
 test('kill -9 during an export of a large table: the dump in progress is stopped and its temp file removed', async (t) => {
   const dataDir = await makeDataDir(t);
   const server = await serve(t, dataDir);
-  const { key, api, site } = await ownerSite(server);
+  const owner = ownerOf(server);
+  const { api } = owner;
+  const site = await createSite(owner, { name: 'killed' });
   const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
   for (const sql of [
@@ -95,7 +88,7 @@ test('kill -9 during an export of a large table: the dump in progress is stopped
   t.true(orphans.length > 0, 'the database process was running at the kill');
 
   const again = await restartClean(t, dataDir, orphans);
-  const api2 = apiClient(again.url, key);
+  const api2 = apiClient(again.url, owner.writeKey);
   const reconciled = json<{ export: { status: string } }>(
     await api2.post(`${base}/exports/${started.id}/reconcile`),
   ).export;
@@ -107,7 +100,8 @@ test('kill -9 during an upload: the partial blob is removed and no version was m
   const dataDir = await makeDataDir(t);
   const local = { BERTH_OBJECT_STORE: '' };
   const server = await serve(t, dataDir, local);
-  const { key, site } = await ownerSite(server);
+  const owner = ownerOf(server);
+  const site = await createSite(owner, { name: 'killed' });
   const url = new URL(server.url);
   const upload = http.request({
     host: url.hostname,
@@ -115,7 +109,7 @@ test('kill -9 during an upload: the partial blob is removed and no version was m
     method: 'PUT',
     path: `/v0/buckets/${site.bucketId}/objects/web/big.bin`,
     headers: {
-      authorization: `Bearer ${key}`,
+      authorization: `Bearer ${owner.writeKey}`,
       'content-type': 'application/octet-stream',
       'content-length': String(64 * 1024 * 1024),
     },
@@ -131,7 +125,7 @@ test('kill -9 during an upload: the partial blob is removed and no version was m
   upload.destroy();
 
   const again = await restartClean(t, dataDir, orphans, local);
-  const read = await apiClient(again.url, key).get(`v0/buckets/${site.bucketId}/objects/web/big.bin`);
+  const read = await apiClient(again.url, owner.writeKey).get(`v0/buckets/${site.bucketId}/objects/web/big.bin`);
   t.is(read.statusCode, 404);
   t.is(json<{ error: { code: string } }>(read).error.code, 'not_found');
 });
@@ -139,7 +133,9 @@ test('kill -9 during an upload: the partial blob is removed and no version was m
 test('kill -9 during a migration: its database process is stopped and the migration is whole or absent', async (t) => {
   const dataDir = await makeDataDir(t);
   const server = await serve(t, dataDir);
-  const { key, api, site } = await ownerSite(server);
+  const owner = ownerOf(server);
+  const { api } = owner;
+  const site = await createSite(owner, { name: 'killed' });
   const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
   const slow = {
@@ -155,7 +151,7 @@ test('kill -9 during a migration: its database process is stopped and the migrat
   t.true(orphans.length > 0, 'the database process was running at the kill');
 
   const again = await restartClean(t, dataDir, orphans);
-  const api2 = apiClient(again.url, key);
+  const api2 = apiClient(again.url, owner.writeKey);
   const applied = json<{ applied: Array<{ name: string }> }>(await api2.get(`${base}/migrations`)).applied.map(
     (m) => m.name,
   );
@@ -169,8 +165,9 @@ test('kill -9 during a migration: its database process is stopped and the migrat
 test('a second server on the same data dir refuses to start, naming it and the running server; admin commands still work', async (t) => {
   const dataDir = await makeDataDir(t);
   const first = await serve(t, dataDir);
-  const { api, site } = await ownerSite(first);
-  const accountId = /account:\s+(\S+)/.exec(first.output())![1]!;
+  const owner = ownerOf(first);
+  const { api } = owner;
+  const site = await createSite(owner, { name: 'killed' });
 
   const second = await runBerth(['serve'], { BERTH_DATA_DIR: dataDir, BERTH_PORT: '0' });
   t.is(second.code, 1);
@@ -180,7 +177,7 @@ test('a second server on the same data dir refuses to start, naming it and the r
     second.stderr,
   );
 
-  const listed = await runBerth(['admin', 'list-keys', '--account', accountId], { BERTH_DATA_DIR: dataDir });
+  const listed = await runBerth(['admin', 'list-keys', '--account', owner.id], { BERTH_DATA_DIR: dataDir });
   t.is(listed.code, 0, listed.stderr);
   const read = await api.get(`v0/sites/${site.id}`);
   t.is(read.statusCode, 200, 'the first server kept serving');

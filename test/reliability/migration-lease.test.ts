@@ -4,15 +4,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { apiClient, json, makeDataDir } from '../helpers/berth.ts';
 import { processesMentioning, startServe } from '../helpers/process.ts';
+import { ownerOf } from '../helpers/served.ts';
 
 test('after kill -9 during an apply, the next apply on the restarted server runs at once', async (t) => {
   const dataDir = await makeDataDir(t);
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
   t.teardown(() => void server.child.kill('SIGKILL'));
-  const key = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
-  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
-  const api = apiClient(server.url, key);
-  const site = json<{ id: string }>(await api.post('v0/sites', { json: { accountId, name: 'lease' } }));
+  const owner = ownerOf(server);
+  const api = owner.api;
+  const site = json<{ id: string }>(await api.post('v0/sites', { json: { accountId: owner.id, name: 'lease' } }));
   const db = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;
   const base = `v0/sites/${site.id}/databases/${db.id}`;
 
@@ -37,7 +37,7 @@ test('after kill -9 during an apply, the next apply on the restarted server runs
     again.child.kill('SIGTERM');
     await again.exited;
   });
-  const api2 = apiClient(again.url, key);
+  const api2 = apiClient(again.url, owner.writeKey);
   // The killed run committed all of its migration or none of it; the next list says which.
   const receipts = json<{ applied: Array<{ name: string }> }>(await api2.get(`${base}/migrations`)).applied;
   const next = { name: '0002_small.sql', sql: 'CREATE TABLE small (x INTEGER);' };

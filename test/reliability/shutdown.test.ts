@@ -6,8 +6,9 @@ import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
-import { type TestAccount, apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
+import { apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
 import { type ServeProcess, processesMentioning, startServe } from '../helpers/process.ts';
+import { ownerOf } from '../helpers/served.ts';
 import { onPostgres } from '../helpers/postgres.ts';
 
 async function noneLeft(needle: string): Promise<number[]> {
@@ -49,18 +50,9 @@ async function serveWithFunction(t: ExecutionContext, options: { processGroup?: 
   const dataDir = await makeDataDir(t);
   const server = await startServe({ BERTH_DATA_DIR: dataDir, BERTH_SHUTDOWN_GRACE_MS: '15000' }, options);
   t.teardown(() => void server.child.kill('SIGKILL'));
-  const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
-  const readKey = /READ key:\s+(\S+)/.exec(server.output())![1]!;
-  const id = /account:\s+(\S+)/.exec(server.output())![1]!;
-  const owner: TestAccount = {
-    id,
-    writeKey,
-    readKey,
-    api: apiClient(server.url, writeKey),
-    read: apiClient(server.url, readKey),
-  };
+  const owner = ownerOf(server);
   const site = json<{ id: string; bucketId: string; subdomain: string }>(
-    await owner.api.post('v0/sites', { json: { accountId: id, name: 'shutdown' } }),
+    await owner.api.post('v0/sites', { json: { accountId: owner.id, name: 'shutdown' } }),
   );
   await deployFixture(owner, site.bucketId, 'slow');
   // A first call starts a worker: from here on the process has function workers to clean up.
@@ -223,13 +215,11 @@ const stopsCleanly = test.macro(async (t, way: StopWay) => {
       server.child.kill('SIGKILL');
     }
   });
-  const writeKey = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
-  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
-  const api = apiClient(server.url, writeKey);
+  const owner = ownerOf(server);
+  const { api } = owner;
   const site = json<{ id: string; bucketId: string; subdomain: string }>(
-    await api.post('v0/sites', { json: { accountId, name: 'stop' } }),
+    await api.post('v0/sites', { json: { accountId: owner.id, name: 'stop' } }),
   );
-  const owner: TestAccount = { id: accountId, writeKey, readKey: writeKey, api, read: api };
   await deployFixture(owner, site.bucketId, 'slow');
   await putFile(owner, site.bucketId, 'web/index.html', Buffer.from('<h1>still here</h1>'), 'text/html');
   const database = json<{ database: { id: string } }>(await api.post(`v0/sites/${site.id}/databases`)).database;

@@ -4,8 +4,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
-import { type TestAccount, apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
+import { apiClient, deployFixture, json, makeDataDir, putFile } from '../helpers/berth.ts';
 import { runBerth, startServe } from '../helpers/process.ts';
+import { ownerOf } from '../helpers/served.ts';
 import { onPostgres } from '../helpers/postgres.ts';
 import { onObjectStore } from '../helpers/object-store.ts';
 
@@ -26,20 +27,13 @@ function exposed(root: string): string[] {
   return found;
 }
 
-function owner(output: string, url: string): TestAccount {
-  const writeKey = /WRITE key:\s+(\S+)/.exec(output)![1]!;
-  const readKey = /READ key:\s+(\S+)/.exec(output)![1]!;
-  const id = /account:\s+(\S+)/.exec(output)![1]!;
-  return { id, writeKey, readKey, api: apiClient(url, writeKey), read: apiClient(url, readKey) };
-}
-
 const TIGHTENED = '"msg":"tightened the permissions of the data dir"';
 
 test('a server started with umask 022 creates nothing that group or others can read', async (t) => {
   const dataDir = path.join(await makeDataDir(t), 'data');
   const server = await startServe({ BERTH_DATA_DIR: dataDir });
   t.teardown(() => void server.child.kill('SIGKILL'));
-  const account = owner(server.output(), server.url);
+  const account = ownerOf(server);
 
   const site = json<{ id: string; bucketId: string; subdomain: string }>(
     await account.api.post('v0/sites', { json: { accountId: account.id, name: 'private' } }),
@@ -98,7 +92,7 @@ test('the admin CLI on a fresh data dir makes it private', async (t) => {
 test('a start tightens modes left loose, says so once, and follows no symbolic link', async (t) => {
   const dataDir = path.join(await makeDataDir(t), 'data');
   const first = await startServe({ BERTH_DATA_DIR: dataDir });
-  const account = owner(first.output(), first.url);
+  const account = ownerOf(first);
   const site = json<{ id: string; bucketId: string }>(
     await account.api.post('v0/sites', { json: { accountId: account.id, name: 'loose' } }),
   );

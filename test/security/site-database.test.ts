@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import { type TestAccount, type TestBerth, createSite, deployFixture, json, startTestBerth } from '../helpers/berth.ts';
+import { type TestBerth, deployFixture, json, startTestBerth } from '../helpers/berth.ts';
+import { siteWithDatabase } from '../helpers/databases.ts';
 import { processesMentioning } from '../helpers/process.ts';
 
 let t0: TestBerth;
@@ -16,23 +17,6 @@ test.before(async () => {
 test.after.always(async () => {
   await t0?.dispose();
 });
-
-type Envelope = {
-  success: boolean;
-  errors: Array<{ code: string; message: string }>;
-  result: Array<{ results: Array<Record<string, unknown>> }>;
-};
-
-async function siteWithDatabase(account: TestAccount = t0.owner) {
-  const site = await createSite(account);
-  const db = json<{ database: { id: string } }>(await account.api.post(`v0/sites/${site.id}/databases`)).database;
-  const base = `v0/sites/${site.id}/databases/${db.id}`;
-  const query = async (sql: string, params?: unknown[]) => {
-    const res = await account.api.post(`${base}/query`, { json: params ? { sql, params } : { sql } });
-    return { status: res.statusCode, body: json<Envelope>(res) };
-  };
-  return { site, db, base, query };
-}
 
 /** Another tenant whose data must stay private and whose database must keep answering. */
 async function bystander(server: TestBerth = t0) {
@@ -90,7 +74,7 @@ const VACUUMS = [`VACUUM INTO '${os.tmpdir()}/berth-attack-vacuum.sqlite'`, 'VAC
 
 test('the query endpoint refuses every way out of the database, and reveals no host path', async (t) => {
   const other = await bystander();
-  const { query } = await siteWithDatabase();
+  const { query } = await siteWithDatabase(t0.owner);
   const keysBefore = await keyCount();
   for (const sql of ATTACKS(t0.dataDir, other.site.id)) {
     const res = await query(sql);
@@ -118,7 +102,7 @@ test('the query endpoint refuses every way out of the database, and reveals no h
 });
 
 test('what a site needs of its own database still works', async (t) => {
-  const { query } = await siteWithDatabase();
+  const { query } = await siteWithDatabase(t0.owner);
   t.true((await query('CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)')).body.success);
   t.true((await query('CREATE INDEX notes_body ON notes (body)')).body.success);
   t.true((await query('CREATE VIRTUAL TABLE search USING fts5(body)')).body.success);
@@ -144,7 +128,7 @@ test('what a site needs of its own database still works', async (t) => {
 
 test('ctx.db from a function is confined the same way, batch included', async (t) => {
   const other = await bystander();
-  const { site, query } = await siteWithDatabase();
+  const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (name TEXT)');
   await deployFixture(t0.owner, site.bucketId, 'db');
   const call = async (body: unknown) =>
@@ -189,7 +173,7 @@ test('ctx.db from a function is confined the same way, batch included', async (t
 });
 
 test('a statement prepared for one caller is never reused for another with fewer rights', async (t) => {
-  const { site, query } = await siteWithDatabase();
+  const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (name TEXT)');
   await deployFixture(t0.owner, site.bucketId, 'db');
   const call = async (body: unknown) =>
@@ -211,7 +195,7 @@ test('a statement prepared for one caller is never reused for another with fewer
 
 test('migrations are confined too, and cannot rewrite the ledger', async (t) => {
   const other = await bystander();
-  const { base, query } = await siteWithDatabase();
+  const { base, query } = await siteWithDatabase(t0.owner);
   const apply = (name: string, sql: string) =>
     t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
   for (const [i, sql] of [
@@ -239,7 +223,7 @@ test('migrations are confined too, and cannot rewrite the ledger', async (t) => 
 });
 
 test('triggers and views of the tenant get no more than the tenant’s rights inside Berth’s own statements', async (t) => {
-  const { base, query } = await siteWithDatabase();
+  const { base, query } = await siteWithDatabase(t0.owner);
   const apply = (name: string, sql: string) =>
     t0.owner.api.post(`${base}/migrations`, { json: { name, sql, confirm: true } });
   t.true((await query('CREATE TABLE leak (v TEXT)')).body.success);
@@ -286,7 +270,7 @@ test('a runaway statement is stopped at its time limit and the database recovers
 
 test('results and values are bounded: no statement can flood memory', async (t) => {
   const other = await bystander();
-  const { query } = await siteWithDatabase();
+  const { query } = await siteWithDatabase(t0.owner);
   const huge = await query('SELECT zeroblob(200 * 1024 * 1024) AS b');
   t.is(huge.body.errors[0]?.code, 'statement_failed');
   t.regex(huge.body.errors[0]!.message, /too big/);
@@ -300,7 +284,7 @@ test('results and values are bounded: no statement can flood memory', async (t) 
 
 test('a result too large to hold in memory is refused as result_too_large before it is built; the database process survives', async (t) => {
   const other = await bystander();
-  const { site, query } = await siteWithDatabase();
+  const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE kept (v TEXT)');
   await query("INSERT INTO kept VALUES ('before')");
   const pidBefore = processesMentioning(path.join(t0.dataDir, 'sites', site.id));
@@ -344,7 +328,7 @@ test('a result too large to hold in memory is refused as result_too_large before
 });
 
 test('database files are opened by a process that may touch only its own site folder', async (t) => {
-  const { site, query } = await siteWithDatabase();
+  const { site, query } = await siteWithDatabase(t0.owner);
   await query('SELECT 1');
   const pids = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p));
   const mine = pids
