@@ -20,6 +20,21 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 
 const upgrade = onPostgres ? test : test.skip;
 
+/**
+ * The previous release's packages, from the checkout's: every one by the same name, and its SQLite driver
+ * for Node 24 under the name it gave it (`better-sqlite3-napi`, an alias of the better-sqlite3 13.2.0
+ * this release depends on by its own name).
+ */
+function linkPackages(tree: string): void {
+  const modules = path.join(tree, 'node_modules');
+  fs.mkdirSync(modules);
+  for (const name of fs.readdirSync(path.join(ROOT, 'node_modules'))) {
+    if (name.startsWith('.')) continue;
+    fs.symlinkSync(path.join(ROOT, 'node_modules', name), path.join(modules, name));
+  }
+  fs.symlinkSync(path.join(ROOT, 'node_modules', 'better-sqlite3'), path.join(modules, 'better-sqlite3-napi'));
+}
+
 /** `berth serve` of the previous release, from its own unpacked tree. */
 async function startPrevious(tree: string, env: Record<string, string>): Promise<ServeProcess> {
   return startServe(env, { bin: path.join(tree, 'control-plane/cli/berth.js') });
@@ -32,7 +47,7 @@ upgrade(
     const tree = path.join(root, 'previous');
     fs.mkdirSync(tree);
     execFileSync('sh', ['-c', `git -C "${ROOT}" archive ${PREVIOUS} | tar -x -C "${tree}"`]);
-    fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(tree, 'node_modules'));
+    linkPackages(tree);
     const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
     const shared = {
       BERTH_DATABASE_URL: await databaseFor(path.join(root, 'old')),
