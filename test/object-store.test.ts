@@ -24,6 +24,7 @@ import {
 import { startObjectStoreServer } from './helpers/object-store-server.ts';
 import { onPostgres } from './helpers/postgres.ts';
 import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
+import { ownerOf } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
 
 const s3test = objectStoreEndpoint ? test : test.skip;
@@ -46,12 +47,6 @@ async function serve(t: ExecutionContext, env: Record<string, string>): Promise<
     await server.exited;
   });
   return server;
-}
-
-function owner(server: ServeProcess) {
-  const key = /WRITE key:\s+(\S+)/.exec(server.output())![1]!;
-  const accountId = /account:\s+(\S+)/.exec(server.output())![1]!;
-  return { key, accountId, api: apiClient(server.url, key) };
 }
 
 s3test(
@@ -98,7 +93,7 @@ s3test(
     const dataDir = await makeDataDir(t);
     const local = { BERTH_DATA_DIR: dataDir, BERTH_OBJECT_STORE: '' };
     const first = await serve(t, local);
-    const { key, accountId, api } = owner(first);
+    const { writeKey: key, id: accountId, api } = ownerOf(first);
     const site = json<{ id: string; subdomain: string; bucketId: string }>(
       await api.post('v0/sites', { json: { accountId, name: 'moving' } }),
     );
@@ -193,7 +188,7 @@ s3test(
     const dataDir = await makeDataDir(t);
     const env = { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)) };
     const server = await serve(t, env);
-    const { key, accountId, api } = owner(server);
+    const { writeKey: key, id: accountId, api } = ownerOf(server);
     const site = json<{ bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'killed' } }));
 
     // Small uploads in flight, and a large one whose first part is in the store as a multipart upload.
@@ -465,7 +460,7 @@ s3test(
     const dataDir = path.join(root, 'source');
     const env: Record<string, string> = { BERTH_DATA_DIR: dataDir, ...(await storeEnv(dataDir)) };
     const server = await serve(t, env);
-    const { accountId, api } = owner(server);
+    const { id: accountId, api } = ownerOf(server);
     const site = json<{ bucketId: string }>(await api.post('v0/sites', { json: { accountId, name: 'backed up' } }));
     const bodies = [Buffer.from('one'), Buffer.from('two')];
     for (const [i, body] of bodies.entries())
