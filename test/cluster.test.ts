@@ -14,7 +14,7 @@ import { type ServeProcess, runBerth, startServe } from './helpers/process.ts';
 import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
 import { freePort } from './helpers/ports.ts';
-import { ownerOf, siteOn } from './helpers/served.ts';
+import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
 import { channelKey, signRequest } from '../control-plane/cluster/channel-auth.ts';
 
@@ -39,15 +39,8 @@ test.before(async () => {
   if (!onPostgres) return;
   const root = await makeDataDir();
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
-  // What the nodes share: the metadata, the files (a bucket on the shared-backends pass) and the master key.
-  const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
   // Database nodes copy their changed databases to the shared store every second (default: 15 minutes).
-  const common = {
-    BERTH_DATABASE_URL: await databaseFor(dirA),
-    BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
-    BERTH_DATABASE_COPY_MS: '1000',
-    ...files,
-  };
+  const common = { ...(await sharedInstance(root, dirA)), BERTH_DATABASE_COPY_MS: '1000' };
   // Each channel port is taken just before its node starts, so no node started meanwhile can be given it.
   const channelA = `http://127.0.0.1:${await freePort()}`;
   const envA = { ...common, BERTH_DATA_DIR: dirA, BERTH_NODE_ID: 'node-a', BERTH_CLUSTER_ADDRESS: channelA };
@@ -66,11 +59,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  for (const server of [c?.a, c?.b, c?.c]) {
-    if (!server || server.child.exitCode !== null) continue;
-    server.child.kill('SIGTERM');
-    await server.exited;
-  }
+  await stopServed([c?.a, c?.b, c?.c]);
 });
 
 const NOTES_FUNCTION = `export default async (req: Request, ctx: any) => {

@@ -9,9 +9,8 @@ import test from 'ava';
 import type { Got } from 'got';
 import { apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, startServe } from './helpers/process.ts';
-import { databaseFor, onPostgres } from './helpers/postgres.ts';
-import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
-import { siteOn } from './helpers/served.ts';
+import { onPostgres } from './helpers/postgres.ts';
+import { sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { createAccount } from '../control-plane/services/accounts.ts';
@@ -32,24 +31,15 @@ let nodes: Nodes;
 test.before(async () => {
   if (!onPostgres) return;
   const root = await makeDataDir();
-  const databaseUrl = await databaseFor(path.join(root, 'a'));
-  // Each node keeps its own data dir; the metadata, the files and the master key are the instance's.
-  const common = {
-    BERTH_DATABASE_URL: databaseUrl,
-    BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
-    ...(onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') }),
-  };
+  const common = await sharedInstance(root, path.join(root, 'a'));
+  const databaseUrl = common.BERTH_DATABASE_URL!;
   const a = await startServe({ ...common, BERTH_DATA_DIR: path.join(root, 'a') });
   const b = await startServe({ ...common, BERTH_DATA_DIR: path.join(root, 'b') });
   nodes = { root, databaseUrl, a, b };
 });
 
 test.after.always(async () => {
-  for (const server of [nodes?.a, nodes?.b]) {
-    if (!server || server.child.exitCode !== null) continue;
-    server.child.kill('SIGTERM');
-    await server.exited;
-  }
+  await stopServed([nodes?.a, nodes?.b]);
   if (nodes) await fs.rm(nodes.root, { recursive: true, force: true, maxRetries: 10 });
 });
 

@@ -9,8 +9,8 @@ import test from 'ava';
 import got from 'got';
 import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, startServe } from './helpers/process.ts';
-import { asAdmin, databaseFor, databaseOf, onPostgres } from './helpers/postgres.ts';
-import { ownerOf, siteOn } from './helpers/served.ts';
+import { asAdmin, databaseOf, onPostgres } from './helpers/postgres.ts';
+import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { createUser } from '../control-plane/services/users.ts';
@@ -35,25 +35,19 @@ test.before(async () => {
   if (!onPostgres) return;
   const root = await makeDataDir();
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
-  const url = await databaseFor(dirA);
-  // Each keeps its own data dir; the metadata, the blobs and the master key are the instance's.
-  const common = {
-    BERTH_DATABASE_URL: url,
-    BERTH_BLOB_DIR: path.join(root, 'blobs'),
-    BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
+  // Files in one blob dir on either pass: what these tests change is the metadata and the caches.
+  const common: Record<string, string> = {
+    ...(await sharedInstance(root, dirA, 'blob dir')),
     BERTH_CRON_TICK_MS: '100',
   };
+  const url = common.BERTH_DATABASE_URL!;
   const a = await startServe({ ...common, BERTH_DATA_DIR: dirA });
   const b = await startServe({ ...common, BERTH_DATA_DIR: dirB });
   instance = { common, dirA, a, b, owner: ownerOf(a), url, database: databaseOf(dirA) };
 });
 
 test.after.always(async () => {
-  for (const server of [instance?.a, instance?.b]) {
-    if (!server) continue;
-    server.child.kill('SIGTERM');
-    await server.exited;
-  }
+  await stopServed([instance?.a, instance?.b]);
 });
 
 /** Polls for at most a second: what one server changed, the other must serve by then. */

@@ -1,4 +1,6 @@
 // A site with its database, made through the API, and the database's query endpoint.
+import type { z } from 'zod';
+import type { QueryEnvelope } from '../../control-plane/schemas.ts';
 import { type TestAccount, createSite, json } from './berth.ts';
 
 /** A site database's record, as the API answers it. */
@@ -9,17 +11,8 @@ export interface DatabaseRecord {
   maxBytes: number;
 }
 
-/** The query endpoint's answer: the provider-style envelope. */
-export interface Envelope {
-  success: boolean;
-  errors: Array<{ code: string; message: string }>;
-  messages: string[];
-  result: Array<{
-    success: boolean;
-    results: Array<Record<string, unknown>>;
-    meta: { duration: number; changes: number; last_row_id: number | null };
-  }>;
-}
+/** The query endpoint's answer: the provider-style envelope, as the API's schema has it. */
+export type Envelope = z.infer<typeof QueryEnvelope>;
 
 export interface SiteWithDatabase {
   site: Awaited<ReturnType<typeof createSite>>;

@@ -9,10 +9,9 @@ import test from 'ava';
 import type { Got } from 'got';
 import { json, makeDataDir } from '../helpers/berth.ts';
 import { type ServeProcess, runBerth, startServe } from '../helpers/process.ts';
-import { databaseFor, onPostgres } from '../helpers/postgres.ts';
-import { objectStoreEnv, onObjectStore } from '../helpers/object-store.ts';
+import { onPostgres } from '../helpers/postgres.ts';
 import { freePort } from '../helpers/ports.ts';
-import { ownerOf, siteOn } from '../helpers/served.ts';
+import { ownerOf, sharedInstance, siteOn } from '../helpers/served.ts';
 
 /** The previous release: the schema ends at 0018_nodes; this one adds 0019 and 0020. */
 const PREVIOUS = '2e0c7288237c47586fd99c8da0ea412ed42f6551';
@@ -48,12 +47,7 @@ upgrade(
     fs.mkdirSync(tree);
     execFileSync('sh', ['-c', `git -C "${ROOT}" archive ${PREVIOUS} | tar -x -C "${tree}"`]);
     linkPackages(tree);
-    const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
-    const shared = {
-      BERTH_DATABASE_URL: await databaseFor(path.join(root, 'old')),
-      BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
-      ...files,
-    };
+    const shared = await sharedInstance(root, path.join(root, 'old'));
     const oldEnv = {
       ...shared,
       BERTH_DATA_DIR: path.join(root, 'old'),
