@@ -312,6 +312,7 @@ export function objectStoreLocation(raw: string, env: NodeJS.ProcessEnv, name: s
     ...(endpoint ? { endpoint } : {}),
     region: text(env, 'BERTH_S3_REGION', text(env, 'AWS_REGION', 'us-east-1')),
     forcePathStyle: flag(env, 'BERTH_S3_FORCE_PATH_STYLE', false),
+    silenceMs: integer(env, 'BERTH_S3_TIMEOUT_MS', 30_000, 100, 3600_000),
   };
 }
 

@@ -454,6 +454,49 @@ s3test(
 );
 
 s3test(
+  'a store that stops answering mid-request fails the request with 503 storage_unavailable instead of holding it',
+  async (t) => {
+    const store = await startObjectStoreServer({
+      accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
+      secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
+    });
+    t.teardown(() => store.stop());
+    const bucket = 'berth-silent';
+    await testS3(store.endpoint).send(new CreateBucketCommand({ Bucket: bucket }));
+    const berth = await startTestBerth({
+      objectStore: {
+        bucket,
+        prefix: '',
+        endpoint: store.endpoint,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        silenceMs: 1000,
+      },
+    });
+    t.teardown(() => berth.dispose());
+    const site = await createSite(berth.owner);
+    await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
+
+    // The gateway's port still takes connections, and nothing answers on them.
+    store.freeze();
+    t.teardown(() => store.thaw());
+    const bounded = { retry: { limit: 0 }, timeout: { request: 40_000 } };
+    const refused = await berth.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/during.txt`, {
+      body: 'during',
+      ...bounded,
+    });
+    t.is(refused.statusCode, 503);
+    t.is(json<{ error: { code: string } }>(refused).error.code, 'storage_unavailable');
+    const unread = await berth.site(site.subdomain).get('big.bin', bounded);
+    t.is(unread.statusCode, 503, 'a file not in memory cannot be read from a silent store');
+
+    store.thaw();
+    const after = await berth.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/after.txt`, { body: 'after' });
+    t.is(after.statusCode, 200);
+  },
+);
+
+s3test(
   'a backup may leave the blobs in the store: it lists them, and a restore checks every one is there',
   async (t) => {
     const root = await makeDataDir(t);

@@ -44,11 +44,13 @@ export interface ObjectStoreLocation {
   endpoint?: string;
   region: string;
   forcePathStyle: boolean;
+  /** How long a request may wait on the store with nothing arriving before it fails (default 30 s). */
+  silenceMs?: number;
 }
 
-/** How long a request may go without an answer before it counts as a failure. */
+/** How long a connection may take, and a request may go with nothing arriving, before it counts as a failure. */
 const CONNECT_TIMEOUT_MS = 3000;
-const SOCKET_TIMEOUT_MS = 30_000;
+const SILENCE_MS = 30_000;
 /** The smallest part S3 takes: a streamed upload holds at most three of them in memory. */
 const PART_BYTES = 5 * 1024 * 1024;
 
@@ -87,7 +89,9 @@ export class S3Driver implements BlobDriver {
       // default trailing checksums, and every blob is checked by its SHA-256 where it matters.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
-      requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, requestTimeout: SOCKET_TIMEOUT_MS },
+      // A socket timeout, not a request timeout: a long upload or a streamed read of a large file may take
+      // any time while bytes move, and a store that stops answering fails the request (and its stream).
+      requestHandler: { connectionTimeout: CONNECT_TIMEOUT_MS, socketTimeout: at.silenceMs ?? SILENCE_MS },
     });
     // Counted where each attempt is sent (retries included), for the node's metrics.
     this.#client.middlewareStack.add(
