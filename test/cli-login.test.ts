@@ -79,7 +79,12 @@ function start(args: string[], env: Record<string, string>) {
   const run: Run = { code: null, stdout: '', stderr: '' };
   child.stdout.on('data', (chunk: Buffer) => (run.stdout += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (run.stderr += chunk.toString()));
-  const exited = new Promise<Run>((resolve) => child.once('close', (code) => resolve({ ...run, code })));
+  const exited = new Promise<Run>((resolve) =>
+    child.once('close', (code) => {
+      run.code = code;
+      resolve({ ...run });
+    }),
+  );
   return { child, run, exited };
 }
 
