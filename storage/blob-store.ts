@@ -15,8 +15,9 @@ export interface StoredBlob {
 export interface PinnedBlob extends StoredBlob {
   unpin(): void;
   /**
-   * When the store last wrote or touched it: every sweeper leaves it alone for its minimum age from then.
-   * stillStored moves it on when it touches the blob.
+   * When the write or touch that last made it new was sent: the store's own time for it is no earlier,
+   * and every sweeper leaves it alone for its minimum age from then. stillStored moves it on when it
+   * touches the blob.
    */
   storedAt: number;
 }

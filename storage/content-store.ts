@@ -121,13 +121,14 @@ export class ContentStore implements BlobStore {
   async #putWhole(data: Buffer): Promise<PinnedBlob> {
     const sha256 = crypto.createHash('sha256').update(data).digest('hex');
     const unpin = this.#pins.pin(sha256);
+    const sent = Date.now();
     try {
       await this.#driver.put(blobKey(sha256), data, { immutable: true });
     } catch (err) {
       unpin();
       throw err;
     }
-    return { sha256, bytes: data.length, unpin, storedAt: Date.now() };
+    return { sha256, bytes: data.length, unpin, storedAt: sent };
   }
 
   async #putStreamed(head: Buffer[], rest: AsyncIterator<Buffer>, maxBytes: number): Promise<PinnedBlob> {
@@ -149,6 +150,7 @@ export class ContentStore implements BlobStore {
     };
     let sha256 = '';
     let unpin: (() => void) | undefined;
+    const sent = Date.now();
     try {
       await this.#driver.putStream(
         () => {
@@ -163,7 +165,7 @@ export class ContentStore implements BlobStore {
       unpin?.();
       throw err;
     }
-    return { sha256, bytes, unpin: unpin as () => void, storedAt: Date.now() };
+    return { sha256, bytes, unpin: unpin as () => void, storedAt: sent };
   }
 
   isPinned(sha256: string): boolean {
@@ -173,8 +175,9 @@ export class ContentStore implements BlobStore {
   async stillStored(blob: PinnedBlob): Promise<boolean> {
     if (this.#safeAgeMs === undefined) return this.#driver.exists(blobKey(blob.sha256));
     if (this.keeps(blob)) return true;
+    const sent = Date.now();
     if (!(await this.#driver.touch(blobKey(blob.sha256)))) return false;
-    blob.storedAt = Date.now();
+    blob.storedAt = sent;
     return true;
   }
 
