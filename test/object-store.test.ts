@@ -269,21 +269,41 @@ s3test(
   },
 );
 
+/**
+ * A Berth on a gateway of the test's own (which the test may stop, freeze or thaw), in a new bucket;
+ * `overrides` change the store's settings and Berth's.
+ */
+async function berthOnOwnStore(
+  t: ExecutionContext,
+  bucket: string,
+  overrides: { silenceMs?: number; blobSweepMs?: number } = {},
+) {
+  const store = await startObjectStoreServer({
+    accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
+    secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
+  });
+  t.teardown(() => store.stop());
+  await testS3(store.endpoint).send(new CreateBucketCommand({ Bucket: bucket }));
+  const { silenceMs, blobSweepMs } = overrides;
+  const berth = await startTestBerth({
+    objectStore: {
+      bucket,
+      prefix: '',
+      endpoint: store.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      ...(silenceMs !== undefined ? { silenceMs } : {}),
+    },
+    ...(blobSweepMs !== undefined ? { blobSweepMs } : {}),
+  });
+  t.teardown(() => berth.dispose());
+  return { store, berth };
+}
+
 s3test(
   'while the store is down, uploads answer 503 storage_unavailable and store nothing, cached reads are answered, readyz names it, and Berth recovers',
   async (t) => {
-    const store = await startObjectStoreServer({
-      accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
-      secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
-    });
-    t.teardown(() => store.stop());
-    const bucket = 'berth-outage';
-    const s3 = testS3(store.endpoint);
-    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
-    const berth = await startTestBerth({
-      objectStore: { bucket, prefix: '', endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true },
-    });
-    t.teardown(() => berth.dispose());
+    const { store, berth } = await berthOnOwnStore(t, 'berth-outage');
     const site = await createSite(berth.owner);
     await putFile(berth.owner, site.bucketId, 'web/index.html', '<p>cached</p>', 'text/html');
     await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
@@ -383,21 +403,10 @@ s3test(
 s3test(
   'an upload whose bytes outlived the safe age asks the store about them outside its transaction: other writes go on while the store hangs',
   async (t) => {
-    const store = await startObjectStoreServer({
-      accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
-      secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
-    });
-    t.teardown(() => store.stop());
-    const bucket = 'berth-hanging';
-    const s3 = testS3(store.endpoint);
-    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
     // The sweepers' minimum age: an upload not committed by then must make sure its bytes are still there.
     const safeAgeMs = 2000;
-    const berth = await startTestBerth({
-      objectStore: { bucket, prefix: '', endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true },
-      blobSweepMs: safeAgeMs,
-    });
-    t.teardown(() => berth.dispose());
+    const { store, berth } = await berthOnOwnStore(t, 'berth-hanging', { blobSweepMs: safeAgeMs });
+    const s3 = testS3(store.endpoint);
     const site = await createSite(berth.owner);
     const filePath = 'web/page.html';
     const url = `v0/buckets/${site.bucketId}/objects/${filePath}`;
@@ -427,8 +436,11 @@ s3test(
     });
     const storedAt = await until(
       async () =>
-        (await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: `blobs/${sha256(body)}` })).catch(() => undefined))
-          ?.LastModified,
+        (
+          await s3
+            .send(new HeadObjectCommand({ Bucket: 'berth-hanging', Key: `blobs/${sha256(body)}` }))
+            .catch(() => undefined)
+        )?.LastModified,
       'the upload’s bytes in the store',
     );
     // LastModified is in whole seconds, and the upload's own clock starts once the store has answered.
@@ -456,24 +468,7 @@ s3test(
 s3test(
   'a store that stops answering mid-request fails the request with 503 storage_unavailable instead of holding it',
   async (t) => {
-    const store = await startObjectStoreServer({
-      accessKeyId: process.env.AWS_ACCESS_KEY_ID!,
-      secretAccessKey: process.env.AWS_SECRET_ACCESS_KEY!,
-    });
-    t.teardown(() => store.stop());
-    const bucket = 'berth-silent';
-    await testS3(store.endpoint).send(new CreateBucketCommand({ Bucket: bucket }));
-    const berth = await startTestBerth({
-      objectStore: {
-        bucket,
-        prefix: '',
-        endpoint: store.endpoint,
-        region: 'us-east-1',
-        forcePathStyle: true,
-        silenceMs: 1000,
-      },
-    });
-    t.teardown(() => berth.dispose());
+    const { store, berth } = await berthOnOwnStore(t, 'berth-silent', { silenceMs: 1000 });
     const site = await createSite(berth.owner);
     await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
 
