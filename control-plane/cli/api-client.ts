@@ -135,7 +135,7 @@ export class ApiClient {
   #failure(err: unknown): unknown {
     if (!(err instanceof RequestError)) return err;
     if (err.cause instanceof CliError) return err.cause;
-    if (NETWORK_CODES.has(err.code) || err.name === 'TimeoutError') {
+    if (cannotReach(err)) {
       return new CliError(`cannot reach Berth at ${this.url}: ${err.code}`, {
         code: 'server_unreachable',
         exitCode: EXIT.UNREACHABLE,
@@ -158,6 +158,9 @@ const NETWORK_CODES = new Set([
   'ENETUNREACH',
   'EPIPE',
 ]);
+
+/** A request that never reached the server, or got no answer in time: the server is not there. */
+export const cannotReach = (err: RequestError): boolean => NETWORK_CODES.has(err.code) || err.name === 'TimeoutError';
 
 const compact = (query: Query = {}) =>
   Object.fromEntries(

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import os from 'node:os';
 import got, { RequestError } from 'got';
 import { VERSION } from '../../version.ts';
+import { cannotReach } from '../api-client.ts';
 import { ApiError, CliError } from '../cli-error.ts';
 import type { CommandDefinition } from '../command.ts';
 import { DEFAULT_URL, normalizeUrl } from '../connection.ts';
@@ -37,17 +38,6 @@ interface Answer {
   retryAfter: number | undefined;
 }
 
-const NETWORK_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EPIPE',
-]);
-
 class Unreachable extends CliError {}
 
 /** One POST to the control plane outside /v0; network failures become `Unreachable`. */
@@ -77,7 +67,7 @@ async function post(
     };
   } catch (err) {
     if (options.signal?.aborted) throw cancelled();
-    if (err instanceof RequestError && (NETWORK_CODES.has(err.code) || err.name === 'TimeoutError')) {
+    if (err instanceof RequestError && cannotReach(err)) {
       throw new Unreachable(`cannot reach Berth at ${url}: ${err.code}`, {
         code: 'server_unreachable',
         exitCode: EXIT.UNREACHABLE,
