@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { ListBucketsCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from './ports.ts';
 
 export interface ObjectStoreServer {
@@ -50,6 +51,34 @@ async function until(done: () => boolean, what: string, ms: number, log?: string
       throw new Error(`${what} within ${ms} ms${tail ? `\n${tail}` : ''}`);
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/**
+ * Waits until the gateway takes the user's keys: a gateway under load may answer 403 for a moment after
+ * `radosgw-admin user create`, and a test's first request would fail with it.
+ */
+async function credentialsTaken(endpoint: string, accessKeyId: string, secretAccessKey: string): Promise<void> {
+  const client = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId, secretAccessKey },
+  });
+  const deadline = Date.now() + 60_000;
+  try {
+    for (;;) {
+      try {
+        await client.send(new ListBucketsCommand({}));
+        return;
+      } catch (err) {
+        if (Date.now() > deadline)
+          throw new Error('radosgw did not take the test user’s keys within 60 s', { cause: err });
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+    }
+  } finally {
+    client.destroy();
   }
 }
 
@@ -202,6 +231,7 @@ rgw dns name = 127.0.0.1
       ),
       'radosgw-admin user create',
     );
+    await credentialsTaken(`http://127.0.0.1:${rgwPort}`, accessKeyId, secretAccessKey);
     let stopped = false;
     let frozen = false;
     const signalGateway = (signal: NodeJS.Signals) => {
