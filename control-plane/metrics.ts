@@ -122,7 +122,7 @@ export class Metrics {
     });
     this.#egressRequests = new Counter({
       name: 'berth_egress_requests_total',
-      help: 'Outbound requests of functions through the egress proxy, by site and outcome (forwarded, refused, failed)',
+      help: 'Outbound requests of functions through the egress proxy, by site and outcome (forwarded, refused, failed, abandoned while waiting for a turn)',
       labelNames: ['site', 'outcome'],
       registers,
     });

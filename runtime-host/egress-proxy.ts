@@ -47,7 +47,8 @@ export interface EgressGrant {
 }
 
 export interface EgressObserver {
-  request(siteId: string, outcome: 'forwarded' | 'refused' | 'failed'): void;
+  /** `abandoned`: the function gave up while its request waited for a turn, so it was never sent. */
+  request(siteId: string, outcome: 'forwarded' | 'refused' | 'failed' | 'abandoned'): void;
   bytes(siteId: string, direction: 'out' | 'in', bytes: number): void;
   /** A refusal or failure, told to the site's function logs. */
   log(grant: EgressGrant, message: string): void;
@@ -285,7 +286,10 @@ export class EgressProxy {
       if (turns.idle && this.#turns.get(grant.siteId) === turns) this.#turns.delete(grant.siteId);
     };
     // Gone while it waited, or just as its turn came: nothing is sent.
-    if (gone.signal.aborted) return release();
+    if (gone.signal.aborted) {
+      observer.request(grant.siteId, 'abandoned');
+      return release();
+    }
     res.once('close', release);
 
     const headers: http.OutgoingHttpHeaders = {};
