@@ -10,6 +10,8 @@ import { CloseStack } from './close-stack.ts';
 import { type Config, masterKeyFileOf } from './config.ts';
 import { openMetadata } from './db/metadata.ts';
 import { logJobFailure } from './db/errors.ts';
+import { DomainChecks } from './services/domain-checks.ts';
+import { SiteNames } from './services/site-names.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
@@ -185,6 +187,10 @@ async function composeParts(
   stack.defer('the change feed', () => changes.close());
   const hostingCache = new HostingCache();
   changes.subscribe(hostingCache);
+  const siteNames = new SiteNames(db, config.siteHost, log);
+  await siteNames.start();
+  stack.defer('the custom domains', () => siteNames.stop());
+  changes.subscribe(siteNames);
   if (siteDatabases.placed) changes.subscribe(siteDatabases.placed);
   changes.subscribe(retiringFunctions(runtime, runtimeDir));
 
@@ -197,6 +203,7 @@ async function composeParts(
     storageQuota: new StorageQuota(config, hotSql),
     log,
     hostingCache,
+    siteNames,
     runtime,
     runtimeDir,
     functionLogs,
@@ -229,6 +236,9 @@ async function composeParts(
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
   stack.defer('the cron scheduler', () => scheduler.stop());
+  const domainChecks = new DomainChecks(deps);
+  domainChecks.start();
+  stack.defer('the domain checks', () => domainChecks.stop());
   if (config.blobSweepMs > 0) {
     const sweeper = new BlobSweeper(
       blobs,

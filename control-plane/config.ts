@@ -63,6 +63,12 @@ export interface Config {
   egressConnectionsPerSite: number;
   /** DNS servers the egress proxy resolves names with (host or host:port); empty: the system's resolver. */
   egressDnsServers: string[];
+  /** DNS servers (host or host:port) that custom domains' TXT records are looked up with; empty: the system's. */
+  dnsServers: string[];
+  /** How often an ACTIVE custom domain's TXT record is looked up again; 0: never. */
+  domainCheckMs: number;
+  /** How long an ACTIVE domain's TXT record may be missing before the domain goes back to PENDING. */
+  domainGraceMs: number;
   functionLogsPerSite: number;
   /** Time limit of one site database statement or batch. */
   databaseTimeoutMs: number;
@@ -153,6 +159,9 @@ export const DEFAULTS: Config = {
   maxFunctionBodyBytes: 10 * 1024 * 1024,
   egressConnectionsPerSite: 16,
   egressDnsServers: [],
+  dnsServers: [],
+  domainCheckMs: 3600_000,
+  domainGraceMs: 72 * 3600_000,
   functionLogsPerSite: 1000,
   databaseTimeoutMs: 30_000,
   maxDatabaseProcesses: 32,
@@ -263,15 +272,15 @@ function databaseUrl(env: NodeJS.ProcessEnv): string {
   return raw;
 }
 
-/** BERTH_EGRESS_DNS_SERVERS: IP addresses, each with an optional port (`[v6]:port` for IPv6). */
-function dnsServers(env: NodeJS.ProcessEnv): string[] {
-  const raw = env.BERTH_EGRESS_DNS_SERVERS?.trim() ?? '';
+/** BERTH_EGRESS_DNS_SERVERS or BERTH_DNS_SERVERS: IP addresses, each with an optional port (`[v6]:port` for IPv6). */
+function dnsServers(env: NodeJS.ProcessEnv, name: 'BERTH_EGRESS_DNS_SERVERS' | 'BERTH_DNS_SERVERS'): string[] {
+  const raw = env[name]?.trim() ?? '';
   if (!raw) return [];
   const servers = raw.split(',').map((s) => s.trim());
   for (const server of servers) {
     if (!/^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-fA-F:.]+\](:\d{1,5})?|[0-9a-fA-F:]+)$/.test(server)) {
       throw new ConfigError(
-        `BERTH_EGRESS_DNS_SERVERS must be IP addresses with optional ports, such as "192.0.2.53,[2001:db8::53]:5353", got "${server}"`,
+        `${name} must be IP addresses with optional ports, such as "192.0.2.53,[2001:db8::53]:5353", got "${server}"`,
       );
     }
   }
@@ -482,7 +491,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       1,
       10_000,
     ),
-    egressDnsServers: dnsServers(env),
+    egressDnsServers: dnsServers(env, 'BERTH_EGRESS_DNS_SERVERS'),
+    dnsServers: dnsServers(env, 'BERTH_DNS_SERVERS'),
+    domainCheckMs: integer(env, 'BERTH_DOMAIN_CHECK_MS', DEFAULTS.domainCheckMs, 0, 7 * 24 * 3600_000),
+    domainGraceMs: integer(env, 'BERTH_DOMAIN_GRACE_MS', DEFAULTS.domainGraceMs, 0, 90 * 24 * 3600_000),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
     maxDatabaseProcesses: integer(env, 'BERTH_MAX_DATABASE_PROCESSES', DEFAULTS.maxDatabaseProcesses, 1, 10_000),

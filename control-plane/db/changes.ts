@@ -13,7 +13,9 @@ export type Change =
   | { kind: 'sites' }
   /** A function deployed (versionId) or removed (null). */
   | { kind: 'function'; siteId: string; name: string; functionId: string; versionId: string | null }
-  | { kind: 'database'; siteId: string };
+  | { kind: 'database'; siteId: string }
+  /** Any custom domain: added, verified, lapsed, made canonical, removed. */
+  | { kind: 'domains' };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -72,6 +74,8 @@ export function parseChange(value: unknown): Change | undefined {
         : undefined;
     case 'sites':
       return { kind: 'sites' };
+    case 'domains':
+      return { kind: 'domains' };
     case 'function':
       return text('siteId') && text('name') && text('functionId') && (c.versionId === null || text('versionId'))
         ? {

@@ -15,6 +15,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'api_keys', key: ['id'] },
   { name: 'buckets', key: ['id'] },
   { name: 'sites', key: ['id'] },
+  { name: 'site_domains', key: ['site_id', 'hostname'] },
   { name: 'files', key: ['id'] },
   { name: 'file_versions', key: ['id'] },
   { name: 'account_blobs', key: ['account_id', 'blob_sha256'] },

@@ -26,6 +26,7 @@ import * as nodeOwnership from './migrations/0017_node_ownership.ts';
 import * as nodes from './migrations/0018_nodes.ts';
 import * as databaseMoves from './migrations/0019_database_moves.ts';
 import * as databaseCopies from './migrations/0020_database_copies.ts';
+import * as siteDomains from './migrations/0021_site_domains.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -53,6 +54,7 @@ const migrations: Record<string, Migration> = {
   '0018_nodes': nodes,
   '0019_database_moves': databaseMoves,
   '0020_database_copies': databaseCopies,
+  '0021_site_domains': siteDomains,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -116,7 +116,7 @@ export class HostingCache implements ChangeListener {
     if (change.kind === 'file') this.forgetFile(change.bucketId, change.path);
     else if (change.kind === 'sites') this.forgetSites();
     else if (change.kind === 'database') this.forgetDatabase(change.siteId);
-    else this.forgetFunction(change.siteId, change.name);
+    else if (change.kind === 'function') this.forgetFunction(change.siteId, change.name);
   }
 
   /** Changes may have been missed: forgets everything. */
