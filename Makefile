@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: node install run test typecheck lint chromium nginx iproute2 postgresql radosgw bench bench-noisy clean
+.PHONY: node install run test typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw bench bench-noisy clean
 
 BIN := node_modules/.bin
 
@@ -77,6 +77,27 @@ $(NGINX):
 
 nginx: $(NGINX)
 
+# Certificates are tested for real: Debian's pebble (Let's Encrypt's test CA) with its test DNS server
+# (pebble-challtestsrv, which the custom-domain tests answer TXT records with too), and Debian's caddy
+# for on-demand TLS in front of Berth.
+PEBBLE := /usr/bin/pebble
+$(PEBBLE):
+	@echo "make: installing Debian's pebble for the certificate and domain tests (apt-get)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y pebble openssl || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y pebble openssl; } || \
+	  { echo "make: could not install Debian's pebble package; the certificate tests need $(PEBBLE) (install it as root: apt-get install pebble)" >&2; exit 1; }
+	@test -x $(PEBBLE) || { echo "make: the pebble package is installed but $(PEBBLE) is missing" >&2; exit 1; }
+
+pebble: $(PEBBLE)
+
+CADDY := /usr/bin/caddy
+$(CADDY):
+	@echo "make: installing Debian's caddy for the on-demand TLS test (apt-get)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y caddy || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y caddy; } || \
+	  { echo "make: could not install Debian's caddy package; the on-demand TLS test needs $(CADDY) (install it as root: apt-get install caddy)" >&2; exit 1; }
+	@test -x $(CADDY) || { echo "make: the caddy package is installed but $(CADDY) is missing" >&2; exit 1; }
+
+caddy: $(CADDY)
+
 # The egress tests put a server on a public-looking address in a network namespace of their own (ip netns).
 IP := /usr/sbin/ip
 $(IP):
@@ -108,7 +129,7 @@ radosgw: $(RADOSGW)
 
 # The whole suite twice: on the embedded defaults (SQLite and the data dir), then on the shared
 # backends (PostgreSQL and the object store).
-test: typecheck lint chromium nginx iproute2 postgresql radosgw
+test: typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw
 	node --import tsx test/run-suite.ts
 
 # The cluster costs are measured even when the main run reported failed requests; make still fails then.

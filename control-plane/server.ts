@@ -9,7 +9,8 @@ import { createApiApp } from './http/api-app.ts';
 import { functionHandler } from './http/function-endpoint.ts';
 import { createHostingApp } from './http/hosting-app.ts';
 import { siteFilesHandler } from './http/site-files.ts';
-import { siteRoute, siteSubdomain } from './http/site-paths.ts';
+import { redirectToCanonical, siteRoute } from './http/site-paths.ts';
+import type { HostRoute } from './services/site-names.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
@@ -110,16 +111,23 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const functions = functionHandler(deps);
   const files = siteFilesHandler(deps);
   let closing = false;
-  const server = http.createServer((req, res) => {
+  const dispatch = (req: http.IncomingMessage, res: http.ServerResponse, to: HostRoute) => {
+    if (to.to === 'control') return api(req, res);
+    if (to.to === 'redirect') return redirectToCanonical(req, res, to.hostname, config.trustProxy);
+    const route = siteRoute(req);
+    if (route.to === 'function') return functions(req, res, to.subdomain, route.segments);
+    if (route.to === 'files') return files(req, res, to.subdomain, route.segments);
+    return hosting(req, res);
+  };
+  /** Every listener's requests: by Host to a site (its subdomain or a custom domain) or the control plane. */
+  const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     // While shutting down, finish this request but do not keep its connection open for another.
     if (closing) res.setHeader('Connection', 'close');
-    const subdomain = siteSubdomain(requestHost(req, config.trustProxy), config.siteHost);
-    if (subdomain === null) return api(req, res);
-    const route = siteRoute(req);
-    if (route.to === 'function') return functions(req, res, subdomain, route.segments);
-    if (route.to === 'files') return files(req, res, subdomain, route.segments);
-    return hosting(req, res);
-  });
+    const to = deps.siteNames.route(requestHost(req, config.trustProxy));
+    if (!(to instanceof Promise)) return dispatch(req, res, to);
+    void to.then((found) => dispatch(req, res, found));
+  };
+  const server = http.createServer(handle);
   server.keepAliveTimeout = 65_000;
 
   const metrics = config.metricsAddress ? metricsServer(deps.metrics) : undefined;

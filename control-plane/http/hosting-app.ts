@@ -17,7 +17,7 @@ import { readForm, sameOrigin } from './forms.ts';
 import { csrfToken } from '../services/sessions.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { endSiteSession, exchangeSiteToken } from '../services/site-sessions.ts';
-import { siteSubdomain, webSegments } from './site-paths.ts';
+import { webSegments } from './site-paths.ts';
 
 function sendPage(ctx: Koa.Context, status: number, html: string): void {
   ctx.status = status;
@@ -84,7 +84,8 @@ export function createHostingApp(deps: Deps): Koa {
   app.silent = true;
   applyProxySetting(app, deps.config);
   app.use(async (ctx, next) => {
-    ctx.state.subdomain = siteSubdomain(ctx.host, deps.config.siteHost);
+    const to = await deps.siteNames.route(ctx.host);
+    ctx.state.subdomain = to.to === 'control' ? null : to.subdomain;
     await next();
   });
   app.use(requestContext(deps, 'site'));

@@ -3,18 +3,7 @@
 // and the rest (the platform's /_berth routes, other methods, paths that are not clean) to the Koa
 // hosting app.
 import type http from 'node:http';
-
-/**
- * The subdomain a Host header names under the site host, or null for the control plane.
- * "blog.localhost:8080" → "blog"; "localhost:8080" and "127.0.0.1" → null.
- */
-export function siteSubdomain(host: string | undefined, siteHost: string): string | null {
-  if (!host) return null;
-  const name = host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
-  const suffix = `.${siteHost}`;
-  if (!name.endsWith(suffix)) return null;
-  return name.slice(0, -suffix.length);
-}
+import { requestHost, requestProtocol } from './proxy.ts';
 
 /** What makes a path that needs no decoding unclean: a backslash or control character, "//", "/." or "/..". */
 const UNCLEAN_PLAIN_PATH = /[\\\u0000-\u001f\u007f]|\/\/|\/\.\.?(?:\/|$)/;
@@ -38,6 +27,23 @@ export function webSegments(urlPath: string): string[] | null {
 /** The path of a request URL, origin-form or absolute-form, without its query. */
 export const urlPath = (url = '/'): string =>
   (url.startsWith('/') ? url : new URL(url, 'http://x').pathname).split('?', 1)[0]!;
+
+/**
+ * 308 to a site's canonical name, path and query kept (and the port, when the request named one).
+ * Browsers keep a 308 for as long as they are told: a few minutes, so a change of the canonical name
+ * reaches them soon.
+ */
+export function redirectToCanonical(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  hostname: string,
+  trustProxy: boolean,
+): void {
+  const port = /:(\d+)$/.exec(requestHost(req, trustProxy))?.[1];
+  const location = `${requestProtocol(req, trustProxy)}://${hostname}${port ? `:${port}` : ''}${req.url ?? '/'}`;
+  res.writeHead(308, { location, 'cache-control': 'max-age=300', 'content-length': '0' });
+  res.end();
+}
 
 export type SiteRoute = { to: 'function' | 'files'; segments: string[] } | { to: 'app' };
 

@@ -16,12 +16,15 @@ export class DomainChecks {
   start(): void {
     const { domainCheckMs } = this.deps.config;
     if (domainCheckMs === 0) return;
-    this.#timer = setInterval(() => {
-      // One round at a time: a slow resolver never stacks rounds up.
-      this.#running ??= this.#round().finally(() => {
-        this.#running = undefined;
-      });
-    }, Math.min(domainCheckMs, MAX_TICK_MS));
+    this.#timer = setInterval(
+      () => {
+        // One round at a time: a slow resolver never stacks rounds up.
+        this.#running ??= this.#round().finally(() => {
+          this.#running = undefined;
+        });
+      },
+      Math.min(domainCheckMs, MAX_TICK_MS),
+    );
     this.#timer.unref();
   }
 

@@ -17,7 +17,8 @@ function invalid(message: string): never {
 export function normaliseHostname(input: string): string {
   const raw = input.trim();
   if (!raw) invalid('a hostname is required, such as shop.example.com');
-  if (/[/?#@\s]/.test(raw)) invalid(`"${raw}" is a hostname with more around it: give the name alone, such as shop.example.com`);
+  if (/[/?#@\s]/.test(raw))
+    invalid(`"${raw}" is a hostname with more around it: give the name alone, such as shop.example.com`);
   // A port is not part of a name; an IPv6 literal in brackets is refused below as an address.
   const withoutPort = /^[^:]+:\d+$/.test(raw) ? raw.slice(0, raw.lastIndexOf(':')) : raw;
   const ascii = domainToASCII(withoutPort.replace(/\.$/, ''));
@@ -25,7 +26,9 @@ export function normaliseHostname(input: string): string {
   if (ascii.length > 253) invalid('a hostname has at most 253 characters');
   const labels = ascii.split('.');
   if (!labels.every((label) => LABEL.test(label))) {
-    invalid(`"${raw}" is not a valid hostname: each label is 1–63 letters, digits and hyphens, not starting or ending with one`);
+    invalid(
+      `"${raw}" is not a valid hostname: each label is 1–63 letters, digits and hyphens, not starting or ending with one`,
+    );
   }
   return ascii;
 }
@@ -56,7 +59,10 @@ export function customDomainName(input: string, reserved: ReservedNames): string
   if (problem) invalid(problem);
   const siteHost = reserved.siteHost.toLowerCase();
   if (hostname === siteHost || hostname.endsWith(`.${siteHost}`)) {
-    throw new BerthError('domain_reserved', `${hostname} is under the instance's site host; sites have those names already`);
+    throw new BerthError(
+      'domain_reserved',
+      `${hostname} is under the instance's site host; sites have those names already`,
+    );
   }
   if (reserved.instanceHost && hostname === reserved.instanceHost.toLowerCase()) {
     throw new BerthError('domain_reserved', `${hostname} is the instance's own host`);

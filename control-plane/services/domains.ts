@@ -107,7 +107,10 @@ export async function addDomain(deps: Deps, actor: Actor, siteId: string, input:
 }
 
 const taken = (hostname: string) =>
-  conflict('domain_taken', `${hostname} is in use by another site of this instance; it can be added once it is released`);
+  conflict(
+    'domain_taken',
+    `${hostname} is in use by another site of this instance; it can be added once it is released`,
+  );
 
 /** Whether the name's challenge record holds the value; what was found instead when not. */
 type Seen = { found: true } | { found: false; instead: string; resolverFailed?: true };
@@ -218,8 +221,8 @@ export async function recheckDomains(deps: Deps, batch = 100): Promise<RecheckRe
     const claimed = await deps
       .db('site_domains')
       .where({ site_id: row.site_id, hostname: row.hostname, status: 'ACTIVE' })
-      .andWhere((q) =>
-        void (row.checked_at === null ? q.whereNull('checked_at') : q.where('checked_at', row.checked_at)),
+      .andWhere(
+        (q) => void (row.checked_at === null ? q.whereNull('checked_at') : q.where('checked_at', row.checked_at)),
       )
       .update({ checked_at: now.toISOString() });
     if (claimed === 0) continue;
@@ -228,7 +231,10 @@ export async function recheckDomains(deps: Deps, batch = 100): Promise<RecheckRe
     // A resolver that fails says nothing about the record: only a clear "not there" counts against it.
     if (seen.found || seen.resolverFailed) {
       if (seen.found && row.failing_since) {
-        await deps.db('site_domains').where({ site_id: row.site_id, hostname: row.hostname }).update({ failing_since: null });
+        await deps
+          .db('site_domains')
+          .where({ site_id: row.site_id, hostname: row.hostname })
+          .update({ failing_since: null });
       }
       continue;
     }

@@ -65,11 +65,11 @@ export class SiteNames implements ChangeListener {
   }
 
   change(change: Change): void {
-    if (change.kind === 'domains') this.reload();
+    if (change.kind === 'domains') void this.reload();
   }
 
   resync(): void {
-    this.reload();
+    void this.reload();
   }
 
   /** Reads the table again; requests routed meanwhile wait for the newest read. */
@@ -96,13 +96,13 @@ export class SiteNames implements ChangeListener {
 
   /** The ACTIVE custom domain of this name, if there is one. */
   async domain(hostname: string): Promise<ActiveDomain | undefined> {
-    while (this.#loading) await this.#loading;
+    while (this.#loading !== null) await this.#loading;
     return this.#domains.get(hostname);
   }
 
   /** Where a request with this Host header goes. */
   route(host: string | undefined): HostRoute | Promise<HostRoute> {
-    if (this.#loading) return this.#afterLoad(host);
+    if (this.#loading !== null) return this.#afterLoad(host);
     const name = hostName(host);
     const suffix = `.${this.siteHost}`;
     if (name.endsWith(suffix)) {
@@ -122,7 +122,7 @@ export class SiteNames implements ChangeListener {
   }
 
   async #afterLoad(host: string | undefined): Promise<HostRoute> {
-    while (this.#loading) await this.#loading;
+    while (this.#loading !== null) await this.#loading;
     return this.route(host);
   }
 
