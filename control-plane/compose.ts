@@ -187,7 +187,11 @@ async function composeParts(
   stack.defer('the change feed', () => changes.close());
   const hostingCache = new HostingCache();
   changes.subscribe(hostingCache);
-  const siteNames = new SiteNames(db, config.siteHost, log);
+  const siteNames = new SiteNames(
+    db,
+    { siteHost: config.siteHost, instanceHost: config.publicUrl ? new URL(config.publicUrl).hostname : '' },
+    log,
+  );
   await siteNames.start();
   stack.defer('the custom domains', () => siteNames.stop());
   changes.subscribe(siteNames);

@@ -217,6 +217,34 @@ export const RestoreBody = z
   })
   .strict();
 
+export const Hostname = z
+  .string({ error: 'a hostname is required' })
+  .describe('a public DNS name such as shop.example.com or www.example.org; Unicode names are stored as punycode');
+export const DomainRecord = z.object({
+  hostname: z.string(),
+  siteId: Uuid,
+  status: z.enum(['PENDING', 'ACTIVE']).describe('ACTIVE once its TXT record was seen: then it is served'),
+  verification: z
+    .object({ type: z.literal('TXT'), name: z.string(), value: z.string() })
+    .describe('the DNS record that proves the name is yours: create it, then verify'),
+  target: z
+    .string()
+    .describe('where the name should point: a CNAME to this host, or for an apex the same A/AAAA records it has'),
+  canonical: z.boolean().describe('the site’s other names answer 308 to this one'),
+  redirectSubdomain: z.boolean().describe('the site’s subdomain answers 308 to this one too'),
+  createdAt: Timestamp,
+  verifiedAt: Timestamp.nullable(),
+  checkedAt: Timestamp.nullable().describe('when the TXT record was last looked for'),
+  failingSince: Timestamp.nullable().describe('when the TXT record was first found missing; null while it is there'),
+});
+export const AddDomainBody = z.object({ hostname: Hostname }).strict();
+export const UpdateDomainBody = z
+  .object({
+    canonical: z.boolean().optional(),
+    redirectSubdomain: z.boolean().optional().describe('only with canonical: the subdomain redirects as well'),
+  })
+  .strict();
+
 export const SecretName = z.string().describe('1–128 letters, digits and underscores, not starting with a digit');
 export const SecretMetadata = z.object({ name: z.string(), updatedAt: Timestamp });
 export const SetSecretBody = z

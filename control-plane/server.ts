@@ -114,6 +114,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const dispatch = (req: http.IncomingMessage, res: http.ServerResponse, to: HostRoute) => {
     if (to.to === 'control') return api(req, res);
     if (to.to === 'redirect') return redirectToCanonical(req, res, to.hostname, config.trustProxy);
+    if (to.to === 'unknown') return hosting(req, res);
     const route = siteRoute(req);
     if (route.to === 'function') return functions(req, res, to.subdomain, route.segments);
     if (route.to === 'files') return files(req, res, to.subdomain, route.segments);

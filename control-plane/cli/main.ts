@@ -13,7 +13,7 @@ import { secretsSetCommand } from './commands/secrets.ts';
 import { Program } from './program.ts';
 
 /** Commands generated from the operation catalogue load the server's modules: only when they may run. */
-const CATALOGUE_WORDS = new Set(['sites', 'files', 'secrets', 'db', 'whoami']);
+const CATALOGUE_WORDS = new Set(['sites', 'domains', 'files', 'secrets', 'db', 'whoami']);
 
 export async function berthProgram(argv: string[] = []): Promise<Program> {
   const program = baseProgram();

@@ -36,6 +36,8 @@ function page(ctx: Koa.Context, status: number, title: string, body: string, csp
 interface SiteReturn {
   site?: string | undefined;
   next?: string | undefined;
+  /** The site's custom domain the browser came from (scheme, host, port), when not its subdomain. */
+  origin?: string | undefined;
 }
 
 function loginPage(
@@ -61,7 +63,12 @@ function loginPage(
 <p><button type="submit">Sign in</button></p>
 </form>`,
     // Signing in for a private site ends in a redirect to the site's host, which form-action governs too.
-    back.site && siteHost ? CSP.replace("form-action 'self'", `form-action 'self' *.${siteHost}:*`) : CSP,
+    back.site && siteHost
+      ? CSP.replace(
+          "form-action 'self'",
+          `form-action 'self' *.${siteHost}:*${back.origin ? ` ${new URL(back.origin).hostname}:*` : ''}`,
+        )
+      : CSP,
   );
 }
 
@@ -86,18 +93,33 @@ function setPasswordPage(ctx: Koa.Context, status: number, token: string, email:
 
 function siteReturn(values: Record<string, unknown>): SiteReturn {
   const site = typeof values.site === 'string' && Uuid.safeParse(values.site).success ? values.site : undefined;
-  return site ? { site, next: sitePath(values.next) } : {};
+  if (!site) return {};
+  const origin = siteOrigin(values.origin);
+  return { site, next: sitePath(values.next), ...(origin ? { origin } : {}) };
+}
+
+/** An http(s) origin and nothing more, or undefined; whether it is the site's is checked before use. */
+function siteOrigin(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  try {
+    const url = new URL(value);
+    const bare = url.pathname === '/' && !url.search && !url.hash && !url.username && !url.password;
+    return bare && (url.protocol === 'http:' || url.protocol === 'https:') ? url.origin : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Sends the browser to the private site's host with a single-use token for it. */
 async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: SiteReturn): Promise<void> {
   const site = await deps.db('sites').where({ id: back.site, status: 'ACTIVE' }).first('id', 'subdomain');
   if (!site) return page(ctx, 404, 'Site not found', '<h1>Site not found</h1><p>There is no such site.</p>');
+  // Back to the custom domain the browser came from only when it is one of this site's, served now.
+  const domain = back.origin ? await deps.siteNames.domain(new URL(back.origin).hostname) : undefined;
+  const siteUrl = domain?.siteId === site.id ? `${back.origin}/` : deps.siteUrl(site.subdomain as string);
   const token = await createSiteToken(deps, userId, site.id as string);
   ctx.status = 303;
-  ctx.redirect(
-    `${deps.siteUrl(site.subdomain as string)}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`,
-  );
+  ctx.redirect(`${siteUrl}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
 }
 
 function unusableLink(ctx: Koa.Context, err: BerthError): void {

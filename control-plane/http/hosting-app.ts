@@ -85,13 +85,14 @@ export function createHostingApp(deps: Deps): Koa {
   applyProxySetting(app, deps.config);
   app.use(async (ctx, next) => {
     const to = await deps.siteNames.route(ctx.host);
-    ctx.state.subdomain = to.to === 'control' ? null : to.subdomain;
+    ctx.state.subdomain = to.to === 'site' || to.to === 'redirect' ? to.subdomain : null;
     await next();
   });
   app.use(requestContext(deps, 'site'));
   app.use(errorEnvelope(deps.log));
   app.use(async (ctx) => {
-    const site = await resolveSite(deps, ctx.state.subdomain as string);
+    const subdomain = ctx.state.subdomain as string | null;
+    const site = subdomain === null ? null : await resolveSite(deps, subdomain);
     if (site?.status !== 'ACTIVE') return sendPage(ctx, 404, noSitePage);
 
     let segments: string[] | null;

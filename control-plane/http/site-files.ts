@@ -8,6 +8,7 @@ import { pipeline } from 'node:stream';
 import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
+import { hostName } from '../services/site-names.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import {
   cachedBody,
@@ -131,10 +132,19 @@ async function mayRead(
   sendHtml(
     res,
     401,
-    privateSitePage(`${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams({ site: site.id, next })}`),
+    privateSitePage(
+      `${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams(signInReturn(deps, req, site, next))}`,
+    ),
     requestId,
   );
   return false;
+}
+
+/** Where sign-in sends the browser back to: the site and path, and the custom domain it came to, if so. */
+function signInReturn(deps: Deps, req: http.IncomingMessage, site: CachedSite, next: string): Record<string, string> {
+  const host = requestHost(req, deps.config.trustProxy);
+  if (hostName(host).endsWith(`.${deps.config.siteHost}`)) return { site: site.id, next };
+  return { site: site.id, next, origin: `${requestProtocol(req, deps.config.trustProxy)}://${host}` };
 }
 
 /** A cookie's raw value from the request, the first of that name. */

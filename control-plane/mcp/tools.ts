@@ -1,4 +1,4 @@
-// The MCP tools: the spec names 25 operations for MCP, listed here; everything else about them (input
+// The MCP tools: the spec's 25 operations for MCP and the domain tools, listed here; everything else about them (input
 // schema, permission, what they do) comes from the operation catalogue.
 import { z } from 'zod';
 import { operationByName } from '../operations/index.ts';
@@ -13,6 +13,10 @@ export const MCP_TOOL_NAMES = [
   'create_site',
   'get_site',
   'update_site',
+  'list_domains',
+  'add_domain',
+  'verify_domain',
+  'remove_domain',
   'list_files',
   'read_file',
   'write_file',

@@ -3,6 +3,7 @@
 import * as accounts from './accounts.ts';
 import * as buckets from './buckets.ts';
 import * as databases from './databases.ts';
+import * as domains from './domains.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
 import type { Operation } from './operation.ts';
@@ -14,8 +15,16 @@ function isOperation(value: unknown): value is Operation {
   return typeof value === 'object' && value !== null && 'run' in value && 'input' in value;
 }
 
-export const operations: Operation[] = [accounts, buckets, sites, files, functions, secrets, databases, people].flatMap(
-  (module) => Object.values(module).filter(isOperation),
-);
+export const operations: Operation[] = [
+  accounts,
+  buckets,
+  sites,
+  domains,
+  files,
+  functions,
+  secrets,
+  databases,
+  people,
+].flatMap((module) => Object.values(module).filter(isOperation));
 
 export const operationByName = new Map(operations.map((operation) => [operation.name, operation]));

@@ -30,12 +30,14 @@ interface DomainRow {
 
 export const challengeName = (hostname: string) => `${CHALLENGE_LABEL}.${hostname}`;
 
-function toDomain(row: DomainRow) {
+/** A domain as callers see it; `siteHostname` is where its own DNS should point (a CNAME, or the same addresses). */
+function toDomain(row: DomainRow, siteHostname: string) {
   return {
     hostname: row.hostname,
     siteId: row.site_id,
     status: row.status,
     verification: { type: 'TXT' as const, name: challengeName(row.hostname), value: row.verification_value },
+    target: siteHostname,
     canonical: Boolean(row.canonical),
     redirectSubdomain: Boolean(row.redirect_subdomain),
     createdAt: row.created_at,
@@ -44,8 +46,6 @@ function toDomain(row: DomainRow) {
     failingSince: row.failing_since,
   };
 }
-
-export type Domain = ReturnType<typeof toDomain>;
 
 const reservedNames = (deps: Deps) => ({
   siteHost: deps.config.siteHost,
@@ -65,20 +65,24 @@ async function requireDomain(deps: Deps, siteId: string, hostname: string): Prom
   return row;
 }
 
+const siteHostnameOf = (deps: Deps, site: { subdomain: string }) => `${site.subdomain}.${deps.config.siteHost}`;
+
 export async function listDomains(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
-  await requireSite(deps, actor, siteId);
+  const site = await requireSite(deps, actor, siteId);
   const query = deps.db('site_domains').where({ site_id: siteId }).orderBy('hostname');
-  const { items, pagination } = await paginate(query, page, toDomain);
+  const { items, pagination } = await paginate(query, page, (row: DomainRow) =>
+    toDomain(row, siteHostnameOf(deps, site)),
+  );
   return { domains: items, pagination };
 }
 
 export async function getDomain(deps: Deps, actor: Actor, siteId: string, hostname: string) {
-  await requireSite(deps, actor, siteId);
-  return { domain: toDomain(await requireDomain(deps, siteId, hostname)) };
+  const site = await requireSite(deps, actor, siteId);
+  return { domain: toDomain(await requireDomain(deps, siteId, hostname), siteHostnameOf(deps, site)) };
 }
 
 export async function addDomain(deps: Deps, actor: Actor, siteId: string, input: { hostname: string }) {
-  await requireSite(deps, actor, siteId);
+  const site = await requireSite(deps, actor, siteId);
   const hostname = customDomainName(input.hostname, reservedNames(deps));
   const claims = await deps.db<DomainRow>('site_domains').where({ hostname }).select('site_id', 'status');
   if (claims.some((claim) => claim.site_id === siteId)) {
@@ -103,7 +107,7 @@ export async function addDomain(deps: Deps, actor: Actor, siteId: string, input:
     if (isUniqueViolation(err)) throw conflict('domain_taken', `${hostname} is a domain of this site already`);
     throw err;
   }
-  return { domain: toDomain(row) };
+  return { domain: toDomain(row, siteHostnameOf(deps, site)) };
 }
 
 const taken = (hostname: string) =>

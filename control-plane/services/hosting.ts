@@ -71,6 +71,7 @@ export async function servesName(deps: Deps, name: string): Promise<boolean> {
   const { siteHost, publicUrl } = deps.config;
   if (hostname === siteHost || (publicUrl && hostname === new URL(publicUrl).hostname)) return true;
   const route = await deps.siteNames.route(hostname);
-  if (route.to === 'control' || !route.subdomain || route.subdomain.includes('.')) return false;
+  if (route.to === 'control' || route.to === 'unknown' || !route.subdomain || route.subdomain.includes('.'))
+    return false;
   return (await resolveSite(deps, route.subdomain))?.status === 'ACTIVE';
 }

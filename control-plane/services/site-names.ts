@@ -3,6 +3,7 @@
 // change of the feed), so a Host that is no site's costs a map lookup and no query, however many
 // random names a scanner sends. While a reload is in flight, routing waits for it: a server that has
 // just verified a domain serves it on the next request.
+import net from 'node:net';
 import type { Knex } from 'knex';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { Logger } from '../log.ts';
@@ -22,6 +23,8 @@ interface Canonical {
 /** Where a request goes, by its Host. */
 export type HostRoute =
   | { to: 'control' }
+  /** A name that is no site's and not the control plane's: answered 404 with nothing of any site. */
+  | { to: 'unknown' }
   /** A site, reached at its subdomain or at `domain`, one of its ACTIVE custom domains. */
   | { to: 'site'; subdomain: string; domain?: string }
   /** Another name of a site that has a canonical one: 308 to `hostname`, path and query kept. */
@@ -30,6 +33,23 @@ export type HostRoute =
 type DomainRow = ActiveDomain & { canonical: boolean | number; redirectSubdomain: boolean | number };
 
 const RETRY_MS = 1000;
+
+/** The names the control plane answers at. */
+export interface ControlPlaneHosts {
+  siteHost: string;
+  /**
+   * BERTH_PUBLIC_URL's hostname. When set, the control plane answers there, at the site host, at
+   * addresses and at `localhost` (health checks, local tools) and nowhere else: a name that points here
+   * but is no site's (a domain removed, or not yet verified) shows nothing of Berth. Empty: every name
+   * that is no site's is the control plane's.
+   */
+  instanceHost: string;
+}
+
+function isControlPlane(name: string, hosts: ControlPlaneHosts): boolean {
+  if (!hosts.instanceHost || name === hosts.instanceHost || name === hosts.siteHost) return true;
+  return name === '' || name === 'localhost' || net.isIP(name.replace(/^\[|\]$/g, '')) !== 0;
+}
 
 /** The name part of a Host header: lower case, no port, no trailing dot. */
 export function hostName(host: string | undefined): string {
@@ -50,7 +70,7 @@ export class SiteNames implements ChangeListener {
 
   constructor(
     private readonly db: Knex,
-    private readonly siteHost: string,
+    private readonly hosts: ControlPlaneHosts,
     private readonly log: Logger,
   ) {}
 
@@ -104,7 +124,7 @@ export class SiteNames implements ChangeListener {
   route(host: string | undefined): HostRoute | Promise<HostRoute> {
     if (this.#loading !== null) return this.#afterLoad(host);
     const name = hostName(host);
-    const suffix = `.${this.siteHost}`;
+    const suffix = `.${this.hosts.siteHost}`;
     if (name.endsWith(suffix)) {
       const subdomain = name.slice(0, -suffix.length);
       const canonical = this.#canonical.get(subdomain);
@@ -113,7 +133,7 @@ export class SiteNames implements ChangeListener {
         : { to: 'site', subdomain };
     }
     const domain = this.#domains.get(name);
-    if (!domain) return { to: 'control' };
+    if (!domain) return isControlPlane(name, this.hosts) ? { to: 'control' } : { to: 'unknown' };
     const canonical = this.#canonical.get(domain.subdomain);
     if (canonical && canonical.hostname !== name) {
       return { to: 'redirect', subdomain: domain.subdomain, hostname: canonical.hostname };

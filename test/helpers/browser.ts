@@ -11,7 +11,8 @@ export const CHROMIUM = '/usr/bin/chromium';
 export const SCREENSHOTS = process.env.BERTH_SCREENSHOTS === '1';
 const SCREENSHOT_DIR = path.resolve(import.meta.dirname, '../../docs/screenshots');
 
-export async function launchBrowser(): Promise<Browser> {
+/** Starts Chromium; each name in `loopbackNames` resolves to 127.0.0.1 (custom domains in tests). */
+export async function launchBrowser(loopbackNames: string[] = []): Promise<Browser> {
   if (!fs.existsSync(CHROMIUM))
     throw new Error(`${CHROMIUM} is missing: run make test, which installs Debian's chromium package`);
   return chromium.launch({
@@ -24,6 +25,9 @@ export async function launchBrowser(): Promise<Browser> {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      ...(loopbackNames.length > 0
+        ? [`--host-resolver-rules=${loopbackNames.map((name) => `MAP ${name} 127.0.0.1`).join(', ')}`]
+        : []),
     ],
   });
 }

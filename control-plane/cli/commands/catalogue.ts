@@ -10,6 +10,7 @@ import type { CommandContext, CommandDefinition, CommandGroup, OptionDefinition 
 import { siteDatabase } from '../database.ts';
 import { UsageError } from '../usage-error.ts';
 import { formatAnswer } from './answer.ts';
+import { domainsText } from './domains.ts';
 
 interface Generated {
   usage: string;
@@ -25,6 +26,8 @@ interface Generated {
   account?: boolean;
   /** databaseId is the site's database. */
   database?: boolean;
+  /** The answer as text, where the generic form would hide what a person needs from it. */
+  text?: (answer: never) => string;
 }
 
 const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = [
@@ -133,6 +136,54 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
     ],
   },
   {
+    name: 'domains',
+    summary: 'the site’s own domains, served once their DNS says they are yours',
+    commands: [
+      {
+        usage: 'ls',
+        operation: 'list_domains',
+        site: 'siteId',
+        examples: ['berth domains ls --site blog'],
+        text: domainsText,
+      },
+      {
+        usage: 'add <hostname>',
+        operation: 'add_domain',
+        site: 'siteId',
+        args: ['hostname'],
+        examples: ['berth domains add www.example.com --site blog', 'berth domains add example.com --site blog'],
+        text: domainsText,
+      },
+      {
+        usage: 'verify <hostname>',
+        operation: 'verify_domain',
+        site: 'siteId',
+        args: ['hostname'],
+        examples: ['berth domains verify www.example.com --site blog'],
+        text: domainsText,
+      },
+      {
+        usage: 'canonical <hostname>',
+        operation: 'update_domain',
+        site: 'siteId',
+        args: ['hostname'],
+        fixed: { canonical: true },
+        examples: [
+          'berth domains canonical www.example.com --site blog',
+          'berth domains canonical www.example.com --redirect-subdomain true --site blog',
+        ],
+        text: domainsText,
+      },
+      {
+        usage: 'rm <hostname>',
+        operation: 'remove_domain',
+        site: 'siteId',
+        args: ['hostname'],
+        examples: ['berth domains rm www.example.com --site blog'],
+      },
+    ],
+  },
+  {
     name: 'db',
     summary: 'the site’s SQL database',
     commands: [
@@ -232,7 +283,7 @@ function definition(generated: Generated, routes: Map<string, OperationRoute>): 
         if (generated.database) input.databaseId = (await siteDatabase(context.api(), site)).database.id;
       }
       const answer = await send(context, route, input);
-      context.out.print(answer, formatAnswer(answer));
+      context.out.print(answer, generated.text ? generated.text(answer as never) : formatAnswer(answer));
       // A statement the database refused is an answer, and the command failed.
       if ((answer as { success?: unknown }).success === false) return 1;
     },

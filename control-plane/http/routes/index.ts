@@ -3,6 +3,7 @@ import type { AnyRoute } from '../route.ts';
 import { accountRoutes } from './accounts.ts';
 import { bucketRoutes } from './buckets.ts';
 import { databaseRoutes } from './databases.ts';
+import { domainRoutes } from './domains.ts';
 import { fileRoutes } from './files.ts';
 import { functionRoutes } from './functions.ts';
 import { peopleRoutes } from './people.ts';
@@ -13,6 +14,7 @@ export const apiRoutes: AnyRoute[] = [
   ...accountRoutes,
   ...bucketRoutes,
   ...siteRoutes,
+  ...domainRoutes,
   ...fileRoutes,
   ...functionRoutes,
   ...secretRoutes,
