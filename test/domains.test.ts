@@ -3,7 +3,13 @@
 // verification failing with what was found and then passing, serving on the custom host in every way
 // (files, functions, custom 404, a PRIVATE site's sign-in in Chromium), canonical redirects, an
 // archived site, removal, and an ACTIVE domain whose record went away lapsing after its grace period.
+import { execFile } from 'node:child_process';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import test from 'ava';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import got from 'got';
 import { type TestBerth, createSite, deployFixture, putFile, startTestBerth } from './helpers/berth.ts';
 import { type ChallengeDns, startChallengeDns } from './helpers/challenge-dns.ts';
@@ -380,4 +386,63 @@ test('sign-in goes back only to a domain of the site it was for', async (t) => {
     t.is(location.hostname, `${site.subdomain}.${SITE_HOST}`, origin);
     t.is(location.pathname, '/_berth/session');
   }
+});
+
+test('MCP tools and berth domains drive the same domains, the CLI printing the records to create', async (t) => {
+  const site = await siteWithPage(t0.owner, '<p>front doors</p>');
+  const client = new Client({ name: 'berth-test', version: '1.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${t0.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${t0.owner.writeKey}` } },
+    }),
+  );
+  t.teardown(() => client.close());
+  const tool = async (name: string, args: Record<string, unknown>) =>
+    (await client.callTool({ name, arguments: args })) as { isError?: boolean; structuredContent?: any };
+
+  const added = await tool('add_domain', { siteId: site.id, hostname: 'mcp.example.com' });
+  t.is(added.structuredContent.domain.status, 'PENDING');
+  const failed = await tool('verify_domain', { siteId: site.id, hostname: 'mcp.example.com' });
+  t.true(failed.isError);
+  t.is(failed.structuredContent.error.code, 'domain_not_verified');
+  const { name, value } = added.structuredContent.domain.verification;
+  await dns.setTxt(name, value);
+  t.is(
+    (await tool('verify_domain', { siteId: site.id, hostname: 'mcp.example.com' })).structuredContent.domain.status,
+    'ACTIVE',
+  );
+  const listed = await tool('list_domains', { siteId: site.id });
+  t.deepEqual(
+    listed.structuredContent.domains.map((d: Domain) => d.hostname),
+    ['mcp.example.com'],
+  );
+  t.deepEqual((await tool('remove_domain', { siteId: site.id, hostname: 'mcp.example.com' })).structuredContent, {
+    deleted: true,
+  });
+
+  const berth = async (...args: string[]) => {
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [path.resolve(import.meta.dirname, '../control-plane/cli/berth.js'), ...args, '--site', site.subdomain],
+      {
+        env: {
+          ...process.env,
+          BERTH_URL: t0.url,
+          BERTH_API_KEY: t0.owner.writeKey,
+          BERTH_CONFIG_DIR: path.join(os.tmpdir(), 'berth-no-login'),
+        },
+      },
+    );
+    return stdout;
+  };
+  const printed = await berth('domains', 'add', 'cli.example.com');
+  const record = /_berth-challenge\.cli\.example\.com {2}TXT {2}"([^"]+)"/.exec(printed);
+  t.truthy(record, printed);
+  t.regex(printed, new RegExp(`cli\\.example\\.com {2}CNAME {2}${site.subdomain}\\.sites\\.example\\.net`));
+  await dns.setTxt('_berth-challenge.cli.example.com', record![1]!);
+  t.regex(await berth('domains', 'verify', 'cli.example.com'), /^cli\.example\.com {2}ACTIVE$/m);
+  t.regex(await berth('domains', 'canonical', 'cli.example.com'), /ACTIVE {2}\(canonical\)/);
+  t.regex(await berth('domains', 'ls'), /cli\.example\.com {2}ACTIVE/);
+  await berth('domains', 'rm', 'cli.example.com');
+  t.regex(await berth('domains', 'ls'), /no domains/);
 });

@@ -9,6 +9,7 @@ import test from 'ava';
 import got from 'got';
 import { type TestAccount, apiClient, json, makeDataDir } from './helpers/berth.ts';
 import { type ServeProcess, startServe } from './helpers/process.ts';
+import { type ChallengeDns, startChallengeDns } from './helpers/challenge-dns.ts';
 import { asAdmin, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
@@ -30,15 +31,18 @@ interface Instance {
 }
 
 let instance: Instance;
+let dns: ChallengeDns | undefined;
 
 test.before(async () => {
   if (!onPostgres) return;
+  dns = await startChallengeDns();
   const root = await makeDataDir();
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
   // Files in one blob dir on either pass: what these tests change is the metadata and the caches.
   const common: Record<string, string> = {
     ...(await sharedInstance(root, dirA, 'blob dir')),
     BERTH_CRON_TICK_MS: '100',
+    BERTH_DNS_SERVERS: dns.address,
   };
   const url = common.BERTH_DATABASE_URL!;
   const a = await startServe({ ...common, BERTH_DATA_DIR: dirA });
@@ -48,6 +52,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   await stopServed([instance?.a, instance?.b]);
+  await dns?.stop();
 });
 
 /** Polls for at most a second: what one server changed, the other must serve by then. */
@@ -128,6 +133,57 @@ shared(
       await withinASecond(
         async () => JSON.parse((await onB.get('api/hello')).body).secret === 'new',
         'the rotated secret',
+      ),
+    );
+  },
+);
+
+shared(
+  'a custom domain verified, made canonical or removed through one server: the other serves it so within a second',
+  async (t) => {
+    const site = await makeSite('domains');
+    await instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/index.html`, {
+      body: '<p>on my own name</p>',
+      headers: { 'content-type': 'text/html' },
+    });
+    const domains = `v0/sites/${site.id}/domains`;
+    const onB = (hostname: string) =>
+      got.extend({
+        prefixUrl: instance.b.url,
+        headers: { host: hostname },
+        throwHttpErrors: false,
+        followRedirect: false,
+        retry: { limit: 0 },
+      });
+    for (const hostname of ['two.example.com', 'www.two.example.com']) {
+      const { domain } = json<{ domain: { verification: { name: string; value: string } } }>(
+        await instance.owner.api.post(domains, { json: { hostname } }),
+      );
+      await dns!.setTxt(domain.verification.name, domain.verification.value);
+      t.is((await instance.owner.api.post(`${domains}/${hostname}/verify`)).statusCode, 200);
+    }
+    t.true(
+      await withinASecond(
+        async () => (await onB('two.example.com').get('')).body === '<p>on my own name</p>',
+        'the domain',
+      ),
+    );
+    t.is(
+      (await instance.owner.api.post(`${domains}/www.two.example.com`, { json: { canonical: true } })).statusCode,
+      200,
+    );
+    t.true(
+      await withinASecond(
+        async () => (await onB('two.example.com').get('')).statusCode === 308,
+        'the canonical redirect',
+      ),
+    );
+    t.is((await instance.owner.api.delete(`${domains}/www.two.example.com`)).statusCode, 200);
+    t.is((await instance.owner.api.delete(`${domains}/two.example.com`)).statusCode, 200);
+    t.true(
+      await withinASecond(
+        async () => !(await onB('two.example.com').get('')).body.includes('on my own name'),
+        'the removal',
       ),
     );
   },
