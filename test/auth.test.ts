@@ -22,6 +22,7 @@ test.before(async () => {
   const site = await createSite(t0.owner, { subdomain: 'auth-matrix' });
   const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: 'secret' } });
+  await t0.owner.api.post(`v0/sites/${site.id}/domains`, { json: { hostname: 'auth.example.com' } });
   const database = (await t0.owner.api.post(`v0/sites/${site.id}/databases`)).body as unknown as {
     database: { id: string };
   };
@@ -36,6 +37,7 @@ test.before(async () => {
     versionId: written.versionId,
     path: 'web/index.html',
     name: 'API_TOKEN',
+    hostname: 'auth.example.com',
     databaseId: database.database.id,
     migrationName: MIGRATION.name,
     exportId: json<{ export: { id: string } }>(
@@ -77,6 +79,8 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     deployFunction: { path: 'api/hello.ts' },
     setSecret: { name: 'NEW_SECRET', value: 'v' },
     replaceSecret: { value: 'v2' },
+    addDomain: { hostname: 'another.example.com' },
+    updateDomain: { canonical: true },
     queryDatabase: { sql: 'SELECT 1' },
     applyDatabaseMigration: { ...MIGRATION, confirm: true },
     applyDatabaseMigrations: { migrations: [MIGRATION], confirm: true },
