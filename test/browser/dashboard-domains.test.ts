@@ -2,7 +2,8 @@
 // look-ups from a real DNS server (pebble-challtestsrv): refusals shown with the API's message, a new
 // name PENDING with its DNS records (copied to the clipboard), verify failing with what DNS has instead
 // and passing once the record is set, the site opened at its new name, a canonical name that redirects
-// the others, removal behind a confirmation, and a phone's width. BERTH_SCREENSHOTS=1 also writes
+// the others, an ACTIVE name whose record went missing, removal behind a confirmation, and a phone's
+// width. BERTH_SCREENSHOTS=1 also writes
 // docs/screenshots/domains.png and phone-domains.png.
 import test from 'ava';
 import got from 'got';
@@ -26,6 +27,7 @@ interface Domain {
   target: string;
   canonical: boolean;
   redirectSubdomain: boolean;
+  failingSince: string | null;
 }
 
 let t0: TestBerth;
@@ -42,7 +44,13 @@ const confirmations: string[] = [];
 test.before(async () => {
   dns = await startChallengeDns();
   // Sites live under a public-looking host, so a name under it is refused as the instance's own.
-  t0 = await startTestBerth({ dnsServers: [dns.address], siteHost: 'sites.example.net' });
+  // ACTIVE names are looked at again often, and a missing record stays within its grace period.
+  t0 = await startTestBerth({
+    dnsServers: [dns.address],
+    siteHost: 'sites.example.net',
+    domainCheckMs: 200,
+    domainGraceMs: 3_600_000,
+  });
   await createUser(t0.berth.deps, { email: ADMIN, accountId: t0.owner.id, role: 'ADMIN', password: PASSWORD });
   const created = await createSite(t0.owner, { name: 'Shop', subdomain: 'shop' });
   site = { id: created.id, subdomain: created.subdomain };
@@ -229,6 +237,31 @@ test.serial('a canonical name: the others and, when asked, the subdomain redirec
   t.like(await apiDomain(WWW), { canonical: false, redirectSubdomain: false });
   t.true(await servesTheSite(SHOP), 'served as it is again');
 });
+
+test.serial(
+  'an ACTIVE name whose record went missing shows since when, and its records again until verified',
+  async (t) => {
+    const { verification } = await apiDomain(WWW);
+    await dns.clearTxt(verification.name);
+    await until(async () => (await apiDomain(WWW)).failingSince, 'the re-check to miss the record');
+    await page.reload();
+    const state = rowOf(WWW).getByRole('cell').nth(1);
+    await state.getByText('Record missing since').waitFor();
+    t.regex(
+      (await state.textContent())!,
+      /^ACTIVE\s*Record missing since .+: still served until the grace period ends$/,
+    );
+    await records(WWW).waitFor();
+    await page.getByText('The TXT record was not found at the last check: put it back, then verify again.').waitFor();
+
+    await dns.setTxt(verification.name, verification.value);
+    await page.getByRole('button', { name: `Verify ${WWW}` }).click();
+    await page.getByText(`${WWW} is ACTIVE: the site answers at it.`).waitFor();
+    t.is(await records(WWW).count(), 0);
+    t.regex((await state.textContent())!, /^ACTIVE\s*Verified /);
+    t.is((await apiDomain(WWW)).failingSince, null);
+  },
+);
 
 test.serial('Remove asks first; confirmed, the name is gone and no longer served', async (t) => {
   const remove = page.getByRole('button', { name: `Remove ${SHOP}` });
