@@ -209,13 +209,7 @@ export function copyField(label: string, value: string): HTMLElement {
   const done = h('span', { class: 'hint', 'aria-live': 'polite' });
   const copy = h('button', { type: 'button' }, 'Copy');
   copy.addEventListener('click', async () => {
-    try {
-      await navigator.clipboard.writeText(value);
-    } catch {
-      // Not a secure context, or the permission was refused: select it for the user's own copy.
-      input.select();
-      document.execCommand('copy');
-    }
+    await copyText(value, () => input.select());
     done.textContent = 'Copied.';
   });
   return h(
@@ -225,6 +219,28 @@ export function copyField(label: string, value: string): HTMLElement {
     h('div', { class: 'row' }, input, copy),
     done,
   );
+}
+
+/** Puts `value` on the clipboard; where the page may not (not a secure context, permission refused), `select` selects it and the browser copies the selection. */
+async function copyText(value: string, select: () => void): Promise<void> {
+  try {
+    await navigator.clipboard.writeText(value);
+  } catch {
+    select();
+    document.execCommand('copy');
+  }
+}
+
+/** A value shown as code with a Copy button beside it, for values to paste elsewhere (DNS records). */
+export function copyValue(value: string, ariaLabel: string): HTMLElement {
+  const code = h('code', { class: 'mono' }, value);
+  const done = h('span', { class: 'hint', 'aria-live': 'polite' });
+  const copy = h('button', { type: 'button', class: 'small-button', 'aria-label': ariaLabel }, 'Copy');
+  copy.addEventListener('click', async () => {
+    await copyText(value, () => window.getSelection()?.selectAllChildren(code));
+    done.textContent = 'Copied.';
+  });
+  return h('div', { class: 'copy-value' }, code, copy, done);
 }
 
 export function formatBytes(bytes: number | null | undefined): string {

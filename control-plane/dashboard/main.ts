@@ -14,6 +14,7 @@ import { type Route, currentRoute, go, href } from './router.ts';
 import * as account from './account.ts';
 import * as cliLogin from './cli-login.ts';
 import * as database from './database.ts';
+import * as domains from './domains.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
 import * as keys from './keys.ts';
@@ -40,6 +41,8 @@ function pageFor(route: Route): { page: Page; nav: string } {
           return { page: secrets.render, nav: 'sites' };
         case 'database':
           return { page: database.render, nav: 'sites' };
+        case 'domains':
+          return { page: domains.render, nav: 'sites' };
         default:
           return { page: sites.renderSite, nav: 'sites' };
       }

@@ -94,6 +94,7 @@ const TABS: Array<[string, string]> = [
   ['functions', 'Functions'],
   ['secrets', 'Secrets'],
   ['database', 'Database'],
+  ['domains', 'Domains'],
 ];
 
 /**

@@ -171,3 +171,20 @@ export interface CliLogin {
   status: string;
   expiresAt: string;
 }
+
+export interface Domain {
+  hostname: string;
+  siteId: string;
+  status: 'PENDING' | 'ACTIVE';
+  verification: { type: 'TXT'; name: string; value: string };
+  /** The site's own host: the name's CNAME points here (an apex name takes its A/AAAA records instead). */
+  target: string;
+  canonical: boolean;
+  redirectSubdomain: boolean;
+  createdAt: string;
+  verifiedAt: string | null;
+  checkedAt: string | null;
+  failingSince: string | null;
+  /** The state of the name's certificate, once the server reports one; the page has no certificate column until then. */
+  certificate?: { status?: string } | null;
+}
