@@ -30,12 +30,14 @@ function answers(port: number): Promise<boolean> {
   });
 }
 
+/** docs/deploy.md's Caddyfile, with the test's ports and CA in its global options. */
 export const caddyfile = (options: CaddyOptions): string => `{
 	admin off
 	http_port ${options.httpPort}
 	https_port ${options.httpsPort}
 	acme_ca ${options.directory}
 	acme_ca_root ${options.caFile}
+	email ops@example.com
 	on_demand_tls {
 		ask http://${options.berth}/_berth/tls/allowed
 	}
@@ -45,7 +47,12 @@ https:// {
 	tls {
 		on_demand
 	}
-	reverse_proxy ${options.berth}
+	reverse_proxy ${options.berth} {
+		flush_interval -1
+	}
+	request_body {
+		max_size 512MB
+	}
 }
 `;
 
