@@ -33,8 +33,6 @@ export interface Berth {
   /** The metrics listener's /metrics, when BERTH_METRICS_ADDRESS is set. */
   metricsUrl?: string;
   port: number;
-  /** With BERTH_TLS=acme: the HTTPS port and port 80 as bound. */
-  tlsPorts?: { https: number; http: number };
   deps: Deps;
   /** Set when this start created the owner account of an empty data dir. */
   owner: OwnerCredentials | null;
@@ -228,15 +226,11 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const metricsUrl = metricsAddress
     ? `http://${metricsAddress.family === 'IPv6' ? `[${metricsAddress.address}]` : metricsAddress.address}:${metricsAddress.port}/metrics`
     : undefined;
-  const tlsPorts = tls
-    ? { https: (tls.https.address() as AddressInfo).port, http: (tls.http.address() as AddressInfo).port }
-    : undefined;
   return {
     url,
     publicUrl: config.publicUrl || url,
     ...(metricsUrl ? { metricsUrl } : {}),
     port: boundPort,
-    ...(tlsPorts ? { tlsPorts } : {}),
     deps,
     owner,
     scheduler,
