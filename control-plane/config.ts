@@ -88,8 +88,29 @@ export interface Config {
   clusterListen: string;
   /** PEM files for TLS on the channel, both ways (this node's certificate and key, the CA of every node's); null: plain HTTP. */
   clusterTls: { cert: string; key: string; ca: string } | null;
+  /** HTTPS by Berth itself (BERTH_TLS=acme); null: none (plain HTTP, or a proxy in front terminates TLS). */
+  tls: TlsConfig | null;
   llm: LlmConfig;
 }
+
+/** Certificates from an ACME CA for every name Berth serves, got on demand by HTTP-01 on port 80. */
+export interface TlsConfig {
+  /** Where the HTTPS and port-80 listeners listen: every address by default (BERTH_BIND stays the plain listener's). */
+  bind: string;
+  httpsPort: number;
+  /** Answers ACME's HTTP-01 challenges and redirects everything else to HTTPS. */
+  httpPort: number;
+  /** The ACME directory: Let's Encrypt's production one by default. */
+  directory: string;
+  /** The contact the CA writes to about the account's certificates; empty: none. */
+  email: string;
+  /** A PEM file of a CA trusted for the directory's own HTTPS besides the system's (a test CA); empty: none. */
+  caFile: string;
+  /** How often certificates due for renewal are looked for. */
+  renewCheckMs: number;
+}
+
+export const LETS_ENCRYPT = 'https://acme-v02.api.letsencrypt.org/directory';
 
 export const NODE_ROLES = ['web', 'database'] as const;
 export type NodeRole = (typeof NODE_ROLES)[number];
@@ -172,6 +193,7 @@ export const DEFAULTS: Config = {
   clusterAddress: '',
   clusterListen: '',
   clusterTls: null,
+  tls: null,
   llm: {
     provider: '',
     baseUrl: '',
@@ -436,6 +458,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       'BERTH_CLUSTER_ADDRESS needs BERTH_DATABASE_URL: the nodes of a cluster share their metadata on PostgreSQL',
     );
+  const tlsSettings = tlsConfig(env);
+  const trustProxy = flag(env, 'BERTH_TRUST_PROXY', DEFAULTS.trustProxy);
+  // With HTTPS by Berth itself, Berth is what clients reach: a forwarded header would be theirs to write.
+  if (tlsSettings && trustProxy)
+    throw new ConfigError(
+      'BERTH_TRUST_PROXY is for a proxy in front that terminates TLS; with BERTH_TLS=acme Berth terminates it: set one or the other',
+    );
   if (!databaseUrlValue && !nodeRoles.includes('database'))
     throw new ConfigError(
       'BERTH_ROLES must include database when the metadata is on SQLite: this node is the only one',
@@ -445,7 +474,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bind: text(env, 'BERTH_BIND', DEFAULTS.bind),
     siteHost,
     publicUrl: publicUrl(env),
-    trustProxy: flag(env, 'BERTH_TRUST_PROXY', DEFAULTS.trustProxy),
+    trustProxy,
     metricsToken: metricsToken(env),
     metricsAddress: metricsAddress(env),
     dataDir,
@@ -512,7 +541,41 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clusterAddress: address,
     clusterListen: clusterListen(env, address),
     clusterTls: tls,
+    tls: tlsSettings,
     llm: loadLlmConfig(env),
+  };
+}
+
+/** BERTH_TLS=acme and the BERTH_HTTPS_PORT, BERTH_HTTP_PORT, BERTH_TLS_BIND and BERTH_ACME_* that go with it. */
+function tlsConfig(env: NodeJS.ProcessEnv): TlsConfig | null {
+  const mode = text(env, 'BERTH_TLS', '').toLowerCase();
+  if (mode === '' || mode === 'off') return null;
+  if (mode !== 'acme')
+    throw new ConfigError(
+      `BERTH_TLS must be "acme" (certificates from an ACME CA such as Let's Encrypt), got "${mode}"`,
+    );
+  const directory = text(env, 'BERTH_ACME_DIRECTORY', LETS_ENCRYPT);
+  let url: URL | undefined;
+  try {
+    url = new URL(directory);
+  } catch {}
+  if (url?.protocol !== 'https:')
+    throw new ConfigError(`BERTH_ACME_DIRECTORY must be an https:// URL of an ACME directory, got "${directory}"`);
+  const email = text(env, 'BERTH_ACME_EMAIL', '');
+  if (email && !/^[^\s@]+@[^\s@]+$/.test(email))
+    throw new ConfigError(`BERTH_ACME_EMAIL must be an email address, got "${email}"`);
+  const bind = text(env, 'BERTH_TLS_BIND', '0.0.0.0');
+  const httpsPort = integer(env, 'BERTH_HTTPS_PORT', 443, 1, 65535);
+  const httpPort = integer(env, 'BERTH_HTTP_PORT', 80, 1, 65535);
+  if (httpsPort === httpPort) throw new ConfigError('BERTH_HTTPS_PORT and BERTH_HTTP_PORT must differ');
+  return {
+    bind,
+    httpsPort,
+    httpPort,
+    directory,
+    email,
+    caFile: optionalPath(env, 'BERTH_ACME_CA_FILE'),
+    renewCheckMs: integer(env, 'BERTH_TLS_RENEW_CHECK_MS', 3600_000, 100, 24 * 3600_000),
   };
 }
 

@@ -2,7 +2,8 @@
 // requests by route and status with their latency, workers live and started, cold starts, worker
 // exits by reason, ctx calls by method, cron runs by outcome, site database statement latency, bytes
 // stored, each account's stored bytes against its limit, and what the node asks of the services it
-// shares with other nodes (metadata queries, object-store requests, database calls to other nodes). Services and the runtime report through the small observer functions below, so
+// shares with other nodes (metadata queries, object-store requests, database calls to other nodes), and
+// certificates (orders by outcome, handshakes refused, renewals failing). Services and the runtime report through the small observer functions below, so
 // nothing outside this file knows prom-client.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from './db/metadata.ts';
@@ -53,6 +54,8 @@ export class Metrics {
   readonly #statementSeconds: Histogram<'source' | 'outcome'>;
   readonly #egressRequests: Counter<'site' | 'outcome'>;
   readonly #egressBytes: Counter<'site' | 'direction'>;
+  readonly #tlsOrders: Counter<'outcome'>;
+  readonly #tlsRefused: Counter<'reason'>;
 
   /** Gives the readings of a part made after the metrics, taken at each scrape from then on. */
   read(readings: Partial<LaterReadings>): void {
@@ -131,6 +134,32 @@ export class Metrics {
       help: 'Bytes of functions’ outbound requests (out) and their answers (in), by site',
       labelNames: ['site', 'direction'],
       registers,
+    });
+    this.#tlsOrders = new Counter({
+      name: 'berth_tls_orders_total',
+      help: 'Certificate orders to the ACME CA (BERTH_TLS=acme), by outcome (issued, failed)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.#tlsRefused = new Counter({
+      name: 'berth_tls_handshakes_refused_total',
+      help: 'TLS handshakes given no certificate, by reason: unknown (a name Berth does not serve), no_certificate (served, but its order failed, backs off or waits on another node)',
+      labelNames: ['reason'],
+      registers,
+    });
+    new Gauge({
+      name: 'berth_tls_renewals_failing',
+      help: 'Certificates whose last renewal failed: the old one serves until it ends (/readyz names them)',
+      registers,
+      async collect() {
+        const row = (await sources
+          .db('tls_orders')
+          .join('tls_certificates', 'tls_certificates.hostname', 'tls_orders.hostname')
+          .where('tls_orders.failures', '>', 0)
+          .count({ n: '*' })
+          .first()) as { n: number | string } | undefined;
+        this.set(Number(row?.n ?? 0));
+      },
     });
     mirrored(
       'berth_metadata_queries_total',
@@ -214,6 +243,14 @@ export class Metrics {
 
   cronRun(outcome: string): void {
     this.#cronRuns.inc({ outcome });
+  }
+
+  tlsOrder(outcome: 'issued' | 'failed'): void {
+    this.#tlsOrders.inc({ outcome });
+  }
+
+  tlsRefused(reason: 'unknown' | 'no_certificate'): void {
+    this.#tlsRefused.inc({ reason });
   }
 
   statement(source: string, ok: boolean, seconds: number): void {

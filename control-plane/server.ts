@@ -1,5 +1,6 @@
-// Starts a Berth instance: composes it (compose.ts), listens on one port and dispatches each request by
-// its Host header to a hosted site or to the control plane. Used by `berth serve` and by the tests.
+// Starts a Berth instance: composes it (compose.ts), listens on one port (and, with BERTH_TLS=acme, on
+// HTTPS and port 80: tls/) and dispatches each request by its Host header to a hosted site or to the
+// control plane. Used by `berth serve` and by the tests.
 import http from 'node:http';
 import type https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -16,7 +17,8 @@ import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
 import type { Deps } from './services/deps.ts';
 import { metricsServer } from './http/metrics-endpoint.ts';
-import { requestHost } from './http/proxy.ts';
+import { requestHost, strictTransport } from './http/proxy.ts';
+import { type ComposedTls, composeTls } from './tls/compose-tls.ts';
 import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
 
@@ -48,18 +50,30 @@ export interface StartOptions {
   workerNice?: number;
 }
 
-/** Where a site is reached: by the public URL's scheme and port when there is one, else by this server's port. */
+/**
+ * Where a site is reached: by the public URL's scheme and port when there is one, else over HTTPS when
+ * Berth serves it (BERTH_TLS), else by this server's port.
+ */
 function siteUrl(config: Config, subdomain: string, boundPort: number): string {
   if (config.publicUrl) {
     const pub = new URL(config.publicUrl);
     return `${pub.protocol}//${subdomain}.${config.siteHost}${pub.port ? `:${pub.port}` : ''}/`;
   }
+  if (config.tls) {
+    const port = config.tls.httpsPort;
+    return `https://${subdomain}.${config.siteHost}${port === 443 ? '' : `:${port}`}/`;
+  }
   return `http://${subdomain}.${config.siteHost}${boundPort === 80 ? '' : `:${boundPort}`}/`;
 }
 
-function listen(server: http.Server | https.Server, bind: string, port: number): Promise<void> {
+function listen(
+  server: http.Server | https.Server,
+  bind: string,
+  port: number,
+  names?: { port: string; bind: string },
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const failed = (err: Error) => reject(listenProblem(err, bind, port));
+    const failed = (err: Error) => reject(listenProblem(err, bind, port, names));
     server.once('error', failed);
     server.listen(port, bind, () => {
       server.off('error', failed);
@@ -88,6 +102,30 @@ function closeChannel(channel: http.Server | https.Server): Promise<void> {
     const sweep = setInterval(() => channel.closeIdleConnections(), 50);
     channel.once('close', () => clearInterval(sweep));
   });
+}
+
+/**
+ * Stops a public listener: it goes on accepting for a moment first, since connections a client opened
+ * just before the signal may still wait in the kernel's accept queue of a busy server, and closing the
+ * listener would reset them (meanwhile every answer says Connection: close). Then the listener closes
+ * (and with it the connections idle now), and each other one as soon as it is idle; after the grace
+ * period, every one.
+ */
+async function drain(server: http.Server | https.Server, graceMs: number): Promise<void> {
+  const drained = new Promise<void>((resolve) => server.once('close', () => resolve()));
+  let sweep: NodeJS.Timeout | undefined;
+  const linger = setTimeout(
+    () => {
+      server.close();
+      sweep = setInterval(() => server.closeIdleConnections(), 50);
+    },
+    Math.min(ACCEPT_LINGER_MS, graceMs),
+  );
+  const force = setTimeout(() => server.closeAllConnections(), graceMs);
+  await drained;
+  clearTimeout(linger);
+  clearInterval(sweep);
+  clearTimeout(force);
 }
 
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
@@ -124,6 +162,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     // While shutting down, finish this request but do not keep its connection open for another.
     if (closing) res.setHeader('Connection', 'close');
+    strictTransport(req, res, config.trustProxy);
     const to = deps.siteNames.route(requestHost(req, config.trustProxy));
     if (!(to instanceof Promise)) return dispatch(req, res, to);
     void to.then((found) => dispatch(req, res, found));
@@ -132,6 +171,7 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   server.keepAliveTimeout = 65_000;
 
   const metrics = config.metricsAddress ? metricsServer(deps.metrics) : undefined;
+  let tls: ComposedTls | null = null;
   try {
     // The ports named in full first: a public port of 0 (any free one) can then not take one of them.
     if (channel) {
@@ -144,12 +184,23 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
       const { host: metricsHost, port: metricsPort } = splitAddress(config.metricsAddress);
       await listen(metrics, metricsHost, metricsPort);
     }
+    if (config.tls) {
+      tls = await composeTls(deps, config.tls, handle);
+      await listen(tls.http, config.tls.bind, config.tls.httpPort, { port: 'BERTH_HTTP_PORT', bind: 'BERTH_TLS_BIND' });
+      await listen(tls.https, config.tls.bind, config.tls.httpsPort, {
+        port: 'BERTH_HTTPS_PORT',
+        bind: 'BERTH_TLS_BIND',
+      });
+    }
     await listen(server, config.bind, config.port);
   } catch (err) {
     // Nothing was served: release what was composed, so the data dir is left as it was found.
     server.close();
     metrics?.close();
     channel?.close();
+    tls?.http.close();
+    tls?.https.close();
+    await tls?.close();
     await release();
     throw err;
   }
@@ -160,25 +211,10 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const close = () => {
     closed ??= (async () => {
       closing = true;
-      // Go on accepting for a moment before closing the listener: connections a client opened just
-      // before the signal may still wait in the kernel's accept queue of a busy server, and closing
-      // the listener would reset them. Meanwhile every answer says Connection: close. Then the
-      // listener closes (and with it the connections idle now), and each other one as soon as it is idle.
-      const drained = new Promise<void>((resolve) => server.once('close', () => resolve()));
-      let sweep: NodeJS.Timeout | undefined;
-      const linger = setTimeout(
-        () => {
-          server.close();
-          sweep = setInterval(() => server.closeIdleConnections(), 50);
-        },
-        Math.min(ACCEPT_LINGER_MS, config.shutdownGraceMs),
-      );
-      const force = setTimeout(() => server.closeAllConnections(), config.shutdownGraceMs);
       metrics?.close();
-      await drained;
-      clearTimeout(linger);
-      clearInterval(sweep);
-      clearTimeout(force);
+      const listeners = tls ? [server, tls.https, tls.http] : [server];
+      await Promise.all(listeners.map((listener) => drain(listener, config.shutdownGraceMs)));
+      await tls?.close();
       // Other nodes' calls are answered until this node's own are: its databases close with release().
       if (channel) await closeChannel(channel);
       await release();

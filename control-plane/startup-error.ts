@@ -10,20 +10,30 @@ import { errnoCode } from '../storage/durable.ts';
 
 export class StartupError extends Error {}
 
-/** Why the server could not listen, or the error itself when it is not one an operator can fix. */
-export function listenProblem(err: unknown, bind: string, port: number): unknown {
+/**
+ * Why the server could not listen, or the error itself when it is not one an operator can fix. `names`
+ * are the settings of that listener's port and address (the plain one's by default).
+ */
+export function listenProblem(
+  err: unknown,
+  bind: string,
+  port: number,
+  names: { port: string; bind: string } = { port: 'BERTH_PORT', bind: 'BERTH_BIND' },
+): unknown {
   switch (errnoCode(err)) {
     case 'EADDRINUSE':
       return new StartupError(
-        `port ${port} on ${bind} is already in use by another program: stop that program, or set BERTH_PORT to a free port`,
+        `port ${port} on ${bind} is already in use by another program: stop that program, or set ${names.port} to a free port`,
       );
     case 'EACCES':
       return new StartupError(
-        `this user may not listen on port ${port} (ports below 1024 need privileges): set BERTH_PORT above 1023 and put a proxy in front (docs/deploy.md)`,
+        names.port === 'BERTH_PORT'
+          ? `this user may not listen on port ${port} (ports below 1024 need privileges): set BERTH_PORT above 1023 and put a proxy in front (docs/deploy.md)`
+          : `this user may not listen on port ${port} (ports below 1024 need privileges): give Node the capability (setcap cap_net_bind_service=+ep) or run Berth under systemd with AmbientCapabilities=CAP_NET_BIND_SERVICE (docs/deploy.md)`,
       );
     case 'EADDRNOTAVAIL':
       return new StartupError(
-        `${bind} is not an address of this machine: set BERTH_BIND to one of its addresses, e.g. 127.0.0.1 or 0.0.0.0`,
+        `${bind} is not an address of this machine: set ${names.bind} to one of its addresses, e.g. 127.0.0.1 or 0.0.0.0`,
       );
     default:
       return err;

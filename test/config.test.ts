@@ -111,3 +111,42 @@ test('a node is named, given roles, a channel address and its TLS files; a clust
     t.throws(() => loadConfig(env), { instanceOf: ConfigError, message }, JSON.stringify(env));
   }
 });
+
+test('HTTPS by Berth itself: off unless BERTH_TLS=acme; its ports, address and directory, with defaults', (t) => {
+  t.is(loadConfig({}).tls, null, 'plain HTTP unless asked');
+  t.deepEqual(loadConfig({ BERTH_TLS: 'acme' }).tls, {
+    bind: '0.0.0.0',
+    httpsPort: 443,
+    httpPort: 80,
+    directory: 'https://acme-v02.api.letsencrypt.org/directory',
+    email: '',
+    caFile: '',
+    renewCheckMs: 3600_000,
+  });
+  const tls = loadConfig({
+    BERTH_TLS: 'acme',
+    BERTH_TLS_BIND: '192.0.2.1',
+    BERTH_HTTPS_PORT: '8443',
+    BERTH_HTTP_PORT: '8081',
+    BERTH_ACME_DIRECTORY: 'https://127.0.0.1:14000/dir',
+    BERTH_ACME_EMAIL: 'ops@example.com',
+    BERTH_ACME_CA_FILE: '/etc/pebble.pem',
+    BERTH_TLS_RENEW_CHECK_MS: '1000',
+  }).tls;
+  t.like(tls, {
+    bind: '192.0.2.1',
+    httpsPort: 8443,
+    httpPort: 8081,
+    email: 'ops@example.com',
+    caFile: '/etc/pebble.pem',
+  });
+  t.is(loadConfig({ BERTH_TLS: 'acme', BERTH_PORT: '9090' }).port, 9090, 'the plain listener stays');
+  for (const [env, message] of [
+    [{ BERTH_TLS: 'yes' }, /BERTH_TLS must be "acme"/],
+    [{ BERTH_TLS: 'acme', BERTH_ACME_DIRECTORY: 'http://ca.example.com/dir' }, /BERTH_ACME_DIRECTORY must be an https/],
+    [{ BERTH_TLS: 'acme', BERTH_ACME_EMAIL: 'nobody' }, /BERTH_ACME_EMAIL/],
+    [{ BERTH_TLS: 'acme', BERTH_HTTPS_PORT: '80' }, /must differ/],
+    [{ BERTH_TLS: 'acme', BERTH_TRUST_PROXY: 'true' }, /BERTH_TRUST_PROXY is for a proxy in front/],
+  ] as const)
+    t.throws(() => loadConfig(env), { instanceOf: ConfigError, message }, JSON.stringify(env));
+});

@@ -34,6 +34,29 @@ test('a port in use is named, with what to do', async (t) => {
   oneLine(t, run.stderr);
 });
 
+test('an HTTPS port in use is named by its own setting', async (t) => {
+  const busy = net.createServer().listen(0, '127.0.0.1');
+  await new Promise((resolve) => busy.once('listening', resolve));
+  t.teardown(() => busy.close());
+  const port = (busy.address() as net.AddressInfo).port;
+  const run = await runBerth(['serve'], {
+    BERTH_DATA_DIR: await makeDataDir(t),
+    BERTH_PORT: '0',
+    BERTH_TLS: 'acme',
+    BERTH_TLS_BIND: '127.0.0.1',
+    BERTH_HTTP_PORT: String(port),
+    BERTH_HTTPS_PORT: String(port + 1 === 65536 ? port - 1 : port + 1),
+  });
+  t.is(run.code, 1);
+  t.regex(
+    run.stderr,
+    new RegExp(
+      `^berth: port ${port} on 127\\.0\\.0\\.1 is already in use by another program: stop that program, or set BERTH_HTTP_PORT to a free port`,
+    ),
+  );
+  oneLine(t, run.stderr);
+});
+
 test('a data dir that cannot be a directory is named', async (t) => {
   const parent = await makeDataDir(t);
   const file = path.join(parent, 'a-file');

@@ -15,7 +15,9 @@ export type Change =
   | { kind: 'function'; siteId: string; name: string; functionId: string; versionId: string | null }
   | { kind: 'database'; siteId: string }
   /** Any custom domain: added, verified, lapsed, made canonical, removed. */
-  | { kind: 'domains' };
+  | { kind: 'domains' }
+  /** A certificate stored for the name (BERTH_TLS=acme): issued or renewed. */
+  | { kind: 'certificate'; hostname: string };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -86,6 +88,8 @@ export function parseChange(value: unknown): Change | undefined {
             versionId: c.versionId as string | null,
           }
         : undefined;
+    case 'certificate':
+      return text('hostname') ? { kind: 'certificate', hostname: c.hostname as string } : undefined;
     case 'database':
       return text('siteId') ? { kind: 'database', siteId: c.siteId as string } : undefined;
     default:

@@ -40,6 +40,10 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'invitations', key: ['id'] },
   { name: 'cli_logins', key: ['id'] },
   { name: 'attempt_limits', key: ['key'] },
+  { name: 'tls_certificates', key: ['hostname'] },
+  { name: 'tls_orders', key: ['hostname'] },
+  { name: 'tls_challenges', key: ['token'] },
+  { name: 'tls_accounts', key: ['directory_url'] },
 ];
 
 /** Tables whose integer ids a sequence hands out on PostgreSQL: set past the copied ids. */

@@ -27,6 +27,7 @@ import * as nodes from './migrations/0018_nodes.ts';
 import * as databaseMoves from './migrations/0019_database_moves.ts';
 import * as databaseCopies from './migrations/0020_database_copies.ts';
 import * as siteDomains from './migrations/0021_site_domains.ts';
+import * as tls from './migrations/0022_tls.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -55,6 +56,7 @@ const migrations: Record<string, Migration> = {
   '0019_database_moves': databaseMoves,
   '0020_database_copies': databaseCopies,
   '0021_site_domains': siteDomains,
+  '0022_tls': tls,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

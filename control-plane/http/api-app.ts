@@ -3,6 +3,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
+import { servesName } from '../services/hosting.ts';
 import { readiness } from '../services/readiness.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { sendMetrics } from './metrics-endpoint.ts';
@@ -39,6 +40,15 @@ export function createApiApp(deps: Deps, version: string): Koa {
     ctx.set('Cache-Control', 'no-store');
     ctx.status = state.ready ? 200 : 503;
     ctx.body = state;
+  });
+  // Caddy's on_demand_tls `ask`: 200 for exactly the names this instance serves, else 404, before a
+  // proxy in front orders a certificate. Public: it tells nobody more than a request to that name would.
+  open.get('/_berth/tls/allowed', async (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    const domain = typeof ctx.query.domain === 'string' ? ctx.query.domain : '';
+    if (!domain || !(await servesName(deps, domain)))
+      throw new BerthError('not_found', 'this instance serves no such name');
+    ctx.body = { allowed: true };
   });
   open.get('/metrics', async (ctx) => {
     const token = deps.config.metricsToken;

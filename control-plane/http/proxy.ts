@@ -23,6 +23,15 @@ export function requestProtocol(req: http.IncomingMessage, trustProxy: boolean):
   return trustProxy && first(req.headers['x-forwarded-proto']) === 'https' ? 'https' : 'http';
 }
 
+/** HTTPS only for this host from now on, for a year: sent with every answer that came over HTTPS. */
+export const STRICT_TRANSPORT_SECURITY = 'max-age=31536000';
+
+/** Sets Strict-Transport-Security on the answer to a request that came over HTTPS (here, or to the proxy). */
+export function strictTransport(req: http.IncomingMessage, res: http.ServerResponse, trustProxy: boolean): void {
+  if (requestProtocol(req, trustProxy) === 'https')
+    res.setHeader('Strict-Transport-Security', STRICT_TRANSPORT_SECURITY);
+}
+
 export function clientAddress(req: http.IncomingMessage, trustProxy: boolean): string {
   const forwarded = trustProxy ? req.headers['x-forwarded-for'] : undefined;
   const last = (Array.isArray(forwarded) ? forwarded.join(',') : forwarded)?.split(',').at(-1)?.trim();

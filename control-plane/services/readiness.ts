@@ -1,11 +1,13 @@
 // Whether this server can do its work now, for GET /readyz: the metadata database answers, the blob
 // store takes a write (the blob directory) or answers for its bucket (the object store), and the Deno
-// executable that runs functions and site databases is there; with its view of the instance's nodes. Each
+// executable that runs functions and site databases is there; with its view of the instance's nodes and,
+// with BERTH_TLS=acme, the certificates whose renewal failed (still serving: not a reason to be unready). Each
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
 import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { listNodes, type NodeState } from './nodes.ts';
+import { type FailingRenewal, failingRenewals } from '../tls/order-leases.ts';
 
 const CHECK_MS = 2000;
 
@@ -71,19 +73,43 @@ async function clusterView(deps: Pick<Deps, 'db' | 'config'>): Promise<ClusterVi
   }
 }
 
+/** Certificates by Berth itself: the ones whose last renewal failed, each still serving until `notAfter`. */
+export interface TlsView {
+  renewalsFailing: FailingRenewal[];
+}
+
+async function tlsView(deps: Pick<Deps, 'db' | 'config'>): Promise<TlsView | null> {
+  try {
+    return { renewalsFailing: await failingRenewals(deps) };
+  } catch {
+    return null; // The metadata check says why.
+  }
+}
+
+/** `view`, or null when it has not answered within the checks' deadline. */
+const inTime = <T>(view: Promise<T | null>) =>
+  Promise.race([view, new Promise<null>((resolve) => setTimeout(resolve, CHECK_MS, null).unref())]);
+
 export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>): Promise<{
   ready: boolean;
   checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>;
   cluster: ClusterView | null;
+  tls?: TlsView | null;
 }> {
-  const [metadata, blobs, deno, cluster] = await Promise.all([
+  const [metadata, blobs, deno, cluster, tls] = await Promise.all([
     check(() => metadataAnswers(deps.db)),
     check(() => blobsAnswer(deps.blobs)),
     check(() => deps.runtime.denoAvailable()),
-    Promise.race([clusterView(deps), new Promise<null>((resolve) => setTimeout(resolve, CHECK_MS, null).unref())]),
+    inTime(clusterView(deps)),
+    deps.config.tls ? inTime(tlsView(deps)) : undefined,
   ]);
   const checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> & { web?: CheckResult } = { metadata, blobs, deno };
   // A node without the web role answers only the other nodes: a load balancer leaves it out.
   if (!deps.config.roles.includes('web')) checks.web = 'this node does not serve sites or the API (BERTH_ROLES)';
-  return { ready: Object.values(checks).every((result) => result === 'ok'), checks, cluster };
+  return {
+    ready: Object.values(checks).every((result) => result === 'ok'),
+    checks,
+    cluster,
+    ...(tls !== undefined ? { tls } : {}),
+  };
 }

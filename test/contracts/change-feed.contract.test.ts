@@ -50,6 +50,7 @@ const CHANGES: Change[] = [
   { kind: 'function', siteId: 's', name: 'hello', functionId: 'f', versionId: 'v1' },
   { kind: 'function', siteId: 's', name: 'hello', functionId: 'f', versionId: null },
   { kind: 'database', siteId: 's' },
+  { kind: 'certificate', hostname: 'shop.example.org' },
   file('b.txt'),
 ];
 

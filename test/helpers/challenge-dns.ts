@@ -12,6 +12,9 @@ export interface ChallengeDns {
   address: string;
   setTxt(name: string, value: string): Promise<void>;
   clearTxt(name: string): Promise<void>;
+  /** Answers A queries for `name` with `address` instead of 127.0.0.1. */
+  addA(name: string, address: string): Promise<void>;
+  clearA(name: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -59,6 +62,12 @@ export async function startChallengeDns(): Promise<ChallengeDns> {
     },
     clearTxt: async (name) => {
       await got.post(`${management}/clear-txt`, { json: { host: fqdn(name) } });
+    },
+    addA: async (name, address) => {
+      await got.post(`${management}/add-a`, { json: { host: fqdn(name), addresses: [address] } });
+    },
+    clearA: async (name) => {
+      await got.post(`${management}/clear-a`, { json: { host: fqdn(name) } });
     },
     stop: async () => {
       child.kill();
