@@ -58,10 +58,10 @@ interface Domain {
 }
 
 type Account = TestBerth['owner'];
-const domains = (account: Account, siteId: string) => `v0/sites/${siteId}/domains`;
+const domains = (siteId: string) => `v0/sites/${siteId}/domains`;
 
 async function addDomain(account: Account, siteId: string, hostname: string) {
-  return account.api.post(domains(account, siteId), { json: { hostname } });
+  return account.api.post(domains(siteId), { json: { hostname } });
 }
 
 /** Adds a domain, creates its TXT record and verifies it. */
@@ -71,7 +71,7 @@ async function activeDomain(account: Account, siteId: string, hostname: string):
     throw new Error(`adding ${hostname}: ${added.statusCode} ${JSON.stringify(added.body)}`);
   const { domain } = added.body as unknown as { domain: Domain };
   await dns.setTxt(domain.verification.name, domain.verification.value);
-  const verified = await account.api.post(`${domains(account, siteId)}/${hostname}/verify`);
+  const verified = await account.api.post(`${domains(siteId)}/${hostname}/verify`);
   if (verified.statusCode !== 200) throw new Error(`verifying ${hostname}: ${JSON.stringify(verified.body)}`);
   return (verified.body as unknown as { domain: Domain }).domain;
 }
@@ -115,10 +115,10 @@ test('a domain is added PENDING with the TXT record to create; its name is norma
   t.is((withPort.body as unknown as { domain: Domain }).domain.hostname, 'www.example.org');
 
   // Read back by the name in any form that normalises to it; listed by name, a page at a time.
-  const one = await t0.owner.read.get(`${domains(t0.owner, site.id)}/SHOP.example.com`);
+  const one = await t0.owner.read.get(`${domains(site.id)}/SHOP.example.com`);
   t.is(one.statusCode, 200);
   t.is((one.body as unknown as { domain: Domain }).domain.hostname, 'shop.example.com');
-  const page = await t0.owner.read.get(domains(t0.owner, site.id), { searchParams: { limit: 2 } });
+  const page = await t0.owner.read.get(domains(site.id), { searchParams: { limit: 2 } });
   const body = page.body as unknown as { domains: Domain[]; pagination: { hasMore: boolean; nextOffset: number } };
   t.deepEqual(
     body.domains.map((d) => d.hostname),
@@ -127,7 +127,7 @@ test('a domain is added PENDING with the TXT record to create; its name is norma
   t.deepEqual(body.pagination, { hasMore: true, nextOffset: 2 });
 
   // A READ key reads but does not add.
-  const denied = await t0.owner.read.post(domains(t0.owner, site.id), { json: { hostname: 'read.example.com' } });
+  const denied = await t0.owner.read.post(domains(site.id), { json: { hostname: 'read.example.com' } });
   t.is(denied.statusCode, 403);
   t.is((denied.body as unknown as { error: { code: string } }).error.code, 'forbidden');
 });
@@ -157,7 +157,7 @@ test('names that are not public DNS names are invalid; the instance’s own name
     t.is(res.statusCode, 400, hostname);
     t.is((res.body as unknown as { error: { code: string } }).error.code, 'domain_reserved', hostname);
   }
-  const list = await t0.owner.read.get(domains(t0.owner, site.id));
+  const list = await t0.owner.read.get(domains(site.id));
   t.deepEqual((list.body as unknown as { domains: Domain[] }).domains, [], 'nothing was stored');
 });
 
@@ -166,7 +166,7 @@ test('verification fails saying what it found, then passes; an ACTIVE name is no
   const other = await t0.newAccount('builder');
   const rival = await createSite(other);
   const added = (await addDomain(t0.owner, site.id, 'verify.example.com')).body as unknown as { domain: Domain };
-  const verify = () => t0.owner.api.post(`${domains(t0.owner, site.id)}/verify.example.com/verify`);
+  const verify = () => t0.owner.api.post(`${domains(site.id)}/verify.example.com/verify`);
 
   const missing = await verify();
   t.is(missing.statusCode, 409);
@@ -198,7 +198,7 @@ test('verification fails saying what it found, then passes; an ACTIVE name is no
   t.truthy(domain.verifiedAt);
 
   // The rival's pending claim ended with the verification; a new one is refused without a word of who holds it.
-  const rivalList = await other.read.get(domains(other, rival.id));
+  const rivalList = await other.read.get(domains(rival.id));
   t.deepEqual((rivalList.body as unknown as { domains: Domain[] }).domains, []);
   const taken = await addDomain(other, rival.id, 'Verify.Example.com');
   t.is(taken.statusCode, 409);
@@ -251,7 +251,7 @@ test('a canonical domain takes the others’ visitors with a 308, path and query
   await activeDomain(t0.owner, site.id, 'canon.example.com');
   await activeDomain(t0.owner, site.id, 'www.canon.example.com');
   const update = (hostname: string, json: Record<string, unknown>) =>
-    t0.owner.api.post(`${domains(t0.owner, site.id)}/${hostname}`, { json });
+    t0.owner.api.post(`${domains(site.id)}/${hostname}`, { json });
 
   const made = await update('www.canon.example.com', { canonical: true });
   t.is(made.statusCode, 200);
@@ -273,7 +273,7 @@ test('a canonical domain takes the others’ visitors with a 308, path and query
 
   // Another domain made canonical takes over: one canonical name per site.
   await update('canon.example.com', { canonical: true });
-  const list = (await t0.owner.read.get(domains(t0.owner, site.id))).body as unknown as { domains: Domain[] };
+  const list = (await t0.owner.read.get(domains(site.id))).body as unknown as { domains: Domain[] };
   t.deepEqual(
     list.domains.map((d) => [d.hostname, d.canonical]),
     [
@@ -294,7 +294,7 @@ test('an archived site keeps its domains and serves nothing; a removed domain is
   const archived = await at('archived.example.com').get('');
   t.is(archived.statusCode, 404);
   t.false(archived.body.includes('archive me'));
-  const kept = (await t0.owner.read.get(domains(t0.owner, site.id))).body as unknown as { domains: Domain[] };
+  const kept = (await t0.owner.read.get(domains(site.id))).body as unknown as { domains: Domain[] };
   t.deepEqual(
     kept.domains.map((d) => [d.hostname, d.status]),
     [['archived.example.com', 'ACTIVE']],
@@ -302,11 +302,11 @@ test('an archived site keeps its domains and serves nothing; a removed domain is
   await t0.owner.api.post(`v0/sites/${site.id}`, { json: { status: 'ACTIVE' } });
   t.is((await at('archived.example.com').get('')).statusCode, 200);
 
-  const removed = await t0.owner.api.delete(`${domains(t0.owner, site.id)}/archived.example.com`);
+  const removed = await t0.owner.api.delete(`${domains(site.id)}/archived.example.com`);
   t.is(removed.statusCode, 200);
   t.deepEqual(removed.body, { deleted: true });
   t.is((await at('archived.example.com').get('')).statusCode, 404);
-  const gone = await t0.owner.api.delete(`${domains(t0.owner, site.id)}/archived.example.com`);
+  const gone = await t0.owner.api.delete(`${domains(site.id)}/archived.example.com`);
   t.is(gone.statusCode, 404);
   t.is((gone.body as unknown as { error: { code: string } }).error.code, 'not_found');
 });
@@ -318,14 +318,14 @@ test('an ACTIVE domain whose TXT record is gone is seen failing, then lapses to 
   await dns.clearTxt(domain.verification.name);
 
   const failing = await until(async () => {
-    const res = await t0.owner.read.get(`${domains(t0.owner, site.id)}/lapse.example.com`);
+    const res = await t0.owner.read.get(`${domains(site.id)}/lapse.example.com`);
     const seen = (res.body as unknown as { domain: Domain }).domain;
     return seen.failingSince ? seen : undefined;
   }, 'the missing record seen');
   t.is(failing.status, 'ACTIVE', 'within the grace period it is still served');
 
   const lapsed = await until(async () => {
-    const res = await t0.owner.read.get(`${domains(t0.owner, site.id)}/lapse.example.com`);
+    const res = await t0.owner.read.get(`${domains(site.id)}/lapse.example.com`);
     const seen = (res.body as unknown as { domain: Domain }).domain;
     return seen.status === 'PENDING' ? seen : undefined;
   }, 'the domain lapsed');
@@ -334,7 +334,7 @@ test('an ACTIVE domain whose TXT record is gone is seen failing, then lapses to 
 
   // Its record back, it verifies again.
   await dns.setTxt(domain.verification.name, domain.verification.value);
-  const again = await t0.owner.api.post(`${domains(t0.owner, site.id)}/lapse.example.com/verify`);
+  const again = await t0.owner.api.post(`${domains(site.id)}/lapse.example.com/verify`);
   t.is((again.body as unknown as { domain: Domain }).domain.status, 'ACTIVE');
   t.is((await at('lapse.example.com').get('')).statusCode, 200);
 });

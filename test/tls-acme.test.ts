@@ -10,8 +10,6 @@ import test from 'ava';
 import got from 'got';
 import { type Config, DEFAULTS, type TlsConfig } from '../control-plane/config.ts';
 import { type Berth, startBerth } from '../control-plane/server.ts';
-import type { Actor } from '../control-plane/services/deps.ts';
-import { addDomain, verifyDomain } from '../control-plane/services/domains.ts';
 import { createUser } from '../control-plane/services/users.ts';
 import { putChallenge } from '../control-plane/tls/challenges.ts';
 import { createSite, makeDataDir, putFile, type TestBerth, startTestBerth } from './helpers/berth.ts';
@@ -121,15 +119,16 @@ test.serial('a verified custom domain answers over HTTPS within 10 s of its veri
   const { berth, pebble, dns, tls } = main;
   const site = await siteWithPage(berth, '<p>shop</p>');
   const hostname = 'shop.example.org';
-  // The REST front door of domains comes with their own change: the service is called as it will call it.
-  const owner: Actor = { via: 'key', accountId: berth.owner.id, permission: 'WRITE', id: 'tls-test' };
-  const { domain } = await addDomain(berth.berth.deps, owner, site.id, { hostname });
+  const { domain } = (await berth.owner.api.post(`v0/sites/${site.id}/domains`, { json: { hostname } }))
+    .body as unknown as { domain: { status: string; verification: { name: string; value: string } } };
   t.is(domain.status, 'PENDING');
   await dns.setTxt(domain.verification.name, domain.verification.value);
   const client = httpsClient(pebble.root);
   // Before it is verified, the name is nobody's: no certificate.
   await t.throwsAsync(peerCertificate(tls.httpsPort, hostname, pebble.root));
-  const verified = await verifyDomain(berth.berth.deps, owner, site.id, hostname);
+  const verified = (await berth.owner.api.post(`v0/sites/${site.id}/domains/${hostname}/verify`)).body as unknown as {
+    domain: { status: string };
+  };
   t.is(verified.domain.status, 'ACTIVE');
   const at = Date.now();
   const res = await until(
