@@ -277,6 +277,16 @@ test.serial(
     t.is(await metric(berth, /^berth_tls_renewals_failing /), 1);
     t.is(await metric(berth, /^berth_tls_orders_total\{outcome="failed"\}/), 1);
     t.is((await peerCertificate(tls.httpsPort, name, pebble.root)).serialNumber, second.serialNumber);
+
+    // A name no longer served is not renewed; once its certificate ends it is forgotten, and refused.
+    await berth.owner.api.post(`v0/sites/${site.id}`, { json: { status: 'ARCHIVED' } });
+    await until(
+      async () => (await berth.berth.deps.db('tls_certificates').where({ hostname: name }).first()) === undefined,
+      'the ended certificate removed',
+      { ms: 30_000, every: 250 },
+    );
+    await t.throwsAsync(peerCertificate(tls.httpsPort, name, pebble.root));
+    t.is(pebble.orders(), 3, 'no order for a name no longer served');
   },
 );
 

@@ -85,3 +85,26 @@ export async function dueForRenewal(deps: Pick<Deps, 'db' | 'now'>): Promise<str
     .select('hostname');
   return rows.map((row) => row.hostname);
 }
+
+/**
+ * Forgets what has ended: certificates past their end (a name no longer served is not renewed, and its
+ * certificate goes once it ends), and the order rows of names that hold no certificate, no lease and no
+ * back-off still running. A back-off still running is kept, whatever the name.
+ */
+export async function removeEnded(deps: Pick<Deps, 'db' | 'now'>): Promise<number> {
+  const now = deps.now().toISOString();
+  const ended = await deps.db('tls_certificates').where('not_after', '<=', now).delete();
+  await deps
+    .db('tls_orders')
+    .whereNotExists(
+      (q) =>
+        void q
+          .select(deps.db.raw('1'))
+          .from('tls_certificates')
+          .whereRaw('tls_certificates.hostname = tls_orders.hostname'),
+    )
+    .andWhere((q) => void q.whereNull('lease_expires_at').orWhere('lease_expires_at', '<=', now))
+    .andWhere((q) => void q.whereNull('retry_at').orWhere('retry_at', '<=', now))
+    .delete();
+  return ended;
+}

@@ -1,11 +1,11 @@
 // Renews the certificates due for it (certificate-store.ts says when) every BERTH_TLS_RENEW_CHECK_MS, on
 // every node: the names' leases make one node order each, and a name's back-off holds after a failed
 // renewal, while its old certificate goes on serving until it ends (/readyz and metrics show it).
-// A name no longer served is not renewed: its certificate ends.
+// A name no longer served is not renewed: its certificate ends, and is then removed.
 import { logJobFailure } from '../db/errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { servesName } from '../services/hosting.ts';
-import { dueForRenewal } from './certificate-store.ts';
+import { dueForRenewal, removeEnded } from './certificate-store.ts';
 import { removeLeftoverChallenges } from './challenges.ts';
 import type { Orderer } from './orderer.ts';
 
@@ -41,6 +41,7 @@ export class Renewals {
 
   async #pass(): Promise<void> {
     await removeLeftoverChallenges(this.deps);
+    await removeEnded(this.deps);
     for (const hostname of await dueForRenewal(this.deps)) {
       if (this.#stopped) return;
       if (await servesName(this.deps, hostname)) await this.orderer.obtain(hostname);
