@@ -236,6 +236,18 @@ export const DomainRecord = z.object({
   verifiedAt: Timestamp.nullable(),
   checkedAt: Timestamp.nullable().describe('when the TXT record was last looked for'),
   failingSince: Timestamp.nullable().describe('when the TXT record was first found missing; null while it is there'),
+  certificate: z
+    .object({
+      status: z
+        .enum(['ISSUED', 'NOT_YET', 'FAILING'])
+        .describe('NOT_YET: ordered at the first HTTPS visit once the domain is ACTIVE'),
+      notAfter: Timestamp.nullable(),
+      renewAt: Timestamp.nullable(),
+      error: z.string().nullable().describe('the CA’s last answer when ordering failed'),
+      retryAt: Timestamp.nullable(),
+    })
+    .optional()
+    .describe('only when Berth gets its own certificates (BERTH_TLS=acme)'),
 });
 export const AddDomainBody = z.object({ hostname: Hostname }).strict();
 export const UpdateDomainBody = z

@@ -19,6 +19,7 @@ import { freePort } from './helpers/ports.ts';
 import { databaseFor, onPostgres } from './helpers/postgres.ts';
 import { httpsClient, peerCertificate } from './helpers/tls-client.ts';
 import { until } from './helpers/until.ts';
+import { launchBrowser, newContext, signIn } from './helpers/browser.ts';
 
 const SITE_HOST = 'sites.example.com';
 const METRICS_TOKEN = 'tls-test-metrics-token';
@@ -130,6 +131,13 @@ test.serial('a verified custom domain answers over HTTPS within 10 s of its veri
     domain: { status: string };
   };
   t.is(verified.domain.status, 'ACTIVE');
+  const certificateOf = async () =>
+    (
+      (await berth.owner.read.get(`v0/sites/${site.id}/domains/${hostname}`)).body as unknown as {
+        domain: { certificate: { status: string; notAfter: string | null; error: string | null } };
+      }
+    ).domain.certificate;
+  t.like(await certificateOf(), { status: 'NOT_YET', notAfter: null }, 'ordered at the first HTTPS visit');
   const at = Date.now();
   const res = await until(
     async () => {
@@ -145,7 +153,48 @@ test.serial('a verified custom domain answers over HTTPS within 10 s of its veri
   t.log(`first HTTPS answer ${Date.now() - at} ms after "verify"`);
   t.is(res.statusCode, 200);
   t.is(res.body, '<p>shop</p>');
-  t.is((await peerCertificate(tls.httpsPort, hostname, pebble.root)).subjectaltname, `DNS:${hostname}`);
+  const peer = await peerCertificate(tls.httpsPort, hostname, pebble.root);
+  t.is(peer.subjectaltname, `DNS:${hostname}`);
+  const issued = await certificateOf();
+  t.is(issued.status, 'ISSUED');
+  t.is(Date.parse(issued.notAfter!), Date.parse(peer.validTo));
+});
+
+test.serial('the dashboard’s Domains tab shows each domain’s certificate in words', async (t) => {
+  const { berth, pebble, tls } = main;
+  // The custom domain of the test before holds its certificate by now; a verified domain not yet visited has none.
+  const site = await siteWithPage(berth, '<p>dashboard</p>');
+  for (const hostname of ['issued.example.org', 'unvisited.example.org']) {
+    const { domain } = (await berth.owner.api.post(`v0/sites/${site.id}/domains`, { json: { hostname } }))
+      .body as unknown as { domain: { verification: { name: string; value: string } } };
+    await main.dns.setTxt(domain.verification.name, domain.verification.value);
+    await berth.owner.api.post(`v0/sites/${site.id}/domains/${hostname}/verify`);
+  }
+  await peerCertificate(tls.httpsPort, 'issued.example.org', pebble.root);
+  await createUser(berth.berth.deps, {
+    email: 'certs@example.com',
+    accountId: berth.owner.id,
+    role: 'ADMIN',
+    password: 'a long enough password',
+  });
+  const browser = await launchBrowser();
+  t.teardown(() => browser.close());
+  const page = await (await newContext(browser)).newPage();
+  await signIn(page, berth.url, 'certs@example.com', 'a long enough password');
+  await page.goto(`${berth.url}/#/sites/${site.id}/domains`);
+  const table = page.getByRole('table', { name: 'Custom domains' });
+  await table.getByRole('row').filter({ hasText: 'issued.example.org' }).waitFor();
+  t.deepEqual(await table.getByRole('columnheader').allTextContents(), [
+    'Domain',
+    'Status',
+    'Canonical',
+    'Certificate',
+    'Actions',
+  ]);
+  const certificateOf = async (hostname: string) =>
+    (await table.getByRole('row').filter({ hasText: hostname }).getByRole('cell').nth(3).textContent())!;
+  t.regex(await certificateOf('issued.example.org'), /^Issued\s*Renews /);
+  t.is(await certificateOf('unvisited.example.org'), 'Ordered at the first HTTPS visit');
 });
 
 test.serial('an unknown name gets no certificate, and no order, no key and no row are made for it', async (t) => {
@@ -185,6 +234,22 @@ test.serial('a name whose validation fails is not ordered again at once: it back
   for (let i = 0; i < 3; i++) await t.throwsAsync(peerCertificate(tls.httpsPort, name, pebble.root));
   t.is(pebble.orders(), orders + 1, 'no second order while it backs off');
   t.is(await metric(berth, /^berth_tls_orders_total\{outcome="failed"\}/), 1);
+
+  // A custom domain's failing certificate shows in the domains API, with the CA's answer.
+  const hostname = 'broken.example.org';
+  const { domain } = (await berth.owner.api.post(`v0/sites/${site.id}/domains`, { json: { hostname } }))
+    .body as unknown as { domain: { verification: { name: string; value: string } } };
+  await dns.setTxt(domain.verification.name, domain.verification.value);
+  await berth.owner.api.post(`v0/sites/${site.id}/domains/${hostname}/verify`);
+  await dns.addA(hostname, '127.0.0.2');
+  await t.throwsAsync(peerCertificate(tls.httpsPort, hostname, pebble.root));
+  const listed = (await berth.owner.read.get(`v0/sites/${site.id}/domains`)).body as unknown as {
+    domains: Array<{ hostname: string; certificate: { status: string; error: string; retryAt: string } }>;
+  };
+  const broken = listed.domains.find((d) => d.hostname === hostname)!;
+  t.is(broken.certificate.status, 'FAILING');
+  t.regex(broken.certificate.error, /connection|refused|127\.0\.0\.2/i);
+  t.true(Date.parse(broken.certificate.retryAt) > Date.now());
 });
 
 test.serial('port 80 answers ACME challenges and sends everything else to HTTPS with a 308', async (t) => {

@@ -64,6 +64,25 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
         ),
   ];
 
+  /** The certificate in words: a badge says which state, the line below when and why. */
+  const certificateCell = (d: Domain) => {
+    const c = d.certificate;
+    if (!c) return '–';
+    if (c.status === 'ISSUED')
+      return [badge('Issued', 'active'), h('div', { class: 'hint' }, ['Renews ', time(c.renewAt!)])];
+    if (c.status === 'FAILING')
+      return [
+        badge('Failing', 'failed'),
+        h('div', { class: 'hint' }, [c.error ?? 'the CA refused it', '. Tried again ', time(c.retryAt!)]),
+        c.notAfter ? h('div', { class: 'hint' }, ['The current one serves until ', time(c.notAfter)]) : null,
+      ];
+    return h(
+      'span',
+      { class: 'hint' },
+      d.status === 'ACTIVE' ? 'Ordered at the first HTTPS visit' : 'Once the domain is verified',
+    );
+  };
+
   const load = async () => {
     const domains = await getAll<Domain, 'domains'>(base, 'domains');
     const columns: Column<Domain>[] = [
@@ -95,7 +114,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       columns.push({
         label: 'Certificate',
         class: 'cert-cell',
-        cell: (d) => (d.certificate?.status ? badge(d.certificate.status) : '–'),
+        cell: certificateCell,
       });
     }
     columns.push({

@@ -185,6 +185,12 @@ export interface Domain {
   verifiedAt: string | null;
   checkedAt: string | null;
   failingSince: string | null;
-  /** The state of the name's certificate, once the server reports one; the page has no certificate column until then. */
-  certificate?: { status?: string } | null;
+  /** The name's certificate when Berth gets its own (BERTH_TLS=acme); absent with a proxy in front. */
+  certificate?: {
+    status: 'ISSUED' | 'NOT_YET' | 'FAILING';
+    notAfter: string | null;
+    renewAt: string | null;
+    error: string | null;
+    retryAt: string | null;
+  };
 }

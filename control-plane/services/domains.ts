@@ -12,6 +12,7 @@ import { txtRecords } from './dns-records.ts';
 import { type Actor, type Deps, timestamp } from './deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
+import { type CertificateState, certificateStates } from '../tls/certificate-state.ts';
 
 export const CHALLENGE_LABEL = '_berth-challenge';
 
@@ -67,18 +68,37 @@ async function requireDomain(deps: Deps, siteId: string, hostname: string): Prom
 
 const siteHostnameOf = (deps: Deps, site: { subdomain: string }) => `${site.subdomain}.${deps.config.siteHost}`;
 
+/**
+ * Adds each domain's certificate state when Berth gets certificates itself (BERTH_TLS=acme); with a
+ * proxy in front, the proxy's certificates are not Berth's to report.
+ */
+async function withCertificates<D extends { hostname: string }>(
+  deps: Deps,
+  domains: D[],
+): Promise<Array<D & { certificate?: CertificateState }>> {
+  if (!deps.config.tls) return domains;
+  const states = await certificateStates(
+    deps,
+    domains.map((d) => d.hostname),
+  );
+  return domains.map((d) => ({ ...d, certificate: states.get(d.hostname)! }));
+}
+
 export async function listDomains(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
   const site = await requireSite(deps, actor, siteId);
   const query = deps.db('site_domains').where({ site_id: siteId }).orderBy('hostname');
   const { items, pagination } = await paginate(query, page, (row: DomainRow) =>
     toDomain(row, siteHostnameOf(deps, site)),
   );
-  return { domains: items, pagination };
+  return { domains: await withCertificates(deps, items), pagination };
 }
 
 export async function getDomain(deps: Deps, actor: Actor, siteId: string, hostname: string) {
   const site = await requireSite(deps, actor, siteId);
-  return { domain: toDomain(await requireDomain(deps, siteId, hostname), siteHostnameOf(deps, site)) };
+  const [domain] = await withCertificates(deps, [
+    toDomain(await requireDomain(deps, siteId, hostname), siteHostnameOf(deps, site)),
+  ]);
+  return { domain: domain! };
 }
 
 export async function addDomain(deps: Deps, actor: Actor, siteId: string, input: { hostname: string }) {
