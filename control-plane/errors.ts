@@ -9,6 +9,7 @@ export const ERROR_CODES = {
   confirmation_code_expired: 400,
   database_not_ready: 409,
   database_unavailable: 503,
+  domain_limit_reached: 422,
   domain_not_verified: 409,
   domain_reserved: 400,
   domain_taken: 409,

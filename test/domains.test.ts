@@ -36,7 +36,7 @@ test.before(async () => {
     dnsServers: [dns.address],
     // Short enough to see a domain lapse within the test.
     domainCheckMs: 200,
-    domainGraceMs: 600,
+    domainGraceMs: 2000,
   });
 });
 
@@ -445,4 +445,22 @@ test('MCP tools and berth domains drive the same domains, the CLI printing the r
   t.regex(await berth('domains', 'ls'), /cli\.example\.com {2}ACTIVE/);
   await berth('domains', 'rm', 'cli.example.com');
   t.regex(await berth('domains', 'ls'), /no domains/);
+});
+
+test('a site holds at most 100 domains; the next is refused and nothing is stored', async (t) => {
+  const site = await createSite(t0.owner);
+  for (let i = 0; i < 100; i++) {
+    const res = await addDomain(t0.owner, site.id, `n${i}.limit.example.com`);
+    if (res.statusCode !== 201) throw new Error(`domain ${i}: ${res.statusCode}`);
+  }
+  const refused = await addDomain(t0.owner, site.id, 'one-more.limit.example.com');
+  t.is(refused.statusCode, 422);
+  t.is((refused.body as unknown as { error: { code: string } }).error.code, 'domain_limit_reached');
+  const page = (await t0.owner.read.get(domains(site.id), { searchParams: { limit: 200 } })).body as unknown as {
+    domains: Domain[];
+  };
+  t.is(page.domains.length, 100);
+  // Removing one makes room.
+  await t0.owner.api.delete(`${domains(site.id)}/n0.limit.example.com`);
+  t.is((await addDomain(t0.owner, site.id, 'one-more.limit.example.com')).statusCode, 201);
 });

@@ -6,6 +6,7 @@
 // does not stay with its old site.
 import crypto from 'node:crypto';
 import { isUniqueViolation } from '../db/errors.ts';
+import { lockName } from '../db/locks.ts';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { customDomainName, normaliseHostname } from './domain-names.ts';
 import { txtRecords } from './dns-records.ts';
@@ -15,6 +16,9 @@ import { requireSite } from './site-rows.ts';
 import { type CertificateState, certificateStates } from '../tls/certificate-state.ts';
 
 export const CHALLENGE_LABEL = '_berth-challenge';
+
+/** Names one site may hold, ACTIVE and PENDING together: plenty for a site, bounded for the metadata. */
+export const MAX_DOMAINS_PER_SITE = 100;
 
 interface DomainRow {
   site_id: string;
@@ -109,6 +113,15 @@ export async function addDomain(deps: Deps, actor: Actor, siteId: string, input:
     throw conflict('domain_taken', `${hostname} is a domain of this site already`);
   }
   if (claims.some((claim) => claim.status === 'ACTIVE')) throw taken(hostname);
+  const [{ count }] = (await deps.db('site_domains').where({ site_id: siteId }).count({ count: '*' })) as [
+    { count: number | string },
+  ];
+  if (Number(count) >= MAX_DOMAINS_PER_SITE) {
+    throw new BerthError(
+      'domain_limit_reached',
+      `a site has at most ${MAX_DOMAINS_PER_SITE} domains; remove one it no longer needs first`,
+    );
+  }
   const row: DomainRow = {
     site_id: siteId,
     hostname,
@@ -164,6 +177,8 @@ export async function verifyDomain(deps: Deps, actor: Actor, siteId: string, hos
   const activated = row.status !== 'ACTIVE';
   try {
     await deps.db.transaction(async (trx) => {
+      // Verifications of one name take turns (two sites' claims may both be proven at once).
+      await lockName(trx, `site-domain:${row.hostname}`);
       // The record proves this claim: the other sites' pending claims of the name end here.
       await trx('site_domains').where({ hostname: row.hostname }).whereNot({ site_id: siteId }).delete();
       await trx('site_domains')

@@ -23,6 +23,7 @@ export const domainRoutes: OperationRoute[] = [
         description: 'not a public DNS name (code "invalid_hostname") or one of the instance’s own ("domain_reserved")',
       },
       409: { description: 'the name is another site’s, or this site’s already (code "domain_taken")' },
+      422: { description: 'the site holds 100 domains already (code "domain_limit_reached")' },
     },
   },
   {
