@@ -1,6 +1,9 @@
 // The baselines Berth is measured against, run as their own processes:
 //   node bench/baselines.ts node <port> <dir>       a bare Node http server answering /<name> with the
 //                                                    bytes of <dir>/<name>, held in memory
+//   node bench/baselines.ts https <port> <dir> <cert> <key>
+//                                                    the same over HTTPS (node:https), with the PEM
+//                                                    chain and key in those files
 //   node bench/baselines.ts sqlite <port> <db file>  a bare Node http server answering every request with
 //                                                    the bench statement run on SQLite directly, in the
 //                                                    envelope of Berth's query endpoint
@@ -12,12 +15,13 @@
 // The Deno baseline is `deno serve` of bench/hello-deno.ts.
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 
 export const BENCH_STATEMENT = { sql: 'SELECT v FROM kv WHERE k = ?', params: ['hello'] };
 
-const [, , kind, port, target] = process.argv;
+const [, , kind, port, target, certFile, keyFile] = process.argv;
 
 function serveFiles(dir: string): http.RequestListener {
   const files = new Map(fs.readdirSync(dir).map((name) => [`/${name}`, fs.readFileSync(path.join(dir, name))]));
@@ -132,11 +136,23 @@ function serveUploads(dir: string): http.RequestListener {
 }
 
 if (import.meta.filename === process.argv[1]) {
-  if ((kind !== 'node' && kind !== 'sqlite' && kind !== 'upload') || !port || !target) {
-    process.stderr.write('usage: node bench/baselines.ts node|sqlite|upload <port> <dir|db file|dir>\n');
+  const kinds = ['node', 'https', 'sqlite', 'upload'];
+  if (!kind || !kinds.includes(kind) || !port || !target || (kind === 'https' && (!certFile || !keyFile))) {
+    process.stderr.write(
+      'usage: node bench/baselines.ts node|sqlite|upload <port> <dir|db file|dir>\n' +
+        '       node bench/baselines.ts https <port> <dir> <cert file> <key file>\n',
+    );
     process.exit(2);
   }
   const listener =
-    kind === 'node' ? serveFiles(target) : kind === 'sqlite' ? serveStatement(target) : serveUploads(target);
-  http.createServer(listener).listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
+    kind === 'node' || kind === 'https'
+      ? serveFiles(target)
+      : kind === 'sqlite'
+        ? serveStatement(target)
+        : serveUploads(target);
+  const server =
+    kind === 'https'
+      ? https.createServer({ cert: fs.readFileSync(certFile!), key: fs.readFileSync(keyFile!) }, listener)
+      : http.createServer(listener);
+  server.listen(Number(port), '127.0.0.1', () => process.stdout.write('ready\n'));
 }

@@ -2,10 +2,14 @@
 //   taskset -c 1 node --import tsx bench/load-worker.ts < spec.json
 // The spec (LoadSpec) lists one or more loads that run at the same time (one for each side of a ratio,
 // several for the mixed load). Each gets a warm-up, then the measured run; every response's latency is
-// recorded at full resolution (autocannon's own histogram keeps whole milliseconds). Prints JSON lines:
-// {"event":"start"} when the measured runs begin, then {"event":"result",...}.
+// recorded at full resolution (autocannon's own histogram keeps whole milliseconds). A load over HTTPS
+// trusts the CA and asks for the name it is given; a load of new connections (one request each, which
+// autocannon cannot count) is sent by this file's own loop. Prints JSON lines: {"event":"start"} when
+// the measured runs begin, then {"event":"result",...}.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
+import net from 'node:net';
+import tls from 'node:tls';
 
 export interface LoadTarget {
   label: string;
@@ -29,6 +33,13 @@ export interface LoadTarget {
   hosts?: string[];
   /** With `hosts`: the run ends early once every host has answered (its `seconds` are then a limit). */
   untilEveryHostAnswered?: boolean;
+  /** For an https:// origin: the only CA trusted (PEM) and the name asked for in the handshake (SNI). */
+  tls?: { ca: string; servername: string };
+  /**
+   * Every request on a connection of its own, closed by the server once it has answered (`connection:
+   * close`): each HTTPS request pays a full handshake. GET or a body-less method only, one Host.
+   */
+  newConnections?: boolean;
 }
 
 export interface LoadSpec {
@@ -150,7 +161,10 @@ function options(target: LoadTarget, connections: number, seconds: number): Reco
       return req;
     };
   }
-  return { url: target.origin, connections, duration: seconds, requests: [request] };
+  // autocannon connects with rejectUnauthorized false whatever it is given: main.ts checks the
+  // certificate of each HTTPS side before measuring.
+  const secure = target.tls ? { servername: target.tls.servername, tlsOptions: { ca: target.tls.ca } } : {};
+  return { url: target.origin, connections, duration: seconds, requests: [request], ...secure };
 }
 
 /** When each host of a target first answered, kept from its warm-up to its measured run. */
@@ -237,6 +251,92 @@ function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonR
   });
 }
 
+/** As autocannon's: a request unanswered this long is a timeout. */
+const TIMEOUT_MS = 10_000;
+
+/**
+ * `target.connections` loops, each sending one request on a new connection (TCP, and TLS when
+ * `target.tls`) and reading until the server closes it; the next starts when it has. A request's
+ * latency runs from the connect to the close, so it holds the handshake. Results are shaped as
+ * autocannon's; a request still open when the time is up is dropped, as autocannon drops its own.
+ */
+function runNewConnections(
+  target: LoadTarget,
+  seconds: number,
+): Promise<{ result: AutocannonResult; collected: Collected }> {
+  if (target.upload || target.hosts || target.body !== undefined)
+    throw new Error(`${target.label}: a load of new connections sends no body and one Host`);
+  const url = new URL(target.origin);
+  const port = Number(url.port) || (url.protocol === 'https:' ? 443 : 80);
+  const headers = { host: url.host, ...target.headers, connection: 'close' };
+  const request = Buffer.from(
+    `${target.method ?? 'GET'} ${target.path} HTTP/1.1\r\n${Object.entries(headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('')}\r\n`,
+  );
+  const collected: Collected = {
+    firstAnswer: new Map(),
+    cold: new Samples(),
+    warm: new Samples(),
+    latencies: new Samples(1 << 16),
+    bytes: 0,
+    lastAnswer: new Map(),
+    started: performance.now(),
+    ended: 0,
+  };
+  const result: AutocannonResult = { duration: seconds, errors: 0, timeouts: 0, non2xx: 0, statusCodeStats: {} };
+  // One context for every connection: given `ca` instead, tls.connect would build a context per connection.
+  const secureContext = target.tls ? tls.createSecureContext({ ca: target.tls.ca }) : undefined;
+  const open = new Set<net.Socket>();
+  let done = false;
+  const one = (loop: number): Promise<void> =>
+    new Promise((resolve) => {
+      const sent = performance.now();
+      const socket = target.tls
+        ? tls.connect({ host: url.hostname, port, servername: target.tls.servername, secureContext })
+        : net.connect({ host: url.hostname, port });
+      open.add(socket);
+      const chunks: Buffer[] = [];
+      let failed = false;
+      socket.setTimeout(TIMEOUT_MS, () => {
+        result.timeouts++;
+        socket.destroy(new Error('timeout'));
+      });
+      socket.once(target.tls ? 'secureConnect' : 'connect', () => socket.write(request));
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.once('error', () => (failed = true));
+      socket.once('close', () => {
+        open.delete(socket);
+        if (done) return resolve();
+        const answer = Buffer.concat(chunks);
+        const status = /^HTTP\/1\.1 (\d{3}) /.exec(answer.subarray(0, 16).toString('latin1'))?.[1];
+        if (failed || !status) result.errors++;
+        else {
+          result.statusCodeStats[status] = { count: (result.statusCodeStats[status]?.count ?? 0) + 1 };
+          if (!status.startsWith('2')) result.non2xx++;
+          const now = performance.now();
+          collected.latencies.push(now - sent);
+          collected.bytes += answer.length;
+          collected.lastAnswer.set(loop, now);
+        }
+        resolve();
+      });
+    });
+  const loop = async (n: number) => {
+    while (!done) await one(n);
+  };
+  return new Promise((resolve) => {
+    setTimeout(() => {
+      done = true;
+      collected.ended = performance.now();
+      for (const socket of open) socket.destroy();
+      result.duration = (collected.ended - collected.started) / 1000;
+      resolve({ result, collected });
+    }, seconds * 1000);
+    for (let n = 0; n < target.connections; n++) void loop(n);
+  });
+}
+
 function failures(r: AutocannonResult): number {
   return r.errors + r.non2xx;
 }
@@ -293,11 +393,12 @@ function longestWait(target: LoadTarget, c: Collected): number {
 
 async function main() {
   const spec = JSON.parse(fs.readFileSync(0, 'utf8')) as LoadSpec;
-  const warmups = spec.warmupSeconds > 0 ? await Promise.all(spec.targets.map((t) => run(t, spec.warmupSeconds))) : [];
+  const load = (t: LoadTarget, seconds: number) => (t.newConnections ? runNewConnections(t, seconds) : run(t, seconds));
+  const warmups = spec.warmupSeconds > 0 ? await Promise.all(spec.targets.map((t) => load(t, spec.warmupSeconds))) : [];
   process.stdout.write(`${JSON.stringify({ event: 'start' })}\n`);
   const before = process.cpuUsage();
   const started = process.hrtime.bigint();
-  const measured = await Promise.all(spec.targets.map((t) => run(t, spec.seconds)));
+  const measured = await Promise.all(spec.targets.map((t) => load(t, spec.seconds)));
   const used = process.cpuUsage(before);
   const wallUs = Number(process.hrtime.bigint() - started) / 1000;
   const cpus = /Cpus_allowed_list:\s*(\S+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '?';

@@ -16,11 +16,15 @@
 //   PostgreSQL:    1 KiB static file, warm hello and 1 KiB uploads with the metadata on PostgreSQL vs the
 //                  same on SQLite (PostgreSQL pinned with Berth, its CPU counted as Berth's)
 //   cold paths:    a new function's first answer, alone and 8 at a time; an idle-evicted worker's first answer
+//   HTTPS:         the 1 KiB file over Berth's own HTTPS (BERTH_TLS=acme, a certificate from pebble) vs
+//                  the same Berth over plain HTTP, on kept connections and with a new connection per
+//                  request (the handshake); vs bare Node `https` with the same certificate (bench/https.ts)
 //   many tenants:  1,000 sites' functions called uniformly at random, from cold then warm, vs 10 of
 //                  them; the memory of each idle warm worker (bench/many-tenants.ts)
 // Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
 // BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8), BENCH_TENANTS (1000),
-// BENCH_TENANTS_COLD_SECONDS (180, a limit); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
+// BENCH_TENANTS_COLD_SECONDS (180, a limit), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=https runs the HTTPS
+// runs alone (no aims, nothing written); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
 // a ratio is measured again when other processes took more than that share of the server's core;
 // BENCH_WRITE_DOCS=1 writes docs/benchmarks.md's "Last run" section and docs/benchmarks.json from this
 // run; BENCH_KEEP_DATA=1 keeps the data dirs and Berth's request logs.
@@ -73,6 +77,7 @@ import { startCluster } from '../test/helpers/postgres-cluster.ts';
 import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { manyTenants } from './many-tenants.ts';
+import { httpsCosts } from './https.ts';
 
 function envNumber(name: string, fallback: number, min = Number.MIN_VALUE): number {
   const raw = process.env[name];
@@ -90,6 +95,9 @@ const MIXED_CONNECTIONS = envNumber('BENCH_MIXED_CONNECTIONS', 64);
 const COLD_ROUNDS = envNumber('BENCH_COLD_ROUNDS', 8);
 const TENANTS = Math.floor(envNumber('BENCH_TENANTS', 1000, 20));
 const TENANTS_COLD_SECONDS = envNumber('BENCH_TENANTS_COLD_SECONDS', 180);
+const HTTPS_SECONDS = envNumber('BENCH_HTTPS_SECONDS', 5);
+const ONLY = process.env.BENCH_ONLY ?? '';
+if (ONLY !== '' && ONLY !== 'https') throw new Error(`BENCH_ONLY may only be "https", got "${ONLY}"`);
 const FEW_TENANTS = 10;
 const IDLE_SECONDS = 15;
 /** A ratio is measured again (BENCH_RETRIES times at most) when other processes took more than this of the server's core. */
@@ -299,10 +307,14 @@ async function main() {
     else await fs.rm(work, { recursive: true, force: true });
   }
 
-  results.aims = aims(results);
-  results.earlierAims = earlierAims(results);
-  printReport(results);
-  if (WRITE_DOCS) {
+  if (ONLY) {
+    console.log(`BENCH_ONLY=${ONLY}: no aims judged${WRITE_DOCS ? ', nothing written' : ''}`);
+  } else {
+    results.aims = aims(results);
+    results.earlierAims = earlierAims(results);
+    printReport(results);
+  }
+  if (WRITE_DOCS && !ONLY) {
     await writeDocs(results);
     console.log('\nwrote docs/benchmarks.md (Last run) and docs/benchmarks.json');
   }
@@ -352,6 +364,22 @@ async function run(work: string, results: BenchResults) {
   await fs.writeFile(path.join(filesDir, 'large.bin'), large);
   const tsx = ['--import', 'tsx'];
   const deno = resolveDenoBinary(process.env.BERTH_DENO);
+  const https = () => {
+    console.log(`HTTPS (a fresh Berth with BERTH_TLS=acme, ${HTTPS_SECONDS} s per run)`);
+    return httpsCosts({
+      work,
+      small,
+      filesDir,
+      connections: CONNECTIONS,
+      startBerth,
+      compare: (name, baseline, berth) => compare(name, baseline, berth, HTTPS_SECONDS),
+      same,
+    });
+  };
+  if (ONLY === 'https') {
+    results.https = await https();
+    return;
+  }
 
   // Berth as operators run it: `berth serve`, request logging on, to a file.
   const { server: berth, origin, port, key, api, site } = await startBerth(path.join(work, 'main'), {});
@@ -785,6 +813,8 @@ async function run(work: string, results: BenchResults) {
   }
 
   await berth.stop();
+
+  results.https = await https();
 
   // Cold paths, on a Berth of their own that evicts workers idle for 200 ms: the idle-eviction path
   // can then be measured, and each round of new functions starts with no worker of the last alive.

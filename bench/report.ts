@@ -5,6 +5,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { ROOT } from './harness.ts';
 import type { LoadResult } from './load-worker.ts';
+import type { HttpsResults } from './https.ts';
 import type { ManyTenantsResults } from './many-tenants.ts';
 
 export interface Measured extends LoadResult {
@@ -115,6 +116,8 @@ export interface BenchResults {
     };
     affinity: Record<string, string>;
   };
+  /** Berth's own HTTPS against its plain listener and against bare Node `https` (bench/https.ts). */
+  https: HttpsResults;
   cold: {
     alone: Distribution;
     writeToAnswer: Distribution;
@@ -349,6 +352,9 @@ export function lastRunMarkdown(r: BenchResults): string {
     ['1 KiB web file, files on an object store', r.objectStore.static1k],
     ['64 KiB range of a 1 MiB web file, files on an object store', r.objectStore.ranged1m],
     ['1 KiB upload, files on an object store', r.objectStore.upload],
+    ['1 KiB web file over HTTPS, kept connections', r.https.kept],
+    ['1 KiB web file over HTTPS, a new connection per request', r.https.fresh],
+    ['1 KiB web file over HTTPS, new connections, against bare Node', r.https.againstNode],
     [`${r.manyTenants.sites} sites' functions against ${r.manyTenants.fewSites} of them, warm`, r.manyTenants.warm],
   ];
   const lines: string[] = [];
@@ -406,6 +412,16 @@ export function lastRunMarkdown(r: BenchResults): string {
     });
     lines.push(`| ${p.kind}, pid ${p.pid} | ${at.join(' | ')} | ${p.growth === null ? '—' : pct(p.growth)} |`);
   }
+  const h = r.https;
+  lines.push(
+    '',
+    '### HTTPS',
+    '',
+    `Certificate: ${h.certificate}. Server CPU per request that HTTPS adds to the 1 KiB web file: ${fmt(h.addedPerRequestUs)} µs on a kept connection, ` +
+      `${fmt(h.addedPerNewConnectionUs)} µs with a new connection for each request; the handshake alone ${fmt(h.handshakeUs)} µs. ` +
+      `New connections per second: ${fmt(h.fresh.berth.rps)} over HTTPS, ${fmt(h.fresh.baseline.rps)} over plain HTTP, ${fmt(h.againstNode.baseline.rps)} to bare Node \`https\`. ` +
+      `HTTPS ÷ HTTP: ${fmt(h.kept.ratio, 2)} (req/s, kept connections), ${fmt(h.fresh.ratio, 2)} (new connections); Berth ÷ bare Node over HTTPS, new connections: ${fmt(h.againstNode.ratio, 2)} (req/s), ${fmt(h.againstNode.cpuRatio, 2)} (CPU per request).`,
+  );
   const c = r.cold;
   lines.push(
     '',
