@@ -247,7 +247,12 @@ async function composeParts(
     const sweeper = new BlobSweeper(
       blobs,
       async (sha256) =>
-        (await hotSql.get('SELECT 1 FROM file_versions WHERE blob_sha256 = ? LIMIT 1', sha256)) !== undefined,
+        // A file version holds it, or an upload of a deployment not published yet.
+        (await hotSql.get(
+          'SELECT 1 AS held FROM file_versions WHERE blob_sha256 = ? UNION ALL SELECT 1 AS held FROM deployment_uploads WHERE sha256 = ? LIMIT 1',
+          sha256,
+          sha256,
+        )) !== undefined,
       config.blobSweepMs,
     );
     sweeper.start(

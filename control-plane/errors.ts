@@ -5,10 +5,15 @@
 
 /** Every code a caller may see, with the HTTP status REST answers it with. */
 export const ERROR_CODES = {
+  before_history: 422,
   bucket_has_site: 409,
   confirmation_code_expired: 400,
   database_not_ready: 409,
   database_unavailable: 503,
+  deployment_failed: 422,
+  deployment_incomplete: 409,
+  deployment_not_open: 409,
+  digest_mismatch: 400,
   domain_limit_reached: 422,
   domain_not_verified: 409,
   domain_reserved: 400,
@@ -72,11 +77,13 @@ export const ERROR_CODES = {
   subdomain_reserved: 409,
   subdomain_taken: 409,
   too_many_attempts: 429,
+  too_many_open_deployments: 409,
   unauthorized: 401,
   unknown_tool: 404,
   unsupported_media_type: 415,
   version_conflict: 409,
   version_in_use: 409,
+  versions_unavailable: 409,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -257,6 +257,67 @@ export const UpdateDomainBody = z
   })
   .strict();
 
+const FileProblem = z.object({
+  path: z.string(),
+  message: z.string(),
+  line: z.number().int().describe('1-based; 0 when the problem is not at a place in the file'),
+  column: z.number().int(),
+});
+export const DeploymentRecord = z.object({
+  id: Uuid,
+  shortId: z.string().describe('names the preview host: <shortId>--<subdomain>.<site host>'),
+  siteId: Uuid,
+  kind: z.enum(['DEPLOY', 'FILE', 'PROMOTE', 'RESTORE', 'BASELINE']),
+  status: z.enum(['UPLOADING', 'PUBLISHED', 'FAILED']),
+  current: z.boolean().describe('the newest change published: the site is what it made it'),
+  prune: z.boolean(),
+  message: z.string().nullable(),
+  author: z.string().describe('the key, user or CLI login that made it'),
+  files: z.number().int(),
+  bytes: z.number().int(),
+  createdAt: Timestamp,
+  publishedAt: Timestamp.nullable(),
+  sourceDeploymentId: Uuid.nullable().describe('PROMOTE: the deployment made current again'),
+  restoredAt: Timestamp.nullable().describe('RESTORE: the instant the site was put back to'),
+  errors: z.array(FileProblem).nullable(),
+  previewUrl: z.string(),
+});
+const DeploymentFileEntry = z.object({
+  path: z.string(),
+  sha256: z.string().nullable().describe('null: the deployment removed the file'),
+  bytes: z.number().int(),
+  contentType: z.string().nullable(),
+  versionId: Uuid.nullable(),
+});
+export const DeploymentDetail = DeploymentRecord.extend({
+  missing: z.array(z.string()).describe('digests still to upload (UPLOADING)'),
+  fileList: z.array(DeploymentFileEntry),
+  diff: z.object({ added: z.array(z.string()), changed: z.array(z.string()), removed: z.array(z.string()) }),
+});
+export const CreateDeploymentBody = z
+  .object({
+    files: z
+      .array(
+        z
+          .object({
+            path: z.string(),
+            sha256: z.string().optional().describe('the bytes’ SHA-256, lowercase hex'),
+            size: z.number().int().optional(),
+            contentType: z.string().optional(),
+            content: z
+              .string()
+              .optional()
+              .describe('the file’s UTF-8 text, instead of sha256 and size (up to 256 KiB)'),
+          })
+          .strict(),
+      )
+      .describe('the whole set: web/, api/ and cron/ files, and any other but data/'),
+    prune: z.boolean().optional().describe('remove the site’s web/, api/ and cron/ files the set lacks'),
+    message: z.string().optional(),
+  })
+  .strict();
+export const RestoreSiteBody = z.object({ at: z.string().describe('an RFC 3339 time') }).strict();
+
 export const SecretName = z.string().describe('1–128 letters, digits and underscores, not starting with a digit');
 export const SecretMetadata = z.object({ name: z.string(), updatedAt: Timestamp });
 export const SetSecretBody = z

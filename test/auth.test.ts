@@ -23,6 +23,11 @@ test.before(async () => {
   const written = await putFile(t0.owner, site.bucketId, 'web/index.html', '<p>hi</p>', 'text/html');
   await t0.owner.api.post(`v0/sites/${site.id}/secrets`, { json: { name: 'API_TOKEN', value: 'secret' } });
   await t0.owner.api.post(`v0/sites/${site.id}/domains`, { json: { hostname: 'auth.example.com' } });
+  const deployment = (
+    await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: { files: [{ path: 'web/deployed.html', content: 'deployed' }] },
+    })
+  ).body as unknown as { deployment: { id: string; missing: string[] } };
   const database = (await t0.owner.api.post(`v0/sites/${site.id}/databases`)).body as unknown as {
     database: { id: string };
   };
@@ -38,6 +43,8 @@ test.before(async () => {
     path: 'web/index.html',
     name: 'API_TOKEN',
     hostname: 'auth.example.com',
+    deploymentId: deployment.deployment.id,
+    sha256: 'a'.repeat(64),
     databaseId: database.database.id,
     migrationName: MIGRATION.name,
     exportId: json<{ export: { id: string } }>(
@@ -69,6 +76,7 @@ function errorCode(res: { body: unknown }): string | undefined {
 function requestFor(route: (typeof apiRoutes)[number]) {
   const query: Record<string, string> = {};
   if (route.path === '/v0/buckets' || route.path === '/v0/sites') query.accountId = ids.accountId!;
+  if (route.path.endsWith('/snapshot')) query.at = new Date().toISOString();
   const bodies: Record<string, unknown> = {
     updateAccount: { name: 'Renamed' },
     createBucket: { accountId: ids.accountId, name: 'New bucket' },
@@ -80,6 +88,8 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     setSecret: { name: 'NEW_SECRET', value: 'v' },
     replaceSecret: { value: 'v2' },
     addDomain: { hostname: 'another.example.com' },
+    createDeployment: { files: [{ path: 'web/auth.html', content: 'auth' }] },
+    restoreSite: { at: new Date().toISOString() },
     updateDomain: { canonical: true },
     queryDatabase: { sql: 'SELECT 1' },
     applyDatabaseMigration: { ...MIGRATION, confirm: true },

@@ -17,7 +17,9 @@ export type Change =
   /** Any custom domain: added, verified, lapsed, made canonical, removed. */
   | { kind: 'domains' }
   /** A certificate stored for the name (BERTH_TLS=acme): issued or renewed. */
-  | { kind: 'certificate'; hostname: string };
+  | { kind: 'certificate'; hostname: string }
+  /** Many files of a bucket at once (a deployment published, promoted or restored): forget them all. */
+  | { kind: 'bucket'; bucketId: string; siteId: string };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -78,6 +80,10 @@ export function parseChange(value: unknown): Change | undefined {
       return { kind: 'sites' };
     case 'domains':
       return { kind: 'domains' };
+    case 'bucket':
+      return text('bucketId') && text('siteId')
+        ? { kind: 'bucket', bucketId: c.bucketId as string, siteId: c.siteId as string }
+        : undefined;
     case 'function':
       return text('siteId') && text('name') && text('functionId') && (c.versionId === null || text('versionId'))
         ? {

@@ -28,6 +28,7 @@ import * as databaseMoves from './migrations/0019_database_moves.ts';
 import * as databaseCopies from './migrations/0020_database_copies.ts';
 import * as siteDomains from './migrations/0021_site_domains.ts';
 import * as tls from './migrations/0022_tls.ts';
+import * as deployments from './migrations/0023_deployments.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -57,6 +58,7 @@ const migrations: Record<string, Migration> = {
   '0020_database_copies': databaseCopies,
   '0021_site_domains': siteDomains,
   '0022_tls': tls,
+  '0023_deployments': deployments,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,4 +1,4 @@
-// The MCP tools: the spec's 25 operations for MCP and the domain tools, listed here; everything else about them (input
+// The MCP tools: the spec's 25 operations for MCP, and those of domains and deployments, listed here; everything else about them (input
 // schema, permission, what they do) comes from the operation catalogue.
 import { z } from 'zod';
 import { operationByName } from '../operations/index.ts';
@@ -17,6 +17,12 @@ export const MCP_TOOL_NAMES = [
   'add_domain',
   'verify_domain',
   'remove_domain',
+  'list_deployments',
+  'get_deployment',
+  'create_deployment',
+  'publish_deployment',
+  'promote_deployment',
+  'restore_site',
   'list_files',
   'read_file',
   'write_file',

@@ -3,6 +3,7 @@
 import * as accounts from './accounts.ts';
 import * as buckets from './buckets.ts';
 import * as databases from './databases.ts';
+import * as deploymentOps from './deployments.ts';
 import * as domains from './domains.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
@@ -20,6 +21,7 @@ export const operations: Operation[] = [
   buckets,
   sites,
   domains,
+  deploymentOps,
   files,
   functions,
   secrets,

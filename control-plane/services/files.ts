@@ -21,6 +21,8 @@ import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 import { type Reservation, chargeVersion, releaseVersion } from './storage-quota.ts';
+import { lockSite, recordFileChange } from './site-history.ts';
+import { siteOfBucket } from './site-rows.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 const CONTENT_TYPE_PATTERN = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+(?:\s*;\s*[^\u0000-\u001f\u007f]*)?$/i;
@@ -88,7 +90,7 @@ export interface WriteFileResult {
   deployment?: DeploymentOutcome;
 }
 
-function checkContentType(value: string | undefined): string {
+export function checkContentType(value: string | undefined): string {
   const contentType = value?.trim() || DEFAULT_CONTENT_TYPE;
   if (contentType.length > 255 || !CONTENT_TYPE_PATTERN.test(contentType)) {
     throw new BerthError(
@@ -170,6 +172,7 @@ async function commitWrite(
   ifMatch: string | null | undefined,
   stored: PinnedBlob,
 ): Promise<{ fileId: string; versionId: string; bytes: number }> {
+  const site = await historyOf(deps, bucketId, path);
   for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
     // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
     if (!(await deps.blobs.stillStored(stored)))
@@ -179,6 +182,8 @@ async function commitWrite(
       );
     const now = timestamp(deps);
     const committed = await deps.hotSql.write(async (sql) => {
+      // A site's changes take turns on its row (its history is numbered in order), then the file's.
+      if (site) await lockSite(sql, site.id);
       // The file's row is locked for the rest of the transaction: writers of one path take turns, so
       // If-Match and the version numbers hold under concurrent writes on any backend.
       let file = await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path);
@@ -205,6 +210,10 @@ async function commitWrite(
         created_at: now,
       });
       await makeCurrent(sql, file.id, versionId, now);
+      if (site) {
+        const version = { id: versionId, sha256: stored.sha256, bytes: stored.bytes, contentType };
+        await recordFileChange(sql, site.id, actor, { path, version }, now);
+      }
       await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
       return { fileId: file.id, versionId, bytes: stored.bytes };
     });
@@ -236,6 +245,14 @@ async function afterWrite(
     versionId: result.versionId,
     ...(deployment ? { deployment } : {}),
   };
+}
+
+/**
+ * The site whose history records a change of `path`, if any: a site's, for every path but `data/`,
+ * which is its functions' own data (ctx.data) and which no rollback puts back.
+ */
+async function historyOf(deps: Deps, bucketId: string, path: string) {
+  return path.startsWith('data/') ? undefined : siteOfBucket(deps, bucketId);
 }
 
 const FILE_AT_PATH = `SELECT ${FILE_COLUMNS} FROM files WHERE bucket_id = ? AND path = ?`;
@@ -277,11 +294,19 @@ const makeCurrent = (sql: HotTx, fileId: string, versionId: string, now: string)
 export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string) {
   await requireBucket(deps, actor, bucketId);
   const path = normalizeFilePath(rawPath);
-  const changed = await deps
-    .db('files')
-    .where({ bucket_id: bucketId, path })
-    .whereNotNull('current_version_id')
-    .update({ current_version_id: null, updated_at: timestamp(deps) });
+  const site = await historyOf(deps, bucketId, path);
+  const now = timestamp(deps);
+  const changed = await deps.hotSql.write(async (sql) => {
+    if (site) await lockSite(sql, site.id);
+    const { changes } = await sql.run(
+      'UPDATE files SET current_version_id = NULL, updated_at = ? WHERE bucket_id = ? AND path = ? AND current_version_id IS NOT NULL',
+      now,
+      bucketId,
+      path,
+    );
+    if (changes > 0 && site) await recordFileChange(sql, site.id, actor, { path, version: null }, now);
+    return changes;
+  });
   if (changed === 0) throw notFound('file');
   const file = (await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first())!;
   await deps.changes.publish({ kind: 'file', bucketId, path });
@@ -333,7 +358,9 @@ export async function restoreFile(
   const file = await requireFileById(deps, actor, fileId);
   const source = await requireVersion(deps, fileId, input.versionId);
   const now = timestamp(deps);
+  const site = await historyOf(deps, file.bucket_id, file.path);
   const versionId = await deps.hotSql.write(async (sql) => {
+    if (site) await lockSite(sql, site.id);
     const fresh = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
     // Its last versions may have been deleted since it was read.
     if (!fresh) throw notFound('file');
@@ -348,6 +375,10 @@ export async function restoreFile(
       created_at: now,
     });
     await makeCurrent(sql, fileId, id, now);
+    if (site) {
+      const version = { id, sha256: source.blob_sha256, bytes: source.bytes, contentType: source.content_type };
+      await recordFileChange(sql, site.id, actor, { path: file.path, version }, now);
+    }
     // The account references the old version's blob already, so a restore never needs quota.
     await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);
     return id;

@@ -106,6 +106,15 @@ export class HostingCache implements ChangeListener {
     this.#siteRows.clear();
   }
 
+  /** Forgets every file of a bucket and every function of its site: they changed together. */
+  forgetBucket(bucketId: string, siteId: string): void {
+    this.#generation++;
+    const prefix = `${bucketId}\u0000`;
+    for (const key of this.#files.keys()) if (key.startsWith(prefix)) this.#files.delete(key);
+    const functions = `${siteId}\u0000`;
+    for (const key of this.#functions.keys()) if (key.startsWith(functions)) this.#functions.delete(key);
+  }
+
   forgetFile(bucketId: string, path: string): void {
     this.#generation++;
     this.#files.delete(fileKey(bucketId, path));
@@ -117,6 +126,7 @@ export class HostingCache implements ChangeListener {
     else if (change.kind === 'sites') this.forgetSites();
     else if (change.kind === 'database') this.forgetDatabase(change.siteId);
     else if (change.kind === 'function') this.forgetFunction(change.siteId, change.name);
+    else if (change.kind === 'bucket') this.forgetBucket(change.bucketId, change.siteId);
   }
 
   /** Changes may have been missed: forgets everything. */

@@ -9,6 +9,7 @@ import { type ReconcileReport, reconcileFunctions } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';
 import { RESERVED_SUBDOMAINS, generateSubdomain } from './subdomains.ts';
+import { startHistory } from './site-history.ts';
 
 export interface Site {
   id: string;
@@ -152,6 +153,7 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
           if (isUniqueViolation(err)) throw conflict('subdomain_taken', `subdomain "${subdomain}" is already taken`);
           throw err;
         }
+        await startHistory(trx, site, now);
         return site;
       });
       await deps.changes.publish({ kind: 'sites' });

@@ -3,6 +3,7 @@ import type { AnyRoute } from '../route.ts';
 import { accountRoutes } from './accounts.ts';
 import { bucketRoutes } from './buckets.ts';
 import { databaseRoutes } from './databases.ts';
+import { deploymentRoutes } from './deployments.ts';
 import { domainRoutes } from './domains.ts';
 import { fileRoutes } from './files.ts';
 import { functionRoutes } from './functions.ts';
@@ -15,6 +16,7 @@ export const apiRoutes: AnyRoute[] = [
   ...bucketRoutes,
   ...siteRoutes,
   ...domainRoutes,
+  ...deploymentRoutes,
   ...fileRoutes,
   ...functionRoutes,
   ...secretRoutes,

@@ -1,0 +1,96 @@
+// Deployments: a site changed all at once, its history, and going back to an earlier deployment or to
+// any instant (services/deployments.ts). Bytes are uploaded by a REST route of their own
+// (http/routes/deployments.ts); create_deployment also takes files' text inline, for JSON-only doors.
+import { z } from 'zod';
+import * as deployments from '../services/deployments.ts';
+import {
+  CreateDeploymentBody,
+  DeploymentDetail,
+  DeploymentRecord,
+  PageQuery,
+  Pagination,
+  RestoreSiteBody,
+  SiteParams,
+  Uuid,
+} from '../schemas.ts';
+import { defineOperation, withParams } from './operation.ts';
+
+const DeploymentParams = SiteParams.extend({ deploymentId: Uuid });
+const OneDeployment = z.object({ deployment: DeploymentDetail });
+
+export const listDeployments = defineOperation({
+  name: 'list_deployments',
+  description: 'A site’s deployments, newest first: every change to its files, with who made it',
+  permission: 'READ',
+  input: SiteParams.extend(PageQuery.shape),
+  output: z.object({ deployments: z.array(DeploymentRecord), pagination: Pagination }),
+  run: (deps, actor, { siteId, ...page }) => deployments.listDeployments(deps, actor, siteId, page),
+});
+
+export const getDeployment = defineOperation({
+  name: 'get_deployment',
+  description: 'One deployment with its files and its diff against the state before it',
+  permission: 'READ',
+  input: DeploymentParams,
+  output: OneDeployment,
+  run: (deps, actor, input) => deployments.getDeployment(deps, actor, input.siteId, input.deploymentId),
+});
+
+export const createDeployment = defineOperation({
+  name: 'create_deployment',
+  description:
+    'Start a deployment: declare the whole set of files (by sha256 and size, or with their text as content); `missing` lists the bytes to upload before publish_deployment',
+  permission: 'WRITE',
+  input: withParams(SiteParams, CreateDeploymentBody),
+  output: z.object({ deployment: DeploymentRecord.extend({ missing: z.array(z.string()) }) }),
+  run: (deps, actor, { siteId, ...body }) => deployments.createDeployment(deps, actor, siteId, body),
+});
+
+export const publishDeployment = defineOperation({
+  name: 'publish_deployment',
+  description:
+    'Publish a deployment: every function is checked first, then all its files go live at once; a failure changes nothing',
+  permission: 'WRITE',
+  input: DeploymentParams,
+  output: OneDeployment,
+  run: (deps, actor, input) => deployments.publishDeployment(deps, actor, input.siteId, input.deploymentId),
+});
+
+export const promoteDeployment = defineOperation({
+  name: 'promote_deployment',
+  description: 'Make the site what it was right after an earlier deployment (a rollback), as a new deployment',
+  permission: 'WRITE',
+  input: DeploymentParams,
+  output: OneDeployment,
+  run: (deps, actor, input) => deployments.promoteDeployment(deps, actor, input.siteId, input.deploymentId),
+});
+
+export const restoreSite = defineOperation({
+  name: 'restore_site',
+  description: 'Put the site’s files and functions back to what they were at an instant, as a new deployment',
+  permission: 'WRITE',
+  input: withParams(SiteParams, RestoreSiteBody),
+  output: OneDeployment,
+  run: (deps, actor, input) => deployments.restoreSite(deps, actor, input.siteId, input.at),
+});
+
+export const getSiteSnapshot = defineOperation({
+  name: 'get_site_snapshot',
+  description: 'What the site’s files were at an instant (what restore_site would make them)',
+  permission: 'READ',
+  input: SiteParams.extend({ at: z.string().describe('an RFC 3339 time') }).extend(PageQuery.shape),
+  output: z.object({
+    snapshot: z.object({ at: z.string(), availableFrom: z.string(), files: z.number().int(), bytes: z.number().int() }),
+    files: z.array(
+      z.object({
+        path: z.string(),
+        sha256: z.string(),
+        bytes: z.number().int(),
+        contentType: z.string(),
+        versionId: Uuid,
+      }),
+    ),
+    pagination: Pagination,
+  }),
+  run: (deps, actor, { siteId, at, ...page }) => deployments.siteSnapshot(deps, actor, siteId, at, page),
+});

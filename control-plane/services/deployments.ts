@@ -1,0 +1,576 @@
+// Deployments (docs/deployments.md): a set of files declared by digest, the bytes the account does not
+// hold uploaded, then published all at once (publish.ts); the site's history of them, with the diff of
+// each against the state before it; an earlier deployment made current again (promote), and the site
+// put back to any instant of its history (restore), both as new deployments that copy no bytes.
+import crypto from 'node:crypto';
+import { Readable } from 'node:stream';
+import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
+import { isUniqueViolation } from '../db/errors.ts';
+import { BerthError, conflict, invalid, notFound } from '../errors.ts';
+import { type Actor, type Deps, timestamp } from './deps.ts';
+import { checkContentType } from './files.ts';
+import { type PageRequest, paginate } from './pagination.ts';
+import { assertWritablePath, normalizeFilePath } from './paths.ts';
+import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
+import {
+  type DeploymentKind,
+  type StateEntry,
+  authorOf,
+  currentSeq,
+  newShortId,
+  seqAt,
+  stateAtSeq,
+} from './site-history.ts';
+import { type SiteRow, requireSite } from './site-rows.ts';
+
+/** Files one deployment may declare. */
+export const MAX_DEPLOYMENT_FILES = 20_000;
+/** UPLOADING deployments one site may have open at once; an open one expires after a day. */
+export const MAX_OPEN_DEPLOYMENTS = 5;
+const OPEN_FOR_MS = 24 * 3600_000;
+/** Paths a deployment's prune removes when the set lacks them: the site's pages, functions and cron jobs. */
+const PRUNED_PREFIXES = ['web/', 'api/', 'cron/'];
+
+type Status = 'UPLOADING' | 'PUBLISHED' | 'FAILED';
+
+interface DeploymentRow {
+  id: string;
+  site_id: string;
+  short_id: string;
+  kind: DeploymentKind;
+  status: Status;
+  prune: boolean | number;
+  message: string | null;
+  author: string;
+  created_at: string;
+  published_at: string | null;
+  seq: number | string | null;
+  source_deployment_id: string | null;
+  restored_at: string | null;
+  file_count: number | string;
+  bytes: number | string;
+  errors: string | null;
+}
+
+interface EntryRow {
+  path: string;
+  sha256: string | null;
+  bytes: number | string;
+  content_type: string | null;
+  version_id: string | null;
+}
+
+/** A file of a new deployment: by digest and size (its bytes uploaded after), or with its text inline. */
+export interface DeclaredFile {
+  path: string;
+  sha256?: string | undefined;
+  size?: number | undefined;
+  contentType?: string | undefined;
+  /** UTF-8 text stored with the declaration (front doors that carry JSON only, such as MCP). */
+  content?: string | undefined;
+}
+
+/** Inline text a deployment may carry per file, as MCP's write_file. */
+export const MAX_INLINE_BYTES = 256 * 1024;
+
+const previewUrl = (deps: Deps, site: SiteRow, shortId: string) => deps.siteUrl(`${shortId}--${site.subdomain}`);
+
+function toDeployment(deps: Deps, site: SiteRow, row: DeploymentRow, currentSeqOfSite: number) {
+  return {
+    id: row.id,
+    shortId: row.short_id,
+    siteId: row.site_id,
+    kind: row.kind,
+    status: row.status,
+    current: row.seq !== null && Number(row.seq) === currentSeqOfSite,
+    prune: Boolean(row.prune),
+    message: row.message,
+    author: row.author,
+    files: Number(row.file_count),
+    bytes: Number(row.bytes),
+    createdAt: row.created_at,
+    publishedAt: row.published_at,
+    sourceDeploymentId: row.source_deployment_id,
+    restoredAt: row.restored_at,
+    errors: row.errors ? (JSON.parse(row.errors) as FileProblem[]) : null,
+    previewUrl: previewUrl(deps, site, row.short_id),
+  };
+}
+
+async function requireDeployment(deps: Deps, siteId: string, id: string): Promise<DeploymentRow> {
+  const row = await deps.db<DeploymentRow>('deployments').where({ id, site_id: siteId }).first();
+  if (!row) throw notFound('deployment');
+  return row;
+}
+
+/** The declared set, each path normalised once and each entry checked; a path declared twice is refused. */
+function checkFiles(deps: Deps, files: DeclaredFile[]): Array<TargetFile & { inline?: Buffer }> {
+  if (files.length === 0) throw invalid('a deployment declares at least one file');
+  if (files.length > MAX_DEPLOYMENT_FILES) throw invalid(`a deployment declares at most ${MAX_DEPLOYMENT_FILES} files`);
+  const seen = new Set<string>();
+  return files.map((file) => {
+    const path = normalizeFilePath(file.path);
+    assertWritablePath(path);
+    if (path.startsWith('data/'))
+      throw new BerthError('invalid_path', `${path}: data/ is the functions' own; write it through the file API`);
+    if (seen.has(path)) throw invalid(`${path} is declared twice`);
+    seen.add(path);
+    const contentType = checkContentType(file.contentType);
+    if (file.content !== undefined) {
+      const bytes = Buffer.from(file.content, 'utf8');
+      if (bytes.length > MAX_INLINE_BYTES)
+        throw invalid(`${path}: inline content is at most ${MAX_INLINE_BYTES} bytes; upload larger files by digest`);
+      const sha256 = crypto.createHash('sha256').update(bytes).digest('hex');
+      return { path, sha256, bytes: bytes.length, contentType, inline: bytes };
+    }
+    if (!file.sha256 || !/^[0-9a-f]{64}$/.test(file.sha256))
+      throw invalid(`${path}: sha256 is 64 lowercase hexadecimal digits (or give the file's text as content)`);
+    if (file.size === undefined || !Number.isSafeInteger(file.size) || file.size < 0)
+      throw invalid(`${path}: size is the file's length in bytes`);
+    if (file.size > deps.config.maxFileBytes)
+      throw new BerthError('file_too_large', `${path}: files may be at most ${deps.config.maxFileBytes} bytes`, {
+        maxBytes: deps.config.maxFileBytes,
+      });
+    return { path, sha256: file.sha256, bytes: file.size, contentType };
+  });
+}
+
+/** Digests of the set whose bytes the account holds neither in its files nor as uploads of this deployment. */
+async function missingOf(deps: Deps, accountId: string, deploymentId: string, files: TargetFile[]): Promise<string[]> {
+  const wanted = [...new Set(files.map((f) => f.sha256))];
+  const held = new Set<string>();
+  for (let i = 0; i < wanted.length; i += 500) {
+    const batch = wanted.slice(i, i + 500);
+    const [owned, uploaded] = await Promise.all([
+      deps.db('account_blobs').where({ account_id: accountId }).whereIn('blob_sha256', batch).pluck('blob_sha256'),
+      deps.db('deployment_uploads').where({ deployment_id: deploymentId }).whereIn('sha256', batch).pluck('sha256'),
+    ]);
+    for (const sha of [...owned, ...uploaded] as string[]) held.add(sha);
+  }
+  return wanted.filter((sha) => !held.has(sha));
+}
+
+export async function createDeployment(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  input: { files: DeclaredFile[]; prune?: boolean | undefined; message?: string | undefined },
+) {
+  const site = await requireSite(deps, actor, siteId);
+  const files = checkFiles(deps, input.files);
+  const now = timestamp(deps);
+  await expireOpenDeployments(deps, site.id);
+  const open = (await deps.db('deployments').where({ site_id: site.id, status: 'UPLOADING' }).count({ n: '*' }))[0] as {
+    n: number | string;
+  };
+  if (Number(open.n) >= MAX_OPEN_DEPLOYMENTS)
+    throw conflict(
+      'too_many_open_deployments',
+      `a site has at most ${MAX_OPEN_DEPLOYMENTS} deployments uploading at once; publish one, or wait a day for it to expire`,
+    );
+  const row: DeploymentRow = {
+    id: crypto.randomUUID(),
+    site_id: site.id,
+    short_id: newShortId(),
+    kind: 'DEPLOY',
+    status: 'UPLOADING',
+    prune: Boolean(input.prune),
+    message: input.message?.slice(0, 1000) ?? null,
+    author: authorOf(actor),
+    created_at: now,
+    published_at: null,
+    seq: null,
+    source_deployment_id: null,
+    restored_at: null,
+    file_count: files.length,
+    bytes: files.reduce((sum, f) => sum + f.bytes, 0),
+    errors: null,
+  };
+  await deps.db.transaction(async (trx) => {
+    await trx('deployments').insert(row);
+    for (let i = 0; i < files.length; i += 500) {
+      await trx('deployment_files').insert(
+        files.slice(i, i + 500).map((f) => ({
+          deployment_id: row.id,
+          path: f.path,
+          sha256: f.sha256,
+          bytes: f.bytes,
+          content_type: f.contentType,
+          version_id: null,
+        })),
+      );
+    }
+  });
+  for (const file of files)
+    if (file.inline) await storeUpload(deps, actor, row.id, file.sha256, Readable.from([file.inline]), file.bytes);
+  const missing = await missingOf(deps, actor.accountId, row.id, files);
+  return { deployment: { ...toDeployment(deps, site, row, await currentSeq(deps, site.id)), missing } };
+}
+
+/** Open deployments past their day become FAILED: their uploads no longer keep bytes from the sweeper. */
+async function expireOpenDeployments(deps: Deps, siteId: string): Promise<void> {
+  const before = new Date(deps.now().getTime() - OPEN_FOR_MS).toISOString();
+  const expired = await deps
+    .db('deployments')
+    .where({ site_id: siteId, status: 'UPLOADING' })
+    .andWhere('created_at', '<', before)
+    .pluck('id');
+  if (expired.length === 0) return;
+  await deps.db.transaction(async (trx) => {
+    await trx('deployment_uploads').whereIn('deployment_id', expired).delete();
+    await trx('deployments')
+      .whereIn('id', expired)
+      .update({
+        status: 'FAILED',
+        errors: JSON.stringify([{ path: '', message: 'not published within a day', line: 0, column: 0 }]),
+      });
+  });
+}
+
+async function requireOpen(deps: Deps, siteId: string, id: string): Promise<DeploymentRow> {
+  const row = await requireDeployment(deps, siteId, id);
+  if (row.status !== 'UPLOADING')
+    throw conflict('deployment_not_open', `deployment ${row.short_id} is ${row.status}: it takes no more uploads`);
+  if (Date.parse(row.created_at) < deps.now().getTime() - OPEN_FOR_MS) {
+    await expireOpenDeployments(deps, siteId);
+    throw conflict('deployment_not_open', `deployment ${row.short_id} was not published within a day`);
+  }
+  return row;
+}
+
+/** Stores the bytes of one digest of an open deployment, checked against the digest and the size declared. */
+export async function uploadDeploymentFile(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  deploymentId: string,
+  sha256: string,
+  body: Readable,
+) {
+  await requireSite(deps, actor, siteId);
+  const deployment = await requireOpen(deps, siteId, deploymentId);
+  const declared = await deps.db('deployment_files').where({ deployment_id: deployment.id, sha256 }).first('bytes');
+  if (!declared) throw notFound('file with that digest in this deployment');
+  await storeUpload(deps, actor, deployment.id, sha256, body, Number(declared.bytes));
+  return { uploaded: { sha256, bytes: Number(declared.bytes) } };
+}
+
+/** Stores bytes for a deployment, checked against the digest and size declared, within the account's limit. */
+async function storeUpload(
+  deps: Deps,
+  actor: Actor,
+  deploymentId: string,
+  sha256: string,
+  body: Readable,
+  size: number,
+): Promise<void> {
+  const reservation = deps.storageQuota.reserve(actor.accountId);
+  let blob: PinnedBlob | undefined;
+  try {
+    await reservation.take(size);
+    try {
+      blob = await deps.blobs.put(body, size, size);
+    } catch (err) {
+      if (err instanceof BlobTooLargeError)
+        throw new BerthError('digest_mismatch', `the bytes sent are more than the ${size} declared`);
+      throw err;
+    }
+    if (blob.sha256 !== sha256 || blob.bytes !== size)
+      throw new BerthError(
+        'digest_mismatch',
+        `the bytes sent (${blob.bytes} bytes, sha256 ${blob.sha256}) are not the ${size} bytes of sha256 ${sha256} declared`,
+      );
+    if (!(await deps.blobs.stillStored(blob)))
+      throw new BerthError('storage_unavailable', 'the bytes were removed before they were recorded; send them again');
+    await deps
+      .db('deployment_uploads')
+      .insert({ deployment_id: deploymentId, sha256, bytes: size })
+      .onConflict(['deployment_id', 'sha256'])
+      .ignore();
+  } finally {
+    blob?.unpin();
+    reservation.release();
+  }
+}
+
+async function entriesOf(deps: Deps, deploymentId: string): Promise<EntryRow[]> {
+  return deps
+    .db('deployment_files')
+    .where({ deployment_id: deploymentId })
+    .orderBy('path')
+    .select('path', 'sha256', 'bytes', 'content_type', 'version_id');
+}
+
+/** The site's current files but `data/`: what prune, promote and restore compare a new state with. */
+async function currentFiles(deps: Deps, site: SiteRow): Promise<Map<string, { sha256: string; contentType: string }>> {
+  const rows = (await deps
+    .db('files')
+    .join('file_versions', 'file_versions.id', 'files.current_version_id')
+    .where('files.bucket_id', site.bucket_id)
+    .andWhereRaw("substr(files.path, 1, 5) <> 'data/'")
+    .select(
+      'files.path as path',
+      'file_versions.blob_sha256 as sha256',
+      'file_versions.content_type as contentType',
+    )) as Array<{
+    path: string;
+    sha256: string;
+    contentType: string;
+  }>;
+  return new Map(rows.map((row) => [row.path, row]));
+}
+
+/** Fails a deployment with its problems; the answer names each. */
+async function fail(deps: Deps, site: SiteRow, row: DeploymentRow, problems: FileProblem[]): Promise<never> {
+  await deps
+    .db('deployments')
+    .where({ id: row.id })
+    .update({ status: 'FAILED', errors: JSON.stringify(problems) });
+  const failed = { ...row, status: 'FAILED' as const, errors: JSON.stringify(problems) };
+  const first = problems[0]!;
+  throw new BerthError(
+    'deployment_failed',
+    `deployment ${row.short_id} failed and nothing about the site changed: ${problems.length} problem${problems.length === 1 ? '' : 's'}, the first ${first.path ? `${first.path}:${first.line}:${first.column}: ` : ''}${first.message}`,
+    { errors: problems },
+    { deployment: toDeployment(deps, site, failed, await currentSeq(deps, site.id)) },
+  );
+}
+
+/** Runs a switch for `row`; a failure of its sources or of the account's limit fails it. */
+async function publishRow(
+  deps: Deps,
+  actor: Actor,
+  site: SiteRow,
+  row: DeploymentRow,
+  put: TargetFile[],
+  remove: string[],
+) {
+  let outcome: Awaited<ReturnType<typeof switchSite>>;
+  try {
+    outcome = await switchSite(deps, actor, site, { deploymentId: row.id, put, remove });
+  } catch (err) {
+    const refusal = switchRefusal(err);
+    if (refusal) return fail(deps, site, row, refusal);
+    throw err;
+  }
+  if (!outcome.published) return fail(deps, site, row, outcome.problems);
+  return getDeployment(deps, actor, site.id, row.id);
+}
+
+export async function publishDeployment(deps: Deps, actor: Actor, siteId: string, deploymentId: string) {
+  const site = await requireSite(deps, actor, siteId);
+  const row = await requireOpen(deps, siteId, deploymentId);
+  const put: TargetFile[] = (await entriesOf(deps, row.id)).map((e) => ({
+    path: e.path,
+    sha256: e.sha256!,
+    bytes: Number(e.bytes),
+    contentType: e.content_type!,
+  }));
+  const missing = await missingOf(deps, actor.accountId, row.id, put);
+  if (missing.length > 0)
+    throw conflict(
+      'deployment_incomplete',
+      `${missing.length} of the deployment's files have not been uploaded: PUT /v0/sites/${siteId}/deployments/${row.id}/files/<sha256> each`,
+      { missing },
+    );
+  const inSet = new Set(put.map((f) => f.path));
+  const remove = row.prune
+    ? [...(await currentFiles(deps, site)).keys()].filter(
+        (path) => !inSet.has(path) && PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix)),
+      )
+    : [];
+  return publishRow(deps, actor, site, row, put, remove);
+}
+
+/** Makes the site's files what `target` says (paths other than `data/`), as a new deployment of `kind`. */
+async function switchToState(
+  deps: Deps,
+  actor: Actor,
+  site: SiteRow,
+  target: Map<string, StateEntry>,
+  fields: { kind: DeploymentKind; message: string; sourceDeploymentId?: string; restoredAt?: string },
+) {
+  const current = await currentFiles(deps, site);
+  const put: TargetFile[] = [];
+  const unavailable: string[] = [];
+  for (const entry of target.values()) {
+    const now = current.get(entry.path);
+    if (now?.sha256 === entry.sha256 && now.contentType === entry.contentType) continue;
+    // No bytes are copied: the entry's blob must still be the account's (its version may have been deleted).
+    const held = await deps
+      .db('account_blobs')
+      .where({ account_id: site.account_id, blob_sha256: entry.sha256 })
+      .first('bytes');
+    if (!held) {
+      unavailable.push(entry.path);
+      continue;
+    }
+    put.push({ ...entry, restoredFrom: entry.versionId });
+  }
+  if (unavailable.length > 0)
+    throw conflict(
+      'versions_unavailable',
+      `${unavailable.length} file${unavailable.length === 1 ? '' : 's'} of that state no longer have their bytes (their versions were deleted): ${unavailable.slice(0, 10).join(', ')}`,
+      { paths: unavailable },
+    );
+  const remove = [...current.keys()].filter((path) => !target.has(path));
+  const row: DeploymentRow = {
+    id: crypto.randomUUID(),
+    site_id: site.id,
+    short_id: newShortId(),
+    kind: fields.kind,
+    status: 'UPLOADING',
+    prune: true,
+    message: fields.message,
+    author: authorOf(actor),
+    created_at: timestamp(deps),
+    published_at: null,
+    seq: null,
+    source_deployment_id: fields.sourceDeploymentId ?? null,
+    restored_at: fields.restoredAt ?? null,
+    file_count: target.size,
+    bytes: [...target.values()].reduce((sum, e) => sum + e.bytes, 0),
+    errors: null,
+  };
+  try {
+    await deps.db('deployments').insert(row);
+  } catch (err) {
+    if (isUniqueViolation(err)) return switchToState(deps, actor, site, target, fields);
+    throw err;
+  }
+  return publishRow(deps, actor, site, row, put, remove);
+}
+
+export async function promoteDeployment(deps: Deps, actor: Actor, siteId: string, deploymentId: string) {
+  const site = await requireSite(deps, actor, siteId);
+  const row = await requireDeployment(deps, siteId, deploymentId);
+  if (row.status !== 'PUBLISHED' || row.seq === null)
+    throw conflict(
+      'deployment_not_open',
+      `deployment ${row.short_id} is ${row.status}: only a published one can be made current`,
+    );
+  const target = await stateAtSeq(deps, site.id, Number(row.seq));
+  return switchToState(deps, actor, site, target, {
+    kind: 'PROMOTE',
+    message: `back to ${row.short_id}`,
+    sourceDeploymentId: row.id,
+  });
+}
+
+/** When the site's history begins: its BASELINE (made from files it had before), else its creation. */
+async function historyStart(deps: Deps, site: SiteRow): Promise<string> {
+  const baseline = await deps.db('deployments').where({ site_id: site.id, kind: 'BASELINE' }).first('published_at');
+  return (baseline?.published_at as string | undefined) ?? site.created_at;
+}
+
+function instant(at: string): string {
+  const time = Date.parse(at);
+  if (!/^\d{4}-\d\d-\d\dT/.test(at) || Number.isNaN(time))
+    throw invalid('`at` is an RFC 3339 time, such as 2026-11-26T12:00:00Z');
+  return new Date(time).toISOString();
+}
+
+/** The site's files at an instant, from its history; refused before the history begins. */
+async function stateAt(deps: Deps, site: SiteRow, at: string) {
+  const time = instant(at);
+  const start = await historyStart(deps, site);
+  if (time < start)
+    throw new BerthError(
+      'before_history',
+      `the site's history begins at ${start}: its files before that are not known`,
+      { availableFrom: start },
+    );
+  const seq = await seqAt(deps, site.id, time);
+  return { at: time, seq, availableFrom: start, state: await stateAtSeq(deps, site.id, seq) };
+}
+
+export async function siteSnapshot(deps: Deps, actor: Actor, siteId: string, at: string, page: PageRequest) {
+  const site = await requireSite(deps, actor, siteId);
+  const { at: time, availableFrom, state } = await stateAt(deps, site, at);
+  const files = [...state.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
+  const items = files.slice(page.offset, page.offset + page.limit);
+  const hasMore = page.offset + page.limit < files.length;
+  return {
+    snapshot: { at: time, availableFrom, files: files.length, bytes: files.reduce((sum, f) => sum + f.bytes, 0) },
+    files: items,
+    pagination: { hasMore, nextOffset: hasMore ? page.offset + page.limit : null },
+  };
+}
+
+export async function restoreSite(deps: Deps, actor: Actor, siteId: string, at: string) {
+  const site = await requireSite(deps, actor, siteId);
+  const { at: time, state } = await stateAt(deps, site, at);
+  return switchToState(deps, actor, site, state, { kind: 'RESTORE', message: `back to ${time}`, restoredAt: time });
+}
+
+export async function listDeployments(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+  const site = await requireSite(deps, actor, siteId);
+  const current = await currentSeq(deps, site.id);
+  const query = deps.db('deployments').where({ site_id: site.id }).orderBy('created_at', 'desc').orderBy('id');
+  const { items, pagination } = await paginate(query, page, (row: DeploymentRow) =>
+    toDeployment(deps, site, row, current),
+  );
+  return { deployments: items, pagination };
+}
+
+interface Diff {
+  added: string[];
+  changed: string[];
+  removed: string[];
+}
+
+/** What the deployment changes against the state before it (an open one: against the site now). */
+async function diffOf(deps: Deps, site: SiteRow, row: DeploymentRow, entries: EntryRow[]): Promise<Diff> {
+  const before: Map<string, { sha256: string; contentType: string }> =
+    row.seq === null ? await currentFiles(deps, site) : await stateAtSeq(deps, site.id, Number(row.seq) - 1);
+  const diff: Diff = { added: [], changed: [], removed: [] };
+  const seen = new Set<string>();
+  for (const entry of entries) {
+    seen.add(entry.path);
+    const was = before.get(entry.path);
+    if (entry.sha256 === null) {
+      if (was) diff.removed.push(entry.path);
+    } else if (!was) diff.added.push(entry.path);
+    else if (was.sha256 !== entry.sha256 || was.contentType !== entry.content_type) diff.changed.push(entry.path);
+  }
+  // An open deployment that prunes removes what its set lacks.
+  if (row.seq === null && row.prune)
+    for (const path of before.keys())
+      if (!seen.has(path) && PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix))) diff.removed.push(path);
+  return diff;
+}
+
+export async function getDeployment(deps: Deps, actor: Actor, siteId: string, deploymentId: string) {
+  const site = await requireSite(deps, actor, siteId);
+  const row = await requireDeployment(deps, siteId, deploymentId);
+  const entries = await entriesOf(deps, row.id);
+  const deployment = toDeployment(deps, site, row, await currentSeq(deps, site.id));
+  const missing =
+    row.status === 'UPLOADING'
+      ? await missingOf(
+          deps,
+          actor.accountId,
+          row.id,
+          entries.map((e) => ({
+            path: e.path,
+            sha256: e.sha256!,
+            bytes: Number(e.bytes),
+            contentType: e.content_type!,
+          })),
+        )
+      : [];
+  return {
+    deployment: {
+      ...deployment,
+      missing,
+      fileList: entries.map((e) => ({
+        path: e.path,
+        sha256: e.sha256,
+        bytes: Number(e.bytes),
+        contentType: e.content_type,
+        versionId: e.version_id,
+      })),
+      diff: await diffOf(deps, site, row, entries),
+    },
+  };
+}

@@ -1,0 +1,266 @@
+// Switches a site to a new set of files in one metadata transaction: a deployment published, promoted
+// or restored. Every runtime source of the set is checked and compiled first; any failure fails the
+// deployment and changes nothing. Then, under the site's row lock, each path's new version becomes
+// current (paths whose bytes and type are unchanged keep theirs), removed paths stop being current,
+// the functions and cron jobs follow, the bucket's generation is counted, and the deployment is
+// numbered into the site's history. Once committed, every node forgets the bucket's cached files and
+// retires the changed functions' workers (requests in flight finish on the version they started with).
+import { writeDeployment } from '../../runtime-host/deployments.ts';
+import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
+import type { HotTx } from '../db/hot-sql.ts';
+import { BerthError } from '../errors.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { FILE_COLUMNS, type FileRow } from './file-rows.ts';
+import { type FunctionRow, isRuntimeSource } from './functions.ts';
+import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
+import type { SiteRow } from './site-rows.ts';
+import { chargeVersion } from './storage-quota.ts';
+
+/** A path's content after the switch. */
+export interface TargetFile {
+  path: string;
+  sha256: string;
+  bytes: number;
+  contentType: string;
+  /** The older version whose bytes these are, for a promote or restore. */
+  restoredFrom?: string | null;
+}
+
+export interface SiteSwitch {
+  /** The deployment row this switch publishes (UPLOADING, or made for a promote or restore). */
+  deploymentId: string;
+  put: TargetFile[];
+  /** Paths whose files stop being current. */
+  remove: string[];
+}
+
+/** One file's problem, as a failed deployment lists them. */
+export interface FileProblem extends SourceProblem {
+  path: string;
+}
+
+export type SwitchOutcome =
+  | { published: true; publishedAt: string; changed: number; files: number; bytes: number }
+  | { published: false; problems: FileProblem[] };
+
+interface ChangedFunction {
+  id: string;
+  name: string;
+  /** null: removed. */
+  versionId: string | null;
+  source?: string;
+}
+
+const FILE_AT_PATH = `SELECT ${FILE_COLUMNS} FROM files WHERE bucket_id = ? AND path = ?`;
+const CURRENT_OF = 'SELECT blob_sha256, content_type FROM file_versions WHERE id = ?';
+
+/** Checks and compiles every runtime source of the set; the sources, by path, when all pass. */
+async function checkSources(
+  deps: Deps,
+  files: TargetFile[],
+): Promise<{ sources: Map<string, string>; problems: FileProblem[] }> {
+  const sources = new Map<string, string>();
+  const problems: FileProblem[] = [];
+  for (const file of files.filter((f) => isRuntimeSource(f.path))) {
+    const source = (await deps.blobs.read(file.sha256)).toString('utf8');
+    const checked = validateFunction(file.path, source);
+    if (checked.ok) sources.set(file.path, source);
+    else problems.push({ path: file.path, ...checked.problem });
+  }
+  return { sources, problems };
+}
+
+export async function switchSite(deps: Deps, actor: Actor, site: SiteRow, change: SiteSwitch): Promise<SwitchOutcome> {
+  const { sources, problems } = await checkSources(deps, change.put);
+  if (problems.length > 0) return { published: false, problems };
+  const now = timestamp(deps);
+  const functions: ChangedFunction[] = [];
+  const result = await deps.hotSql.write(async (sql) => {
+    functions.length = 0;
+    await lockSite(sql, site.id);
+    let changed = 0;
+    for (const file of change.put) {
+      const versionId = await putFile(sql, deps, actor, site, file, now);
+      if (versionId.changed) changed++;
+      await recordEntry(sql, change.deploymentId, file.path, file, versionId.id);
+      if (versionId.changed && sources.has(file.path)) {
+        functions.push(await deployFunction(sql, site, file.path, versionId.id, sources.get(file.path)!, now));
+      }
+    }
+    for (const path of change.remove) {
+      const { changes } = await sql.run(
+        'UPDATE files SET current_version_id = NULL, updated_at = ? WHERE bucket_id = ? AND path = ? AND current_version_id IS NOT NULL',
+        now,
+        site.bucket_id,
+        path,
+      );
+      if (changes === 0) continue;
+      changed++;
+      await recordEntry(sql, change.deploymentId, path, null, null);
+      const removed = await removeFunction(sql, site, path);
+      if (removed) functions.push(removed);
+    }
+    await nextGeneration(sql, site.bucket_id);
+    const files = change.put.length;
+    const bytes = change.put.reduce((sum, f) => sum + f.bytes, 0);
+    await sql.run(
+      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL WHERE id = ?",
+      now,
+      await nextSeq(sql, site.id),
+      files,
+      bytes,
+      change.deploymentId,
+    );
+    return { changed, files, bytes };
+  });
+  for (const fn of functions) {
+    if (fn.versionId && fn.source !== undefined) writeDeployment(deps.runtimeDir, fn.id, fn.versionId, fn.source);
+  }
+  // Every node forgets the bucket's files at once, then each changed function's workers and modules.
+  await deps.changes.publish({ kind: 'bucket', bucketId: site.bucket_id, siteId: site.id });
+  for (const fn of functions) {
+    await deps.changes.publish({
+      kind: 'function',
+      siteId: site.id,
+      name: fn.name,
+      functionId: fn.id,
+      versionId: fn.versionId,
+    });
+  }
+  return { published: true, publishedAt: now, ...result };
+}
+
+/** Makes `file` current at its path unless it is already; the version that carries it. */
+async function putFile(
+  sql: HotTx,
+  deps: Deps,
+  actor: Actor,
+  site: SiteRow,
+  file: TargetFile,
+  now: string,
+): Promise<{ id: string; changed: boolean }> {
+  let row = await sql.getForUpdate<FileRow>(FILE_AT_PATH, site.bucket_id, file.path);
+  if (row?.current_version_id) {
+    const current = await sql.get<{ blob_sha256: string; content_type: string }>(CURRENT_OF, row.current_version_id);
+    if (current?.blob_sha256 === file.sha256 && current.content_type === file.contentType)
+      return { id: row.current_version_id, changed: false };
+  }
+  if (!row) {
+    await sql.run(
+      'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (bucket_id, path) DO NOTHING',
+      newId(),
+      site.bucket_id,
+      file.path,
+      now,
+      now,
+    );
+    row = (await sql.getForUpdate<FileRow>(FILE_AT_PATH, site.bucket_id, file.path))!;
+  }
+  const id = newId();
+  await sql.run(
+    `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
+     VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
+    id,
+    row.id,
+    file.sha256,
+    file.bytes,
+    file.contentType,
+    file.restoredFrom ?? null,
+    now,
+    row.id,
+  );
+  await sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', id, now, row.id);
+  await chargeVersion(sql, deps.config, actor.accountId, file.sha256, file.bytes);
+  return { id, changed: true };
+}
+
+/** What the deployment did at `path`: the version it made (or kept) current, or a removal. */
+async function recordEntry(
+  sql: HotTx,
+  deploymentId: string,
+  path: string,
+  file: TargetFile | null,
+  versionId: string | null,
+): Promise<void> {
+  await sql.run(
+    `INSERT INTO deployment_files (deployment_id, path, sha256, bytes, content_type, version_id) VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT (deployment_id, path) DO UPDATE SET sha256 = excluded.sha256, bytes = excluded.bytes, content_type = excluded.content_type, version_id = excluded.version_id`,
+    deploymentId,
+    path,
+    file?.sha256 ?? null,
+    file?.bytes ?? 0,
+    file?.contentType ?? null,
+    versionId,
+  );
+}
+
+const FUNCTION_AT_PATH = 'SELECT id, name, kind, cron_last_scheduled_at FROM functions WHERE site_id = ? AND path = ?';
+
+/** Serves `path`'s new version (checked already) as the site's function or cron job. */
+async function deployFunction(
+  sql: HotTx,
+  site: SiteRow,
+  path: string,
+  versionId: string,
+  source: string,
+  now: string,
+): Promise<ChangedFunction> {
+  const named = functionName(path);
+  const checked = validateFunction(path, source);
+  if (!named.ok || !checked.ok) throw new Error(`${path} was checked before the switch`);
+  const schedule = checked.schedule ?? null;
+  const existing = await sql.get<Pick<FunctionRow, 'id' | 'name' | 'kind' | 'cron_last_scheduled_at'>>(
+    FUNCTION_AT_PATH,
+    site.id,
+    path,
+  );
+  if (existing) {
+    await sql.run(
+      `UPDATE functions SET status = 'ACTIVE', schedule = ?, deployed_version_id = ?, deployed_at = ?, attempted_version_id = ?, last_error = NULL, updated_at = ?,
+       cron_last_scheduled_at = ? WHERE id = ?`,
+      schedule,
+      versionId,
+      now,
+      versionId,
+      now,
+      existing.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
+      existing.id,
+    );
+    return { id: existing.id, name: existing.name, versionId, source };
+  }
+  const id = newId();
+  await sql.run(
+    `INSERT INTO functions (id, site_id, path, name, kind, schedule, cron_last_scheduled_at, status, deployed_version_id, deployed_at, attempted_version_id, last_error, created_at, updated_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, 'ACTIVE', ?, ?, ?, NULL, ?, ?)`,
+    id,
+    site.id,
+    path,
+    named.name,
+    named.kind,
+    schedule,
+    // A new cron job starts from now: it does not catch up on times before it existed.
+    named.kind === 'cron' ? now : null,
+    versionId,
+    now,
+    versionId,
+    now,
+    now,
+  );
+  return { id, name: named.name, versionId, source };
+}
+
+/** Stops serving the function at `path`, if there is one. */
+async function removeFunction(sql: HotTx, site: SiteRow, path: string): Promise<ChangedFunction | null> {
+  if (!isRuntimeSource(path)) return null;
+  const existing = await sql.get<{ id: string; name: string }>(FUNCTION_AT_PATH, site.id, path);
+  if (!existing) return null;
+  await sql.run('DELETE FROM functions WHERE id = ?', existing.id);
+  return { id: existing.id, name: existing.name, versionId: null };
+}
+
+/** A switch that could not commit (the account's storage limit) fails its deployment with the reason. */
+export function switchRefusal(err: unknown): FileProblem[] | null {
+  if (err instanceof BerthError && err.code === 'quota_exceeded')
+    return [{ path: '', message: err.message, line: 0, column: 0 }];
+  return null;
+}

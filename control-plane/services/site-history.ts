@@ -1,0 +1,192 @@
+// A site's history: every change to its files is a deployment row with, for each path it changed, the
+// version it made current or a removal (sha256 null). Published deployments of a site are numbered by
+// `seq` under the site's row lock, so its state at any point is the newest entry of each path up to
+// it. A write through the file API is recorded here in its own transaction, as a one-file deployment.
+import crypto from 'node:crypto';
+import type { Knex } from 'knex';
+import type { HotTx } from '../db/hot-sql.ts';
+import type { Actor, Deps } from './deps.ts';
+
+export type DeploymentKind = 'DEPLOY' | 'FILE' | 'PROMOTE' | 'RESTORE' | 'BASELINE';
+
+/** A path's content in a state of the site. */
+export interface StateEntry {
+  path: string;
+  sha256: string;
+  bytes: number;
+  contentType: string;
+  /** The version that carried it. */
+  versionId: string;
+}
+
+/** A preview host's first label: 8 characters of [a-z0-9]. */
+export const newShortId = (): string => {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789';
+  return Array.from(crypto.randomBytes(8), (byte) => alphabet[byte % 36]).join('');
+};
+
+/** Who made a change, as the history shows it. */
+export const authorOf = (actor: Actor): string =>
+  actor.user ? `user:${actor.user.id} (${actor.user.email})` : actor.via === 'cli' ? `cli:${actor.id}` : actor.id;
+
+/** Locks the site's row for the rest of the transaction: changes to one site's files take turns. */
+export const lockSite = (sql: HotTx, siteId: string) =>
+  sql.getForUpdate<{ id: string }>('SELECT id FROM sites WHERE id = ?', siteId);
+
+/** The next `seq` of the site's published deployments (the site's row is locked). */
+export async function nextSeq(sql: HotTx, siteId: string): Promise<number> {
+  const row = await sql.get<{ seq: number | string | null }>(
+    'SELECT MAX(seq) AS seq FROM deployments WHERE site_id = ?',
+    siteId,
+  );
+  return Number(row?.seq ?? 0) + 1;
+}
+
+/** Counts the bucket's generation up, inside a transaction that changes its files' current versions. */
+export async function nextGeneration(sql: HotTx, bucketId: string): Promise<void> {
+  await sql.run(
+    'INSERT INTO bucket_generations (bucket_id, generation) VALUES (?, 1) ON CONFLICT (bucket_id) DO UPDATE SET generation = bucket_generations.generation + 1',
+    bucketId,
+  );
+}
+
+export interface FileChange {
+  path: string;
+  /** null: the file was deleted. */
+  version: { id: string; sha256: string; bytes: number; contentType: string } | null;
+}
+
+/**
+ * Records one write, delete or restore through the file API as a published one-file deployment, in the
+ * transaction that made it. The caller holds the site's row lock (lockSite), taken before the file's.
+ */
+export async function recordFileChange(
+  sql: HotTx,
+  siteId: string,
+  actor: Actor,
+  change: FileChange,
+  now: string,
+): Promise<void> {
+  const id = crypto.randomUUID();
+  const seq = await nextSeq(sql, siteId);
+  await sql.run(
+    `INSERT INTO deployments (id, site_id, short_id, kind, status, prune, message, author, created_at, published_at, seq, file_count, bytes)
+     VALUES (?, ?, ?, 'FILE', 'PUBLISHED', ?, NULL, ?, ?, ?, ?, 1, ?)`,
+    id,
+    siteId,
+    newShortId(),
+    0,
+    authorOf(actor),
+    now,
+    now,
+    seq,
+    change.version?.bytes ?? 0,
+  );
+  await sql.run(
+    'INSERT INTO deployment_files (deployment_id, path, sha256, bytes, content_type, version_id) VALUES (?, ?, ?, ?, ?, ?)',
+    id,
+    change.path,
+    change.version?.sha256 ?? null,
+    change.version?.bytes ?? 0,
+    change.version?.contentType ?? null,
+    change.version?.id ?? null,
+  );
+}
+
+/** The site's files at the end of published deployment number `seq` (every path's newest entry up to it). */
+export async function stateAtSeq(
+  deps: Pick<Deps, 'db'>,
+  siteId: string,
+  seq: number,
+): Promise<Map<string, StateEntry>> {
+  const rows = (await deps
+    .db('deployment_files as f')
+    .join('deployments as d', 'd.id', 'f.deployment_id')
+    .where('d.site_id', siteId)
+    .andWhere('d.status', 'PUBLISHED')
+    .andWhere('d.seq', '<=', seq)
+    .orderBy('d.seq')
+    .select('f.path', 'f.sha256', 'f.bytes', 'f.content_type', 'f.version_id')) as Array<{
+    path: string;
+    sha256: string | null;
+    bytes: number | string;
+    content_type: string | null;
+    version_id: string | null;
+  }>;
+  const state = new Map<string, StateEntry>();
+  for (const row of rows) {
+    if (row.sha256 === null || row.version_id === null) state.delete(row.path);
+    else
+      state.set(row.path, {
+        path: row.path,
+        sha256: row.sha256,
+        bytes: Number(row.bytes),
+        contentType: row.content_type!,
+        versionId: row.version_id,
+      });
+  }
+  return state;
+}
+
+/** The `seq` of the site's newest deployment published at or before `at`; 0 when none was. */
+export async function seqAt(deps: Pick<Deps, 'db'>, siteId: string, at: string): Promise<number> {
+  const row = (await deps
+    .db('deployments')
+    .where({ site_id: siteId, status: 'PUBLISHED' })
+    .andWhere('published_at', '<=', at)
+    .max({ seq: 'seq' })
+    .first()) as { seq: number | string | null } | undefined;
+  return Number(row?.seq ?? 0);
+}
+
+/** The site's current published `seq`. */
+export async function currentSeq(deps: Pick<Deps, 'db'>, siteId: string): Promise<number> {
+  const row = (await deps
+    .db('deployments')
+    .where({ site_id: siteId, status: 'PUBLISHED' })
+    .max({ seq: 'seq' })
+    .first()) as { seq: number | string | null } | undefined;
+  return Number(row?.seq ?? 0);
+}
+
+/**
+ * Starts a new site's history in the transaction that makes it: its bucket's generation, and when the
+ * bucket holds files already, a BASELINE deployment of them (`data/` aside).
+ */
+export async function startHistory(
+  trx: Knex.Transaction,
+  site: { id: string; bucket_id: string },
+  now: string,
+): Promise<void> {
+  await trx('bucket_generations').insert({ bucket_id: site.bucket_id, generation: 0 }).onConflict('bucket_id').ignore();
+  const files = (await trx('files')
+    .join('file_versions', 'file_versions.id', 'files.current_version_id')
+    .where('files.bucket_id', site.bucket_id)
+    .andWhereRaw("substr(files.path, 1, 5) <> 'data/'")
+    .select(
+      'files.path as path',
+      'file_versions.id as version_id',
+      'file_versions.blob_sha256 as sha256',
+      'file_versions.bytes as bytes',
+      'file_versions.content_type as content_type',
+    )) as Array<{ path: string; version_id: string; sha256: string; bytes: number | string; content_type: string }>;
+  if (files.length === 0) return;
+  const id = crypto.randomUUID();
+  await trx('deployments').insert({
+    id,
+    site_id: site.id,
+    short_id: newShortId(),
+    kind: 'BASELINE',
+    status: 'PUBLISHED',
+    prune: false,
+    message: 'the files the bucket held when the site was made',
+    author: 'system',
+    created_at: now,
+    published_at: now,
+    seq: 1,
+    file_count: files.length,
+    bytes: files.reduce((sum, f) => sum + Number(f.bytes), 0),
+  });
+  for (let i = 0; i < files.length; i += 500)
+    await trx('deployment_files').insert(files.slice(i, i + 500).map((f) => ({ deployment_id: id, ...f })));
+}

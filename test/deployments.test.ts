@@ -1,0 +1,318 @@
+// Deployments through real HTTP: a set declared by digest, only the bytes the account lacks uploaded,
+// published all at once (files, functions and cron jobs together), a failing function failing the
+// whole deployment with the site unchanged byte for byte, prune, the history with its diffs, promote
+// (rollback), restore to an instant and its snapshot, writes through the file API in the history, and
+// readers that never see an old file after a new one while deployments are published and rolled back.
+import crypto from 'node:crypto';
+import test from 'ava';
+import { type TestBerth, createSite, putFile, startTestBerth } from './helpers/berth.ts';
+import { until } from './helpers/until.ts';
+
+let t0: TestBerth;
+test.before(async () => {
+  t0 = await startTestBerth();
+});
+test.after.always(async () => {
+  await t0?.dispose();
+});
+
+type Account = TestBerth['owner'];
+
+interface Deployment {
+  id: string;
+  shortId: string;
+  kind: string;
+  status: string;
+  current: boolean;
+  missing: string[];
+  files: number;
+  bytes: number;
+  author: string;
+  message: string | null;
+  publishedAt: string | null;
+  previewUrl: string;
+  errors: Array<{ path: string; message: string; line: number; column: number }> | null;
+  fileList?: Array<{ path: string; sha256: string | null }>;
+  diff?: { added: string[]; changed: string[]; removed: string[] };
+}
+
+const sha = (body: string | Buffer) => crypto.createHash('sha256').update(body).digest('hex');
+
+type Files = Record<string, string | { body: string; type: string }>;
+
+const typeOf = (path: string) =>
+  path.endsWith('.html')
+    ? 'text/html'
+    : path.endsWith('.js')
+      ? 'text/javascript'
+      : path.endsWith('.ts')
+        ? 'text/typescript'
+        : 'text/plain';
+
+/** Declares `files`, uploads what is missing and publishes; the publish answer. */
+async function deploy(
+  account: Account,
+  siteId: string,
+  files: Files,
+  options: { prune?: boolean; message?: string } = {},
+) {
+  const entries = Object.entries(files).map(([path, value]) => {
+    const body = typeof value === 'string' ? value : value.body;
+    return {
+      path,
+      body,
+      sha256: sha(body),
+      size: Buffer.byteLength(body),
+      contentType: typeof value === 'string' ? typeOf(path) : value.type,
+    };
+  });
+  const created = await account.api.post(`v0/sites/${siteId}/deployments`, {
+    json: { files: entries.map(({ body: _, ...e }) => e), ...options },
+  });
+  if (created.statusCode !== 201) throw new Error(`create: ${created.statusCode} ${JSON.stringify(created.body)}`);
+  const { deployment } = created.body as unknown as { deployment: Deployment };
+  for (const digest of deployment.missing) {
+    const entry = entries.find((e) => e.sha256 === digest)!;
+    const put = await account.api.put(`v0/sites/${siteId}/deployments/${deployment.id}/files/${digest}`, {
+      body: entry.body,
+    });
+    if (put.statusCode !== 200) throw new Error(`upload: ${put.statusCode} ${JSON.stringify(put.body)}`);
+  }
+  const published = await account.api.post(`v0/sites/${siteId}/deployments/${deployment.id}/publish`);
+  return { created: deployment, published };
+}
+
+const body = <T>(res: { body: unknown }) => res.body as unknown as T;
+
+const VERSION_FN = (build: string) => `export default () => new Response('${build}');\n`;
+
+test('a deployment uploads only what the account lacks, then goes live all at once', async (t) => {
+  const site = await createSite(t0.owner);
+  await putFile(t0.owner, site.bucketId, 'web/old.html', 'old page', 'text/html');
+  const first = await deploy(
+    t0.owner,
+    site.id,
+    {
+      'web/index.html': '<p>one</p>',
+      'web/app.js': 'console.log(1)',
+      'api/version.ts': VERSION_FN('one'),
+    },
+    { message: 'first' },
+  );
+  t.is(first.created.status, 'UPLOADING');
+  t.is(first.created.missing.length, 3);
+  t.regex(
+    first.created.previewUrl,
+    new RegExp(`^http://${first.created.shortId}--${site.subdomain}\\.localhost:\\d+/$`),
+  );
+  t.is(first.published.statusCode, 200);
+  t.like(body<{ deployment: Deployment }>(first.published).deployment, {
+    status: 'PUBLISHED',
+    kind: 'DEPLOY',
+    current: true,
+    files: 3,
+    message: 'first',
+  });
+  t.is((await t0.site(site.subdomain).get('index.html')).body, '<p>one</p>');
+  t.is((await t0.site(site.subdomain).get('api/version')).body, 'one');
+  t.is((await t0.site(site.subdomain).get('old.html')).body, 'old page', 'without prune, other files stay');
+
+  // The same bytes again: nothing to upload.
+  const again = await deploy(t0.owner, site.id, {
+    'web/index.html': '<p>one</p>',
+    'web/app.js': 'console.log(2)',
+    'api/version.ts': VERSION_FN('one'),
+  });
+  t.is(again.created.missing.length, 1, 'only the changed file is asked for');
+  const detail = body<{ deployment: Deployment }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments/${again.created.id}`),
+  ).deployment;
+  t.deepEqual(detail.diff, { added: [], changed: ['web/app.js'], removed: [] });
+});
+
+test('one broken function fails the deployment with its place, and the site is unchanged byte for byte', async (t) => {
+  const site = await createSite(t0.owner);
+  await deploy(t0.owner, site.id, { 'web/index.html': '<p>good</p>', 'api/version.ts': VERSION_FN('good') });
+  const broken = await deploy(t0.owner, site.id, {
+    'web/index.html': '<p>broken build</p>',
+    'api/version.ts': VERSION_FN('broken'),
+    'api/bad.ts': 'export default function (\n  oops',
+    'cron/tick.ts': 'export const schedule = "not a schedule";\nexport default () => {};\n',
+  });
+  t.is(broken.published.statusCode, 422);
+  const error = body<{ error: { code: string; message: string; details: { errors: Deployment['errors'] } } }>(
+    broken.published,
+  ).error;
+  t.is(error.code, 'deployment_failed');
+  const paths = error.details.errors!.map((e) => e.path).sort();
+  t.deepEqual(paths, ['api/bad.ts', 'cron/tick.ts']);
+  const bad = error.details.errors!.find((e) => e.path === 'api/bad.ts')!;
+  t.true(bad.line >= 1 && bad.column >= 1, 'a place in the file');
+  t.is((await t0.site(site.subdomain).get('index.html')).body, '<p>good</p>');
+  t.is((await t0.site(site.subdomain).get('api/version')).body, 'good');
+  const listed = body<{ deployments: Deployment[] }>(await t0.owner.read.get(`v0/sites/${site.id}/deployments`));
+  t.is(listed.deployments[0]!.status, 'FAILED');
+  t.is(listed.deployments.filter((d) => d.current).length, 1);
+  // A failed deployment takes no more uploads or publishes.
+  const retry = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${broken.created.id}/publish`);
+  t.is(retry.statusCode, 409);
+  t.is(body<{ error: { code: string } }>(retry).error.code, 'deployment_not_open');
+});
+
+test('uploads are checked against their digest, and a deployment with bytes missing is not published', async (t) => {
+  const site = await createSite(t0.owner);
+  const text = 'the declared bytes';
+  const created = body<{ deployment: Deployment }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: {
+        files: [{ path: 'web/a.txt', sha256: sha(text), size: Buffer.byteLength(text), contentType: 'text/plain' }],
+      },
+    }),
+  ).deployment;
+  const publish = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${created.id}/publish`);
+  t.is(publish.statusCode, 409);
+  t.is(body<{ error: { code: string; details: { missing: string[] } } }>(publish).error.code, 'deployment_incomplete');
+  const wrong = await t0.owner.api.put(`v0/sites/${site.id}/deployments/${created.id}/files/${sha(text)}`, {
+    body: 'other bytes, same len',
+  });
+  t.is(wrong.statusCode, 400);
+  t.is(body<{ error: { code: string } }>(wrong).error.code, 'digest_mismatch');
+  const undeclared = await t0.owner.api.put(`v0/sites/${site.id}/deployments/${created.id}/files/${sha('x')}`, {
+    body: 'x',
+  });
+  t.is(undeclared.statusCode, 404);
+  t.is(
+    (await t0.owner.api.put(`v0/sites/${site.id}/deployments/${created.id}/files/${sha(text)}`, { body: text }))
+      .statusCode,
+    200,
+  );
+  t.is((await t0.owner.api.post(`v0/sites/${site.id}/deployments/${created.id}/publish`)).statusCode, 200);
+  t.is((await t0.site(site.subdomain).get('a.txt')).body, text);
+
+  const invalid = await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+    json: { files: [{ path: 'data/x.json', content: '{}' }] },
+  });
+  t.is(invalid.statusCode, 400);
+  t.is(body<{ error: { code: string } }>(invalid).error.code, 'invalid_path');
+  const twice = await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+    json: {
+      files: [
+        { path: 'web/a', content: '1' },
+        { path: 'web/./a', content: '2' },
+      ],
+    },
+  });
+  t.is(twice.statusCode, 400);
+});
+
+test('prune removes the site’s web, api and cron files the set lacks, and never data/', async (t) => {
+  const site = await createSite(t0.owner);
+  await putFile(t0.owner, site.bucketId, 'web/gone.html', 'gone', 'text/html');
+  await putFile(t0.owner, site.bucketId, 'data/kept.json', '{}', 'application/json');
+  await deploy(t0.owner, site.id, { 'web/index.html': 'v1', 'api/version.ts': VERSION_FN('v1') });
+  const pruned = await deploy(t0.owner, site.id, { 'web/index.html': 'v2' }, { prune: true });
+  t.is(pruned.published.statusCode, 200);
+  t.is((await t0.site(site.subdomain).get('gone.html')).statusCode, 404);
+  t.is((await t0.site(site.subdomain).get('api/version')).statusCode, 404, 'the function went with its source');
+  t.is((await t0.owner.api.get(`v0/buckets/${site.bucketId}/objects/data/kept.json`)).statusCode, 200);
+  const detail = body<{ deployment: Deployment }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments/${pruned.created.id}`),
+  ).deployment;
+  t.deepEqual(detail.diff, { added: [], changed: ['web/index.html'], removed: ['api/version.ts', 'web/gone.html'] });
+});
+
+test('promote puts an earlier deployment back in one step; restore puts the site back to any instant', async (t) => {
+  const site = await createSite(t0.owner);
+  const one = await deploy(t0.owner, site.id, { 'web/index.html': 'one', 'api/version.ts': VERSION_FN('one') });
+  const afterOne = new Date().toISOString();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  await deploy(
+    t0.owner,
+    site.id,
+    { 'web/index.html': 'two', 'web/extra.html': 'extra', 'api/version.ts': VERSION_FN('two') },
+    { prune: true },
+  );
+  await putFile(t0.owner, site.bucketId, 'web/index.html', 'two and a half', 'text/html');
+  t.is((await t0.site(site.subdomain).get('index.html')).body, 'two and a half');
+
+  const promoted = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${one.created.id}/promote`);
+  t.is(promoted.statusCode, 200);
+  const back = body<{ deployment: Deployment }>(promoted).deployment;
+  t.like(back, { kind: 'PROMOTE', status: 'PUBLISHED', current: true });
+  t.is((await t0.site(site.subdomain).get('index.html')).body, 'one');
+  t.is((await t0.site(site.subdomain).get('extra.html')).statusCode, 404);
+  t.is((await t0.site(site.subdomain).get('api/version')).body, 'one');
+
+  // The instant between the two deployments: what the snapshot lists is what restore makes live.
+  const snapshot = body<{ files: Array<{ path: string }>; snapshot: { files: number } }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/snapshot`, { searchParams: { at: afterOne } }),
+  );
+  t.deepEqual(
+    snapshot.files.map((f) => f.path),
+    ['api/version.ts', 'web/index.html'],
+  );
+  await deploy(t0.owner, site.id, { 'web/index.html': 'three', 'web/extra.html': 'extra' });
+  const restored = await t0.owner.api.post(`v0/sites/${site.id}/restore`, { json: { at: afterOne } });
+  t.is(restored.statusCode, 200);
+  t.is(body<{ deployment: Deployment }>(restored).deployment.kind, 'RESTORE');
+  t.is((await t0.site(site.subdomain).get('index.html')).body, 'one');
+  t.is((await t0.site(site.subdomain).get('extra.html')).statusCode, 404);
+
+  const early = await t0.owner.api.post(`v0/sites/${site.id}/restore`, { json: { at: '2001-01-01T00:00:00Z' } });
+  t.is(early.statusCode, 422);
+  t.is(body<{ error: { code: string } }>(early).error.code, 'before_history');
+
+  // Every change is in the history, newest first: the file API's write as a one-file change.
+  const history = body<{ deployments: Deployment[] }>(await t0.owner.read.get(`v0/sites/${site.id}/deployments`));
+  t.deepEqual(
+    history.deployments.map((d) => d.kind),
+    ['RESTORE', 'DEPLOY', 'PROMOTE', 'FILE', 'DEPLOY', 'DEPLOY'],
+  );
+  t.is(history.deployments[3]!.files, 1);
+  t.regex(history.deployments[3]!.author, /.+/);
+});
+
+test('readers never get an old file after a new one while deployments are published and rolled back', async (t) => {
+  const site = await createSite(t0.owner);
+  const build = (n: number) => ({
+    'web/index.html': `build ${n}`,
+    'web/app.js': `build ${n}`,
+    'api/version.ts': VERSION_FN(`build ${n}`),
+  });
+  const first = await deploy(t0.owner, site.id, build(0));
+  let stop = false;
+  const seen: number[] = [];
+  const reader = (async () => {
+    while (!stop) {
+      for (const path of ['index.html', 'app.js', 'api/version']) {
+        const res = await t0.site(site.subdomain).get(path);
+        seen.push(Number(/^build (\d+)$/.exec(res.body)![1]));
+      }
+    }
+  })();
+  for (let n = 1; n <= 5; n++) await deploy(t0.owner, site.id, build(n));
+  await until(async () => seen.at(-1) === 5, 'the reader sees the last build');
+  stop = true;
+  await reader;
+  // Builds only ever go forward for a reader.
+  const backwards = seen.findIndex((n, i) => i > 0 && n < seen[i - 1]!);
+  t.is(backwards, -1, `went back at ${backwards}: ${seen.slice(Math.max(0, backwards - 3), backwards + 3).join(', ')}`);
+  t.true(new Set(seen).size >= 2, 'the reader saw the switches happen');
+  // A rollback is one step back for every reader too.
+  const promoted = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${first.created.id}/promote`);
+  t.is(promoted.statusCode, 200);
+  for (const path of ['index.html', 'app.js', 'api/version'])
+    t.is((await t0.site(site.subdomain).get(path)).body, 'build 0', path);
+});
+
+test('create_deployment takes files’ text inline, for front doors that carry JSON only', async (t) => {
+  const site = await createSite(t0.owner);
+  const created = await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+    json: { files: [{ path: 'web/index.html', content: '<p>inline</p>', contentType: 'text/html' }] },
+  });
+  t.is(created.statusCode, 201);
+  const { deployment } = body<{ deployment: Deployment }>(created);
+  t.deepEqual(deployment.missing, []);
+  t.is((await t0.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`)).statusCode, 200);
+  t.is((await t0.site(site.subdomain).get('')).body, '<p>inline</p>');
+});
