@@ -189,6 +189,54 @@ shared(
   },
 );
 
+shared(
+  'deployments published through one server: a reader of the other never gets an old file after a new one',
+  async (t) => {
+    const site = await makeSite('deployments');
+    const api = instance.owner.api;
+    const build = (n: number) => ({
+      files: [
+        { path: 'web/index.html', content: `build ${n}`, contentType: 'text/html' },
+        { path: 'web/app.js', content: `build ${n}`, contentType: 'text/javascript' },
+        {
+          path: 'api/version.ts',
+          content: `export default () => new Response('build ${n}');\n`,
+          contentType: 'text/typescript',
+        },
+      ],
+    });
+    const publish = async (n: number) => {
+      const { deployment } = json<{ deployment: { id: string } }>(
+        await api.post(`v0/sites/${site.id}/deployments`, { json: build(n) }),
+      );
+      t.is((await api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`)).statusCode, 200);
+    };
+    await publish(0);
+    const onB = siteOn(instance.b, site.subdomain);
+    let stop = false;
+    const seen: number[] = [];
+    const reader = (async () => {
+      while (!stop) {
+        for (const path of ['index.html', 'app.js', 'api/version']) {
+          const res = await onB.get(path);
+          seen.push(Number(/^build (\d+)$/.exec(res.body)?.[1] ?? -1));
+        }
+      }
+    })();
+    for (let n = 1; n <= 5; n++) await publish(n);
+    t.true(await withinASecond(async () => seen.at(-1) === 5, 'the last build'));
+    stop = true;
+    await reader;
+    t.false(seen.includes(-1), 'every answer was a build');
+    const backwards = seen.findIndex((n, i) => i > 0 && n < seen[i - 1]!);
+    t.is(
+      backwards,
+      -1,
+      `went back at ${backwards}: ${seen.slice(Math.max(0, backwards - 3), backwards + 3).join(', ')}`,
+    );
+  },
+);
+
 shared('a cron time due on both servers is run once', async (t) => {
   const site = await makeSite('cron');
   const job = 'export const schedule = "* * * * *";\nexport function handler() {}\n';

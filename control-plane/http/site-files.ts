@@ -87,22 +87,18 @@ async function serveWeb(
 ): Promise<void> {
   const wantsDirectory = segments.at(-1) === '';
   const relative = segments.join('/');
-  const file = await resolveWebFile(
-    deps,
-    site.bucketId,
-    wantsDirectory ? `web/${relative}index.html` : `web/${relative}`,
-  );
+  const file = await resolveWebFile(deps, site, wantsDirectory ? `web/${relative}index.html` : `web/${relative}`);
   if (file) return sendFile(deps, req, res, file, requestId);
 
   // "/docs" where "web/docs/index.html" exists: send the browser to "/docs/" so relative links work.
-  if (!wantsDirectory && (await resolveWebFile(deps, site.bucketId, `web/${relative}/index.html`))) {
+  if (!wantsDirectory && (await resolveWebFile(deps, site, `web/${relative}/index.html`))) {
     const [path, query] = splitQuery(req.url ?? '/');
     res.writeHead(308, { 'Berth-Request-Id': requestId, Location: `${urlPath(path)}/${query}`, 'Content-Length': 0 });
     res.end();
     return;
   }
 
-  const custom404 = await resolveWebFile(deps, site.bucketId, 'web/404.html');
+  const custom404 = await resolveWebFile(deps, site, 'web/404.html');
   if (custom404) return sendNotFound(deps, req, res, custom404, requestId);
   sendHtml(res, 404, notFoundPage, requestId);
 }

@@ -266,12 +266,24 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
   const cached = deps.hostingCache.fn(siteId, name);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
-  const row = await deps
-    .db<FunctionRow>('functions')
-    .where({ site_id: siteId, name, kind: 'api' })
-    .whereNotNull('deployed_version_id')
-    .first();
-  const deployment = row ? await deploymentOf(deps, row) : null;
+  // The function with its site's bucket generation, in one statement (see HostingCache.observeGeneration).
+  const found = (await deps
+    .db('sites')
+    .leftJoin('bucket_generations', 'bucket_generations.bucket_id', 'sites.bucket_id')
+    .leftJoin('functions', (on) =>
+      on
+        .on('functions.site_id', '=', 'sites.id')
+        .andOnVal('functions.name', '=', name)
+        .andOnVal('functions.kind', '=', 'api')
+        .andOnNotNull('functions.deployed_version_id'),
+    )
+    .where('sites.id', siteId)
+    .first('functions.*', 'sites.bucket_id as bucket_of_site', 'bucket_generations.generation as bucket_generation')) as
+    | (FunctionRow & { bucket_of_site: string; bucket_generation: number | string | null })
+    | undefined;
+  if (found && found.bucket_generation !== null)
+    deps.hostingCache.observeGeneration(found.bucket_of_site, siteId, Number(found.bucket_generation));
+  const deployment = found?.id ? await deploymentOf(deps, found) : null;
   deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
   return deployment;
 }

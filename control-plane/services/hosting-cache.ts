@@ -26,13 +26,53 @@ export interface CachedWebFile {
 
 const MAX_ENTRIES = 20_000;
 
+/** Entries by group (a bucket's files, a site's functions), so a whole group is forgotten in one step. */
+class Grouped<V> {
+  #groups = new Map<string, Map<string, V>>();
+  #size = 0;
+
+  get(group: string, key: string): V | undefined {
+    return this.#groups.get(group)?.get(key);
+  }
+
+  set(group: string, key: string, value: V): void {
+    if (this.#size >= MAX_ENTRIES) this.clear();
+    let entries = this.#groups.get(group);
+    if (!entries) {
+      entries = new Map();
+      this.#groups.set(group, entries);
+    }
+    if (!entries.has(key)) this.#size++;
+    entries.set(key, value);
+  }
+
+  delete(group: string, key: string): void {
+    const entries = this.#groups.get(group);
+    if (entries?.delete(key)) this.#size--;
+  }
+
+  deleteGroup(group: string): void {
+    const entries = this.#groups.get(group);
+    if (!entries) return;
+    this.#size -= entries.size;
+    this.#groups.delete(group);
+  }
+
+  clear(): void {
+    this.#groups.clear();
+    this.#size = 0;
+  }
+}
+
 export class HostingCache implements ChangeListener {
   #sites = new Map<string, CachedSite | null>();
-  #functions = new Map<string, Deployment | null>();
+  #functions = new Grouped<Deployment | null>();
   /** For ctx calls: site rows by id, and whether a site has a ready database. */
   #siteRows = new Map<string, SiteRow | null>();
   #databases = new Map<string, boolean>();
-  #files = new Map<string, CachedWebFile | null>();
+  #files = new Grouped<CachedWebFile | null>();
+  /** The newest generation of each bucket a lookup has read from the metadata (bucket_generations). */
+  #bucketGenerations = new Map<string, number>();
   #generation = 0;
 
   /** Marks the start of a lookup; pass the result to the matching remember* call. */
@@ -51,28 +91,26 @@ export class HostingCache implements ChangeListener {
   }
 
   file(bucketId: string, path: string): CachedWebFile | null | undefined {
-    return this.#files.get(fileKey(bucketId, path));
+    return this.#files.get(bucketId, path);
   }
 
   rememberFile(generation: number, bucketId: string, path: string, file: CachedWebFile | null): void {
     if (generation !== this.#generation) return;
-    if (this.#files.size >= MAX_ENTRIES) this.#files.clear();
-    this.#files.set(fileKey(bucketId, path), file);
+    this.#files.set(bucketId, path, file);
   }
 
   fn(siteId: string, name: string): Deployment | null | undefined {
-    return this.#functions.get(fileKey(siteId, name));
+    return this.#functions.get(siteId, name);
   }
 
   rememberFunction(generation: number, siteId: string, name: string, deployment: Deployment | null): void {
     if (generation !== this.#generation) return;
-    if (this.#functions.size >= MAX_ENTRIES) this.#functions.clear();
-    this.#functions.set(fileKey(siteId, name), deployment);
+    this.#functions.set(siteId, name, deployment);
   }
 
   forgetFunction(siteId: string, name: string): void {
     this.#generation++;
-    this.#functions.delete(fileKey(siteId, name));
+    this.#functions.delete(siteId, name);
   }
 
   siteRow(id: string): SiteRow | null | undefined {
@@ -106,18 +144,31 @@ export class HostingCache implements ChangeListener {
     this.#siteRows.clear();
   }
 
+  /**
+   * A lookup read `generation` of the bucket from the metadata, in the same statement as what it looked
+   * up. A newer one than seen before means a deployment committed that this node may not have heard of
+   * yet: what it holds of the bucket is forgotten before the lookup answers, so no one is served an old
+   * file of the bucket after a new one.
+   */
+  observeGeneration(bucketId: string, siteId: string, generation: number): void {
+    const known = this.#bucketGenerations.get(bucketId);
+    if (known !== undefined && generation <= known) return;
+    if (this.#bucketGenerations.size >= MAX_ENTRIES) this.#bucketGenerations.clear();
+    this.#bucketGenerations.set(bucketId, generation);
+    // Not seen before (or forgotten since): what is held of the bucket may be of any older generation.
+    this.forgetBucket(bucketId, siteId);
+  }
+
   /** Forgets every file of a bucket and every function of its site: they changed together. */
   forgetBucket(bucketId: string, siteId: string): void {
     this.#generation++;
-    const prefix = `${bucketId}\u0000`;
-    for (const key of this.#files.keys()) if (key.startsWith(prefix)) this.#files.delete(key);
-    const functions = `${siteId}\u0000`;
-    for (const key of this.#functions.keys()) if (key.startsWith(functions)) this.#functions.delete(key);
+    this.#files.deleteGroup(bucketId);
+    this.#functions.deleteGroup(siteId);
   }
 
   forgetFile(bucketId: string, path: string): void {
     this.#generation++;
-    this.#files.delete(fileKey(bucketId, path));
+    this.#files.delete(bucketId, path);
   }
 
   /** The change feed's listener: forgets what a change touched. */
@@ -137,6 +188,7 @@ export class HostingCache implements ChangeListener {
   /** Forgets every lookup (blobs are immutable and stay). */
   clear(): void {
     this.#generation++;
+    this.#bucketGenerations.clear();
     this.#sites.clear();
     this.#siteRows.clear();
     this.#functions.clear();
@@ -144,5 +196,3 @@ export class HostingCache implements ChangeListener {
     this.#files.clear();
   }
 }
-
-const fileKey = (bucketId: string, path: string): string => `${bucketId}\u0000${path}`;

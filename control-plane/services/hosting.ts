@@ -27,23 +27,57 @@ export async function resolveSite(deps: Deps, subdomain: string): Promise<Cached
   return site;
 }
 
-/** The current version of a bucket file by its full path (e.g. "web/index.html"). */
-export async function resolveWebFile(deps: Deps, bucketId: string, path: string): Promise<CachedWebFile | null> {
-  const cached = cachedWebFile(deps, bucketId, path);
+/**
+ * A site's file and its bucket's generation, read in one statement: one snapshot of the metadata, so
+ * the generation is never older than the file (see HostingCache.observeGeneration).
+ */
+const WEB_FILE = `SELECT g.generation AS generation, f.current_version_id, f.updated_at, v.bytes, v.content_type, v.blob_sha256
+  FROM bucket_generations g
+  LEFT JOIN files f ON f.bucket_id = g.bucket_id AND f.path = ?
+  LEFT JOIN file_versions v ON v.id = f.current_version_id
+  WHERE g.bucket_id = ?`;
+
+interface WebFileRow {
+  generation: number | string;
+  current_version_id: string | null;
+  updated_at: string | null;
+  bytes: number | null;
+  content_type: string | null;
+  blob_sha256: string | null;
+}
+
+/** The current version of a site's file by its full path (e.g. "web/index.html"). */
+export async function resolveWebFile(deps: Deps, site: CachedSite, path: string): Promise<CachedWebFile | null> {
+  const cached = cachedWebFile(deps, site.bucketId, path);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
-  const found = await findCurrentFile(deps, bucketId, path);
-  const file = found
-    ? {
+  const row = await deps.hotSql.get<WebFileRow>(WEB_FILE, path, site.bucketId);
+  let file: CachedWebFile | null = null;
+  if (row) {
+    deps.hostingCache.observeGeneration(site.bucketId, site.id, Number(row.generation));
+    if (row.current_version_id && row.blob_sha256)
+      file = {
+        versionId: row.current_version_id,
+        sha256: row.blob_sha256,
+        bytes: Number(row.bytes),
+        contentType: row.content_type!,
+        etag: `"${row.blob_sha256}"`,
+        lastModified: new Date(row.updated_at!).toUTCString(),
+      };
+  } else {
+    // A bucket with no generation yet (no site made it since deployments began): the file alone.
+    const found = await findCurrentFile(deps, site.bucketId, path);
+    if (found)
+      file = {
         versionId: found.file.currentVersionId,
         sha256: found.sha256,
         bytes: found.file.bytes,
         contentType: found.file.contentType,
         etag: `"${found.sha256}"`,
         lastModified: new Date(found.file.updatedAt).toUTCString(),
-      }
-    : null;
-  deps.hostingCache.rememberFile(generation, bucketId, path, file);
+      };
+  }
+  deps.hostingCache.rememberFile(generation, site.bucketId, path, file);
   return file;
 }
 
