@@ -314,6 +314,12 @@ export const CreateDeploymentBody = z
       .describe('the whole set: web/, api/ and cron/ files, and any other but data/'),
     prune: z.boolean().optional().describe('remove the site’s web/, api/ and cron/ files the set lacks'),
     message: z.string().optional(),
+    migrations: z
+      .array(z.object({ name: z.string(), sql: z.string() }).strict())
+      .optional()
+      .describe(
+        'the site database’s whole ordered migration history: the ones not applied yet are applied before the switch, all or none',
+      ),
   })
   .strict();
 export const RestoreSiteBody = z.object({ at: z.string().describe('an RFC 3339 time') }).strict();

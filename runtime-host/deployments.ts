@@ -42,13 +42,17 @@ export function deploymentExists(runtimeDir: string, functionId: string, version
   return fs.existsSync(modulePath) ? modulePath : null;
 }
 
-/** Removes a function's generated files, all versions or all but `keepVersionId`. */
-export function removeDeployments(runtimeDir: string, functionId: string, keepVersionId?: string): void {
+/** The versions of a function with generated files, all of them or all but `keepVersionId`. */
+export function deployedVersions(runtimeDir: string, functionId: string, keepVersionId?: string): string[] {
   const dir = path.join(runtimeDir, 'functions', functionId);
-  if (!fs.existsSync(dir)) return;
-  for (const version of fs.readdirSync(dir)) {
-    if (version !== keepVersionId) fs.rmSync(path.join(dir, version), { recursive: true, force: true });
-  }
+  if (!fs.existsSync(dir)) return [];
+  return fs.readdirSync(dir).filter((version) => version !== keepVersionId);
+}
+
+/** Removes the generated files of these versions of a function. */
+export function removeVersions(runtimeDir: string, functionId: string, versions: string[]): void {
+  for (const version of versions)
+    fs.rmSync(path.join(runtimeDir, 'functions', functionId, version), { recursive: true, force: true });
 }
 
 /**

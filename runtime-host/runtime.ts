@@ -203,10 +203,15 @@ export class RuntimeHost {
     this.#pool.release(worker);
   }
 
-  /** New requests for this function will start a worker of its current version; old ones drain. */
-  retire(functionId: string): void {
-    this.#pool.retire((key) => key.startsWith(`${functionId}:`));
-    for (const key of this.#deployments.keys()) if (key.startsWith(`${functionId}:`)) this.#deployments.delete(key);
+  /**
+   * New requests for this function will start a worker of its current version; old ones drain. The
+   * version now served (`keepVersionId`) is left alone: a request may have started its worker already,
+   * before this node heard of the change.
+   */
+  retire(functionId: string, keepVersionId?: string): void {
+    const retired = (key: string) => key.startsWith(`${functionId}:`) && key !== `${functionId}:${keepVersionId}`;
+    this.#pool.retire(retired);
+    for (const key of this.#deployments.keys()) if (retired(key)) this.#deployments.delete(key);
   }
 
   async close(): Promise<void> {

@@ -282,11 +282,14 @@ test('readers never get an old file after a new one while deployments are publis
   const first = await deploy(t0.owner, site.id, build(0));
   let stop = false;
   const seen: number[] = [];
+  const odd: string[] = [];
   const reader = (async () => {
     while (!stop) {
       for (const path of ['index.html', 'app.js', 'api/version']) {
         const res = await t0.site(site.subdomain).get(path);
-        seen.push(Number(/^build (\d+)$/.exec(res.body)![1]));
+        const build = /^build (\d+)$/.exec(res.body)?.[1];
+        if (build === undefined) odd.push(`${path}: ${res.statusCode} ${res.body.slice(0, 200)}`);
+        else seen.push(Number(build));
       }
     }
   })();
@@ -294,6 +297,7 @@ test('readers never get an old file after a new one while deployments are publis
   await until(async () => seen.at(-1) === 5, 'the reader sees the last build');
   stop = true;
   await reader;
+  t.deepEqual(odd, [], 'every answer was a build');
   // Builds only ever go forward for a reader.
   const backwards = seen.findIndex((n, i) => i > 0 && n < seen[i - 1]!);
   t.is(backwards, -1, `went back at ${backwards}: ${seen.slice(Math.max(0, backwards - 3), backwards + 3).join(', ')}`);
@@ -315,4 +319,54 @@ test('create_deployment takes files’ text inline, for front doors that carry J
   t.deepEqual(deployment.missing, []);
   t.is((await t0.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`)).statusCode, 200);
   t.is((await t0.site(site.subdomain).get('')).body, '<p>inline</p>');
+});
+
+test('a deployment’s migrations are applied before its switch; a failing one fails it with the database unchanged', async (t) => {
+  const site = await createSite(t0.owner);
+  const database = body<{ database: { id: string } }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/databases`),
+  ).database;
+  const query = async (sql: string) =>
+    body<{ result: Array<{ results: Array<Record<string, unknown>> }> }>(
+      await t0.owner.api.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql } }),
+    ).result[0]!.results;
+  const tables = async () =>
+    (
+      await query(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite%' ORDER BY name",
+      )
+    ).map((r) => r.name);
+  const init = { name: '0001_init.sql', sql: 'CREATE TABLE notes (body TEXT);' };
+  const declare = (files: Array<Record<string, string>>, migrations: Array<{ name: string; sql: string }>) =>
+    t0.owner.api.post(`v0/sites/${site.id}/deployments`, { json: { files, migrations } });
+
+  const first = body<{ deployment: Deployment }>(
+    await declare([{ path: 'web/index.html', content: 'with notes', contentType: 'text/html' }], [init]),
+  ).deployment;
+  t.is((await t0.owner.api.post(`v0/sites/${site.id}/deployments/${first.id}/publish`)).statusCode, 200);
+  t.deepEqual(await tables(), ['notes']);
+
+  const second = body<{ deployment: Deployment }>(
+    await declare(
+      [{ path: 'web/index.html', content: 'with more', contentType: 'text/html' }],
+      [
+        init,
+        { name: '0002_more.sql', sql: 'CREATE TABLE tags (name TEXT);' },
+        { name: '0003_bad.sql', sql: 'CREATE TABLEX oops;' },
+      ],
+    ),
+  ).deployment;
+  const failed = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${second.id}/publish`);
+  t.is(failed.statusCode, 422);
+  const error = body<{ error: { code: string; details: { errors: Array<{ path: string; message: string }> } } }>(
+    failed,
+  ).error;
+  t.is(error.code, 'deployment_failed');
+  t.is(error.details.errors[0]!.path, 'migrations/');
+  t.regex(
+    error.details.errors[0]!.message,
+    /one of 0002_more\.sql, 0003_bad\.sql failed and everything was rolled back/,
+  );
+  t.deepEqual(await tables(), ['notes'], 'neither pending migration was applied');
+  t.is((await t0.site(site.subdomain).get('')).body, 'with notes', 'the files did not change either');
 });

@@ -22,6 +22,7 @@ import {
   stateAtSeq,
 } from './site-history.ts';
 import { type SiteRow, requireSite } from './site-rows.ts';
+import { applyDeploymentMigrations } from './migrations.ts';
 
 /** Files one deployment may declare. */
 export const MAX_DEPLOYMENT_FILES = 20_000;
@@ -50,6 +51,7 @@ interface DeploymentRow {
   file_count: number | string;
   bytes: number | string;
   errors: string | null;
+  migrations: string | null;
 }
 
 interface EntryRow {
@@ -154,10 +156,21 @@ export async function createDeployment(
   deps: Deps,
   actor: Actor,
   siteId: string,
-  input: { files: DeclaredFile[]; prune?: boolean | undefined; message?: string | undefined },
+  input: {
+    files: DeclaredFile[];
+    prune?: boolean | undefined;
+    message?: string | undefined;
+    migrations?: Array<{ name: string; sql: string }> | undefined;
+  },
 ) {
   const site = await requireSite(deps, actor, siteId);
   const files = checkFiles(deps, input.files);
+  const migrations = input.migrations ?? [];
+  if (migrations.length > 0 && !(await deps.db('databases').where({ site_id: site.id }).first('id')))
+    throw new BerthError(
+      'database_not_ready',
+      'the deployment carries migrations but the site has no database: create it first (POST /v0/sites/:siteId/databases)',
+    );
   const now = timestamp(deps);
   await expireOpenDeployments(deps, site.id);
   const open = (await deps.db('deployments').where({ site_id: site.id, status: 'UPLOADING' }).count({ n: '*' }))[0] as {
@@ -185,6 +198,7 @@ export async function createDeployment(
     file_count: files.length,
     bytes: files.reduce((sum, f) => sum + f.bytes, 0),
     errors: null,
+    migrations: migrations.length > 0 ? JSON.stringify(migrations) : null,
   };
   await deps.db.transaction(async (trx) => {
     await trx('deployments').insert(row);
@@ -345,9 +359,14 @@ async function publishRow(
   put: TargetFile[],
   remove: string[],
 ) {
+  const migrations = row.migrations ? (JSON.parse(row.migrations) as Array<{ name: string; sql: string }>) : [];
+  const applyMigrations =
+    migrations.length > 0
+      ? async () => void (await applyDeploymentMigrations(deps, actor, site.id, migrations))
+      : undefined;
   let outcome: Awaited<ReturnType<typeof switchSite>>;
   try {
-    outcome = await switchSite(deps, actor, site, { deploymentId: row.id, put, remove });
+    outcome = await switchSite(deps, actor, site, { deploymentId: row.id, put, remove }, applyMigrations);
   } catch (err) {
     const refusal = switchRefusal(err);
     if (refusal) return fail(deps, site, row, refusal);
@@ -431,6 +450,7 @@ async function switchToState(
     file_count: target.size,
     bytes: [...target.values()].reduce((sum, e) => sum + e.bytes, 0),
     errors: null,
+    migrations: null,
   };
   try {
     await deps.db('deployments').insert(row);

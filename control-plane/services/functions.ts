@@ -4,7 +4,7 @@
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
-import { deploymentExists, removeDeployments, writeDeployment } from '../../runtime-host/deployments.ts';
+import { deployedVersions, deploymentExists, removeVersions, writeDeployment } from '../../runtime-host/deployments.ts';
 import type { ChangeListener } from '../db/changes.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
@@ -289,15 +289,24 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
 }
 
 /**
+ * How long the module files of a replaced version stay: a request that resolved the old version just
+ * before the change may still be starting its worker from them.
+ */
+const REPLACED_MODULES_KEPT_MS = 60_000;
+
+/**
  * The change feed's listener of this node's runtime: a function deployed again or removed, on any node,
- * stops its workers here and leaves only the new version's module on disk.
+ * stops its old workers here (they finish the requests they have) and, a minute later, removes the
+ * module files of the versions it replaced.
  */
 export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): ChangeListener {
   return {
     change(change) {
       if (change.kind !== 'function') return;
-      runtime.retire(change.functionId);
-      removeDeployments(runtimeDir, change.functionId, change.versionId ?? undefined);
+      runtime.retire(change.functionId, change.versionId ?? undefined);
+      const replaced = deployedVersions(runtimeDir, change.functionId, change.versionId ?? undefined);
+      if (replaced.length > 0)
+        setTimeout(() => removeVersions(runtimeDir, change.functionId, replaced), REPLACED_MODULES_KEPT_MS).unref();
     },
     // Workers serve the versions they were started with, which a missed change does not make wrong.
     resync() {},

@@ -244,3 +244,63 @@ export async function applyMigrations(
     return { appliedNames, nextAction: 'NONE', next: listReceipts(siteId, databaseId) };
   });
 }
+
+/**
+ * The migrations a deployment carries, applied before its switch: the same exact-prefix rule as
+ * applyMigrations, and every pending one in one transaction with its receipts, so a failure leaves the
+ * database as it was. Returns the names applied.
+ */
+export async function applyDeploymentMigrations(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  migrations: Array<{ name: string; sql: string }>,
+): Promise<string[]> {
+  const database = await deps.db('databases').where({ site_id: siteId }).first('id');
+  if (!database)
+    throw new BerthError(
+      'database_not_ready',
+      'the deployment carries migrations but the site has no database: create it first (POST /v0/sites/:siteId/databases)',
+    );
+  const databaseId = database.id as string;
+  await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
+  for (const m of migrations) checkName(m.name);
+  const names = migrations.map((m) => m.name);
+  const sorted = [...names].sort();
+  if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length)
+    throw new BerthError('invalid_request', 'migrations must be listed once each, in ascending order of their numbers');
+  return withLease(deps, siteId, databaseId, async () => {
+    const applied = await ledger(deps, siteId);
+    applied.forEach((receipt, i) => {
+      const given = migrations[i];
+      if (!given || given.name !== receipt.name || checksum(given.sql) !== receipt.checksum)
+        throw historyConflict(
+          siteId,
+          databaseId,
+          given?.name ?? receipt.name,
+          `the deployment's migrations disagree with the database at position ${i + 1}: ${receipt.name} is applied there`,
+          receipt,
+        );
+    });
+    const pending = migrations.slice(applied.length);
+    if (pending.length === 0) return [];
+    const at = appliedAt(deps.now());
+    try {
+      // The scripts one after the other, each ended, and one statement writing all their receipts.
+      await deps.siteDatabases.migrate(siteId, pending.map((m) => `${m.sql}\n;\n`).join(''), {
+        sql: `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES ${pending.map(() => '(?, ?, ?, ?)').join(', ')}`,
+        params: pending.flatMap((m) => [m.name, checksum(m.sql), m.sql, at]),
+      });
+    } catch (err) {
+      if (!(err instanceof StatementError)) throw err;
+      if (err.reason === 'busy' || err.reason === 'unavailable')
+        throw new BerthError('database_unavailable', err.message);
+      const which = pending.length === 1 ? pending[0]!.name : `one of ${pending.map((m) => m.name).join(', ')}`;
+      throw new BerthError('migration_failed', `${which} failed and everything was rolled back: ${err.message}`, {
+        failedName: pending.length === 1 ? pending[0]!.name : null,
+        providerMessage: err.message,
+      });
+    }
+    return pending.map((m) => m.name);
+  });
+}

@@ -70,9 +70,17 @@ async function checkSources(
   return { sources, problems };
 }
 
-export async function switchSite(deps: Deps, actor: Actor, site: SiteRow, change: SiteSwitch): Promise<SwitchOutcome> {
+export async function switchSite(
+  deps: Deps,
+  actor: Actor,
+  site: SiteRow,
+  change: SiteSwitch,
+  /** Runs once every source has passed, before the switch: the deployment's migrations. */
+  beforeSwitch?: () => Promise<void>,
+): Promise<SwitchOutcome> {
   const { sources, problems } = await checkSources(deps, change.put);
   if (problems.length > 0) return { published: false, problems };
+  await beforeSwitch?.();
   const now = timestamp(deps);
   const functions: ChangedFunction[] = [];
   const result = await deps.hotSql.write(async (sql) => {
@@ -258,9 +266,20 @@ async function removeFunction(sql: HotTx, site: SiteRow, path: string): Promise<
   return { id: existing.id, name: existing.name, versionId: null };
 }
 
-/** A switch that could not commit (the account's storage limit) fails its deployment with the reason. */
+/**
+ * A switch that could not be made fails its deployment with the reason: the account's storage limit,
+ * or a migration it carries that failed (and was rolled back).
+ */
 export function switchRefusal(err: unknown): FileProblem[] | null {
-  if (err instanceof BerthError && err.code === 'quota_exceeded')
-    return [{ path: '', message: err.message, line: 0, column: 0 }];
+  if (!(err instanceof BerthError)) return null;
+  if (err.code === 'quota_exceeded') return [{ path: '', message: err.message, line: 0, column: 0 }];
+  if (
+    err.code === 'migration_failed' ||
+    err.code === 'migration_history_conflict' ||
+    err.code === 'database_not_ready'
+  ) {
+    const name = (err.details?.failedName ?? err.details?.name) as string | null | undefined;
+    return [{ path: name ? `migrations/${name}` : 'migrations/', message: err.message, line: 0, column: 0 }];
+  }
   return null;
 }

@@ -24,6 +24,8 @@ export async function up(knex: Knex): Promise<void> {
     t.integer('file_count').notNullable().defaultTo(0);
     t.bigInteger('bytes').notNullable().defaultTo(0);
     t.text('errors');
+    // The site database migrations it carries (JSON [{name, sql}]), applied before its switch.
+    t.text('migrations');
     t.unique(['site_id', 'short_id']);
     t.unique(['site_id', 'seq']);
     t.index(['site_id', 'created_at']);
