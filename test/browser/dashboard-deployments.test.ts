@@ -3,7 +3,8 @@
 // asked for; a FAILED one with its file's error at its place; a hostile message shown as text; one
 // deployment's diff, files and preview link; "Roll back to this" behind a confirmation naming what
 // changes, after which the site serves the earlier files; restore to a time between two deployments
-// through the form, its files shown first; a time before the history; and a phone's width.
+// through the form, its files shown first; a time before the history; a rollback from a deployment's
+// page; deployments found past pages of single-file writes, and Load more; and a phone's width.
 // BERTH_SCREENSHOTS=1 also writes docs/screenshots/deployments.png and phone-deployments.png.
 import test from 'ava';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -29,6 +30,7 @@ interface Deployment {
   message: string | null;
   publishedAt: string | null;
   restoredAt: string | null;
+  sourceDeploymentId: string | null;
   previewUrl: string;
   errors: Array<{ path: string; message: string; line: number; column: number }> | null;
 }
@@ -319,6 +321,61 @@ test.serial('a time before the history says from when the site can be restored',
   t.regex((await alert.textContent())!, /\. The site can be restored to any time from .+ on\.$/);
   t.is(await page.getByRole('button', { name: 'Restore the site to this time' }).count(), 0);
 });
+
+test.serial('Roll back from a deployment’s page opens the rollback it made', async (t) => {
+  await page.goto(`${t0.url}/#/sites/${site.id}/deployments/${second.id}`);
+  confirmWith = true;
+  const asked = confirmations.length;
+  await page.getByRole('button', { name: `Roll back to ${second.shortId}` }).click();
+  await until(() => confirmations.length === asked + 1, 'the rollback to ask first');
+  t.regex(confirmations.at(-1)!, /: web\/index\.html changes; web\/new\.html comes back\. /);
+  await page
+    .getByRole('heading', { name: /^Deployment [a-z0-9]{8}$/ })
+    .filter({ hasNotText: second.shortId })
+    .waitFor();
+  const [made] = await apiDeployments();
+  await page.getByRole('heading', { name: `Deployment ${made!.shortId}` }).waitFor();
+  t.like(made, { kind: 'PROMOTE', current: true, sourceDeploymentId: second.id });
+  t.regex((await page.locator('dl.facts').textContent())!, /KindRollbackStatusPUBLISHED\s*Current/);
+  t.is(await served('new.html'), '<p>new</p>');
+});
+
+test.serial(
+  'with many single-file writes, the deployments among them are found and Load more brings older ones',
+  async (t) => {
+    const other = await createSite(t0.owner, { name: 'Busy', subdomain: 'busy' });
+    const deployTo = async (content: string) => {
+      const res = await t0.owner.api.post(`v0/sites/${other.id}/deployments`, {
+        json: { files: [{ path: 'web/index.html', content, contentType: 'text/html' }], message: content },
+      });
+      const { deployment } = res.body as unknown as { deployment: Deployment };
+      t.is((await t0.owner.api.post(`v0/sites/${other.id}/deployments/${deployment.id}/publish`)).statusCode, 200);
+      return deployment;
+    };
+    /** 60 writes: more than a page of the history (50), so the first page holds nothing but writes. */
+    const writes = async (batch: string) => {
+      for (let i = 0; i < 60; i += 10)
+        await Promise.all(
+          Array.from({ length: 10 }, (_, j) => putFile(t0.owner, other.bucketId, `web/${batch}/${i + j}.txt`, 'x')),
+        );
+    };
+    const older = await deployTo('older');
+    await writes('a');
+    const newer = await deployTo('newer');
+    await writes('b');
+
+    await page.goto(`${t0.url}/#/sites/${other.id}/deployments`);
+    await history().waitFor();
+    t.deepEqual(await shownIds(), [newer.shortId], 'found past a first page of writes only');
+    await page.getByText('99 single-file writes hidden.').waitFor();
+    await page.getByRole('button', { name: 'Load older deployments' }).click();
+    await page.getByText('120 single-file writes hidden.').waitFor();
+    t.deepEqual(await shownIds(), [newer.shortId, older.shortId]);
+    t.is(await page.getByRole('button', { name: 'Load older deployments' }).count(), 0, 'the history is all shown');
+    await filter().uncheck();
+    t.is((await shownIds()).length, 122);
+  },
+);
 
 test.serial('the tab and a deployment’s page fit a phone’s width', async (t) => {
   const phone = await newContext(browser, { width: 375, height: 740, timezoneId: ZONE });
