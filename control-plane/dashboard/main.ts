@@ -14,6 +14,8 @@ import { type Route, currentRoute, go, href } from './router.ts';
 import * as account from './account.ts';
 import * as cliLogin from './cli-login.ts';
 import * as database from './database.ts';
+import * as deployment from './deployment.ts';
+import * as deployments from './deployments.ts';
 import * as domains from './domains.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
@@ -27,12 +29,14 @@ type Page = (root: HTMLElement, route: Route) => Promise<void>;
 
 /** The page for a route, and the navigation entry it belongs to. */
 function pageFor(route: Route): { page: Page; nav: string } {
-  const [first, id, sub] = route.segments;
+  const [first, id, sub, item] = route.segments;
   switch (first) {
     case undefined:
     case 'sites':
       if (!id) return { page: sites.renderList, nav: 'sites' };
       switch (sub) {
+        case 'deployments':
+          return { page: item ? deployment.render : deployments.render, nav: 'sites' };
         case 'files':
           return { page: files.render, nav: 'sites' };
         case 'functions':

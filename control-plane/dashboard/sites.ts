@@ -90,6 +90,7 @@ function createForm(): HTMLElement {
 /** The tabs every page of a site shares. */
 const TABS: Array<[string, string]> = [
   ['', 'Overview'],
+  ['deployments', 'Deployments'],
   ['files', 'Files'],
   ['functions', 'Functions'],
   ['secrets', 'Secrets'],

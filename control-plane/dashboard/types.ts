@@ -194,3 +194,56 @@ export interface Domain {
     retryAt: string | null;
   };
 }
+
+export interface FileProblem extends SourceProblem {
+  path: string;
+}
+
+export interface Deployment {
+  id: string;
+  shortId: string;
+  siteId: string;
+  kind: 'DEPLOY' | 'FILE' | 'PROMOTE' | 'RESTORE' | 'BASELINE';
+  status: 'UPLOADING' | 'PUBLISHED' | 'FAILED';
+  /** The newest change published: the site is what it made it. */
+  current: boolean;
+  prune: boolean;
+  message: string | null;
+  author: string;
+  files: number;
+  bytes: number;
+  createdAt: string;
+  publishedAt: string | null;
+  sourceDeploymentId: string | null;
+  restoredAt: string | null;
+  errors: FileProblem[] | null;
+  previewUrl: string;
+}
+
+export interface DeploymentDetail extends Deployment {
+  missing: string[];
+  /** What the deployment set at each path; a null sha256 removed the file. */
+  fileList: Array<{
+    path: string;
+    sha256: string | null;
+    bytes: number;
+    contentType: string | null;
+    versionId: string | null;
+  }>;
+  diff: { added: string[]; changed: string[]; removed: string[] };
+}
+
+export interface SnapshotFile {
+  path: string;
+  sha256: string;
+  bytes: number;
+  contentType: string;
+  versionId: string;
+}
+
+export interface Snapshot {
+  at: string;
+  availableFrom: string;
+  files: number;
+  bytes: number;
+}

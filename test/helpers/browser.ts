@@ -32,14 +32,15 @@ export async function launchBrowser(loopbackNames: string[] = []): Promise<Brows
   });
 }
 
-/** A fresh browser profile: no cookies, no storage. */
+/** A fresh browser profile: no cookies, no storage; `timezoneId` sets the page's local time zone. */
 export async function newContext(
   browser: Browser,
-  options: { width?: number; height?: number } = {},
+  options: { width?: number; height?: number; timezoneId?: string } = {},
 ): Promise<BrowserContext> {
   const context = await browser.newContext({
     viewport: { width: options.width ?? 1280, height: options.height ?? 860 },
     acceptDownloads: true,
+    ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
   });
   context.setDefaultTimeout(15_000);
   return context;
