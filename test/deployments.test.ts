@@ -370,3 +370,39 @@ test('a deployment’s migrations are applied before its switch; a failing one f
   t.deepEqual(await tables(), ['notes'], 'neither pending migration was applied');
   t.is((await t0.site(site.subdomain).get('')).body, 'with notes', 'the files did not change either');
 });
+
+test('the files of the site’s kept deployments cannot be deleted; older ones’ can', async (t) => {
+  const site = await createSite(t0.owner);
+  // A second instance keeps one deployment only, to see both sides of the setting.
+  const kept = await startTestBerth({ deploymentsKept: 1 });
+  t.teardown(() => kept.dispose());
+  const own = await createSite(kept.owner);
+  for (const [berth, target] of [
+    [t0, site],
+    [kept, own],
+  ] as const) {
+    await deploy(berth.owner, target.id, { 'web/index.html': 'first' });
+    await deploy(berth.owner, target.id, { 'web/index.html': 'second' });
+  }
+  const versionsOf = async (berth: TestBerth, bucketId: string) => {
+    const file = body<{ files: Array<{ id: string }> }>(
+      await berth.owner.read.get(`v0/buckets/${bucketId}/objects`, { searchParams: { path: 'web/index.html' } }),
+    ).files[0]!;
+    const versions = body<{ versions: Array<{ id: string }> }>(
+      await berth.owner.read.get(`v0/files/${file.id}/versions`),
+    ).versions;
+    return { fileId: file.id, oldest: versions.at(-1)!.id };
+  };
+  // With 20 kept (the default), the first deployment's version is pinned.
+  const pinned = await versionsOf(t0, site.bucketId);
+  const refused = await t0.owner.api.delete(`v0/files/${pinned.fileId}/versions/${pinned.oldest}`);
+  t.is(refused.statusCode, 409);
+  t.is(body<{ error: { code: string } }>(refused).error.code, 'version_in_use');
+  t.is(
+    body<{ deletedVersions: number }>(await t0.owner.api.delete(`v0/files/${pinned.fileId}/versions`)).deletedVersions,
+    0,
+  );
+  // With one kept, it is not.
+  const free = await versionsOf(kept, own.bucketId);
+  t.is((await kept.owner.api.delete(`v0/files/${free.fileId}/versions/${free.oldest}`)).statusCode, 200);
+});

@@ -412,14 +412,14 @@ async function switchToState(
   const current = await currentFiles(deps, site);
   const put: TargetFile[] = [];
   const unavailable: string[] = [];
+  // The whole state is recorded (so the new deployment pins all its files), unchanged paths included.
   for (const entry of target.values()) {
     const now = current.get(entry.path);
-    if (now?.sha256 === entry.sha256 && now.contentType === entry.contentType) continue;
+    const unchanged = now?.sha256 === entry.sha256 && now.contentType === entry.contentType;
     // No bytes are copied: the entry's blob must still be the account's (its version may have been deleted).
-    const held = await deps
-      .db('account_blobs')
-      .where({ account_id: site.account_id, blob_sha256: entry.sha256 })
-      .first('bytes');
+    const held =
+      unchanged ||
+      (await deps.db('account_blobs').where({ account_id: site.account_id, blob_sha256: entry.sha256 }).first('bytes'));
     if (!held) {
       unavailable.push(entry.path);
       continue;

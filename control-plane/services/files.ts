@@ -21,7 +21,7 @@ import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 import { type Reservation, chargeVersion, releaseVersion } from './storage-quota.ts';
-import { lockSite, recordFileChange } from './site-history.ts';
+import { lockSite, pinnedVersionsQuery, recordFileChange } from './site-history.ts';
 import { siteOfBucket } from './site-rows.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
@@ -419,7 +419,8 @@ async function removeVersions(sql: HotTx, accountId: string, file: FileRow, vers
  * is served from stay: they are what the site serves.
  */
 export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, versionId: string) {
-  await requireFileById(deps, actor, fileId);
+  const owned = await requireFileById(deps, actor, fileId);
+  const site = await siteOfBucket(deps, owned.bucket_id);
   const outcome = await deps.hotSql.write(async (sql) => {
     const file = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
     const version =
@@ -445,6 +446,16 @@ export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, ve
         'version_in_use',
         `this version is the source ${deployed.path} is served from; deploy a newer version of it first`,
       );
+    if (site) {
+      const pinned = await pinnedVersionsQuery(sql, site.id, deps.config.deploymentsKept);
+      if (
+        await sql.get(`SELECT 1 AS pinned FROM (${pinned.sql}) p WHERE p.version_id = ?`, ...pinned.params, version.id)
+      )
+        throw conflict(
+          'version_in_use',
+          `this version is a file of one of the site's last ${deps.config.deploymentsKept} deployments, which can be rolled back to`,
+        );
+    }
     return { freed: await removeVersions(sql, actor.accountId, file, [version]), blob: version.blob_sha256 };
   });
   await releaseBlobs(deps, [outcome.blob]);
@@ -456,14 +467,20 @@ export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, ve
  * served from: what frees the space of a file's history.
  */
 export async function pruneVersions(deps: Deps, actor: Actor, fileId: string) {
-  await requireFileById(deps, actor, fileId);
+  const owned = await requireFileById(deps, actor, fileId);
+  const site = await siteOfBucket(deps, owned.bucket_id);
   const outcome = await deps.hotSql.write(async (sql) => {
     const file = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
     if (!file) throw notFound('file');
+    // Versions kept deployments hold stay, as the current one and the functions' sources do.
+    const pinned = site
+      ? await pinnedVersionsQuery(sql, site.id, deps.config.deploymentsKept)
+      : { sql: 'SELECT NULL AS version_id', params: [] };
     const versions = await sql.all<VersionRow>(
-      `SELECT ${VERSION_COLUMNS} FROM file_versions WHERE file_id = ? AND id IS DISTINCT FROM ? AND id NOT IN (${DEPLOYED_VERSIONS})`,
+      `SELECT ${VERSION_COLUMNS} FROM file_versions WHERE file_id = ? AND id IS DISTINCT FROM ? AND id NOT IN (${DEPLOYED_VERSIONS}) AND id NOT IN (SELECT version_id FROM (${pinned.sql}) p WHERE version_id IS NOT NULL)`,
       fileId,
       file.current_version_id,
+      ...pinned.params,
     );
     const freedBytes = await removeVersions(sql, actor.accountId, file, versions);
     return {

@@ -190,3 +190,23 @@ export async function startHistory(
   for (let i = 0; i < files.length; i += 500)
     await trx('deployment_files').insert(files.slice(i, i + 500).map((f) => ({ deployment_id: id, ...f })));
 }
+
+/**
+ * The versions the site's kept deployments hold (the newest `kept` published ones but one-file writes):
+ * they cannot be deleted, so each of those deployments can be made current again.
+ */
+export async function pinnedVersionsQuery(
+  sql: Pick<HotTx, 'get'>,
+  siteId: string,
+  kept: number,
+): Promise<{ sql: string; params: Array<string | number> }> {
+  const oldest = await sql.get<{ seq: number | string }>(
+    "SELECT seq FROM deployments WHERE site_id = ? AND status = 'PUBLISHED' AND kind <> 'FILE' ORDER BY seq DESC LIMIT 1 OFFSET ?",
+    siteId,
+    kept - 1,
+  );
+  return {
+    sql: "SELECT df.version_id FROM deployment_files df JOIN deployments d ON d.id = df.deployment_id WHERE d.site_id = ? AND d.status = 'PUBLISHED' AND d.kind <> 'FILE' AND d.seq >= ? AND df.version_id IS NOT NULL",
+    params: [siteId, Number(oldest?.seq ?? 0)],
+  };
+}

@@ -154,7 +154,12 @@ export const fileRoutes: AnyRoute[] = [
     operationId: 'deleteFileVersion',
     tag: 'Files',
     ok: 'the deleted version and the bytes it freed',
-    errors: { 409: { description: 'the version is current, or a function is served from it (code "version_in_use")' } },
+    errors: {
+      409: {
+        description:
+          'the version is current, a function is served from it, or it is a file of one of the site’s kept deployments (code "version_in_use")',
+      },
+    },
   },
   {
     operation: files.pruneFileVersions,
