@@ -1,11 +1,12 @@
 // kill -9 of the server in the middle of work: the next start on the same data dir ends the processes
 // the killed server left and removes its half-written temp files; and while a server runs, no second
-// one may take its data dir.
+// one may take its data dir; a publish killed half-way leaves the site wholly old or wholly new.
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test, { type ExecutionContext } from 'ava';
+import got from 'got';
 import { apiClient, createSite, json, makeDataDir } from '../helpers/berth.ts';
 import { type ServeProcess, processesMentioning, runBerth, startServe } from '../helpers/process.ts';
 import { ownerOf } from '../helpers/served.ts';
@@ -187,4 +188,46 @@ test('a second server on the same data dir refuses to start, naming it and the r
   await first.exited;
   const next = await serve(t, dataDir);
   t.is((await apiClient(next.url).get('healthz')).statusCode, 200);
+});
+
+test('kill -9 during a publish: after the restart the site is wholly the old deployment or wholly the new', async (t) => {
+  const dataDir = await makeDataDir(t);
+  let server = await serve(t, dataDir);
+  const owner = ownerOf(server);
+  const site = await createSite(owner, { name: 'published' });
+  const FILES = 1500;
+  const build = (name: string) => ({
+    files: Array.from({ length: FILES }, (_, i) => ({
+      path: `web/f${i}.txt`,
+      content: name,
+      contentType: 'text/plain',
+    })),
+  });
+  const declare = async (api: ReturnType<typeof apiClient>, name: string) =>
+    json<{ deployment: { id: string } }>(await api.post(`v0/sites/${site.id}/deployments`, { json: build(name) }))
+      .deployment.id;
+  const first = await declare(owner.api, 'build 0');
+  t.is((await owner.api.post(`v0/sites/${site.id}/deployments/${first}/publish`)).statusCode, 200);
+  const outcomes: string[] = [];
+  for (const [round, delayMs] of [20, 60, 150].entries()) {
+    const api = apiClient(server.url, owner.writeKey);
+    const id = await declare(api, `build ${round + 1}`);
+    const publishing = api.post(`v0/sites/${site.id}/deployments/${id}/publish`).catch(() => undefined);
+    await sleep(delayMs);
+    server.child.kill('SIGKILL');
+    await server.exited;
+    await publishing;
+    server = await serve(t, dataDir);
+    // Every file of the site, read through hosting: one build, whichever it is.
+    const onSite = got.extend({
+      prefixUrl: server.url,
+      headers: { host: `${site.subdomain}.localhost` },
+      retry: { limit: 0 },
+    });
+    const builds = new Set<string>();
+    for (let i = 0; i < FILES; i++) builds.add((await onSite.get(`f${i}.txt`)).body);
+    t.is(builds.size, 1, `round ${round}: ${[...builds].join(', ')}`);
+    outcomes.push(`${delayMs} ms: ${[...builds][0]}`);
+  }
+  t.log(outcomes.join('; '));
 });
