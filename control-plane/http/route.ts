@@ -42,6 +42,8 @@ export interface OperationRoute {
   tag: string;
   /** Where the rest of the input comes from; GET reads the query, anything else the JSON body. */
   inputFrom?: 'query' | 'body';
+  /** The largest JSON body the route reads, where its input is larger by nature than the default allows. */
+  maxJsonBytes?: number;
   /** Success status, or a function of the output for operations whose outcome decides it. */
   // biome-ignore lint/suspicious/noExplicitAny: a route's output is its operation's, whatever that is
   status?: number | ((output: any) => number);
@@ -134,7 +136,10 @@ function singleValuedQuery(ctx: Koa.Context): Record<string, string> {
 /** The operation's input from the request: path parameters win, and may not be sent twice. */
 async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Deps): Promise<unknown> {
   const source = inputSource(route);
-  const rest = source === 'query' ? singleValuedQuery(ctx) : await readJsonBody(ctx, deps.config.maxJsonBytes);
+  const rest =
+    source === 'query'
+      ? singleValuedQuery(ctx)
+      : await readJsonBody(ctx, route.maxJsonBytes ?? deps.config.maxJsonBytes);
   if (rest === null || typeof rest !== 'object' || Array.isArray(rest))
     throw new BerthError('invalid_request', 'body: the JSON body must be an object');
   const params = pathParameters(route.path);

@@ -28,6 +28,8 @@ export const deploymentRoutes: AnyRoute[] = [
     operationId: 'createDeployment',
     tag: 'Deployments',
     status: 201,
+    // 20,000 declared files, each with its path, digest and type.
+    maxJsonBytes: 16 * 1024 * 1024,
     ok: 'the deployment, UPLOADING, with the digests still to upload',
     errors: { 409: { description: 'the site has 5 deployments uploading already (code "too_many_open_deployments")' } },
   },
