@@ -70,15 +70,29 @@ async function remoteVersions(bucketId: string): Promise<Record<string, string>>
 
 const STACK_TRACE = /^\s+at .+:\d+:\d+\)?$/m;
 
+interface Deployment {
+  id: string;
+  shortId: string;
+  kind: string;
+  status: string;
+  current: boolean;
+  message: string | null;
+  previewUrl: string;
+  fileList: Array<{ path: string; versionId: string | null }>;
+  diff: { added: string[]; changed: string[]; removed: string[] };
+}
+
 interface DeployJson {
-  uploaded: Array<{
-    path: string;
-    versionId: string;
-    deployment?: { status: string; error?: { line: number; column: number } };
-  }>;
+  deployment: Deployment | null;
+  uploaded: Array<{ path: string; bytes: number }>;
   unchanged: string[];
   deleted: string[];
   failed: unknown[];
+  errors: Array<{ path: string; line: number; column: number; message: string }>;
+}
+
+async function history(siteId: string): Promise<Deployment[]> {
+  return json<{ deployments: Deployment[] }>(await t0.owner.read.get(`v0/sites/${siteId}/deployments`)).deployments;
 }
 
 test('init, then deploy: the page and the function answer; later deploys send only what changed', async (t) => {
@@ -96,7 +110,7 @@ test('init, then deploy: the page and the function answer; later deploys send on
     deployed.uploaded.map((f) => f.path),
     ['api/hello.ts', 'web/index.html'],
   );
-  t.is(deployed.uploaded[0]!.deployment?.status, 'READY');
+  t.like(deployed.deployment, { status: 'PUBLISHED', kind: 'DEPLOY', current: true });
   t.regex(first.stderr, /uploaded web\/index\.html/);
 
   const page = await t0.site(site.subdomain).get('');
@@ -109,7 +123,7 @@ test('init, then deploy: the page and the function answer; later deploys send on
 
   const again = await berth(['deploy', dir, '--site', site.id, '--json']);
   t.is(again.code, 0, again.stderr);
-  t.deepEqual((JSON.parse(again.stdout) as DeployJson).uploaded, []);
+  t.like(JSON.parse(again.stdout) as DeployJson, { uploaded: [], deployment: null }, 'nothing changed: no deployment');
 
   // A machine that has never seen the site learns the digests by reading the files, and agrees.
   const before = await remoteVersions(site.bucketId);
@@ -127,7 +141,11 @@ test('init, then deploy: the page and the function answer; later deploys send on
   const after = await remoteVersions(site.bucketId);
   t.is(after['api/hello.ts'], before['api/hello.ts']);
   t.not(after['web/index.html'], before['web/index.html']);
-  t.is(after['web/index.html'], result.uploaded[0]!.versionId);
+  t.is(
+    after['web/index.html'],
+    result.deployment!.fileList.find((f) => f.path === 'web/index.html')?.versionId ?? undefined,
+  );
+  t.deepEqual(result.deployment!.diff, { added: [], changed: ['web/index.html'], removed: [] });
   t.is((await t0.site(site.subdomain).get('')).body, '<h1>Changed</h1>\n');
 });
 
@@ -136,42 +154,72 @@ test('--delete removes remote files gone locally, and leaves alone the folders t
   const dir = await project({ 'web/index.html': 'home', 'web/old.html': 'old' });
   t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
   await putFile(t0.owner, site.bucketId, 'data/visits.json', '3', 'application/json');
+  await putFile(
+    t0.owner,
+    site.bucketId,
+    'api/kept.ts',
+    'export default () => new Response("kept");\n',
+    'text/typescript',
+  );
   await fs.rm(path.join(dir, 'web/old.html'));
 
   const kept = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
   t.deepEqual((JSON.parse(kept.stdout) as DeployJson).deleted, []);
   const pruned = await berth(['deploy', dir, '--site', site.subdomain, '--delete', '--json']);
   t.is(pruned.code, 0, pruned.stderr);
-  t.deepEqual((JSON.parse(pruned.stdout) as DeployJson).deleted, ['web/old.html']);
-  t.deepEqual(Object.keys(await remoteVersions(site.bucketId)).sort(), ['data/visits.json', 'web/index.html']);
+  const result = JSON.parse(pruned.stdout) as DeployJson;
+  t.deepEqual(result.deleted, ['web/old.html']);
+  t.deepEqual(result.deployment!.diff.removed, ['web/old.html'], 'removed in the deployment itself');
+  t.deepEqual(Object.keys(await remoteVersions(site.bucketId)).sort(), [
+    'api/kept.ts',
+    'data/visits.json',
+    'web/index.html',
+  ]);
   t.is((await t0.site(site.subdomain).get('old.html')).statusCode, 404);
+  t.is((await t0.site(site.subdomain).get('api/kept')).body, 'kept');
 });
 
-test('a function that does not deploy fails the deploy, with its line and column', async (t) => {
+test('a broken function fails the deployment with each file’s line and column, and the site stays as it was', async (t) => {
   const site = await createSite(t0.owner);
   const dir = await project({
+    'web/index.html': 'good page',
     'api/ok.ts': 'export default () => new Response("ok");\n',
-    'api/broken.ts':
-      'export default async function (req: Request) {\n  const answer = ;\n  return new Response(answer);\n}\n',
   });
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  const before = await remoteVersions(site.bucketId);
+
+  await fs.writeFile(path.join(dir, 'web/index.html'), 'new page');
+  await fs.writeFile(
+    path.join(dir, 'api/broken.ts'),
+    'export default async function (req: Request) {\n  const answer = ;\n  return new Response(answer);\n}\n',
+  );
+  await fs.writeFile(path.join(dir, 'api/ok.ts'), 'export default () => new Response("ok, )\n');
   const run = await berth(['deploy', dir, '--site', site.subdomain]);
   t.is(run.code, 1);
-  t.regex(run.stdout, /^api\/broken\.ts:2:18: deployment FAILED: syntax error/m);
-  t.regex(run.stdout, /^api\/ok\.ts: deployed$/m);
+  t.regex(run.stdout, /^api\/broken\.ts:2:18: syntax error/m);
+  t.regex(run.stdout, /^api\/ok\.ts:\d+:\d+: syntax error/m);
+  t.regex(run.stdout, /^deployment [a-z0-9]{8} FAILED: nothing about the site changed$/m);
   t.notRegex(run.stdout + run.stderr, STACK_TRACE);
+  t.deepEqual(await remoteVersions(site.bucketId), before, 'no file of the site changed');
+  t.is((await t0.site(site.subdomain).get('')).body, 'good page');
+  t.is((await t0.site(site.subdomain).get('api/ok')).body, 'ok');
+  t.is((await history(site.id))[0]!.status, 'FAILED');
 
-  // Deploying again without a fix sends nothing, and still fails: the function is still broken.
+  // Deploying again without a fix fails again, with the same places.
   const again = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
   t.is(again.code, 1);
-  const unchanged = JSON.parse(again.stdout) as DeployJson & {
-    failing: Array<{ path: string; error: { line: number; column: number } }>;
-  };
-  t.deepEqual(unchanged.uploaded, []);
-  t.like(unchanged.failing, [{ path: 'api/broken.ts', error: { line: 2, column: 18 } }]);
+  const failed = JSON.parse(again.stdout) as DeployJson;
+  t.is(failed.deployment!.status, 'FAILED');
+  t.like(
+    failed.errors.find((e) => e.path === 'api/broken.ts'),
+    { line: 2, column: 18 },
+  );
   await fs.writeFile(path.join(dir, 'api/broken.ts'), 'export default () => new Response("fixed");\n');
+  await fs.writeFile(path.join(dir, 'api/ok.ts'), 'export default () => new Response("ok");\n');
   const fixed = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
   t.is(fixed.code, 0, fixed.stdout);
   t.is((await t0.site(site.subdomain).get('api/broken')).body, 'fixed');
+  t.is((await t0.site(site.subdomain).get('')).body, 'new page');
 });
 
 test('a link that leads outside the folder is refused before anything is uploaded', async (t) => {
@@ -196,9 +244,9 @@ test('a link that leads outside the folder is refused before anything is uploade
   t.is((await t0.site(site.subdomain).get('home.html')).body, 'home');
 });
 
-test('watch deploys each change until it is interrupted', async (t) => {
+test('watch deploys each batch of changes as one deployment until it is interrupted', async (t) => {
   const site = await createSite(t0.owner);
-  const dir = await project({ 'web/index.html': 'first' });
+  const dir = await project({ 'web/index.html': 'first', 'web/other.html': 'other' });
   const watch = start(['watch', dir, '--site', site.subdomain]);
   t.teardown(() => watch.child.kill('SIGKILL'));
   await until(() => watch.run.stderr.includes('watching'), 'the watcher to start');
@@ -207,13 +255,173 @@ test('watch deploys each change until it is interrupted', async (t) => {
   await fs.writeFile(path.join(dir, 'web/index.html'), 'second');
   await fs.mkdir(path.join(dir, 'api'));
   await fs.writeFile(path.join(dir, 'api/when.ts'), 'export default () => new Response("now");\n');
+  await fs.rm(path.join(dir, 'web/other.html'));
   await until(async () => (await t0.site(site.subdomain).get('')).body === 'second', 'the edit to be served');
   await until(async () => (await t0.site(site.subdomain).get('api/when')).body === 'now', 'the new function');
-  await until(() => watch.run.stdout.includes('api/when.ts: deployed'), 'the deployment report');
+  await until(() => (watch.run.stdout.match(/^deployment [a-z0-9]{8} published/gm) ?? []).length >= 2, 'the reports');
+  t.is((await t0.site(site.subdomain).get('other.html')).body, 'other', 'no prune without --delete');
 
   watch.child.kill('SIGINT');
   const ended = await watch.exited;
   t.is(ended.code, 0, ended.stderr);
+  const deployments = await history(site.id);
+  t.true(deployments.length >= 2);
+  t.true(
+    deployments.every((d) => d.kind === 'DEPLOY' && d.status === 'PUBLISHED'),
+    'each batch one deployment',
+  );
+  t.regex(deployments.at(-1)!.message ?? '', /^berth watch/);
+});
+
+const VERSION_FN = (build: string) => `export default () => new Response('${build}');\n`;
+
+test('deploy publishes the folder as one deployment, prints its id and preview URL, then writes data/ through the file API', async (t) => {
+  const site = await createSite(t0.owner);
+  const dir = await project({
+    'web/index.html': '<p>one</p>',
+    'web/app.js': 'console.log("one");',
+    'api/version.ts': VERSION_FN('one'),
+    'data/seed.json': '{"n":1}',
+  });
+  const run = await berth(['deploy', dir, '--site', site.subdomain, '--message', 'first']);
+  t.is(run.code, 0, run.stderr);
+  const [, shortId] =
+    /^deployment ([a-z0-9]{8}) published: 3 added, 0 changed, 0 removed, 0 unchanged; 3 uploaded \(\d+ B\)$/m.exec(
+      run.stdout,
+    ) ?? [];
+  t.truthy(shortId, run.stdout);
+  t.regex(run.stdout, new RegExp(`^preview: http://${shortId}--${site.subdomain}\\.localhost:\\d+/$`, 'm'));
+  t.regex(run.stdout, /^data\/ \(through the file API\): 1 uploaded, 0 unchanged$/m);
+  t.regex(run.stderr, new RegExp(`^deployment ${shortId}: 3 of 3 files to upload$`, 'm'));
+
+  // One entry in the history with every file: they went live together, not one by one.
+  const [deployment, ...others] = await history(site.id);
+  t.like(deployment, { shortId, kind: 'DEPLOY', status: 'PUBLISHED', current: true, files: 3, message: 'first' });
+  t.deepEqual(others, []);
+  t.is((await t0.site(site.subdomain).get('index.html')).body, '<p>one</p>');
+  t.is((await t0.site(site.subdomain).get('app.js')).body, 'console.log("one");');
+  t.is((await t0.site(site.subdomain).get('api/version')).body, 'one');
+  const seed = await t0.owner.api.get(`v0/buckets/${site.bucketId}/objects/data/seed.json`, { responseType: 'text' });
+  t.is(seed.body, '{"n":1}');
+});
+
+test('deploy --preview changes nothing live; deployments publish makes it live later', async (t) => {
+  const site = await createSite(t0.owner);
+  const dir = await project({ 'web/index.html': 'live', 'data/n.json': '1' });
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  await fs.writeFile(path.join(dir, 'web/index.html'), 'next');
+  await fs.writeFile(path.join(dir, 'data/n.json'), '2');
+
+  const run = await berth(['deploy', dir, '--site', site.subdomain, '--preview']);
+  t.is(run.code, 0, run.stderr);
+  t.regex(run.stdout, /^deployment [a-z0-9]{8} uploaded, not published: 0 added, 1 changed, 0 removed, 0 unchanged/m);
+  const [, shortId] = new RegExp(
+    `^publish: berth deployments publish ([a-z0-9]{8}) --site ${site.subdomain}$`,
+    'm',
+  ).exec(run.stdout) ?? [''];
+  t.regex(run.stdout, new RegExp(`^preview: http://${shortId}--${site.subdomain}\\.localhost:\\d+/$`, 'm'));
+  t.is((await t0.site(site.subdomain).get('')).body, 'live');
+  t.like((await history(site.id))[0], { shortId, status: 'UPLOADING', current: false });
+  const data = await t0.owner.api.get(`v0/buckets/${site.bucketId}/objects/data/n.json`, { responseType: 'text' });
+  t.is(data.body, '1', 'a preview writes no data/');
+
+  const published = await berth(['deployments', 'publish', shortId!, '--site', site.subdomain]);
+  t.is(published.code, 0, published.stderr);
+  t.regex(published.stdout, new RegExp(`^deployment ${shortId} published: 0 added, 1 changed, 0 removed$`, 'm'));
+  t.is((await t0.site(site.subdomain).get('')).body, 'next');
+  const again = await berth(['deployments', 'publish', shortId!, '--site', site.subdomain, '--json']);
+  t.is(again.code, 1);
+  t.is(JSON.parse(again.stdout).error.code, 'deployment_not_open');
+});
+
+test('deployments ls lists the history and get shows a deployment’s diff', async (t) => {
+  const site = await createSite(t0.owner);
+  const dir = await project({ 'web/index.html': 'v1', 'web/a.txt': 'a' });
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  await fs.writeFile(path.join(dir, 'web/index.html'), 'v2');
+  await fs.rm(path.join(dir, 'web/a.txt'));
+  await fs.writeFile(path.join(dir, 'web/b.txt'), 'b');
+  const second = await berth(['deploy', dir, '--site', site.subdomain, '--delete', '--message', 'second', '--json']);
+  t.is(second.code, 0, second.stderr);
+  const { deployment } = JSON.parse(second.stdout) as DeployJson;
+
+  const ls = await berth(['deployments', 'ls', '--site', site.subdomain]);
+  t.is(ls.code, 0, ls.stderr);
+  const rows = ls.stdout.trimEnd().split('\n');
+  t.is(rows.length, 3, ls.stdout);
+  t.regex(rows[1]!, new RegExp(`^\\* +${deployment!.shortId} +DEPLOY +PUBLISHED .+ second$`));
+  const listed = await berth(['deployments', 'ls', '--site', site.subdomain, '--json']);
+  t.deepEqual(
+    JSON.parse(listed.stdout).deployments.map((d: Deployment) => d.message),
+    ['second', null],
+  );
+
+  const get = await berth(['deployments', 'get', deployment!.shortId, '--site', site.subdomain]);
+  t.is(get.code, 0, get.stderr);
+  t.regex(
+    get.stdout,
+    /^diff: 1 added, 1 changed, 1 removed\n {2}\+ web\/b\.txt\n {2}~ web\/index\.html\n {2}- web\/a\.txt$/m,
+  );
+  const byId = await berth(['deployments', 'get', deployment!.id, '--site', site.subdomain, '--json']);
+  t.deepEqual(JSON.parse(byId.stdout).deployment.diff, {
+    added: ['web/b.txt'],
+    changed: ['web/index.html'],
+    removed: ['web/a.txt'],
+  });
+  const unknown = await berth(['deployments', 'get', 'zzzzzzzz', '--site', site.subdomain]);
+  t.is(unknown.code, 1);
+  t.regex(unknown.stderr, /^berth: no deployment zzzzzzzz on /m);
+});
+
+test('rollback goes back one deployment at a time, to a given one, or to an instant', async (t) => {
+  const site = await createSite(t0.owner);
+  const dir = await project({ 'web/index.html': 'one', 'api/version.ts': VERSION_FN('one') });
+  const served = async () =>
+    [
+      (await t0.site(site.subdomain).get('')).body,
+      (await t0.site(site.subdomain).get('api/version')).body,
+      (await t0.site(site.subdomain).get('extra.html')).statusCode,
+    ].join(' ');
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  const afterOne = new Date().toISOString();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  await fs.writeFile(path.join(dir, 'web/index.html'), 'two');
+  await fs.writeFile(path.join(dir, 'web/extra.html'), 'extra');
+  await fs.writeFile(path.join(dir, 'api/version.ts'), VERSION_FN('two'));
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  await fs.writeFile(path.join(dir, 'web/index.html'), 'three');
+  await fs.writeFile(path.join(dir, 'api/version.ts'), VERSION_FN('three'));
+  const third = JSON.parse((await berth(['deploy', dir, '--site', site.subdomain, '--json'])).stdout) as DeployJson;
+  t.is(await served(), 'three three 200');
+
+  const back = await berth(['rollback', '--site', site.subdomain]);
+  t.is(back.code, 0, back.stderr);
+  t.regex(
+    back.stdout,
+    new RegExp(`^${site.subdomain} is back to [a-z0-9]{8}, before ${third.deployment!.shortId} `, 'm'),
+  );
+  t.is(await served(), 'two two 200');
+  const further = await berth(['rollback', '--site', site.subdomain, '--json']);
+  t.is(further.code, 0, further.stderr);
+  t.like(JSON.parse(further.stdout).deployment, { kind: 'PROMOTE', status: 'PUBLISHED', current: true });
+  t.is(await served(), 'one one 404', 'a second rollback goes further back, not forward again');
+
+  t.is((await berth(['rollback', third.deployment!.shortId, '--site', site.subdomain])).code, 0);
+  t.is(await served(), 'three three 200');
+  const restored = await berth(['rollback', '--to', afterOne, '--site', site.subdomain]);
+  t.is(restored.code, 0, restored.stderr);
+  t.is(await served(), 'one one 404');
+  t.is((await history(site.id))[0]!.kind, 'RESTORE');
+
+  const early = await berth(['rollback', '--to', '2001-01-01T00:00:00Z', '--site', site.subdomain]);
+  t.is(early.code, 1);
+  t.regex(early.stderr, /\(before_history\)/);
+  const both = await berth(['rollback', third.deployment!.shortId, '--to', afterOne, '--site', site.subdomain]);
+  t.is(both.code, 2);
+  const fresh = await createSite(t0.owner);
+  const nothing = await berth(['rollback', '--site', fresh.subdomain]);
+  t.is(nothing.code, 1);
+  t.regex(nothing.stderr, /has no deployment to roll back/);
 });
 
 test('db migrate applies a folder of migrations once, however often it runs', async (t) => {
@@ -373,6 +581,10 @@ test('every command has help with examples', async (t) => {
   for (const command of [
     ['deploy'],
     ['watch'],
+    ['rollback'],
+    ['deployments', 'publish'],
+    ['deployments', 'ls'],
+    ['deployments'],
     ['init'],
     ['logs'],
     ['secrets', 'set'],

@@ -3,6 +3,7 @@
 import { dbDeleteCommand, dbMigrateCommand } from './commands/db.ts';
 import { dbExportCommand } from './commands/db-export.ts';
 import { deployCommand, watchCommand } from './commands/deploy.ts';
+import { deploymentsPublishCommand, rollbackCommand } from './commands/deployments.ts';
 import { initCommand } from './commands/init.ts';
 import { filesGetCommand, filesPutCommand } from './commands/files.ts';
 import { loginCommand, logoutCommand } from './commands/login.ts';
@@ -13,7 +14,7 @@ import { secretsSetCommand } from './commands/secrets.ts';
 import { Program } from './program.ts';
 
 /** Commands generated from the operation catalogue load the server's modules: only when they may run. */
-const CATALOGUE_WORDS = new Set(['sites', 'domains', 'files', 'secrets', 'db', 'whoami']);
+const CATALOGUE_WORDS = new Set(['sites', 'domains', 'files', 'secrets', 'deployments', 'db', 'whoami']);
 
 export async function berthProgram(argv: string[] = []): Promise<Program> {
   const program = baseProgram();
@@ -32,6 +33,12 @@ function baseProgram(): Program {
     .command(initCommand)
     .command(deployCommand)
     .command(watchCommand)
+    .group({
+      name: 'deployments',
+      summary: 'the site’s deployments: every change to its files, previews, and going back',
+      commands: [deploymentsPublishCommand],
+    })
+    .command(rollbackCommand)
     .command(logsCommand)
     .group({ name: 'files', summary: 'the files of a site’s bucket', commands: [filesPutCommand, filesGetCommand] })
     .group({

@@ -10,6 +10,8 @@ import type { CommandContext, CommandDefinition, CommandGroup, OptionDefinition 
 import { siteDatabase } from '../database.ts';
 import { UsageError } from '../usage-error.ts';
 import { formatAnswer } from './answer.ts';
+import { findDeployment } from '../deploy/deployment-ref.ts';
+import { deploymentText, deploymentsText } from './deployments.ts';
 import { domainsText } from './domains.ts';
 
 interface Generated {
@@ -28,6 +30,8 @@ interface Generated {
   database?: boolean;
   /** The answer as text, where the generic form would hide what a person needs from it. */
   text?: (answer: never) => string;
+  /** Turns an argument as people write it into the input field's value (a deployment's short id into its id). */
+  resolve?: Record<string, (context: CommandContext, value: string) => Promise<string>>;
 }
 
 const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = [
@@ -184,6 +188,30 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
     ],
   },
   {
+    name: 'deployments',
+    summary: 'the site’s deployments: every change to its files, previews, and going back',
+    commands: [
+      {
+        usage: 'ls',
+        operation: 'list_deployments',
+        site: 'siteId',
+        examples: ['berth deployments ls --site blog', 'berth deployments ls --site blog --limit 5 --json'],
+        text: deploymentsText,
+      },
+      {
+        usage: 'get <id>',
+        operation: 'get_deployment',
+        site: 'siteId',
+        args: ['deploymentId'],
+        examples: ['berth deployments get 3f9k2m1q --site blog'],
+        text: deploymentText,
+        resolve: {
+          deploymentId: async (context, ref) => (await findDeployment(context.api(), await context.site(), ref)).id,
+        },
+      },
+    ],
+  },
+  {
     name: 'db',
     summary: 'the site’s SQL database',
     commands: [
@@ -271,7 +299,10 @@ function definition(generated: Generated, routes: Map<string, OperationRoute>): 
     site: generated.site !== undefined,
     run: async (context) => {
       const input: Record<string, unknown> = { ...generated.fixed };
-      for (const [i, field] of (generated.args ?? []).entries()) input[field] = context.args[i];
+      for (const [i, field] of (generated.args ?? []).entries()) {
+        const resolve = generated.resolve?.[field];
+        input[field] = resolve ? await resolve(context, context.args[i]!) : context.args[i];
+      }
       for (const [name] of fields) {
         const value = context.options[name];
         if (value !== undefined) input[name] = value === NULL ? null : value;

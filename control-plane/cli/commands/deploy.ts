@@ -1,7 +1,9 @@
-// `berth deploy` and `berth watch`: publish a project folder to a site, once or on every change.
+// `berth deploy` and `berth watch`: publish a project folder to a site as a deployment, once or on
+// every change.
 import type { CommandDefinition } from '../command.ts';
 import { toCliError } from '../cli-error.ts';
-import { type DeployProgress, deploy, deployFailed } from '../deploy/deploy.ts';
+import { type DeployProgress, type DeployResult, deploy, deployFailed } from '../deploy/deploy.ts';
+import { LocalDigests } from '../deploy/local-digests.ts';
 import { deployReport } from '../deploy/report.ts';
 import { watchFolder } from '../deploy/watch.ts';
 import { EXIT } from '../exit-codes.ts';
@@ -9,13 +11,16 @@ import type { Output } from '../output.ts';
 
 const DELETE_OPTION = {
   flags: '--delete',
-  description: 'also delete the site’s files that are gone locally (only in the folders the project has)',
+  description:
+    'also remove the site’s files that are gone locally, in the folders the project has (web/, api/, cron/ in the same deployment; data/ files through the file API)',
 };
 
 /** One line per file on stderr; on a terminal, a counter instead. */
 function progress(out: Output): DeployProgress {
   return {
     checked: (done, total) => out.status(`checking ${done}/${total}`),
+    created: (deployment, missing, files) =>
+      out.note(`deployment ${deployment.shortId}: ${missing} of ${files} files to upload`),
     done: (path, outcome, detail, count, total) => {
       if (out.interactive) out.status(`[${count}/${total}] ${path}`);
       else if (outcome === 'uploaded') out.note(`uploaded ${path} (${detail})`);
@@ -25,19 +30,34 @@ function progress(out: Output): DeployProgress {
   };
 }
 
+const didSomething = (result: DeployResult) =>
+  result.deployment !== null || result.deleted.length + result.uploaded.length + result.failed.length > 0;
+
 export const deployCommand: CommandDefinition = {
   usage: 'deploy <dir>',
-  summary: 'upload a project folder’s web/, api/, cron/ and data/ to a site; only changed files are sent',
+  summary:
+    'publish a project folder’s web/, api/ and cron/ to a site as one deployment (only bytes the server lacks are sent), then write its data/ files through the file API',
   examples: [
     'berth deploy . --site hello',
-    'berth deploy ./my-site --site hello --delete',
+    'berth deploy ./my-site --site hello --delete --message "new home page"',
+    'berth deploy . --site hello --preview        # uploads, prints the preview URL, publishes nothing',
     'berth deploy . --site 3c68b544-2f0e-4e0f-9d55-0c1f7f5e2a10 --json',
   ],
   site: true,
-  options: [DELETE_OPTION],
+  options: [
+    DELETE_OPTION,
+    { flags: '--message <text>', description: 'a note kept with the deployment in the site’s history' },
+    {
+      flags: '--preview',
+      description:
+        'upload without publishing: the deployment is served at its preview URL only, until `berth deployments publish <id>` (data/ is not written)',
+    },
+  ],
   async run({ args, options, out, api, site }) {
     const result = await deploy(api(), await site(), args[0]!, {
       deleteMissing: options.delete === true,
+      preview: options.preview === true,
+      ...(typeof options.message === 'string' ? { message: options.message } : {}),
       progress: progress(out),
     });
     out.print(result, deployReport(result));
@@ -45,9 +65,17 @@ export const deployCommand: CommandDefinition = {
   },
 };
 
+/** `watch: web/index.html, api/when.ts`, the note a watcher's deployment carries in the history. */
+function watchMessage(changed: Set<string> | undefined): string {
+  if (!changed) return 'berth watch';
+  const paths = [...changed].sort();
+  return `berth watch: ${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ` and ${paths.length - 5} more` : ''}`;
+}
+
 export const watchCommand: CommandDefinition = {
   usage: 'watch <dir>',
-  summary: 'deploy a project folder, then deploy again each time a file changes, until Ctrl-C',
+  summary:
+    'deploy a project folder, then deploy again each time files change (each batch one deployment), until Ctrl-C',
   examples: ['berth watch . --site hello', 'berth watch ./my-site --site hello --delete --json'],
   site: true,
   options: [DELETE_OPTION],
@@ -55,14 +83,16 @@ export const watchCommand: CommandDefinition = {
     const dir = args[0]!;
     const client = api();
     const target = await site();
-    const deployOnce = async (only?: Set<string>) => {
+    const digests = new LocalDigests();
+    const deployOnce = async (changed?: Set<string>) => {
       const result = await deploy(client, target, dir, {
-        only,
         deleteMissing: options.delete === true,
+        preview: false,
+        message: watchMessage(changed),
         progress: progress(out),
+        digests,
       });
-      if (!only || result.uploaded.length + result.deleted.length + result.failed.length > 0)
-        out.print(result, deployReport(result));
+      if (!changed || didSomething(result)) out.print(result, deployReport(result));
     };
     await deployOnce();
     await watchFolder(dir, {

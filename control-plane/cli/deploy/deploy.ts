@@ -1,70 +1,67 @@
-// One deploy of a project folder to a site: read both sides, plan, upload and delete, and report every
-// file's outcome, including each function's deployment as the API answered it.
-import fs from 'node:fs';
+// One deploy of a project folder to a site. Its web/, api/ and cron/ files go as one deployment: the
+// whole set declared by digest, only the bytes the server lacks uploaded, published at once (or left
+// unpublished for a preview). Its data/ files are then written through the file API as before, since
+// they are the functions' own. Nothing is created when the site has every file already.
 import { type ApiClient, encodePath } from '../api-client.ts';
-import { ApiError } from '../cli-error.ts';
 import { formatBytes } from '../../format-bytes.ts';
 import type { Site } from '../site.ts';
+import { type DataWrites, writeDataFiles } from './data-files.ts';
+import type { Deployment, DeploymentDetail, FileProblem } from './deployment.ts';
 import { DigestCache } from './digest-cache.ts';
 import { Sha256Sink } from './digest.ts';
-import { DEPLOYED_FOLDERS, readLocalTree } from './local-files.ts';
-import { type Upload, planDeploy } from './plan.ts';
+import type { FileFailure } from './file-failure.ts';
+import { LocalDigests } from './local-digests.ts';
+import { DEPLOYED_FOLDERS, isData, readLocalTree } from './local-files.ts';
+import { planDeploy } from './plan.ts';
 import { type RemoteFile, listRemoteFiles } from './remote-files.ts';
-
-export interface Deployment {
-  sourcePath: string;
-  status: 'READY' | 'FAILED';
-  functionId?: string;
-  error?: SourceProblem;
-}
-
-export interface UploadedFile {
-  path: string;
-  bytes: number;
-  contentType: string;
-  versionId: string;
-  /** For api/ and cron/ sources: whether the function deployed. */
-  deployment?: Deployment;
-}
+import { type DeclaredFile, runDeployment } from './site-deployment.ts';
 
 export interface DeployResult {
   site: { id: string; subdomain: string; url: string };
-  uploaded: UploadedFile[];
+  /** The deployment of web/, api/ and cron/ as the API last answered it; null when the site had them all. */
+  deployment: DeploymentDetail | null;
+  /** Whether the deployment was left unpublished on purpose (--preview). */
+  preview: boolean;
+  /** The files whose bytes were sent: the digests the deployment asked for, then data/ files. */
+  uploaded: Array<{ path: string; bytes: number }>;
+  /** The local files the site has already, with the same bytes and type. */
   unchanged: string[];
+  /** The site's files removed: by the deployment's prune, and data/ files deleted. */
   deleted: string[];
-  failed: Array<{ path: string; error: { code: string; message: string } }>;
-  /** Unchanged sources whose last deployment failed: the deploy is not done while they stay broken. */
-  failing: Array<{ path: string; error: SourceProblem | null }>;
-}
-
-interface SourceProblem {
-  message: string;
-  line: number;
-  column: number;
+  /** Files that could not be sent or deleted. */
+  failed: FileFailure[];
+  /** Why the deployment failed: each source's problem, as `path:line:column: message`. */
+  errors: FileProblem[];
+  /** Unchanged sources whose function is failing on the site (a broken file written through the file API). */
+  failing: Array<{ path: string; error: Omit<FileProblem, 'path'> | null }>;
+  /** data/ files written through the file API (none for a failed or a preview deployment). */
+  data: DataWrites | null;
 }
 
 export interface DeployProgress {
   checked(done: number, total: number): void;
+  created(deployment: Deployment, missing: number, files: number): void;
   /** A file was uploaded or deleted, or failed to be. */
   done(path: string, outcome: 'uploaded' | 'deleted' | 'failed', detail: string, count: number, total: number): void;
 }
 
 export interface DeployOptions {
-  /** Limits the deploy to these paths and what lies under them. */
-  only?: ReadonlySet<string>;
+  /** Prune: the site's files gone locally are removed (in the folders the project has). */
   deleteMissing: boolean;
+  /** Upload without publishing (data/ is not written either). */
+  preview: boolean;
+  message?: string;
   progress: DeployProgress;
+  /** Digests of local files, kept between the deploys of a watcher. */
+  digests?: LocalDigests;
 }
-
-const CONCURRENT_UPLOADS = 4;
-// Data first and web pages last, so a function finds its data and a page its function when they appear.
-const UPLOAD_ORDER = ['data', 'api', 'cron', 'web'];
 
 export function deployFailed(result: DeployResult): boolean {
   return (
     result.failed.length > 0 ||
+    result.errors.length > 0 ||
     result.failing.length > 0 ||
-    result.uploaded.some((f) => f.deployment?.status === 'FAILED')
+    result.deployment?.status === 'FAILED'
   );
 }
 
@@ -73,73 +70,101 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
   const local = await readLocalTree(dir);
   const remote = await listRemoteFiles(api, site.bucketId, DEPLOYED_FOLDERS);
   const cache = await DigestCache.open(site.bucketId);
+  const digests = options.digests ?? new LocalDigests();
+  const remoteDigestOf = (file: RemoteFile) => remoteDigest(api, objects, file, cache);
   const plan = await planDeploy({
     local,
     remote,
-    only: options.only,
     deleteMissing: options.deleteMissing,
-    remoteDigest: (file) => remoteDigest(api, objects, file, cache),
+    localDigest: (file) => digests.of(file),
+    remoteDigest: remoteDigestOf,
     onChecked: options.progress.checked,
   });
-
   const result: DeployResult = {
     site: { id: site.id, subdomain: site.subdomain, url: site.url },
+    deployment: null,
+    preview: options.preview,
     uploaded: [],
     unchanged: plan.unchanged,
     deleted: [],
     failed: [],
+    errors: [],
     failing: [],
-  };
-  const total = plan.uploads.length + plan.deletes.length;
-  let count = 0;
-  const attempt = async (path: string, work: () => Promise<string>, outcome: 'uploaded' | 'deleted') => {
-    try {
-      const detail = await work();
-      options.progress.done(path, outcome, detail, ++count, total);
-    } catch (err) {
-      const error = fileFailure(err);
-      result.failed.push({ path, error });
-      options.progress.done(path, 'failed', `${error.message} (${error.code})`, ++count, total);
-    }
+    data: null,
   };
 
-  const upload = async (item: Upload) => {
-    const written = await api.put<UploadedFile>(
-      `${objects}/${encodePath(item.file.path)}`,
-      fs.createReadStream(item.file.absolute),
-      {
-        contentType: item.contentType,
-        bytes: item.file.bytes,
-        ifMatch: item.remote?.currentVersionId,
+  const siteChanges = [...plan.uploads.map((u) => u.file.path), ...plan.deletes].filter((p) => !isData(p));
+  if (siteChanges.length > 0) {
+    const files: DeclaredFile[] = [...plan.files.values()]
+      .filter((u) => !isData(u.file.path))
+      .map((u) => ({
+        path: u.file.path,
+        sha256: u.sha256,
+        size: u.file.bytes,
+        contentType: u.contentType,
+        absolute: u.file.absolute,
+      }));
+    // Prune removes every web/, api/ and cron/ file the set lacks; --delete removes only those of the
+    // folders the project has, so the site's files in the others stay in the set as they are.
+    if (options.deleteMissing)
+      for (const file of remote.values())
+        if (!isData(file.path) && !local.folders.has(file.path.split('/')[0]!))
+          files.push({
+            path: file.path,
+            sha256: await remoteDigestOf(file),
+            size: file.bytes,
+            contentType: file.contentType,
+          });
+    const run = await runDeployment(api, site, {
+      files,
+      prune: options.deleteMissing,
+      message: options.message,
+      publish: !options.preview,
+      progress: {
+        created: options.progress.created,
+        uploaded: (path, bytes, n, total) => options.progress.done(path, 'uploaded', formatBytes(bytes), n, total),
+        failed: (path, error, n, total) =>
+          options.progress.done(path, 'failed', `${error.message} (${error.code})`, n, total),
       },
-    );
-    cache.set(written.versionId, item.sha256);
-    const { path, bytes, contentType, versionId, deployment } = written;
-    result.uploaded.push({ path, bytes, contentType, versionId, ...(deployment ? { deployment } : {}) });
-    return formatBytes(bytes);
-  };
-  for (const folder of UPLOAD_ORDER) {
-    const batch = plan.uploads.filter((u) => u.file.path.startsWith(`${folder}/`));
-    await eachLimited(batch, CONCURRENT_UPLOADS, (item) => attempt(item.file.path, () => upload(item), 'uploaded'));
+    });
+    result.deployment = run.deployment;
+    result.uploaded = run.uploaded.map(({ path, bytes }) => ({ path, bytes }));
+    result.failed = run.failed;
+    result.errors = run.errors;
+    const { diff } = run.deployment;
+    const touched = new Set([...diff.added, ...diff.changed]);
+    result.unchanged = files.filter((f) => !touched.has(f.path) && local.files.has(f.path)).map((f) => f.path);
+    result.unchanged.push(...plan.unchanged.filter(isData));
+    result.unchanged.sort();
+    if (run.deployment.status === 'PUBLISHED') result.deleted = [...diff.removed];
+    for (const entry of run.deployment.fileList)
+      if (entry.versionId && entry.sha256) cache.set(entry.versionId, entry.sha256);
+  } else {
+    result.failing = await failingSources(api, site.id, plan.unchanged);
   }
-  await eachLimited(plan.deletes, CONCURRENT_UPLOADS, (path) =>
-    attempt(
-      path,
-      async () => {
-        await api.delete(`${objects}/${encodePath(path)}`);
-        result.deleted.push(path);
-        return 'deleted';
-      },
-      'deleted',
-    ),
-  );
 
-  result.failing = await failingSources(api, site.id, plan.unchanged);
+  // data/ follows a published deployment, or a deploy that needed none: a failure or a preview writes nothing.
+  const live = result.deployment === null || result.deployment.status === 'PUBLISHED';
+  if (live && !options.preview) {
+    const data = await writeDataFiles(
+      api,
+      site,
+      plan.uploads.filter((u) => isData(u.file.path)),
+      plan.deletes.filter(isData),
+      options.progress,
+    );
+    result.data = data;
+    result.uploaded.push(...data.uploaded.map(({ path, bytes }) => ({ path, bytes })));
+    result.deleted.push(...data.deleted);
+    result.failed.push(...data.failed);
+    for (const file of data.uploaded) cache.set(file.versionId, plan.files.get(file.path)!.sha256);
+  }
+
   await cache.save([
     ...[...remote.values()].map((f) => f.currentVersionId),
-    ...result.uploaded.map((f) => f.versionId),
+    ...(result.deployment?.fileList ?? []).flatMap((f) => (f.versionId ? [f.versionId] : [])),
+    ...(result.data?.uploaded ?? []).map((f) => f.versionId),
   ]);
-  for (const list of [result.uploaded, result.failed]) list.sort((a, b) => a.path.localeCompare(b.path));
   result.deleted.sort();
   return result;
 }
@@ -160,28 +185,11 @@ async function failingSources(api: ApiClient, siteId: string, unchanged: string[
   const sources = new Set(unchanged.filter((p) => /^(api|cron)\//.test(p)));
   if (sources.size === 0) return [];
   const failing: DeployResult['failing'] = [];
-  for await (const fn of api.list<{ path: string; status: string; lastError: SourceProblem | null }>(
+  for await (const fn of api.list<{ path: string; status: string; lastError: Omit<FileProblem, 'path'> | null }>(
     `sites/${siteId}/functions`,
     'functions',
   )) {
     if (fn.status === 'FAILED' && sources.has(fn.path)) failing.push({ path: fn.path, error: fn.lastError });
   }
   return failing;
-}
-
-/** A failure that concerns one file is reported with it; any other (no server, a refused key) ends the deploy. */
-function fileFailure(err: unknown): { code: string; message: string } {
-  if (err instanceof ApiError && err.status !== 401) return { code: err.code, message: err.message };
-  const code = (err as NodeJS.ErrnoException | undefined)?.code;
-  if (!(err instanceof ApiError) && typeof code === 'string' && /^E[A-Z]+$/.test(code))
-    return { code: code.toLowerCase(), message: (err as Error).message };
-  throw err;
-}
-
-async function eachLimited<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async () => {
-    while (next < items.length) await work(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }

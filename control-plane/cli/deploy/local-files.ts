@@ -1,4 +1,5 @@
 // The files a deploy publishes: everything under the project's web/, api/, cron/ and data/ folders.
+// data/ is the functions' own: it is written through the file API, never part of a deployment.
 // Symbolic links are followed only while they stay inside the project, so a deploy can never publish
 // a file from elsewhere on the machine (a link to ~/.ssh, a folder linked to "..").
 import fs from 'node:fs/promises';
@@ -7,12 +8,17 @@ import { CliError } from '../cli-error.ts';
 
 export const DEPLOYED_FOLDERS = ['web', 'api', 'cron', 'data'] as const;
 
+/** A path of the functions' own data, which deployments leave alone. */
+export const isData = (filePath: string) => filePath.startsWith('data/');
+
 export interface LocalFile {
   /** Its path in the bucket, e.g. `web/index.html`. */
   path: string;
   /** Where to read it. */
   absolute: string;
   bytes: number;
+  /** When it last changed: a digest computed before is reused while size and time stay the same. */
+  mtimeMs: number;
 }
 
 export interface LocalTree {
@@ -59,7 +65,7 @@ export async function readLocalTree(dir: string): Promise<LocalTree> {
           { code: 'invalid_path' },
         );
       }
-      tree.files.set(remote, { path: remote, absolute: target, bytes: stat.size });
+      tree.files.set(remote, { path: remote, absolute: target, bytes: stat.size, mtimeMs: stat.mtimeMs });
     }
   };
 

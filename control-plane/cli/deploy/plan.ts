@@ -1,7 +1,6 @@
-// What a deploy has to do: upload the local files whose bytes (or type) differ from the site's, and,
-// when asked, delete the site's files that are gone locally.
+// What a deploy has to do: which local files' bytes (or type) differ from the site's, and, when asked,
+// which of the site's files are gone locally.
 import { contentTypeFor } from './content-types.ts';
-import { sha256File } from './digest.ts';
 import type { LocalFile, LocalTree } from './local-files.ts';
 import type { RemoteFile } from './remote-files.ts';
 
@@ -14,6 +13,9 @@ export interface Upload {
 }
 
 export interface DeployPlan {
+  /** Every local file with its digest and type, by path: the set a deployment declares. */
+  files: Map<string, Upload>;
+  /** The local files that differ from the site's. */
   uploads: Upload[];
   unchanged: string[];
   deletes: string[];
@@ -22,28 +24,28 @@ export interface DeployPlan {
 export interface PlanInput {
   local: LocalTree;
   remote: Map<string, RemoteFile>;
-  /** Limits the deploy to these paths and what lies under them (a watcher's changes). */
-  only?: ReadonlySet<string>;
   /** Delete remote files missing locally, in the deployed folders the project has. */
   deleteMissing: boolean;
+  /** The SHA-256 of a local file. */
+  localDigest(file: LocalFile): Promise<string>;
   /** The SHA-256 of a remote file's current version. */
   remoteDigest(file: RemoteFile): Promise<string>;
   onChecked?(done: number, total: number): void;
 }
 
 export async function planDeploy(input: PlanInput): Promise<DeployPlan> {
-  const { local, remote, only } = input;
-  const wanted = (p: string) => !only || [...only].some((o) => p === o || p.startsWith(`${o}/`));
-  const plan: DeployPlan = { uploads: [], unchanged: [], deletes: [] };
+  const { local, remote } = input;
+  const plan: DeployPlan = { files: new Map(), uploads: [], unchanged: [], deletes: [] };
 
-  const files = [...local.files.values()].filter((f) => wanted(f.path)).sort((a, b) => a.path.localeCompare(b.path));
+  const files = [...local.files.values()].sort((a, b) => a.path.localeCompare(b.path));
   for (const [i, file] of files.entries()) {
     const upload: Upload = {
       file,
-      sha256: await sha256File(file.absolute),
+      sha256: await input.localDigest(file),
       contentType: contentTypeFor(file.path),
       remote: remote.get(file.path),
     };
+    plan.files.set(file.path, upload);
     if (await same(upload, input)) plan.unchanged.push(file.path);
     else plan.uploads.push(upload);
     input.onChecked?.(i + 1, files.length);
@@ -52,7 +54,7 @@ export async function planDeploy(input: PlanInput): Promise<DeployPlan> {
   if (input.deleteMissing) {
     for (const path of remote.keys()) {
       // A folder the project does not have is not the project's to manage (data/ written by functions).
-      if (wanted(path) && !local.files.has(path) && local.folders.has(path.split('/')[0]!)) plan.deletes.push(path);
+      if (!local.files.has(path) && local.folders.has(path.split('/')[0]!)) plan.deletes.push(path);
     }
   }
   return plan;

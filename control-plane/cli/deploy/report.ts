@@ -1,33 +1,53 @@
-// The text a deploy prints: each function's deployment (with line and column when it failed), the
-// files that could not be sent, and a summary.
+// The text a deploy prints: each file's problem (`path:line:column: message`), the deployment's short
+// id with what it changed, its preview URL, and what was written to data/.
+import { formatBytes } from '../../format-bytes.ts';
 import type { DeployResult } from './deploy.ts';
+import { diffCounts, problemLine } from './deployment.ts';
+import { isData } from './local-files.ts';
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
 
 export function deployReport(result: DeployResult): string {
   const lines: string[] = [];
-  for (const file of result.uploaded) {
-    if (file.deployment?.status === 'READY') lines.push(`${file.path}: deployed`);
-    else if (file.deployment) lines.push(problem(file.path, 'deployment FAILED', file.deployment.error));
-  }
+  for (const { path, error } of result.failed) lines.push(`${path}: not sent: ${error.message} (${error.code})`);
+  for (const problem of result.errors) lines.push(problemLine(problem));
   for (const { path, error } of result.failing)
-    lines.push(problem(path, 'deployment FAILED (source unchanged)', error ?? undefined));
-  for (const { path, error } of result.failed) lines.push(`${path}: not deployed: ${error.message} (${error.code})`);
+    lines.push(
+      `${problemLine({ path, message: error?.message ?? 'no reason given', line: error?.line ?? 0, column: error?.column ?? 0 })} (unchanged here; its function FAILED on the site)`,
+    );
 
-  const counts = [`${result.uploaded.length} uploaded`, `${result.unchanged.length} unchanged`];
-  if (result.deleted.length) counts.push(`${result.deleted.length} deleted`);
-  if (result.failed.length) counts.push(`${result.failed.length} failed`);
-  lines.push(`${result.site.url}: ${counts.join(', ')}`);
-  if (result.failing.length > 0 || result.uploaded.some((f) => f.deployment?.status === 'FAILED')) {
-    lines.push('A function whose deployment failed keeps serving its last good version, if it had one.');
+  const sent = result.uploaded.filter((f) => !isData(f.path));
+  const uploaded = `${sent.length} uploaded (${formatBytes(sent.reduce((sum, f) => sum + f.bytes, 0))})`;
+  const unchanged = `${result.unchanged.filter((p) => !isData(p)).length} unchanged`;
+  const deployment = result.deployment;
+  if (!deployment) {
+    lines.push(`${result.site.url}: nothing to deploy, the site has these files already (${unchanged})`);
+  } else if (deployment.status === 'FAILED') {
+    lines.push(`deployment ${deployment.shortId} FAILED: nothing about the site changed`);
+  } else if (deployment.status === 'UPLOADING' && !result.preview) {
+    lines.push(
+      `deployment ${deployment.shortId} not published: ${plural(result.failed.length, 'file')} could not be sent, nothing about the site changed`,
+    );
+  } else {
+    const what = `${diffCounts(deployment.diff)}, ${unchanged}; ${uploaded}`;
+    if (deployment.status === 'UPLOADING') {
+      lines.push(`deployment ${deployment.shortId} uploaded, not published: ${what}`);
+      lines.push(`preview: ${deployment.previewUrl}`);
+      lines.push(`publish: berth deployments publish ${deployment.shortId} --site ${result.site.subdomain}`);
+    } else {
+      lines.push(`deployment ${deployment.shortId} published: ${what}`);
+      lines.push(`preview: ${deployment.previewUrl}`);
+      lines.push(`live:    ${result.site.url}`);
+    }
+  }
+
+  const data = result.data;
+  const dataUnchanged = result.unchanged.filter(isData).length;
+  if (data && data.uploaded.length + data.deleted.length + data.failed.length + dataUnchanged > 0) {
+    const counts = [`${data.uploaded.length} uploaded`, `${dataUnchanged} unchanged`];
+    if (data.deleted.length) counts.push(`${data.deleted.length} deleted`);
+    if (data.failed.length) counts.push(`${data.failed.length} failed`);
+    lines.push(`data/ (through the file API): ${counts.join(', ')}`);
   }
   return lines.join('\n');
-}
-
-/** `api/x.ts:3:7: …`, the form editors and terminals turn into a link to the spot. */
-function problem(
-  path: string,
-  what: string,
-  error: { message: string; line: number; column: number } | undefined,
-): string {
-  const at = error && error.line > 0 ? `:${error.line}:${error.column}` : '';
-  return `${path}${at}: ${what}: ${error?.message ?? 'no reason given'}`;
 }
