@@ -21,6 +21,8 @@ import { failInterruptedExports } from './services/exports.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
 import { retiringFunctions } from './services/functions.ts';
+import { PreviewCache } from './services/preview-cache.ts';
+import { removePreviewModules } from './services/previews.ts';
 import { HostingCache } from './services/hosting-cache.ts';
 import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
@@ -187,6 +189,8 @@ async function composeParts(
   stack.defer('the change feed', () => changes.close());
   const hostingCache = new HostingCache();
   changes.subscribe(hostingCache);
+  // Previews' functions start again from their stored sources, like the workers that ran them.
+  removePreviewModules(runtimeDir);
   const siteNames = new SiteNames(
     db,
     { siteHost: config.siteHost, instanceHost: config.publicUrl ? new URL(config.publicUrl).hostname : '' },
@@ -207,6 +211,7 @@ async function composeParts(
     storageQuota: new StorageQuota(config, hotSql),
     log,
     hostingCache,
+    previews: new PreviewCache(),
     siteNames,
     runtime,
     runtimeDir,

@@ -153,9 +153,11 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     if (to.to === 'control') return api(req, res);
     if (to.to === 'redirect') return redirectToCanonical(req, res, to.hostname, config.trustProxy);
     if (to.to === 'unknown') return hosting(req, res);
+    // A preview is never indexed: every answer on its host says so, errors included.
+    if (to.preview !== undefined) res.setHeader('X-Robots-Tag', 'noindex');
     const route = siteRoute(req);
-    if (route.to === 'function') return functions(req, res, to.subdomain, route.segments);
-    if (route.to === 'files') return files(req, res, to.subdomain, route.segments);
+    if (route.to === 'function') return functions(req, res, to.subdomain, route.segments, to.preview);
+    if (route.to === 'files') return files(req, res, to.subdomain, route.segments, to.preview);
     return hosting(req, res);
   };
   /** Every listener's requests: by Host to a site (its subdomain or a custom domain) or the control plane. */

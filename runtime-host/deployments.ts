@@ -55,6 +55,15 @@ export function removeVersions(runtimeDir: string, functionId: string, versions:
     fs.rmSync(path.join(runtimeDir, 'functions', functionId, version), { recursive: true, force: true });
 }
 
+/** Removes the generated files of every function whose id `matches`. */
+export function removeDeploymentsWhere(runtimeDir: string, matches: (functionId: string) => boolean): void {
+  const dir = path.join(runtimeDir, 'functions');
+  if (!fs.existsSync(dir)) return;
+  for (const functionId of fs.readdirSync(dir)) {
+    if (matches(functionId)) fs.rmSync(path.join(dir, functionId), { recursive: true, force: true });
+  }
+}
+
 /**
  * The program a worker runs (`deno run -`). The function is imported with a string literal, so Deno
  * loads it as part of the program's module graph and needs no read permission for it.

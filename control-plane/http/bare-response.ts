@@ -15,6 +15,8 @@ export type SiteRequestHandler = (
   res: http.ServerResponse,
   subdomain: string,
   segments: string[],
+  /** The preview host's label (services/previews.ts), when the request came to one. */
+  preview?: string,
 ) => void;
 
 /**
@@ -28,25 +30,27 @@ export type LeanServe = (
   subdomain: string,
   segments: string[],
   requestId: string,
+  preview: string | undefined,
 ) => Promise<void> | void;
 
 /** A lean site path that answers with `serve`, counted in the metrics under `route`. */
 export function leanSiteHandler(deps: Deps, route: string, serve: LeanServe): SiteRequestHandler {
-  return (req, res, subdomain, segments) => {
+  return (req, res, subdomain, segments, preview) => {
     const started = process.hrtime.bigint();
     const requestId = crypto.randomUUID();
     let answering: Promise<void> | void;
     try {
-      answering = serve(req, res, subdomain, segments, requestId);
+      answering = serve(req, res, subdomain, segments, requestId, preview);
     } catch (err) {
       answering = Promise.reject(err);
     }
-    if (answering === undefined) return finish(deps, route, req, res, subdomain, requestId, started);
+    const host = preview === undefined ? subdomain : `${preview}--${subdomain}`;
+    if (answering === undefined) return finish(deps, route, req, res, host, requestId, started);
     answering.then(
-      () => finish(deps, route, req, res, subdomain, requestId, started),
+      () => finish(deps, route, req, res, host, requestId, started),
       (err: unknown) => {
         sendFailure(deps, res, err, requestId);
-        finish(deps, route, req, res, subdomain, requestId, started);
+        finish(deps, route, req, res, host, requestId, started);
       },
     );
   };
@@ -98,7 +102,9 @@ export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, e
     res.destroy();
     return;
   }
-  for (const header of res.getHeaderNames()) if (header !== 'connection') res.removeHeader(header);
+  // What the server set for the whole answer before the handler ran stays: Connection, a preview's X-Robots-Tag.
+  for (const header of res.getHeaderNames())
+    if (header !== 'connection' && header !== 'x-robots-tag') res.removeHeader(header);
   const body = JSON.stringify({
     error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
     ...error.records,

@@ -114,9 +114,16 @@ function siteOrigin(value: unknown): string | undefined {
 async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: SiteReturn): Promise<void> {
   const site = await deps.db('sites').where({ id: back.site, status: 'ACTIVE' }).first('id', 'subdomain');
   if (!site) return page(ctx, 404, 'Site not found', '<h1>Site not found</h1><p>There is no such site.</p>');
-  // Back to the custom domain the browser came from only when it is one of this site's, served now.
-  const domain = back.origin ? await deps.siteNames.domain(new URL(back.origin).hostname) : undefined;
-  const siteUrl = domain?.siteId === site.id ? `${back.origin}/` : deps.siteUrl(site.subdomain as string);
+  // Back to the custom domain the browser came from only when it is one of this site's, served now,
+  // or to a preview host of this very site; anywhere else, to the site's subdomain.
+  const hostname = back.origin ? new URL(back.origin).hostname : undefined;
+  const domain = hostname ? await deps.siteNames.domain(hostname) : undefined;
+  const to = hostname ? await deps.siteNames.route(hostname) : undefined;
+  const preview = to?.to === 'site' && to.subdomain === site.subdomain ? to.preview : undefined;
+  const siteUrl =
+    domain?.siteId === site.id
+      ? `${back.origin}/`
+      : deps.siteUrl(preview === undefined ? (site.subdomain as string) : `${preview}--${site.subdomain}`);
   const token = await createSiteToken(deps, userId, site.id as string);
   ctx.status = 303;
   ctx.redirect(`${siteUrl}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);

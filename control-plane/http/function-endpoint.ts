@@ -6,6 +6,7 @@ import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
+import { previewEndpoint, resolvePreview } from '../services/previews.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { noSitePage } from './pages.ts';
 import { requestHost, requestProtocol } from './proxy.ts';
@@ -83,8 +84,8 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
  * error envelope, the site's 404 page) through the same helpers.
  */
 export const functionHandler = (deps: Deps): SiteRequestHandler =>
-  leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId) =>
-    serve(deps, req, res, subdomain, segments, requestId),
+  leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId, preview) =>
+    serve(deps, req, res, subdomain, segments, requestId, preview),
   );
 
 async function serve(
@@ -94,13 +95,16 @@ async function serve(
   subdomain: string,
   segments: string[],
   requestId: string,
+  label: string | undefined,
 ): Promise<void> {
   const site = await resolveSite(deps, subdomain);
   if (site?.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
+  const preview = label === undefined ? null : await resolvePreview(deps, site, label);
+  if (label !== undefined && !preview) return sendHtml(res, 404, noSitePage, requestId);
   if (segments.length !== 2 || segments[1] === '')
     throw new BerthError('function_not_found', 'functions are served at /api/<name>');
   const name = segments[1]!;
-  const deployment = await resolveEndpoint(deps, site.id, name);
+  const deployment = preview ? await previewEndpoint(deps, preview, name) : await resolveEndpoint(deps, site.id, name);
   if (!deployment) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
   const limit = deps.config.maxFunctionBodyBytes;
   const body = await readBody(
@@ -142,6 +146,8 @@ async function serve(
   const head: string[] = ['Berth-Request-Id', requestId];
   for (const [header, value] of response.headers) {
     if (HOP_BY_HOP.has(header) || (header === 'set-cookie' && setsSessionCookie(value))) continue;
+    // On a preview host the server's X-Robots-Tag stands: a function does not make a preview indexable.
+    if (header === 'x-robots-tag' && res.hasHeader(header)) continue;
     head.push(header, value);
   }
   const bodiless = NULL_BODY_STATUSES.has(response.status) || method === 'HEAD';

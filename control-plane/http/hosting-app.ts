@@ -7,6 +7,7 @@ import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite } from '../services/hosting-cache.ts';
 import { resolveSite } from '../services/hosting.ts';
+import { resolvePreview } from '../services/previews.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { applyProxySetting } from './proxy.ts';
@@ -86,6 +87,7 @@ export function createHostingApp(deps: Deps): Koa {
   app.use(async (ctx, next) => {
     const to = await deps.siteNames.route(ctx.host);
     ctx.state.subdomain = to.to === 'site' || to.to === 'redirect' ? to.subdomain : null;
+    ctx.state.preview = to.to === 'site' ? to.preview : undefined;
     await next();
   });
   app.use(requestContext(deps, 'site'));
@@ -94,6 +96,9 @@ export function createHostingApp(deps: Deps): Koa {
     const subdomain = ctx.state.subdomain as string | null;
     const site = subdomain === null ? null : await resolveSite(deps, subdomain);
     if (site?.status !== 'ACTIVE') return sendPage(ctx, 404, noSitePage);
+    // A preview host is the site's (its sign-in included) only while its label shows something.
+    const preview = ctx.state.preview as string | undefined;
+    if (preview !== undefined && !(await resolvePreview(deps, site, preview))) return sendPage(ctx, 404, noSitePage);
 
     let segments: string[] | null;
     try {

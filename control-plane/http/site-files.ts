@@ -8,7 +8,8 @@ import { pipeline } from 'node:stream';
 import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
-import { hostName } from '../services/site-names.ts';
+import { hostName, previewOf } from '../services/site-names.ts';
+import { previewFile, resolvePreview } from '../services/previews.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import {
   cachedBody,
@@ -27,9 +28,31 @@ import { requestHost, requestProtocol } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
 
 export const siteFilesHandler = (deps: Deps): SiteRequestHandler =>
-  leanSiteHandler(deps, 'web', (req, res, subdomain, segments, requestId) =>
-    serve(deps, req, res, subdomain, segments, requestId),
+  leanSiteHandler(deps, 'web', (req, res, subdomain, segments, requestId, preview) =>
+    preview === undefined
+      ? serve(deps, req, res, subdomain, segments, requestId)
+      : servePreview(deps, req, res, subdomain, preview, segments, requestId),
   );
+
+/** What a path holds: a full bucket path (e.g. "web/index.html") to the file served there, or null. */
+type FileLookup = (path: string) => Promise<CachedWebFile | null>;
+
+/** A preview host: the preview's files behind the site's own gate; nothing for a label that shows nothing. */
+async function servePreview(
+  deps: Deps,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  subdomain: string,
+  label: string,
+  segments: string[],
+  requestId: string,
+): Promise<void> {
+  const site = await resolveSite(deps, subdomain);
+  const preview = site?.status === 'ACTIVE' ? await resolvePreview(deps, site, label) : null;
+  if (!site || !preview) return sendHtml(res, 404, noSitePage, requestId);
+  if (site.access === 'PRIVATE' && !(await mayRead(deps, req, res, site, requestId))) return;
+  await serveWeb(deps, req, res, segments, requestId, (path) => previewFile(deps, preview, path));
+}
 
 function serve(
   deps: Deps,
@@ -63,7 +86,7 @@ function serveSite(
       if (body) return sendFile(deps, req, res, file, requestId, body);
     }
   }
-  return serveWeb(deps, req, res, site, segments, requestId);
+  return serveWeb(deps, req, res, segments, requestId, live(deps, site));
 }
 
 async function servePrivate(
@@ -74,31 +97,38 @@ async function servePrivate(
   segments: string[],
   requestId: string,
 ): Promise<void> {
-  if (await mayRead(deps, req, res, site, requestId)) await serveWeb(deps, req, res, site, segments, requestId);
+  if (await mayRead(deps, req, res, site, requestId))
+    await serveWeb(deps, req, res, segments, requestId, live(deps, site));
 }
+
+/** The site's current files. */
+const live =
+  (deps: Deps, site: CachedSite): FileLookup =>
+  (path) =>
+    resolveWebFile(deps, site, path);
 
 async function serveWeb(
   deps: Deps,
   req: http.IncomingMessage,
   res: http.ServerResponse,
-  site: CachedSite,
   segments: string[],
   requestId: string,
+  lookup: FileLookup,
 ): Promise<void> {
   const wantsDirectory = segments.at(-1) === '';
   const relative = segments.join('/');
-  const file = await resolveWebFile(deps, site, wantsDirectory ? `web/${relative}index.html` : `web/${relative}`);
+  const file = await lookup(wantsDirectory ? `web/${relative}index.html` : `web/${relative}`);
   if (file) return sendFile(deps, req, res, file, requestId);
 
   // "/docs" where "web/docs/index.html" exists: send the browser to "/docs/" so relative links work.
-  if (!wantsDirectory && (await resolveWebFile(deps, site, `web/${relative}/index.html`))) {
+  if (!wantsDirectory && (await lookup(`web/${relative}/index.html`))) {
     const [path, query] = splitQuery(req.url ?? '/');
     res.writeHead(308, { 'Berth-Request-Id': requestId, Location: `${urlPath(path)}/${query}`, 'Content-Length': 0 });
     res.end();
     return;
   }
 
-  const custom404 = await resolveWebFile(deps, site, 'web/404.html');
+  const custom404 = await lookup('web/404.html');
   if (custom404) return sendNotFound(deps, req, res, custom404, requestId);
   sendHtml(res, 404, notFoundPage, requestId);
 }
@@ -136,10 +166,15 @@ async function mayRead(
   return false;
 }
 
-/** Where sign-in sends the browser back to: the site and path, and the custom domain it came to, if so. */
+/**
+ * Where sign-in sends the browser back to: the site and path, and the host it came to when that is not
+ * the site's subdomain (a custom domain or a preview host).
+ */
 function signInReturn(deps: Deps, req: http.IncomingMessage, site: CachedSite, next: string): Record<string, string> {
   const host = requestHost(req, deps.config.trustProxy);
-  if (hostName(host).endsWith(`.${deps.config.siteHost}`)) return { site: site.id, next };
+  const suffix = `.${deps.config.siteHost}`;
+  const name = hostName(host);
+  if (name.endsWith(suffix) && !previewOf(name.slice(0, -suffix.length))) return { site: site.id, next };
   return { site: site.id, next, origin: `${requestProtocol(req, deps.config.trustProxy)}://${host}` };
 }
 

@@ -80,7 +80,13 @@ export const getSiteSnapshot = defineOperation({
   permission: 'READ',
   input: SiteParams.extend({ at: z.string().describe('an RFC 3339 time') }).extend(PageQuery.shape),
   output: z.object({
-    snapshot: z.object({ at: z.string(), availableFrom: z.string(), files: z.number().int(), bytes: z.number().int() }),
+    snapshot: z.object({
+      at: z.string(),
+      availableFrom: z.string(),
+      files: z.number().int(),
+      bytes: z.number().int(),
+      previewUrl: z.string().describe('the instant’s preview host, serving the site as it was then'),
+    }),
     files: z.array(
       z.object({
         path: z.string(),

@@ -10,13 +10,16 @@ import { BerthError, conflict, invalid, notFound } from '../errors.ts';
 import { type Actor, type Deps, timestamp } from './deps.ts';
 import { checkContentType } from './files.ts';
 import { type PageRequest, paginate } from './pagination.ts';
+import { forgetFailedPreviews } from './previews.ts';
 import { assertWritablePath, normalizeFilePath } from './paths.ts';
 import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
 import {
   type DeploymentKind,
   type StateEntry,
   authorOf,
+  OPEN_FOR_MS,
   currentSeq,
+  historyStart,
   newShortId,
   seqAt,
   stateAtSeq,
@@ -28,7 +31,6 @@ import { applyDeploymentMigrations } from './migrations.ts';
 export const MAX_DEPLOYMENT_FILES = 20_000;
 /** UPLOADING deployments one site may have open at once; an open one expires after a day. */
 export const MAX_OPEN_DEPLOYMENTS = 5;
-const OPEN_FOR_MS = 24 * 3600_000;
 /** Paths a deployment's prune removes when the set lacks them: the site's pages, functions and cron jobs. */
 const PRUNED_PREFIXES = ['web/', 'api/', 'cron/'];
 
@@ -239,6 +241,7 @@ async function expireOpenDeployments(deps: Deps, siteId: string): Promise<void> 
         errors: JSON.stringify([{ path: '', message: 'not published within a day', line: 0, column: 0 }]),
       });
   });
+  await forgetFailedPreviews(deps, siteId, expired);
 }
 
 async function requireOpen(deps: Deps, siteId: string, id: string): Promise<DeploymentRow> {
@@ -340,6 +343,7 @@ async function fail(deps: Deps, site: SiteRow, row: DeploymentRow, problems: Fil
     .db('deployments')
     .where({ id: row.id })
     .update({ status: 'FAILED', errors: JSON.stringify(problems) });
+  await forgetFailedPreviews(deps, site.id, [row.id]);
   const failed = { ...row, status: 'FAILED' as const, errors: JSON.stringify(problems) };
   const first = problems[0]!;
   throw new BerthError(
@@ -477,12 +481,6 @@ export async function promoteDeployment(deps: Deps, actor: Actor, siteId: string
   });
 }
 
-/** When the site's history begins: its BASELINE (made from files it had before), else its creation. */
-async function historyStart(deps: Deps, site: SiteRow): Promise<string> {
-  const baseline = await deps.db('deployments').where({ site_id: site.id, kind: 'BASELINE' }).first('published_at');
-  return (baseline?.published_at as string | undefined) ?? site.created_at;
-}
-
 function instant(at: string): string {
   const time = Date.parse(at);
   if (!/^\d{4}-\d\d-\d\dT/.test(at) || Number.isNaN(time))
@@ -493,7 +491,7 @@ function instant(at: string): string {
 /** The site's files at an instant, from its history; refused before the history begins. */
 async function stateAt(deps: Deps, site: SiteRow, at: string) {
   const time = instant(at);
-  const start = await historyStart(deps, site);
+  const start = await historyStart(deps, site.id);
   if (time < start)
     throw new BerthError(
       'before_history',
@@ -507,11 +505,19 @@ async function stateAt(deps: Deps, site: SiteRow, at: string) {
 export async function siteSnapshot(deps: Deps, actor: Actor, siteId: string, at: string, page: PageRequest) {
   const site = await requireSite(deps, actor, siteId);
   const { at: time, availableFrom, state } = await stateAt(deps, site, at);
+  // The instant's own preview host, to the millisecond: what restoring to it would serve.
+  const previewUrl = deps.siteUrl(`t${String(Date.parse(time)).padStart(13, '0')}--${site.subdomain}`);
   const files = [...state.values()].sort((a, b) => (a.path < b.path ? -1 : 1));
   const items = files.slice(page.offset, page.offset + page.limit);
   const hasMore = page.offset + page.limit < files.length;
   return {
-    snapshot: { at: time, availableFrom, files: files.length, bytes: files.reduce((sum, f) => sum + f.bytes, 0) },
+    snapshot: {
+      at: time,
+      availableFrom,
+      files: files.length,
+      bytes: files.reduce((sum, f) => sum + f.bytes, 0),
+      previewUrl,
+    },
     files: items,
     pagination: { hasMore, nextOffset: hasMore ? page.offset + page.limit : null },
   };

@@ -10,6 +10,7 @@ import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
+import type { PreviewCache } from './preview-cache.ts';
 import type { SiteNames } from './site-names.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StorageQuota } from './storage-quota.ts';
@@ -25,6 +26,8 @@ export interface Deps {
   storageQuota: StorageQuota;
   log: Logger;
   hostingCache: HostingCache;
+  /** What preview hosts keep of deployments and states that no longer change. */
+  previews: PreviewCache;
   /** Which site a Host names: subdomains and the ACTIVE custom domains. */
   siteNames: SiteNames;
   /** Where a service says what it changed, once committed, so every server's caches forget it. */

@@ -5,7 +5,6 @@ import type { CachedSite, CachedWebFile } from './hosting-cache.ts';
 import type { Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import type { SiteRow } from './site-rows.ts';
-import { hostName } from './site-names.ts';
 
 /** The site of a subdomain when the cache knows it (null: no such site), without waiting on anything. */
 export const cachedSite = (deps: Deps, subdomain: string): CachedSite | null | undefined =>
@@ -92,20 +91,4 @@ export async function smallBody(deps: Deps, file: CachedWebFile): Promise<Buffer
 
 export function streamBody(deps: Deps, file: CachedWebFile, range?: ByteRange): Promise<Readable> {
   return deps.blobs.stream(file.sha256, range);
-}
-
-/**
- * Whether this instance serves a name, for certificates (tls/) and a proxy's on-demand TLS check: its
- * own host, the subdomain of an ACTIVE site, or an ACTIVE custom domain of an ACTIVE site. Anything
- * else gets no certificate and costs no order.
- */
-export async function servesName(deps: Deps, name: string): Promise<boolean> {
-  const hostname = hostName(name);
-  if (!hostname) return false;
-  const { siteHost, publicUrl } = deps.config;
-  if (hostname === siteHost || (publicUrl && hostname === new URL(publicUrl).hostname)) return true;
-  const route = await deps.siteNames.route(hostname);
-  if (route.to === 'control' || route.to === 'unknown' || !route.subdomain || route.subdomain.includes('.'))
-    return false;
-  return (await resolveSite(deps, route.subdomain))?.status === 'ACTIVE';
 }

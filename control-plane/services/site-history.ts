@@ -19,6 +19,9 @@ export interface StateEntry {
   versionId: string;
 }
 
+/** An uploading deployment stays open this long; then it expires as FAILED. */
+export const OPEN_FOR_MS = 24 * 3600_000;
+
 /** A preview host's first label: 8 characters of [a-z0-9]. */
 export const newShortId = (): string => {
   const alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789';
@@ -137,6 +140,13 @@ export async function seqAt(deps: Pick<Deps, 'db'>, siteId: string, at: string):
     .max({ seq: 'seq' })
     .first()) as { seq: number | string | null } | undefined;
   return Number(row?.seq ?? 0);
+}
+
+/** When the site's history begins: its BASELINE (made from files it had before), else its creation. */
+export async function historyStart(deps: Pick<Deps, 'db'>, siteId: string): Promise<string> {
+  const baseline = await deps.db('deployments').where({ site_id: siteId, kind: 'BASELINE' }).first('published_at');
+  if (baseline) return baseline.published_at as string;
+  return (await deps.db('sites').where({ id: siteId }).first('created_at')).created_at as string;
 }
 
 /** The site's current published `seq`. */

@@ -25,8 +25,11 @@ export type HostRoute =
   | { to: 'control' }
   /** A name that is no site's and not the control plane's: answered 404 with nothing of any site. */
   | { to: 'unknown' }
-  /** A site, reached at its subdomain or at `domain`, one of its ACTIVE custom domains. */
-  | { to: 'site'; subdomain: string; domain?: string }
+  /**
+   * A site, reached at its subdomain or at `domain`, one of its ACTIVE custom domains; or `preview`, a
+   * preview host `<preview>--<subdomain>.<site host>` (services/previews.ts says what it serves).
+   */
+  | { to: 'site'; subdomain: string; domain?: string; preview?: string }
   /** Another name of a site that has a canonical one: 308 to `hostname`, path and query kept. */
   | { to: 'redirect'; subdomain: string; hostname: string };
 
@@ -49,6 +52,18 @@ export interface ControlPlaneHosts {
 function isControlPlane(name: string, hosts: ControlPlaneHosts): boolean {
   if (!hosts.instanceHost || name === hosts.instanceHost || name === hosts.siteHost) return true;
   return name === '' || name === 'localhost' || net.isIP(name.replace(/^\[|\]$/g, '')) !== 0;
+}
+
+/**
+ * A preview host's first label: a deployment's short id (8 of [a-z0-9]) or `t` and an instant in Unix
+ * milliseconds (13 digits), then `--` and the site's subdomain. Nothing else reads as a preview.
+ */
+const PREVIEW_LABEL = /^([a-z0-9]{8}|t[0-9]{13})--([a-z0-9-]+)$/;
+
+/** The preview and the subdomain a first label names, if it is a preview host's. */
+export function previewOf(label: string): { preview: string; subdomain: string } | null {
+  const match = PREVIEW_LABEL.exec(label);
+  return match ? { preview: match[1]!, subdomain: match[2]! } : null;
 }
 
 /** The name part of a Host header: lower case, no port, no trailing dot. */
@@ -127,6 +142,9 @@ export class SiteNames implements ChangeListener {
     const suffix = `.${this.hosts.siteHost}`;
     if (name.endsWith(suffix)) {
       const subdomain = name.slice(0, -suffix.length);
+      // A preview host is never redirected to a canonical name: it is the deployment's own address.
+      const preview = previewOf(subdomain);
+      if (preview) return { to: 'site', ...preview };
       const canonical = this.#canonical.get(subdomain);
       return canonical?.redirectSubdomain
         ? { to: 'redirect', subdomain, hostname: canonical.hostname }

@@ -8,6 +8,7 @@ import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { type ReconcileReport, reconcileFunctions } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';
+import { previewOf } from './site-names.ts';
 import { RESERVED_SUBDOMAINS, generateSubdomain } from './subdomains.ts';
 import { startHistory } from './site-history.ts';
 
@@ -100,6 +101,12 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
   const account = await requireOwnAccount(deps, actor, input.accountId);
   if (input.subdomain !== undefined && RESERVED_SUBDOMAINS.has(input.subdomain)) {
     throw conflict('subdomain_reserved', `subdomain "${input.subdomain}" is reserved`);
+  }
+  if (input.subdomain !== undefined && previewOf(input.subdomain)) {
+    throw conflict(
+      'subdomain_reserved',
+      `subdomain "${input.subdomain}" reads as a preview host (<deployment>--<subdomain>): choose another`,
+    );
   }
   if (input.bucketId !== undefined) await requireBucket(deps, actor, input.bucketId);
 

@@ -1,0 +1,220 @@
+// Preview hosts (docs/deployments.md): `<short id>--<subdomain>` serves one deployment of a site and
+// `t<unix ms>--<subdomain>` the site as it was at an instant, each as it would be live: its files and
+// functions, the site's secrets, database and access rules. A published deployment shows the site
+// right after it; an uploading one its declared set over the site's current files (with prune, only
+// the set under web/, api/ and cron/); a failed one, an unknown label or an instant before the
+// history begins show nothing. A preview's functions run as functions of their own
+// (`preview-<siteId>-<name>`, one version per source digest), so they never touch the live function's
+// workers or module files, and the pool's limits hold them as any worker.
+import { deploymentExists, removeDeploymentsWhere, writeDeployment } from '../../runtime-host/deployments.ts';
+import type { Deployment } from '../../runtime-host/runtime.ts';
+import { functionName, validateFunction } from '../../runtime-host/validate.ts';
+import { BerthError } from '../errors.ts';
+import type { Deps } from './deps.ts';
+import type { CachedSite, CachedWebFile } from './hosting-cache.ts';
+import { resolveWebFile } from './hosting.ts';
+import type { PreviewEntry } from './preview-cache.ts';
+import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from './site-history.ts';
+
+/** Paths an uploading deployment that prunes takes wholly from its set. */
+const PRUNED_PREFIXES = ['web/', 'api/', 'cron/'];
+
+/** An instant is remembered once this far in the past: no publish still in flight can land before it. */
+const SETTLED_MS = 10 * 60_000;
+
+export interface Preview {
+  site: CachedSite;
+  /** The deployment served; null for an instant. */
+  deploymentId: string | null;
+  /** An uploading deployment: its set over the site's current files. Otherwise the history's state at `seq`. */
+  open: { prune: boolean } | null;
+  seq: number;
+  /** Last-Modified of the files it serves itself: when the deployment was made or published, or the instant. */
+  lastModified: string;
+}
+
+interface DeploymentRow {
+  id: string;
+  status: 'UPLOADING' | 'PUBLISHED' | 'FAILED';
+  prune: boolean | number;
+  seq: number | string | null;
+  created_at: string;
+  published_at: string | null;
+}
+
+/** An instant's label, `t<unix ms>`; any other label is a deployment's short id. */
+export const isInstantLabel = (label: string): boolean => label.startsWith('t') && label.length === 14;
+
+/** What a preview label (site-names.ts's `previewOf`) shows of an ACTIVE site, or null when nothing. */
+export async function resolvePreview(deps: Deps, site: CachedSite, label: string): Promise<Preview | null> {
+  return isInstantLabel(label)
+    ? instantPreview(deps, site, Number(label.slice(1)))
+    : deploymentPreview(deps, site, label);
+}
+
+async function deploymentPreview(deps: Deps, site: CachedSite, shortId: string): Promise<Preview | null> {
+  let settled = deps.previews.deployment(site.id, shortId);
+  if (!settled) {
+    const row = (await deps
+      .db('deployments')
+      .where({ site_id: site.id, short_id: shortId })
+      .first('id', 'status', 'prune', 'seq', 'created_at', 'published_at')) as DeploymentRow | undefined;
+    if (!row) return null;
+    if (row.status === 'UPLOADING') {
+      // Past its day it is as good as failed: it expires when the site's deployments are next touched.
+      if (Date.parse(row.created_at) < deps.now().getTime() - OPEN_FOR_MS) return null;
+      return { site, deploymentId: row.id, open: { prune: Boolean(row.prune) }, seq: 0, lastModified: row.created_at };
+    }
+    settled = { id: row.id, status: row.status, seq: Number(row.seq ?? 0), publishedAt: row.published_at };
+    deps.previews.rememberDeployment(site.id, shortId, settled);
+  }
+  if (settled.status !== 'PUBLISHED') return null;
+  return { site, deploymentId: settled.id, open: null, seq: settled.seq, lastModified: settled.publishedAt! };
+}
+
+async function instantPreview(deps: Deps, site: CachedSite, at: number): Promise<Preview | null> {
+  const lastModified = new Date(at).toISOString();
+  const known = deps.previews.instant(site.id, at);
+  if (known !== undefined) return { site, deploymentId: null, open: null, seq: known, lastModified };
+  if (lastModified < (await historyStart(deps, site.id))) return null;
+  const seq = await seqAt(deps, site.id, lastModified);
+  if (at < deps.now().getTime() - SETTLED_MS) deps.previews.rememberInstant(site.id, at, seq);
+  return { site, deploymentId: null, open: null, seq, lastModified };
+}
+
+async function stateOf(deps: Deps, preview: Preview): Promise<Map<string, PreviewEntry>> {
+  const known = deps.previews.state(preview.site.id, preview.seq);
+  if (known) return known;
+  const state: Map<string, PreviewEntry> = await stateAtSeq(deps, preview.site.id, preview.seq);
+  deps.previews.rememberState(preview.site.id, preview.seq, state);
+  return state;
+}
+
+async function declaredSet(deps: Deps, deploymentId: string): Promise<Map<string, PreviewEntry>> {
+  const known = deps.previews.declared(deploymentId);
+  if (known) return known;
+  const rows = (await deps
+    .db('deployment_files')
+    .where({ deployment_id: deploymentId })
+    .select('path', 'sha256', 'bytes', 'content_type')) as Array<{
+    path: string;
+    sha256: string | null;
+    bytes: number | string;
+    content_type: string | null;
+  }>;
+  const set = new Map<string, PreviewEntry>();
+  // A removal row is a publish that committed meanwhile; the next request reads it as published.
+  for (const row of rows)
+    if (row.sha256 !== null)
+      set.set(row.path, { sha256: row.sha256, bytes: Number(row.bytes), contentType: row.content_type! });
+  deps.previews.rememberDeclared(deploymentId, set);
+  return set;
+}
+
+/**
+ * Whether the preview may serve these bytes: the account holds them, or they were uploaded for this
+ * deployment. A set declares digests it may not have sent yet; bytes that are another account's are
+ * never served for it.
+ */
+async function held(deps: Deps, preview: Preview, sha256: string): Promise<boolean> {
+  if (await deps.db('account_blobs').where({ account_id: preview.site.accountId, blob_sha256: sha256 }).first('bytes'))
+    return true;
+  if (!preview.open || !preview.deploymentId) return false;
+  return Boolean(
+    await deps.db('deployment_uploads').where({ deployment_id: preview.deploymentId, sha256 }).first('bytes'),
+  );
+}
+
+/**
+ * The file a preview serves at a full bucket path (e.g. "web/index.html"), or null: not in its state,
+ * or its bytes not uploaded yet.
+ */
+export async function previewFile(deps: Deps, preview: Preview, path: string): Promise<CachedWebFile | null> {
+  let entry: PreviewEntry | undefined;
+  if (preview.open && preview.deploymentId) {
+    entry = (await declaredSet(deps, preview.deploymentId)).get(path);
+    if (!entry) {
+      if (preview.open.prune && PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix))) return null;
+      // Not in the set: the site's current file, exactly as the live site serves it.
+      return resolveWebFile(deps, preview.site, path);
+    }
+  } else {
+    entry = (await stateOf(deps, preview)).get(path);
+  }
+  if (!entry || !(await held(deps, preview, entry.sha256))) return null;
+  return {
+    versionId: '',
+    sha256: entry.sha256,
+    bytes: entry.bytes,
+    contentType: entry.contentType,
+    etag: `"${entry.sha256}"`,
+    lastModified: new Date(preview.lastModified).toUTCString(),
+  };
+}
+
+const PREVIEW_FUNCTION = 'preview-';
+
+/** The function id a site's previews run `api/<name>.ts` under: never a live function's (those are UUIDs). */
+export const previewFunctionId = (siteId: string, name: string): string => `${PREVIEW_FUNCTION}${siteId}-${name}`;
+
+/** Module files of previews' functions: the runtime dir is disposable, and a start begins without them. */
+export const removePreviewModules = (runtimeDir: string): void =>
+  removeDeploymentsWhere(runtimeDir, (functionId) => functionId.startsWith(PREVIEW_FUNCTION));
+
+/**
+ * The function a preview serves at `/api/<name>`, or null. Its source is checked as publishing checks
+ * it; one that fails answers 422 with the problem.
+ */
+export async function previewEndpoint(deps: Deps, preview: Preview, name: string): Promise<Deployment | null> {
+  const path = `api/${name}.ts`;
+  if (!functionName(path).ok) return null;
+  const file = await previewFile(deps, preview, path);
+  if (!file) return null;
+  const functionId = previewFunctionId(preview.site.id, name);
+  const key = `${preview.site.id} ${path} ${file.sha256}`;
+  let checked = deps.previews.source(key);
+  let source: string | undefined;
+  if (!checked) {
+    source = (await deps.blobs.read(file.sha256)).toString('utf8');
+    const validation = validateFunction(path, source);
+    deps.previews.rememberSource(key, validation.ok ? null : validation.problem);
+    checked = { problem: validation.ok ? null : validation.problem };
+  }
+  if (checked.problem) {
+    const { line, column, message } = checked.problem;
+    throw new BerthError('function_compile_failed', `${path}:${line}:${column}: ${message}`, {
+      error: checked.problem,
+    });
+  }
+  let modulePath = deploymentExists(deps.runtimeDir, functionId, file.sha256);
+  if (!modulePath) {
+    source ??= (await deps.blobs.read(file.sha256)).toString('utf8');
+    modulePath = writeDeployment(deps.runtimeDir, functionId, file.sha256, source).modulePath;
+  }
+  return { functionId, versionId: file.sha256, siteId: preview.site.id, path, kind: 'api', modulePath };
+}
+
+/**
+ * Deployments that failed or expired show nothing any more: every node retires the preview workers of
+ * their functions and removes those functions' module files (another preview that needs one writes it
+ * again).
+ */
+export async function forgetFailedPreviews(deps: Deps, siteId: string, deploymentIds: string[]): Promise<void> {
+  const paths = (await deps
+    .db('deployment_files')
+    .whereIn('deployment_id', deploymentIds)
+    .andWhereRaw("substr(path, 1, 4) = 'api/'")
+    .distinct('path')
+    .pluck('path')) as string[];
+  for (const path of paths) {
+    const named = functionName(path);
+    if (!named.ok || named.kind !== 'api') continue;
+    await deps.changes.publish({
+      kind: 'function',
+      siteId,
+      name: named.name,
+      functionId: previewFunctionId(siteId, named.name),
+      versionId: null,
+    });
+  }
+}
