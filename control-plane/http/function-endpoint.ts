@@ -1,4 +1,5 @@
-// ANY /api/<name> on a site: hands the request to the function's worker and streams its answer back.
+// ANY /api/<name> on a site: hands the request to the function's worker (on a preview host, the
+// preview's function: services/previews.ts) and streams its answer back.
 // The platform's session cookie never reaches a function, and a function cannot set it.
 import type http from 'node:http';
 import { pipeline } from 'node:stream';

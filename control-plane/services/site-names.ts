@@ -62,7 +62,8 @@ const PREVIEW_LABEL = /^([a-z0-9]{8}|t[0-9]{13})--([a-z0-9-]+)$/;
 
 /** The preview and the subdomain a first label names, if it is a preview host's. */
 export function previewOf(label: string): { preview: string; subdomain: string } | null {
-  const match = PREVIEW_LABEL.exec(label);
+  // Most names have no "--": they cost no regular expression.
+  const match = label.includes('--') ? PREVIEW_LABEL.exec(label) : null;
   return match ? { preview: match[1]!, subdomain: match[2]! } : null;
 }
 
