@@ -212,7 +212,7 @@ async function commitWrite(
       await makeCurrent(sql, file.id, versionId, now);
       if (site) {
         const version = { id: versionId, sha256: stored.sha256, bytes: stored.bytes, contentType };
-        await recordFileChange(sql, site.id, actor, { path, version }, now);
+        await recordFileChange(sql, site.id, actor, { path, version }, timestamp(deps));
       }
       await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
       return { fileId: file.id, versionId, bytes: stored.bytes };
@@ -304,7 +304,7 @@ export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, raw
       bucketId,
       path,
     );
-    if (changes > 0 && site) await recordFileChange(sql, site.id, actor, { path, version: null }, now);
+    if (changes > 0 && site) await recordFileChange(sql, site.id, actor, { path, version: null }, timestamp(deps));
     return changes;
   });
   if (changed === 0) throw notFound('file');
@@ -377,7 +377,7 @@ export async function restoreFile(
     await makeCurrent(sql, fileId, id, now);
     if (site) {
       const version = { id, sha256: source.blob_sha256, bytes: source.bytes, contentType: source.content_type };
-      await recordFileChange(sql, site.id, actor, { path: file.path, version }, now);
+      await recordFileChange(sql, site.id, actor, { path: file.path, version }, timestamp(deps));
     }
     // The account references the old version's blob already, so a restore never needs quota.
     await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);

@@ -81,11 +81,13 @@ export async function switchSite(
   const { sources, problems } = await checkSources(deps, change.put);
   if (problems.length > 0) return { published: false, problems };
   await beforeSwitch?.();
-  const now = timestamp(deps);
+  let now = '';
   const functions: ChangedFunction[] = [];
   const result = await deps.hotSql.write(async (sql) => {
     functions.length = 0;
     await lockSite(sql, site.id);
+    // Taken once the site's changes before it have committed: the history's times follow its order.
+    now = timestamp(deps);
     let changed = 0;
     for (const file of change.put) {
       const versionId = await putFile(sql, deps, actor, site, file, now);
