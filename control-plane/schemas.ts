@@ -269,6 +269,7 @@ export const DeploymentRecord = z.object({
   siteId: Uuid,
   kind: z.enum(['DEPLOY', 'FILE', 'PROMOTE', 'RESTORE', 'BASELINE']),
   status: z.enum(['UPLOADING', 'PUBLISHED', 'FAILED']),
+  seq: z.number().int().nullable().describe('its place in the site’s history once published: later is larger'),
   current: z.boolean().describe('the newest change published: the site is what it made it'),
   prune: z.boolean(),
   message: z.string().nullable(),

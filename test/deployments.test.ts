@@ -406,3 +406,41 @@ test('the files of the siteâ€™s kept deployments cannot be deleted; older onesâ€
   const free = await versionsOf(kept, own.bucketId);
   t.is((await kept.owner.api.delete(`v0/files/${free.fileId}/versions/${free.oldest}`)).statusCode, 200);
 });
+
+test('a deployment still uploading can be cancelled; the history can be read by kind, in its order', async (t) => {
+  const site = await createSite(t0.owner);
+  await deploy(t0.owner, site.id, { 'web/index.html': 'kept' });
+  await putFile(t0.owner, site.bucketId, 'web/other.html', 'a write', 'text/html');
+  const open = body<{ deployment: Deployment }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: { files: [{ path: 'web/index.html', content: 'never published', contentType: 'text/html' }] },
+    }),
+  ).deployment;
+  const cancelled = await t0.owner.api.delete(`v0/sites/${site.id}/deployments/${open.id}`);
+  t.is(cancelled.statusCode, 200);
+  t.like(body<{ deployment: Deployment }>(cancelled).deployment, { status: 'FAILED' });
+  const again = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${open.id}/publish`);
+  t.is(again.statusCode, 409);
+  t.is(body<{ error: { code: string } }>(again).error.code, 'deployment_not_open');
+  t.is((await t0.site(site.subdomain).get('')).body, 'kept');
+
+  const only = body<{ deployments: Array<Deployment & { seq: number | null }> }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments`, { searchParams: { kind: 'DEPLOY' } }),
+  ).deployments;
+  t.deepEqual(
+    only.map((d) => [d.kind, d.status]),
+    [
+      ['DEPLOY', 'FAILED'],
+      ['DEPLOY', 'PUBLISHED'],
+    ],
+  );
+  const all = body<{ deployments: Array<Deployment & { seq: number | null }> }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments`),
+  ).deployments;
+  t.deepEqual(
+    all.map((d) => d.seq),
+    [null, 2, 1],
+  );
+  const wrong = await t0.owner.read.get(`v0/sites/${site.id}/deployments`, { searchParams: { kind: 'NOPE' } });
+  t.is(wrong.statusCode, 400);
+});

@@ -22,9 +22,20 @@ export const listDeployments = defineOperation({
   name: 'list_deployments',
   description: 'A site’s deployments, newest first: every change to its files, with who made it',
   permission: 'READ',
-  input: SiteParams.extend(PageQuery.shape),
+  input: SiteParams.extend(PageQuery.shape).extend({
+    kind: z
+      .string()
+      .regex(/^(DEPLOY|FILE|PROMOTE|RESTORE|BASELINE)(,(DEPLOY|FILE|PROMOTE|RESTORE|BASELINE))*$/, {
+        error: 'kinds are DEPLOY, FILE, PROMOTE, RESTORE and BASELINE, comma-separated',
+      })
+      .optional()
+      .describe('only these kinds, comma-separated, e.g. DEPLOY,PROMOTE,RESTORE'),
+  }),
   output: z.object({ deployments: z.array(DeploymentRecord), pagination: Pagination }),
-  run: (deps, actor, { siteId, ...page }) => deployments.listDeployments(deps, actor, siteId, page),
+  run: (deps, actor, { siteId, kind, ...page }) =>
+    deployments.listDeployments(deps, actor, siteId, page, {
+      kinds: kind?.split(',') as Array<'DEPLOY' | 'FILE' | 'PROMOTE' | 'RESTORE' | 'BASELINE'> | undefined,
+    }),
 });
 
 export const getDeployment = defineOperation({
@@ -99,4 +110,14 @@ export const getSiteSnapshot = defineOperation({
     pagination: Pagination,
   }),
   run: (deps, actor, { siteId, at, ...page }) => deployments.siteSnapshot(deps, actor, siteId, at, page),
+});
+
+export const cancelDeployment = defineOperation({
+  name: 'cancel_deployment',
+  description: 'Give up a deployment that is still uploading; the site is not changed',
+  permission: 'WRITE',
+  destructive: true,
+  input: DeploymentParams,
+  output: OneDeployment,
+  run: (deps, actor, input) => deployments.cancelDeployment(deps, actor, input.siteId, input.deploymentId),
 });

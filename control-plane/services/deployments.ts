@@ -86,6 +86,7 @@ function toDeployment(deps: Deps, site: SiteRow, row: DeploymentRow, currentSeqO
     siteId: row.site_id,
     kind: row.kind,
     status: row.status,
+    seq: row.seq === null ? null : Number(row.seq),
     current: row.seq !== null && Number(row.seq) === currentSeqOfSite,
     prune: Boolean(row.prune),
     message: row.message,
@@ -529,10 +530,17 @@ export async function restoreSite(deps: Deps, actor: Actor, siteId: string, at: 
   return switchToState(deps, actor, site, state, { kind: 'RESTORE', message: `back to ${time}`, restoredAt: time });
 }
 
-export async function listDeployments(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
+export async function listDeployments(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  page: PageRequest,
+  filter: { kinds?: DeploymentKind[] | undefined } = {},
+) {
   const site = await requireSite(deps, actor, siteId);
   const current = await currentSeq(deps, site.id);
   const query = deps.db('deployments').where({ site_id: site.id }).orderBy('created_at', 'desc').orderBy('id');
+  if (filter.kinds?.length) query.whereIn('kind', filter.kinds);
   const { items, pagination } = await paginate(query, page, (row: DeploymentRow) =>
     toDeployment(deps, site, row, current),
   );
@@ -599,4 +607,20 @@ export async function getDeployment(deps: Deps, actor: Actor, siteId: string, de
       diff: await diffOf(deps, site, row, entries),
     },
   };
+}
+
+/** Gives up a deployment still uploading: it is FAILED, and the bytes sent for it no longer kept for it. */
+export async function cancelDeployment(deps: Deps, actor: Actor, siteId: string, deploymentId: string) {
+  await requireSite(deps, actor, siteId);
+  const row = await requireOpen(deps, siteId, deploymentId);
+  const errors = JSON.stringify([{ path: '', message: 'cancelled before it was published', line: 0, column: 0 }]);
+  await deps.db.transaction(async (trx) => {
+    const cancelled = await trx('deployments')
+      .where({ id: row.id, status: 'UPLOADING' })
+      .update({ status: 'FAILED', errors });
+    if (cancelled === 0)
+      throw conflict('deployment_not_open', `deployment ${row.short_id} was published or failed meanwhile`);
+    await trx('deployment_uploads').where({ deployment_id: row.id }).delete();
+  });
+  return getDeployment(deps, actor, siteId, deploymentId);
 }

@@ -92,6 +92,15 @@ export const deploymentRoutes: AnyRoute[] = [
     },
   },
   {
+    operation: deployments.cancelDeployment,
+    method: 'DELETE',
+    path: '/v0/sites/:siteId/deployments/:deploymentId',
+    operationId: 'cancelDeployment',
+    tag: 'Deployments',
+    ok: 'the deployment, FAILED as cancelled',
+    errors: { 409: { description: 'it is not UPLOADING (code "deployment_not_open")' } },
+  },
+  {
     operation: deployments.promoteDeployment,
     method: 'POST',
     path: '/v0/sites/:siteId/deployments/:deploymentId/promote',
