@@ -132,9 +132,10 @@ radosgw: $(RADOSGW)
 test: typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw
 	node --import tsx test/run-suite.ts
 
-# The cluster costs are measured even when the main run reported failed requests; make still fails then.
+# The cluster costs and the deployments' times are measured even when the main run reported failed
+# requests; make still fails then.
 bench: install
-	node --import tsx bench/main.ts; main=$$?; node --import tsx bench/cluster.ts && exit $$main
+	node --import tsx bench/main.ts; main=$$?; node --import tsx bench/cluster.ts && node --import tsx bench/deployments.ts && exit $$main
 
 bench-noisy: install
 	node --import tsx bench/noisy-neighbour.ts
