@@ -330,7 +330,8 @@ test('an ACTIVE domain whose TXT record is gone is seen failing, then lapses to 
     return seen.status === 'PENDING' ? seen : undefined;
   }, 'the domain lapsed');
   t.is(lapsed.hostname, 'lapse.example.com');
-  t.is((await at('lapse.example.com').get('')).statusCode, 404);
+  // Every node hears of it through the change feed, a moment after the metadata says so.
+  await until(async () => (await at('lapse.example.com').get('')).statusCode === 404, 'the lapsed domain unserved');
 
   // Its record back, it verifies again.
   await dns.setTxt(domain.verification.name, domain.verification.value);

@@ -285,12 +285,13 @@ export async function recheckDomains(deps: Deps, batch = 100): Promise<RecheckRe
       .update(lapses ? { status: 'PENDING', failing_since: failingSince } : { failing_since: failingSince });
     if (lapses) {
       lapsed++;
+      // Every node stops serving it now, not once the round is over.
+      await deps.changes.publish({ kind: 'domains' });
       deps.log.warn(
         { siteId: row.site_id, hostname: row.hostname },
         'a custom domain’s TXT record has been missing past the grace period: it is PENDING again and no longer served',
       );
     }
   }
-  if (lapsed > 0) await deps.changes.publish({ kind: 'domains' });
   return { checked, lapsed };
 }

@@ -296,8 +296,8 @@ const REPLACED_MODULES_KEPT_MS = 60_000;
 
 /**
  * The change feed's listener of this node's runtime: a function deployed again or removed, on any node,
- * stops its old workers here (they finish the requests they have) and, a minute later, removes the
- * module files of the versions it replaced.
+ * stops its old workers here (they finish the requests they have) and removes the module files of the
+ * versions it replaced: at once for a function removed, a minute later for one deployed again.
  */
 export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): ChangeListener {
   return {
@@ -305,7 +305,9 @@ export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): Cha
       if (change.kind !== 'function') return;
       runtime.retire(change.functionId, change.versionId ?? undefined);
       const replaced = deployedVersions(runtimeDir, change.functionId, change.versionId ?? undefined);
-      if (replaced.length > 0)
+      // A function removed is gone at once; a replaced version's files wait for requests that resolved it.
+      if (change.versionId === null) removeVersions(runtimeDir, change.functionId, replaced);
+      else if (replaced.length > 0)
         setTimeout(() => removeVersions(runtimeDir, change.functionId, replaced), REPLACED_MODULES_KEPT_MS).unref();
     },
     // Workers serve the versions they were started with, which a missed change does not make wrong.
