@@ -19,6 +19,7 @@ import {
   authorOf,
   OPEN_FOR_MS,
   currentSeq,
+  historyFiles,
   historyStart,
   newShortId,
   seqAt,
@@ -321,21 +322,8 @@ async function entriesOf(deps: Deps, deploymentId: string): Promise<EntryRow[]> 
 
 /** The site's current files but `data/`: what prune, promote and restore compare a new state with. */
 async function currentFiles(deps: Deps, site: SiteRow): Promise<Map<string, { sha256: string; contentType: string }>> {
-  const rows = (await deps
-    .db('files')
-    .join('file_versions', 'file_versions.id', 'files.current_version_id')
-    .where('files.bucket_id', site.bucket_id)
-    .andWhereRaw("substr(files.path, 1, 5) <> 'data/'")
-    .select(
-      'files.path as path',
-      'file_versions.blob_sha256 as sha256',
-      'file_versions.content_type as contentType',
-    )) as Array<{
-    path: string;
-    sha256: string;
-    contentType: string;
-  }>;
-  return new Map(rows.map((row) => [row.path, row]));
+  const rows = await historyFiles(deps.db, site.bucket_id);
+  return new Map(rows.map((row) => [row.path, { sha256: row.sha256, contentType: row.content_type }]));
 }
 
 /** Fails a deployment with its problems; the answer names each. */

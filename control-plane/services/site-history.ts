@@ -159,6 +159,29 @@ export async function currentSeq(deps: Pick<Deps, 'db'>, siteId: string): Promis
   return Number(row?.seq ?? 0);
 }
 
+export interface CurrentFileRow {
+  path: string;
+  version_id: string;
+  sha256: string;
+  bytes: number | string;
+  content_type: string;
+}
+
+/** A bucket's current files but `data/`: what a site's history holds, and what a new state is compared with. */
+export async function historyFiles(db: Knex, bucketId: string): Promise<CurrentFileRow[]> {
+  return (await db('files')
+    .join('file_versions', 'file_versions.id', 'files.current_version_id')
+    .where('files.bucket_id', bucketId)
+    .andWhereRaw("substr(files.path, 1, 5) <> 'data/'")
+    .select(
+      'files.path as path',
+      'file_versions.id as version_id',
+      'file_versions.blob_sha256 as sha256',
+      'file_versions.bytes as bytes',
+      'file_versions.content_type as content_type',
+    )) as CurrentFileRow[];
+}
+
 /**
  * Starts a new site's history in the transaction that makes it: its bucket's generation, and when the
  * bucket holds files already, a BASELINE deployment of them (`data/` aside).
@@ -169,17 +192,7 @@ export async function startHistory(
   now: string,
 ): Promise<void> {
   await trx('bucket_generations').insert({ bucket_id: site.bucket_id, generation: 0 }).onConflict('bucket_id').ignore();
-  const files = (await trx('files')
-    .join('file_versions', 'file_versions.id', 'files.current_version_id')
-    .where('files.bucket_id', site.bucket_id)
-    .andWhereRaw("substr(files.path, 1, 5) <> 'data/'")
-    .select(
-      'files.path as path',
-      'file_versions.id as version_id',
-      'file_versions.blob_sha256 as sha256',
-      'file_versions.bytes as bytes',
-      'file_versions.content_type as content_type',
-    )) as Array<{ path: string; version_id: string; sha256: string; bytes: number | string; content_type: string }>;
+  const files = await historyFiles(trx, site.bucket_id);
   if (files.length === 0) return;
   const id = crypto.randomUUID();
   await trx('deployments').insert({
