@@ -1,5 +1,6 @@
 // The `berth` client commands, run as a user runs them: a child process pointed at a real server by
 // BERTH_URL and BERTH_API_KEY.
+import crypto from 'node:crypto';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -277,10 +278,12 @@ const VERSION_FN = (build: string) => `export default () => new Response('${buil
 
 test('deploy publishes the folder as one deployment, prints its id and preview URL, then writes data/ through the file API', async (t) => {
   const site = await createSite(t0.owner);
+  // Bytes of this test alone: the account holds no copy another test uploaded, so all three are sent.
+  const build = `one ${crypto.randomUUID()}`;
   const dir = await project({
-    'web/index.html': '<p>one</p>',
-    'web/app.js': 'console.log("one");',
-    'api/version.ts': VERSION_FN('one'),
+    'web/index.html': `<p>${build}</p>`,
+    'web/app.js': `console.log("${build}");`,
+    'api/version.ts': VERSION_FN(build),
     'data/seed.json': '{"n":1}',
   });
   const run = await berth(['deploy', dir, '--site', site.subdomain, '--message', 'first']);
@@ -298,9 +301,9 @@ test('deploy publishes the folder as one deployment, prints its id and preview U
   const [deployment, ...others] = await history(site.id);
   t.like(deployment, { shortId, kind: 'DEPLOY', status: 'PUBLISHED', current: true, files: 3, message: 'first' });
   t.deepEqual(others, []);
-  t.is((await t0.site(site.subdomain).get('index.html')).body, '<p>one</p>');
-  t.is((await t0.site(site.subdomain).get('app.js')).body, 'console.log("one");');
-  t.is((await t0.site(site.subdomain).get('api/version')).body, 'one');
+  t.is((await t0.site(site.subdomain).get('index.html')).body, `<p>${build}</p>`);
+  t.is((await t0.site(site.subdomain).get('app.js')).body, `console.log("${build}");`);
+  t.is((await t0.site(site.subdomain).get('api/version')).body, build);
   const seed = await t0.owner.api.get(`v0/buckets/${site.bucketId}/objects/data/seed.json`, { responseType: 'text' });
   t.is(seed.body, '{"n":1}');
 });

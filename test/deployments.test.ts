@@ -89,13 +89,15 @@ const VERSION_FN = (build: string) => `export default () => new Response('${buil
 test('a deployment uploads only what the account lacks, then goes live all at once', async (t) => {
   const site = await createSite(t0.owner);
   await putFile(t0.owner, site.bucketId, 'web/old.html', 'old page', 'text/html');
+  // Bytes of this test alone: the account holds none of them from another test.
+  const build = `one ${crypto.randomUUID()}`;
   const first = await deploy(
     t0.owner,
     site.id,
     {
-      'web/index.html': '<p>one</p>',
-      'web/app.js': 'console.log(1)',
-      'api/version.ts': VERSION_FN('one'),
+      'web/index.html': `<p>${build}</p>`,
+      'web/app.js': `console.log('${build}')`,
+      'api/version.ts': VERSION_FN(build),
     },
     { message: 'first' },
   );
@@ -113,15 +115,15 @@ test('a deployment uploads only what the account lacks, then goes live all at on
     files: 3,
     message: 'first',
   });
-  t.is((await t0.site(site.subdomain).get('index.html')).body, '<p>one</p>');
-  t.is((await t0.site(site.subdomain).get('api/version')).body, 'one');
+  t.is((await t0.site(site.subdomain).get('index.html')).body, `<p>${build}</p>`);
+  t.is((await t0.site(site.subdomain).get('api/version')).body, build);
   t.is((await t0.site(site.subdomain).get('old.html')).body, 'old page', 'without prune, other files stay');
 
   // The same bytes again: nothing to upload.
   const again = await deploy(t0.owner, site.id, {
-    'web/index.html': '<p>one</p>',
-    'web/app.js': 'console.log(2)',
-    'api/version.ts': VERSION_FN('one'),
+    'web/index.html': `<p>${build}</p>`,
+    'web/app.js': `console.log('${build}', 2)`,
+    'api/version.ts': VERSION_FN(build),
   });
   t.is(again.created.missing.length, 1, 'only the changed file is asked for');
   const detail = body<{ deployment: Deployment }>(
