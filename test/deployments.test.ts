@@ -446,3 +446,27 @@ test('a deployment still uploading can be cancelled; the history can be read by 
   const wrong = await t0.owner.read.get(`v0/sites/${site.id}/deployments`, { searchParams: { kind: 'NOPE' } });
   t.is(wrong.statusCode, 400);
 });
+
+test('a deployment published twice at once is published once', async (t) => {
+  const site = await createSite(t0.owner);
+  const { deployment } = body<{ deployment: Deployment }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      // Enough files that every publish has read the deployment as open before the first commits.
+      json: {
+        files: Array.from({ length: 500 }, (_, i) => ({
+          path: `web/p${i}.html`,
+          content: `once ${i}`,
+          contentType: 'text/html',
+        })),
+      },
+    }),
+  );
+  const answers = await Promise.all(
+    [1, 2, 3].map(() => t0.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`)),
+  );
+  t.deepEqual(answers.map((a) => a.statusCode).sort(), [200, 409, 409]);
+  for (const refused of answers.filter((a) => a.statusCode === 409))
+    t.is(body<{ error: { code: string } }>(refused).error.code, 'deployment_not_open');
+  const history = body<{ deployments: Deployment[] }>(await t0.owner.read.get(`v0/sites/${site.id}/deployments`));
+  t.is(history.deployments.filter((d) => d.status === 'PUBLISHED').length, 1);
+});

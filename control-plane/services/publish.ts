@@ -113,14 +113,17 @@ export async function switchSite(
     await nextGeneration(sql, site.bucket_id);
     const files = change.put.length;
     const bytes = change.put.reduce((sum, f) => sum + f.bytes, 0);
-    await sql.run(
-      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL WHERE id = ?",
+    // Published once: a second publish of it, or a cancel, that got here first leaves this one nothing to do.
+    const published = await sql.run(
+      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL WHERE id = ? AND status = 'UPLOADING'",
       now,
       await nextSeq(sql, site.id),
       files,
       bytes,
       change.deploymentId,
     );
+    if (published.changes === 0)
+      throw new BerthError('deployment_not_open', 'the deployment was published or cancelled meanwhile');
     return { changed, files, bytes };
   });
   for (const fn of functions) {
