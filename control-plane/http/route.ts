@@ -92,6 +92,19 @@ export function defineRoute<P = Record<string, never>, Q = Record<string, never>
   return route as unknown as Route;
 }
 
+/**
+ * Runs a handler that reads the raw request body itself. A refused body's rest is not read, so the
+ * connection is closed after the answer rather than reused with unread bytes on it.
+ */
+export async function readingRawBody<T>(ctx: Koa.Context, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (!ctx.req.readableEnded) ctx.set('Connection', 'close');
+    throw err;
+  }
+}
+
 /** The parameters of a route path: `:name`, and `{*name}` for a bucket file path. */
 export const pathParameters = (path: string): string[] =>
   [...path.matchAll(/:(\w+)|\{\*(\w+)\}/g)].map((m) => (m[1] ?? m[2])!);

@@ -3,7 +3,7 @@ import * as deployments from '../../operations/deployments.ts';
 import * as deploymentService from '../../services/deployments.ts';
 import { Uuid } from '../../schemas.ts';
 import { BerthError } from '../../errors.ts';
-import { type AnyRoute, defineRoute } from '../route.ts';
+import { type AnyRoute, defineRoute, readingRawBody } from '../route.ts';
 
 const failed = {
   422: {
@@ -60,20 +60,9 @@ export const deploymentRoutes: AnyRoute[] = [
     },
     handler: async ({ deps, actor, params, ctx }) => {
       if (ctx.querystring !== '') throw new BerthError('query_not_allowed', 'uploads take no query parameters');
-      try {
-        return await deploymentService.uploadDeploymentFile(
-          deps,
-          actor,
-          params.siteId,
-          params.deploymentId,
-          params.sha256,
-          ctx.req,
-        );
-      } catch (err) {
-        // The rest of a refused body is not read: close the connection rather than reuse it.
-        if (!ctx.req.readableEnded) ctx.set('Connection', 'close');
-        throw err;
-      }
+      return readingRawBody(ctx, () =>
+        deploymentService.uploadDeploymentFile(deps, actor, params.siteId, params.deploymentId, params.sha256, ctx.req),
+      );
     },
   }),
   {

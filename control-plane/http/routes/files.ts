@@ -4,7 +4,7 @@ import type { Deps } from '../../services/deps.ts';
 import * as files from '../../operations/files.ts';
 import * as fileService from '../../services/files.ts';
 import { Uuid, WriteFileResult } from '../../schemas.ts';
-import { type AnyRoute, defineRoute } from '../route.ts';
+import { type AnyRoute, defineRoute, readingRawBody } from '../route.ts';
 
 const { ObjectParams, VersionParams } = files;
 
@@ -99,18 +99,14 @@ export const fileRoutes: AnyRoute[] = [
         );
       }
       const declared = ctx.get('Content-Length');
-      try {
-        return await fileService.writeFile(deps, actor, params.bucketId, params.path, {
+      return readingRawBody(ctx, () =>
+        fileService.writeFile(deps, actor, params.bucketId, params.path, {
           body: ctx.req,
           contentType: ctx.get('Content-Type') || undefined,
           ifMatch: ifMatchVersion(ctx),
           declaredBytes: declared ? Number(declared) : undefined,
-        });
-      } catch (err) {
-        // The rest of a refused body is not read: close the connection rather than reuse it.
-        if (!ctx.req.readableEnded) ctx.set('Connection', 'close');
-        throw err;
-      }
+        }),
+      );
     },
   }),
   {
