@@ -281,10 +281,12 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
     .first('functions.*', 'sites.bucket_id as bucket_of_site', 'bucket_generations.generation as bucket_generation')) as
     | (FunctionRow & { bucket_of_site: string; bucket_generation: number | string | null })
     | undefined;
-  if (found && found.bucket_generation !== null)
+  const cacheable =
+    !found ||
+    found.bucket_generation === null ||
     deps.hostingCache.observeGeneration(found.bucket_of_site, siteId, Number(found.bucket_generation));
   const deployment = found?.id ? await deploymentOf(deps, found) : null;
-  deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
+  if (cacheable) deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
   return deployment;
 }
 

@@ -51,6 +51,10 @@ class Grouped<V> {
     if (entries?.delete(key)) this.#size--;
   }
 
+  hasGroup(group: string): boolean {
+    return this.#groups.has(group);
+  }
+
   deleteGroup(group: string): void {
     const entries = this.#groups.get(group);
     if (!entries) return;
@@ -148,15 +152,18 @@ export class HostingCache implements ChangeListener {
    * A lookup read `generation` of the bucket from the metadata, in the same statement as what it looked
    * up. A newer one than seen before means a deployment committed that this node may not have heard of
    * yet: what it holds of the bucket is forgotten before the lookup answers, so no one is served an old
-   * file of the bucket after a new one.
+   * file of the bucket after a new one. Returns false when the lookup read an older generation than one
+   * seen since: what it read must not be cached.
    */
-  observeGeneration(bucketId: string, siteId: string, generation: number): void {
+  observeGeneration(bucketId: string, siteId: string, generation: number): boolean {
     const known = this.#bucketGenerations.get(bucketId);
-    if (known !== undefined && generation <= known) return;
+    if (known !== undefined && generation <= known) return generation === known;
     if (this.#bucketGenerations.size >= MAX_ENTRIES) this.#bucketGenerations.clear();
     this.#bucketGenerations.set(bucketId, generation);
-    // Not seen before (or forgotten since): what is held of the bucket may be of any older generation.
-    this.forgetBucket(bucketId, siteId);
+    // Not seen before (or forgotten since): what is held of the bucket, if anything, may be older.
+    if (known !== undefined || this.#files.hasGroup(bucketId) || this.#functions.hasGroup(siteId))
+      this.forgetBucket(bucketId, siteId);
+    return true;
   }
 
   /** Forgets every file of a bucket and every function of its site: they changed together. */

@@ -52,8 +52,9 @@ export async function resolveWebFile(deps: Deps, site: CachedSite, path: string)
   const generation = deps.hostingCache.generation();
   const row = await deps.hotSql.get<WebFileRow>(WEB_FILE, path, site.bucketId);
   let file: CachedWebFile | null = null;
+  let cacheable = true;
   if (row) {
-    deps.hostingCache.observeGeneration(site.bucketId, site.id, Number(row.generation));
+    cacheable = deps.hostingCache.observeGeneration(site.bucketId, site.id, Number(row.generation));
     if (row.current_version_id && row.blob_sha256)
       file = {
         versionId: row.current_version_id,
@@ -76,7 +77,7 @@ export async function resolveWebFile(deps: Deps, site: CachedSite, path: string)
         lastModified: new Date(found.file.updatedAt).toUTCString(),
       };
   }
-  deps.hostingCache.rememberFile(generation, site.bucketId, path, file);
+  if (cacheable) deps.hostingCache.rememberFile(generation, site.bucketId, path, file);
   return file;
 }
 
