@@ -10,7 +10,6 @@ import { type SourceProblem, functionName, validateFunction } from '../../runtim
 import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
-import { FILE_COLUMNS, type FileRow } from './file-rows.ts';
 import { type FunctionRow, isRuntimeSource } from './functions.ts';
 import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
 import type { SiteRow } from './site-rows.ts';
@@ -51,8 +50,19 @@ interface ChangedFunction {
   source?: string;
 }
 
-const FILE_AT_PATH = `SELECT ${FILE_COLUMNS} FROM files WHERE bucket_id = ? AND path = ?`;
-const CURRENT_OF = 'SELECT blob_sha256, content_type FROM file_versions WHERE id = ?';
+/** Every file row of the bucket with its current version's bytes: read once, under the site's lock. */
+const BUCKET_FILES = `SELECT f.id, f.path, f.current_version_id, v.blob_sha256, v.content_type
+  FROM files f LEFT JOIN file_versions v ON v.id = f.current_version_id WHERE f.bucket_id = ?`;
+
+const FILE_AT_PATH = 'SELECT id FROM files WHERE bucket_id = ? AND path = ?';
+
+interface BucketFile {
+  id: string;
+  path: string;
+  current_version_id: string | null;
+  blob_sha256: string | null;
+  content_type: string | null;
+}
 
 /** Checks and compiles every runtime source of the set; the sources, by path, when all pass. */
 async function checkSources(
@@ -88,9 +98,14 @@ export async function switchSite(
     await lockSite(sql, site.id);
     // Taken once the site's changes before it have committed: the history's times follow its order.
     now = timestamp(deps);
+    // Every writer of the site's files (but data/, which no deployment touches) holds the site's lock
+    // first: the rows read here stay as they are until this transaction ends.
+    const held = new Map(
+      (await sql.all<BucketFile>(BUCKET_FILES, site.bucket_id)).map((row) => [row.path, row] as const),
+    );
     let changed = 0;
     for (const file of change.put) {
-      const versionId = await putFile(sql, deps, actor, site, file, now);
+      const versionId = await putFile(sql, deps, actor, site, held.get(file.path), file, now);
       if (versionId.changed) changed++;
       await recordEntry(sql, change.deploymentId, file.path, file, versionId.id);
       if (versionId.changed && sources.has(file.path)) {
@@ -149,40 +164,41 @@ async function putFile(
   deps: Deps,
   actor: Actor,
   site: SiteRow,
+  row: BucketFile | undefined,
   file: TargetFile,
   now: string,
 ): Promise<{ id: string; changed: boolean }> {
-  let row = await sql.getForUpdate<FileRow>(FILE_AT_PATH, site.bucket_id, file.path);
-  if (row?.current_version_id) {
-    const current = await sql.get<{ blob_sha256: string; content_type: string }>(CURRENT_OF, row.current_version_id);
-    if (current?.blob_sha256 === file.sha256 && current.content_type === file.contentType)
-      return { id: row.current_version_id, changed: false };
-  }
-  if (!row) {
+  if (row?.current_version_id && row.blob_sha256 === file.sha256 && row.content_type === file.contentType)
+    return { id: row.current_version_id, changed: false };
+  let fileId = row?.id;
+  // A deleted file's row may go with its last versions (pruned without the site's lock): read it again.
+  if (row && row.current_version_id === null)
+    fileId = (await sql.getForUpdate<{ id: string }>(FILE_AT_PATH, site.bucket_id, file.path))?.id;
+  if (!fileId) {
+    fileId = newId();
     await sql.run(
-      'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (bucket_id, path) DO NOTHING',
-      newId(),
+      'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)',
+      fileId,
       site.bucket_id,
       file.path,
       now,
       now,
     );
-    row = (await sql.getForUpdate<FileRow>(FILE_AT_PATH, site.bucket_id, file.path))!;
   }
   const id = newId();
   await sql.run(
     `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
      VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
     id,
-    row.id,
+    fileId,
     file.sha256,
     file.bytes,
     file.contentType,
     file.restoredFrom ?? null,
     now,
-    row.id,
+    fileId,
   );
-  await sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', id, now, row.id);
+  await sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', id, now, fileId);
   await chargeVersion(sql, deps.config, actor.accountId, file.sha256, file.bytes);
   return { id, changed: true };
 }
