@@ -266,7 +266,7 @@ async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncG
 }
 
 /** The file's next version, numbered after its last in the same statement (the file's row is locked). */
-async function insertVersion(
+export async function insertVersion(
   sql: HotTx,
   fileId: string,
   fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>,
@@ -287,7 +287,7 @@ async function insertVersion(
   return id;
 }
 
-const makeCurrent = (sql: HotTx, fileId: string, versionId: string, now: string) =>
+export const makeCurrent = (sql: HotTx, fileId: string, versionId: string, now: string) =>
   sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', versionId, now, fileId);
 
 /** Deletes the file at `path`: it disappears from listings and hosting; its history is kept. */

@@ -6,10 +6,11 @@
 // numbered into the site's history. Once committed, every node forgets the bucket's cached files and
 // retires the changed functions' workers (requests in flight finish on the version they started with).
 import { writeDeployment } from '../../runtime-host/deployments.ts';
-import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
+import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { insertVersion, makeCurrent } from './files.ts';
 import { type FunctionRow, isRuntimeSource } from './functions.ts';
 import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
 import type { SiteRow } from './site-rows.ts';
@@ -64,17 +65,26 @@ interface BucketFile {
   content_type: string | null;
 }
 
+/** A runtime source that passed its check: its text, and what the check read from it. */
+interface CheckedSource {
+  source: string;
+  kind: 'api' | 'cron';
+  name: string;
+  schedule: string | null;
+}
+
 /** Checks and compiles every runtime source of the set; the sources, by path, when all pass. */
 async function checkSources(
   deps: Deps,
   files: TargetFile[],
-): Promise<{ sources: Map<string, string>; problems: FileProblem[] }> {
-  const sources = new Map<string, string>();
+): Promise<{ sources: Map<string, CheckedSource>; problems: FileProblem[] }> {
+  const sources = new Map<string, CheckedSource>();
   const problems: FileProblem[] = [];
   for (const file of files.filter((f) => isRuntimeSource(f.path))) {
     const source = (await deps.blobs.read(file.sha256)).toString('utf8');
     const checked = validateFunction(file.path, source);
-    if (checked.ok) sources.set(file.path, source);
+    if (checked.ok)
+      sources.set(file.path, { source, kind: checked.kind, name: checked.name, schedule: checked.schedule ?? null });
     else problems.push({ path: file.path, ...checked.problem });
   }
   return { sources, problems };
@@ -185,20 +195,14 @@ async function putFile(
       now,
     );
   }
-  const id = newId();
-  await sql.run(
-    `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
-     VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
-    id,
-    fileId,
-    file.sha256,
-    file.bytes,
-    file.contentType,
-    file.restoredFrom ?? null,
-    now,
-    fileId,
-  );
-  await sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', id, now, fileId);
+  const id = await insertVersion(sql, fileId, {
+    blob_sha256: file.sha256,
+    bytes: file.bytes,
+    content_type: file.contentType,
+    restored_from_version_id: file.restoredFrom ?? null,
+    created_at: now,
+  });
+  await makeCurrent(sql, fileId, id, now);
   await chargeVersion(sql, deps.config, actor.accountId, file.sha256, file.bytes);
   return { id, changed: true };
 }
@@ -231,13 +235,10 @@ async function deployFunction(
   site: SiteRow,
   path: string,
   versionId: string,
-  source: string,
+  checked: CheckedSource,
   now: string,
 ): Promise<ChangedFunction> {
-  const named = functionName(path);
-  const checked = validateFunction(path, source);
-  if (!named.ok || !checked.ok) throw new Error(`${path} was checked before the switch`);
-  const schedule = checked.schedule ?? null;
+  const { source, schedule } = checked;
   const existing = await sql.get<Pick<FunctionRow, 'id' | 'name' | 'kind' | 'cron_last_scheduled_at'>>(
     FUNCTION_AT_PATH,
     site.id,
@@ -252,7 +253,7 @@ async function deployFunction(
       now,
       versionId,
       now,
-      existing.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
+      existing.cron_last_scheduled_at ?? (checked.kind === 'cron' ? now : null),
       existing.id,
     );
     return { id: existing.id, name: existing.name, versionId, source };
@@ -264,18 +265,18 @@ async function deployFunction(
     id,
     site.id,
     path,
-    named.name,
-    named.kind,
+    checked.name,
+    checked.kind,
     schedule,
     // A new cron job starts from now: it does not catch up on times before it existed.
-    named.kind === 'cron' ? now : null,
+    checked.kind === 'cron' ? now : null,
     versionId,
     now,
     versionId,
     now,
     now,
   );
-  return { id, name: named.name, versionId, source };
+  return { id, name: checked.name, versionId, source };
 }
 
 /** Stops serving the function at `path`, if there is one. */
