@@ -164,6 +164,15 @@ function historyConflict(
   });
 }
 
+/** An ordered history as sent: valid names, each once, in ascending order of their numbers. */
+function checkOrderedList(migrations: Array<{ name: string }>): void {
+  for (const m of migrations) checkName(m.name);
+  const names = migrations.map((m) => m.name);
+  const sorted = [...names].sort();
+  if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length)
+    throw new BerthError('invalid_request', 'migrations must be listed once each, in ascending order of their numbers');
+}
+
 /** Applies one named migration (confirm: true); the same name and SQL again is alreadyApplied. */
 export async function applyMigration(
   deps: Deps,
@@ -202,12 +211,7 @@ export async function applyMigrations(
   migrations: Array<{ name: string; sql: string }>,
 ) {
   await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
-  for (const m of migrations) checkName(m.name);
-  const names = migrations.map((m) => m.name);
-  const sorted = [...names].sort();
-  if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length) {
-    throw new BerthError('invalid_request', 'migrations must be listed once each, in ascending order of their numbers');
-  }
+  checkOrderedList(migrations);
   return withLease(deps, siteId, databaseId, async () => {
     const applied = await ledger(deps, siteId);
     applied.forEach((receipt, i) => {
@@ -264,11 +268,7 @@ export async function applyDeploymentMigrations(
     );
   const databaseId = database.id as string;
   await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
-  for (const m of migrations) checkName(m.name);
-  const names = migrations.map((m) => m.name);
-  const sorted = [...names].sort();
-  if (names.some((n, i) => n !== sorted[i]) || new Set(names).size !== names.length)
-    throw new BerthError('invalid_request', 'migrations must be listed once each, in ascending order of their numbers');
+  checkOrderedList(migrations);
   return withLease(deps, siteId, databaseId, async () => {
     const applied = await ledger(deps, siteId);
     applied.forEach((receipt, i) => {
