@@ -51,6 +51,8 @@ const CHANGES: Change[] = [
   { kind: 'function', siteId: 's', name: 'hello', functionId: 'f', versionId: null },
   { kind: 'database', siteId: 's' },
   { kind: 'certificate', hostname: 'shop.example.org' },
+  { kind: 'domains' },
+  { kind: 'bucket', bucketId: 'b', siteId: 's' },
   file('b.txt'),
 ];
 
