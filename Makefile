@@ -46,11 +46,13 @@ install: node $(STAMP)
 run: install
 	node control-plane/cli/berth.js serve
 
-# tsc checks the Node side; Deno checks the code that runs inside workers with Deno's own types.
+# tsc checks the Node side; Deno checks the code that runs inside Deno (workers and site database
+# processes) with Deno's own types.
 typecheck: install
 	$(BIN)/tsc --noEmit -p tsconfig.json
 	$(BIN)/tsc --noEmit -p control-plane/dashboard/tsconfig.json
-	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts test/fixtures/functions/*.ts
+	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts control-plane/site-databases/deno/*.ts \
+	  test/fixtures/functions/*.ts
 
 # The formatter and the linter (Biome, configured in .biome.jsonc): a change that is not formatted or
 # breaks a rule (floating promises, the import boundaries between subsystems) fails `make test`.

@@ -1,7 +1,7 @@
 // Temp files a previous process left when it was killed mid-write: every durable file Berth writes goes
 // first to a name ending in `.tmp` beside its final place (an export's dump, the master key, the
 // server's pid, a function's module, a site database's copies), then is renamed. A start sweeps them
-// after the previous server's processes are gone (runtime-host/leftovers.ts), so none is still being
+// after the previous server's processes are gone (leftover-processes.ts), so none is still being
 // written. The blob directory's driver sweeps its own temp folder (drivers/local-driver.ts). SQLite's
 // journals never end in `.tmp`: a hot journal is how SQLite rolls back an interrupted write, and stays.
 import fs from 'node:fs';

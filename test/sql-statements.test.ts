@@ -1,5 +1,5 @@
 import test from 'ava';
-import { countStatements } from '../storage/sql-statements.ts';
+import { countStatements } from '../control-plane/site-databases/statements.ts';
 
 test('statements are counted past quotes, comments and trigger bodies', (t) => {
   const cases: Array<[string, number]> = [

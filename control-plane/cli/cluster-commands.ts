@@ -1,5 +1,5 @@
 // Operator commands that move site databases between nodes, asking nodes over the internal channel
-// with the key every node derives from the master key (cluster/database-move.ts does the work).
+// with the key every node derives from the master key (site-databases/cluster/move.ts does the work).
 //
 // `berth admin drain-node <id>` moves every site database of a node to the other database nodes, one
 // at a time, before the node is stopped for maintenance. The node is first marked as draining, so no
@@ -13,10 +13,10 @@ import os from 'node:os';
 import type { Config } from '../config.ts';
 import { masterKeyFileOf } from '../config.ts';
 import { BerthError } from '../errors.ts';
-import { readChannelTls } from '../cluster/channel-tls.ts';
-import { channelKey } from '../cluster/channel-auth.ts';
-import { ChannelClient, type MoveReport, type RecoveryReport } from '../cluster/database-channel.ts';
-import { StatementError } from '../../storage/site-database.ts';
+import { readChannelTls } from '../site-databases/cluster/channel-tls.ts';
+import { channelKey } from '../site-databases/cluster/channel-auth.ts';
+import { ChannelClient, type MoveReport, type RecoveryReport } from '../site-databases/cluster/channel.ts';
+import { StatementError } from '../site-databases/provider.ts';
 import { loadMasterKey } from '../../storage/master-key.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Store } from '../services/deps.ts';

@@ -2,9 +2,9 @@
 // provider-style envelope) and from functions through ctx.db.
 import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import { type SqlParam, type Statement, StatementError } from '../../storage/site-database.ts';
-import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
-import { countStatements } from '../../storage/sql-statements.ts';
+import { type SqlParam, type Statement, StatementError } from '../site-databases/provider.ts';
+import { LEDGER_TABLE } from '../site-databases/protocol.ts';
+import { countStatements } from '../site-databases/statements.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
@@ -304,7 +304,7 @@ export async function deleteDatabase(
   });
   await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId, row.node_id);
-  // Its copy for recovery (cluster/database-copies.ts) goes too; one left behind is never used, since recovery needs the row.
+  // Its copy for recovery (site-databases/cluster/copies.ts) goes too; one left behind is never used, since recovery needs the row.
   await deps.blobs
     .removeDatabaseCopy(siteId)
     .catch((err: unknown) =>

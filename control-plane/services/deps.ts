@@ -5,7 +5,7 @@ import type { HotSql } from '../db/hot-sql.ts';
 import type { ChangeFeed } from '../db/changes.ts';
 import type { Db } from '../db/metadata.ts';
 import type { CachingBlobStore } from '../../storage/blob-store.ts';
-import type { SiteDatabaseProvider } from '../../storage/site-database.ts';
+import type { SiteDatabaseProvider } from '../site-databases/provider.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import type { AttemptLimit } from './attempt-limit.ts';

@@ -15,7 +15,7 @@ import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
 import { RuntimeDatabaseError, runForFunction } from './databases.ts';
-import type { SqlParam } from '../../storage/site-database.ts';
+import type { SqlParam } from '../site-databases/provider.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code and maybe a status. */

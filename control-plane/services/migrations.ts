@@ -4,10 +4,10 @@
 // a time per database.
 import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import { StatementError } from '../../storage/site-database.ts';
+import { StatementError } from '../site-databases/provider.ts';
 import type { Actor, Deps } from './deps.ts';
 import { nextStep } from './next-step.ts';
-import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
+import { LEDGER_TABLE } from '../site-databases/protocol.ts';
 import { requireDatabase } from './databases.ts';
 import { lockRows } from '../db/locks.ts';
 import { leftByThisNode } from '../db/node-work.ts';

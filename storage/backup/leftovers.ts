@@ -4,7 +4,7 @@
 // of processes that no longer run, and never those of one still at work there.
 import fs from 'node:fs';
 import path from 'node:path';
-import { ended } from '../../runtime-host/leftovers.ts';
+import { ended } from '../leftover-processes.ts';
 
 /** A name stem that marks what follows as this process's: `<stem><pid>-`. */
 export const ownedPrefix = (stem: string): string => `${stem}${process.pid}-`;

@@ -1,4 +1,4 @@
-// The site database provider (storage/site-database.ts's SiteDatabaseProvider) held to one contract
+// The site database provider (control-plane/site-databases/provider.ts) held to one contract
 // by both of its implementations: `local`, the databases in this node's data dir, each served by a Deno
 // process of its own; and `placed`, a node's PlacedSiteDatabases calling for a database the metadata
 // places on another node. That node is reached through the internal channel without its network hop
@@ -12,16 +12,16 @@ import test from 'ava';
 import Database from 'better-sqlite3';
 import pino from 'pino';
 import type { Knex } from 'knex';
-import { PlacedSiteDatabases } from '../../control-plane/cluster/placed-site-databases.ts';
-import type { CallServer } from '../../control-plane/cluster/database-channel.ts';
+import { PlacedSiteDatabases } from '../../control-plane/site-databases/cluster/placed-provider.ts';
+import type { CallServer } from '../../control-plane/site-databases/cluster/channel.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
-import { LEDGER_TABLE } from '../../storage/database-protocol.ts';
+import { LEDGER_TABLE } from '../../control-plane/site-databases/protocol.ts';
 import {
   type SiteDatabaseProvider,
-  SiteDatabases,
   type Statement,
   StatementError,
-} from '../../storage/site-database.ts';
+} from '../../control-plane/site-databases/provider.ts';
+import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
 import { eachMetadataBackend } from '../helpers/each-adapter.ts';
 import { InProcessChannel } from '../helpers/in-process-channel.ts';
 import { seedDatabase, seedNode, seedSite } from '../helpers/metadata-rows.ts';
@@ -407,7 +407,7 @@ test.serial(
     await adapter.provider.run(siteId, statement('CREATE TABLE t (v TEXT)'), 'api');
     const frozen = await adapter.holder.freeze(siteId);
     const held = adapter.provider.run(siteId, statement("INSERT INTO t (v) VALUES ('held')"), 'api');
-    // The move, as database-move.ts makes it: the file copied to node A, checked, then placed there.
+    // The move, as cluster/move.ts makes it: the file copied to node A, checked, then placed there.
     const incoming = await adapter.nodeA.incoming(siteId);
     await fs.copyFile(frozen.file, path.join(incoming, 'db.sqlite'));
     await adapter.nodeA.install(siteId, incoming);

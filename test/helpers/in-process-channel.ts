@@ -11,8 +11,8 @@ import {
   type Op,
   answerCall,
   outcomeOf,
-} from '../../control-plane/cluster/database-channel.ts';
-import { StatementError } from '../../storage/site-database.ts';
+} from '../../control-plane/site-databases/cluster/channel.ts';
+import { StatementError } from '../../control-plane/site-databases/provider.ts';
 
 /** What travels back: the answer as bytes of JSON, as the HTTP body carries it. */
 const overTheWire = (answer: CallAnswer) => ({

@@ -98,4 +98,4 @@ export async function runBerth(
   });
 }
 
-export { processesMentioning } from '../../runtime-host/leftovers.ts';
+export { processesMentioning } from '../../storage/leftover-processes.ts';

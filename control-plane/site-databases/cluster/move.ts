@@ -8,22 +8,23 @@
 // where it was, and the new node's copy is discarded.
 //
 // Recovery is the other way round: when the node that held a database is lost, another node takes the
-// latest copy from the object store (database-copies.ts), checks it the same way, and the placement is
+// latest copy from the object store (copies.ts), checks it the same way, and the placement is
 // switched to it, under the same lease.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Knex } from 'knex';
-import type { Logger } from '../log.ts';
-import type { ChangeFeed } from '../db/changes.ts';
-import { type Census, type SiteDatabases, StatementError } from '../../storage/site-database.ts';
-import { lockRows } from '../db/locks.ts';
-import { leftByThisNode } from '../db/node-work.ts';
-import { listNodes } from '../services/nodes.ts';
-import type { BlobStore } from '../../storage/blob-store.ts';
-import type { ChannelClient, MoveReport, RecoveryReport } from './database-channel.ts';
-import type { DatabaseCopier } from './database-copies.ts';
+import type { Logger } from '../../log.ts';
+import type { ChangeFeed } from '../../db/changes.ts';
+import { type Census, StatementError } from '../provider.ts';
+import type { SiteDatabases } from '../local-provider.ts';
+import { lockRows } from '../../db/locks.ts';
+import { leftByThisNode } from '../../db/node-work.ts';
+import { listNodes } from '../../services/nodes.ts';
+import type { BlobStore } from '../../../storage/blob-store.ts';
+import type { ChannelClient, MoveReport, RecoveryReport } from './channel.ts';
+import type { DatabaseCopier } from './copies.ts';
 
 /** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
 const LEASE_MS = 30 * 60_000;

@@ -1,8 +1,8 @@
-// The messages between Berth (Node) and a site database process (Deno, deno-shim/sqlite-host.ts),
+// The messages between Berth (Node) and a site database process (Deno, deno/sqlite-host.ts),
 // defined once for both sides. Frames are the runtime's (runtime-host/protocol.ts): the host writes
 // requests to the process's stdin and reads results from its stdout, in order.
 // Dependency-free and web-standard only, because Deno imports it too.
-import type { SqlParam } from '../runtime-host/context-contract.ts';
+import type { SqlParam } from '../../runtime-host/context-contract.ts';
 
 export const DbFrame = {
   /** process → host, once the database is open and confined. Payload: empty. */

@@ -1,16 +1,16 @@
-// One site database's Deno process (deno-shim/sqlite-host.ts): spawned with permission to open its
+// One site database's Deno process (deno/sqlite-host.ts): spawned with permission to open its
 // site's folder and nothing else, spoken to over stdin/stdout, answered in order. Only the operation
 // at the head of the line runs, so only it is timed; past its limit the process is killed, which
 // SQLite's journal makes safe: an interrupted write is rolled back by the next process to open the file.
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
-import { DENO_RUN, denoEnv } from '../runtime-host/deno-args.ts';
-import { DEFAULT_NICE, lowerPriority } from '../runtime-host/priority.ts';
-import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../runtime-host/protocol.ts';
-import { corkForTurn } from '../runtime-host/turn-cork.ts';
-import { type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './database-protocol.ts';
+import { DENO_RUN, denoEnv } from '../../runtime-host/deno-args.ts';
+import { DEFAULT_NICE, lowerPriority } from '../../runtime-host/priority.ts';
+import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../../runtime-host/protocol.ts';
+import { corkForTurn } from '../../runtime-host/turn-cork.ts';
+import { type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './protocol.ts';
 
-const HOST = path.resolve(import.meta.dirname, '../deno-shim/sqlite-host.ts');
+const HOST = path.resolve(import.meta.dirname, 'deno/sqlite-host.ts');
 
 export interface DatabaseProcessOptions {
   denoPath: string;

@@ -1,8 +1,8 @@
 // The internal channel's site database calls: a node that does not hold a site's database sends the
-// provider call (storage/site-database.ts) to the node that does, which runs it on its own provider
+// provider call (../provider.ts) to the node that does, which runs it on its own provider
 // with the same limits and confinement as a local call and answers the same outcome. One POST per call,
 // signed (channel-auth.ts), over TLS both ways when the cluster has certificates; a dump is streamed
-// back as SQL text. Moving a database (database-move.ts) uses three more: `move` asks the holding node
+// back as SQL text. Moving a database (move.ts) uses three more: `move` asks the holding node
 // to move it, `receive` carries the file to the new node, `recover` has a node take a lost node's
 // database from its copy; `remove` also removes a copy that did not become the database. Both sides
 // are in this file so that they cannot drift apart.
@@ -14,17 +14,18 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import crypto from 'node:crypto';
 import { z } from 'zod';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../../log.ts';
 import {
   type Access,
   type SiteDatabaseProvider,
   type Statement,
   type StatementResult,
   StatementError,
-} from '../../storage/site-database.ts';
-import type { Census, SiteDatabases } from '../../storage/site-database.ts';
-import { BlobTooLargeError, readWhole } from '../../storage/blob-store.ts';
-import { MAX_DB_FRAME_BYTES } from '../../storage/database-protocol.ts';
+} from '../provider.ts';
+import type { Census } from '../provider.ts';
+import type { SiteDatabases } from '../local-provider.ts';
+import { BlobTooLargeError, readWhole } from '../../../storage/blob-store.ts';
+import { MAX_DB_FRAME_BYTES } from '../protocol.ts';
 import { ChannelAuthError, type RequestVerifier, signDigest, signRequest } from './channel-auth.ts';
 
 /** Largest request body: a migration's SQL or a batch of statements with their parameters. */
@@ -120,9 +121,9 @@ export interface ChannelServerOptions {
   provider: SiteDatabases;
   /** Where the metadata places the site's database; a call for one this node does not hold is refused unanswered. */
   whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
-  /** Moves a database this node holds to another node (database-move.ts). */
+  /** Moves a database this node holds to another node (move.ts). */
   moveOut(siteId: string, to: string): Promise<MoveReport>;
-  /** Brings a database held by a lost node back on this one from its copy (database-move.ts). */
+  /** Brings a database held by a lost node back on this one from its copy (move.ts). */
   recoverHere(siteId: string, from: string): Promise<RecoveryReport>;
   /** The largest database file this node takes from another. */
   maxReceiveBytes: number;

@@ -1,11 +1,11 @@
-// One site's database, served to Berth from a Deno process of its own (see storage/site-database.ts).
+// One site's database, served to Berth from a Deno process of its own (see ../local-provider.ts).
 // Tenant SQL runs here, confined by SQLite itself: an authorizer that refuses ATTACH, extension
 // loading, transactions Berth does not own and every pragma outside a short list; defensive mode
 // (no writable_schema, no schema_version writes); limits (no attached database, bounded strings);
 // temporary storage in memory under a hard heap limit. Deno's permissions let the process open
 // nothing but its site's folder. Requests arrive on stdin and are answered in order on stdout.
 import { DatabaseSync, type StatementSync, constants } from 'node:sqlite';
-import { FrameReader, encodeFrame, encodeJson, decodeJson } from '../runtime-host/protocol.ts';
+import { FrameReader, encodeFrame, encodeJson, decodeJson } from '../../../runtime-host/protocol.ts';
 import {
   type DbRequest,
   type FailureReason,
@@ -16,8 +16,8 @@ import {
   LEDGER_TABLE,
   MAX_DB_FRAME_BYTES,
   MAX_RESULT_BYTES,
-} from '../storage/database-protocol.ts';
-import { leaveStoppingToTheHost } from './signals.ts';
+} from '../protocol.ts';
+import { leaveStoppingToTheHost } from '../../../deno-shim/signals.ts';
 
 leaveStoppingToTheHost();
 
@@ -424,7 +424,7 @@ const FREELIST_COUNT = db.prepare('PRAGMA freelist_count');
 /**
  * Gives the free pages deleted rows and dropped tables left back to the disk, in their own transaction
  * after the tenant's has committed. Databases made before incremental auto-vacuum keep theirs until
- * they are compacted (storage/sqlite-compact.ts).
+ * they are compacted (../sqlite-compact.ts).
  */
 function reclaim(): void {
   // Most statements leave no free page: one statement prepared once says so (SQLite reads the count

@@ -3,7 +3,7 @@
 // thread of its own (sqlite-compact-thread.js) so the event loop goes on, one database at a time
 // (SQLite's temporary folder is one setting for the whole process), while the site's calls wait.
 import { Worker } from 'node:worker_threads';
-import type { Compaction } from './database-protocol.ts';
+import type { Compaction } from './protocol.ts';
 
 const THREAD_URL = new URL('./sqlite-compact-thread.js', import.meta.url);
 

@@ -2,7 +2,7 @@
 // holds it: `berth admin recover-database` brings it back on another node from its latest copy. Every
 // database node copies the databases it holds that changed since their last copy, every
 // BERTH_DATABASE_COPY_MS, one at a time; a move copies the file it moved. A copy is a consistent
-// snapshot taken by SQLite (VACUUM INTO, on a thread of its own: storage/sqlite-copy.ts) while the
+// snapshot taken by SQLite (VACUUM INTO, on a thread of its own: ../sqlite-copy.ts) while the
 // database goes on serving, and replaces the site's previous copy whole. The metadata
 // records when each copy was taken (`database_copies`), which is how old a recovery would be.
 import fs from 'node:fs';
@@ -10,10 +10,10 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import type { Logger } from '../log.ts';
-import type { BlobStore } from '../../storage/blob-store.ts';
-import { copySqlite } from '../../storage/sqlite-copy.ts';
-import { logJobFailure } from '../db/errors.ts';
+import type { Logger } from '../../log.ts';
+import type { BlobStore } from '../../../storage/blob-store.ts';
+import { copySqlite } from '../sqlite-copy.ts';
+import { logJobFailure } from '../../db/errors.ts';
 
 export interface DatabaseCopierOptions {
   db: Knex;

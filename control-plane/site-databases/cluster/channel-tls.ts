@@ -1,9 +1,9 @@
 // The internal channel's TLS files (BERTH_CLUSTER_TLS_*), read by a node at its start and by the
 // admin commands that speak to nodes.
 import fs from 'node:fs';
-import type { Config } from '../config.ts';
-import { StartupError } from '../startup-error.ts';
-import type { ChannelTls } from './database-channel.ts';
+import type { Config } from '../../config.ts';
+import { StartupError } from '../../startup-error.ts';
+import type { ChannelTls } from './channel.ts';
 
 /** The channel's TLS files, read once at start; one that cannot be read stops the start. */
 export function readChannelTls(files: Config['clusterTls']): ChannelTls | null {

@@ -4,7 +4,7 @@
 // a call costs no metadata query; a node that answers that it no longer holds a database makes the
 // call look its placement up again once.
 import type { Knex } from 'knex';
-import type { Change, ChangeListener } from '../db/changes.ts';
+import type { Change, ChangeListener } from '../../db/changes.ts';
 import {
   type Access,
   type Compaction,
@@ -12,8 +12,8 @@ import {
   type Statement,
   type StatementResult,
   StatementError,
-} from '../../storage/site-database.ts';
-import { type DatabaseChannel, MovedError } from './database-channel.ts';
+} from '../provider.ts';
+import { type DatabaseChannel, MovedError } from './channel.ts';
 
 /** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
 const LONG_CALL_MS = 10 * 60_000;

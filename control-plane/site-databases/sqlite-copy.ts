@@ -1,4 +1,4 @@
-// A copy of a live site database (for the object store: control-plane/cluster/database-copies.ts),
+// A copy of a live site database (for the object store: cluster/copies.ts),
 // made with VACUUM INTO (which only reads the database) on a connection of its own, on a thread of its own
 // (sqlite-copy-thread.js) so that neither the event loop nor the database's writers wait for it.
 import { Worker } from 'node:worker_threads';

@@ -11,14 +11,15 @@ import type { CloseStack } from '../close-stack.ts';
 import type { Metadata } from '../db/metadata.ts';
 import type { Deps } from '../services/deps.ts';
 import type { Metrics } from '../metrics.ts';
-import type { SiteDatabaseProvider, SiteDatabases } from '../../storage/site-database.ts';
-import { channelKey, RequestVerifier } from './channel-auth.ts';
-import type { ChannelTls } from './database-channel.ts';
-import { ChannelClient, channelServer } from './database-channel.ts';
-import { DatabaseCopier } from './database-copies.ts';
-import { DatabaseMover, releaseLeftoverMoves } from './database-move.ts';
-import { adoptDataDir, claimEveryDatabase, settleLocalDatabases } from './local-databases.ts';
-import { PlacedSiteDatabases } from './placed-site-databases.ts';
+import type { SiteDatabaseProvider } from './provider.ts';
+import type { SiteDatabases } from './local-provider.ts';
+import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
+import type { ChannelTls } from './cluster/channel.ts';
+import { ChannelClient, channelServer } from './cluster/channel.ts';
+import { DatabaseCopier } from './cluster/copies.ts';
+import { DatabaseMover, releaseLeftoverMoves } from './cluster/move.ts';
+import { adoptDataDir, claimEveryDatabase, settleLocalDatabases } from './data-dir.ts';
+import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 
 export interface SiteDatabaseRouting {
   /** The provider services use. */

@@ -1,93 +1,18 @@
-// The site database provider: one SQLite file per site at <data dir>/sites/<siteId>/db.sqlite, each
-// opened by a Deno process of its own (storage/database-process.ts) that SQLite and Deno confine to
-// that file. Processes start on first use, stay warm while used, and are capped and evicted like
-// function workers. The interface is what a networked SQL provider would implement too; nothing
-// outside storage/ knows the databases are local files.
+// The local site database provider: one SQLite file per site at <data dir>/sites/<siteId>/db.sqlite,
+// each opened by a Deno process of its own (database-process.ts) that SQLite and Deno confine to that
+// file. Processes start on first use, stay warm while used, and are capped and evicted like function
+// workers. It implements the provider interface (provider.ts) that a networked SQL provider would
+// implement too; nothing outside this folder knows the databases are local files.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { PoolFullError, WorkerPool } from '../runtime-host/pool.ts';
+import { PoolFullError, WorkerPool } from '../../runtime-host/pool.ts';
 import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
 import { compactSqlite } from './sqlite-compact.ts';
-import { syncPath } from './durable.ts';
-import type {
-  Access,
-  Census,
-  Compaction,
-  DbRequest,
-  FailureReason,
-  RowValue,
-  Statement,
-  StatementOutcome,
-} from './database-protocol.ts';
-
-export type { Access, Census, Compaction, SqlParam, Statement } from './database-protocol.ts';
-
-export interface StatementResult {
-  rows: Array<Record<string, unknown>>;
-  changes: number;
-  lastRowId: number | null;
-  durationMs: number;
-}
-
-/**
- * A statement that did not run to completion. `reason` says why: SQLite refused it (`failed`), it
- * asked for a capability site databases do not have (`denied`), it used the migration ledger where
- * that is reserved (`reserved`), its result was too large (`too_large`), it needed more space than the
- * database may take (`full`), it ran past its time limit
- * (`timeout`), or no database process could serve it (`busy`, `unavailable`), or the database was
- * moved to another node while it waited or was in flight (`moved`: the caller sends it where it is
- * now). Messages name no host path.
- */
-export class StatementError extends Error {
-  constructor(
-    readonly reason: FailureReason | 'timeout' | 'busy' | 'unavailable' | 'moved',
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-export interface SiteDatabaseProvider {
-  /** Creates the database if it does not exist; safe to repeat. */
-  create(siteId: string): Promise<void>;
-  /** Runs one statement, atomically. */
-  run(siteId: string, statement: Statement, access: Access): Promise<StatementResult>;
-  /** Runs statements in one transaction: all of them or none. */
-  batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]>;
-  /**
-   * Runs a migration's SQL (one or more statements) and `receipt` in one transaction, so either both
-   * are committed or neither is.
-   */
-  migrate(siteId: string, sql: string, receipt: Statement): Promise<void>;
-  /** Writes SQL text that rebuilds the database's schema and data in an empty database to `file`; returns its size. */
-  dump(siteId: string, file: string): Promise<number>;
-  /** Rewrites the database without free space, between statements; says what that gave back. */
-  compact(siteId: string): Promise<Compaction>;
-  /** The space the database takes on disk now, its write-ahead log included. */
-  size(siteId: string): Promise<number>;
-  /**
-   * Removes the database. `heldBy` names the node that held it when its placement is already gone from
-   * the metadata (a provider over several nodes needs it; one over a data dir does not).
-   */
-  remove(siteId: string, heldBy?: string | null): Promise<void>;
-  close(): Promise<void>;
-}
-
-/** A database whose writes are paused while its file is copied (SiteDatabases.freeze). */
-export interface FrozenDatabase {
-  /** The database file: whole (its write-ahead log is in it) and unchanged until thawed. */
-  readonly file: string;
-  /** What the file holds, counted by the database's own process. */
-  census(): Promise<Census>;
-  /**
-   * Ends the pause. `moved`: the database now lives on another node; the writes that waited are told
-   * so (StatementError `moved`), then `beforeRemoval` may still read the file, then it is removed, and
-   * a call still in flight on it is told so too. `kept`: they run here.
-   */
-  thaw(outcome: 'moved' | 'kept', beforeRemoval?: () => Promise<void>): Promise<void>;
-}
+import { syncPath } from '../../storage/durable.ts';
+import type { Access, Census, Compaction, DbRequest, RowValue, Statement, StatementOutcome } from './protocol.ts';
+import { type FrozenDatabase, type SiteDatabaseProvider, StatementError, type StatementResult } from './provider.ts';
 
 export interface SiteDatabaseOptions {
   dataDir: string;
