@@ -30,12 +30,11 @@ import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { NodeHeartbeat } from './services/nodes.ts';
 import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
-import { joinCluster, routeSiteDatabases } from './site-databases/compose.ts';
+import { composeSiteDatabases } from './site-databases/compose.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
-import { SiteDatabases } from './site-databases/local-provider.ts';
 import { stopLeftovers } from '../storage/leftover-processes.ts';
 import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
 import { EgressProxy } from '../runtime-host/egress-proxy.ts';
@@ -133,20 +132,9 @@ async function composeParts(
   });
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   stack.defer('the function logs', () => functionLogs.flush());
-  const localDatabases = new SiteDatabases({
-    dataDir: config.dataDir,
-    denoPath,
-    denoDir: path.join(runtimeDir, 'deno-dir'),
-    statementTimeoutMs: config.databaseTimeoutMs,
-    maxProcesses: config.maxDatabaseProcesses,
-    idleMs: config.functionIdleMs,
-    maxBytes: config.siteDatabaseMaxBytes,
-    onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
-  });
-  const siteDatabases = routeSiteDatabases(
+  const siteDatabases = composeSiteDatabases(
     config,
-    metadata,
-    { local: localDatabases, masterKey, nodeId, tls: channelTls, metrics },
+    { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: channelTls, metrics },
     stack,
   );
   const egress = await EgressProxy.start({
@@ -199,7 +187,6 @@ async function composeParts(
   await siteNames.start();
   stack.defer('the custom domains', () => siteNames.stop());
   changes.subscribe(siteNames);
-  if (siteDatabases.placed) changes.subscribe(siteDatabases.placed);
   changes.subscribe(retiringFunctions(runtime, runtimeDir));
 
   const deps: Deps = {
@@ -232,13 +219,7 @@ async function composeParts(
   const heartbeat = new NodeHeartbeat(deps, config);
   await heartbeat.start();
   stack.defer('the heartbeat', () => heartbeat.stop());
-  const channel = await joinCluster(
-    deps,
-    metadata,
-    siteDatabases,
-    { local: localDatabases, runtimeDir, tls: channelTls },
-    stack,
-  );
+  const channel = await siteDatabases.start(deps);
   const owner = await ensureOwner(deps, { email: config.ownerEmail });
   await failInterruptedExports(deps);
   await releaseLeftoverLeases(deps);

@@ -65,6 +65,18 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return placement === null ? 'none' : this.#isHere(placement) ? 'here' : 'elsewhere';
   }
 
+  /**
+   * Where the site's database is, as a node another node called about it sees it: one it does not take
+   * to be its own is looked up again, so a placement cached from before a move does not send a caller
+   * away from the node that now holds it.
+   */
+  async whereIsForCaller(siteId: string): Promise<'here' | 'elsewhere' | 'none'> {
+    const where = await this.whereIs(siteId);
+    if (where === 'here') return where;
+    this.forget(siteId);
+    return this.whereIs(siteId);
+  }
+
   async #placement(siteId: string): Promise<Placement | null> {
     if (this.#placements.has(siteId)) return this.#placements.get(siteId)!;
     const row = (await this.#options
