@@ -1,0 +1,385 @@
+// A node's replicator: one Litestream process for every site database this node has open, copying
+// each one's write-ahead log to its replica within about a second of a commit. The engine reads its set
+// of databases once, at its start, so a change of set restarts it; a graceful stop ships what each
+// database has not shipped yet, and the next start resumes each database's history where it stopped.
+// Only databases in use are replicated (the engine's cost grows with its set even when they are
+// idle): a database joins before its first statement runs and leaves some minutes after its last one.
+// Progress is read from the engine's log lines, which name the database and when it shipped.
+import fsp from 'node:fs/promises';
+import path from 'node:path';
+import readline from 'node:readline';
+import { execa, type ResultPromise } from 'execa';
+import type { Logger } from '../../log.ts';
+import { writeFileDurably } from '../../../storage/durable.ts';
+import {
+  litestreamBinary,
+  litestreamConfig,
+  type ReplicaTarget,
+  type ReplicatedDatabase,
+  type ReplicationTiming,
+} from './litestream.ts';
+
+export interface ReplicatorOptions {
+  /** Where the engine's configuration lives: a folder of the data dir's runtime folder. */
+  workDir: string;
+  target: ReplicaTarget;
+  timing: ReplicationTiming;
+  log: Logger;
+  /** A database whose last statement ran this long ago leaves the set (at the next change of set). */
+  lingerMs?: number;
+  /** How long a database may wait to join before its statements run anyway (and the wait is logged). */
+  joinTimeoutMs?: number;
+}
+
+/** What a node knows of one database's replication. */
+export interface ReplicaStatus {
+  siteId: string;
+  /** The last time the engine shipped some of its log (or a full copy) to the replica; null: not since this start. */
+  replicatedAt: Date | null;
+  /** Every write acknowledged so far is known to be in the replica. */
+  upToDate: boolean;
+  /** How long the oldest write not yet known to be in the replica has waited; 0: none waits. */
+  lagMs: number;
+}
+
+interface Entry {
+  file: string;
+  /** When its process last closed; null while it is open. */
+  idleSince: number | null;
+  replicatedAt: number | null;
+  /** Writes acknowledged up to this time are in the replica. */
+  confirmedThrough: number;
+  /** The oldest write after confirmedThrough, and the newest. */
+  firstPendingAt: number | null;
+  lastWriteAt: number;
+  /** Callers waiting for the engine to replicate it. */
+  joined: Array<() => void>;
+}
+
+/** The engine polls each database and ships what changed at most this often (see litestream.ts). */
+const CYCLE_MS = 1000;
+const STOP_GRACE_MS = 15_000;
+const RESTART_BACKOFF_MS = [1000, 2000, 5000, 10_000, 30_000];
+/** Past this lag, the node reports replication as stalled (/readyz). */
+export const STALLED_MS = 60_000;
+
+export class Replicator {
+  readonly #options: ReplicatorOptions;
+  readonly #binary = litestreamBinary();
+  readonly #entries = new Map<string, Entry>();
+  readonly #byFile = new Map<string, string>();
+  #child: ResultPromise | null = null;
+  #childStartedAt = 0;
+  /** The set the running engine was started with. */
+  #running = new Set<string>();
+  #reconciling: Promise<void> = Promise.resolve();
+  #pending = false;
+  #failures = 0;
+  #retry: NodeJS.Timeout | undefined;
+  #trim: NodeJS.Timeout;
+  #closed = false;
+  /** Log lines the engine wrote at ERROR level, for /metrics. */
+  errors = 0;
+  restarts = 0;
+
+  constructor(options: ReplicatorOptions) {
+    this.#options = options;
+    this.#trim = setInterval(() => this.#trimIdle(), 60_000);
+    this.#trim.unref();
+  }
+
+  get #config(): string {
+    return replicatorConfigFile(this.#options.workDir);
+  }
+
+  /**
+   * Adds the database to the set; resolves once the engine replicates it, or after joinTimeoutMs
+   * (its writes are not held back by a replicator in trouble, which /readyz and the log report).
+   */
+  async watch(siteId: string, file: string): Promise<void> {
+    const entry = this.#entries.get(siteId);
+    if (entry) {
+      entry.idleSince = null;
+      if (this.#running.has(siteId) && this.#child) return;
+    } else {
+      this.#entries.set(siteId, {
+        file,
+        idleSince: null,
+        replicatedAt: null,
+        confirmedThrough: 0,
+        firstPendingAt: null,
+        lastWriteAt: 0,
+        joined: [],
+      });
+      this.#byFile.set(file, siteId);
+    }
+    const joined = new Promise<void>((resolve) => this.#entries.get(siteId)!.joined.push(resolve));
+    this.#schedule();
+    let timer: NodeJS.Timeout | undefined;
+    const timeoutMs = this.#options.joinTimeoutMs ?? 10_000;
+    const late = await Promise.race([
+      joined.then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (late)
+      this.#options.log.warn(
+        { siteId, waitedMs: timeoutMs },
+        'the replicator did not take a site database in time: its statements run, not yet replicated',
+      );
+  }
+
+  /** The database's process closed: it stays replicated a while, in case it is used again soon. */
+  idle(siteId: string): void {
+    const entry = this.#entries.get(siteId);
+    if (entry) entry.idleSince = Date.now();
+  }
+
+  /**
+   * Takes the database out of the set now: resolves once the engine has shipped the last of its log
+   * and let go of it (before its file is replaced, moved or removed).
+   */
+  async unwatch(siteId: string): Promise<void> {
+    const entry = this.#entries.get(siteId);
+    if (!entry) return;
+    this.#entries.delete(siteId);
+    this.#byFile.delete(entry.file);
+    for (const resolve of entry.joined) resolve();
+    this.#schedule();
+    await this.#reconciling;
+    while (this.#running.has(siteId)) await this.#reconcile();
+  }
+
+  /** A write to the database was acknowledged: its lag counts from now until the engine ships it. */
+  wrote(siteId: string): void {
+    const entry = this.#entries.get(siteId);
+    if (!entry) return;
+    const now = Date.now();
+    if (entry.firstPendingAt === null) entry.firstPendingAt = now;
+    entry.lastWriteAt = now;
+  }
+
+  status(siteId: string): ReplicaStatus | null {
+    const entry = this.#entries.get(siteId);
+    return entry ? this.#statusOf(siteId, entry) : null;
+  }
+
+  statuses(): ReplicaStatus[] {
+    return [...this.#entries].map(([siteId, entry]) => this.#statusOf(siteId, entry));
+  }
+
+  /** Some database has waited past STALLED_MS for its writes to ship, or the engine is not running. */
+  stalled(): string | null {
+    if (this.#closed) return null;
+    if (this.#entries.size > 0 && !this.#child && this.#failures > 0)
+      return 'the replicator is not running (it is restarted with backoff)';
+    const worst = Math.max(0, ...this.statuses().map((s) => s.lagMs));
+    return worst > STALLED_MS
+      ? `a site database's writes have waited ${Math.round(worst / 1000)} s to be replicated`
+      : null;
+  }
+
+  /** Stops the engine gracefully: it ships what it has not shipped yet. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearInterval(this.#trim);
+    clearTimeout(this.#retry);
+    await this.#reconciling;
+    await this.#stopChild();
+    for (const entry of this.#entries.values()) for (const resolve of entry.joined) resolve();
+  }
+
+  #statusOf(siteId: string, entry: Entry): ReplicaStatus {
+    const now = Date.now();
+    this.#confirmQuiet(entry, now);
+    return {
+      siteId,
+      replicatedAt: entry.replicatedAt === null ? null : new Date(entry.replicatedAt),
+      upToDate: entry.firstPendingAt === null,
+      lagMs: entry.firstPendingAt === null ? 0 : now - entry.firstPendingAt,
+    };
+  }
+
+  /**
+   * The engine ships a database's changes one cycle after it notices them, and notices them within a
+   * cycle. So what it shipped at `at` holds every write acknowledged a cycle before; and once it
+   * shipped after the last write and then stayed quiet for two cycles, it had nothing more to ship.
+   */
+  #shipped(entry: Entry, at: number): void {
+    entry.replicatedAt = at;
+    this.#confirm(entry, at - CYCLE_MS - 100);
+  }
+
+  #confirmQuiet(entry: Entry, now: number): void {
+    if (entry.firstPendingAt === null || entry.replicatedAt === null) return;
+    if (entry.replicatedAt > entry.lastWriteAt && now - entry.replicatedAt >= 2 * CYCLE_MS + 200)
+      this.#confirm(entry, entry.lastWriteAt);
+  }
+
+  #confirm(entry: Entry, through: number): void {
+    if (through <= entry.confirmedThrough) return;
+    entry.confirmedThrough = through;
+    if (entry.firstPendingAt === null) return;
+    if (entry.lastWriteAt <= through) entry.firstPendingAt = null;
+    else if (entry.firstPendingAt <= through) entry.firstPendingAt = through;
+  }
+
+  #trimIdle(): void {
+    const linger = this.#options.lingerMs ?? 10 * 60_000;
+    let removed = false;
+    for (const [siteId, entry] of this.#entries) {
+      if (entry.idleSince === null || Date.now() - entry.idleSince < linger || entry.firstPendingAt !== null) continue;
+      this.#entries.delete(siteId);
+      this.#byFile.delete(entry.file);
+      removed = true;
+    }
+    if (removed) this.#schedule();
+  }
+
+  /** Brings the engine's set in line with the entries, once for every change that arrives meanwhile. */
+  #schedule(): void {
+    if (this.#closed || this.#pending) return;
+    this.#pending = true;
+    this.#reconciling = this.#reconciling.then(() => {
+      this.#pending = false;
+      return this.#reconcile();
+    });
+  }
+
+  async #reconcile(): Promise<void> {
+    if (this.#closed) return;
+    const wanted = [...this.#entries.keys()].sort();
+    const same =
+      this.#child !== null && wanted.length === this.#running.size && wanted.every((s) => this.#running.has(s));
+    if (same) return this.#releaseJoined();
+    await this.#stopChild();
+    if (wanted.length === 0) return;
+    try {
+      await this.#startChild(wanted);
+      this.#failures = 0;
+    } catch (err) {
+      this.#failures++;
+      const backoff = RESTART_BACKOFF_MS[Math.min(this.#failures, RESTART_BACKOFF_MS.length) - 1]!;
+      this.#options.log.error({ err, retryInMs: backoff }, 'the database replicator could not start');
+      clearTimeout(this.#retry);
+      this.#retry = setTimeout(() => this.#schedule(), backoff);
+      this.#retry.unref();
+    }
+  }
+
+  #releaseJoined(): void {
+    for (const siteId of this.#running) {
+      const entry = this.#entries.get(siteId);
+      if (!entry) continue;
+      for (const resolve of entry.joined.splice(0)) resolve();
+    }
+  }
+
+  async #startChild(siteIds: string[]): Promise<void> {
+    const databases: ReplicatedDatabase[] = siteIds.map((siteId) => ({
+      siteId,
+      file: this.#entries.get(siteId)!.file,
+    }));
+    await fsp.mkdir(this.#options.workDir, { recursive: true, mode: 0o700 });
+    await writeFileDurably(this.#config, litestreamConfig(databases, this.#options.target, this.#options.timing));
+    const child = execa(this.#binary, ['replicate', '-config', this.#config, '-no-expand-env'], {
+      cwd: this.#options.workDir,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      buffer: false,
+      reject: false,
+      // Out of the server's process group: Ctrl-C reaches the server, which stops the engine gracefully.
+      detached: true,
+      cleanup: true,
+    });
+    this.restarts++;
+    // The engine names each database it opened; once all are open, their changes are being followed.
+    let initialized = 0;
+    let ready!: () => void;
+    const allReady = new Promise<void>((resolve) => (ready = resolve));
+    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+      if (this.#event(line) === 'initialized' && ++initialized >= databases.length) ready();
+    });
+    this.#child = child;
+    this.#childStartedAt = Date.now();
+    this.#running = new Set(siteIds);
+    void child.then((result) => {
+      if (this.#child !== child) return;
+      this.#child = null;
+      this.#running = new Set();
+      if (this.#closed) return;
+      this.#failures++;
+      const backoff = RESTART_BACKOFF_MS[Math.min(this.#failures, RESTART_BACKOFF_MS.length) - 1]!;
+      this.#options.log.error(
+        { exitCode: result.exitCode, signal: result.signal, retryInMs: backoff },
+        'the database replicator stopped unexpectedly',
+      );
+      this.#retry = setTimeout(() => this.#schedule(), backoff);
+      this.#retry.unref();
+    });
+    const exited = child.then(() => {
+      throw new Error('the replicator exited as it started');
+    });
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        allReady,
+        exited,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error('the replicator did not take its databases within 30 s')), 30_000);
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      exited.catch(() => undefined);
+    }
+    this.#releaseJoined();
+  }
+
+  /** Reads one of the engine's log lines; says which kind of event it was. */
+  #event(line: string): 'initialized' | 'shipped' | 'error' | null {
+    let parsed: { level?: string; msg?: string; path?: string; db?: string; error?: string };
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      return null;
+    }
+    if (parsed.msg === 'initialized db') return 'initialized';
+    const siteId = this.#byFile.get(parsed.db ?? parsed.path ?? '');
+    const entry = siteId ? this.#entries.get(siteId) : undefined;
+    if (entry && (parsed.msg === 'wal segment written' || parsed.msg === 'snapshot written')) {
+      this.#shipped(entry, Date.now());
+      return 'shipped';
+    }
+    if (parsed.level === 'ERROR') {
+      this.errors++;
+      this.#options.log.warn(
+        { siteId, reason: [parsed.msg, parsed.error].filter(Boolean).join(': ') },
+        'the database replicator reported an error',
+      );
+      return 'error';
+    }
+    return null;
+  }
+
+  async #stopChild(): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#child = null;
+    this.#running = new Set();
+    // The engine reads a database for the first time a cycle after it starts, and ships on its stop
+    // only what it has read before: stopped sooner, it would leave the newest writes unshipped.
+    const young = this.#childStartedAt + CYCLE_MS + 300 - Date.now();
+    if (young > 0) await new Promise((resolve) => setTimeout(resolve, young));
+    child.kill('SIGTERM');
+    const killer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+    await child;
+    clearTimeout(killer);
+  }
+}
+
+/** What the command line of this data dir's engine mentions: a start stops one a killed server left. */
+export const replicatorConfigFile = (workDir: string): string => path.join(workDir, 'litestream.json');

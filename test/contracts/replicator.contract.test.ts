@@ -1,0 +1,189 @@
+// The replicator (control-plane/site-databases/replication/) held to one contract on both replica
+// targets: a folder, and the object store in the pass that runs one. The engine is the real Litestream
+// and the databases real SQLite files in WAL mode, written the way a database process writes them
+// (synchronous=FULL, no checkpoints of its own).
+import crypto from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import test, { type ExecutionContext } from 'ava';
+import Database from 'better-sqlite3';
+import pino from 'pino';
+import {
+  listGenerations,
+  type ReplicaTarget,
+  type ReplicationTiming,
+  restoreReplica,
+} from '../../control-plane/site-databases/replication/litestream.ts';
+import { Replicator } from '../../control-plane/site-databases/replication/replicator.ts';
+import { ensureBucket, objectStoreEndpoint, onObjectStore } from '../helpers/object-store.ts';
+import { until } from '../helpers/until.ts';
+
+const timing: ReplicationTiming = { retentionMs: 7 * 24 * 3600_000, snapshotIntervalMs: 24 * 3600_000 };
+
+interface Target {
+  name: string;
+  skip?: string;
+  make(root: string): Promise<ReplicaTarget>;
+}
+
+const targets: Target[] = [
+  { name: 'folder', make: async (root) => ({ kind: 'dir', dir: path.join(root, 'replicas') }) },
+  {
+    name: 'object store',
+    ...(onObjectStore ? {} : { skip: 'the object store runs in the pass on the shared backends' }),
+    async make() {
+      const bucket = `berth-replicas-${crypto.randomBytes(6).toString('hex')}`;
+      await ensureBucket(bucket);
+      return {
+        kind: 's3',
+        bucket,
+        prefix: 'instance/',
+        endpoint: objectStoreEndpoint!,
+        region: 'us-east-1',
+        forcePathStyle: true,
+      };
+    },
+  },
+];
+
+interface Setup {
+  root: string;
+  target: ReplicaTarget;
+  replicator: Replicator;
+  open(siteId: string): { db: Database.Database; file: string };
+}
+
+async function setup(t: ExecutionContext, target: Target): Promise<Setup> {
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-replicator-'));
+  const replicaTarget = await target.make(root);
+  const replicator = new Replicator({
+    workDir: path.join(root, 'runtime', 'replication'),
+    target: replicaTarget,
+    timing,
+    log: pino({ level: 'silent' }),
+  });
+  const dbs: Database.Database[] = [];
+  t.teardown(async () => {
+    await replicator.close();
+    for (const db of dbs) db.close();
+    await fs.rm(root, { recursive: true, force: true });
+  });
+  return {
+    root,
+    target: replicaTarget,
+    replicator,
+    open(siteId) {
+      const file = path.join(root, 'sites', siteId, 'db.sqlite');
+      mkdirSync(path.dirname(file), { recursive: true });
+      const db = new Database(file);
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = FULL');
+      db.pragma('wal_autocheckpoint = 0');
+      db.pragma('busy_timeout = 5000');
+      dbs.push(db);
+      return { db, file };
+    },
+  };
+}
+
+const rowsOf = (file: string): number[] => {
+  const db = new Database(file, { readonly: true });
+  try {
+    return (db.prepare('SELECT n FROM t ORDER BY n').all() as Array<{ n: number }>).map((r) => r.n);
+  } finally {
+    db.close();
+  }
+};
+
+for (const target of targets) {
+  const maybe = target.skip ? test.skip : test.serial;
+
+  maybe(`${target.name}: a commit reaches the replica within about a second and restores whole`, async (t) => {
+    const s = await setup(t, target);
+    const siteId = crypto.randomUUID();
+    const { db, file } = s.open(siteId);
+    await s.replicator.watch(siteId, file);
+    db.exec('CREATE TABLE t (n INTEGER)');
+    const insert = db.prepare('INSERT INTO t (n) VALUES (?)');
+    for (let n = 1; n <= 20; n++) {
+      insert.run(n);
+      s.replicator.wrote(siteId);
+    }
+    await until(
+      () => s.replicator.status(siteId)?.upToDate && s.replicator.status(siteId)?.replicatedAt,
+      'the writes to be replicated',
+    );
+    const generations = await listGenerations({ siteId, file }, s.target, timing, path.join(s.root, 'work'));
+    t.is(generations.length, 1);
+    const out = path.join(s.root, 'restored.sqlite');
+    await restoreReplica({ siteId, file }, s.target, timing, path.join(s.root, 'work'), out, {
+      generation: generations[0]!.generation,
+    });
+    t.deepEqual(
+      rowsOf(out),
+      Array.from({ length: 20 }, (_, i) => i + 1),
+    );
+  });
+
+  maybe(`${target.name}: a restore to a moment gives the rows of that moment`, async (t) => {
+    const s = await setup(t, target);
+    const siteId = crypto.randomUUID();
+    const { db, file } = s.open(siteId);
+    await s.replicator.watch(siteId, file);
+    db.exec('CREATE TABLE t (n INTEGER)');
+    db.prepare('INSERT INTO t (n) VALUES (1), (2), (3)').run();
+    s.replicator.wrote(siteId);
+    await until(() => s.replicator.status(siteId)?.upToDate, 'the writes to be replicated');
+    // Whole seconds: the object store dates what it holds to the second.
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const t1 = new Date();
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    db.prepare('DELETE FROM t WHERE n > 1').run();
+    s.replicator.wrote(siteId);
+    await until(() => s.replicator.status(siteId)?.upToDate, 'the writes to be replicated');
+    const [generation] = await listGenerations({ siteId, file }, s.target, timing, path.join(s.root, 'work'));
+    const then = path.join(s.root, 'then.sqlite');
+    await restoreReplica({ siteId, file }, s.target, timing, path.join(s.root, 'work'), then, {
+      generation: generation!.generation,
+      at: t1,
+    });
+    t.deepEqual(rowsOf(then), [1, 2, 3]);
+    const now = path.join(s.root, 'now.sqlite');
+    await restoreReplica({ siteId, file }, s.target, timing, path.join(s.root, 'work'), now, {
+      generation: generation!.generation,
+    });
+    t.deepEqual(rowsOf(now), [1]);
+  });
+
+  maybe(`${target.name}: a database taken out of the set ships its last writes first`, async (t) => {
+    const s = await setup(t, target);
+    const [a, b] = [crypto.randomUUID(), crypto.randomUUID()];
+    const first = s.open(a);
+    const second = s.open(b);
+    await Promise.all([s.replicator.watch(a, first.file), s.replicator.watch(b, second.file)]);
+    first.db.exec('CREATE TABLE t (n INTEGER)');
+    second.db.exec('CREATE TABLE t (n INTEGER)');
+    first.db.prepare('INSERT INTO t (n) VALUES (7)').run();
+    // At once: the engine has not polled since the write.
+    await s.replicator.unwatch(a);
+    t.is(s.replicator.status(a), null);
+    const [generation] = await listGenerations(
+      { siteId: a, file: first.file },
+      s.target,
+      timing,
+      path.join(s.root, 'work'),
+    );
+    const out = path.join(s.root, 'a.sqlite');
+    await restoreReplica({ siteId: a, file: first.file }, s.target, timing, path.join(s.root, 'work'), out, {
+      generation: generation!.generation,
+    });
+    t.deepEqual(rowsOf(out), [7]);
+    // The other database goes on being replicated by the restarted engine.
+    second.db.prepare('INSERT INTO t (n) VALUES (8)').run();
+    s.replicator.wrote(b);
+    await until(() => s.replicator.status(b)?.upToDate, 'the other database to be replicated');
+    t.true(s.replicator.restarts >= 2);
+  });
+}
