@@ -30,7 +30,8 @@ import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { NodeHeartbeat } from './services/nodes.ts';
 import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
-import { composeSiteDatabases } from './site-databases/compose.ts';
+import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
+import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
 import { openBlobStore } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
@@ -101,7 +102,10 @@ async function composeParts(
   stack.defer('the data dir lock', () => lock.release());
   const runtimeDir = path.join(config.dataDir, 'runtime');
   // The data dir is this process's now: what a killed server left running or half-written goes first.
-  const stopped = await stopLeftovers([config.dataDir, socketDirFor(runtimeDir)]);
+  const stopped = await stopLeftovers(
+    [config.dataDir, socketDirFor(runtimeDir)],
+    [replicatorConfigFile(replicationDirOf(runtimeDir))],
+  );
   if (stopped > 0) log.warn({ processes: stopped }, 'stopped the processes a previous server left running');
   const swept = sweepTempFiles(config.dataDir);
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
@@ -134,7 +138,7 @@ async function composeParts(
   stack.defer('the function logs', () => functionLogs.flush());
   const siteDatabases = composeSiteDatabases(
     config,
-    { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: channelTls, metrics },
+    { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: channelTls, metrics, log },
     stack,
   );
   const egress = await EgressProxy.start({

@@ -44,6 +44,12 @@ export interface Config {
   blobSweepMs: number;
   /** How often a database node copies the site databases it holds that changed to the object store (shared metadata only); 0: never. */
   databaseCopyMs: number;
+  /** Each site database's write-ahead log is copied to its replica as it is written (Litestream). */
+  databaseReplication: boolean;
+  /** Where replicas go without an object store; empty: <data dir>/database-replicas (see replicaDirOf). */
+  databaseReplicaDir: string;
+  /** How far back a site database can be restored. */
+  databaseRetentionMs: number;
   maxJsonBytes: number;
   logLevel: string;
   shutdownGraceMs: number;
@@ -169,6 +175,9 @@ export const DEFAULTS: Config = {
   accountStorageBytes: 10 * 1024 ** 3,
   blobSweepMs: 3600_000,
   databaseCopyMs: 15 * 60_000,
+  databaseReplication: true,
+  databaseReplicaDir: '',
+  databaseRetentionMs: 7 * 24 * 3600_000,
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
   shutdownGraceMs: 10_000,
@@ -209,6 +218,8 @@ export const DEFAULTS: Config = {
 
 export const blobDirOf = (config: Pick<Config, 'blobDir' | 'dataDir'>): string =>
   config.blobDir || path.join(config.dataDir, 'blobs');
+export const replicaDirOf = (config: Pick<Config, 'databaseReplicaDir' | 'dataDir'>): string =>
+  config.databaseReplicaDir || path.join(config.dataDir, 'database-replicas');
 export const masterKeyFileOf = (config: Pick<Config, 'masterKeyFile' | 'dataDir'>): string =>
   config.masterKeyFile || path.join(config.dataDir, 'master.key');
 
@@ -221,6 +232,21 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min: nu
   if (!Number.isInteger(value) || value < min || value > max) {
     throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
   }
+  return value;
+}
+
+const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3600_000, d: 24 * 3600_000 };
+
+/** A length of time written with its unit: `90s`, `30m`, `36h`, `7d`. */
+function duration(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]?.trim();
+  if (!raw) return fallback;
+  const match = /^(\d+)([smhd])$/.exec(raw);
+  const value = match ? Number(match[1]) * UNITS[match[2]!]! : Number.NaN;
+  if (!(value >= min && value <= max))
+    throw new ConfigError(
+      `${name} must be a duration such as 36h or 7d, from ${min / 3600_000} hours to ${max / UNITS.d!} days, got "${raw}"`,
+    );
   return value;
 }
 
@@ -498,6 +524,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ),
     blobSweepMs: integer(env, 'BERTH_BLOB_SWEEP_MS', DEFAULTS.blobSweepMs, 0, 7 * 24 * 3600_000),
     databaseCopyMs: integer(env, 'BERTH_DATABASE_COPY_MS', DEFAULTS.databaseCopyMs, 0, 7 * 24 * 3600_000),
+    databaseReplication: flag(env, 'BERTH_DATABASE_REPLICATION', DEFAULTS.databaseReplication),
+    databaseReplicaDir: optionalPath(env, 'BERTH_DATABASE_REPLICA_DIR'),
+    databaseRetentionMs: duration(
+      env,
+      'BERTH_DATABASE_RETENTION',
+      DEFAULTS.databaseRetentionMs,
+      3600_000,
+      365 * 24 * 3600_000,
+    ),
     maxJsonBytes: DEFAULTS.maxJsonBytes,
     logLevel,
     shutdownGraceMs: integer(env, 'BERTH_SHUTDOWN_GRACE_MS', DEFAULTS.shutdownGraceMs, 0, 600_000),

@@ -70,6 +70,7 @@ export const ERROR_CODES = {
   query_not_allowed: 400,
   quota_exceeded: 413,
   reserved_path: 400,
+  restore_point_unavailable: 422,
   runtime_busy: 503,
   site_limit_reached: 422,
   site_not_active: 409,

@@ -39,12 +39,16 @@ export function ended(pid: number): boolean {
 
 /**
  * Kills every Deno process a previous server left that may write inside one of `places` (the data dir,
- * and the workers' socket folder when it lies elsewhere), as its command line says, and waits until
- * none runs; returns how many there were.
+ * and the workers' socket folder when it lies elsewhere), as its command line says, and every process
+ * whose command line names one of `files` (the replicator's configuration), and waits until none runs;
+ * returns how many there were.
  */
-export async function stopLeftovers(places: string[], timeoutMs = 5000): Promise<number> {
+export async function stopLeftovers(places: string[], files: string[] = [], timeoutMs = 5000): Promise<number> {
   const pids = [
-    ...new Set(places.flatMap((place) => processesMentioning(`--allow-write=${path.resolve(place)}${path.sep}`))),
+    ...new Set([
+      ...places.flatMap((place) => processesMentioning(`--allow-write=${path.resolve(place)}${path.sep}`)),
+      ...files.flatMap((file) => processesMentioning(path.resolve(file))),
+    ]),
   ];
   for (const pid of pids) {
     try {

@@ -95,6 +95,7 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     applyDatabaseMigration: { ...MIGRATION, confirm: true },
     applyDatabaseMigrations: { migrations: [MIGRATION], confirm: true },
     deleteDatabase: { confirmationCode: 'DELETE-AAAAAAAA' },
+    restoreDatabase: { at: new Date().toISOString() },
   };
   const json = bodies[route.operationId];
   return {

@@ -8,6 +8,7 @@ import test from 'ava';
 import Database from 'better-sqlite3';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
 import { type DatabaseRecord, type Envelope, siteWithDatabase } from './helpers/databases.ts';
+import { until } from './helpers/until.ts';
 
 const MIB = 1024 * 1024;
 const LIMIT = 2 * MIB;
@@ -84,8 +85,8 @@ test('deleted rows give their space back: writes succeed again and the file shri
     'the free pages were given back',
   );
   await tenant.query('PRAGMA user_version = 1');
-  t.true((await tenant.database()).sizeBytes < full / 2, 'the database takes less than half the space it did');
-  t.true(fs.existsSync(file));
+  // The file shrinks at the next checkpoint: the replicator's, a few seconds later (it alone checkpoints).
+  await until(() => fs.statSync(file).size < full / 2, 'the database file to take less than half the space it did');
   t.is((await tenant.query('INSERT INTO t VALUES (randomblob(65536))')).body.success, true);
 });
 
@@ -136,7 +137,7 @@ test('compact_database rewrites a database made before incremental auto-vacuum, 
   t.is((await query('PRAGMA freelist_count')).result[0]!.results[0]!.freelist_count, 0);
   // No temporary file of the VACUUM is left in the site's folder.
   t.deepEqual(
-    fs.readdirSync(dir).filter((name) => !name.startsWith('db.sqlite')),
+    fs.readdirSync(dir).filter((name) => !name.startsWith('db.sqlite') && name !== '.db.sqlite-litestream'),
     [],
   );
 });

@@ -1,6 +1,6 @@
 // The `berth` command line: the operator's commands, and the client commands that drive a server
 // through its API.
-import { dbDeleteCommand, dbMigrateCommand } from './commands/db.ts';
+import { dbDeleteCommand, dbMigrateCommand, dbRestoreCommand } from './commands/db.ts';
 import { dbExportCommand } from './commands/db-export.ts';
 import { deployCommand, watchCommand } from './commands/deploy.ts';
 import { deploymentsPublishCommand, rollbackCommand } from './commands/deployments.ts';
@@ -49,7 +49,7 @@ function baseProgram(): Program {
     .group({
       name: 'db',
       summary: 'the site’s SQL database',
-      commands: [dbMigrateCommand, dbExportCommand, dbDeleteCommand],
+      commands: [dbMigrateCommand, dbExportCommand, dbRestoreCommand, dbDeleteCommand],
     })
     .command(loginCommand)
     .command(logoutCommand)

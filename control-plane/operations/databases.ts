@@ -20,6 +20,7 @@ import {
   QueryBody,
   QueryEnvelope,
   SiteParams,
+  Timestamp,
   Uuid,
 } from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
@@ -110,6 +111,35 @@ export const compactDatabase = defineOperation({
   input: DatabaseParams.strict(),
   output: z.object({ databaseId: Uuid, bytesBefore: z.number().int(), bytesAfter: z.number().int() }),
   run: (deps, actor, input) => databases.compactDatabase(deps, actor, input.siteId, input.databaseId),
+});
+
+export const getDatabaseRestorePoints = defineOperation({
+  name: 'get_database_restore_points',
+  description: 'The oldest and newest moment the database can be restored to (null: nothing replicated yet)',
+  permission: 'READ',
+  input: DatabaseParams,
+  output: z.object({
+    database: z.object({ id: Uuid, status: z.string() }),
+    earliest: Timestamp.nullable(),
+    latest: Timestamp.nullable(),
+  }),
+  run: (deps, actor, input) => databases.databaseRestorePoints(deps, actor, input.siteId, input.databaseId),
+});
+
+export const restoreDatabase = defineOperation({
+  name: 'restore_database',
+  audience: 'admins',
+  description:
+    'Put the database back as it was at a moment (RFC 3339, to the second) within its restore points; the moment before the restore stays restorable',
+  permission: 'WRITE',
+  destructive: true,
+  input: withParams(DatabaseParams, z.object({ at: Timestamp })),
+  output: z.object({
+    database: z.object({ id: Uuid, status: z.string() }),
+    restoredTo: Timestamp,
+    restoredFrom: Timestamp,
+  }),
+  run: (deps, actor, input) => databases.restoreDatabase(deps, actor, input.siteId, input.databaseId, input.at),
 });
 
 export const createDatabaseDeletionChallenge = defineOperation({

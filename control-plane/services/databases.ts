@@ -113,6 +113,7 @@ function checkOneStatement(sql: string): void {
 /** The envelope's error code for a statement the database did not complete. */
 const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> = {
   denied: 'statement_not_allowed',
+  reserved: 'statement_not_allowed',
   timeout: 'statement_timeout',
   too_large: 'result_too_large',
   full: 'database_full',
@@ -185,10 +186,7 @@ function checkRuntimeStatement(statement: Statement): void {
 function runtimeError(err: StatementError): RuntimeDatabaseError {
   switch (err.reason) {
     case 'reserved':
-      return new RuntimeDatabaseError(
-        'DATABASE_RESERVED_TABLE',
-        `${LEDGER_TABLE} is reserved for migrations and cannot be used from functions`,
-      );
+      return new RuntimeDatabaseError('DATABASE_RESERVED_TABLE', err.message);
     case 'denied':
       return new RuntimeDatabaseError('DATABASE_NOT_ALLOWED', err.message);
     case 'timeout':
@@ -256,6 +254,40 @@ export async function compactDatabase(deps: Deps, actor: Actor, siteId: string, 
     if (err instanceof StatementError) throw new BerthError('database_unavailable', err.message);
     throw err;
   }
+}
+
+/** The moments the database can be restored to, from its replica (each one second apart at most). */
+export async function databaseRestorePoints(deps: Deps, actor: Actor, siteId: string, databaseId: string) {
+  const row = await requireDatabase(deps, actor, siteId, databaseId);
+  const points = await provider(() => deps.siteDatabases.restorePoints(siteId));
+  return { database: { id: row.id, status: row.status }, ...points };
+}
+
+/**
+ * Puts the database back as it was at `at` (to the second). Calls in flight finish first and new ones
+ * wait; the moment just before (`restoredFrom`) stays restorable, so a restore can itself be undone.
+ */
+export async function restoreDatabase(deps: Deps, actor: Actor, siteId: string, databaseId: string, at: string) {
+  const row = await requireDatabase(deps, actor, siteId, databaseId);
+  const moment = new Date(at);
+  const result = await provider(() => deps.siteDatabases.restore(siteId, moment));
+  if (!result.restored)
+    throw new BerthError(
+      'restore_point_unavailable',
+      result.earliest
+        ? `${at} is outside what the database can be restored to: from ${result.earliest} to ${result.latest}`
+        : 'the database has no replicated history to restore from yet; try again in a few seconds',
+      { earliest: result.earliest, latest: result.latest },
+    );
+  deps.log.info(
+    { siteId, databaseId, restoredTo: result.restoredTo, restoredFrom: result.restoredFrom },
+    'restored a site database',
+  );
+  return {
+    database: { id: row.id, status: row.status },
+    restoredTo: result.restoredTo,
+    restoredFrom: result.restoredFrom,
+  };
 }
 
 const CHALLENGE_MS = 10 * 60_000;

@@ -6,7 +6,8 @@
 import type http from 'node:http';
 import type https from 'node:https';
 import path from 'node:path';
-import type { Config } from '../config.ts';
+import { type Config, replicaDirOf } from '../config.ts';
+import type { Logger } from '../log.ts';
 import type { CloseStack } from '../close-stack.ts';
 import type { Metadata } from '../db/metadata.ts';
 import type { Deps } from '../services/deps.ts';
@@ -19,6 +20,8 @@ import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel
 import { DatabaseCopier } from './cluster/copies.ts';
 import { DatabaseMover, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
+import type { ReplicaTarget } from './replication/litestream.ts';
+import { SiteReplicas } from './replication/site-replicas.ts';
 
 export interface SiteDatabaseParts {
   metadata: Metadata;
@@ -30,7 +33,28 @@ export interface SiteDatabaseParts {
   /** The internal channel's TLS files, read at the start (cluster/channel-tls.ts). */
   tls: ChannelTls | null;
   metrics: Metrics;
+  log: Logger;
 }
+
+/** The replicator's configuration and its commands' files, in the runtime folder. */
+export const replicationDirOf = (runtimeDir: string): string => path.join(runtimeDir, 'replication');
+
+/** Replicas go to the object store when there is one (`database-replicas/` under its prefix), else to a folder. */
+function replicaTarget(config: Config): ReplicaTarget {
+  const store = config.objectStore;
+  if (!store) return { kind: 'dir', dir: path.resolve(replicaDirOf(config)) };
+  return {
+    kind: 's3',
+    bucket: store.bucket,
+    prefix: store.prefix,
+    region: store.region,
+    forcePathStyle: store.forcePathStyle,
+    ...(store.endpoint ? { endpoint: store.endpoint } : {}),
+  };
+}
+
+/** A full copy of a database daily (or within its retention, when that is shorter). */
+const SNAPSHOT_INTERVAL_MS = 24 * 3600_000;
 
 export interface ComposedSiteDatabases {
   /** The provider services use. */
@@ -56,6 +80,19 @@ export function composeSiteDatabases(
   stack: CloseStack,
 ): ComposedSiteDatabases {
   const { metadata, metrics } = parts;
+  const replicas = config.databaseReplication
+    ? new SiteReplicas({
+        target: replicaTarget(config),
+        timing: {
+          retentionMs: config.databaseRetentionMs,
+          snapshotIntervalMs: Math.min(SNAPSHOT_INTERVAL_MS, config.databaseRetentionMs),
+        },
+        workDir: replicationDirOf(parts.runtimeDir),
+        log: parts.log,
+      })
+    : null;
+  // Closed after the provider: the engine ships what the last statements wrote as it stops.
+  if (replicas) stack.defer('the database replicas', () => replicas.close());
   const local = new SiteDatabases({
     dataDir: config.dataDir,
     denoPath: parts.denoPath,
@@ -65,6 +102,7 @@ export function composeSiteDatabases(
     idleMs: config.functionIdleMs,
     maxBytes: config.siteDatabaseMaxBytes,
     onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
+    replicas,
   });
   if (!metadata.shared) {
     stack.defer('the site databases', () => local.close());
@@ -75,6 +113,7 @@ export function composeSiteDatabases(
       start: async (deps) => {
         await adoptDataDir(deps, config.dataDir, false);
         await claimEveryDatabase(deps.db, deps.nodeId);
+        await local.resumeReplication();
         return null;
       },
     };
@@ -100,6 +139,7 @@ export function composeSiteDatabases(
       await releaseLeftoverMoves(db, nodeId, log);
       const { claimed } = await settleLocalDatabases(deps, config.dataDir);
       if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
+      await local.resumeReplication();
       // Copies of the databases this node holds go to the shared store, for recovery on another node.
       const copier = new DatabaseCopier({
         db,

@@ -22,12 +22,14 @@ export interface DatabaseProcessOptions {
   sqliteHeapBytes: number;
   /** The database file may grow to this many bytes (SQLite's max_page_count). */
   maxBytes: number;
+  /** The replicator follows the database: SQLite leaves checkpoints to it. */
+  replicated?: boolean;
   startupTimeoutMs: number;
 }
 
 /** The sandbox of a database process, as a pure function. */
 export function sqliteHostArgs(
-  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes'>,
+  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes' | 'replicated'>,
 ): string[] {
   return [
     ...DENO_RUN,
@@ -38,6 +40,7 @@ export function sqliteHostArgs(
     path.join(options.siteDir, 'db.sqlite'),
     String(options.sqliteHeapBytes),
     String(options.maxBytes),
+    options.replicated ? 'replicated' : 'alone',
   ];
 }
 

@@ -12,7 +12,15 @@ import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
 import { compactSqlite } from './sqlite-compact.ts';
 import { syncPath } from '../../storage/durable.ts';
 import type { Access, Census, Compaction, DbRequest, RowValue, Statement, StatementOutcome } from './protocol.ts';
-import { type FrozenDatabase, type SiteDatabaseProvider, StatementError, type StatementResult } from './provider.ts';
+import {
+  type FrozenDatabase,
+  type Restore,
+  type RestorePoints,
+  type SiteDatabaseProvider,
+  StatementError,
+  type StatementResult,
+} from './provider.ts';
+import { OutsideRestoreRange, type SiteReplicas } from './replication/site-replicas.ts';
 
 export interface SiteDatabaseOptions {
   dataDir: string;
@@ -28,12 +36,20 @@ export interface SiteDatabaseOptions {
   maxBytes: number;
   /** Told how long each statement or batch took, by whom it was run and whether it succeeded, for metrics. */
   onStatement?: (access: Access, ok: boolean, seconds: number) => void;
+  /** The databases' replicas; null: not replicated (BERTH_DATABASE_REPLICATION=false). */
+  replicas?: SiteReplicas | null;
 }
 
 /** Migrations may rebuild large tables and dumps read everything: both get more time than a statement. */
 const MIGRATION_TIMEOUT_MS = 5 * 60_000;
 const DUMP_TIMEOUT_MS = 10 * 60_000;
 const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
+
+const noReplication = () =>
+  new StatementError('unavailable', 'database replication is off on this node (BERTH_DATABASE_REPLICATION)');
+
+/** Restores are asked for and answered to the second. */
+const nextSecond = (ms: number): number => Math.floor(ms / 1000) * 1000 + 1000;
 
 const movedAway = () => new StatementError('moved', 'the site\u2019s database was moved to another node');
 
@@ -75,6 +91,12 @@ export class SiteDatabases implements SiteDatabaseProvider {
         // database, and a process would make an empty one. Checked here, when a process starts, not
         // on every statement.
         if (!fs.existsSync(this.#dir(siteId))) throw new StatementError('unavailable', 'the site has no database');
+        const replicator = options.replicas?.replicator;
+        const file = this.fileOf(siteId);
+        // The replicator follows the database before its first statement, so its history has no gap;
+        // a new database only once its process has made it (its first page decides its auto-vacuum).
+        const fresh = !fs.existsSync(file);
+        if (replicator && !fresh) await replicator.watch(siteId, file);
         const process = Object.assign(
           await DatabaseProcess.start({
             denoPath: options.denoPath,
@@ -83,11 +105,16 @@ export class SiteDatabases implements SiteDatabaseProvider {
             sqliteHeapBytes: SQLITE_HEAP_BYTES,
             maxBytes: options.maxBytes,
             startupTimeoutMs: 10_000,
+            replicated: Boolean(replicator),
           }),
           { siteId },
         );
         this.#started.add(process);
-        void process.exited.then(() => this.#started.delete(process));
+        void process.exited.then(() => {
+          this.#started.delete(process);
+          replicator?.idle(siteId);
+        });
+        if (replicator && fresh) await replicator.watch(siteId, file);
         return process;
       },
     });
@@ -105,15 +132,20 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
-    return revive((await this.#call(siteId, { op: 'run', access, statement })) as StatementOutcome);
+    const result = revive((await this.#call(siteId, { op: 'run', access, statement })) as StatementOutcome);
+    if (result.changes > 0) this.#options.replicas?.replicator.wrote(siteId);
+    return result;
   }
 
   async batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
-    return ((await this.#call(siteId, { op: 'batch', access, statements })) as StatementOutcome[]).map(revive);
+    const results = ((await this.#call(siteId, { op: 'batch', access, statements })) as StatementOutcome[]).map(revive);
+    if (results.some((result) => result.changes > 0)) this.#options.replicas?.replicator.wrote(siteId);
+    return results;
   }
 
   async migrate(siteId: string, sql: string, receipt: Statement): Promise<void> {
     await this.#call(siteId, { op: 'migrate', sql, receipt }, MIGRATION_TIMEOUT_MS);
+    this.#options.replicas?.replicator.wrote(siteId);
   }
 
   async dump(siteId: string, file: string): Promise<number> {
@@ -135,8 +167,94 @@ export class SiteDatabases implements SiteDatabaseProvider {
    * Compacts between calls: new calls of the site wait until it is done, and it starts once the
    * site's calls in flight are answered.
    */
-  async compact(siteId: string): Promise<Compaction> {
-    const file = path.join(this.#dir(siteId), 'db.sqlite');
+  compact(siteId: string): Promise<Compaction> {
+    return this.#exclusively(siteId, async (file) => {
+      // The engine follows the log a checkpoint truncates: it lets go first, and follows the compacted
+      // file from the next process on.
+      await this.#options.replicas?.replicator.unwatch(siteId);
+      const compaction = await compactSqlite(file, this.#dir(siteId)).catch((err: Error) => {
+        throw new StatementError('unavailable', `the database could not be compacted: ${err.message}`);
+      });
+      // A connection opened before keeps what it read of the file's header (auto-vacuum among it).
+      await this.#stop(siteId);
+      return compaction;
+    });
+  }
+
+  /**
+   * A server stopped outright leaves the log of each database it had open, with writes the replicator
+   * may not have shipped: each such database is followed again at the start (and left once idle).
+   */
+  async resumeReplication(): Promise<number> {
+    const replicator = this.#options.replicas?.replicator;
+    if (!replicator || !fs.existsSync(this.#root)) return 0;
+    const unshipped = (await fsp.readdir(this.#root)).filter(
+      (name) =>
+        /^[0-9a-f-]{36}$/.test(name) &&
+        (fs.statSync(`${this.fileOf(name)}-wal`, { throwIfNoEntry: false })?.size ?? 0) > 0,
+    );
+    await Promise.all(unshipped.map((siteId) => replicator.watch(siteId, this.fileOf(siteId))));
+    for (const siteId of unshipped) replicator.idle(siteId);
+    return unshipped.length;
+  }
+
+  /** What the database's replica can give back. */
+  async restorePoints(siteId: string): Promise<RestorePoints> {
+    const replicas = this.#options.replicas;
+    if (!replicas) throw noReplication();
+    if (this.#movedAway.has(siteId)) throw movedAway();
+    const range = await replicas.range(siteId, this.fileOf(siteId));
+    return { earliest: range?.earliest.toISOString() ?? null, latest: range?.latest.toISOString() ?? null };
+  }
+
+  /**
+   * Puts the database back as it was at `at`, between calls: the calls in flight finish, new ones wait.
+   * The replica first receives every write made before, and the restored database starts a new stretch
+   * of its history a second later, so the moment before the restore (`restoredFrom`) stays restorable.
+   */
+  restore(siteId: string, at: Date): Promise<Restore> {
+    const replicas = this.#options.replicas;
+    if (!replicas) return Promise.reject(noReplication());
+    return this.#exclusively(siteId, async (file) => {
+      await replicas.replicator.unwatch(siteId);
+      const restoredFrom = nextSecond(Date.now());
+      const dir = await this.incoming(siteId);
+      let installed = false;
+      try {
+        await replicas.restoreTo(siteId, file, at, path.join(dir, 'db.sqlite'));
+        const wait = restoredFrom - Date.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        await this.install(siteId, dir);
+        installed = true;
+      } catch (err) {
+        if (err instanceof OutsideRestoreRange)
+          return {
+            restored: false,
+            earliest: err.range?.earliest.toISOString() ?? null,
+            latest: err.range?.latest.toISOString() ?? null,
+          } as const;
+        throw new StatementError('unavailable', `the database could not be restored: ${(err as Error).message}`);
+      } finally {
+        if (!installed) {
+          await this.discardIncoming(dir);
+          // Left as it was: the engine follows it again.
+          if (this.#pool.live(siteId)) await replicas.replicator.watch(siteId, file);
+        }
+      }
+      return {
+        restored: true,
+        restoredTo: at.toISOString(),
+        restoredFrom: new Date(restoredFrom).toISOString(),
+      } as const;
+    });
+  }
+
+  /**
+   * Runs `work` on the database between calls: new calls of the site wait until it is done, and it
+   * starts once the site's calls in flight are answered.
+   */
+  async #exclusively<T>(siteId: string, work: (file: string) => Promise<T>): Promise<T> {
+    const file = this.fileOf(siteId);
     if (!fs.existsSync(file)) throw new StatementError('unavailable', 'the site has no database');
     while (this.#frozen.has(siteId)) await this.#frozen.get(siteId);
     if (this.#movedAway.has(siteId)) throw movedAway();
@@ -146,12 +264,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     try {
       while ((this.#inflight.get(siteId) ?? 0) > 0)
         await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
-      const compaction = await compactSqlite(file, this.#dir(siteId)).catch((err: Error) => {
-        throw new StatementError('unavailable', `the database could not be compacted: ${err.message}`);
-      });
-      // A connection opened before keeps what it read of the file's header (auto-vacuum among it).
-      await this.#stop(siteId);
-      return compaction;
+      return await work(file);
     } finally {
       this.#paused.delete(siteId);
       resume();
@@ -176,6 +289,9 @@ export class SiteDatabases implements SiteDatabaseProvider {
     try {
       while ((this.#inflight.get(siteId) ?? 0) > 0)
         await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      // The engine ships the last writes and lets go, so the checkpoint can empty the log; the node
+      // that takes the copy replicates it from there.
+      await this.#options.replicas?.replicator.unwatch(siteId);
       await this.#sendNow(siteId, { op: 'checkpoint' }, this.#options.statementTimeoutMs);
       this.#frozen.set(siteId, new Promise((resolve) => (thawed = resolve)));
     } finally {
@@ -190,7 +306,10 @@ export class SiteDatabases implements SiteDatabaseProvider {
         if (outcome === 'moved') this.#movedAway.add(siteId);
         this.#frozen.delete(siteId);
         thawed(outcome);
-        if (outcome !== 'moved') return;
+        if (outcome !== 'moved') {
+          if (this.#pool.live(siteId)) await this.#options.replicas?.replicator.watch(siteId, file);
+          return;
+        }
         try {
           await beforeRemoval?.();
         } finally {
@@ -252,6 +371,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
       check.kill('disposed');
       await check.exited;
     }
+    await this.#options.replicas?.replicator.unwatch(siteId);
     await this.#stop(siteId);
     await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
     await fsp.rename(dir, this.#dir(siteId));
@@ -274,6 +394,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
 
   async remove(siteId: string): Promise<void> {
     await this.#stop(siteId);
+    await this.#options.replicas?.discard(siteId);
     await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
   }
 

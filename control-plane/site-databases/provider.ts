@@ -47,6 +47,13 @@ export interface SiteDatabaseProvider {
   dump(siteId: string, file: string): Promise<number>;
   /** Rewrites the database without free space, between statements; says what that gave back. */
   compact(siteId: string): Promise<Compaction>;
+  /** The moments the database can be restored to, from its replica. */
+  restorePoints(siteId: string): Promise<RestorePoints>;
+  /**
+   * Puts the database back as it was at `at` (calls in flight finish first, new ones wait), or says
+   * what it can be restored to when `at` is outside that.
+   */
+  restore(siteId: string, at: Date): Promise<Restore>;
   /** The space the database takes on disk now, its write-ahead log included. */
   size(siteId: string): Promise<number>;
   /**
@@ -58,6 +65,16 @@ export interface SiteDatabaseProvider {
 }
 
 /** A database whose writes are paused while its file is copied (SiteDatabases.freeze). */
+/** The oldest and newest moment a database's replica can give back (ISO 8601; null: none yet). */
+export interface RestorePoints {
+  earliest: string | null;
+  latest: string | null;
+}
+
+export type Restore =
+  | { restored: true; restoredTo: string; restoredFrom: string }
+  | ({ restored: false } & RestorePoints);
+
 export interface FrozenDatabase {
   /** The database file: whole (its write-ahead log is in it) and unchanged until thawed. */
   readonly file: string;

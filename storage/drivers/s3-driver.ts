@@ -323,6 +323,34 @@ export class S3Driver implements BlobDriver {
     return true;
   }
 
+  /**
+   * The bytes held under `tree/` (relative to the store's prefix), a folder another program writes
+   * with keys of its own (the database replicas), outside the folders of the blob store.
+   */
+  async treeBytes(tree: string): Promise<number> {
+    let bytes = 0;
+    for await (const object of this.#listObjects(this.#tree(tree))) bytes += object.bytes;
+    return bytes;
+  }
+
+  /** Removes everything under `tree/`; returns how many objects it removed. */
+  async removeTree(tree: string): Promise<number> {
+    const prefix = this.#tree(tree);
+    let removed = 0;
+    for await (const object of this.#listObjects(prefix)) {
+      await this.#send('remove an object of a tree', () =>
+        this.#client.send(new DeleteObjectCommand({ Bucket: this.#at.bucket, Key: `${prefix}${object.name}` })),
+      );
+      removed++;
+    }
+    return removed;
+  }
+
+  #tree(tree: string): string {
+    if (!/^[a-z][a-z0-9-]*(\/[0-9a-z-]+)*$/.test(tree)) throw new Error(`not a tree: ${tree}`);
+    return `${this.#at.prefix}${tree}/`;
+  }
+
   async *#listObjects(prefix: string): AsyncIterable<{ name: string; bytes: number; modifiedMs: number }> {
     let token: string | undefined;
     do {

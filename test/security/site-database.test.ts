@@ -253,6 +253,33 @@ test('triggers and views of the tenant get no more than the tenant’s rights in
   t.false(JSON.stringify(listed.body).includes(t0.dataDir), 'no host path in the receipts');
 });
 
+test('the replicator’s tables are out of a tenant’s reach: not read, written, dropped, nor taken by a rename', async (t) => {
+  const { query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE mine (id INTEGER PRIMARY KEY, seq INTEGER)');
+  for (const sql of [
+    'SELECT * FROM _litestream_seq',
+    'INSERT INTO _litestream_seq (id, seq) VALUES (1, 99)',
+    'UPDATE _litestream_lock SET id = 2',
+    'DELETE FROM _litestream_seq',
+    'DROP TABLE _litestream_lock',
+    'CREATE TRIGGER t AFTER INSERT ON _litestream_seq BEGIN SELECT 1; END',
+    'CREATE TABLE _litestream_other (x)',
+  ]) {
+    const res = await query(sql);
+    t.is(res.status, 400, sql);
+    t.is(res.body.errors[0]?.code, 'statement_not_allowed', sql);
+    t.regex(res.body.errors[0]!.message, /belong to the database's replication/, sql);
+  }
+  // The names exist before any tenant statement, so none can be taken over.
+  const renamed = await query('ALTER TABLE mine RENAME TO _litestream_seq');
+  t.false(renamed.body.success);
+  // A trigger of the tenant's cannot reach them from Berth's own statements either.
+  await query('CREATE TABLE log (n)');
+  await query('CREATE TRIGGER sneak AFTER INSERT ON log BEGIN DELETE FROM _litestream_seq; END');
+  const fired = await query('INSERT INTO log VALUES (1)');
+  t.is(fired.body.errors[0]?.code, 'statement_not_allowed');
+});
+
 test('a runaway statement is stopped at its time limit and the database recovers; others never wait on it', async (t) => {
   const strict = await startTestBerth({ databaseTimeoutMs: 1000 });
   t.teardown(() => strict.dispose());

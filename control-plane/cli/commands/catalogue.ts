@@ -234,6 +234,13 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
         database: true,
         examples: ['berth db compact --site blog'],
       },
+      {
+        usage: 'restore-points',
+        operation: 'get_database_restore_points',
+        site: 'siteId',
+        database: true,
+        examples: ['berth db restore-points --site blog'],
+      },
     ],
   },
 ];

@@ -1,5 +1,5 @@
-// `berth db migrate` and `berth db delete`: the site database's schema from a folder of migrations,
-// and its deletion through the API's two-step challenge.
+// `berth db migrate`, `berth db restore` and `berth db delete`: the site database's schema from a folder
+// of migrations, its return to an earlier moment, and its deletion through the API's two-step challenge.
 import { ApiError, CliError } from '../cli-error.ts';
 import type { CommandDefinition } from '../command.ts';
 import { siteDatabase } from '../database.ts';
@@ -38,6 +38,55 @@ export const dbMigrateCommand: CommandDefinition = {
     out.print(
       { databaseId: database.id, createdDatabase: created, migrations: migrations.map((m) => m.name), appliedNames },
       text,
+    );
+  },
+};
+
+const AGO = /^(\d+)([smhd])$/;
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3600_000, d: 24 * 3600_000 };
+
+/** `--at`: an RFC 3339 time, or how long ago (`90s`, `10m`, `2h`, `3d`). */
+function momentOf(text: string, now = Date.now()): string {
+  const ago = AGO.exec(text.trim());
+  if (ago) return new Date(now - Number(ago[1]) * UNIT_MS[ago[2]!]!).toISOString();
+  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(Date.parse(text)))
+    throw new UsageError(
+      `--at takes an RFC 3339 time (2026-11-26T09:30:00Z) or how long ago (10m, 2h, 3d), not "${text}"`,
+    );
+  return new Date(text).toISOString();
+}
+
+export const dbRestoreCommand: CommandDefinition = {
+  usage: 'restore',
+  summary:
+    'put the site database back as it was at a moment, after a confirmation (the moment before stays restorable)',
+  examples: ['berth db restore --at 10m --site hello', 'berth db restore --at 2026-11-26T09:30:00Z --site hello --yes'],
+  site: true,
+  options: [
+    { flags: '--at <time>', description: 'an RFC 3339 time, or how long ago (10m, 2h, 3d)' },
+    { flags: '-y, --yes', description: 'confirm without being asked (for scripts)' },
+  ],
+  async run({ options, out, api, site }) {
+    if (typeof options.at !== 'string')
+      throw new UsageError('say which moment with --at (10m, 2h, or an RFC 3339 time)');
+    const at = momentOf(options.at);
+    const client = api();
+    const target = await site();
+    const { database } = await siteDatabase(client, target);
+    const base = `sites/${target.id}/databases/${database.id}`;
+    if (options.yes !== true) {
+      if (!stdinIsTerminal())
+        throw new UsageError('restoring a database needs a confirmation: run it at a terminal, or pass --yes');
+      const typed = await ask(
+        `Restore the database of ${target.subdomain} to ${at}? What was written after it is replaced (the state before the restore stays restorable).\nType the subdomain (${target.subdomain}) to confirm: `,
+      );
+      if (typed.trim() !== target.subdomain)
+        throw new CliError('not restored: the confirmation did not match', { code: 'cancelled' });
+    }
+    const answer = await client.post<{ restoredTo: string; restoredFrom: string }>(`${base}/restore`, { at });
+    out.print(
+      answer,
+      `Restored the database of ${target.subdomain} to ${answer.restoredTo}\nto undo: berth db restore --at ${answer.restoredFrom} --site ${target.subdomain}`,
     );
   },
 };

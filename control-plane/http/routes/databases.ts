@@ -112,6 +112,28 @@ export const databaseRoutes: OperationRoute[] = [
     ok: 'the size before and after',
   },
   {
+    operation: db.getDatabaseRestorePoints,
+    method: 'GET',
+    path: '/v0/sites/:siteId/databases/:databaseId/restore-points',
+    operationId: 'getDatabaseRestorePoints',
+    tag: 'Databases',
+    ok: 'the oldest and newest restorable moment',
+  },
+  {
+    operation: db.restoreDatabase,
+    method: 'POST',
+    path: '/v0/sites/:siteId/databases/:databaseId/restore',
+    operationId: 'restoreDatabase',
+    tag: 'Databases',
+    ok: 'the moment restored to, and the moment before the restore (restorable itself)',
+    errors: {
+      422: {
+        description:
+          'the moment is outside what the replica holds (restore_point_unavailable; details.earliest and details.latest give the range)',
+      },
+    },
+  },
+  {
     operation: db.createDatabaseDeletionChallenge,
     method: 'POST',
     path: '/v0/sites/:siteId/databases/:databaseId/deletion-challenges',

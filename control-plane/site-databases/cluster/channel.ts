@@ -51,6 +51,8 @@ const BODIES = {
   migrate: z.object({ sql: z.string(), receipt: StatementSchema }),
   dump: z.object({}),
   compact: z.object({}),
+  restorePoints: z.object({}),
+  restore: z.object({ at: z.iso.datetime() }),
   size: z.object({}),
   remove: z.object({}),
   move: z.object({ to: z.string().min(1).max(200) }),
@@ -360,6 +362,10 @@ async function runOp(
       return provider.migrate(siteId, input.sql as string, input.receipt as Statement);
     case 'compact':
       return provider.compact(siteId);
+    case 'restorePoints':
+      return provider.restorePoints(siteId);
+    case 'restore':
+      return provider.restore(siteId, new Date(input.at as string));
     case 'size':
       return provider.size(siteId);
     case 'remove':

@@ -8,6 +8,8 @@ import type { Change, ChangeListener } from '../../db/changes.ts';
 import {
   type Access,
   type Compaction,
+  type Restore,
+  type RestorePoints,
   type SiteDatabaseProvider,
   type Statement,
   type StatementResult,
@@ -174,6 +176,22 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
       siteId,
       (p) => p.compact(siteId),
       (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS) as Promise<Compaction>,
+    );
+  }
+
+  restorePoints(siteId: string): Promise<RestorePoints> {
+    return this.#route(
+      siteId,
+      (p) => p.restorePoints(siteId),
+      (c, a) => c.call(a, siteId, 'restorePoints', {}, LONG_CALL_MS) as Promise<RestorePoints>,
+    );
+  }
+
+  restore(siteId: string, at: Date): Promise<Restore> {
+    return this.#route(
+      siteId,
+      (p) => p.restore(siteId, at),
+      (c, a) => c.call(a, siteId, 'restore', { at: at.toISOString() }, LONG_CALL_MS) as Promise<Restore>,
     );
   }
 

@@ -21,9 +21,17 @@ import { leaveStoppingToTheHost } from '../../../deno-shim/signals.ts';
 
 leaveStoppingToTheHost();
 
-const [file, heapLimit, maxBytes] = Deno.args;
-if (!file || !heapLimit || !maxBytes)
-  throw new Error('usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes>');
+const [file, heapLimit, maxBytes, replication] = Deno.args;
+if (!file || !heapLimit || !maxBytes || (replication !== 'replicated' && replication !== 'alone'))
+  throw new Error(
+    'usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes> replicated|alone',
+  );
+/** The replicator (Litestream) follows this database's write-ahead log, and checkpoints it itself. */
+const replicated = replication === 'replicated';
+/** The replicator's own tables in the database, made here as it makes them, and out of tenants' reach. */
+const REPLICATOR_DDL =
+  'CREATE TABLE IF NOT EXISTS _litestream_seq (id INTEGER PRIMARY KEY, seq INTEGER); CREATE TABLE IF NOT EXISTS _litestream_lock (id INTEGER);';
+const REPLICATOR_TABLES = '_litestream_';
 
 // Deno 2.9 implements these parts of node:sqlite; its bundled Node types predate them.
 type Action =
@@ -219,6 +227,9 @@ function authorize(
   if (as !== 'api' && table?.toLowerCase() === LEDGER_TABLE) {
     return deny('reserved', `${LEDGER_TABLE} is reserved for migrations`);
   }
+  if (table?.toLowerCase().startsWith(REPLICATOR_TABLES)) {
+    return deny('reserved', `tables named ${REPLICATOR_TABLES}… belong to the database's replication`);
+  }
   return C.SQLITE_OK;
 }
 
@@ -235,6 +246,9 @@ db.exec(
 const pageSize = pragma<number>('page_size');
 db.exec(`PRAGMA max_page_count = ${Math.max(1, Math.floor(Number(maxBytes) / pageSize))}`);
 db.exec(LEDGER_DDL);
+// The replicator copies the log before SQLite folds it into the file, so it alone checkpoints; its
+// tables exist before any tenant statement, so none can take their names.
+if (replicated) db.exec(`PRAGMA wal_autocheckpoint = 0; ${REPLICATOR_DDL}`);
 const confinable = db as unknown as ConfinableDatabase;
 confinable.enableDefensive(true);
 confinable.limits.attach = 0;
@@ -435,7 +449,7 @@ function reclaim(): void {
   // Each step moves pages; all() steps until every free page is gone. The checkpoint then writes the
   // moved pages back and truncates both the file and its write-ahead log.
   INCREMENTAL_VACUUM.all();
-  db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+  if (!replicated) db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
 }
 
 const sizeBytes = () => pragma<number>('page_count') * pageSize;
@@ -465,7 +479,7 @@ function dump(send: (chunk: Uint8Array) => void): number {
   transaction('deferred', () => {
     const all = (sql: string) => db.prepare(sql).all() as Array<Record<string, string>>;
     const objects = all(
-      "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid",
+      "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_litestream\\_%' ESCAPE '\\' ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid",
     ) as Array<{ type: string; name: string; sql: string }>;
     line('PRAGMA foreign_keys = OFF;');
     line('BEGIN TRANSACTION;');

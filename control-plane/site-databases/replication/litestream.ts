@@ -85,6 +85,9 @@ export function litestreamConfig(
     dbs: databases.map((db) => ({
       path: db.file,
       'monitor-interval': '1s',
+      // It alone checkpoints (the database processes leave it to the engine): soon after a write, so
+      // the pages a database gave back leave its file within seconds.
+      'checkpoint-interval': '10s',
       replicas: [replicaConfig(target, db.siteId, timing)],
     })),
   });

@@ -1,0 +1,115 @@
+// Time travel: a site database put back as it was at a moment, from its replica (Litestream, to a
+// folder on the embedded defaults and to the object store on the shared backends), through the API.
+import { setTimeout as sleep } from 'node:timers/promises';
+import test from 'ava';
+import { type TestBerth, json, startTestBerth } from './helpers/berth.ts';
+import { siteWithDatabase } from './helpers/databases.ts';
+import { until } from './helpers/until.ts';
+
+let t0: TestBerth;
+test.before(async () => {
+  t0 = await startTestBerth();
+});
+test.after.always(async () => {
+  await t0?.dispose();
+});
+
+interface Points {
+  earliest: string | null;
+  latest: string | null;
+}
+
+/** Waits until the replica holds every write made up to now. */
+async function replicated(base: string): Promise<Points> {
+  const now = Date.now();
+  return until(async () => {
+    const points = json<Points>(await t0.owner.read.get(`${base}/restore-points`));
+    return points.latest !== null && Date.parse(points.latest) >= Math.floor(now / 1000) * 1000 && points;
+  }, 'the writes to reach the replica');
+}
+
+const second = (ms: number) => new Date(Math.floor(ms / 1000) * 1000).toISOString();
+
+test.serial(
+  'a restore brings back a moment’s rows and migrations, and the moment before it stays restorable',
+  async (t) => {
+    const { base, query } = await siteWithDatabase(t0.owner);
+    const migrate = (migrations: Array<{ name: string; sql: string }>) =>
+      t0.owner.api.post(`${base}/migrations/apply`, { json: { migrations, confirm: true } });
+    const history = [
+      { name: '0001_notes.sql', sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);' },
+      { name: '0002_pinned.sql', sql: 'ALTER TABLE notes ADD COLUMN pinned INTEGER;' },
+    ];
+    t.is((await migrate(history.slice(0, 1))).statusCode, 200);
+    for (const body of ['one', 'two', 'three']) await query('INSERT INTO notes (body) VALUES (?)', [body]);
+    await replicated(base);
+    await sleep(1500);
+    const t1 = Date.now();
+    await sleep(2500);
+    t.is((await migrate(history)).statusCode, 200);
+    const deleted = await query('DELETE FROM notes WHERE id > 1');
+    t.like(deleted.body.result[0]!.meta, { changes: 2 });
+    await replicated(base);
+
+    const restored = await t0.owner.api.post(`${base}/restore`, { json: { at: second(t1 + 1000) } });
+    t.is(restored.statusCode, 200, JSON.stringify(restored.body));
+    const answer = json<{ database: { id: string; status: string }; restoredTo: string; restoredFrom: string }>(
+      restored,
+    );
+    t.is(answer.restoredTo, second(t1 + 1000));
+    t.is(answer.database.status, 'READY');
+    t.true(Date.parse(answer.restoredFrom) > t1);
+    const rows = await query('SELECT body FROM notes ORDER BY id');
+    t.deepEqual(
+      rows.body.result[0]!.results.map((r) => r.body),
+      ['one', 'two', 'three'],
+    );
+    // The ledger came back with the rows: the second migration is pending again, and applies.
+    const ledger = json<{ applied: Array<{ name: string }> }>(await t0.owner.read.get(`${base}/migrations`));
+    t.deepEqual(
+      ledger.applied.map((m) => m.name),
+      ['0001_notes.sql'],
+    );
+
+    // Undone: the moment before the restore has the deletion and the second migration.
+    await replicated(base);
+    const undone = await t0.owner.api.post(`${base}/restore`, { json: { at: answer.restoredFrom } });
+    t.is(undone.statusCode, 200, JSON.stringify(undone.body));
+    const after = await query('SELECT body, pinned FROM notes ORDER BY id');
+    t.deepEqual(after.body.result[0]!.results, [{ body: 'one', pinned: null }]);
+    t.deepEqual(
+      json<{ applied: Array<{ name: string }> }>(await t0.owner.read.get(`${base}/migrations`)).applied.map(
+        (m) => m.name,
+      ),
+      ['0001_notes.sql', '0002_pinned.sql'],
+    );
+    // The restored database goes on taking writes, and replicating them.
+    t.is((await query('INSERT INTO notes (body) VALUES (?)', ['four'])).status, 200);
+    await replicated(base);
+  },
+);
+
+test.serial('a moment outside what the replica holds is refused with the range it does hold', async (t) => {
+  const { base, query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE t (n INTEGER)');
+  const points = await replicated(base);
+  t.truthy(points.earliest);
+  for (const at of [
+    new Date(Date.now() - 8 * 24 * 3600_000).toISOString(),
+    new Date(Date.now() + 3600_000).toISOString(),
+  ]) {
+    const refused = await t0.owner.api.post(`${base}/restore`, { json: { at } });
+    t.is(refused.statusCode, 422);
+    const { error } = json(refused);
+    t.is(error.code, 'restore_point_unavailable');
+    t.truthy(error.details?.earliest);
+    t.truthy(error.details?.latest);
+  }
+  const malformed = await t0.owner.api.post(`${base}/restore`, { json: { at: 'yesterday' } });
+  t.is(malformed.statusCode, 400);
+  t.is(json(malformed).error.code, 'invalid_request');
+  // A READ key sees the range and cannot restore.
+  const byReader = await t0.owner.read.post(`${base}/restore`, { json: { at: points.latest } });
+  t.is(byReader.statusCode, 403);
+  t.is(json(byReader).error.code, 'forbidden');
+});
