@@ -3,7 +3,6 @@
 import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { type SqlParam, type Statement, StatementError } from '../site-databases/provider.ts';
-import { LEDGER_TABLE } from '../site-databases/protocol.ts';
 import { countStatements } from '../site-databases/statements.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { nextStep } from './next-step.ts';
