@@ -87,7 +87,6 @@ async function startNode(work: string, name: string, env: NodeJS.ProcessEnv): Pr
       BERTH_CLUSTER_ADDRESS: `http://127.0.0.1:${channelPort}`,
       BERTH_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
       // No copies to the store during the counts: they are scheduled work, not a request's.
-      BERTH_DATABASE_COPY_MS: '0',
     },
     { ready: (line) => line.includes('"msg":"listening"'), logFile: path.join(dir, 'berth.log') },
   );

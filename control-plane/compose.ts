@@ -220,7 +220,7 @@ async function composeParts(
     ctx: createCtxHandler(deps),
     log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
   });
-  const heartbeat = new NodeHeartbeat(deps, config);
+  const heartbeat = new NodeHeartbeat(deps, config, () => siteDatabases.heartbeat());
   await heartbeat.start();
   stack.defer('the heartbeat', () => heartbeat.stop());
   const channel = await siteDatabases.start(deps);

@@ -42,14 +42,14 @@ export interface Config {
   accountStorageBytes: number;
   /** How often blobs no version references are removed (each once unused that long); 0: never. */
   blobSweepMs: number;
-  /** How often a database node copies the site databases it holds that changed to the object store (shared metadata only); 0: never. */
-  databaseCopyMs: number;
   /** Each site database's write-ahead log is copied to its replica as it is written (Litestream). */
   databaseReplication: boolean;
   /** Where replicas go without an object store; empty: <data dir>/database-replicas (see replicaDirOf). */
   databaseReplicaDir: string;
   /** How far back a site database can be restored. */
   databaseRetentionMs: number;
+  /** A database node whose heartbeat is this old has its databases taken over from their replicas; 0: never by itself. */
+  databaseFailoverMs: number;
   maxJsonBytes: number;
   logLevel: string;
   shutdownGraceMs: number;
@@ -174,10 +174,10 @@ export const DEFAULTS: Config = {
   maxFileBytes: 512 * 1024 * 1024,
   accountStorageBytes: 10 * 1024 ** 3,
   blobSweepMs: 3600_000,
-  databaseCopyMs: 15 * 60_000,
   databaseReplication: true,
   databaseReplicaDir: '',
   databaseRetentionMs: 7 * 24 * 3600_000,
+  databaseFailoverMs: 30_000,
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
   shutdownGraceMs: 10_000,
@@ -247,6 +247,14 @@ function duration(env: NodeJS.ProcessEnv, name: string, fallback: number, min: n
     throw new ConfigError(
       `${name} must be a duration such as 36h or 7d, from ${min / 3600_000} hours to ${max / UNITS.d!} days, got "${raw}"`,
     );
+  return value;
+}
+
+/** BERTH_DATABASE_FAILOVER_MS: 0 (off), or long enough that a node fences itself (half of it) after two missed heartbeats. */
+function failoverMs(env: NodeJS.ProcessEnv): number {
+  const value = integer(env, 'BERTH_DATABASE_FAILOVER_MS', DEFAULTS.databaseFailoverMs, 0, 24 * 3600_000);
+  if (value !== 0 && value < 20_000)
+    throw new ConfigError(`BERTH_DATABASE_FAILOVER_MS must be 0 (off) or at least 20000, got "${value}"`);
   return value;
 }
 
@@ -523,9 +531,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       Number.MAX_SAFE_INTEGER,
     ),
     blobSweepMs: integer(env, 'BERTH_BLOB_SWEEP_MS', DEFAULTS.blobSweepMs, 0, 7 * 24 * 3600_000),
-    databaseCopyMs: integer(env, 'BERTH_DATABASE_COPY_MS', DEFAULTS.databaseCopyMs, 0, 7 * 24 * 3600_000),
     databaseReplication: flag(env, 'BERTH_DATABASE_REPLICATION', DEFAULTS.databaseReplication),
     databaseReplicaDir: optionalPath(env, 'BERTH_DATABASE_REPLICA_DIR'),
+    databaseFailoverMs: failoverMs(env),
     databaseRetentionMs: duration(
       env,
       'BERTH_DATABASE_RETENTION',

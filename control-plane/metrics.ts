@@ -26,6 +26,16 @@ export interface LaterReadings {
   liveWorkers: () => number;
   /** Site database calls sent to other nodes. */
   channelCalls: () => number;
+  /** Site databases of lost nodes this node took over (cluster/failover.ts). */
+  databasesTakenOver: () => number;
+  /** The replication of the site databases this node follows. */
+  replication: () => ReplicationReading;
+}
+
+export interface ReplicationReading {
+  databases: Array<{ siteId: string; lagMs: number; replicatedAt: Date | null; replicaBytes: number | null }>;
+  restarts: number;
+  errors: number;
 }
 
 /** A counter whose total another part keeps: set from it at each scrape. */
@@ -43,7 +53,12 @@ function mirrored(name: string, help: string, registers: Registry[], total: () =
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly #later: LaterReadings = { liveWorkers: () => 0, channelCalls: () => 0 };
+  readonly #later: LaterReadings = {
+    liveWorkers: () => 0,
+    channelCalls: () => 0,
+    databasesTakenOver: () => 0,
+    replication: () => ({ databases: [], restarts: 0, errors: 0 }),
+  };
   readonly #requests: Counter<'kind' | 'route' | 'status'>;
   readonly #requestSeconds: Histogram<'kind' | 'route'>;
   readonly #workersStarted: Counter;
@@ -179,6 +194,56 @@ export class Metrics {
       registers,
       () => later.channelCalls(),
     );
+    mirrored(
+      'berth_databases_taken_over_total',
+      'Site databases of lost nodes this node took over from their replicas',
+      registers,
+      () => later.databasesTakenOver(),
+    );
+    mirrored(
+      'berth_database_replicator_restarts_total',
+      'Starts of the replication engine (it restarts when the set of databases in use changes)',
+      registers,
+      () => later.replication().restarts,
+    );
+    mirrored(
+      'berth_database_replicator_errors_total',
+      'Errors the replication engine reported',
+      registers,
+      () => later.replication().errors,
+    );
+    new Gauge({
+      name: 'berth_database_replication_lag_seconds',
+      help: 'How long the oldest write not yet known to be in the replica has waited, per site database in use',
+      labelNames: ['site'],
+      registers,
+      collect() {
+        this.reset();
+        for (const db of later.replication().databases) this.set({ site: db.siteId }, db.lagMs / 1000);
+      },
+    });
+    new Gauge({
+      name: 'berth_database_replicated_timestamp_seconds',
+      help: 'When the replica last received writes of the site database (Unix time), per site database in use',
+      labelNames: ['site'],
+      registers,
+      collect() {
+        this.reset();
+        for (const db of later.replication().databases)
+          if (db.replicatedAt) this.set({ site: db.siteId }, db.replicatedAt.getTime() / 1000);
+      },
+    });
+    new Gauge({
+      name: 'berth_database_replica_bytes',
+      help: 'Bytes the replica of the site database takes (measured every few minutes), per site database in use',
+      labelNames: ['site'],
+      registers,
+      collect() {
+        this.reset();
+        for (const db of later.replication().databases)
+          if (db.replicaBytes !== null) this.set({ site: db.siteId }, db.replicaBytes);
+      },
+    });
     new Gauge({
       name: 'berth_bytes_stored',
       help: 'Bytes of file content stored (each distinct blob once)',

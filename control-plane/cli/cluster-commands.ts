@@ -144,11 +144,8 @@ export async function recoverDatabase(
       'on SQLite metadata there is one node, and its data dir is the database: restore it from a backup (berth admin restore)',
     );
   const { db } = store;
-  const row = (await db('databases')
-    .leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id')
-    .where('databases.site_id', siteId)
-    .first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
-    | { node_id: string | null; copied_at: string | null }
+  const row = (await db('databases').where({ site_id: siteId }).first('node_id')) as
+    | { node_id: string | null }
     | undefined;
   if (!row) throw new BerthError('not_found', `site ${siteId} has no database`);
   const nodes = await listNodes(db);
@@ -163,11 +160,6 @@ export async function recoverDatabase(
     throw new BerthError(
       'invalid_request',
       'the database is not placed on any node yet: start the node whose data dir holds it',
-    );
-  if (row.copied_at === null)
-    throw new BerthError(
-      'not_found',
-      `there is no copy of the database in the object store: it can only come back with node ${row.node_id}`,
     );
   const to = typeof values.to === 'string' ? values.to : undefined;
   const target = to ? nodes.find((n) => n.id === to) : leastHeld(nodes);
@@ -199,7 +191,7 @@ export async function recoverDatabase(
     client.close();
   }
   return {
-    json: { recovery: { ...report, copyAgeSeconds: Math.round((Date.now() - Date.parse(report.copiedAt)) / 1000) } },
-    text: `recovered the database of site ${siteId} on ${report.to} from its copy of ${report.copiedAt} (${age(report.copiedAt)} old): ${formatBytes(report.bytes)}, ${report.rows} rows in ${report.tables} tables, checked. Writes made on ${report.from} after that copy are not in it; if ${report.from} comes back, its file is set aside in its data dir's superseded/ folder, never served`,
+    json: { recovery: report },
+    text: `recovered the database of site ${siteId} on ${report.to} from its replica, which last received writes at ${report.replicatedAt} (${age(report.replicatedAt)} ago): ${formatBytes(report.bytes)}, ${report.rows} rows in ${report.tables} tables, checked. If ${report.from} comes back, its file is set aside in its data dir's superseded/ folder, never served`,
   };
 }

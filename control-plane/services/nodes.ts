@@ -116,9 +116,17 @@ export class NodeHeartbeat {
   #timer: NodeJS.Timeout | undefined;
   #beating: Promise<void> = Promise.resolve();
 
-  constructor(deps: Pick<Deps, 'db' | 'nodeId' | 'log'>, config: Pick<Config, 'roles' | 'clusterAddress'>) {
+  readonly #onBeat: () => void;
+
+  /** `onBeat` is told each time the heartbeat was written (fencing counts from it). */
+  constructor(
+    deps: Pick<Deps, 'db' | 'nodeId' | 'log'>,
+    config: Pick<Config, 'roles' | 'clusterAddress'>,
+    onBeat: () => void = () => undefined,
+  ) {
     this.#deps = deps;
     this.#config = config;
+    this.#onBeat = onBeat;
   }
 
   /** Registers the node (a restart replaces its row) and beats until stop(). */
@@ -136,6 +144,7 @@ export class NodeHeartbeat {
       draining_at: null,
     };
     await this.#deps.db('nodes').insert(row).onConflict('id').merge();
+    this.#onBeat();
     this.#timer = setInterval(() => {
       this.#beating = this.#beat().catch((err) =>
         logJobFailure(this.#deps.log, err, 'the node heartbeat could not be written'),
@@ -149,6 +158,7 @@ export class NodeHeartbeat {
       .db('nodes')
       .where({ id: this.#deps.nodeId })
       .update({ heartbeat_at: new Date().toISOString(), stopped_at: null });
+    this.#onBeat();
   }
 
   /** Stops beating and records a clean stop, so other nodes know at once. */

@@ -2,7 +2,7 @@
 // database is in its data dir and its own provider serves them. On shared metadata (PostgreSQL) each
 // database is placed on a node: calls go where it is (over the internal channel when that is another
 // node), and a node that takes part in the channel (BERTH_CLUSTER_ADDRESS) answers other nodes' calls,
-// keeps copies of the databases it holds in the blob store, and moves or recovers databases when asked.
+// moves or recovers databases when asked. Every node replicates the databases it holds (replication/).
 import type http from 'node:http';
 import type https from 'node:https';
 import path from 'node:path';
@@ -17,11 +17,12 @@ import type { SiteDatabaseProvider } from './provider.ts';
 import { adoptDataDir, claimEveryDatabase, settleLocalDatabases } from './data-dir.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
 import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel.ts';
-import { DatabaseCopier } from './cluster/copies.ts';
 import { DatabaseMover, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 import type { ReplicaTarget } from './replication/litestream.ts';
 import { SiteReplicas } from './replication/site-replicas.ts';
+import { Failover } from './cluster/failover.ts';
+import { Fence } from './cluster/fence.ts';
 
 export interface SiteDatabaseParts {
   metadata: Metadata;
@@ -68,6 +69,8 @@ export interface ComposedSiteDatabases {
    * in the cluster. Returns the channel's listener, not yet listening, when this node takes part in it.
    */
   start(deps: Deps): Promise<http.Server | https.Server | null>;
+  /** This node's heartbeat was written (fencing counts from it). */
+  heartbeat(): void;
 }
 
 /**
@@ -92,7 +95,10 @@ export function composeSiteDatabases(
       })
     : null;
   // Closed after the provider: the engine ships what the last statements wrote as it stops.
-  if (replicas) stack.defer('the database replicas', () => replicas.close());
+  if (replicas) {
+    stack.defer('the database replicas', () => replicas.close());
+    metrics.read({ replication: () => replicas.reading() });
+  }
   const local = new SiteDatabases({
     dataDir: config.dataDir,
     denoPath: parts.denoPath,
@@ -116,6 +122,7 @@ export function composeSiteDatabases(
         await local.resumeReplication();
         return null;
       },
+      heartbeat: () => undefined,
     };
   }
   const client = config.clusterAddress ? new ChannelClient(channelKey(parts.masterKey), parts.nodeId, parts.tls) : null;
@@ -128,10 +135,13 @@ export function composeSiteDatabases(
     statementTimeoutMs: config.databaseTimeoutMs,
   });
   stack.defer('the site databases', () => placed.close());
+  const failsOver = config.databaseFailoverMs > 0 && replicas !== null && config.roles.includes('database');
+  let fence: Fence | null = null;
   return {
     provider: placed,
     local,
     placed,
+    heartbeat: () => fence?.renewed(),
     start: async (deps) => {
       const { db, nodeId, log } = deps;
       deps.changes.subscribe(placed);
@@ -140,17 +150,26 @@ export function composeSiteDatabases(
       const { claimed } = await settleLocalDatabases(deps, config.dataDir);
       if (claimed > 0) log.info({ databases: claimed, node: nodeId }, 'recorded the site databases this node holds');
       await local.resumeReplication();
-      // Copies of the databases this node holds go to the shared store, for recovery on another node.
-      const copier = new DatabaseCopier({
-        db,
-        nodeId,
-        blobs: deps.blobs,
-        dataDir: config.dataDir,
-        tmpDir: path.join(config.dataDir, 'sites', 'copies.tmp'),
-        log,
-      });
-      if (config.roles.includes('database') && config.databaseCopyMs > 0) copier.start(config.databaseCopyMs);
-      stack.defer('the database copier', () => copier.stop());
+      if (failsOver) {
+        fence = new Fence({
+          fenceMs: config.databaseFailoverMs / 2,
+          fenced: async () => {
+            log.error(
+              { node: nodeId, sinceMs: config.databaseFailoverMs / 2 },
+              'this node could not write its heartbeat: it stops serving its site databases until it can, as another node may take them over',
+            );
+            await local.fence();
+          },
+          restored: async () => {
+            // What another node took over meanwhile is set aside, never served.
+            const { setAside } = await settleLocalDatabases(deps, config.dataDir);
+            local.unfence();
+            log.warn({ node: nodeId, setAside }, 'this node writes its heartbeat again and serves its site databases');
+          },
+        });
+        const closing = fence;
+        stack.defer('the fence', () => closing.close());
+      }
       if (!client) return null;
       const mover = new DatabaseMover({
         db,
@@ -158,10 +177,14 @@ export function composeSiteDatabases(
         local,
         channel: client,
         changes: deps.changes,
-        blobs: deps.blobs,
-        copier,
         log,
       });
+      if (failsOver) {
+        const failover = new Failover({ db, nodeId, mover, log, failoverMs: config.databaseFailoverMs });
+        failover.start();
+        stack.defer('the failover', () => failover.stop());
+        metrics.read({ databasesTakenOver: () => failover.recovered });
+      }
       return channelServer({
         verifier: new RequestVerifier(channelKey(parts.masterKey)),
         provider: local,

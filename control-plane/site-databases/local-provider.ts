@@ -79,6 +79,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
   readonly #frozen = new Map<string, Promise<'moved' | 'kept'>>();
   /** Sites whose database was moved to another node: a call that still arrives here is told so. */
   readonly #movedAway = new Set<string>();
+  /** Fenced (cluster/fence.ts): this node lost touch with the metadata, and serves none of its databases. */
+  #fenced = false;
 
   constructor(options: SiteDatabaseOptions) {
     this.#options = options;
@@ -182,6 +184,24 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   /**
+   * Stops serving every database: calls answer `unavailable` from now on, the processes stop (a call
+   * in flight ends with them, uncommitted), and the replicator ships what it has and stops.
+   */
+  async fence(): Promise<void> {
+    this.#fenced = true;
+    this.#pool.retire(() => true);
+    for (const process of this.#started) process.kill('disposed');
+    await Promise.all([...this.#started].map((p) => p.exited));
+    await this.#options.replicas?.replicator.suspend();
+  }
+
+  /** Serves again (the caller has set aside what was taken over meanwhile). */
+  unfence(): void {
+    this.#fenced = false;
+    this.#options.replicas?.replicator.resume();
+  }
+
+  /**
    * A server stopped outright leaves the log of each database it had open, with writes the replicator
    * may not have shipped: each such database is followed again at the start (and left once idle).
    */
@@ -198,12 +218,34 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return unshipped.length;
   }
 
+  /**
+   * Brings the database here from the latest state of its replica, when the node that held it is lost:
+   * checked whole and put in place like an arriving copy. Null when the replica holds nothing.
+   */
+  async recoverFromReplica(siteId: string): Promise<{ census: Census; replicatedAt: Date } | null> {
+    const replicas = this.#options.replicas;
+    if (!replicas) throw noReplication();
+    const dir = await this.incoming(siteId);
+    try {
+      const replicatedAt = await replicas.restoreLatest(siteId, path.join(dir, 'db.sqlite'));
+      if (!replicatedAt) {
+        await this.discardIncoming(dir);
+        return null;
+      }
+      return { census: await this.install(siteId, dir), replicatedAt };
+    } catch (err) {
+      await this.discardIncoming(dir);
+      if (err instanceof StatementError) throw err;
+      throw new StatementError('unavailable', `the replica could not be restored: ${(err as Error).message}`);
+    }
+  }
+
   /** What the database's replica can give back. */
   async restorePoints(siteId: string): Promise<RestorePoints> {
     const replicas = this.#options.replicas;
     if (!replicas) throw noReplication();
     if (this.#movedAway.has(siteId)) throw movedAway();
-    const range = await replicas.range(siteId, this.fileOf(siteId));
+    const range = await replicas.range(siteId);
     return { earliest: range?.earliest.toISOString() ?? null, latest: range?.latest.toISOString() ?? null };
   }
 
@@ -221,7 +263,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
       const dir = await this.incoming(siteId);
       let installed = false;
       try {
-        await replicas.restoreTo(siteId, file, at, path.join(dir, 'db.sqlite'));
+        await replicas.restoreTo(siteId, at, path.join(dir, 'db.sqlite'));
         const wait = restoredFrom - Date.now();
         if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         await this.install(siteId, dir);
@@ -441,6 +483,11 @@ export class SiteDatabases implements SiteDatabaseProvider {
   ): Promise<unknown> {
     for (;;) {
       while (this.#paused.has(siteId)) await this.#paused.get(siteId);
+      if (this.#fenced)
+        throw new StatementError(
+          'unavailable',
+          'the node that holds the database lost touch with the metadata: it serves it again once it is back',
+        );
       if (this.#movedAway.has(siteId)) throw movedAway();
       const frozen = this.#frozen.get(siteId);
       if (frozen && request?.op === 'migrate') {

@@ -115,10 +115,10 @@ for (const target of targets) {
       () => s.replicator.status(siteId)?.upToDate && s.replicator.status(siteId)?.replicatedAt,
       'the writes to be replicated',
     );
-    const generations = await listGenerations({ siteId, file }, s.target, timing, path.join(s.root, 'work'));
+    const generations = await listGenerations(siteId, s.target, timing, path.join(s.root, 'work'));
     t.is(generations.length, 1);
     const out = path.join(s.root, 'restored.sqlite');
-    await restoreReplica({ siteId, file }, s.target, timing, path.join(s.root, 'work'), out, {
+    await restoreReplica(siteId, s.target, timing, path.join(s.root, 'work'), out, {
       generation: generations[0]!.generation,
     });
     t.deepEqual(
@@ -143,15 +143,15 @@ for (const target of targets) {
     db.prepare('DELETE FROM t WHERE n > 1').run();
     s.replicator.wrote(siteId);
     await until(() => s.replicator.status(siteId)?.upToDate, 'the writes to be replicated');
-    const [generation] = await listGenerations({ siteId, file }, s.target, timing, path.join(s.root, 'work'));
+    const [generation] = await listGenerations(siteId, s.target, timing, path.join(s.root, 'work'));
     const then = path.join(s.root, 'then.sqlite');
-    await restoreReplica({ siteId, file }, s.target, timing, path.join(s.root, 'work'), then, {
+    await restoreReplica(siteId, s.target, timing, path.join(s.root, 'work'), then, {
       generation: generation!.generation,
       at: t1,
     });
     t.deepEqual(rowsOf(then), [1, 2, 3]);
     const now = path.join(s.root, 'now.sqlite');
-    await restoreReplica({ siteId, file }, s.target, timing, path.join(s.root, 'work'), now, {
+    await restoreReplica(siteId, s.target, timing, path.join(s.root, 'work'), now, {
       generation: generation!.generation,
     });
     t.deepEqual(rowsOf(now), [1]);
@@ -169,14 +169,9 @@ for (const target of targets) {
     // At once: the engine has not polled since the write.
     await s.replicator.unwatch(a);
     t.is(s.replicator.status(a), null);
-    const [generation] = await listGenerations(
-      { siteId: a, file: first.file },
-      s.target,
-      timing,
-      path.join(s.root, 'work'),
-    );
+    const [generation] = await listGenerations(a, s.target, timing, path.join(s.root, 'work'));
     const out = path.join(s.root, 'a.sqlite');
-    await restoreReplica({ siteId: a, file: first.file }, s.target, timing, path.join(s.root, 'work'), out, {
+    await restoreReplica(a, s.target, timing, path.join(s.root, 'work'), out, {
       generation: generation!.generation,
     });
     t.deepEqual(rowsOf(out), [7]);

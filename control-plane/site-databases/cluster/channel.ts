@@ -74,13 +74,13 @@ export interface MoveReport {
   pausedMs: number;
 }
 
-/** What bringing a database back from its copy did, as the node that took it reports it. */
+/** What bringing a database back from its replica did, as the node that took it reports it. */
 export interface RecoveryReport {
   siteId: string;
   from: string;
   to: string;
-  /** When the copy was taken: writes after it are not in the database. */
-  copiedAt: string;
+  /** When the replica last received writes: later ones, if any, are not in the database. */
+  replicatedAt: string;
   bytes: number;
   tables: number;
   rows: number;
@@ -143,7 +143,7 @@ export interface ChannelTls {
   ca: Buffer;
 }
 
-const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-z]+)$/;
+const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-zA-Z]+)$/;
 const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'recover']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {

@@ -3,17 +3,14 @@
 // the metadata, pauses the database's writes (reads go on: SiteDatabases.freeze), sends the file over
 // the internal channel to the new node, which checks it whole and counts every table's rows, compares
 // those counts with its own, then switches the placement in one conditional update. Writes that waited
-// learn that the database moved and go to the new node; the moved file is stored as the database's
-// copy in the object store, then removed. Anything that fails before the switch leaves the database
-// where it was, and the new node's copy is discarded.
+// learn that the database moved and go to the new node; the moved file is then removed. Anything that
+// fails before the switch leaves the database where it was, and the new node's copy is discarded.
 //
-// Recovery is the other way round: when the node that held a database is lost, another node takes the
-// latest copy from the object store (copies.ts), checks it the same way, and the placement is
-// switched to it, under the same lease.
-import fs from 'node:fs';
+// Recovery is the other way round: when the node that held a database is lost, another node restores
+// the latest state of its replica (replication/), checks it the same way, and the placement is switched
+// to it, under the same lease.
 import fsp from 'node:fs/promises';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { Knex } from 'knex';
 import type { Logger } from '../../log.ts';
 import type { ChangeFeed } from '../../db/changes.ts';
@@ -22,9 +19,7 @@ import type { SiteDatabases } from '../local-provider.ts';
 import { lockRows } from '../../db/locks.ts';
 import { leftByThisNode } from '../../db/node-work.ts';
 import { listNodes } from '../../services/nodes.ts';
-import type { BlobStore } from '../../../storage/blob-store.ts';
 import type { ChannelClient, MoveReport, RecoveryReport } from './channel.ts';
-import type { DatabaseCopier } from './copies.ts';
 
 /** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
 const LEASE_MS = 30 * 60_000;
@@ -37,8 +32,6 @@ export interface DatabaseMoverOptions {
   local: SiteDatabases;
   channel: ChannelClient;
   changes: ChangeFeed;
-  blobs: BlobStore;
-  copier: DatabaseCopier;
   log: Logger;
 }
 
@@ -116,16 +109,7 @@ export class DatabaseMover {
           pausedMs: Math.round(performance.now() - started),
         };
       } finally {
-        await frozen.thaw(outcome, () =>
-          this.#options.copier
-            .copyFile(siteId, frozen.file)
-            .catch((err: unknown) =>
-              log.warn(
-                { err, siteId },
-                'the moved database could not be copied to the object store; its next scheduled copy will be',
-              ),
-            ),
-        );
+        await frozen.thaw(outcome);
         if (outcome === 'moved') await changes.publish({ kind: 'database', siteId });
       }
     } finally {
@@ -134,16 +118,13 @@ export class DatabaseMover {
   }
 
   /**
-   * Brings the site's database back on this node from its latest copy in the object store, when the
-   * node `from` that held it is lost. The copy is checked whole before the placement is switched.
+   * Brings the site's database back on this node from the latest state of its replica, when the node
+   * `from` that held it is lost. It is checked whole before the placement is switched.
    */
   async recoverHere(siteId: string, from: string): Promise<RecoveryReport> {
-    const { db, nodeId, local, blobs, changes } = this.#options;
-    const row = (await db('databases')
-      .leftJoin('database_copies', 'database_copies.site_id', 'databases.site_id')
-      .where('databases.site_id', siteId)
-      .first('databases.node_id as node_id', 'database_copies.copied_at as copied_at')) as
-      | { node_id: string | null; copied_at: string | null }
+    const { db, nodeId, local, changes } = this.#options;
+    const row = (await db('databases').where({ site_id: siteId }).first('node_id')) as
+      | { node_id: string | null }
       | undefined;
     if (!row) throw new MoveError('unavailable', 'the site has no database');
     if (row.node_id !== from) throw new MoveError('failed', `the database is not on node ${from}`);
@@ -153,25 +134,15 @@ export class DatabaseMover {
         'failed',
         `node ${from} is up: move its databases with drain-node instead, which loses no write`,
       );
-    if (row.copied_at === null)
-      throw new MoveError('unavailable', 'there is no copy of the database in the object store');
     await this.#lease(siteId, from, nodeId);
     try {
-      const source = await blobs.openDatabaseCopy(siteId);
-      if (!source) throw new MoveError('unavailable', 'the copy of the database is missing from the object store');
-      const dir = await local.incoming(siteId);
-      let census: Census;
-      try {
-        await pipeline(source, fs.createWriteStream(path.join(dir, 'db.sqlite'), { mode: 0o600, flush: true }));
-        census = await local.install(siteId, dir);
-      } catch (err) {
-        await local.discardIncoming(dir);
-        throw err;
-      }
+      const recovered = await local.recoverFromReplica(siteId);
+      if (!recovered) throw new MoveError('unavailable', 'the database has no replica to recover from');
+      const { census, replicatedAt } = recovered;
       const { size: bytes } = await fsp.stat(path.join(local.fileOf(siteId)));
       if (census.integrity !== 'ok') {
         await local.remove(siteId);
-        throw new MoveError('unavailable', `the copy failed SQLite's integrity check: ${census.integrity}`);
+        throw new MoveError('unavailable', `the replica failed SQLite's integrity check: ${census.integrity}`);
       }
       const switched = await db('databases').where({ site_id: siteId, node_id: from }).update({ node_id: nodeId });
       if (switched !== 1) {
@@ -184,7 +155,7 @@ export class DatabaseMover {
         siteId,
         from,
         to: nodeId,
-        copiedAt: row.copied_at,
+        replicatedAt: replicatedAt.toISOString(),
         bytes,
         tables: Object.keys(census.tables).length,
         rows,

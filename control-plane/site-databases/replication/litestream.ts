@@ -99,20 +99,27 @@ export interface Generation {
   end: Date;
 }
 
-/** Runs one of the engine's commands about a single database (its configuration written to `workDir`). */
+/**
+ * Runs one of the engine's commands about a single database's replica. The engine finds the replica
+ * through a configuration naming a database file; it is given an empty stand-in for it, since the
+ * database itself may not be on this node (a recovery) and is none of the command's business.
+ */
 async function command(
   args: string[],
-  db: ReplicatedDatabase,
+  siteId: string,
   target: ReplicaTarget,
   timing: ReplicationTiming,
   workDir: string,
   timeoutMs: number,
 ): Promise<string> {
   await fsp.mkdir(workDir, { recursive: true, mode: 0o700 });
-  const config = path.join(workDir, `litestream-${crypto.randomUUID()}.json.tmp`);
-  await fsp.writeFile(config, litestreamConfig([db], target, timing), { mode: 0o600 });
+  const name = path.join(workDir, `litestream-${crypto.randomUUID()}`);
+  const config = `${name}.json.tmp`;
+  const standIn = `${name}.sqlite.tmp`;
+  await fsp.writeFile(standIn, '', { mode: 0o600 });
+  await fsp.writeFile(config, litestreamConfig([{ siteId, file: standIn }], target, timing), { mode: 0o600 });
   try {
-    const result = await execa(litestreamBinary(), [...args, '-config', config, '-no-expand-env', db.file], {
+    const result = await execa(litestreamBinary(), [...args, '-config', config, '-no-expand-env', standIn], {
       reject: false,
       timeout: timeoutMs,
       stdin: 'ignore',
@@ -125,7 +132,7 @@ async function command(
       );
     return String(result.stdout);
   } finally {
-    await fsp.rm(config, { force: true });
+    await Promise.all([fsp.rm(config, { force: true }), fsp.rm(standIn, { force: true })]);
   }
 }
 
@@ -142,12 +149,12 @@ function lastLine(stderr: string): string {
 
 /** The replica's generations: each a continuous stretch of the database's history, with its time bounds. */
 export async function listGenerations(
-  db: ReplicatedDatabase,
+  siteId: string,
   target: ReplicaTarget,
   timing: ReplicationTiming,
   workDir: string,
 ): Promise<Generation[]> {
-  const out = await command(['generations'], db, target, timing, workDir, 60_000);
+  const out = await command(['generations'], siteId, target, timing, workDir, 60_000);
   const generations: Generation[] = [];
   for (const line of out.split('\n').slice(1)) {
     const [, generation, , start, end] = line.trim().split(/\s+/);
@@ -162,7 +169,7 @@ export async function listGenerations(
  * `generation`, or that generation's latest state without `at`.
  */
 export async function restoreReplica(
-  db: ReplicatedDatabase,
+  siteId: string,
   target: ReplicaTarget,
   timing: ReplicationTiming,
   workDir: string,
@@ -171,5 +178,5 @@ export async function restoreReplica(
 ): Promise<void> {
   const args = ['restore', '-o', out, '-generation', choice.generation];
   if (choice.at) args.push('-timestamp', choice.at.toISOString());
-  await command(args, db, target, timing, workDir, 10 * 60_000);
+  await command(args, siteId, target, timing, workDir, 10 * 60_000);
 }

@@ -78,6 +78,8 @@ export class Replicator {
   #retry: NodeJS.Timeout | undefined;
   #trim: NodeJS.Timeout;
   #closed = false;
+  /** Fenced (cluster/fence.ts): the engine stays stopped until resume(). */
+  #suspended = false;
   /** Log lines the engine wrote at ERROR level, for /metrics. */
   errors = 0;
   restarts = 0;
@@ -181,6 +183,19 @@ export class Replicator {
       : null;
   }
 
+  /** Stops the engine gracefully (it ships what it has not shipped yet) until resume(). */
+  async suspend(): Promise<void> {
+    this.#suspended = true;
+    await this.#reconciling;
+    await this.#stopChild();
+    for (const entry of this.#entries.values()) for (const resolve of entry.joined.splice(0)) resolve();
+  }
+
+  resume(): void {
+    this.#suspended = false;
+    this.#schedule();
+  }
+
   /** Stops the engine gracefully: it ships what it has not shipped yet. */
   async close(): Promise<void> {
     this.#closed = true;
@@ -240,7 +255,7 @@ export class Replicator {
 
   /** Brings the engine's set in line with the entries, once for every change that arrives meanwhile. */
   #schedule(): void {
-    if (this.#closed || this.#pending) return;
+    if (this.#closed || this.#suspended || this.#pending) return;
     this.#pending = true;
     this.#reconciling = this.#reconciling.then(() => {
       this.#pending = false;
@@ -249,7 +264,7 @@ export class Replicator {
   }
 
   async #reconcile(): Promise<void> {
-    if (this.#closed) return;
+    if (this.#closed || this.#suspended) return;
     const wanted = [...this.#entries.keys()].sort();
     const same =
       this.#child !== null && wanted.length === this.#running.size && wanted.every((s) => this.#running.has(s));

@@ -4,6 +4,7 @@
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../../log.ts';
+import type { ReplicationReading } from '../../metrics.ts';
 import { S3Driver } from '../../../storage/drivers/s3-driver.ts';
 import {
   type Generation,
@@ -18,6 +19,8 @@ import { type RestoreRange, restorableRange, restoreChoice } from './timeline.ts
 
 export type { RestoreRange } from './timeline.ts';
 export type { ReplicaStatus } from './replicator.ts';
+
+const SIZE_EVERY_MS = 5 * 60_000;
 
 export interface SiteReplicasOptions {
   target: ReplicaTarget;
@@ -42,6 +45,10 @@ export class SiteReplicas {
   readonly #options: SiteReplicasOptions;
   readonly replicator: Replicator;
   readonly #store: S3Driver | null;
+  /** Each followed database's replica bytes, measured every few minutes (listing a replica is not free). */
+  readonly #bytes = new Map<string, number>();
+  readonly #sizer: NodeJS.Timeout;
+  #measuring: Promise<void> = Promise.resolve();
 
   constructor(options: SiteReplicasOptions) {
     this.#options = options;
@@ -62,49 +69,72 @@ export class SiteReplicas {
             ...(target.endpoint ? { endpoint: target.endpoint } : {}),
           })
         : null;
+    this.#sizer = setInterval(() => {
+      this.#measuring = this.#measuring.then(() => this.#measure());
+    }, SIZE_EVERY_MS);
+    this.#sizer.unref();
+  }
+
+  /** What /metrics, the dashboard and `berth admin nodes` show of this node's replication. */
+  reading(): ReplicationReading {
+    return {
+      databases: this.replicator.statuses().map((s) => ({
+        siteId: s.siteId,
+        lagMs: s.lagMs,
+        replicatedAt: s.replicatedAt,
+        replicaBytes: this.#bytes.get(s.siteId) ?? null,
+      })),
+      restarts: this.replicator.restarts,
+      errors: this.replicator.errors,
+    };
+  }
+
+  async #measure(): Promise<void> {
+    const followed = new Set(this.replicator.statuses().map((s) => s.siteId));
+    for (const siteId of this.#bytes.keys()) if (!followed.has(siteId)) this.#bytes.delete(siteId);
+    for (const siteId of followed) {
+      try {
+        this.#bytes.set(siteId, await this.bytes(siteId));
+      } catch (err) {
+        this.#options.log.warn({ err, siteId }, 'the size of a database replica could not be measured');
+      }
+    }
   }
 
   get retentionMs(): number {
     return this.#options.timing.retentionMs;
   }
 
-  async #generations(siteId: string, file: string): Promise<Generation[]> {
-    return listGenerations({ siteId, file }, this.#options.target, this.#options.timing, this.#options.workDir);
+  async #generations(siteId: string): Promise<Generation[]> {
+    return listGenerations(siteId, this.#options.target, this.#options.timing, this.#options.workDir);
   }
 
   /** What the database's replica can give back now. */
-  async range(siteId: string, file: string): Promise<RestoreRange | null> {
+  async range(siteId: string): Promise<RestoreRange | null> {
     const lagMs = this.replicator.status(siteId)?.lagMs ?? 0;
-    return restorableRange(await this.#generations(siteId, file), Date.now(), this.retentionMs, lagMs);
+    return restorableRange(await this.#generations(siteId), Date.now(), this.retentionMs, lagMs);
   }
 
   /**
    * Writes the database as it was at `at` to `out`. The database must be out of the replicator's set
    * (unwatch), so that everything written before is in the replica.
    */
-  async restoreTo(siteId: string, file: string, at: Date, out: string): Promise<void> {
-    const generations = await this.#generations(siteId, file);
+  async restoreTo(siteId: string, at: Date, out: string): Promise<void> {
+    const generations = await this.#generations(siteId);
     const range = restorableRange(generations, Date.now(), this.retentionMs, 0);
     const choice = range && at >= range.earliest && at <= range.latest ? restoreChoice(generations, at) : null;
     if (!choice) throw new OutsideRestoreRange(range);
-    await restoreReplica(
-      { siteId, file },
-      this.#options.target,
-      this.#options.timing,
-      this.#options.workDir,
-      out,
-      choice,
-    );
+    await restoreReplica(siteId, this.#options.target, this.#options.timing, this.#options.workDir, out, choice);
   }
 
-  /** Writes the latest state the replica holds to `out`; false when it holds nothing. */
-  async restoreLatest(siteId: string, file: string, out: string): Promise<boolean> {
-    const latest = (await this.#generations(siteId, file)).sort((a, b) => b.end.getTime() - a.end.getTime())[0];
-    if (!latest) return false;
-    await restoreReplica({ siteId, file }, this.#options.target, this.#options.timing, this.#options.workDir, out, {
+  /** Writes the latest state the replica holds to `out`; says when that was shipped, or null when it holds nothing. */
+  async restoreLatest(siteId: string, out: string): Promise<Date | null> {
+    const latest = (await this.#generations(siteId)).sort((a, b) => b.end.getTime() - a.end.getTime())[0];
+    if (!latest) return null;
+    await restoreReplica(siteId, this.#options.target, this.#options.timing, this.#options.workDir, out, {
       generation: latest.generation,
     });
-    return true;
+    return latest.end;
   }
 
   status(siteId: string): ReplicaStatus | null {
@@ -131,6 +161,8 @@ export class SiteReplicas {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.#sizer);
+    await this.#measuring;
     await this.replicator.close();
     await this.#store?.close();
   }
