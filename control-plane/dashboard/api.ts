@@ -41,7 +41,7 @@ export const currentAccountId = (): string => accountId;
 export const currentMembership = (): Membership | undefined =>
   session?.user.memberships.find((m) => m.accountId === accountId);
 
-/** ADMINs manage keys, members, exports and database deletion; MEMBERs do not see those controls. */
+/** ADMINs manage keys, members, exports, database restores and deletion; MEMBERs do not see those controls. */
 export const isAdmin = (): boolean => currentMembership()?.role === 'ADMIN';
 
 export function chooseAccount(id: string): void {

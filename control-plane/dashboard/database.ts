@@ -1,9 +1,11 @@
 // A site's database: run a statement and see a table, the applied migrations with their SQL, exports
-// with their status and download, and the two-step delete. Exports and deletion are for ADMINs.
+// with their status and download, time travel, and the two-step delete. Exports, restores and deletion are
+// for ADMINs.
 import { ApiError, api, get, isAdmin } from './api.ts';
 import { type Child, actionButton, badge, field, fill, form, formatBytes, h, statusLine, table, time } from './dom.ts';
 import type { Route } from './router.ts';
 import { siteFrame } from './sites.ts';
+import { timeTravelSection } from './time-travel.ts';
 import type { Database, DatabaseExport, MigrationReceipt, QueryEnvelope, SiteDetail } from './types.ts';
 
 /** A cell of a result row as text; NULL stands out from the string "null". */
@@ -59,6 +61,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     querySection(dbPath),
     await migrationsSection(dbPath),
     isAdmin() ? await exportsSection(dbPath) : null,
+    await timeTravelSection(site, dbPath),
     isAdmin() ? deleteSection(site, dbPath, () => render(root, route)) : null,
     sizeSection(dbPath, database),
     h(

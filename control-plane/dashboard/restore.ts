@@ -15,7 +15,13 @@ export function localToUtc(value: string): string {
   return date.toISOString();
 }
 
-const localTime = (iso: string): string => new Date(iso).toLocaleString();
+/** An instant as a `datetime-local` value in the browser's time zone, to the second. */
+export function utcToLocal(iso: string): string {
+  const date = new Date(iso);
+  return new Date(date.getTime() - date.getTimezoneOffset() * 60_000).toISOString().slice(0, 19);
+}
+
+export const localTime = (iso: string): string => new Date(iso).toLocaleString();
 
 /** The snapshot at `at` and its files (up to MAX_LISTED); a time before the history says from when. */
 async function snapshotAt(siteId: string, at: string): Promise<{ snapshot: Snapshot; files: SnapshotFile[] }> {

@@ -142,6 +142,20 @@ export interface DatabaseExport {
   downloadUrlExpiresAt?: string;
 }
 
+export interface RestorePoints {
+  database: { id: string; status: string };
+  /** The oldest and newest moment the database can be put back to; null until something was replicated. */
+  earliest: string | null;
+  latest: string | null;
+}
+
+export interface DatabaseRestore {
+  database: { id: string; status: string };
+  restoredTo: string;
+  /** The moment just before the restore: restoring to it undoes the restore. */
+  restoredFrom: string;
+}
+
 export interface ApiKey {
   id: string;
   name: string | null;
