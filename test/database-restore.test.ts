@@ -1,9 +1,14 @@
 // Time travel: a site database put back as it was at a moment, from its replica (Litestream, to a
 // folder on the embedded defaults and to the object store on the shared backends), through the API.
+import fs from 'node:fs';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
-import { type TestBerth, json, startTestBerth } from './helpers/berth.ts';
+import { type TestBerth, apiClient, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { siteWithDatabase } from './helpers/databases.ts';
+import type { SiteDatabases } from '../control-plane/site-databases/local-provider.ts';
+import { processesMentioning, startServe } from './helpers/process.ts';
+import { ownerOf } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
 
 let t0: TestBerth;
@@ -113,3 +118,79 @@ test.serial('a moment outside what the replica holds is refused with the range i
   t.is(byReader.statusCode, 403);
   t.is(json(byReader).error.code, 'forbidden');
 });
+
+test.serial(
+  'kill -9 of the server under writes: nothing acknowledged is lost, its replicator does not outlive it, and replication resumes by itself',
+  async (t) => {
+    const dataDir = await makeDataDir(t);
+    const env = { BERTH_DATA_DIR: dataDir };
+    let server = await startServe(env);
+    t.teardown(() => {
+      server.child.kill('SIGKILL');
+    });
+    const owner = ownerOf(server);
+    const { base, query } = await siteWithDatabase(owner);
+    await query('CREATE TABLE t (n INTEGER)');
+    const acknowledged: number[] = [];
+    let running = true;
+    const writing = (async () => {
+      for (let n = 0; running; n++) {
+        const res = await owner.api
+          .post(`${base}/query`, { json: { sql: 'INSERT INTO t VALUES (?)', params: [n] } })
+          .catch(() => undefined);
+        if (res?.statusCode === 200) acknowledged.push(n);
+      }
+    })();
+    await until(() => acknowledged.length >= 30, 'writes before the kill');
+    server.child.kill('SIGKILL');
+    await server.exited;
+    running = false;
+    await writing;
+    const config = path.join(dataDir, 'runtime', 'replication', 'litestream.json');
+    await until(() => processesMentioning(config).length === 0, 'the replicator to end with its server', {
+      ms: 10_000,
+    });
+
+    server = await startServe(env);
+    const again = apiClient(server.url, owner.writeKey);
+    const rows = json<{ result: Array<{ results: Array<{ n: number }> }> }>(
+      await again.post(`${base}/query`, { json: { sql: 'SELECT n FROM t ORDER BY n' } }),
+    ).result[0]!.results.map((row) => row.n);
+    t.deepEqual(
+      acknowledged.filter((n) => !rows.includes(n)),
+      [],
+      'every acknowledged write is in the database',
+    );
+    // Replication resumes: a write after the restart reaches the replica, and a restore to it holds it.
+    t.is((await again.post(`${base}/query`, { json: { sql: 'INSERT INTO t VALUES (-1)' } })).statusCode, 200);
+    // A moment a little after the write: a restore holds what was written about a second before it.
+    const written = Math.floor(Date.now() / 1000) * 1000 + 2000;
+    await until(async () => {
+      const { latest } = json<Points>(await again.get(`${base}/restore-points`));
+      return latest !== null && Date.parse(latest) >= written;
+    }, 'the write after the restart to reach the replica');
+    const restored = await again.post(`${base}/restore`, { json: { at: new Date(written).toISOString() } });
+    t.is(restored.statusCode, 200, JSON.stringify(restored.body));
+    const count = json<{ result: Array<{ results: Array<{ n: number }> }> }>(
+      await again.post(`${base}/query`, { json: { sql: 'SELECT count(*) AS n FROM t WHERE n = -1' } }),
+    ).result[0]!.results[0]!.n;
+    t.is(count, 1);
+  },
+);
+
+test.serial(
+  'a copy dropped (a failed move or recovery) leaves the replica; a deleted database takes its replica with it',
+  async (t) => {
+    const { site, base, query } = await siteWithDatabase(t0.owner);
+    await query('CREATE TABLE t (n INTEGER)');
+    await replicated(base);
+    const replica = path.join(t0.dataDir, 'database-replicas', site.id);
+    t.true(fs.existsSync(replica));
+    const local = t0.berth.deps.siteDatabases as SiteDatabases;
+    await local.dropCopy(site.id);
+    t.false(fs.existsSync(local.fileOf(site.id)));
+    t.true(fs.existsSync(replica), 'the replica stays: it belongs to the database, wherever it is');
+    await local.remove(site.id);
+    t.false(fs.existsSync(replica), 'a deleted database’s history goes with it');
+  },
+);

@@ -434,9 +434,19 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return sizes[0]! + sizes[1]!;
   }
 
+  /** The database is deleted: its file goes, and its replica (its history) with it. */
   async remove(siteId: string): Promise<void> {
-    await this.#stop(siteId);
+    await this.dropCopy(siteId);
     await this.#options.replicas?.discard(siteId);
+  }
+
+  /**
+   * Removes this node's file of the database and nothing else: a copy that did not become the
+   * database (a move or a recovery that failed). Its replica belongs to the database, wherever it is.
+   */
+  async dropCopy(siteId: string): Promise<void> {
+    await this.#options.replicas?.replicator.unwatch(siteId);
+    await this.#stop(siteId);
     await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
   }
 

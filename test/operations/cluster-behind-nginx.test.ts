@@ -4,8 +4,9 @@
 // migration, ctx.db, signing in to a PRIVATE site) is then seen through every node on its own. With
 // the node that holds a database killed under load through the balancer, no acknowledged write is
 // lost, that database answers 503 until its node is back, and another site's database goes on. A node
-// drained under load moves its databases with no call failed and every row kept; a node lost with its
-// data dir has its database recovered from the object store.
+// drained under load moves its databases with no call failed and every row kept; a node lost for good
+// has its databases taken over from their replicas by the other database node, by itself; a node lost
+// with its data dir has its database recovered by the operator from its replica in the object store.
 // (Shared metadata: the PostgreSQL pass.)
 import fs from 'node:fs';
 import path from 'node:path';
@@ -79,7 +80,6 @@ test.before(async () => {
     BERTH_MASTER_KEY_FILE: path.join(root, 'master.key'),
     // Links Berth makes (the sign-in redirect to a site) point at the balancer.
     BERTH_PUBLIC_URL: `http://localhost:${lbPort}`,
-    // Database nodes copy their changed databases to the store every second (default: 15 minutes).
     ...files,
   };
   nodes = [];
@@ -302,6 +302,77 @@ cluster(
     t.deepEqual(missing, [], 'every acknowledged write is in the database');
     t.true(acknowledged.length > 40);
     t.deepEqual(otherFailures, [], 'the other database went on');
+  },
+);
+
+cluster(
+  'kill -9 of a database node that stays down: its database fails over from its replica by itself, writes succeed again through every node, and nothing acknowledged 2 s before the kill is lost',
+  async (t) => {
+    // The heartbeat lapses after 30 s (BERTH_DATABASE_FAILOVER_MS): longer than a test usually waits.
+    t.timeout(180_000);
+    const busy = await siteWithNotes('failover');
+    const holder = holderOf(busy.site.id)!;
+    const survivor = nodes.find((node) => node !== holder && node.env.BERTH_ROLES !== 'web')!;
+    const acknowledged: Array<{ body: string; at: number }> = [];
+    let running = true;
+    const writer = async (name: string) => {
+      for (let i = 0; running; i++) {
+        const body = `${name}-${i}`;
+        const answer = await siteThroughLb(busy.site.subdomain)
+          .post('api/notes', { body, timeout: { request: 20_000 } })
+          .catch(() => undefined);
+        if (answer?.statusCode === 200) acknowledged.push({ body, at: Date.now() });
+        else await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    };
+    const load = Promise.all([writer('w1'), writer('w2'), writer('w3')]);
+    await until(() => acknowledged.length >= 50, 'writes before the kill');
+    holder.server.child.kill('SIGKILL');
+    const killedAt = Date.now();
+    await holder.server.exited;
+    // Within 60 s of the kill: the heartbeat lapses (30 s), a database node takes the database over.
+    try {
+      await until(() => acknowledged.some((write) => write.at > killedAt + 1000), 'writes to succeed again', {
+        ms: 60_000,
+      });
+    } catch (err) {
+      running = false;
+      console.log('DEBUGHOLDER', holder.server.output().split('\n').filter((l) => !l.includes('"msg":"request"')).slice(-30).join('\n'));
+      console.log('DEBUGFO', survivor.server.output().split('\n').filter((l) => !l.includes('"msg":"request"')).slice(-30).join('\n'));
+      throw err;
+    }
+    const backAfter = acknowledged.find((write) => write.at > killedAt + 1000)!.at - killedAt;
+    for (const node of nodes.filter((node) => node !== holder)) {
+      const answer = await siteAt(node.port, busy.site.subdomain).post('api/notes', { body: `via ${node.name}` });
+      t.is(answer.statusCode, 200, `${node.name} takes writes`);
+    }
+    running = false;
+    await load;
+    t.truthy(holderOf(busy.site.id) === survivor, 'the database is on the other database node');
+    const rows = new Set(
+      (JSON.parse((await siteThroughLb(busy.site.subdomain).get('api/notes')).body) as Array<{ body: string }>).map(
+        (row) => row.body,
+      ),
+    );
+    const lost = acknowledged.filter((write) => !rows.has(write.body));
+    t.deepEqual(
+      lost.filter((write) => write.at < killedAt - 2000),
+      [],
+      'every write acknowledged more than 2 s before the kill is there',
+    );
+    t.log(
+      `failover: writes succeeded again ${backAfter} ms after the kill; acknowledged writes lost: ${lost.length} of ${acknowledged.length} (the last ${lost.length > 0 ? killedAt - Math.min(...lost.map((w) => w.at)) : 0} ms before the kill)`,
+    );
+
+    // The lost node comes back: its copy is set aside, never served, and the database stays where it went.
+    holder.server = await startServe(holder.env);
+    t.true(
+      fs.readdirSync(path.join(root, holder.name, 'superseded')).some((name) => name.startsWith(busy.site.id)),
+      'its old copy is set aside',
+    );
+    t.is(holderOf(busy.site.id), survivor);
+    const after = await siteAt(holder.port, busy.site.subdomain).post('api/notes', { body: 'after the return' });
+    t.is(after.statusCode, 200, 'and the returned node reaches the database where it is now');
   },
 );
 

@@ -15,13 +15,7 @@ import { pipeline } from 'node:stream/promises';
 import crypto from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from '../../log.ts';
-import {
-  type Access,
-  type SiteDatabaseProvider,
-  type Statement,
-  type StatementResult,
-  StatementError,
-} from '../provider.ts';
+import { type Access, type Statement, type StatementResult, StatementError } from '../provider.ts';
 import type { Census } from '../provider.ts';
 import type { SiteDatabases } from '../local-provider.ts';
 import { BlobTooLargeError, readWhole } from '../../../storage/blob-store.ts';
@@ -55,6 +49,7 @@ const BODIES = {
   restore: z.object({ at: z.iso.datetime() }),
   size: z.object({}),
   remove: z.object({}),
+  dropCopy: z.object({}),
   move: z.object({ to: z.string().min(1).max(200) }),
   recover: z.object({ from: z.string().min(1).max(200) }),
 } as const;
@@ -125,7 +120,7 @@ export interface ChannelServerOptions {
   whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
   /** Moves a database this node holds to another node (move.ts). */
   moveOut(siteId: string, to: string): Promise<MoveReport>;
-  /** Brings a database held by a lost node back on this one from its copy (move.ts). */
+  /** Brings a database held by a lost node back on this one from its replica (move.ts). */
   recoverHere(siteId: string, from: string): Promise<RecoveryReport>;
   /** The largest database file this node takes from another. */
   maxReceiveBytes: number;
@@ -144,7 +139,7 @@ export interface ChannelTls {
 }
 
 const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-zA-Z]+)$/;
-const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'recover']);
+const NOT_HERE_ONLY: ReadonlySet<Op> = new Set(['remove', 'dropCopy', 'recover']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
   try {
@@ -346,7 +341,7 @@ async function receive(
 }
 
 async function runOp(
-  provider: SiteDatabaseProvider,
+  provider: SiteDatabases,
   siteId: string,
   op: Exclude<Op, 'dump' | 'move' | 'recover'>,
   input: Record<string, unknown>,
@@ -370,6 +365,8 @@ async function runOp(
       return provider.size(siteId);
     case 'remove':
       return provider.remove(siteId);
+    case 'dropCopy':
+      return provider.dropCopy(siteId);
   }
 }
 

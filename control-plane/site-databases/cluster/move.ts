@@ -89,7 +89,7 @@ export class DatabaseMover {
           outcome = await this.#switch(siteId, to);
         } catch (err) {
           await channel
-            .call(target.address, siteId, 'remove', {}, SEND_MS)
+            .call(target.address, siteId, 'dropCopy', {}, SEND_MS)
             .catch((again: unknown) =>
               log.warn(
                 { err: again, siteId, node: to },
@@ -141,12 +141,12 @@ export class DatabaseMover {
       const { census, replicatedAt } = recovered;
       const { size: bytes } = await fsp.stat(path.join(local.fileOf(siteId)));
       if (census.integrity !== 'ok') {
-        await local.remove(siteId);
+        await local.dropCopy(siteId);
         throw new MoveError('unavailable', `the replica failed SQLite's integrity check: ${census.integrity}`);
       }
       const switched = await db('databases').where({ site_id: siteId, node_id: from }).update({ node_id: nodeId });
       if (switched !== 1) {
-        await local.remove(siteId);
+        await local.dropCopy(siteId);
         throw new MoveError('failed', 'the database was deleted or placed elsewhere while it was recovered');
       }
       await changes.publish({ kind: 'database', siteId });

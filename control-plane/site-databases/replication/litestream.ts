@@ -72,16 +72,18 @@ export interface ReplicatedDatabase {
 }
 
 /**
- * The engine's configuration for `databases` (JSON, which its YAML reader takes). It logs JSON lines
- * on stderr: the replicator reads progress from them.
+ * The engine's configuration for `databases` (JSON, which its YAML reader takes), with its metrics
+ * served at `metricsAddress` (host:port): the replicator reads progress from them.
  */
 export function litestreamConfig(
   databases: ReplicatedDatabase[],
   target: ReplicaTarget,
   timing: ReplicationTiming,
+  metricsAddress = '',
 ): string {
   return JSON.stringify({
-    logging: { type: 'json', level: 'info', stderr: true },
+    ...(metricsAddress ? { addr: metricsAddress } : {}),
+    logging: { type: 'json', level: 'warn', stderr: true },
     dbs: databases.map((db) => ({
       path: db.file,
       'monitor-interval': '1s',

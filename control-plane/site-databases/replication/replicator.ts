@@ -4,10 +4,13 @@
 // database has not shipped yet, and the next start resumes each database's history where it stopped.
 // Only databases in use are replicated (the engine's cost grows with its set even when they are
 // idle): a database joins before its first statement runs and leaves some minutes after its last one.
-// Progress is read from the engine's log lines, which name the database and when it shipped.
+// Progress is read from the engine's metrics (on a loopback port of its own): what it has read of each
+// database's log and what it has shipped. Its log goes to a file, not to a pipe: a pipe whose reader
+// died with a killed server would kill it on its next line, before it ships what it has.
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
-import readline from 'node:readline';
 import { execa, type ResultPromise } from 'execa';
 import type { Logger } from '../../log.ts';
 import { writeFileDurably } from '../../../storage/durable.ts';
@@ -54,6 +57,9 @@ interface Entry {
   lastWriteAt: number;
   /** Callers waiting for the engine to replicate it. */
   joined: Array<() => void>;
+  /** Log bytes the engine has read from the database and shipped, at the last look. */
+  read: number;
+  shipped: number;
 }
 
 /** The engine polls each database and ships what changed at most this often (see litestream.ts). */
@@ -70,6 +76,12 @@ export class Replicator {
   readonly #byFile = new Map<string, string>();
   #child: ResultPromise | null = null;
   #childStartedAt = 0;
+  /** The running engine's metrics. */
+  #metricsUrl = '';
+  #errorsAtStart = 0;
+  readonly #looker: NodeJS.Timeout;
+  #looking = false;
+  #lastLook = 0;
   /** The set the running engine was started with. */
   #running = new Set<string>();
   #reconciling: Promise<void> = Promise.resolve();
@@ -88,6 +100,8 @@ export class Replicator {
     this.#options = options;
     this.#trim = setInterval(() => this.#trimIdle(), 60_000);
     this.#trim.unref();
+    this.#looker = setInterval(() => void this.#look(), CYCLE_MS);
+    this.#looker.unref();
   }
 
   get #config(): string {
@@ -112,6 +126,8 @@ export class Replicator {
         firstPendingAt: null,
         lastWriteAt: 0,
         joined: [],
+        read: 0,
+        shipped: 0,
       });
       this.#byFile.set(file, siteId);
     }
@@ -200,6 +216,7 @@ export class Replicator {
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#trim);
+    clearInterval(this.#looker);
     clearTimeout(this.#retry);
     await this.#reconciling;
     await this.#stopChild();
@@ -208,7 +225,6 @@ export class Replicator {
 
   #statusOf(siteId: string, entry: Entry): ReplicaStatus {
     const now = Date.now();
-    this.#confirmQuiet(entry, now);
     return {
       siteId,
       replicatedAt: entry.replicatedAt === null ? null : new Date(entry.replicatedAt),
@@ -218,19 +234,41 @@ export class Replicator {
   }
 
   /**
-   * The engine ships a database's changes one cycle after it notices them, and notices them within a
-   * cycle. So what it shipped at `at` holds every write acknowledged a cycle before; and once it
-   * shipped after the last write and then stayed quiet for two cycles, it had nothing more to ship.
+   * Reads the engine's metrics: for each database, the log bytes it has read and those it has shipped.
+   * It reads a database's log every cycle, so once it has shipped all it read, every write acknowledged
+   * a cycle before is in the replica. Looked at every cycle while writes wait, else every ten.
    */
-  #shipped(entry: Entry, at: number): void {
-    entry.replicatedAt = at;
-    this.#confirm(entry, at - CYCLE_MS - 100);
-  }
-
-  #confirmQuiet(entry: Entry, now: number): void {
-    if (entry.firstPendingAt === null || entry.replicatedAt === null) return;
-    if (entry.replicatedAt > entry.lastWriteAt && now - entry.replicatedAt >= 2 * CYCLE_MS + 200)
-      this.#confirm(entry, entry.lastWriteAt);
+  async #look(): Promise<void> {
+    if (this.#looking || !this.#child || !this.#metricsUrl) return;
+    const waiting = [...this.#entries.values()].some((entry) => entry.firstPendingAt !== null);
+    if (!waiting && Date.now() - this.#lastLook < 10 * CYCLE_MS) return;
+    this.#looking = true;
+    try {
+      const at = Date.now();
+      const text = await (await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(2 * CYCLE_MS) })).text();
+      this.#lastLook = at;
+      const metrics = parseMetrics(text);
+      let errors = 0;
+      for (const [key, value] of metrics) {
+        const [name, db] = key.split('\u0000') as [string, string];
+        if (name === 'litestream_sync_error_count' || name === 'litestream_checkpoint_error_count') errors += value;
+        const siteId = this.#byFile.get(db);
+        const entry = siteId ? this.#entries.get(siteId) : undefined;
+        if (!entry) continue;
+        if (name === 'litestream_total_wal_bytes') entry.read = value;
+        else if (name === 'litestream_replica_wal_bytes') {
+          if (value > entry.shipped) entry.replicatedAt = at;
+          entry.shipped = value;
+        }
+      }
+      this.errors = this.#errorsAtStart + errors;
+      for (const entry of this.#entries.values())
+        if (entry.shipped >= entry.read && this.#running.size > 0) this.#confirm(entry, at - CYCLE_MS - 100);
+    } catch {
+      // The engine is starting or stopping: the next look tells.
+    } finally {
+      this.#looking = false;
+    }
   }
 
   #confirm(entry: Entry, through: number): void {
@@ -298,26 +336,37 @@ export class Replicator {
       file: this.#entries.get(siteId)!.file,
     }));
     await fsp.mkdir(this.#options.workDir, { recursive: true, mode: 0o700 });
-    await writeFileDurably(this.#config, litestreamConfig(databases, this.#options.target, this.#options.timing));
-    const child = execa(this.#binary, ['replicate', '-config', this.#config, '-no-expand-env'], {
+    const port = await freePort();
+    await writeFileDurably(
+      this.#config,
+      litestreamConfig(databases, this.#options.target, this.#options.timing, `127.0.0.1:${port}`),
+    );
+    // Its log (warnings and errors) starts afresh at each start, so it stays small.
+    const logFile = path.join(this.#options.workDir, 'litestream.log');
+    const log = fs.openSync(logFile, 'w', 0o600);
+    // The engine stops (gracefully, shipping what it has) once this server has ended, however it ended:
+    // one left behind by a server killed outright would go on writing to replicas another node now owns.
+    const untilServerEnds = `tail --pid=${process.pid} -f /dev/null`;
+    const args = ['replicate', '-config', this.#config, '-no-expand-env', '-exec', untilServerEnds];
+    const child = execa(this.#binary, args, {
       cwd: this.#options.workDir,
-      stdin: 'ignore',
-      stdout: 'ignore',
-      stderr: 'pipe',
+      // A descriptor number goes to the process as it is (execa's types list only 0 to 9).
+      stdio: ['ignore', log as unknown as 'ignore', log as unknown as 'ignore'],
       buffer: false,
       reject: false,
       // Out of the server's process group: Ctrl-C reaches the server, which stops the engine gracefully.
       detached: true,
       cleanup: true,
     });
+    fs.closeSync(log);
     this.restarts++;
-    // The engine names each database it opened; once all are open, their changes are being followed.
-    let initialized = 0;
-    let ready!: () => void;
-    const allReady = new Promise<void>((resolve) => (ready = resolve));
-    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
-      if (this.#event(line) === 'initialized' && ++initialized >= databases.length) ready();
-    });
+    this.#errorsAtStart = this.errors;
+    for (const siteId of siteIds) {
+      const entry = this.#entries.get(siteId)!;
+      entry.read = 0;
+      entry.shipped = 0;
+    }
+    this.#metricsUrl = `http://127.0.0.1:${port}/metrics`;
     this.#child = child;
     this.#childStartedAt = Date.now();
     this.#running = new Set(siteIds);
@@ -338,46 +387,22 @@ export class Replicator {
     const exited = child.then(() => {
       throw new Error('the replicator exited as it started');
     });
-    let timer: NodeJS.Timeout | undefined;
+    // The engine serves its metrics once it has opened every database of its set.
+    const deadline = Date.now() + 30_000;
     try {
-      await Promise.race([
-        allReady,
-        exited,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('the replicator did not take its databases within 30 s')), 30_000);
-        }),
-      ]);
+      for (;;) {
+        const answered = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(1000) }).then(
+          (res) => res.ok,
+          () => false,
+        );
+        if (answered) break;
+        if (Date.now() > deadline) throw new Error('the replicator did not take its databases within 30 s');
+        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 50))]);
+      }
     } finally {
-      clearTimeout(timer);
       exited.catch(() => undefined);
     }
     this.#releaseJoined();
-  }
-
-  /** Reads one of the engine's log lines; says which kind of event it was. */
-  #event(line: string): 'initialized' | 'shipped' | 'error' | null {
-    let parsed: { level?: string; msg?: string; path?: string; db?: string; error?: string };
-    try {
-      parsed = JSON.parse(line);
-    } catch {
-      return null;
-    }
-    if (parsed.msg === 'initialized db') return 'initialized';
-    const siteId = this.#byFile.get(parsed.db ?? parsed.path ?? '');
-    const entry = siteId ? this.#entries.get(siteId) : undefined;
-    if (entry && (parsed.msg === 'wal segment written' || parsed.msg === 'snapshot written')) {
-      this.#shipped(entry, Date.now());
-      return 'shipped';
-    }
-    if (parsed.level === 'ERROR') {
-      this.errors++;
-      this.#options.log.warn(
-        { siteId, reason: [parsed.msg, parsed.error].filter(Boolean).join(': ') },
-        'the database replicator reported an error',
-      );
-      return 'error';
-    }
-    return null;
   }
 
   async #stopChild(): Promise<void> {
@@ -398,3 +423,32 @@ export class Replicator {
 
 /** What the command line of this data dir's engine mentions: a start stops one a killed server left. */
 export const replicatorConfigFile = (workDir: string): string => path.join(workDir, 'litestream.json');
+
+/** A port free on the loopback interface now, for the engine's metrics. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Prometheus text: each sample keyed by its name and its `db` label, summed over other labels. */
+function parseMetrics(text: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('litestream_')) continue;
+    const match = /^([a-z_]+)\{(.*)\} (\S+)$/.exec(line);
+    if (!match) continue;
+    const db = /(?:^|,)db="((?:[^"\\]|\\.)*)"/
+      .exec(match[2]!)?.[1]
+      ?.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    if (db === undefined) continue;
+    const key = `${match[1]}\u0000${db}`;
+    samples.set(key, (samples.get(key) ?? 0) + Number(match[3]));
+  }
+  return samples;
+}

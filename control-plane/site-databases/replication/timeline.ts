@@ -2,7 +2,14 @@
 // stretch of its history (a new one starts when the engine could not follow the log, and after every
 // restore). Between two generations, and after the last one shipped, nothing was written that the
 // replica lacks: the database then was what its generation held at its end.
+//
+// The engine prints a generation's bounds to the second, cut short (12:00:03.4 prints as 12:00:03),
+// and restores by the exact times. So a generation surely covers a moment from the second after its
+// printed start to its printed end; a moment in its first second counts as before it.
 import type { Generation } from './litestream.ts';
+
+/** The moment from which a generation surely covers what it holds. */
+const coveredFrom = (g: Generation): number => g.start.getTime() + 1000;
 
 export interface RestoreRange {
   earliest: Date;
@@ -24,7 +31,7 @@ export function restorableRange(
   lagMs: number,
 ): RestoreRange | null {
   if (generations.length === 0) return null;
-  const oldest = Math.min(...generations.map((g) => g.start.getTime()));
+  const oldest = Math.min(...generations.map(coveredFrom));
   const earliest = ceilSecond(Math.max(oldest, now - retentionMs));
   const latest = floorSecond(now - lagMs);
   return latest < earliest ? null : { earliest, latest };
@@ -35,10 +42,11 @@ export function restorableRange(
  * (inside the generation) or take its end (`at` after it, before the next one began).
  */
 export function restoreChoice(generations: Generation[], at: Date): { generation: string; at?: Date } | null {
+  const moment = at.getTime();
   const inside = generations
-    .filter((g) => g.start <= at && at <= g.end)
+    .filter((g) => coveredFrom(g) <= moment && moment <= g.end.getTime())
     .sort((a, b) => b.end.getTime() - a.end.getTime())[0];
   if (inside) return { generation: inside.generation, at };
-  const before = generations.filter((g) => g.start <= at).sort((a, b) => b.start.getTime() - a.start.getTime())[0];
+  const before = generations.filter((g) => coveredFrom(g) <= moment).sort((a, b) => coveredFrom(b) - coveredFrom(a))[0];
   return before ? { generation: before.generation } : null;
 }
