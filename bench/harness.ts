@@ -86,6 +86,9 @@ function readStat(pid: number): Stat | undefined {
   return { ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS };
 }
 
+/** CPU seconds `pid` itself has used so far (all its threads, not its children), or undefined once it has exited. */
+export const processCpuSeconds = (pid: number): number | undefined => readStat(pid)?.cpu;
+
 /** `pid` and all its descendants alive now (found through /proc/<pid>/stat's parent field). */
 export function processTree(pid: number): number[] {
   const children = new Map<number, number[]>();
