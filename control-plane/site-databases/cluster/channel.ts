@@ -4,7 +4,7 @@
 // signed (channel-auth.ts), over TLS both ways when the cluster has certificates; a dump is streamed
 // back as SQL text. Moving a database (move.ts) uses three more: `move` asks the holding node
 // to move it, `receive` carries the file to the new node, `recover` has a node take a lost node's
-// database from its copy; `remove` also removes a copy that did not become the database. Both sides
+// database from its replica; `remove` also removes a copy that did not become the database. Both sides
 // are in this file so that they cannot drift apart.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -125,7 +125,7 @@ export interface ChannelServerOptions {
   whereIs(siteId: string): Promise<'here' | 'elsewhere' | 'none'>;
   /** Moves a database this node holds to another node (move.ts). */
   moveOut(siteId: string, to: string): Promise<MoveReport>;
-  /** Brings a database held by a lost node back on this one from its copy (move.ts). */
+  /** Brings a database held by a lost node back on this one from its replica (move.ts). */
   recoverHere(siteId: string, from: string): Promise<RecoveryReport>;
   /** The largest database file this node takes from another. */
   maxReceiveBytes: number;
