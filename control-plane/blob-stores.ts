@@ -13,8 +13,8 @@ import { blobDirOf, type Config } from './config.ts';
 const SAFE_AGE_WITHOUT_SWEEPER_MS = 24 * 3600_000;
 
 /**
- * The blob directory as Berth lays it out: blobs fanned out in it (`<aa>/<sha256>`), database copies in
- * its `database-copies/`, and exports in the data dir's `exports/`, which may be on another file system.
+ * The blob directory as Berth lays it out: blobs fanned out in it (`<aa>/<sha256>`), and exports in the
+ * data dir's `exports/`, which may be on another file system.
  */
 export function localBlobDriver(blobDir: string, exportsDir: string): LocalDriver {
   return new LocalDriver({ root: blobDir, folders: { blobs: blobDir, exports: exportsDir }, fanOut: ['blobs'] });

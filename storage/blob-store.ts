@@ -1,8 +1,8 @@
 // The blob store port: content-addressed file bytes (the key is the SHA-256 of the bytes, so the same
-// bytes are stored once and a retried write is harmless), the files of database exports and the latest
-// copy of each site database. ContentStore (content-store.ts) implements it once over either blob
-// driver, the directory or the object store; CachedBlobStore keeps small blobs in memory in front of
-// it. Services, hosting, ctx.data, exports and backups use these interfaces and never know which store.
+// bytes are stored once and a retried write is harmless) and the files of database exports. ContentStore
+// (content-store.ts) implements it once over either blob driver, the directory or the object store;
+// CachedBlobStore keeps small blobs in memory in front of it. Services, hosting, ctx.data, exports and
+// backups use these interfaces and never know which store.
 import type { Readable } from 'node:stream';
 import type { ByteRange } from './blob-driver.ts';
 
@@ -80,15 +80,6 @@ export interface BlobStore {
   putExport(id: string, file: string): Promise<number>;
   /** A stream of an export's bytes, or null when the store does not have it. */
   openExport(id: string): Promise<Readable | null>;
-
-  /**
-   * Keeps a copy of a site database's file (a consistent snapshot at a local path, left in place),
-   * replacing the site's previous copy whole; returns its size.
-   */
-  putDatabaseCopy(siteId: string, file: string): Promise<number>;
-  /** A stream of the site's latest database copy, or null when there is none. */
-  openDatabaseCopy(siteId: string): Promise<Readable | null>;
-  removeDatabaseCopy(siteId: string): Promise<void>;
 
   close(): Promise<void>;
 }

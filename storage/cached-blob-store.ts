@@ -96,18 +96,6 @@ export class CachedBlobStore implements CachingBlobStore {
   openExport(id: string): Promise<Readable | null> {
     return this.#store.openExport(id);
   }
-
-  putDatabaseCopy(siteId: string, file: string): Promise<number> {
-    return this.#store.putDatabaseCopy(siteId, file);
-  }
-
-  openDatabaseCopy(siteId: string): Promise<Readable | null> {
-    return this.#store.openDatabaseCopy(siteId);
-  }
-
-  removeDatabaseCopy(siteId: string): Promise<void> {
-    return this.#store.removeDatabaseCopy(siteId);
-  }
   close(): Promise<void> {
     return this.#store.close();
   }

@@ -1,5 +1,5 @@
-// The blob store over any blob driver (blob-driver.ts): what services, hosting, ctx.data, exports,
-// backups and the cluster's database copies use, written once for the directory and the object store.
+// The blob store over any blob driver (blob-driver.ts): what services, hosting, ctx.data, exports and
+// backups use, written once for the directory and the object store.
 // Blobs are content-addressed under `blobs/<sha256>`: the bytes are hashed as they arrive and stored
 // under their digest, so the same bytes are stored once and a retried write is harmless. A body that
 // ends within SMALL_BLOB_BYTES is read whole and put at once; a longer one is streamed to the driver,
@@ -13,8 +13,7 @@
 // older one touches its blob, which confirms it and starts its age again. In the transaction `keeps`
 // checks that age again without asking the store.
 //
-// Besides blobs: finished exports (`exports/<id>.sql`) and the latest copy of each site database
-// (`database-copies/<siteId>.sqlite`), each replaced whole.
+// Besides blobs: finished exports (`exports/<id>.sql`), each replaced whole.
 import crypto from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { type BlobDriver, type ByteRange, ObjectNotFoundError } from './blob-driver.ts';
@@ -45,11 +44,6 @@ const blobKey = (sha256: string): string => {
 };
 
 const exportKey = (id: string): string => `exports/${id}.sql`;
-
-const copyKey = (siteId: string): string => {
-  if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
-  return `database-copies/${siteId}.sqlite`;
-};
 
 /** Null for an object the store does not have. */
 async function unlessMissing<T>(read: Promise<T>): Promise<T | null> {
@@ -235,18 +229,6 @@ export class ContentStore implements BlobStore {
   /** Whether the store has the export. */
   async hasExport(id: string): Promise<boolean> {
     return this.#driver.exists(exportKey(id));
-  }
-
-  async putDatabaseCopy(siteId: string, file: string): Promise<number> {
-    return this.#driver.putFile(copyKey(siteId), file, { contentType: 'application/vnd.sqlite3' });
-  }
-
-  async openDatabaseCopy(siteId: string): Promise<Readable | null> {
-    return unlessMissing(this.#driver.get(copyKey(siteId)));
-  }
-
-  async removeDatabaseCopy(siteId: string): Promise<void> {
-    await this.#driver.delete(copyKey(siteId));
   }
 
   close(): Promise<void> {

@@ -8,7 +8,7 @@
 // again when it next starts.
 //
 // `berth admin recover-database --site <id>` brings back a database whose node is lost for good, on
-// another database node, from its latest copy in the object store, and says how old that copy is.
+// another database node, from the latest state of its replica, and says when the replica last received writes.
 import os from 'node:os';
 import type { Config } from '../config.ts';
 import { masterKeyFileOf } from '../config.ts';

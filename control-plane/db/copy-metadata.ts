@@ -33,7 +33,6 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'databases', key: ['id'] },
   { name: 'migration_leases', key: ['database_id'] },
   { name: 'database_moves', key: ['site_id'] },
-  { name: 'database_copies', key: ['site_id'] },
   { name: 'database_deletion_challenges', key: ['code'] },
   { name: 'database_exports', key: ['id'] },
   { name: 'memberships', key: ['account_id', 'user_id'] },

@@ -29,6 +29,7 @@ import * as databaseCopies from './migrations/0020_database_copies.ts';
 import * as siteDomains from './migrations/0021_site_domains.ts';
 import * as tls from './migrations/0022_tls.ts';
 import * as deployments from './migrations/0023_deployments.ts';
+import * as dropDatabaseCopies from './migrations/0024_drop_database_copies.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -59,6 +60,7 @@ const migrations: Record<string, Migration> = {
   '0021_site_domains': siteDomains,
   '0022_tls': tls,
   '0023_deployments': deployments,
+  '0024_drop_database_copies': dropDatabaseCopies,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

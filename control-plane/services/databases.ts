@@ -331,15 +331,8 @@ export async function deleteDatabase(
     await trx('databases').where({ id: databaseId }).delete();
     await trx('database_deletion_challenges').where({ database_id: databaseId }).delete();
     await trx('migration_leases').where({ database_id: databaseId }).delete();
-    await trx('database_copies').where({ site_id: siteId }).delete();
   });
   await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId, row.node_id);
-  // Its copy for recovery (site-databases/cluster/copies.ts) goes too; one left behind is never used, since recovery needs the row.
-  await deps.blobs
-    .removeDatabaseCopy(siteId)
-    .catch((err: unknown) =>
-      deps.log.warn({ err, siteId }, 'the copy of a deleted database could not be removed from the object store'),
-    );
   return { deleted: true as const, databaseId };
 }

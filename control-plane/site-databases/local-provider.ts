@@ -343,7 +343,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return {
       file,
       census: async () => (await this.#call(siteId, { op: 'census' }, DUMP_TIMEOUT_MS)) as Census,
-      thaw: async (outcome, beforeRemoval) => {
+      thaw: async (outcome) => {
         // Marked moved before the waiting calls wake, so none of them writes to this file.
         if (outcome === 'moved') this.#movedAway.add(siteId);
         this.#frozen.delete(siteId);
@@ -352,12 +352,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
           if (this.#pool.live(siteId)) await this.#options.replicas?.replicator.watch(siteId, file);
           return;
         }
-        try {
-          await beforeRemoval?.();
-        } finally {
-          await this.#stop(siteId);
-          await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
-        }
+        await this.#stop(siteId);
+        await fsp.rm(this.#dir(siteId), { recursive: true, force: true });
       },
     };
   }

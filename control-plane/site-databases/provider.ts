@@ -82,8 +82,8 @@ export interface FrozenDatabase {
   census(): Promise<Census>;
   /**
    * Ends the pause. `moved`: the database now lives on another node; the writes that waited are told
-   * so (StatementError `moved`), then `beforeRemoval` may still read the file, then it is removed, and
-   * a call still in flight on it is told so too. `kept`: they run here.
+   * so (StatementError `moved`), then the file is removed, and a call still in flight on it is told so
+   * too. `kept`: they run here.
    */
-  thaw(outcome: 'moved' | 'kept', beforeRemoval?: () => Promise<void>): Promise<void>;
+  thaw(outcome: 'moved' | 'kept'): Promise<void>;
 }

@@ -44,8 +44,11 @@ function sameBytes(t: ExecutionContext, actual: Buffer, expected: Buffer, messag
 
 class SourceFailed extends Error {}
 
-/** The folders Berth uses, which the local adapter lays out differently (see test/helpers/blob-drivers.ts). */
-const FOLDERS = ['blobs', 'exports', 'database-copies'];
+/**
+ * The folders Berth uses and one more, which the local adapter lays out differently (see
+ * test/helpers/blob-drivers.ts).
+ */
+const FOLDERS = ['blobs', 'exports', 'other'];
 
 for (const adapter of eachBlobDriver()) {
   if (adapter.skip) {
@@ -100,8 +103,8 @@ for (const adapter of eachBlobDriver()) {
 
   contract('an empty object is stored and read as empty', async (t, { driver }) => {
     await driver.put('blobs/empty', Buffer.alloc(0));
-    await driver.putStream('database-copies/empty', chunksOf(Buffer.alloc(0)));
-    for (const key of ['blobs/empty', 'database-copies/empty']) {
+    await driver.putStream('other/empty', chunksOf(Buffer.alloc(0)));
+    for (const key of ['blobs/empty', 'other/empty']) {
       t.is((await driver.getBytes(key)).length, 0);
       t.is((await driver.stat(key))?.bytes, 0);
     }
@@ -243,7 +246,7 @@ for (const adapter of eachBlobDriver()) {
       await driver.put('blobs/aa1', Buffer.alloc(1));
       await driver.put('blobs/ab2', Buffer.alloc(2));
       await driver.putStream(() => 'blobs/zz3', chunksOf(Buffer.alloc(3)));
-      await driver.put('database-copies/x', Buffer.alloc(4));
+      await driver.put('other/x', Buffer.alloc(4));
       await driver.putFile('exports/y.sql', await localFile(t, Buffer.alloc(5)));
       await killWrite();
       const listed: Array<{ key: string; bytes: number }> = [];
@@ -259,7 +262,7 @@ for (const adapter of eachBlobDriver()) {
           { key: 'blobs/zz3', bytes: 3 },
         ],
       );
-      t.deepEqual(await keysOf(driver, 'database-copies'), ['database-copies/x']);
+      t.deepEqual(await keysOf(driver, 'other'), ['other/x']);
       t.deepEqual(await keysOf(driver, 'exports'), ['exports/y.sql']);
       t.deepEqual(await keysOf(driver, 'none'), []);
     },
@@ -282,10 +285,10 @@ for (const adapter of eachBlobDriver()) {
   );
 
   contract('a delete removes the object, and a missing key is no error', async (t, { driver }) => {
-    await driver.put('database-copies/gone', Buffer.from('gone'));
-    await driver.delete('database-copies/gone');
-    t.false(await driver.exists('database-copies/gone'));
-    await t.notThrowsAsync(driver.delete('database-copies/gone'));
+    await driver.put('other/gone', Buffer.from('gone'));
+    await driver.delete('other/gone');
+    t.false(await driver.exists('other/gone'));
+    await t.notThrowsAsync(driver.delete('other/gone'));
   });
 
   contract('keys that leave their folder or reach temp files are refused', async (t, { driver }) => {

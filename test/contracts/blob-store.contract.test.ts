@@ -1,7 +1,7 @@
 // The blob store's contract (storage/blob-store.ts), as ContentStore keeps it over every blob driver
 // test/helpers/blob-drivers.ts yields: content-addressed puts of any size, reads and ranges, the
-// minimum age and pins that keep a blob from removal, stillStored, sweeping, exports and database
-// copies. Every title names the driver underneath.
+// minimum age and pins that keep a blob from removal, stillStored, sweeping and exports. Every title
+// names the driver underneath.
 import crypto from 'node:crypto';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
@@ -50,8 +50,6 @@ async function localFile(t: ExecutionContext, data: Buffer): Promise<string> {
   await fsp.writeFile(file, data);
   return file;
 }
-
-const SITE = '0b7a1c9e-5d2f-4c3b-9a8e-1f2d3c4b5a6e';
 
 for (const adapter of eachBlobDriver()) {
   if (adapter.skip) {
@@ -230,7 +228,6 @@ for (const adapter of eachBlobDriver()) {
     const bodies = [Buffer.from('one'), crypto.randomBytes(300 * 1024), Buffer.alloc(0)];
     for (const data of bodies) (await store.put(body(data), 1024 * 1024)).unpin();
     await store.putExport('0b7a1c9e-0000-4c3b-9a8e-1f2d3c4b5a6e', await localFile(t, Buffer.from('dump')));
-    await store.putDatabaseCopy(SITE, await localFile(t, Buffer.from('copy')));
     t.deepEqual(
       await listed(store),
       bodies
@@ -275,29 +272,9 @@ for (const adapter of eachBlobDriver()) {
     t.is(await store.openExport(other), null);
   });
 
-  contract(
-    'a database copy replaces the site’s previous one whole, leaves its file, and can be removed',
-    async (t, store) => {
-      t.is(await store.openDatabaseCopy(SITE), null);
-      const first = crypto.randomBytes(200 * 1024);
-      const file = await localFile(t, first);
-      t.is(await store.putDatabaseCopy(SITE, file), first.length);
-      sameBytes(t, await fsp.readFile(file), first, 'the snapshot is left in place');
-      const second = Buffer.from('a smaller copy');
-      await store.putDatabaseCopy(SITE, await localFile(t, second));
-      const opened = await store.openDatabaseCopy(SITE);
-      t.truthy(opened);
-      if (opened) sameBytes(t, await bytesOf(opened), second);
-      await store.removeDatabaseCopy(SITE);
-      t.is(await store.openDatabaseCopy(SITE), null);
-      await t.notThrowsAsync(store.removeDatabaseCopy(SITE));
-    },
-  );
-
-  contract('names that are not a digest, a site id or an export id are refused', async (t, store) => {
+  contract('names that are not a digest or an export id are refused', async (t, store) => {
     await t.throwsAsync(store.read('../../etc/passwd'), { message: /^not a sha256 digest/ });
     await t.throwsAsync(store.remove('A'.repeat(64), 0), { message: /^not a sha256 digest/ });
-    await t.throwsAsync(store.putDatabaseCopy('../x', import.meta.filename), { message: /^not a site id/ });
     await t.throwsAsync(store.openExport('../x'), { message: /^not a key/ });
   });
 

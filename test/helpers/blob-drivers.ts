@@ -48,8 +48,8 @@ async function tempDir(t: ExecutionContext, parent = os.tmpdir()): Promise<strin
 
 /**
  * The local adapter as Berth lays it out (control-plane/blob-stores.ts): `blobs` fanned out in the root
- * itself, `database-copies` a folder of the root, and `exports` outside it, here on another file system
- * where the machine has one (/dev/shm).
+ * itself, `exports` outside it, here on another file system where the machine has one (/dev/shm), and
+ * any other folder a folder of the root.
  */
 const local: DriverAdapter = {
   name: 'local',

@@ -4,7 +4,7 @@
 // signed (channel-auth.ts), over TLS both ways when the cluster has certificates; a dump is streamed
 // back as SQL text. Moving a database (move.ts) uses three more: `move` asks the holding node
 // to move it, `receive` carries the file to the new node, `recover` has a node take a lost node's
-// database from its copy; `remove` also removes a copy that did not become the database. Both sides
+// database from its replica; `remove` also removes a copy that did not become the database. Both sides
 // are in this file so that they cannot drift apart.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
