@@ -125,6 +125,7 @@ export async function addReplicaFolder(from: string, to: string): Promise<number
       const source = path.join(from, file);
       const { mtime } = await fsp.stat(source);
       await fsp.copyFile(source, tmp);
+      await fsp.chmod(tmp, 0o600);
       await fsp.utimes(tmp, mtime, mtime);
       await syncPath(tmp);
       await fsp.rename(tmp, target);
