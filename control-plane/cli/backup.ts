@@ -1,9 +1,14 @@
 // `berth admin backup` and `berth admin restore`: an online backup of a data dir into one archive file,
 // and a new data dir rebuilt from one. Passphrases come from stdin (or a hidden prompt), never argv.
+// The archive carries the site databases' replicas kept in a folder, or points at the object store
+// that keeps them; a restore then brings each database to the latest state its replica holds
+// (replication/restored-databases.ts), a step of the control plane's after storage's restore.
+import fs from 'node:fs';
 import fsp from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { type Config, masterKeyFileOf } from '../config.ts';
+import { type Config, masterKeyFileOf, replicaDirOf } from '../config.ts';
 import { openBlobStore } from '../blob-stores.ts';
 import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { assertEmpty, clearMetadata, copyMetadata } from '../db/copy-metadata.ts';
@@ -11,7 +16,18 @@ import { type Metadata, openMetadata } from '../db/metadata.ts';
 import { migrationSource } from '../db/migrations.ts';
 import { VERSION } from '../version.ts';
 import { BerthError } from '../errors.ts';
-import { BackupError, MIN_PASSPHRASE_LENGTH, createBackup, restoreBackup } from '../../storage/backup/index.ts';
+import {
+  BackupError,
+  type BackupOptions,
+  MIN_PASSPHRASE_LENGTH,
+  type ReplicasRecord,
+  addReplicaFolder,
+  createBackup,
+  restoreBackup,
+} from '../../storage/backup/index.ts';
+import { replicationTiming } from '../site-databases/compose.ts';
+import type { ReplicaTarget } from '../site-databases/replication/litestream.ts';
+import { type LatestOutcome, bringToLatest } from '../site-databases/replication/restored-databases.ts';
 import { forgetPlacements } from '../services/nodes.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT } from './exit-codes.ts';
@@ -19,12 +35,17 @@ import { formatBytes } from '../format-bytes.ts';
 import { ask, readStdin, stdinIsTerminal } from './terminal.ts';
 
 export const BACKUP_USAGE = `Usage:
-  berth admin backup <file> --master-key-passphrase-stdin | --without-master-key [--leave-blobs-in-store] [--json]
-      an online backup of BERTH_DATA_DIR (metadata, site databases, files, exports) into one file;
-      the master key wrapped with a passphrase read from stdin, or left out (keep master.key yourself);
-      with an object store, --leave-blobs-in-store lists the files' blobs instead of copying them
-  berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
-      a new data dir from a backup, checked against its manifest first; all or nothing
+  berth admin backup <file> --master-key-passphrase-stdin | --without-master-key [--leave-blobs-in-store]
+                    [--without-replicas] [--json]
+      an online backup of BERTH_DATA_DIR (metadata, site databases, files, exports, the databases'
+      replicas when they are in a folder) into one file; the master key wrapped with a passphrase read
+      from stdin, or left out (keep master.key yourself); with an object store, --leave-blobs-in-store
+      lists the files' blobs instead of copying them (the replicas stay there in any case);
+      --without-replicas leaves a replica folder out
+  berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin]
+                     [--as-archived] [--json]
+      a new data dir from a backup, checked against its manifest first; all or nothing; then each site
+      database is brought to the latest state its replica holds, unless --as-archived
 See docs/backup.md.
 `;
 
@@ -114,12 +135,18 @@ async function backup(config: Config, args: string[]): Promise<Result> {
     'without-master-key': { type: 'boolean' },
     'master-key-passphrase-stdin': { type: 'boolean' },
     'leave-blobs-in-store': { type: 'boolean' },
+    'without-replicas': { type: 'boolean' },
   });
   const file = onePositional(positionals, 'backup file');
   const leave = values['leave-blobs-in-store'] === true;
   if (leave && !config.objectStore)
     throw new BackupUsageError(
       '--leave-blobs-in-store needs an object store (BERTH_OBJECT_STORE): the blob directory is backed up by copying it',
+    );
+  const withoutReplicas = values['without-replicas'] === true;
+  if (withoutReplicas && config.objectStore)
+    throw new BackupUsageError(
+      '--without-replicas is for replicas in a folder: with an object store (BERTH_OBJECT_STORE) they stay in it, and the backup only says where',
     );
   const wrap = values['master-key-passphrase-stdin'] === true;
   const omit = values['without-master-key'] === true;
@@ -140,12 +167,27 @@ async function backup(config: Config, args: string[]): Promise<Result> {
     masterKey = { mode: 'wrapped', passphrase: phrase };
   }
   const blobs = openBlobStore(config);
+  const store = config.objectStore;
+  const replicas: BackupOptions['replicas'] = !config.databaseReplication
+    ? undefined
+    : store
+      ? {
+          objectStore: {
+            bucket: store.bucket,
+            prefix: store.prefix,
+            region: store.region,
+            forcePathStyle: store.forcePathStyle,
+            ...(store.endpoint ? { endpoint: store.endpoint } : {}),
+          },
+        }
+      : { folder: path.resolve(replicaDirOf(config)), carry: !withoutReplicas };
   let report;
   try {
     report = await createBackup({
       dataDir: config.dataDir,
       blobs,
       leaveBlobsInStore: leave,
+      ...(replicas ? { replicas } : {}),
       masterKeyFile: masterKeyFileOf(config),
       ...(config.databaseUrl ? { copyMetadata: (target: string) => metadataAsSqlite(config, target) } : {}),
       file,
@@ -160,6 +202,7 @@ async function backup(config: Config, args: string[]): Promise<Result> {
     `Backed up ${config.dataDir} to ${report.file} (${formatBytes(report.bytes)}, sha256 ${report.sha256})`,
     `  ${c.sites} sites, ${c.fileVersions} file versions in ${c.blobs} blobs, ${c.siteDatabases} site databases, ${c.exports} exports; schema ${report.schema.latest ?? 'empty'}`,
     leave ? `  blobs: left in ${blobs.location}, each checked present; a restore needs that store` : '',
+    `  database replicas: ${replicasLine(report.replicas, report.replicaFiles)}`,
     report.masterKey === 'wrapped'
       ? '  master key: wrapped with your passphrase; a restore asks for it'
       : `  master key: left out; keep ${masterKeyFileOf(config)} safe and apart from this file: a restore needs it (--master-key)`,
@@ -169,11 +212,75 @@ async function backup(config: Config, args: string[]): Promise<Result> {
   return { json: { backup: report }, text: lines.filter(Boolean).join('\n') };
 }
 
+/** Where a backup found the replicas, for its report. */
+function replicasLine(replicas: ReplicasRecord | null, files: number): string {
+  if (!replicas) return 'none (BERTH_DATABASE_REPLICATION is off)';
+  if ('objectStore' in replicas)
+    return `left in ${replicasInStore(replicas.objectStore)}; a restore brings the databases forward from there`;
+  return replicas.carried
+    ? `${files} files from ${replicas.folder}, carried`
+    : `left out (--without-replicas); they stay in ${replicas.folder}`;
+}
+
+const replicasInStore = (store: { bucket: string; prefix: string }) =>
+  `s3://${store.bucket}/${store.prefix}database-replicas/`;
+
+/**
+ * Each restored site database brought to its replica's latest state when that is later than the
+ * archive's: from the object store the backup points at, or from the replica folder of the restored
+ * instance (the carried files, and BERTH_DATABASE_REPLICA_DIR's own). A replica folder the backup
+ * names that is still there (a restore on the same machine, or its disk survived) holds what was
+ * replicated after the backup: its files are added to the restored folder first.
+ */
+async function databasesToLatest(
+  config: Config,
+  report: Awaited<ReturnType<typeof restoreBackup>>,
+  replicaDir: string,
+): Promise<{ outcomes: LatestOutcome[]; added: number }> {
+  const replicas = report.replicas!;
+  const outcomes: LatestOutcome[] = [];
+  let databases = report.siteDatabases;
+  let added = 0;
+  if ('folder' in replicas && path.resolve(replicas.folder) !== replicaDir && fs.existsSync(replicas.folder)) {
+    databases = [];
+    for (const database of report.siteDatabases) {
+      try {
+        added += await addReplicaFolder(
+          path.join(replicas.folder, database.siteId),
+          path.join(replicaDir, database.siteId),
+        );
+        databases.push(database);
+      } catch (err) {
+        const why = `its replica in ${replicas.folder} could not be read: ${(err as Error).message}`;
+        outcomes.push({ siteId: database.siteId, used: 'archive', why });
+      }
+    }
+  }
+  const target: ReplicaTarget =
+    'objectStore' in replicas ? { kind: 's3', ...replicas.objectStore } : { kind: 'dir', dir: replicaDir };
+  const workDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'berth-restore-replicas-'));
+  try {
+    outcomes.push(
+      ...(await bringToLatest({
+        dataDir: report.dataDir,
+        databases,
+        target,
+        timing: replicationTiming(config),
+        workDir,
+      })),
+    );
+  } finally {
+    await fsp.rm(workDir, { recursive: true, force: true });
+  }
+  return { outcomes, added };
+}
+
 async function restore(config: Config, args: string[]): Promise<Result> {
   const { values, positionals } = parse(args, {
     'data-dir': { type: 'string' },
     'master-key': { type: 'string' },
     'master-key-passphrase-stdin': { type: 'boolean' },
+    'as-archived': { type: 'boolean' },
   });
   const file = onePositional(positionals, 'backup file');
   const dataDir = values['data-dir'];
@@ -189,6 +296,11 @@ async function restore(config: Config, args: string[]): Promise<Result> {
   const target = config.databaseUrl ? await openMetadata(config) : undefined;
   // With BERTH_OBJECT_STORE, the blobs and exports go into that store.
   const objectStore = config.objectStore ? openBlobStore(config) : undefined;
+  // Carried replicas go where the restored instance will keep its replicas.
+  const replicaDir = path.resolve(
+    config.databaseReplicaDir || replicaDirOf({ dataDir: path.resolve(dataDir), databaseReplicaDir: '' }),
+  );
+  const asArchived = values['as-archived'] === true;
   let report;
   try {
     if (target)
@@ -201,6 +313,7 @@ async function restore(config: Config, args: string[]): Promise<Result> {
       knownMigrations: await migrationSource.getMigrations([]),
       masterKey,
       ...(objectStore ? { objectStore } : {}),
+      replicaDir,
     });
     if (target) {
       await moveMetadataInto(target, report.dataDir);
@@ -210,14 +323,35 @@ async function restore(config: Config, args: string[]): Promise<Result> {
     await target?.close();
     await objectStore?.close();
   }
+  // The restored instance is whole as archived; from here on a replica only brings a database forward.
+  const { outcomes, added } =
+    report.replicas && !asArchived && report.siteDatabases.length > 0
+      ? await databasesToLatest(config, report, replicaDir)
+      : { outcomes: [], added: 0 };
+  const databases = report.siteDatabases.map((database) => ({
+    ...database,
+    ...(outcomes.find((o) => o.siteId === database.siteId) ?? {
+      used: 'archive' as const,
+      why: asArchived ? '--as-archived' : 'the backup records no replicas',
+    }),
+  }));
   const c = report.contents;
   return {
-    json: { restore: report },
+    json: { restore: { ...report, siteDatabases: databases } },
     text: [
       `Restored ${report.file} (taken ${report.createdAt} by Berth ${report.berthVersion}) into ${report.dataDir}`,
       `  ${c.sites} sites, ${c.fileVersions} file versions in ${c.blobs} blobs, ${c.siteDatabases} site databases, ${c.exports} exports; schema ${report.schema.latest ?? 'empty'}`,
       target ? `  metadata: into ${target.where}` : '',
       objectStore ? `  blobs and exports: in ${objectStore.location}` : '',
+      report.replicaDir ? `  database replicas: carried ones put in ${report.replicaDir}` : '',
+      added > 0 && report.replicas && 'folder' in report.replicas
+        ? `  database replicas: ${added} files added from ${report.replicas.folder}, where they still are`
+        : '',
+      ...databases.map((d) =>
+        d.used === 'replica'
+          ? `  site ${d.siteId} database: latest replicated at ${d.replicatedAt}`
+          : `  site ${d.siteId} database: as archived (${d.snapshotAt}): ${d.why}`,
+      ),
       `Start it with: BERTH_DATA_DIR=${report.dataDir}${target ? ' BERTH_DATABASE_URL=…' : ''} npx berth serve`,
     ]
       .filter(Boolean)

@@ -19,7 +19,7 @@ import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
 import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel.ts';
 import { DatabaseMover, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
-import type { ReplicaTarget } from './replication/litestream.ts';
+import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.ts';
 import { SiteReplicas } from './replication/site-replicas.ts';
 import { Failover } from './cluster/failover.ts';
 import { Fence } from './cluster/fence.ts';
@@ -41,7 +41,7 @@ export interface SiteDatabaseParts {
 export const replicationDirOf = (runtimeDir: string): string => path.join(runtimeDir, 'replication');
 
 /** Replicas go to the object store when there is one (`database-replicas/` under its prefix), else to a folder. */
-function replicaTarget(config: Config): ReplicaTarget {
+export function replicaTarget(config: Config): ReplicaTarget {
   const store = config.objectStore;
   if (!store) return { kind: 'dir', dir: path.resolve(replicaDirOf(config)) };
   return {
@@ -56,6 +56,11 @@ function replicaTarget(config: Config): ReplicaTarget {
 
 /** A full copy of a database daily (or within its retention, when that is shorter). */
 const SNAPSHOT_INTERVAL_MS = 24 * 3600_000;
+
+export const replicationTiming = (config: Config): ReplicationTiming => ({
+  retentionMs: config.databaseRetentionMs,
+  snapshotIntervalMs: Math.min(SNAPSHOT_INTERVAL_MS, config.databaseRetentionMs),
+});
 
 export interface ComposedSiteDatabases {
   /** The provider services use. */
@@ -86,10 +91,7 @@ export function composeSiteDatabases(
   const replicas = config.databaseReplication
     ? new SiteReplicas({
         target: replicaTarget(config),
-        timing: {
-          retentionMs: config.databaseRetentionMs,
-          snapshotIntervalMs: Math.min(SNAPSHOT_INTERVAL_MS, config.databaseRetentionMs),
-        },
+        timing: replicationTiming(config),
         workDir: replicationDirOf(parts.runtimeDir),
         log: parts.log,
       })

@@ -12,6 +12,11 @@
 // are left out. On an object store the operator may leave the blobs there instead: the archive then
 // lists their digests, each checked present in the store, and a restore checks them again.
 //
+// The site databases' replicas, when the instance keeps them in a folder, are carried as the files are
+// at the moment each is read (see addReplicaFiles); in an object store they stay, and the manifest
+// says where. Either way the manifest records when each site database's snapshot was finished, so a
+// restore can tell whether a replica holds a later state.
+//
 // A site database deleted while the backup runs (its row is gone from the live metadata before its
 // file) is left out, and its row is taken out of the copy, as the deletion would have done a moment
 // later. A finished export the store no longer has is marked failed in the copy.
@@ -39,6 +44,8 @@ import {
   type Manifest,
   type ManifestFile,
   type MasterKeyMode,
+  type ObjectStoreRecord,
+  type ReplicasRecord,
   WRAPPED_KEY_NAME,
   blobMember,
   exportMember,
@@ -51,7 +58,8 @@ import {
   openSnapshot,
   snapshotDatabase,
 } from './sqlite-snapshot.ts';
-import { TarWriter } from './tar.ts';
+import { TarWriter, fileChunks } from './tar.ts';
+import { addReplicaFiles } from './replica-files.ts';
 import { errnoCode, syncPath } from '../durable.ts';
 
 /** What a backup reads of the instance's blob store. */
@@ -68,6 +76,11 @@ export interface BackupOptions {
   /** The instance's blob store, and whether its blobs stay there (listed, not copied). */
   blobs: BackupBlobSource;
   leaveBlobsInStore?: boolean;
+  /**
+   * Where the site databases' replicas are (a folder holds one sub-folder per site), and whether a
+   * folder's files go into the archive; unset: the instance does not replicate.
+   */
+  replicas?: { folder: string; carry: boolean } | { objectStore: ObjectStoreRecord };
   /** The master key file (default <data dir>/master.key). */
   masterKeyFile?: string;
   /**
@@ -96,21 +109,13 @@ export interface BackupReport {
   contents: BackupContents;
   /** Site databases deleted while the backup ran, left out of it. */
   deletedDuringBackup: string[];
+  /** Where the replicas were, and how many of their files the archive carries. */
+  replicas: ReplicasRecord | null;
+  replicaFiles: number;
+  /** When each archived site database's snapshot was finished, by site id. */
+  databaseSnapshots: Record<string, string>;
   /** How the SQLite copies went: restarts caused by concurrent writes. */
   snapshots: { meta: SnapshotReport; siteDatabases: number; restarts: number };
-}
-
-const READ_CHUNK = 1024 * 1024;
-
-async function* chunksOf(handle: FileHandle): AsyncIterable<Buffer> {
-  let position = 0;
-  for (;;) {
-    const buffer = Buffer.allocUnsafe(READ_CHUNK);
-    const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
-    if (bytesRead === 0) return;
-    position += bytesRead;
-    yield buffer.subarray(0, bytesRead);
-  }
 }
 
 function isInside(child: string, parent: string): boolean {
@@ -196,6 +201,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     const contents: BackupContents = { sites: 0, fileVersions: 0, blobs: 0, siteDatabases: 0, exports: 0 };
     const deletedDuringBackup: string[] = [];
     const siteDbs: string[] = [];
+    const databaseSnapshots: Record<string, string> = {};
     let restarts = metaReport.restarts;
     try {
       meta.check();
@@ -245,6 +251,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
           siteDb.close();
         }
         siteDbs.push(database.site_id);
+        databaseSnapshots[database.site_id] = new Date().toISOString();
       }
 
       // 3. Finished exports whose file is gone cannot be offered after a restore.
@@ -286,7 +293,7 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       const handle = await fsp.open(source, 'r');
       try {
         const { size } = await handle.stat();
-        return await tar.add(member, size, chunksOf(handle));
+        return await tar.add(member, size, fileChunks(handle));
       } finally {
         await handle.close();
       }
@@ -294,6 +301,20 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
     files.push(await addFile(META_NAME, metaCopy));
     for (const siteId of siteDbs)
       files.push(await addFile(siteDbMember(siteId), path.join(work, siteDbMember(siteId))));
+    const replicas = options.replicas;
+    let replicaFiles = 0;
+    if (replicas && 'folder' in replicas && replicas.carry) {
+      for (const siteId of siteDbs) {
+        const carried = await addReplicaFiles(tar, path.resolve(replicas.folder), siteId);
+        replicaFiles += carried.length;
+        files.push(...carried);
+      }
+    }
+    const replicasRecord: ReplicasRecord | null = !replicas
+      ? null
+      : 'folder' in replicas
+        ? { folder: path.resolve(replicas.folder), carried: replicas.carry }
+        : { objectStore: replicas.objectStore };
     for (const { id, bytes } of exportsDone) {
       const body = await store.openExport(id);
       if (!body)
@@ -336,6 +357,8 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       contents,
       files,
       ...(options.leaveBlobsInStore ? { blobsInStore: store.location } : {}),
+      ...(replicasRecord ? { replicas: replicasRecord } : {}),
+      databaseSnapshots,
     };
     const manifestBytes = Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`);
     const manifestSum = await tar.addBuffer(MANIFEST_NAME, manifestBytes);
@@ -360,6 +383,9 @@ export async function createBackup(options: BackupOptions): Promise<BackupReport
       masterKey: options.masterKey.mode,
       contents,
       deletedDuringBackup,
+      replicas: replicasRecord,
+      replicaFiles,
+      databaseSnapshots,
       snapshots: { meta: metaReport, siteDatabases: siteDbs.length, restarts },
     };
   } catch (err) {

@@ -6,7 +6,9 @@
 // file and folder is fsynced, and only then does the folder take the target's name. Whatever fails,
 // the folder is removed: the target is either untouched or whole. Folders are 0700, files 0600.
 // (An existing empty target on a file system of its own, or under a parent this user may not write,
-// is staged inside itself and filled entry by entry at the end, the metadata last.)
+// is staged inside itself and filled entry by entry at the end, the metadata last.) Replica files the
+// archive carries go to the restored instance's replica folder; bringing its databases forward from
+// them is the control plane's step, after this one.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp, { type FileHandle } from 'node:fs/promises';
@@ -24,12 +26,16 @@ import {
   MANIFEST_NAME,
   MANIFEST_SUM_NAME,
   META_NAME,
+  REPLICAS_FOLDER,
+  SITE_DB_PATH,
   STORE_BLOBS_NAME,
   type Manifest,
   type ManifestFile,
+  type ReplicasRecord,
   WRAPPED_KEY_NAME,
   isDataMember,
 } from './layout.ts';
+import { placeReplicaFiles } from './replica-files.ts';
 import { TarFormatError, readTar } from './tar.ts';
 import { syncPath } from '../durable.ts';
 
@@ -46,6 +52,8 @@ export interface RestoreOptions {
    * rather than into the data dir, and blobs the backup left in a store are checked present in it.
    */
   objectStore?: RestoreObjectStore;
+  /** Where carried replica files go (default <data dir>/database-replicas). */
+  replicaDir?: string;
 }
 
 /** What a restore needs of the restored instance's object store. */
@@ -64,6 +72,12 @@ export interface RestoreReport {
   schema: Manifest['schema'];
   masterKey: Manifest['masterKey'];
   contents: Manifest['contents'];
+  /** Where the backed-up instance's replicas were; null when it did not replicate (or predates replicas). */
+  replicas: ReplicasRecord | null;
+  /** Where the archive's replica files were put; null when it carried none. */
+  replicaDir: string | null;
+  /** Each restored site database, with when its archived snapshot was finished. */
+  siteDatabases: Array<{ siteId: string; snapshotAt: string }>;
 }
 
 /** The archive's own records are small; a manifest of millions of blobs is not. */
@@ -241,6 +255,10 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
         `${which} is not the master key of the backed-up instance; nothing was restored`,
       );
     }
+    for (const listed of manifest.files) {
+      if (listed.mtime !== undefined && Number.isNaN(Date.parse(listed.mtime)))
+        throw damaged(`${listed.path} has no valid modification time in the manifest`);
+    }
     await placeBlobs(work, manifest, options.objectStore);
 
     const keyFile = path.join(work, 'master.key');
@@ -250,6 +268,8 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
     // Folders deepest first, then the rename that makes it all appear at once.
     for (const folder of [...folders].sort((a, b) => b.length - a.length))
       if (fs.existsSync(folder)) await syncPath(folder);
+    const replicaDir = path.resolve(options.replicaDir ?? path.join(dataDir, REPLICAS_FOLDER));
+    const carried = await placeReplicaFiles(work, dataDir, replicaDir, manifest.files);
     if (inside) {
       // The metadata last: until it is in place the folder is no data dir a server would open.
       const entries = (await fsp.readdir(work)).sort((a, b) => Number(a === META_NAME) - Number(b === META_NAME));
@@ -273,6 +293,12 @@ export async function restoreBackup(options: RestoreOptions): Promise<RestoreRep
       schema: manifest.schema,
       masterKey: manifest.masterKey,
       contents: manifest.contents,
+      replicas: manifest.replicas ?? null,
+      replicaDir: carried ? replicaDir : null,
+      siteDatabases: manifest.files.flatMap((f) => {
+        const siteId = SITE_DB_PATH.exec(f.path)?.[1];
+        return siteId ? [{ siteId, snapshotAt: manifest.databaseSnapshots?.[siteId] ?? manifest.createdAt }] : [];
+      }),
     };
   } finally {
     await state.current?.close().catch(() => {});

@@ -26,11 +26,24 @@ function writeOctal(header: Buffer, offset: number, length: number, value: numbe
   header[offset + length - 1] = 0;
 }
 
+/** A member's path as ustar holds it: up to 100 bytes in the name field, a longer one split at a slash into prefix and name. */
+function splitName(name: string): { prefix: Buffer; name: Buffer } {
+  const whole = Buffer.from(name, 'utf8');
+  if (whole.length === 0) throw new Error('an archive member needs a name');
+  if (whole.length <= 100) return { prefix: Buffer.alloc(0), name: whole };
+  for (let slash = whole.indexOf(0x2f); slash !== -1; slash = whole.indexOf(0x2f, slash + 1)) {
+    if (slash > 155) break;
+    if (whole.length - slash - 1 <= 100 && slash > 0)
+      return { prefix: whole.subarray(0, slash), name: whole.subarray(slash + 1) };
+  }
+  throw new Error(`archive member name too long: ${name}`);
+}
+
 function headerFor(name: string, size: number, mtimeSeconds: number): Buffer {
-  const nameBytes = Buffer.from(name, 'utf8');
-  if (nameBytes.length > 100 || nameBytes.length === 0) throw new Error(`archive member name too long: ${name}`);
+  const parts = splitName(name);
   const header = Buffer.alloc(BLOCK, 0);
-  nameBytes.copy(header, 0);
+  parts.name.copy(header, 0);
+  parts.prefix.copy(header, 345);
   writeOctal(header, 100, 8, 0o600);
   writeOctal(header, 108, 8, 0);
   writeOctal(header, 116, 8, 0);
@@ -52,6 +65,18 @@ function headerFor(name: string, size: number, mtimeSeconds: number): Buffer {
   const sum = header.reduce((total, byte) => total + byte, 0);
   header.write(`${sum.toString(8).padStart(6, '0')}\u0000 `, 148, 8, 'latin1');
   return header;
+}
+
+/** A file's bytes from its start, in chunks of WRITE_CHUNK: the source of a member read from disk. */
+export async function* fileChunks(handle: FileHandle): AsyncIterable<Buffer> {
+  let position = 0;
+  for (;;) {
+    const buffer = Buffer.allocUnsafe(WRITE_CHUNK);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, position);
+    if (bytesRead === 0) return;
+    position += bytesRead;
+    yield buffer.subarray(0, bytesRead);
+  }
 }
 
 /** Appends regular files to an archive opened for writing; `finish()` writes its end. */

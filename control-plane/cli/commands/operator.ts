@@ -17,8 +17,8 @@ const ADMIN_USAGE = `Usage:
   berth admin reset-password --email <email> [--json]
   berth admin set-storage-limit --account <accountId> --bytes <bytes>|default [--json]
   berth admin nodes [--json]           the nodes of the instance, their state and the site databases each holds
-  berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--leave-blobs-in-store] [--json]
-  berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--json]
+  berth admin backup <file> (--master-key-passphrase-stdin | --without-master-key) [--leave-blobs-in-store] [--without-replicas] [--json]
+  berth admin restore <file> --data-dir <empty dir> [--master-key <file> | --master-key-passphrase-stdin] [--as-archived] [--json]
   berth admin copy-metadata --to postgres://user:password@host:5432/db [--json]
   berth admin copy-blobs --to s3://<bucket>[/<prefix>] [--json]   (endpoint and region from BERTH_S3_*)
 Admin commands act on an existing data dir (BERTH_DATA_DIR); --create-data-dir lets them make a new one.
