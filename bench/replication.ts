@@ -238,16 +238,15 @@ function replicaReader(b: Berth, work: string) {
   const target: ReplicaTarget = { kind: 'dir', dir: path.join(b.dataDir, 'database-replicas') };
   // Restores read only the replica; the timing matters to `replicate`, not to them.
   const timing: ReplicationTiming = { retentionMs: 7 * 24 * 3600_000, snapshotIntervalMs: 24 * 3600_000 };
-  const db = { siteId: b.siteId, file: path.join(b.dataDir, 'sites', b.siteId, 'db.sqlite') };
   const workDir = path.join(work, 'restores');
   let n = 0;
   return async (): Promise<{ startedAt: number; endedAt: number; newest: number; rows: number }> => {
-    const generations = await listGenerations(db, target, timing, workDir);
+    const generations = await listGenerations(b.siteId, target, timing, workDir);
     const generation = generations.sort((a, b) => b.end.getTime() - a.end.getTime())[0]?.generation;
     if (!generation) throw new Error('the replica holds no generation');
     const out = path.join(workDir, `restored-${n++}.sqlite`);
     const startedAt = Date.now();
-    await restoreReplica(db, target, timing, workDir, out, { generation });
+    await restoreReplica(b.siteId, target, timing, workDir, out, { generation });
     const endedAt = Date.now();
     const restored = new Database(out, { readonly: true });
     const row = restored.prepare('SELECT max(at) AS newest, count(*) AS rows FROM writes').get() as {

@@ -51,8 +51,7 @@ export async function bringToLatest(options: BringToLatestOptions): Promise<Late
 
 async function bringOne(options: BringToLatestOptions, siteId: string, snapshotAt: number): Promise<LatestOutcome> {
   const file = path.join(options.dataDir, 'sites', siteId, 'db.sqlite');
-  const db = { siteId, file };
-  const generations = await listGenerations(db, options.target, options.timing, options.workDir);
+  const generations = await listGenerations(siteId, options.target, options.timing, options.workDir);
   const latest = generations.sort((a, b) => b.end.getTime() - a.end.getTime())[0];
   if (!latest) return { siteId, used: 'archive', why: 'its replica holds nothing' };
   if (!(latest.end.getTime() >= snapshotAt + MARGIN_MS)) {
@@ -66,7 +65,7 @@ async function bringOne(options: BringToLatestOptions, siteId: string, snapshotA
   const temp = `${file}.latest-${crypto.randomBytes(6).toString('hex')}.tmp`;
   let placed = false;
   try {
-    await restoreReplica(db, options.target, options.timing, options.workDir, temp, {
+    await restoreReplica(siteId, options.target, options.timing, options.workDir, temp, {
       generation: latest.generation,
     });
     const restored = openSnapshot(temp);
