@@ -199,12 +199,17 @@ export class Replicator {
       : null;
   }
 
-  /** Stops the engine gracefully (it ships what it has not shipped yet) until resume(). */
+  /**
+   * Stops the engine gracefully (it ships what it has not shipped yet) and forgets its set until
+   * resume(): each database joins again when it is next opened.
+   */
   async suspend(): Promise<void> {
     this.#suspended = true;
     await this.#reconciling;
     await this.#stopChild();
     for (const entry of this.#entries.values()) for (const resolve of entry.joined.splice(0)) resolve();
+    this.#entries.clear();
+    this.#byFile.clear();
   }
 
   resume(): void {
