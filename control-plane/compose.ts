@@ -209,6 +209,7 @@ async function composeParts(
     functionLogs,
     masterKey,
     siteDatabases: siteDatabases.provider,
+    replicationStalled: () => siteDatabases.replicas?.replicator.stalled() ?? null,
     metrics,
     now: options.now ?? monotonicClock(),
     nodeId,

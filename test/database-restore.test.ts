@@ -99,6 +99,17 @@ test.serial('a moment outside what the replica holds is refused with the range i
   await query('CREATE TABLE t (n INTEGER)');
   const points = await replicated(base);
   t.truthy(points.earliest);
+  // The database in use: how its replication goes, and what its replica takes.
+  const replication = await until(async () => {
+    const { replication } = json<{
+      replication: { lagMs: number; replicatedAt: string | null; replicaBytes: number } | null;
+    }>(await t0.owner.read.get(`${base}/restore-points`));
+    return replication?.replicatedAt ? replication : undefined;
+  }, 'the replicator to see the database shipped');
+  t.true(replication.replicaBytes > 0);
+  t.is(replication.lagMs, 0);
+  const ready = json<{ ready: boolean; replication: string }>(await t0.anonymous.get('readyz'));
+  t.like(ready, { ready: true, replication: 'ok' });
   for (const at of [
     new Date(Date.now() - 8 * 24 * 3600_000).toISOString(),
     new Date(Date.now() + 3600_000).toISOString(),

@@ -2,7 +2,7 @@
 // second in it. The restore waits for the site's subdomain, typed; once done, Undo restores to the
 // moment just before it. The time is picked in the reader's time zone and sent in UTC.
 import { ApiError, api, get, isAdmin } from './api.ts';
-import { type Child, actionButton, field, fill, form, h, statusLine, time } from './dom.ts';
+import { type Child, actionButton, field, fill, form, formatBytes, h, statusLine, time } from './dom.ts';
 import { localTime, localToUtc, utcToLocal } from './restore.ts';
 import type { DatabaseRestore, RestorePoints, SiteDetail } from './types.ts';
 
@@ -13,10 +13,16 @@ const QUICK: Array<[string, number]> = [
   ['1 day ago', 24 * 3600_000],
 ];
 
-const rangeText = (points: { earliest: string | null; latest: string | null }): Child[] =>
-  points.earliest && points.latest
+const rangeText = (points: RestorePoints): Child[] => [
+  ...(points.earliest && points.latest
     ? ['Restorable to any second from ', time(points.earliest), ' to ', time(points.latest), '.']
-    : ['Nothing replicated yet: the first writes reach the replica within about a second.'];
+    : ['Nothing replicated yet: the first writes reach the replica within about a second.']),
+  ...(points.replication ? [' ', replicationText(points.replication)] : []),
+];
+
+/** The replica's state in words: how far behind it is, when it last received writes, what it takes. */
+const replicationText = (r: NonNullable<RestorePoints['replication']>): string =>
+  `Replica: ${r.lagMs > 0 ? `${(r.lagMs / 1000).toFixed(1)} s behind` : 'up to date'}${r.replicatedAt ? `, last received writes at ${localTime(r.replicatedAt)}` : ''}, ${formatBytes(r.replicaBytes)}.`;
 
 /** A 422 names the range the replica does hold, in the reader's time too. */
 function outOfRange(err: unknown): unknown {

@@ -147,6 +147,8 @@ export interface RestorePoints {
   /** The oldest and newest moment the database can be put back to; null until something was replicated. */
   earliest: string | null;
   latest: string | null;
+  /** How its replication goes now; null while the database is not in use. */
+  replication?: { lagMs: number; replicatedAt: string | null; replicaBytes: number } | null;
 }
 
 export interface DatabaseRestore {

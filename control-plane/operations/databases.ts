@@ -122,6 +122,10 @@ export const getDatabaseRestorePoints = defineOperation({
     database: z.object({ id: Uuid, status: z.string() }),
     earliest: Timestamp.nullable(),
     latest: Timestamp.nullable(),
+    replication: z
+      .object({ lagMs: z.number(), replicatedAt: Timestamp.nullable(), replicaBytes: z.number() })
+      .nullable()
+      .optional(),
   }),
   run: (deps, actor, input) => databases.databaseRestorePoints(deps, actor, input.siteId, input.databaseId),
 });

@@ -38,6 +38,8 @@ export interface Deps {
   functionLogs: FunctionLogBuffer;
   /** The per-site SQL databases. */
   siteDatabases: SiteDatabaseProvider;
+  /** Why this node's database replication is stalled, or null when it is not (or replication is off). */
+  replicationStalled: () => string | null;
   /** Encrypts secrets at rest and signs session tokens; from BERTH_MASTER_KEY_FILE. */
   masterKey: Buffer;
   now: () => Date;

@@ -2,7 +2,8 @@
 // store takes a write (the blob directory) or answers for its bucket (the object store), and the Deno
 // executable that runs functions and site databases is there; with its view of the instance's nodes and,
 // with BERTH_TLS=acme, the certificates whose renewal failed (still serving: not a reason to be unready). Each
-// check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer.
+// check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer. Stalled database
+// replication is reported too, without making the node unready.
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
 import { StorageUnavailableError } from '../../storage/blob-driver.ts';
@@ -90,11 +91,14 @@ async function tlsView(deps: Pick<Deps, 'db' | 'config'>): Promise<TlsView | nul
 const inTime = <T>(view: Promise<T | null>) =>
   Promise.race([view, new Promise<null>((resolve) => setTimeout(resolve, CHECK_MS, null).unref())]);
 
-export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config'>): Promise<{
+export async function readiness(
+  deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'config' | 'replicationStalled'>,
+): Promise<{
   ready: boolean;
   checks: Record<'metadata' | 'blobs' | 'deno', CheckResult>;
   cluster: ClusterView | null;
   tls?: TlsView | null;
+  replication?: CheckResult;
 }> {
   const [metadata, blobs, deno, cluster, tls] = await Promise.all([
     check(() => metadataAnswers(deps.db)),
@@ -106,10 +110,14 @@ export async function readiness(deps: Pick<Deps, 'db' | 'blobs' | 'runtime' | 'c
   const checks: Record<'metadata' | 'blobs' | 'deno', CheckResult> & { web?: CheckResult } = { metadata, blobs, deno };
   // A node without the web role answers only the other nodes: a load balancer leaves it out.
   if (!deps.config.roles.includes('web')) checks.web = 'this node does not serve sites or the API (BERTH_ROLES)';
+  // A node whose replication stalled still serves every call rightly: it is reported, not taken out of
+  // the balancer (which would move nothing to a node whose replication works).
+  const stalled = deps.config.databaseReplication ? deps.replicationStalled() : null;
   return {
     ready: Object.values(checks).every((result) => result === 'ok'),
     checks,
     cluster,
     ...(tls !== undefined ? { tls } : {}),
+    ...(deps.config.databaseReplication ? { replication: stalled ?? 'ok' } : {}),
   };
 }

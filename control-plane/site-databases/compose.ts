@@ -67,6 +67,8 @@ export interface ComposedSiteDatabases {
   provider: SiteDatabaseProvider;
   /** The databases in this node's data dir. */
   local: SiteDatabases;
+  /** Their replicas; null with BERTH_DATABASE_REPLICATION=false. */
+  replicas: SiteReplicas | null;
   /** Set on shared metadata: where each database is placed, cached and forgotten on the change feed. */
   placed: PlacedSiteDatabases | null;
   /**
@@ -117,6 +119,7 @@ export function composeSiteDatabases(
     return {
       provider: local,
       local,
+      replicas,
       placed: null,
       start: async (deps) => {
         await adoptDataDir(deps, config.dataDir, false);
@@ -142,6 +145,7 @@ export function composeSiteDatabases(
   return {
     provider: placed,
     local,
+    replicas,
     placed,
     heartbeat: () => fence?.renewed(),
     start: async (deps) => {

@@ -245,8 +245,15 @@ export class SiteDatabases implements SiteDatabaseProvider {
     const replicas = this.#options.replicas;
     if (!replicas) throw noReplication();
     if (this.#movedAway.has(siteId)) throw movedAway();
-    const range = await replicas.range(siteId);
-    return { earliest: range?.earliest.toISOString() ?? null, latest: range?.latest.toISOString() ?? null };
+    const [range, replicaBytes] = await Promise.all([replicas.range(siteId), replicas.bytes(siteId)]);
+    const status = replicas.status(siteId);
+    return {
+      earliest: range?.earliest.toISOString() ?? null,
+      latest: range?.latest.toISOString() ?? null,
+      replication: status
+        ? { lagMs: status.lagMs, replicatedAt: status.replicatedAt?.toISOString() ?? null, replicaBytes }
+        : null,
+    };
   }
 
   /**

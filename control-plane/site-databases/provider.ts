@@ -69,6 +69,17 @@ export interface SiteDatabaseProvider {
 export interface RestorePoints {
   earliest: string | null;
   latest: string | null;
+  /** How its replication goes now (null: the database is not in use, so nothing waits to be shipped). */
+  replication?: ReplicationState | null;
+}
+
+export interface ReplicationState {
+  /** How long its oldest write not yet known to be in the replica has waited. */
+  lagMs: number;
+  /** When the replica last received some of its writes (since the node that holds it started). */
+  replicatedAt: string | null;
+  /** The bytes its replica takes: snapshots and log, over the whole retention. */
+  replicaBytes: number;
 }
 
 export type Restore =

@@ -126,8 +126,12 @@ cluster(
       { ms: 60_000 },
     );
     t.false(fs.existsSync(path.join(dirA, 'sites', site.id)));
-    const viaA = await owner.api.post(`${base}/query`, { json: { sql: 'INSERT INTO notes VALUES (-1)' } });
-    t.is(viaA.statusCode, 200, 'a write through A reaches the database where it is now');
+    // Once A has heard of the new placement (its change feed resyncs as it reconnects).
+    await until(
+      async () =>
+        (await owner.api.post(`${base}/query`, { json: { sql: 'INSERT INTO notes VALUES (-1)' } })).statusCode === 200,
+      'a write through A to reach the database where it is now',
+    );
     t.true(fs.existsSync(path.join(dirB, 'sites', site.id, 'db.sqlite')));
   },
 );

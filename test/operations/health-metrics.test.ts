@@ -58,6 +58,7 @@ test('healthz answers without a key; readyz checks the metadata, the blob store 
     ready: true,
     checks: { metadata: 'ok', blobs: 'ok', deno: 'ok' },
     cluster: { roles: ['web', 'database'], nodes: { up: 1, down: 0, stopped: 0 }, databaseNodesUp: 1 },
+    replication: 'ok',
   });
 
   await fs.rm(deno);

@@ -241,11 +241,14 @@ export class Replicator {
   /**
    * Reads the engine's metrics: for each database, the log bytes it has read and those it has shipped.
    * It reads a database's log every cycle, so once it has shipped all it read, every write acknowledged
-   * a cycle before is in the replica. Looked at every cycle while writes wait, else every ten.
+   * a cycle before is in the replica. Looked at every cycle while there is news to wait for, else every ten.
    */
   async #look(): Promise<void> {
     if (this.#looking || !this.#child || !this.#metricsUrl) return;
-    const waiting = [...this.#entries.values()].some((entry) => entry.firstPendingAt !== null);
+    // Every cycle while writes wait or a database that joined has not shipped yet.
+    const waiting = [...this.#entries.values()].some(
+      (entry) => entry.firstPendingAt !== null || entry.replicatedAt === null,
+    );
     if (!waiting && Date.now() - this.#lastLook < 10 * CYCLE_MS) return;
     this.#looking = true;
     try {
