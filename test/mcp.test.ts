@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import got from 'got';
 import { type TestBerth, createSite, putFile, startTestBerth } from './helpers/berth.ts';
 import { MCP_TOOL_NAMES } from '../control-plane/mcp/tools.ts';
+import { until } from './helpers/until.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -44,7 +45,7 @@ async function callError(
   return result.structuredContent!.error;
 }
 
-test('a WRITE key lists the spec’s 25 tools with input schemas and hints', async (t) => {
+test('a WRITE key lists the spec’s 25 tools and the others with input schemas and hints', async (t) => {
   const client = await connect(t0.owner.writeKey);
   t.teardown(() => client.close());
   const { tools } = await client.listTools();
@@ -187,6 +188,23 @@ test('every tool works end to end, with structured content and text', async (t) 
     sql: 'SELECT body FROM notes',
   });
   t.deepEqual(rows.result[0].results, [{ body: 'hello' }]);
+  // Time travel: the range the replica holds, and a moment outside it refused with that range.
+  const points = await until(async () => {
+    const answer = await call(client, 'get_database_restore_points', { siteId: site.id, databaseId: database.id });
+    return answer.latest ? answer : undefined;
+  }, 'the writes to reach the replica');
+  const refused = await callError(client, 'restore_database', {
+    siteId: site.id,
+    databaseId: database.id,
+    at: new Date(Date.parse(points.earliest) - 3600_000).toISOString(),
+  });
+  t.is(refused.code, 'restore_point_unavailable');
+  const travelled = await call(client, 'restore_database', {
+    siteId: site.id,
+    databaseId: database.id,
+    at: points.latest,
+  });
+  t.is(travelled.restoredTo, points.latest);
 
   const raw = (await client.callTool({ name: 'get_site', arguments: { siteId: site.id } })) as {
     content: Array<{ type: string; text: string }>;

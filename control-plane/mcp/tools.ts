@@ -1,4 +1,4 @@
-// The MCP tools: the spec's 25 operations for MCP, and those of domains and deployments, listed here; everything else about them (input
+// The MCP tools: the spec's 25 operations for MCP, and those of domains, deployments and database time travel, listed here; everything else about them (input
 // schema, permission, what they do) comes from the operation catalogue.
 import { z } from 'zod';
 import { operationByName } from '../operations/index.ts';
@@ -40,6 +40,8 @@ export const MCP_TOOL_NAMES = [
   'list_database_migrations',
   'get_database_migration',
   'apply_database_migration',
+  'get_database_restore_points',
+  'restore_database',
 ] as const;
 
 export const mcpTools: Operation[] = MCP_TOOL_NAMES.map((name) => {
