@@ -1,12 +1,10 @@
 // Time travel: a site database put back as it was at a moment, from its replica (Litestream, to a
 // folder on the embedded defaults and to the object store on the shared backends), through the API.
-import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import { type TestBerth, apiClient, json, makeDataDir, startTestBerth } from './helpers/berth.ts';
 import { siteWithDatabase } from './helpers/databases.ts';
-import type { SiteDatabases } from '../control-plane/site-databases/local-provider.ts';
 import { processesMentioning, startServe } from './helpers/process.ts';
 import { ownerOf } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
@@ -186,24 +184,5 @@ test.serial(
       await again.post(`${base}/query`, { json: { sql: 'SELECT count(*) AS n FROM t WHERE n = -1' } }),
     ).result[0]!.results[0]!.n;
     t.is(count, 1);
-  },
-);
-
-test.serial(
-  'a copy dropped (a failed move or recovery) leaves the replica; a deleted database takes its replica with it',
-  async (t) => {
-    const { site, base, query } = await siteWithDatabase(t0.owner);
-    await query('CREATE TABLE t (n INTEGER)');
-    await replicated(base);
-    // The replica is in a folder or in the object store: what it holds says whether it is there.
-    const local = t0.berth.deps.siteDatabases as SiteDatabases;
-    await local.dropCopy(site.id);
-    t.false(fs.existsSync(local.fileOf(site.id)));
-    t.truthy(
-      (await local.restorePoints(site.id)).earliest,
-      'the replica stays: it belongs to the database, wherever it is',
-    );
-    await local.remove(site.id);
-    t.is((await local.restorePoints(site.id)).earliest, null, 'a deleted database’s history goes with it');
   },
 );

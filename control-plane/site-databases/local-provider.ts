@@ -134,20 +134,23 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
+    const sentAt = Date.now();
     const result = revive((await this.#call(siteId, { op: 'run', access, statement })) as StatementOutcome);
-    if (result.changes > 0) this.#options.replicas?.replicator.wrote(siteId);
+    if (result.changes > 0) this.#options.replicas?.replicator.wrote(siteId, sentAt);
     return result;
   }
 
   async batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
+    const sentAt = Date.now();
     const results = ((await this.#call(siteId, { op: 'batch', access, statements })) as StatementOutcome[]).map(revive);
-    if (results.some((result) => result.changes > 0)) this.#options.replicas?.replicator.wrote(siteId);
+    if (results.some((result) => result.changes > 0)) this.#options.replicas?.replicator.wrote(siteId, sentAt);
     return results;
   }
 
   async migrate(siteId: string, sql: string, receipt: Statement): Promise<void> {
+    const sentAt = Date.now();
     await this.#call(siteId, { op: 'migrate', sql, receipt }, MIGRATION_TIMEOUT_MS);
-    this.#options.replicas?.replicator.wrote(siteId);
+    this.#options.replicas?.replicator.wrote(siteId, sentAt);
   }
 
   async dump(siteId: string, file: string): Promise<number> {

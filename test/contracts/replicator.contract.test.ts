@@ -17,6 +17,9 @@ import {
   restoreReplica,
 } from '../../control-plane/site-databases/replication/litestream.ts';
 import { Replicator } from '../../control-plane/site-databases/replication/replicator.ts';
+import { SiteReplicas } from '../../control-plane/site-databases/replication/site-replicas.ts';
+import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
+import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
 import { ensureBucket, objectStoreEndpoint, onObjectStore } from '../helpers/object-store.ts';
 import { until } from '../helpers/until.ts';
 
@@ -109,7 +112,7 @@ for (const target of targets) {
     const insert = db.prepare('INSERT INTO t (n) VALUES (?)');
     for (let n = 1; n <= 20; n++) {
       insert.run(n);
-      s.replicator.wrote(siteId);
+      s.replicator.wrote(siteId, Date.now());
     }
     await until(
       () => s.replicator.status(siteId)?.upToDate && s.replicator.status(siteId)?.replicatedAt,
@@ -134,14 +137,14 @@ for (const target of targets) {
     await s.replicator.watch(siteId, file);
     db.exec('CREATE TABLE t (n INTEGER)');
     db.prepare('INSERT INTO t (n) VALUES (1), (2), (3)').run();
-    s.replicator.wrote(siteId);
+    s.replicator.wrote(siteId, Date.now());
     await until(() => s.replicator.status(siteId)?.upToDate, 'the writes to be replicated');
     // Whole seconds: the object store dates what it holds to the second.
     await new Promise((resolve) => setTimeout(resolve, 2100));
     const t1 = new Date();
     await new Promise((resolve) => setTimeout(resolve, 2100));
     db.prepare('DELETE FROM t WHERE n > 1').run();
-    s.replicator.wrote(siteId);
+    s.replicator.wrote(siteId, Date.now());
     await until(() => s.replicator.status(siteId)?.upToDate, 'the writes to be replicated');
     const [generation] = await listGenerations(siteId, s.target, timing, path.join(s.root, 'work'));
     const then = path.join(s.root, 'then.sqlite');
@@ -177,8 +180,49 @@ for (const target of targets) {
     t.deepEqual(rowsOf(out), [7]);
     // The other database goes on being replicated by the restarted engine.
     second.db.prepare('INSERT INTO t (n) VALUES (8)').run();
-    s.replicator.wrote(b);
+    s.replicator.wrote(b, Date.now());
     await until(() => s.replicator.status(b)?.upToDate, 'the other database to be replicated');
     t.true(s.replicator.restarts >= 2);
   });
+}
+
+for (const target of targets) {
+  const maybe = target.skip ? test.skip : test.serial;
+
+  maybe(
+    `${target.name}: a provider's dropped copy (a failed move or recovery) leaves the replica; a deleted database takes it along`,
+    async (t) => {
+      const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-replicas-'));
+      const replicas = new SiteReplicas({
+        target: await target.make(root),
+        timing,
+        workDir: path.join(root, 'runtime', 'replication'),
+        log: pino({ level: 'silent' }),
+      });
+      const local = new SiteDatabases({
+        dataDir: path.join(root, 'data'),
+        denoPath: resolveDenoBinary(),
+        denoDir: path.join(root, 'deno-dir'),
+        statementTimeoutMs: 5000,
+        maxProcesses: 2,
+        idleMs: 10_000,
+        maxBytes: 8 * 1024 * 1024,
+        replicas,
+      });
+      t.teardown(async () => {
+        await local.close();
+        await replicas.close();
+        await fs.rm(root, { recursive: true, force: true });
+      });
+      const siteId = crypto.randomUUID();
+      await local.create(siteId);
+      await local.run(siteId, { sql: 'CREATE TABLE t (n INTEGER)', params: [] }, 'api');
+      await local.run(siteId, { sql: 'INSERT INTO t VALUES (1)', params: [] }, 'api');
+      await until(async () => (await local.restorePoints(siteId)).earliest, 'the replica to hold the database');
+      await local.dropCopy(siteId);
+      t.truthy((await local.restorePoints(siteId)).earliest, 'the replica belongs to the database, wherever it is');
+      await local.remove(siteId);
+      t.is((await local.restorePoints(siteId)).earliest, null, 'a deleted database’s history goes with it');
+    },
+  );
 }

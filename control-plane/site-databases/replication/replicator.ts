@@ -170,13 +170,15 @@ export class Replicator {
     while (this.#running.has(siteId)) await this.#reconcile();
   }
 
-  /** A write to the database was acknowledged: its lag counts from now until the engine ships it. */
-  wrote(siteId: string): void {
+  /**
+   * A write to the database was acknowledged, of a call sent at `sentAt`: its lag counts from then
+   * (the write committed after it) until the engine ships it.
+   */
+  wrote(siteId: string, sentAt: number): void {
     const entry = this.#entries.get(siteId);
     if (!entry) return;
-    const now = Date.now();
-    if (entry.firstPendingAt === null) entry.firstPendingAt = now;
-    entry.lastWriteAt = now;
+    if (entry.firstPendingAt === null || sentAt < entry.firstPendingAt) entry.firstPendingAt = sentAt;
+    entry.lastWriteAt = Math.max(entry.lastWriteAt, Date.now());
   }
 
   status(siteId: string): ReplicaStatus | null {
