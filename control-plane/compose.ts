@@ -221,7 +221,13 @@ async function composeParts(
     ctx: createCtxHandler(deps),
     log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
   });
-  const heartbeat = new NodeHeartbeat(deps, config, () => siteDatabases.heartbeat());
+  const heartbeat = new NodeHeartbeat(deps, config, {
+    onBeat: () => siteDatabases.heartbeat(),
+    replication: () => {
+      const replicas = siteDatabases.replicas;
+      return replicas ? { ...replicas.reading(), stalled: replicas.replicator.stalled() } : null;
+    },
+  });
   await heartbeat.start();
   stack.defer('the heartbeat', () => heartbeat.stop());
   const channel = await siteDatabases.start(deps);

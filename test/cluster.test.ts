@@ -171,6 +171,25 @@ cluster(
     };
     t.true(listed.nodes.find((n) => n.id === 'node-a')!.databases >= 1);
     t.is(listed.nodes.find((n) => n.id === 'node-b')!.databases, 0);
+    // Each node's heartbeat says how the replication of the databases it has in use goes.
+    const replication = await until(async () => {
+      const nodes = (
+        JSON.parse((await runBerth(['admin', 'nodes', '--json'], c.envB)).stdout) as {
+          nodes: Array<{
+            id: string;
+            replication: {
+              stalled: string | null;
+              inUse: number;
+              databases: Array<{ siteId: string; lagMs: number; replicatedAt: string | null }>;
+            } | null;
+          }>;
+        }
+      ).nodes;
+      const ofA = nodes.find((n) => n.id === 'node-a')!.replication;
+      return ofA?.databases.find((db) => db.siteId === site.id && db.replicatedAt) && ofA;
+    }, 'node A’s heartbeat to tell of the database’s replication');
+    t.is(replication.stalled, null);
+    t.true(replication.inUse >= 1);
   },
 );
 

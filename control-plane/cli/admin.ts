@@ -10,7 +10,7 @@ import { PLANS, type Plan, createAccount } from '../services/accounts.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
 import { setStorageLimit } from '../services/storage-quota.ts';
-import { listNodes } from '../services/nodes.ts';
+import { type NodeReplication, listNodes } from '../services/nodes.ts';
 import { formatBytes } from '../format-bytes.ts';
 import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
@@ -134,13 +134,21 @@ const commands: Record<string, Command> = {
     }));
     const lines = nodes.map(
       (n) =>
-        `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}`,
+        `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}${replicationText(n.replication)}`,
     );
     return { json: { nodes }, text: lines.join('\n') || 'no node has started on this metadata yet' };
   },
   'drain-node': drainNode,
   'recover-database': recoverDatabase,
 };
+
+/** A node's replication in a few words: how many databases it replicates and the most behind. */
+function replicationText(replication: NodeReplication | null): string {
+  if (!replication) return '';
+  if (replication.stalled) return `  replication stalled: ${replication.stalled}`;
+  const worst = replication.databases[0];
+  return `  replicating ${replication.inUse}${worst && worst.lagMs > 0 ? `, the most behind ${(worst.lagMs / 1000).toFixed(1)} s` : ''}`;
+}
 
 const CREATE_FLAG = '--create-data-dir';
 

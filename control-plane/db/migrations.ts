@@ -30,6 +30,7 @@ import * as siteDomains from './migrations/0021_site_domains.ts';
 import * as tls from './migrations/0022_tls.ts';
 import * as deployments from './migrations/0023_deployments.ts';
 import * as dropDatabaseCopies from './migrations/0024_drop_database_copies.ts';
+import * as nodeReplication from './migrations/0025_node_replication.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -61,6 +62,7 @@ const migrations: Record<string, Migration> = {
   '0022_tls': tls,
   '0023_deployments': deployments,
   '0024_drop_database_copies': dropDatabaseCopies,
+  '0025_node_replication': nodeReplication,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -9,12 +9,14 @@ import { BerthError } from '../errors.ts';
 import { logJobFailure } from '../db/errors.ts';
 import { VERSION } from '../version.ts';
 import type { Deps } from './deps.ts';
+import type { ReplicationReading } from '../metrics.ts';
 
 export const HEARTBEAT_MS = 5_000;
 /** A node that has not beaten for this long is down. */
 export const LAPSE_MS = 3 * HEARTBEAT_MS;
 
 interface NodeRow {
+  replication?: string | null;
   id: string;
   address: string;
   roles: string;
@@ -40,7 +42,30 @@ export interface NodeView {
   drainingAt: string | null;
   /** Site databases placed on the node. */
   databases: number;
+  /** What its last heartbeat said of the replication of the databases it has in use; null: nothing (replication off). */
+  replication: NodeReplication | null;
 }
+
+/** A node's replication, as its heartbeat writes it: the databases in use, the most behind first. */
+export interface NodeReplication {
+  /** Why it is stalled, or null. */
+  stalled: string | null;
+  /** Databases in use, being replicated; `databases` lists the REPLICATION_LISTED most behind. */
+  inUse: number;
+  databases: Array<{ siteId: string; lagMs: number; replicatedAt: string | null; replicaBytes: number | null }>;
+}
+
+/** At most this many databases of a node are listed in its heartbeat, the most behind first. */
+const REPLICATION_LISTED = 100;
+
+const parseReplication = (text: string | null | undefined): NodeReplication | null => {
+  if (!text) return null;
+  try {
+    return JSON.parse(text) as NodeReplication;
+  } catch {
+    return null;
+  }
+};
 
 const stateOf = (row: NodeRow, now: number): NodeState =>
   row.stopped_at !== null ? 'stopped' : now - Date.parse(row.heartbeat_at) > LAPSE_MS ? 'down' : 'up';
@@ -65,6 +90,7 @@ export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]>
     stoppedAt: row.stopped_at,
     drainingAt: row.draining_at ?? null,
     databases: held.get(row.id) ?? 0,
+    replication: parseReplication(row.replication),
   }));
 }
 
@@ -110,23 +136,50 @@ export async function forgetPlacements(db: Knex): Promise<void> {
 }
 
 /** This node's row, kept fresh while it runs. */
+export interface HeartbeatParts {
+  /** Told each time the heartbeat was written (fencing counts from it). */
+  onBeat?: () => void;
+  /** This node's replication, which each heartbeat carries for `berth admin nodes`. */
+  replication?: () => (ReplicationReading & { stalled: string | null }) | null;
+}
+
 export class NodeHeartbeat {
   readonly #deps: Pick<Deps, 'db' | 'nodeId' | 'log'>;
   readonly #config: Pick<Config, 'roles' | 'clusterAddress'>;
   #timer: NodeJS.Timeout | undefined;
   #beating: Promise<void> = Promise.resolve();
 
-  readonly #onBeat: () => void;
+  readonly #parts: HeartbeatParts;
 
-  /** `onBeat` is told each time the heartbeat was written (fencing counts from it). */
   constructor(
     deps: Pick<Deps, 'db' | 'nodeId' | 'log'>,
     config: Pick<Config, 'roles' | 'clusterAddress'>,
-    onBeat: () => void = () => undefined,
+    parts: HeartbeatParts = {},
   ) {
     this.#deps = deps;
     this.#config = config;
-    this.#onBeat = onBeat;
+    this.#parts = parts;
+  }
+
+  #onBeat(): void {
+    this.#parts.onBeat?.();
+  }
+
+  /** The replication summary the heartbeat carries. */
+  #replication(): string | null {
+    const reading = this.#parts.replication?.();
+    if (!reading) return null;
+    const databases = [...reading.databases]
+      .sort((a, b) => b.lagMs - a.lagMs)
+      .slice(0, REPLICATION_LISTED)
+      .map((db) => ({
+        siteId: db.siteId,
+        lagMs: db.lagMs,
+        replicatedAt: db.replicatedAt?.toISOString() ?? null,
+        replicaBytes: db.replicaBytes,
+      }));
+    const summary: NodeReplication = { stalled: reading.stalled, inUse: reading.databases.length, databases };
+    return JSON.stringify(summary);
   }
 
   /** Registers the node (a restart replaces its row) and beats until stop(). */
@@ -142,6 +195,7 @@ export class NodeHeartbeat {
       stopped_at: null,
       // A node that starts again after maintenance takes databases again.
       draining_at: null,
+      replication: this.#replication(),
     };
     await this.#deps.db('nodes').insert(row).onConflict('id').merge();
     this.#onBeat();
@@ -157,7 +211,7 @@ export class NodeHeartbeat {
     await this.#deps
       .db('nodes')
       .where({ id: this.#deps.nodeId })
-      .update({ heartbeat_at: new Date().toISOString(), stopped_at: null });
+      .update({ heartbeat_at: new Date().toISOString(), stopped_at: null, replication: this.#replication() });
     this.#onBeat();
   }
 

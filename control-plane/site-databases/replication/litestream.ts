@@ -1,4 +1,5 @@
-// Litestream (v0.3, from the npm registry's @flydotio/litestream), the engine that copies each site
+// Litestream (v0.3.13, the Linux binary Fly.io publishes to the npm registry as
+// @flydotio/litestream-linux-x64, an optional dependency of Berth), the engine that copies each site
 // database's write-ahead log to its replica as it is written, and restores a database as it was at a
 // moment from it. Everything Berth knows of the engine is here: where its binary is, the configuration
 // it reads, the commands it runs and the text they print; a later engine replaces this module.
@@ -28,7 +29,7 @@ export function litestreamBinary(): string {
     return path.join(path.dirname(require.resolve(`${pkg}/package.json`)), 'litestream');
   } catch {
     throw new Error(
-      `database replication needs the Litestream binary for ${process.platform}-${process.arch} (npm package ${pkg}), which is not installed`,
+      `database replication needs the Litestream binary for ${process.platform}-${process.arch} (npm package ${pkg}), which is not installed; BERTH_DATABASE_REPLICATION=false runs Berth without it (no time travel, no failover)`,
     );
   }
 }
