@@ -199,6 +199,13 @@ test('every tool works end to end, with structured content and text', async (t) 
     at: new Date(Date.parse(points.earliest) - 3600_000).toISOString(),
   });
   t.is(refused.code, 'restore_point_unavailable');
+  t.deepEqual(
+    await call(client, 'get_database_restore_points', { siteId: site.id, databaseId: database.id }).then(
+      (again) => again.earliest,
+    ),
+    points.earliest,
+    'a refused restore leaves the history as it was',
+  );
   const travelled = await call(client, 'restore_database', {
     siteId: site.id,
     databaseId: database.id,

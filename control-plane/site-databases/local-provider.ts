@@ -264,9 +264,17 @@ export class SiteDatabases implements SiteDatabaseProvider {
    * The replica first receives every write made before, and the restored database starts a new stretch
    * of its history a second later, so the moment before the restore (`restoredFrom`) stays restorable.
    */
-  restore(siteId: string, at: Date): Promise<Restore> {
+  async restore(siteId: string, at: Date): Promise<Restore> {
     const replicas = this.#options.replicas;
-    if (!replicas) return Promise.reject(noReplication());
+    if (!replicas) throw noReplication();
+    // A moment outside the range is refused before the database's calls wait or its replication stops.
+    const before = await replicas.range(siteId);
+    if (!before || at < before.earliest || at > before.latest)
+      return {
+        restored: false,
+        earliest: before?.earliest.toISOString() ?? null,
+        latest: before?.latest.toISOString() ?? null,
+      };
     return this.#exclusively(siteId, async (file) => {
       await replicas.replicator.unwatch(siteId);
       const restoredFrom = nextSecond(Date.now());
