@@ -51,6 +51,12 @@ const noReplication = () =>
 /** Restores are asked for and answered to the second. */
 const nextSecond = (ms: number): number => Math.floor(ms / 1000) * 1000 + 1000;
 
+const fencedOff = () =>
+  new StatementError(
+    'unavailable',
+    'the node that holds the database lost touch with the metadata: it serves it again once it is back',
+  );
+
 const movedAway = () => new StatementError('moved', 'the site\u2019s database was moved to another node');
 
 const revive = (outcome: StatementOutcome): StatementResult => ({
@@ -314,6 +320,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
    * starts once the site's calls in flight are answered.
    */
   async #exclusively<T>(siteId: string, work: (file: string) => Promise<T>): Promise<T> {
+    if (this.#fenced) throw fencedOff();
     const file = this.fileOf(siteId);
     if (!fs.existsSync(file)) throw new StatementError('unavailable', 'the site has no database');
     while (this.#frozen.has(siteId)) await this.#frozen.get(siteId);
@@ -507,11 +514,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
   ): Promise<unknown> {
     for (;;) {
       while (this.#paused.has(siteId)) await this.#paused.get(siteId);
-      if (this.#fenced)
-        throw new StatementError(
-          'unavailable',
-          'the node that holds the database lost touch with the metadata: it serves it again once it is back',
-        );
+      if (this.#fenced) throw fencedOff();
       if (this.#movedAway.has(siteId)) throw movedAway();
       const frozen = this.#frozen.get(siteId);
       if (frozen && request?.op === 'migrate') {

@@ -272,8 +272,11 @@ export class Replicator {
         }
       }
       this.errors = this.#errorsAtStart + errors;
-      for (const entry of this.#entries.values())
-        if (entry.shipped >= entry.read && this.#running.size > 0) this.#confirm(entry, at - CYCLE_MS - 100);
+      // Only a database the running engine follows has shipped what it read.
+      for (const siteId of this.#running) {
+        const entry = this.#entries.get(siteId);
+        if (entry && entry.shipped >= entry.read) this.#confirm(entry, at - CYCLE_MS - 100);
+      }
     } catch {
       // The engine is starting or stopping: the next look tells.
     } finally {
