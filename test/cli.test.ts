@@ -269,7 +269,7 @@ test('watch deploys each batch of changes as one deployment until it is interrup
   t.true(deployments.length >= 2);
   t.true(
     deployments.every((d) => d.kind === 'DEPLOY' && d.status === 'PUBLISHED'),
-    'each batch one deployment',
+    `each batch one deployment: ${JSON.stringify(deployments.map((d) => [d.kind, d.status, d.message]))}; the watcher said: ${watch.run.stderr.slice(-2000)}`,
   );
   t.regex(deployments.at(-1)!.message ?? '', /^berth watch/);
 });
