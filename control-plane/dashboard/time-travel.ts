@@ -46,6 +46,11 @@ export async function timeTravelSection(site: SiteDetail, dbPath: string): Promi
     if (points.earliest && points.latest) {
       input.min = utcToLocal(points.earliest);
       input.max = utcToLocal(points.latest);
+    } else {
+      // A database in its first seconds has no range yet: it comes by itself while the page shows it.
+      setTimeout(() => {
+        if (rangeEl.isConnected) load().catch(() => undefined);
+      }, 2000);
     }
   };
 
