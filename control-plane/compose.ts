@@ -41,6 +41,8 @@ import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
 import { EgressProxy } from '../runtime-host/egress-proxy.ts';
 import { type DataDirLock, lockDataDir } from '../storage/data-dir-lock.ts';
 import { sweepTempFiles } from '../storage/temp-files.ts';
+import { AnalyticsCollector, COUNTING_NOTHING } from './analytics/collector.ts';
+import { foldingEveryMinute, writeTallies } from './analytics/store.ts';
 import { blobStoreProblem, dataDirLockProblem, dataDirProblem, findDeno } from './startup-error.ts';
 
 export interface ComposeOptions {
@@ -136,6 +138,17 @@ async function composeParts(
   });
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   stack.defer('the function logs', () => functionLogs.flush());
+  const now = options.now ?? monotonicClock();
+  const analytics = config.analytics
+    ? new AnalyticsCollector({
+        clock: () => now().getTime(),
+        flushMs: config.analyticsFlushMs,
+        write: (tallies) => writeTallies(db, tallies),
+        afterWrite: foldingEveryMinute(db, now),
+        log,
+      })
+    : COUNTING_NOTHING;
+  stack.defer('the analytics', () => analytics.close());
   const siteDatabases = composeSiteDatabases(
     config,
     { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: channelTls, metrics, log },
@@ -169,7 +182,10 @@ async function composeParts(
     egress,
     ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
     observer: {
-      started: (seconds) => metrics.workerStarted(seconds),
+      started: (seconds, deployment) => {
+        metrics.workerStarted(seconds);
+        analytics.coldStart(deployment.siteId);
+      },
       exited: (reason) => metrics.workerExited(reason),
     },
   });
@@ -207,11 +223,12 @@ async function composeParts(
     runtime,
     runtimeDir,
     functionLogs,
+    analytics,
     masterKey,
     siteDatabases: siteDatabases.provider,
     replicationStalled: () => siteDatabases.replicas?.replicator.stalled() ?? null,
     metrics,
-    now: options.now ?? monotonicClock(),
+    now,
     nodeId,
     signInLimits: signInLimits(metadata),
     cliLoginLimit: cliLoginLimit(metadata),

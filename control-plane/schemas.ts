@@ -442,3 +442,59 @@ export const DatabaseExport = z.object({
     .describe('COMPLETE only: the query of a signed download link that needs no API key and expires'),
 });
 export const ExportParams = z.object({ siteId: Uuid, databaseId: Uuid, exportId: Uuid });
+
+// Analytics (control-plane/analytics/, services/analytics.ts).
+export const AnalyticsStep = z.enum(['minute', 'hour', 'day']);
+export const AnalyticsQuery = z
+  .object({
+    from: z.string().optional().describe('RFC 3339; default: 24 hours before `to`'),
+    to: z.string().optional().describe('RFC 3339; default: now'),
+    step: AnalyticsStep.optional().describe('default: minute up to 6 hours, hour up to 14 days, day beyond'),
+  })
+  .strict();
+const Milliseconds = z.number().nullable().describe('null: nothing was measured');
+export const AnalyticsCounts = z.object({
+  requests: z.number().int(),
+  status: z.object({
+    '2xx': z.number().int(),
+    '3xx': z.number().int(),
+    '4xx': z.number().int(),
+    '5xx': z.number().int(),
+  }),
+  bytesOut: z.number().int(),
+  functionInvocations: z.number().int(),
+  functionErrors: z.number().int().describe('calls that threw, timed out, ran out of memory or crashed'),
+  coldStarts: z.number().int(),
+  databaseCalls: z.number().int().describe('ctx.db calls of the site’s functions'),
+  p50Ms: Milliseconds.describe('request latency percentiles, to the answer’s head (within 19%)'),
+  p95Ms: Milliseconds,
+  p99Ms: Milliseconds,
+  functionP50Ms: Milliseconds.describe('function call latency percentiles'),
+  functionP95Ms: Milliseconds,
+  functionP99Ms: Milliseconds,
+});
+export const AnalyticsPoint = AnalyticsCounts.extend({ at: Timestamp.describe('the start of the step') });
+const AnalyticsRange = z.object({
+  from: Timestamp.describe('the first step’s start'),
+  to: Timestamp.describe('the last step’s end'),
+  step: AnalyticsStep,
+});
+export const SiteAnalytics = AnalyticsRange.extend({
+  totals: AnalyticsCounts,
+  series: z.array(AnalyticsPoint).describe('one point per step, empty steps included'),
+  topPaths: z.array(z.object({ path: z.string(), requests: z.number().int() })),
+  topReferrers: z.array(z.object({ host: z.string(), requests: z.number().int() })),
+});
+export const AccountAnalytics = AnalyticsRange.extend({
+  totals: AnalyticsCounts,
+  series: z.array(AnalyticsPoint),
+  sites: z
+    .array(
+      z.object({
+        site: z.object({ id: Uuid, name: z.string(), subdomain: z.string() }),
+        totals: AnalyticsCounts,
+        series: z.array(AnalyticsPoint),
+      }),
+    )
+    .describe('every site of the account, busiest first'),
+});

@@ -53,7 +53,8 @@ export interface RuntimeOptions {
 }
 
 export interface WorkerObserver {
-  started(seconds: number): void;
+  /** A worker started for `deployment` (a cold start), taking `seconds`. */
+  started(seconds: number, deployment: Deployment): void;
   exited(reason: string): void;
 }
 
@@ -229,7 +230,7 @@ export class RuntimeHost {
     );
     const { observer } = this.#options;
     if (observer) {
-      observer.started((performance.now() - started) / 1000);
+      observer.started((performance.now() - started) / 1000, deployment);
       void worker.exited.then((reason) => observer.exited(reason));
     }
     void worker.exited.then(() => setImmediate(() => this.#spares.fill()));

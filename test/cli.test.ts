@@ -497,6 +497,27 @@ test('db delete needs a confirmation: --yes, or a terminal to ask on', async (t)
   t.deepEqual(json<{ databases: unknown[] }>(await t0.owner.api.get(`v0/sites/${site.id}/databases`)).databases, []);
 });
 
+test('stats prints a site’s traffic with a chart, or the analytics as JSON', async (t) => {
+  const site = await createSite(t0.owner, { name: 'Stats' });
+  await putFile(t0.owner, site.bucketId, 'web/index.html', '<h1>counted</h1>', 'text/html');
+  for (let i = 0; i < 6; i++) t.is((await t0.site(site.subdomain).get('index.html')).statusCode, 200);
+  t.is((await t0.site(site.subdomain).get('gone.html')).statusCode, 404);
+
+  const text = await berth(['stats', '--site', site.subdomain, '--since', '2h']);
+  t.is(text.code, 0, text.stderr);
+  t.regex(text.stdout, /requests +7 +2xx 6 +3xx 0 +4xx 1 +5xx 0/);
+  t.regex(text.stdout, /requests \(tallest: 7\)\n│[ ▁▂▃▄▅▆▇█]*█[ ▁▂▃▄▅▆▇█]*│/);
+  t.regex(text.stdout, /top paths\n +6 +\/index\.html\n +1 +\/gone\.html/);
+  const asJson = await berth(['stats', '--site', site.subdomain, '--since', '2h', '--step', 'minute', '--json']);
+  const stats = JSON.parse(asJson.stdout) as { step: string; totals: { requests: number }; series: unknown[] };
+  t.is(stats.step, 'minute');
+  t.is(stats.totals.requests, 7);
+  t.true(stats.series.length >= 120);
+  const wrong = await berth(['stats', '--site', site.subdomain, '--since', 'yesterday']);
+  t.is(wrong.code, 2);
+  t.regex(wrong.stderr, /--since takes an RFC 3339 time/);
+});
+
 test('secrets set reads the value from stdin', async (t) => {
   const site = await createSite(t0.owner);
   const run = await berth(['secrets', 'set', 'API_TOKEN', '--site', site.subdomain], {

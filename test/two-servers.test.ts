@@ -43,6 +43,7 @@ test.before(async () => {
     ...(await sharedInstance(root, dirA, 'blob dir')),
     BERTH_CRON_TICK_MS: '100',
     BERTH_DNS_SERVERS: dns.address,
+    BERTH_ANALYTICS_FLUSH_MS: '500',
   };
   const url = common.BERTH_DATABASE_URL!;
   const a = await startServe({ ...common, BERTH_DATA_DIR: dirA });
@@ -236,6 +237,41 @@ shared(
     );
   },
 );
+
+shared('requests served by both servers add up in the site’s analytics, none counted twice', async (t) => {
+  const site = await makeSite('counted');
+  const put = await instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/web/index.html`, {
+    body: '<h1>counted</h1>',
+    headers: { 'content-type': 'text/html' },
+  });
+  t.is(put.statusCode, 200);
+  const [onA, onB] = [siteOn(instance.a, site.subdomain), siteOn(instance.b, site.subdomain)];
+  for (let i = 0; i < 20; i++) t.is((await onA.get('')).statusCode, 200);
+  for (let i = 0; i < 17; i++) t.is((await onB.get('')).statusCode, 200);
+  for (let i = 0; i < 5; i++) t.is((await onB.get('missing.html')).statusCode, 404);
+
+  interface Totals {
+    requests: number;
+    status: Record<string, number>;
+  }
+  const totalsOn = async (server: ServeProcess) =>
+    json<{ totals: Totals }>(await apiClient(server.url, instance.owner.readKey).get(`v0/sites/${site.id}/analytics`))
+      .totals;
+  // A read writes its own server's counts first; the other writes its own every 500 ms.
+  const deadline = Date.now() + 10_000;
+  let totals = await totalsOn(instance.a);
+  while (totals.requests < 42 && Date.now() < deadline) {
+    await sleep(200);
+    totals = await totalsOn(instance.a);
+  }
+  t.is(totals.requests, 42);
+  await sleep(1500);
+  for (const server of [instance.a, instance.b]) {
+    totals = await totalsOn(server);
+    t.is(totals.requests, 42, 'still, after both servers wrote again');
+    t.deepEqual(totals.status, { '2xx': 37, '3xx': 0, '4xx': 5, '5xx': 0 });
+  }
+});
 
 shared('a cron time due on both servers is run once', async (t) => {
   const site = await makeSite('cron');

@@ -11,6 +11,7 @@ import { logsCommand } from './commands/logs.ts';
 import { mcpCommand } from './commands/mcp.ts';
 import { adminCommand, serveCommand } from './commands/operator.ts';
 import { secretsSetCommand } from './commands/secrets.ts';
+import { statsCommand } from './commands/stats.ts';
 import { Program } from './program.ts';
 
 /** Commands generated from the operation catalogue load the server's modules: only when they may run. */
@@ -40,6 +41,7 @@ function baseProgram(): Program {
     })
     .command(rollbackCommand)
     .command(logsCommand)
+    .command(statsCommand)
     .group({ name: 'files', summary: 'the files of a site’s bucket', commands: [filesPutCommand, filesGetCommand] })
     .group({
       name: 'secrets',

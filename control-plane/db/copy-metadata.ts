@@ -25,6 +25,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'account_blobs', key: ['account_id', 'blob_sha256'] },
   { name: 'functions', key: ['id'] },
   { name: 'function_logs', key: ['id'] },
+  { name: 'site_analytics', key: ['id'] },
   { name: 'secrets', key: ['site_id', 'name'] },
   { name: 'secret_access_logs', key: ['id'] },
   { name: 'cron_runs', key: ['id'] },
@@ -50,7 +51,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
 ];
 
 /** Tables whose integer ids a sequence hands out on PostgreSQL: set past the copied ids. */
-const SERIAL_TABLES = ['function_logs', 'secret_access_logs'];
+const SERIAL_TABLES = ['function_logs', 'secret_access_logs', 'site_analytics'];
 
 const BATCH_ROWS = 500;
 

@@ -31,6 +31,7 @@ import * as tls from './migrations/0022_tls.ts';
 import * as deployments from './migrations/0023_deployments.ts';
 import * as dropDatabaseCopies from './migrations/0024_drop_database_copies.ts';
 import * as nodeReplication from './migrations/0025_node_replication.ts';
+import * as siteAnalytics from './migrations/0026_site_analytics.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -63,6 +64,7 @@ const migrations: Record<string, Migration> = {
   '0023_deployments': deployments,
   '0024_drop_database_copies': dropDatabaseCopies,
   '0025_node_replication': nodeReplication,
+  '0026_site_analytics': siteAnalytics,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

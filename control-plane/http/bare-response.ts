@@ -9,6 +9,7 @@ import { isClientAbort, toBerthError } from './middleware/errors.ts';
 import { elapsedMs, finishRequest } from './middleware/request-context.ts';
 import { clientAddress } from './proxy.ts';
 import { urlPath } from './site-paths.ts';
+import { countSiteRequest, sentBefore } from './site-traffic.ts';
 
 export type SiteRequestHandler = (
   req: http.IncomingMessage,
@@ -37,6 +38,7 @@ export type LeanServe = (
 export function leanSiteHandler(deps: Deps, route: string, serve: LeanServe): SiteRequestHandler {
   return (req, res, subdomain, segments, preview) => {
     const started = process.hrtime.bigint();
+    const sent = sentBefore(req);
     const requestId = crypto.randomUUID();
     let answering: Promise<void> | void;
     try {
@@ -44,15 +46,12 @@ export function leanSiteHandler(deps: Deps, route: string, serve: LeanServe): Si
     } catch (err) {
       answering = Promise.reject(err);
     }
-    const host = preview === undefined ? subdomain : `${preview}--${subdomain}`;
-    if (answering === undefined) return finish(deps, route, req, res, host, requestId, started);
-    answering.then(
-      () => finish(deps, route, req, res, host, requestId, started),
-      (err: unknown) => {
-        sendFailure(deps, res, err, requestId);
-        finish(deps, route, req, res, host, requestId, started);
-      },
-    );
+    const over = () => finish(deps, route, req, res, subdomain, preview, requestId, started, sent);
+    if (answering === undefined) return over();
+    answering.then(over, (err: unknown) => {
+      sendFailure(deps, res, err, requestId);
+      over();
+    });
   };
 }
 
@@ -62,13 +61,15 @@ function finish(
   req: http.IncomingMessage,
   res: http.ServerResponse,
   subdomain: string,
+  preview: string | undefined,
   requestId: string,
   started: bigint,
+  sent: number,
 ): void {
   const line = {
     reqId: requestId,
     kind: 'site' as const,
-    host: subdomain,
+    host: preview === undefined ? subdomain : `${preview}--${subdomain}`,
     method: req.method ?? 'GET',
     path: urlPath(req.url),
     status: res.statusCode,
@@ -76,6 +77,7 @@ function finish(
     ms: elapsedMs(started),
   };
   finishRequest(deps, line, route);
+  if (preview === undefined) countSiteRequest(deps, req, res, subdomain, line.path, line.ms, sent);
 }
 
 export function sendHtml(res: http.ServerResponse, status: number, html: string, requestId: string): void {

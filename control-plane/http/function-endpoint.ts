@@ -124,6 +124,8 @@ async function serve(
     cancel?.();
   });
   let response;
+  const invoked = performance.now();
+  const counted = label === undefined;
   try {
     response = await deps.runtime.invoke(
       deployment,
@@ -140,8 +142,12 @@ async function serve(
       },
     );
   } catch (err) {
+    // A call refused for want of a worker slot never reached the function.
+    if (counted && !(err instanceof PoolFullError))
+      deps.analytics.functionCall(site.id, performance.now() - invoked, true);
     throw toHttpError(err, deps, requestId);
   }
+  if (counted) deps.analytics.functionCall(site.id, performance.now() - invoked, false);
 
   // The head is written whole, Berth's request id first; the function may not set the session cookie.
   const head: string[] = ['Berth-Request-Id', requestId];

@@ -42,6 +42,7 @@ export const MCP_TOOL_NAMES = [
   'apply_database_migration',
   'get_database_restore_points',
   'restore_database',
+  'get_site_analytics',
 ] as const;
 
 export const mcpTools: Operation[] = MCP_TOOL_NAMES.map((name) => {

@@ -1,6 +1,7 @@
 // The operation catalogue: everything Berth can do for an actor, each defined once. REST binds most of
 // them to routes (http/routes/), MCP serves the spec's tools from it (mcp/), the CLI builds commands.
 import * as accounts from './accounts.ts';
+import * as analytics from './analytics.ts';
 import * as buckets from './buckets.ts';
 import * as databases from './databases.ts';
 import * as deploymentOps from './deployments.ts';
@@ -27,6 +28,7 @@ export const operations: Operation[] = [
   secrets,
   databases,
   people,
+  analytics,
 ].flatMap((module) => Object.values(module).filter(isOperation));
 
 export const operationByName = new Map(operations.map((operation) => [operation.name, operation]));

@@ -292,6 +292,7 @@ async function handleCtxCall(
       };
     }
     deps.metrics.ctxCall(call.method);
+    if (call.method.startsWith('db.')) deps.analytics.databaseCall(deployment.siteId);
     if (!Array.isArray(call.args)) {
       return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
     }

@@ -4,6 +4,7 @@ import { ApiError, CliError } from '../cli-error.ts';
 import type { CommandDefinition } from '../command.ts';
 import { siteDatabase } from '../database.ts';
 import { readMigrations } from '../migrations-folder.ts';
+import { momentOf } from '../moments.ts';
 import { ask, stdinIsTerminal } from '../terminal.ts';
 import { UsageError } from '../usage-error.ts';
 
@@ -42,20 +43,6 @@ export const dbMigrateCommand: CommandDefinition = {
   },
 };
 
-const AGO = /^(\d+)([smhd])$/;
-const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3600_000, d: 24 * 3600_000 };
-
-/** `--at`: an RFC 3339 time, or how long ago (`90s`, `10m`, `2h`, `3d`). */
-function momentOf(text: string, now = Date.now()): string {
-  const ago = AGO.exec(text.trim());
-  if (ago) return new Date(now - Number(ago[1]) * UNIT_MS[ago[2]!]!).toISOString();
-  if (!/^\d{4}-\d{2}-\d{2}T/.test(text) || Number.isNaN(Date.parse(text)))
-    throw new UsageError(
-      `--at takes an RFC 3339 time (2026-11-26T09:30:00Z) or how long ago (10m, 2h, 3d), not "${text}"`,
-    );
-  return new Date(text).toISOString();
-}
-
 export const dbRestoreCommand: CommandDefinition = {
   usage: 'restore',
   summary:
@@ -69,7 +56,7 @@ export const dbRestoreCommand: CommandDefinition = {
   async run({ options, out, api, site }) {
     if (typeof options.at !== 'string')
       throw new UsageError('say which moment with --at (10m, 2h, or an RFC 3339 time)');
-    const at = momentOf(options.at);
+    const at = momentOf(options.at, '--at');
     const client = api();
     const target = await site();
     const { database } = await siteDatabase(client, target);

@@ -5,6 +5,7 @@ import crypto from 'node:crypto';
 import type Koa from 'koa';
 import { type RequestLine, logRequest } from '../../log.ts';
 import type { Deps } from '../../services/deps.ts';
+import { countSiteRequest, sentBefore } from '../site-traffic.ts';
 
 /** How long since `started` (process.hrtime.bigint()), in milliseconds rounded to two places. */
 export const elapsedMs = (started: bigint): number => Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100;
@@ -23,9 +24,10 @@ function routeOf(ctx: Koa.Context, kind: 'api' | 'site'): string {
   return ctx.path === '/mcp' ? '/mcp' : 'unmatched';
 }
 
-export function requestContext(deps: Pick<Deps, 'log' | 'metrics'>, kind: 'api' | 'site'): Koa.Middleware {
+export function requestContext(deps: Deps, kind: 'api' | 'site'): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
+    const sent = sentBefore(ctx.req);
     const requestId = crypto.randomUUID();
     ctx.state.requestId = requestId;
     ctx.set('Berth-Request-Id', requestId);
@@ -43,6 +45,9 @@ export function requestContext(deps: Pick<Deps, 'log' | 'metrics'>, kind: 'api' 
         ms: elapsedMs(started),
       };
       finishRequest(deps, line, routeOf(ctx, kind));
+      const { subdomain, preview } = ctx.state as { subdomain?: string | null; preview?: string };
+      if (kind === 'site' && subdomain && preview === undefined)
+        countSiteRequest(deps, ctx.req, ctx.res, subdomain, line.path, line.ms, sent);
     }
   };
 }

@@ -1,6 +1,7 @@
 // The whole REST API at a glance: each resource's routes, in the order the spec lists them.
 import type { AnyRoute } from '../route.ts';
 import { accountRoutes } from './accounts.ts';
+import { analyticsRoutes } from './analytics.ts';
 import { bucketRoutes } from './buckets.ts';
 import { databaseRoutes } from './databases.ts';
 import { deploymentRoutes } from './deployments.ts';
@@ -22,4 +23,5 @@ export const apiRoutes: AnyRoute[] = [
   ...secretRoutes,
   ...databaseRoutes,
   ...peopleRoutes,
+  ...analyticsRoutes,
 ];
