@@ -8,6 +8,7 @@ import type { CachingBlobStore } from '../../storage/blob-store.ts';
 import type { SiteDatabaseProvider } from '../site-databases/provider.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
+import type { LogStreams } from './log-streams.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
 import type { PreviewCache } from './preview-cache.ts';
@@ -36,6 +37,8 @@ export interface Deps {
   /** Disposable runtime files (generated entries, sockets, Deno's cache). */
   runtimeDir: string;
   functionLogs: FunctionLogBuffer;
+  /** The live log streams open on this server, woken by the change feed when lines are stored. */
+  logStreams: LogStreams;
   /** The per-site SQL databases. */
   siteDatabases: SiteDatabaseProvider;
   /** Why this node's database replication is stalled, or null when it is not (or replication is off). */
