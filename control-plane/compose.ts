@@ -20,6 +20,7 @@ import { type Deps, monotonicClock } from './services/deps.ts';
 import { failInterruptedExports } from './services/exports.ts';
 import { createCtxHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
+import { LogStreams } from './services/log-streams.ts';
 import { retiringFunctions } from './services/functions.ts';
 import { PreviewCache } from './services/preview-cache.ts';
 import { removePreviewModules } from './services/previews.ts';
@@ -208,6 +209,20 @@ async function composeParts(
   stack.defer('the custom domains', () => siteNames.stop());
   changes.subscribe(siteNames);
   changes.subscribe(retiringFunctions(runtime, runtimeDir));
+  const logStreams = new LogStreams();
+  changes.subscribe(logStreams);
+  // One change per stored batch per site tells every node's streams to read; the last batches of a
+  // closing server are found by the other nodes' slow poll, the feed being closed by then.
+  functionLogs.onStored((siteIds) => {
+    for (const siteId of siteIds)
+      changes
+        .publish({ kind: 'logs', siteId })
+        .catch((err) => log.warn({ err }, 'could not announce stored log lines'));
+  });
+  stack.defer('the live log streams', () => {
+    functionLogs.onStored(() => {});
+    logStreams.close();
+  });
 
   const deps: Deps = {
     config,
@@ -224,6 +239,7 @@ async function composeParts(
     runtimeDir,
     functionLogs,
     analytics,
+    logStreams,
     masterKey,
     siteDatabases: siteDatabases.provider,
     replicationStalled: () => siteDatabases.replicas?.replicator.stalled() ?? null,

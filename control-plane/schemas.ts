@@ -141,6 +141,23 @@ export const FunctionLogLine = z.object({
   createdAt: Timestamp,
 });
 
+/** Which log lines a list or a live stream gives: every filter given must match. */
+export const LogFilterQuery = z.object({
+  function: z.string().min(1).max(300).optional().describe('only lines of this function, by path (api/hello.ts)'),
+  level: FunctionLogLine.shape.level.optional().describe('only lines of this level'),
+  q: z.string().min(1).max(200).optional().describe('only lines whose message holds this text (any case)'),
+});
+
+/** Where a live log stream starts: after this line id (a reconnecting client's Last-Event-ID wins). */
+export const LogStreamQuery = LogFilterQuery.extend({
+  since: z
+    .string()
+    .regex(/^\d{1,15}$/, { error: 'must be a line id' })
+    .transform(Number)
+    .optional()
+    .describe('send the stored lines after this id first (default: only lines stored from now on)'),
+});
+
 export const DeployFunctionBody = z
   .object({ path: z.string().describe('stored source path, e.g. api/hello.ts') })
   .strict();

@@ -213,6 +213,8 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   const close = () => {
     closed ??= (async () => {
       closing = true;
+      // Live log streams never finish by themselves: end them so their connections go idle and close.
+      deps.logStreams.close();
       metrics?.close();
       const listeners = tls ? [server, tls.https, tls.http] : [server];
       await Promise.all(listeners.map((listener) => drain(listener, config.shutdownGraceMs)));

@@ -1,6 +1,7 @@
 // Authentication and authorization across every route of the API, driven by the route table itself
 // so that a new route cannot skip the matrix.
 import test from 'ava';
+import type { Got } from 'got';
 import { apiRoutes } from '../control-plane/http/routes/index.ts';
 import {
   type ErrorBody,
@@ -107,9 +108,31 @@ function requestFor(route: (typeof apiRoutes)[number]) {
   };
 }
 
+/** A live stream never ends by itself: its status is the answer, with the body of a refusal. */
+const streams = (route: (typeof apiRoutes)[number]) =>
+  !('operation' in route) && route.responses[200]?.contentType === 'text/event-stream';
+
+function send(client: Got, route: (typeof apiRoutes)[number]): Promise<{ statusCode: number; body: unknown }> {
+  if (!streams(route)) return client(urlFor(route.path), requestFor(route));
+  return new Promise((resolve, reject) => {
+    const request = client.stream(urlFor(route.path));
+    request.once('error', reject);
+    request.once('response', async (res: { statusCode: number }) => {
+      if (res.statusCode === 200) {
+        request.destroy();
+        resolve({ statusCode: 200, body: Buffer.alloc(0) });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      resolve({ statusCode: res.statusCode, body: Buffer.concat(chunks) });
+    });
+  });
+}
+
 test('every route answers 401 unauthorized without a key', async (t) => {
   for (const route of apiRoutes) {
-    const res = await t0.anonymous(urlFor(route.path), requestFor(route));
+    const res = await send(t0.anonymous, route);
     t.is(res.statusCode, 401, `${route.method} ${route.path}`);
     t.is(errorCode(res), 'unauthorized');
   }
@@ -141,7 +164,7 @@ test('X-API-Key works like a bearer token', async (t) => {
 test('READ keys may use every read route and no write route', async (t) => {
   const before = await t0.owner.read.get(`v0/buckets/${ids.bucketId}/objects`);
   for (const route of apiRoutes) {
-    const res = await t0.owner.read(urlFor(route.path), requestFor(route));
+    const res = await send(t0.owner.read, route);
     if (forUsersOnly(route)) {
       t.is(res.statusCode, 403, `${route.method} ${route.path}`);
       t.is(errorCode(res), 'forbidden');
@@ -172,7 +195,7 @@ test('another account’s key reaches none of the owner’s resources, on any ro
   const other = await t0.newAccount();
   for (const route of apiRoutes) {
     if (route.path.startsWith('/v0/accounts/current')) continue;
-    const res = await other.api(urlFor(route.path), requestFor(route));
+    const res = await send(other.api, route);
     t.is(res.statusCode, forUsersOnly(route) ? 403 : 404, `${route.method} ${route.path}`);
     t.is(errorCode(res), forUsersOnly(route) ? 'forbidden' : 'not_found');
   }

@@ -9,6 +9,7 @@ import test from 'ava';
 import Database from 'better-sqlite3';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { freePort } from './helpers/ports.ts';
+import { startTcpProxy } from './helpers/tcp-proxy.ts';
 import { until } from './helpers/until.ts';
 
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
@@ -553,6 +554,46 @@ test('logs prints what functions wrote, oldest first', async (t) => {
     JSON.parse(asJson.stdout).logs.map((l: { message: string }) => l.message),
     ['second'],
   );
+});
+
+test('logs --follow prints lines logged after it started, filtered, through a dropped connection, until Ctrl-C', async (t) => {
+  const site = await createSite(t0.owner);
+  const dir = await project({
+    'api/say.ts':
+      'export default (req: Request) => { const q = new URL(req.url).searchParams; (console as any)[q.get("level")!](q.get("m")); return new Response("ok"); };\n',
+  });
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  const say = async (m: string, level: string) =>
+    t.is((await t0.site(site.subdomain).get('api/say', { searchParams: { m, level } })).body, 'ok');
+  await say('recent warning', 'warn');
+  await until(
+    async () => JSON.stringify((await t0.owner.read.get(`v0/sites/${site.id}/logs`)).body).includes('recent warning'),
+    'the first line stored',
+  );
+  // Through a proxy whose line the test cuts, as a network drop does.
+  const proxy = await startTcpProxy('127.0.0.1', t0.berth.port);
+  t.teardown(() => proxy.close());
+  const follow = start(['logs', '--follow', '--level', 'warn', '--site', site.subdomain], {
+    ...userEnv(),
+    BERTH_URL: `http://127.0.0.1:${proxy.port}`,
+  });
+  t.teardown(() => follow.child.kill('SIGKILL'));
+  await until(() => follow.run.stdout.includes('recent warning'), 'the recent lines');
+  await say('an info line', 'info');
+  await say('a live warning', 'warn');
+  await until(() => follow.run.stdout.includes('a live warning'), 'the line logged while following', { ms: 5000 });
+  proxy.cut();
+  await say('logged while cut', 'warn');
+  proxy.mend();
+  await until(() => follow.run.stdout.includes('logged while cut'), 'the line logged while the connection was down');
+  follow.child.kill('SIGINT');
+  const ended = await follow.exited;
+  t.is(ended.code, 0, ended.stderr);
+  const printed = ended.stdout.trim().split('\n');
+  t.is(printed.length, 3, ended.stdout);
+  t.regex(printed[0]!, /warn +api\/say\.ts +recent warning$/);
+  t.regex(printed[1]!, /warn +api\/say\.ts +a live warning$/);
+  t.regex(printed[2]!, /warn +api\/say\.ts +logged while cut$/);
 });
 
 test('failures a user can cause are explained, with exit codes 1, 2 and 3 and no stack trace', async (t) => {

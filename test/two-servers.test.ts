@@ -12,6 +12,8 @@ import { type ServeProcess, startServe } from './helpers/process.ts';
 import { type ChallengeDns, startChallengeDns } from './helpers/challenge-dns.ts';
 import { asAdmin, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
+import { openLogStream } from './helpers/log-stream.ts';
+import { until } from './helpers/until.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { createUser } from '../control-plane/services/users.ts';
@@ -189,6 +191,25 @@ shared(
     );
   },
 );
+
+shared('a line a function logs on one server reaches a live log stream open on the other', async (t) => {
+  const site = await makeSite('live logs');
+  const written = await instance.owner.api.put(`v0/buckets/${site.bucketId}/objects/api/say.ts`, {
+    body: "export default (req: Request) => { console.warn(new URL(req.url).searchParams.get('m')); return new Response('said'); };",
+    headers: { 'content-type': 'text/typescript' },
+  });
+  t.is(written.statusCode, 200);
+  const stream = await openLogStream(instance.a.url, instance.owner.readKey, site.id);
+  t.teardown(() => stream.close());
+  t.is(stream.status, 200);
+  const onB = siteOn(instance.b, site.subdomain);
+  t.is((await onB.get('api/say', { searchParams: { m: 'from node B' } })).statusCode, 200);
+  // Two seconds, well under the streams' 5 s poll: B's stored batch is announced to A by the change feed.
+  const line = await until(() => stream.lines().find((l) => l.message === 'from node B'), 'the line on A', {
+    ms: 2000,
+  });
+  t.like(line, { level: 'warn', functionPath: 'api/say.ts' });
+});
 
 shared(
   'deployments published through one server: a reader of the other never gets an old file after a new one',

@@ -1,9 +1,11 @@
 // The one HTTP client of the `berth` command: the REST API under /v0 with the key from the environment.
 // Every failure becomes a CliError a person can act on: the API's envelope, a refused key, a server
 // that cannot be reached.
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { ReadableStream } from 'node:stream/web';
 import got, { type Got, type Method, RequestError, type Response } from 'got';
+import { type ServerEvent, serverEvents } from '../dashboard/sse.ts';
 import { VERSION } from '../version.ts';
 import { ApiError, CliError } from './cli-error.ts';
 import { type Connection, CREATE_KEY_HINT } from './connection.ts';
@@ -102,6 +104,42 @@ export class ApiClient {
     }
   }
 
+  /**
+   * The server-sent events of a stream route until it ends or `signal` aborts; a refusal is an ApiError
+   * like any answer's, a dropped connection a CliError. The parser is the dashboard's, which speaks the
+   * same stream.
+   */
+  async *events(
+    path: string,
+    query: Query,
+    lastEventId: string | undefined,
+    signal: AbortSignal,
+  ): AsyncGenerator<ServerEvent> {
+    const stream = this.#got.stream(path, {
+      searchParams: compact(query),
+      headers: lastEventId ? { 'last-event-id': lastEventId } : {},
+      signal,
+    });
+    try {
+      const response = await new Promise<Response>((resolve, reject) => {
+        stream.once('response', resolve);
+        stream.once('error', reject);
+      });
+      if (response.statusCode >= 400) {
+        const chunks: Buffer[] = [];
+        for await (const chunk of stream) chunks.push(chunk as Buffer);
+        throw this.#refusal(response, Buffer.concat(chunks).toString('utf8'));
+      }
+      yield* serverEvents(
+        Readable.toWeb(stream) as ReadableStream<Uint8Array> as globalThis.ReadableStream<Uint8Array>,
+      );
+    } catch (err) {
+      throw this.#failure(err);
+    } finally {
+      stream.destroy();
+    }
+  }
+
   async #json<T>(method: Method, path: string, options: Record<string, unknown>): Promise<T> {
     let response: Response<string>;
     try {
@@ -112,6 +150,12 @@ export class ApiClient {
     const body = parseJson(response.body);
     // The query endpoint answers a statement the database refused in its own envelope, not as an error.
     if (response.statusCode < 400 || (body as { success?: unknown } | undefined)?.success === false) return body as T;
+    throw this.#refusal(response, response.body);
+  }
+
+  /** The error an answer of 400 or more is: the API's envelope, or the status where there is none. */
+  #refusal(response: Response, text: string): ApiError {
+    const body = parseJson(text);
     const envelope = (
       body as { error?: { code?: unknown; message?: unknown; details?: Record<string, unknown> } } | undefined
     )?.error;
@@ -123,13 +167,13 @@ export class ApiClient {
             message: `${this.url} answered ${response.statusCode} ${response.statusMessage ?? ''}`.trim(),
           };
     if (response.statusCode === 401) {
-      throw new ApiError(
+      return new ApiError(
         401,
         { ...error, message: `${this.url} refused the API key from ${this.#keySource}: ${error.message}` },
         { exitCode: EXIT.UNREACHABLE, hint: CREATE_KEY_HINT },
       );
     }
-    throw new ApiError(response.statusCode, error);
+    return new ApiError(response.statusCode, error);
   }
 
   #failure(err: unknown): unknown {

@@ -186,6 +186,19 @@ export async function getBlob(path: string): Promise<Blob> {
   return res.blob();
 }
 
+/** A stream route's body (server-sent events), with the same headers as any request; `signal` ends it. */
+export async function openStream(path: string, signal: AbortSignal): Promise<ReadableStream<Uint8Array>> {
+  const res = await fetch(path, {
+    credentials: 'same-origin',
+    cache: 'no-store',
+    headers: headers({ Accept: 'text/event-stream' }),
+    signal,
+  });
+  if (res.status === 401) toSignIn();
+  if (!res.ok || !res.body) throw await errorOf(res);
+  return res.body;
+}
+
 /** Saves `blob` as a download named `name`. */
 export function saveBlob(blob: Blob, name: string): void {
   const url = URL.createObjectURL(blob);

@@ -20,6 +20,7 @@ import * as domains from './domains.ts';
 import * as files from './files.ts';
 import * as functions from './functions.ts';
 import * as keys from './keys.ts';
+import * as logs from './logs.ts';
 import * as members from './members.ts';
 import * as secrets from './secrets.ts';
 import * as sites from './sites.ts';
@@ -41,6 +42,8 @@ function pageFor(route: Route): { page: Page; nav: string } {
           return { page: files.render, nav: 'sites' };
         case 'functions':
           return { page: functions.render, nav: 'sites' };
+        case 'logs':
+          return { page: logs.render, nav: 'sites' };
         case 'secrets':
           return { page: secrets.render, nav: 'sites' };
         case 'database':

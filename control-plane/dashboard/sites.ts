@@ -93,6 +93,7 @@ const TABS: Array<[string, string]> = [
   ['deployments', 'Deployments'],
   ['files', 'Files'],
   ['functions', 'Functions'],
+  ['logs', 'Logs'],
   ['secrets', 'Secrets'],
   ['database', 'Database'],
   ['domains', 'Domains'],

@@ -19,7 +19,9 @@ export type Change =
   /** A certificate stored for the name (BERTH_TLS=acme): issued or renewed. */
   | { kind: 'certificate'; hostname: string }
   /** Many files of a bucket at once (a deployment published, promoted or restored): forget them all. */
-  | { kind: 'bucket'; bucketId: string; siteId: string };
+  | { kind: 'bucket'; bucketId: string; siteId: string }
+  /** Function log lines of the site stored (one per flush, not per line): live log streams read them. */
+  | { kind: 'logs'; siteId: string };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -98,6 +100,8 @@ export function parseChange(value: unknown): Change | undefined {
       return text('hostname') ? { kind: 'certificate', hostname: c.hostname as string } : undefined;
     case 'database':
       return text('siteId') ? { kind: 'database', siteId: c.siteId as string } : undefined;
+    case 'logs':
+      return text('siteId') ? { kind: 'logs', siteId: c.siteId as string } : undefined;
     default:
       return undefined;
   }

@@ -9,6 +9,7 @@ import {
   FunctionLogLine,
   FunctionRecord,
   ListCronRunsQuery,
+  LogFilterQuery,
   PageQuery,
   Pagination,
   SiteParams,
@@ -35,11 +36,11 @@ export const deployFunction = defineOperation({
 
 export const listFunctionLogs = defineOperation({
   name: 'list_function_logs',
-  description: 'Console output of the site’s functions, newest first',
+  description: 'Console output of the site’s functions, newest first, optionally of one function, level or text',
   permission: 'READ',
-  input: SiteParams.extend(PageQuery.shape),
+  input: SiteParams.extend(PageQuery.shape).extend(LogFilterQuery.shape),
   output: z.object({ logs: z.array(FunctionLogLine), pagination: Pagination }),
-  run: (deps, actor, { siteId, ...page }) => listLogs(deps, actor, siteId, page),
+  run: (deps, actor, { siteId, limit, offset, ...filter }) => listLogs(deps, actor, siteId, { limit, offset }, filter),
 });
 
 export const listCronRuns = defineOperation({

@@ -9,6 +9,7 @@ import type { SiteDatabaseProvider } from '../site-databases/provider.ts';
 import type { RuntimeHost } from '../../runtime-host/runtime.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import type { TrafficCounter } from '../analytics/collector.ts';
+import type { LogStreams } from './log-streams.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
 import type { PreviewCache } from './preview-cache.ts';
@@ -39,6 +40,8 @@ export interface Deps {
   functionLogs: FunctionLogBuffer;
   /** Where sites' traffic is counted for their analytics (control-plane/analytics/). */
   analytics: TrafficCounter;
+  /** The live log streams open on this server, woken by the change feed when lines are stored. */
+  logStreams: LogStreams;
   /** The per-site SQL databases. */
   siteDatabases: SiteDatabaseProvider;
   /** Why this node's database replication is stalled, or null when it is not (or replication is off). */

@@ -26,14 +26,23 @@ export interface LogStore {
   perSite: number;
 }
 
+/** Told once a batch is stored, with each site it held lines of (live log streams follow it). */
+export type StoredListener = (siteIds: string[]) => void;
+
 export class FunctionLogBuffer {
   readonly #store: LogStore;
   #rows: Array<Omit<LogRow, 'id'>> = [];
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
+  #stored: StoredListener = () => {};
 
   constructor(store: LogStore) {
     this.#store = store;
+  }
+
+  /** Who hears of stored batches: the change feed, which opens after the buffer. */
+  onStored(listener: StoredListener): void {
+    this.#stored = listener;
   }
 
   add(siteId: string, functionPath: string | null, entry: LogEntry): void {
@@ -62,10 +71,13 @@ export class FunctionLogBuffer {
 
   async #write(rows: Array<Omit<LogRow, 'id'>>): Promise<void> {
     const { db, log, perSite } = this.#store;
+    const siteIds = [...new Set(rows.map((r) => r.site_id))];
     try {
       await db.transaction(async (trx) => {
+        // Ids in commit order across nodes, so a stream that has read up to an id has missed none below it.
+        if (trx.client.dialect === 'postgresql') await trx.raw('LOCK TABLE function_logs IN EXCLUSIVE MODE');
         for (let i = 0; i < rows.length; i += 100) await trx('function_logs').insert(rows.slice(i, i + 100));
-        for (const siteId of new Set(rows.map((r) => r.site_id))) {
+        for (const siteId of siteIds) {
           const oldest = await trx('function_logs')
             .where({ site_id: siteId })
             .orderBy('id', 'desc')
@@ -76,6 +88,8 @@ export class FunctionLogBuffer {
       });
     } catch (err) {
       logJobFailure(log, err, 'could not store function logs');
+      return;
     }
+    this.#stored(siteIds);
   }
 }
