@@ -2,7 +2,9 @@
 import { api, currentAccountId, get, getAll } from './api.ts';
 import { type Child, badge, field, fill, form, h, run, statusLine, table, time } from './dom.ts';
 import { type Route, go, href } from './router.ts';
-import type { Site, SiteDetail } from './types.ts';
+import { trafficSection } from './analytics.ts';
+import { sparkline } from './sparkline.ts';
+import type { AccountAnalytics, AnalyticsCounts, AnalyticsPoint, Site, SiteDetail } from './types.ts';
 
 export async function renderList(root: HTMLElement): Promise<void> {
   const status = statusLine();
@@ -14,7 +16,18 @@ export async function renderList(root: HTMLElement): Promise<void> {
     h('section', { class: 'card' }, h('h2', null, 'Create a site'), createForm()),
     status.el,
   );
-  const sites = await getAll<Site, 'sites'>('/v0/sites', 'sites', { accountId: currentAccountId() });
+  // Each site's last 24 hours beside it; the list shows without them if they cannot be read.
+  const [sites, traffic] = await Promise.all([
+    getAll<Site, 'sites'>('/v0/sites', 'sites', { accountId: currentAccountId() }),
+    get<AccountAnalytics>(`/v0/accounts/${encodeURIComponent(currentAccountId())}/analytics`, { step: 'hour' }).catch(
+      () => null,
+    ),
+  ]);
+  const trafficOf = new Map(traffic?.sites.map((s) => [s.site.id, s]) ?? []);
+  const counted = (s: Site, value: (totals: AnalyticsCounts) => number) => {
+    const found = trafficOf.get(s.id);
+    return found ? value(found.totals).toLocaleString() : '–';
+  };
   fill(
     list,
     table(
@@ -28,6 +41,20 @@ export async function renderList(root: HTMLElement): Promise<void> {
         },
         { label: 'Access', cell: (s) => badge(s.access) },
         { label: 'Status', cell: (s) => badge(s.status) },
+        { label: 'Requests, 24 h', cell: (s) => counted(s, (t) => t.requests), class: 'num' },
+        { label: 'Errors (5xx)', cell: (s) => counted(s, (t) => t.status['5xx']), class: 'num' },
+        {
+          label: 'By the hour',
+          cell: (s) => {
+            const series: AnalyticsPoint[] | undefined = trafficOf.get(s.id)?.series;
+            return series
+              ? sparkline(
+                  series.map((p) => p.requests),
+                  `${s.name}, requests by the hour`,
+                )
+              : '–';
+          },
+        },
         { label: 'Updated', cell: (s) => time(s.updatedAt) },
       ],
       sites,
@@ -177,6 +204,7 @@ export async function renderSite(root: HTMLElement, route: Route): Promise<void>
   const failed = runtime.functions?.failed ?? [];
   fill(
     body,
+    trafficSection(site.id),
     h(
       'section',
       { class: 'card' },

@@ -263,3 +263,44 @@ export interface Snapshot {
   files: number;
   bytes: number;
 }
+
+export interface AnalyticsCounts {
+  requests: number;
+  status: { '2xx': number; '3xx': number; '4xx': number; '5xx': number };
+  bytesOut: number;
+  functionInvocations: number;
+  functionErrors: number;
+  coldStarts: number;
+  databaseCalls: number;
+  p50Ms: number | null;
+  p95Ms: number | null;
+  p99Ms: number | null;
+  functionP50Ms: number | null;
+  functionP95Ms: number | null;
+  functionP99Ms: number | null;
+}
+
+export type AnalyticsPoint = AnalyticsCounts & { at: string };
+
+export interface SiteAnalytics {
+  from: string;
+  to: string;
+  step: 'minute' | 'hour' | 'day';
+  totals: AnalyticsCounts;
+  series: AnalyticsPoint[];
+  topPaths: Array<{ path: string; requests: number }>;
+  topReferrers: Array<{ host: string; requests: number }>;
+}
+
+export interface AccountAnalytics {
+  from: string;
+  to: string;
+  step: 'minute' | 'hour' | 'day';
+  totals: AnalyticsCounts;
+  series: AnalyticsPoint[];
+  sites: Array<{
+    site: { id: string; name: string; subdomain: string };
+    totals: AnalyticsCounts;
+    series: AnalyticsPoint[];
+  }>;
+}

@@ -4,6 +4,7 @@
 // GET / answers the page only to a browser (one that prefers HTML); API clients keep getting the JSON
 // service description.
 import crypto from 'node:crypto';
+import { createRequire } from 'node:module';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import Router from '@koa/router';
@@ -12,6 +13,8 @@ import type Koa from 'koa';
 import type { Deps } from '../services/deps.ts';
 
 const SOURCE = path.resolve(import.meta.dirname, '../dashboard');
+/** The chart library's stylesheet, served in the dashboard's one stylesheet, before its own rules. */
+const CHART_CSS = createRequire(import.meta.url).resolve('uplot/dist/uPlot.min.css');
 
 /** Everything comes from this instance: scripts and styles from files, requests to the same origin. */
 export const DASHBOARD_CSP =
@@ -35,9 +38,9 @@ const asset = (body: string, type: string): Asset => ({
   etag: `"${crypto.createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
 });
 
-/** Bundles the app (TypeScript to one script) and reads its page and stylesheet. */
+/** Bundles the app (TypeScript and the chart library to one script) and reads its page and stylesheets. */
 export async function buildDashboard(): Promise<Assets> {
-  const [bundle, html, css] = await Promise.all([
+  const [bundle, html, css, chartCss] = await Promise.all([
     esbuild.build({
       entryPoints: [path.join(SOURCE, 'main.ts')],
       bundle: true,
@@ -51,12 +54,13 @@ export async function buildDashboard(): Promise<Assets> {
     }),
     fs.readFile(path.join(SOURCE, 'index.html'), 'utf8'),
     fs.readFile(path.join(SOURCE, 'dashboard.css'), 'utf8'),
+    fs.readFile(CHART_CSS, 'utf8'),
   ]);
   const js = bundle.outputFiles[0]!.text;
   return {
     html: asset(html, 'text/html; charset=utf-8'),
     js: asset(js, 'text/javascript; charset=utf-8'),
-    css: asset(css, 'text/css; charset=utf-8'),
+    css: asset(`${chartCss}\n${css}`, 'text/css; charset=utf-8'),
   };
 }
 
