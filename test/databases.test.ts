@@ -155,6 +155,10 @@ test('readOnly: the query API reads rows and the schema, and refuses anything th
   t.deepEqual((await query('PRAGMA user_version')).body.result[0]!.results, [{ user_version: 0 }]);
   t.deepEqual((await query('PRAGMA foreign_keys')).body.result[0]!.results, [{ foreign_keys: 1 }]);
   t.is((await query("INSERT INTO notes (body) VALUES ('three')")).status, 200, 'writes without readOnly go on');
+  // The same text again, read-only: the database process has it prepared already, and still refuses it.
+  const again = await read("INSERT INTO notes (body) VALUES ('three')");
+  t.is(again.body.errors[0]?.code, 'statement_not_allowed');
+  t.deepEqual((await query('SELECT count(*) AS n FROM notes')).body.result[0]!.results, [{ n: 3 }]);
 
   const notBoolean = await read('SELECT 1', undefined, { readOnly: 'yes' });
   t.is(notBoolean.status, 400);
