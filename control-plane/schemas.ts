@@ -392,6 +392,12 @@ export const QueryBody = z
         error: 'params must be a list of strings, numbers, booleans or nulls',
       })
       .optional(),
+    readOnly: z
+      .boolean({ error: 'readOnly must be true or false' })
+      .optional()
+      .describe(
+        'true: the statement may only read (SELECT, or WITH … SELECT), and SQLite refuses writes while it runs; anything else fails with statement_not_allowed and changes nothing',
+      ),
   })
   .strict();
 export const QueryEnvelope = z.object({

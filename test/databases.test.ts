@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
-import { type DatabaseRecord, siteWithDatabase } from './helpers/databases.ts';
+import { type DatabaseRecord, type Envelope, siteWithDatabase } from './helpers/databases.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -94,6 +94,87 @@ test('the query API runs one statement and answers the provider-style envelope',
     json: { sql: 'SELECT 1' },
   });
   t.is(mismatch.statusCode, 404);
+});
+
+test('readOnly: the query API reads rows and the schema, and refuses anything that may write, changing nothing', async (t) => {
+  const { site, db, query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL)');
+  await query('INSERT INTO notes (body) VALUES (?), (?)', ['one', 'two']);
+  const read = async (sql: string, params?: unknown[], body: Record<string, unknown> = { readOnly: true }) => {
+    const res = await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+      json: { sql, ...(params ? { params } : {}), ...body },
+    });
+    return { status: res.statusCode, body: json<Envelope>(res) };
+  };
+
+  const rows = await read('SELECT id, body FROM notes WHERE body = ? ORDER BY id', ['two']);
+  t.is(rows.status, 200);
+  t.deepEqual(rows.body.result[0]!.results, [{ id: 2, body: 'two' }]);
+  const schema = await read(
+    'SELECT t.name AS tbl, c.name, c.type, c.pk, c."notnull" FROM sqlite_schema t JOIN pragma_table_info(t.name) c WHERE t.type = \'table\' AND t.name = ? ORDER BY c.cid',
+    ['notes'],
+  );
+  t.deepEqual(schema.body.result[0]!.results, [
+    { tbl: 'notes', name: 'id', type: 'INTEGER', pk: 1, notnull: 0 },
+    { tbl: 'notes', name: 'body', type: 'TEXT', pk: 0, notnull: 1 },
+  ]);
+  const listed = await read(
+    "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'table' ORDER BY name",
+  );
+  t.true(listed.body.success, JSON.stringify(listed.body.errors));
+
+  for (const sql of [
+    "INSERT INTO notes (body) VALUES ('three')",
+    "UPDATE notes SET body = 'changed' RETURNING id",
+    'WITH doomed AS (SELECT 1) DELETE FROM notes',
+    'DROP TABLE notes',
+    'CREATE TABLE other (v TEXT)',
+    'CREATE TEMP TABLE scratch (v TEXT)',
+    'PRAGMA user_version = 7',
+    'PRAGMA foreign_keys = OFF',
+    'PRAGMA table_info(notes)',
+  ]) {
+    const refused = await read(sql);
+    t.is(refused.status, 400, sql);
+    t.false(refused.body.success, sql);
+    t.is(refused.body.errors[0]!.code, 'statement_not_allowed', sql);
+    t.regex(refused.body.errors[0]!.message, /read-only/, sql);
+  }
+  // Read-only asks for less, never more: what the authorizer refuses stays refused.
+  for (const sql of ['SELECT * FROM pragma_database_list', "ATTACH DATABASE 'x.sqlite' AS x"]) {
+    const refused = await read(sql);
+    t.is(refused.status, 400, sql);
+    t.is(refused.body.errors[0]?.code, 'statement_not_allowed', sql);
+  }
+
+  t.deepEqual((await query('SELECT id, body FROM notes ORDER BY id')).body.result[0]!.results, [
+    { id: 1, body: 'one' },
+    { id: 2, body: 'two' },
+  ]);
+  t.deepEqual((await query("SELECT name FROM sqlite_schema WHERE name = 'other'")).body.result[0]!.results, []);
+  t.deepEqual((await query('PRAGMA user_version')).body.result[0]!.results, [{ user_version: 0 }]);
+  t.deepEqual((await query('PRAGMA foreign_keys')).body.result[0]!.results, [{ foreign_keys: 1 }]);
+  t.is((await query("INSERT INTO notes (body) VALUES ('three')")).status, 200, 'writes without readOnly go on');
+  // The same text again, read-only: the database process has it prepared already, and still refuses it.
+  const again = await read("INSERT INTO notes (body) VALUES ('three')");
+  t.is(again.body.errors[0]?.code, 'statement_not_allowed');
+  t.deepEqual((await query('SELECT count(*) AS n FROM notes')).body.result[0]!.results, [{ n: 3 }]);
+
+  const notBoolean = await read('SELECT 1', undefined, { readOnly: 'yes' });
+  t.is(notBoolean.status, 400);
+  t.is(
+    json(
+      await t0.owner.api.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+        json: { sql: 'SELECT 1', readOnly: 'yes' },
+      }),
+    ).error.code,
+    'invalid_request',
+  );
+  const readKey = await t0.owner.read.post(`v0/sites/${site.id}/databases/${db.id}/query`, {
+    json: { sql: 'SELECT 1', readOnly: true },
+  });
+  t.is(readKey.statusCode, 403, 'the query operation needs WRITE, read-only or not');
+  t.is(json(readKey).error.code, 'forbidden');
 });
 
 test('ctx.db from a function: query, first, execute and an atomic batch, with stable error codes', async (t) => {

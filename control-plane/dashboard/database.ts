@@ -1,9 +1,10 @@
-// A site's database: run a statement and see a table, the applied migrations with their SQL, exports
-// with their status and download, time travel, and the two-step delete. Exports, restores and deletion are
-// for ADMINs.
+// A site's database: run a statement and see a table, browse its tables read-only (database-browser.ts),
+// the applied migrations with their SQL, exports with their status and download, time travel, and the
+// two-step delete. Exports, restores and deletion are for ADMINs.
 import { ApiError, api, get, isAdmin } from './api.ts';
 import { type Child, actionButton, badge, field, fill, form, formatBytes, h, statusLine, table, time } from './dom.ts';
 import type { Route } from './router.ts';
+import { browserSection } from './database-browser.ts';
 import { siteFrame } from './sites.ts';
 import { timeTravelSection } from './time-travel.ts';
 import type { Database, DatabaseExport, MigrationReceipt, QueryEnvelope, SiteDetail } from './types.ts';
@@ -59,6 +60,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
   fill(
     body,
     querySection(dbPath),
+    await browserSection(dbPath),
     await migrationsSection(dbPath),
     isAdmin() ? await exportsSection(dbPath) : null,
     await timeTravelSection(site, dbPath),

@@ -124,12 +124,14 @@ export async function queryDatabase(
   actor: Actor,
   siteId: string,
   databaseId: string,
-  input: { sql: string; params?: SqlParam[] | undefined },
+  input: { sql: string; params?: SqlParam[] | undefined; readOnly?: boolean | undefined },
 ) {
   await requireDatabase(deps, actor, siteId, databaseId);
   checkOneStatement(input.sql);
   try {
-    const result = await deps.siteDatabases.run(siteId, { sql: input.sql, params: input.params ?? [] }, 'api');
+    const result = await deps.siteDatabases.run(siteId, { sql: input.sql, params: input.params ?? [] }, 'api', {
+      readsOnly: input.readOnly === true,
+    });
     return {
       success: true,
       errors: [],

@@ -16,6 +16,7 @@ import {
   type FrozenDatabase,
   type Restore,
   type RestorePoints,
+  type RunOptions,
   type SiteDatabaseProvider,
   StatementError,
   type StatementResult,
@@ -139,9 +140,10 @@ export class SiteDatabases implements SiteDatabaseProvider {
     await this.#call(siteId, null);
   }
 
-  async run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
+  async run(siteId: string, statement: Statement, access: Access, options: RunOptions = {}): Promise<StatementResult> {
     const sentAt = Date.now();
-    const result = revive((await this.#call(siteId, { op: 'run', access, statement })) as StatementOutcome);
+    const request: DbRequest = { op: 'run', access, statement, ...(options.readsOnly ? { readsOnly: true } : {}) };
+    const result = revive((await this.#call(siteId, request)) as StatementOutcome);
     if (result.changes > 0) this.#options.replicas?.replicator.wrote(siteId, sentAt);
     return result;
   }

@@ -47,11 +47,14 @@ export interface Statement {
 /**
  * `readOnly` runs a statement or batch on a database whose writes are paused (it is being copied to
  * another node): reads run as usual, and a write fails as `read_only` without changing anything.
+ * `readsOnly` is the caller's own ask (the query API's `readOnly`): the statement must be one that only
+ * reads, as the authorizer saw it prepared, and runs with SQLite refusing writes; anything else fails
+ * as `denied` without changing anything.
  * `checkpoint` moves the write-ahead log into the database file, so the file alone is the database;
  * `census` checks the file's integrity and counts every table's rows.
  */
 export type DbRequest =
-  | { op: 'run'; access: Access; statement: Statement; readOnly?: boolean }
+  | { op: 'run'; access: Access; statement: Statement; readOnly?: boolean; readsOnly?: boolean }
   | { op: 'batch'; access: Access; statements: Statement[]; readOnly?: boolean }
   | { op: 'migrate'; sql: string; receipt: Statement }
   | { op: 'dump' }

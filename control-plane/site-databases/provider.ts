@@ -31,11 +31,18 @@ export class StatementError extends Error {
   }
 }
 
+export interface RunOptions {
+  readsOnly?: boolean;
+}
+
 export interface SiteDatabaseProvider {
   /** Creates the database if it does not exist; safe to repeat. */
   create(siteId: string): Promise<void>;
-  /** Runs one statement, atomically. */
-  run(siteId: string, statement: Statement, access: Access): Promise<StatementResult>;
+  /**
+   * Runs one statement, atomically. With `readsOnly` it must only read: one that may write, or set a
+   * pragma, fails as `denied` and changes nothing (the query API's `readOnly`).
+   */
+  run(siteId: string, statement: Statement, access: Access, options?: RunOptions): Promise<StatementResult>;
   /** Runs statements in one transaction: all of them or none. */
   batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]>;
   /**

@@ -228,6 +228,20 @@ for (const name of ['local', 'placed'] as const) {
     t.deepEqual(await rows('SELECT v FROM t ORDER BY id'), [{ v: 'a' }, { v: 'b' }], 'the failed batch kept nothing');
   });
 
+  test.serial(title('a statement asked to only read reads, and one that would write fails as denied'), async (t) => {
+    const { siteId, run, rows } = await withDatabase(adapter());
+    const { provider } = adapter();
+    await run('CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)');
+    await run("INSERT INTO t (v) VALUES ('a')");
+    const reading = { readsOnly: true };
+    t.deepEqual((await provider.run(siteId, statement('SELECT v FROM t WHERE id = ?', 1), 'api', reading)).rows, [
+      { v: 'a' },
+    ]);
+    const refused = await failure(t, provider.run(siteId, statement("INSERT INTO t (v) VALUES ('b')"), 'api', reading));
+    t.is(refused.reason, 'denied');
+    t.deepEqual(await rows('SELECT v FROM t ORDER BY id'), [{ v: 'a' }], 'the refused write kept nothing');
+  });
+
   test.serial(
     title('a statement the database does not complete fails with its reason, in words that name no host path'),
     async (t) => {

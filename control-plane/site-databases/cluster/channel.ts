@@ -40,7 +40,7 @@ const AccessSchema = z.enum(['function', 'api', 'system']);
 
 const BODIES = {
   create: z.object({}),
-  run: z.object({ statement: StatementSchema, access: AccessSchema }),
+  run: z.object({ statement: StatementSchema, access: AccessSchema, readsOnly: z.boolean().optional() }),
   batch: z.object({ statements: z.array(StatementSchema), access: AccessSchema }),
   migrate: z.object({ sql: z.string(), receipt: StatementSchema }),
   dump: z.object({}),
@@ -350,7 +350,11 @@ async function runOp(
     case 'create':
       return provider.create(siteId);
     case 'run':
-      return encodeRows(await provider.run(siteId, input.statement as Statement, input.access as Access));
+      return encodeRows(
+        await provider.run(siteId, input.statement as Statement, input.access as Access, {
+          readsOnly: input.readsOnly === true,
+        }),
+      );
     case 'batch':
       return (await provider.batch(siteId, input.statements as Statement[], input.access as Access)).map(encodeRows);
     case 'migrate':

@@ -10,6 +10,7 @@ import {
   type Compaction,
   type Restore,
   type RestorePoints,
+  type RunOptions,
   type SiteDatabaseProvider,
   type Statement,
   type StatementResult,
@@ -135,12 +136,18 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     );
   }
 
-  run(siteId: string, statement: Statement, access: Access): Promise<StatementResult> {
+  run(siteId: string, statement: Statement, access: Access, options: RunOptions = {}): Promise<StatementResult> {
     return this.#route(
       siteId,
-      (p) => p.run(siteId, statement, access),
+      (p) => p.run(siteId, statement, access, options),
       (c, a) =>
-        c.call(a, siteId, 'run', { statement, access }, this.#options.statementTimeoutMs) as Promise<StatementResult>,
+        c.call(
+          a,
+          siteId,
+          'run',
+          { statement, access, readsOnly: options.readsOnly === true },
+          this.#options.statementTimeoutMs,
+        ) as Promise<StatementResult>,
     );
   }
 

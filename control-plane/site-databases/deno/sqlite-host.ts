@@ -7,6 +7,7 @@
 import { DatabaseSync, type StatementSync, constants } from 'node:sqlite';
 import { FrameReader, encodeFrame, encodeJson, decodeJson } from '../../../runtime-host/protocol.ts';
 import {
+  type Access,
   type DbRequest,
   type FailureReason,
   type Mode,
@@ -130,6 +131,10 @@ const SETTABLE = new Set([
 const pragmaAllowed = (name: string, argument: boolean) =>
   INTROSPECTION.has(name) || SETTABLE.has(name) || (READABLE.has(name) && !argument);
 
+/** A table-valued pragma (pragma_table_info) runs its pragma as it is read: one of these only reads. */
+const pragmaOnlyReads = (name: string, argument: boolean) =>
+  INTROSPECTION.has(name) || (READABLE.has(name) && !argument);
+
 /** Virtual table modules a site may create: full-text search and R-trees. */
 const MODULES = new Set(['fts5', 'fts4', 'fts3', 'rtree', 'rtree_i32']);
 /** Functions that reach outside the database. */
@@ -168,6 +173,14 @@ const READING = new Set([C.SQLITE_SELECT, C.SQLITE_READ, C.SQLITE_FUNCTION, C.SQ
 /** What the authorizer was asked while a tenant's statement was prepared: a SELECT, and anything beyond reading. */
 let askedSelect = false;
 let beyondReading = false;
+/**
+ * Set while a statement asked to only read is prepared and run: anything beyond reading (save the
+ * pragmas a table-valued pragma runs to read) is refused as SQLite asks, before it takes effect (a flag
+ * pragma such as foreign_keys applies while it is prepared).
+ */
+let readingOnly = false;
+
+const READS_ONLY = 'this query is read-only: it may only read (SELECT, or WITH … SELECT), and writes nothing';
 
 function deny(reason: FailureReason, message: string): number {
   denial = new Failure(reason, message);
@@ -189,7 +202,11 @@ function authorize(
   const as: Mode = mode === 'system' && source !== null ? 'api' : mode;
   if (as === 'system') return C.SQLITE_OK;
   if (action === C.SQLITE_SELECT) askedSelect = true;
-  else if (!READING.has(action)) beyondReading = true;
+  else if (!READING.has(action)) {
+    beyondReading = true;
+    if (readingOnly && !(action === C.SQLITE_PRAGMA && pragmaOnlyReads((a1 ?? '').toLowerCase(), a2 !== null)))
+      return deny('denied', READS_ONLY);
+  }
   switch (action) {
     case C.SQLITE_ATTACH:
     case C.SQLITE_DETACH:
@@ -520,18 +537,21 @@ function dump(send: (chunk: Uint8Array) => void): number {
 
 const SQLITE_READONLY = 8;
 
+const paused = () => new Failure('read_only', 'writes to this database are paused');
+const readsOnly = () => new Failure('denied', READS_ONLY);
+
 /**
  * Runs `work` with writes refused by SQLite itself (query_only): a statement that would write fails
- * before it changes anything. A batch then begins as a reader, since BEGIN IMMEDIATE is a write.
+ * before it changes anything, as `refusal` says. A batch then begins as a reader, since BEGIN
+ * IMMEDIATE is a write.
  */
-function readOnly<T>(work: () => T): T {
+function readOnly<T>(work: () => T, refusal = paused): T {
   // exec, not a statement prepared once: SQLite sets a flag pragma while it prepares the statement.
   db.exec('PRAGMA query_only = 1');
   try {
     return work();
   } catch (err) {
-    if ((err as { errcode?: unknown } | null)?.errcode === SQLITE_READONLY)
-      throw new Failure('read_only', 'writes to this database are paused');
+    if ((err as { errcode?: unknown } | null)?.errcode === SQLITE_READONLY) throw refusal();
     throw err;
   } finally {
     db.exec('PRAGMA query_only = 0');
@@ -556,9 +576,26 @@ function census(): string {
   return JSON.stringify({ integrity, tables });
 }
 
+/**
+ * Runs a statement asked to only read. The authorizer refuses anything beyond reading as the statement
+ * is prepared (no write, no pragma); one prepared before for another call must have been found to only
+ * read then; and SQLite's own query_only stands behind both while it runs.
+ */
+function onlyReading(statement: Statement, as: Access): string {
+  readingOnly = true;
+  try {
+    const statementOf = confined(as, () => prepared(statement.sql, as));
+    if (!statementOf.reads) throw readsOnly();
+    return readOnly(() => transaction('deferred', () => execute(statement, as, statementOf)), readsOnly);
+  } finally {
+    readingOnly = false;
+  }
+}
+
 function handle(request: DbRequest, stream: number): string {
   switch (request.op) {
     case 'run': {
+      if (request.readsOnly) return onlyReading(request.statement, request.access);
       if (request.readOnly)
         return readOnly(() => transaction('deferred', () => execute(request.statement, request.access)));
       // A statement that only reads needs no transaction of its own (SQLite reads in one) and leaves
