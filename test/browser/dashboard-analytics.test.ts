@@ -4,7 +4,7 @@
 import test from 'ava';
 import type { Browser, Page } from 'playwright-core';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from '../helpers/berth.ts';
-import { launchBrowser, newContext, signIn } from '../helpers/browser.ts';
+import { launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
 import { createUser } from '../../control-plane/services/users.ts';
 
 const PASSWORD = 'a long enough password';
@@ -16,6 +16,10 @@ const WORK = `export default function (req: Request): Response {
 `;
 
 let t0: TestBerth;
+/** The server's clock runs this far from the real one while earlier hours' traffic is made. */
+let offsetMs = 0;
+/** Requests made in earlier hours (2 to 23 hours ago), outside the last hour. */
+let earlier = 0;
 let browser: Browser;
 let page: Page;
 let site: { id: string; subdomain: string };
@@ -27,13 +31,22 @@ interface Point {
 }
 
 test.before(async () => {
-  t0 = await startTestBerth();
+  t0 = await startTestBerth({}, { now: () => new Date(Date.now() + offsetMs) });
   await createUser(t0.berth.deps, { email: MEMBER, accountId: t0.owner.id, role: 'MEMBER', password: PASSWORD });
   const created = await createSite(t0.owner, { name: 'Busy', subdomain: 'busy' });
   site = { id: created.id, subdomain: created.subdomain };
   await putFile(t0.owner, created.bucketId, 'web/index.html', '<h1>busy</h1>', 'text/html');
   await putFile(t0.owner, created.bucketId, 'api/work.ts', WORK, 'text/typescript');
   const pages = t0.site(site.subdomain);
+  // A day's shape for the charts: each earlier hour a few page loads, now and then a missing page.
+  for (let hoursAgo = 23; hoursAgo >= 2; hoursAgo--) {
+    offsetMs = -hoursAgo * 3600_000;
+    const loads = 2 + ((hoursAgo * 7) % 9);
+    for (let i = 0; i < loads; i++) await pages.get('index.html');
+    if (hoursAgo % 5 === 0) await pages.get('missing.html');
+    earlier += loads + (hoursAgo % 5 === 0 ? 1 : 0);
+  }
+  offsetMs = 0;
   for (let i = 0; i < 12; i++) await pages.get('index.html');
   for (let i = 0; i < 2; i++) await pages.get('missing.html');
   for (let i = 0; i < 4; i++) await pages.get(i === 0 ? 'api/work?fail=1' : 'api/work');
@@ -65,8 +78,8 @@ test.serial('the overview opens on the last 24 hours, drawn from the API’s num
   const api = json<{ totals: { requests: number }; series: Point[] }>(
     await t0.owner.read.get(`v0/sites/${site.id}/analytics`, { searchParams: { step: 'hour' } }),
   );
-  t.is(api.totals.requests, 18);
-  t.regex(await page.locator('.tile').filter({ hasText: 'Requests' }).innerText(), /18/);
+  t.is(api.totals.requests, 18 + earlier);
+  t.regex(await page.locator('.tile').filter({ hasText: 'Requests' }).innerText(), new RegExp(String(18 + earlier)));
   t.regex(await page.locator('.tile').filter({ hasText: 'Function errors' }).innerText(), /1 of 4/);
 
   // The chart is drawn (uPlot's canvas, at the figure's width) and its table holds the API's points.
@@ -86,6 +99,7 @@ test.serial('the overview opens on the last 24 hours, drawn from the API’s num
   );
   t.regex(await figure('Requests by status').locator('.u-legend').innerText(), /2xx[\s\S]*3xx[\s\S]*4xx[\s\S]*5xx/);
   t.deepEqual(elsewhere, []);
+  await screenshot(page, 'overview');
 });
 
 test.serial('the range buttons switch the charts to another range and step', async (t) => {
@@ -114,11 +128,11 @@ test.serial('the sites list shows every site’s traffic of the last 24 hours', 
       .locator('td')
       .evaluateAll((tds) => Object.fromEntries(tds.map((td) => [td.dataset.label, td.textContent])));
   const busy = await cells('Busy');
-  t.is(busy['Requests, 24 h'], '18');
+  t.is(busy['Requests, 24 h'], String(18 + earlier));
   t.is(busy['Errors (5xx)'], '1', 'the one function call that threw');
   t.regex(
     (await row('Busy').locator('svg.sparkline title').textContent()) ?? '',
-    /^Busy, requests by the hour: (0, )*18$/,
+    /^Busy, requests by the hour: (\d+, )+18$/,
   );
   const quiet = await cells('Quiet');
   t.is(quiet['Requests, 24 h'], '0');
