@@ -155,13 +155,7 @@ export function watchServer(
   };
 }
 
-export async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, '127.0.0.1');
-  await new Promise((resolve) => server.once('listening', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+export { loopbackPort as freePort } from '../control-plane/loopback-port.ts';
 
 /** Resolves once something accepts connections on `port`. */
 export async function waitForPort(port: number): Promise<void> {

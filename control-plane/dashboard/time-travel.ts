@@ -2,7 +2,7 @@
 // second in it. The restore waits for the site's subdomain, typed; once done, Undo restores to the
 // moment just before it. The time is picked in the reader's time zone and sent in UTC.
 import { ApiError, api, get, isAdmin } from './api.ts';
-import { type Child, actionButton, field, fill, form, formatBytes, h, statusLine, time } from './dom.ts';
+import { type Child, actionButton, field, fill, form, formatBytes, h, messageOf, statusLine, time } from './dom.ts';
 import { localTime, localToUtc, utcToLocal } from './restore.ts';
 import type { DatabaseRestore, RestorePoints, SiteDetail } from './types.ts';
 
@@ -48,9 +48,15 @@ export async function timeTravelSection(site: SiteDetail, dbPath: string): Promi
       input.max = utcToLocal(points.latest);
     } else {
       // A database in its first seconds has no range yet: it comes by itself while the page shows it.
-      setTimeout(() => {
-        if (rangeEl.isConnected) load().catch(() => undefined);
-      }, 2000);
+      // A look that fails says why and looks again.
+      const again = () => {
+        if (rangeEl.isConnected)
+          load().catch((err: unknown) => {
+            status.error(`The restore range could not be read: ${messageOf(err)}`);
+            setTimeout(again, 2000);
+          });
+      };
+      setTimeout(again, 2000);
     }
   };
 

@@ -22,6 +22,7 @@ import {
   type StatementResult,
 } from './provider.ts';
 import { OutsideRestoreRange, type SiteReplicas } from './replication/site-replicas.ts';
+import type { RestoreRange } from './replication/timeline.ts';
 
 export interface SiteDatabaseOptions {
   dataDir: string;
@@ -277,12 +278,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     if (!replicas) throw noReplication();
     // A moment outside the range is refused before the database's calls wait or its replication stops.
     const before = await replicas.range(siteId);
-    if (!before || at < before.earliest || at > before.latest)
-      return {
-        restored: false,
-        earliest: before?.earliest.toISOString() ?? null,
-        latest: before?.latest.toISOString() ?? null,
-      };
+    if (!before || at < before.earliest || at > before.latest) return refusedOutside(before);
     return this.#exclusively(siteId, async (file) => {
       await replicas.replicator.unwatch(siteId);
       const restoredFrom = nextSecond(Date.now());
@@ -295,12 +291,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
         await this.install(siteId, dir);
         installed = true;
       } catch (err) {
-        if (err instanceof OutsideRestoreRange)
-          return {
-            restored: false,
-            earliest: err.range?.earliest.toISOString() ?? null,
-            latest: err.range?.latest.toISOString() ?? null,
-          } as const;
+        if (err instanceof OutsideRestoreRange) return refusedOutside(err.range);
         throw new StatementError('unavailable', `the database could not be restored: ${(err as Error).message}`);
       } finally {
         if (!installed) {
@@ -587,3 +578,10 @@ export class SiteDatabases implements SiteDatabaseProvider {
     }
   }
 }
+
+/** A restore refused: the moment asked for is outside what the replica holds (`range`, null: nothing yet). */
+const refusedOutside = (range: RestoreRange | null): Restore => ({
+  restored: false,
+  earliest: range?.earliest.toISOString() ?? null,
+  latest: range?.latest.toISOString() ?? null,
+});

@@ -9,7 +9,7 @@
 // died with a killed server would kill it on its next line, before it ships what it has.
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import net from 'node:net';
+import { loopbackPort } from '../../loopback-port.ts';
 import path from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import type { Logger } from '../../log.ts';
@@ -349,7 +349,7 @@ export class Replicator {
       file: this.#entries.get(siteId)!.file,
     }));
     await fsp.mkdir(this.#options.workDir, { recursive: true, mode: 0o700 });
-    const port = await freePort();
+    const port = await loopbackPort();
     await writeFileDurably(
       this.#config,
       litestreamConfig(databases, this.#options.target, this.#options.timing, `127.0.0.1:${port}`),
@@ -438,17 +438,6 @@ export class Replicator {
 export const replicatorConfigFile = (workDir: string): string => path.join(workDir, 'litestream.json');
 
 /** A port free on the loopback interface now, for the engine's metrics. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /** Prometheus text: each sample keyed by its name and its `db` label, summed over other labels. */
 function parseMetrics(text: string): Map<string, number> {
   const samples = new Map<string, number>();
