@@ -13,7 +13,7 @@ import { onPostgres } from '../helpers/postgres.ts';
 import { freePort } from '../helpers/ports.ts';
 import { ownerOf, sharedInstance, siteOn } from '../helpers/served.ts';
 
-/** The previous release: the schema ends at 0018_nodes; this one adds 0019 and 0020. */
+/** The previous release: the schema ends at 0018_nodes; this one adds every migration from 0019 on. */
 const PREVIOUS = '2e0c7288237c47586fd99c8da0ea412ed42f6551';
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
