@@ -202,3 +202,25 @@ test('minutes older than two days fold into hours, hours older than 90 days into
   body = await read('from=2026-08-20T00:00:00Z&to=2026-08-21T00:00:00Z&step=hour');
   t.is(body.totals.requests, 0, 'days older than two years are removed');
 });
+
+test('counting requests leaves the server’s clock on time, and they count in the minute they came', async (t) => {
+  const h = await startTestBerth();
+  t.teardown(() => h.dispose());
+  const site = await siteWithWork(h.owner);
+  // What the request hook does for each answered request, as many times as a busy node does in seconds.
+  const { deps } = h.berth;
+  const before = Date.now();
+  for (let i = 0; i < 20_000; i++) deps.analytics.request(site.id, 200, 1024, 1, '/index.html', null);
+  const after = Date.now();
+  const ahead = deps.now().getTime() - Date.now();
+  t.true(ahead < 1000, `the server's clock is ${ahead} ms ahead of the real one`);
+
+  const minute = (ms: number) => new Date(Math.floor(ms / 60_000) * 60_000).toISOString();
+  const body = json<Analytics>(await h.owner.read.get(`v0/sites/${site.id}/analytics?step=minute`));
+  t.is(body.totals.requests, 20_000);
+  const counted = body.series.filter((p) => p.requests > 0).map((p) => p.at);
+  t.true(
+    counted.every((at) => at === minute(before) || at === minute(after)),
+    `counted in ${counted.join(', ')}, sent in ${minute(before)}–${minute(after)}`,
+  );
+});

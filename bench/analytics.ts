@@ -1,0 +1,382 @@
+// What per-site analytics costs (issue 34): two Berth servers side by side on the server core, the same
+// build, one with its defaults (every site request counted in memory, written to site_analytics at each
+// minute's end) and one with BERTH_ANALYTICS=false. Both serve the same 1 KiB web file and get the same
+// load in turns, off-on-on-off, so drift on the machine hits both: once plain, once with a Referer from
+// another host (the hook then parses it and counts the host). Their req/s give the ratio (their CPU per
+// request when other processes took much of the server's core, as in bench/report.ts).
+// Meanwhile a few other sites of both servers get a steady trickle of requests from this process, and
+// the rows the counting server writes are read from its meta.sqlite as they appear: with the default
+// flush, each site that had traffic in a minute gets one row for it, a second after the minute's end.
+// At the end the account's analytics API flushes what the node holds and the rows are counted per site
+// and minute, and each trickle site's counted requests are checked against those sent.
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import got, { type Got } from 'got';
+import {
+  checkPinning,
+  freePort,
+  LOAD_CORE,
+  pinSelf,
+  ROOT,
+  runLoad,
+  SERVER_CORE,
+  type Server,
+  startPinned,
+  stopAll,
+  watchServer,
+} from './harness.ts';
+import type { LoadResult, LoadTarget } from './load-worker.ts';
+import { type Aim, aimsTable } from './report.ts';
+
+const SECONDS = 10;
+const CONNECTIONS = 50;
+const WARMUP_SECONDS = 2;
+const PAUSE_MS = 2000;
+const AIM = 0.97;
+/** Past this share of the server's core taken by other processes, req/s say more of them than of Berth. */
+const MAX_OTHERS = 0.15;
+/** The sites of the steady trickle, and how often each gets a request. */
+const TRICKLE_SITES = ['alpha', 'beta', 'gamma'];
+const TRICKLE_MS = 250;
+/** The trickle lasts at least this long, so that its rows span two whole minutes and more. */
+const TRICKLE_MIN_MS = 150_000;
+const READ_ROWS_MS = 2000;
+const REFERER = 'https://news.example.com/2026/11/a-post-about-berth';
+const MINUTE = 60;
+
+const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n)
+    ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : '—';
+
+interface Instance {
+  name: string;
+  server: Server;
+  origin: string;
+  port: number;
+  api: Got;
+  accountId: string;
+  dataDir: string;
+  /** Site ids by subdomain. */
+  sites: Map<string, string>;
+}
+
+/** `berth serve` on the server core with a data dir of its own, its sites each holding the 1 KiB file. */
+async function startBerth(name: string, dir: string, env: NodeJS.ProcessEnv, file: Buffer): Promise<Instance> {
+  await fs.mkdir(dir, { recursive: true });
+  const port = await freePort();
+  const logFile = path.join(dir, 'berth.log');
+  const dataDir = path.join(dir, 'data');
+  const serverEnv: NodeJS.ProcessEnv = { ...process.env, BERTH_PORT: String(port), BERTH_DATA_DIR: dataDir, ...env };
+  // The rows written are those of the default flush, whatever the shell running the bench has set.
+  delete serverEnv.BERTH_ANALYTICS_FLUSH_MS;
+  const server = await startPinned(
+    name,
+    SERVER_CORE,
+    process.execPath,
+    [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
+    serverEnv,
+    { ready: (line) => line.includes('"msg":"listening"'), logFile },
+  );
+  const log = await fs.readFile(logFile, 'utf8');
+  const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
+  const accountId = /account:\s+(\S+)/.exec(log)![1]!;
+  const origin = `http://127.0.0.1:${port}`;
+  const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
+  const sites = new Map<string, string>();
+  for (const subdomain of ['bench', ...TRICKLE_SITES]) {
+    const site = await api
+      .post('v0/sites', { json: { accountId, name: subdomain, subdomain } })
+      .json<{ id: string; bucketId: string }>();
+    await api.put(`v0/buckets/${site.bucketId}/objects/web/small.bin`, {
+      body: file,
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    const served = await got.get(`${origin}/small.bin`, {
+      headers: { host: `${subdomain}.localhost:${port}` },
+      responseType: 'buffer',
+    });
+    if (!served.body.equals(file)) throw new Error(`${name}: ${subdomain} does not answer the file's bytes`);
+    sites.set(subdomain, site.id);
+  }
+  return { name, server, origin, port, api, accountId, dataDir, sites };
+}
+
+interface Run extends LoadResult {
+  server: string;
+  cpuPerRequestUs: number;
+  others: number;
+}
+
+const failures: string[] = [];
+
+async function measure(b: Instance, label: string, headers: Record<string, string>): Promise<Run> {
+  const target: LoadTarget = {
+    label: `${label}, ${b.name}`,
+    origin: b.origin,
+    path: '/small.bin',
+    connections: CONNECTIONS,
+    headers: { host: `bench.localhost:${b.port}`, ...headers },
+  };
+  let stop: ReturnType<typeof watchServer> | undefined;
+  const report = await runLoad({ targets: [target], seconds: SECONDS, warmupSeconds: WARMUP_SECONDS }, () => {
+    stop = watchServer(b.server, SERVER_CORE);
+  });
+  const watched = stop!();
+  b.server.checkAlive();
+  const r = report.results[0]!;
+  const run: Run = {
+    ...r,
+    server: b.name,
+    cpuPerRequestUs: ((watched.cpu * watched.seconds) / r.responses) * 1e6,
+    others: watched.others,
+  };
+  const failed = r.errors + r.non2xx + r.warmupFailures;
+  if (failed)
+    failures.push(
+      `${r.label}: ${r.errors} errors (${r.timeouts} timeouts), ${r.non2xx} non-2xx, ${r.warmupFailures} failures in the warm-up`,
+    );
+  console.log(
+    `  ${r.label.padEnd(30)} ${fmt(r.rps).padStart(6)} req/s  p50 ${fmt(r.p50, 2).padStart(5)}  p99 ${fmt(r.p99, 2).padStart(6)} ms  ` +
+      `server CPU ${fmt(run.cpuPerRequestUs, 1)} µs/req (${fmt(watched.cpu * 100)}% of CPU ${SERVER_CORE}, others ${fmt(run.others * 100)}%)  ` +
+      `load ${fmt(report.cpuShare * 100)}%${failed ? `  FAILED ${failed}` : ''}`,
+  );
+  return run;
+}
+
+/** The runs of one side together: responses over seconds, the runs' CPU per request and latencies averaged. */
+function pooled(runs: Run[]) {
+  const responses = runs.reduce((s, r) => s + r.responses, 0);
+  const seconds = runs.reduce((s, r) => s + r.seconds, 0);
+  const mean = (f: (r: Run) => number) => runs.reduce((s, r) => s + f(r), 0) / runs.length;
+  return {
+    rps: responses / seconds,
+    p50: mean((r) => r.p50),
+    p99: mean((r) => r.p99),
+    cpuPerRequestUs: mean((r) => r.cpuPerRequestUs),
+    others: Math.max(...runs.map((r) => r.others)),
+  };
+}
+
+/**
+ * A request every TRICKLE_MS to each trickle site of each server, over kept connections, until `stop`
+ * resolves; returns the answers each (server, site) gave.
+ */
+async function trickle(servers: Instance[], stop: Promise<void>): Promise<Map<string, number>> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const sent = new Map<string, number>();
+  let over = false;
+  void stop.then(() => (over = true));
+  const get = (b: Instance, subdomain: string) =>
+    new Promise<void>((resolve, reject) => {
+      const req = http.get(
+        `${b.origin}/small.bin`,
+        { agent, headers: { host: `${subdomain}.localhost:${b.port}` } },
+        (res) => {
+          res.resume();
+          res.once('end', () => {
+            if (res.statusCode !== 200) reject(new Error(`${b.name}, ${subdomain}: status ${res.statusCode}`));
+            else resolve();
+          });
+        },
+      );
+      req.once('error', reject);
+    });
+  await Promise.all(
+    servers.flatMap((b) =>
+      TRICKLE_SITES.map(async (subdomain) => {
+        const key = `${b.name} ${subdomain}`;
+        sent.set(key, 0);
+        while (!over) {
+          await get(b, subdomain);
+          sent.set(key, sent.get(key)! + 1);
+          await sleep(TRICKLE_MS);
+        }
+      }),
+    ),
+  );
+  agent.destroy();
+  return sent;
+}
+
+interface RowCount {
+  site_id: string;
+  at: number;
+  period: number;
+  rows: number;
+  requests: number;
+  bytes: number;
+}
+
+/** site_analytics of a server's meta.sqlite, grouped by site, minute and period, read-only. */
+function readRows(b: Instance): RowCount[] {
+  const db = new Database(path.join(b.dataDir, 'meta.sqlite'), { readonly: true, fileMustExist: true });
+  try {
+    return db
+      .prepare(
+        `SELECT site_id, at, period, count(*) AS rows, sum(requests) AS requests,
+                sum(length(latency) + length(function_latency) + length(paths) + length(referrers)) AS bytes
+           FROM site_analytics GROUP BY site_id, at, period ORDER BY at`,
+      )
+      .all() as RowCount[];
+  } finally {
+    db.close();
+  }
+}
+
+async function main() {
+  checkPinning();
+  pinSelf(LOAD_CORE);
+  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-bench-analytics-'));
+  let completed = false;
+  try {
+    const file = crypto.randomBytes(1024);
+    const on = await startBerth('analytics on', path.join(work, 'on'), {}, file);
+    const off = await startBerth('analytics off', path.join(work, 'off'), { BERTH_ANALYTICS: 'false' }, file);
+
+    // The trickle, and when each minute's rows appear in the counting server's metadata.
+    let stopTrickle!: () => void;
+    const trickleStarted = Date.now();
+    const trickling = trickle([on, off], new Promise<void>((resolve) => (stopTrickle = resolve)));
+    const appeared = new Map<number, number>();
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const now = Date.now();
+        for (const row of readRows(on)) if (!appeared.has(row.at)) appeared.set(row.at, now);
+        await sleep(READ_ROWS_MS);
+      }
+    })();
+
+    console.log(
+      `\nThe 1 KiB web file with and without analytics: ${CONNECTIONS} connections, ${SECONDS} s per run after a ${WARMUP_SECONDS} s warm-up, off-on-on-off; ` +
+        `meanwhile ${TRICKLE_SITES.length} more sites of each server get a request every ${TRICKLE_MS} ms`,
+    );
+    const kinds: Array<{ label: string; what: string; headers: Record<string, string> }> = [
+      { label: 'plain', what: '1 KiB web file', headers: {} },
+      { label: 'with a Referer', what: '1 KiB web file, Referer from another host', headers: { referer: REFERER } },
+    ];
+    const results = [];
+    for (const kind of kinds) {
+      const runs: Run[] = [];
+      for (const side of [off, on, on, off]) {
+        await sleep(PAUSE_MS);
+        runs.push(await measure(side, kind.label, kind.headers));
+      }
+      const a = pooled(runs.filter((r) => r.server === on.name));
+      const b = pooled(runs.filter((r) => r.server === off.name));
+      results.push({ kind, a, b });
+    }
+
+    const left = TRICKLE_MIN_MS - (Date.now() - trickleStarted);
+    if (left > 0) {
+      console.log(`\nThe trickle goes on for ${fmt(left / 1000)} s more`);
+      await sleep(left);
+    }
+    stopTrickle();
+    const sent = await trickling;
+    const trickleEnded = Date.now();
+    watching = false;
+    await watcher;
+    // Reading the analytics writes what the node holds: the minute under way, cut short.
+    await on.api.get(`v0/accounts/${on.accountId}/analytics`);
+    const rows = readRows(on);
+    const offRows = readRows(off);
+    if (offRows.length > 0) throw new Error(`analytics off wrote ${offRows.length} rows`);
+
+    const aims: Aim[] = results.map(({ kind, a, b }) => {
+      const ratio = a.rps / b.rps;
+      const cpuRatio = b.cpuPerRequestUs / a.cpuPerRequestUs;
+      const others = Math.max(a.others, b.others);
+      const disturbed = others > MAX_OTHERS;
+      const judged = disturbed ? cpuRatio : ratio;
+      return {
+        path: `${kind.what}, analytics on`,
+        baseline: 'the same, BERTH_ANALYTICS=false',
+        figure: `${disturbed ? 'ratio of server CPU per request' : 'req/s ratio'}, ${CONNECTIONS} connections, 2 × ${SECONDS} s each side`,
+        value: judged,
+        shown: disturbed
+          ? `${fmt(cpuRatio, 3)} (${fmt(b.cpuPerRequestUs, 1)} / ${fmt(a.cpuPerRequestUs, 1)} µs; req/s ratio ${fmt(ratio, 3)}, ${fmt(a.rps)} / ${fmt(b.rps)} req/s, not judged: other processes took up to ${fmt(others * 100)}% of the server's CPU)`
+          : `${fmt(ratio, 3)} (${fmt(a.rps)} / ${fmt(b.rps)} req/s; by CPU per request ${fmt(cpuRatio, 3)})`,
+        aim: `≥ ${AIM}`,
+        met: judged >= AIM,
+      };
+    });
+    console.log(`\nAims of issue 34 (${aims.filter((x) => x.met).length} of ${aims.length} met)\n`);
+    console.log(aimsTable(aims).replaceAll('**', ''));
+    console.log(`\n| run | side | req/s | p50 ms | p99 ms | server CPU per request | others on CPU ${SERVER_CORE} |`);
+    console.log('|---|---|---:|---:|---:|---:|---:|');
+    for (const { kind, a, b } of results)
+      for (const [name, s] of [
+        ['analytics on', a],
+        ['analytics off', b],
+      ] as const)
+        console.log(
+          `| ${kind.label} | ${name} | ${fmt(s.rps)} | ${fmt(s.p50, 2)} | ${fmt(s.p99, 2)} | ${fmt(s.cpuPerRequestUs, 1)} µs | up to ${fmt(s.others * 100)}% |`,
+        );
+
+    // The rows, per site and minute.
+    const subdomainOf = new Map([...on.sites].map(([subdomain, id]) => [id, subdomain]));
+    const firstMinute = Math.floor(trickleStarted / 1000 / MINUTE) * MINUTE;
+    const lastMinute = Math.floor(trickleEnded / 1000 / MINUTE) * MINUTE;
+    const spanned = (lastMinute - firstMinute) / MINUTE + 1;
+    console.log(
+      `\nRows in site_analytics of the counting server, ${fmt((trickleEnded - trickleStarted) / 1000)} s of traffic over ${spanned} minutes of the clock (the default flush, ${MINUTE} s)`,
+    );
+    console.log(
+      '| site | requests sent | requests counted | rows | minutes with traffic | most rows in one minute | mean bytes of JSON per row |',
+    );
+    console.log('|---|---:|---:|---:|---:|---:|---:|');
+    let most = 0;
+    for (const [subdomain, id] of on.sites) {
+      const mine = rows.filter((r) => r.site_id === id);
+      const count = mine.reduce((s, r) => s + r.rows, 0);
+      const counted = mine.reduce((s, r) => s + r.requests, 0);
+      const bytes = mine.reduce((s, r) => s + r.bytes, 0);
+      const perMinute = Math.max(0, ...mine.map((r) => r.rows));
+      most = Math.max(most, perMinute);
+      // The trickle's requests, and the one that checked the site's file before.
+      const trickled = sent.get(`${on.name} ${subdomain}`);
+      const expected = trickled === undefined ? undefined : trickled + 1;
+      if (expected !== undefined && expected !== counted)
+        failures.push(`${subdomain}: ${expected} requests sent, ${counted} counted`);
+      if (mine.some((r) => r.period !== MINUTE)) failures.push(`${subdomain}: a row of another period than a minute`);
+      console.log(
+        `| ${subdomain} | ${expected === undefined ? 'the load and its warm-ups' : fmt(expected)} | ${fmt(counted)} | ${count} | ${new Set(mine.map((r) => r.at)).size} | ${perMinute} | ${fmt(bytes / Math.max(1, count))} |`,
+      );
+    }
+    const strangers = rows.filter((r) => !subdomainOf.has(r.site_id));
+    if (strangers.length) failures.push(`${strangers.length} rows of sites the bench did not make`);
+    console.log("\nWhen each minute's rows first appeared in meta.sqlite (read every 2 s), after the minute's end:");
+    for (const [at, seen] of [...appeared].sort((x, y) => x[0] - y[0]))
+      console.log(
+        `  minute ${new Date(at * 1000).toISOString().slice(11, 16)}: ${fmt((seen - (at + MINUTE) * 1000) / 1000, 1)} s`,
+      );
+    console.log(
+      `\nAt most ${most} row per site per minute on this node: a site with traffic every minute writes 1,440 minute rows a day per node; ` +
+        'after 48 hours a day of them folds into 24 hour rows, and after 90 days those into 1 day row (kept two years).',
+    );
+    if (failures.length) {
+      console.log(`\n${failures.length} problem(s):`);
+      for (const f of failures) console.log(`  !! ${f}`);
+      process.exitCode = 1;
+    }
+    completed = true;
+  } finally {
+    await stopAll();
+    if (process.env.BENCH_KEEP_DATA === '1' || !completed)
+      console.log(`\nkept the data dirs and Berth's logs in ${work}`);
+    else await fs.rm(work, { recursive: true, force: true });
+  }
+}
+
+main().catch(async (err: unknown) => {
+  console.error(err);
+  await stopAll();
+  process.exitCode = 1;
+});
