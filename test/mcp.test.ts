@@ -213,6 +213,11 @@ test('every tool works end to end, with structured content and text', async (t) 
   });
   t.is(travelled.restoredTo, points.latest);
 
+  // The site's traffic: the three requests this test made of it, one a function call.
+  const traffic = await call(client, 'get_site_analytics', { siteId: site.id, step: 'hour' });
+  t.like(traffic.totals, { requests: 3, status: { '2xx': 3, '3xx': 0, '4xx': 0, '5xx': 0 }, functionInvocations: 1 });
+  t.is(traffic.step, 'hour');
+
   const raw = (await client.callTool({ name: 'get_site', arguments: { siteId: site.id } })) as {
     content: Array<{ type: string; text: string }>;
   };
