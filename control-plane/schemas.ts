@@ -1,8 +1,8 @@
 // Input and resource schemas shared by every front door: REST validates with them and the OpenAPI
-// document is generated from them, so the two cannot drift apart.
+// document is generated from them, so the two cannot drift apart. The dashboard takes its types from
+// here too (`import type`, erased from its bundle), so this module imports nothing but zod and plain data.
 import { z } from 'zod';
-import { PLANS } from './services/accounts.ts';
-import { SUBDOMAIN_PATTERN } from './services/subdomains.ts';
+import { PLANS } from './services/plans.ts';
 
 export const Name = z
   .string({ error: 'must be a string' })
@@ -16,7 +16,7 @@ export const Subdomain = z
   .string({ error: 'must be a string' })
   .min(3, { error: 'must be 3–63 characters' })
   .max(63, { error: 'must be 3–63 characters' })
-  .regex(SUBDOMAIN_PATTERN, {
+  .regex(/^[a-z0-9](?:[a-z0-9-]{1,61})[a-z0-9]$/, {
     error: 'must be lowercase letters, digits and hyphens, starting and ending with a letter or digit',
   });
 
