@@ -16,6 +16,7 @@ export type SiteDetail = Of<typeof schemas.SiteDetail>;
 
 export type FileRecord = Of<typeof schemas.FileRecord>;
 export type FileVersion = Of<typeof schemas.FileVersion>;
+export type WriteFileResult = Of<typeof schemas.WriteFileResult>;
 
 export type Deployment = Of<typeof schemas.DeploymentRecord>;
 export type DeploymentDetail = Of<typeof schemas.DeploymentDetail>;
