@@ -1,8 +1,8 @@
 // Input and resource schemas shared by every front door: REST validates with them and the OpenAPI
-// document is generated from them, so the two cannot drift apart.
+// document is generated from them, so the two cannot drift apart. The dashboard takes its types from
+// here too (`import type`, erased from its bundle), so this module imports nothing but zod and plain data.
 import { z } from 'zod';
-import { PLANS } from './services/accounts.ts';
-import { SUBDOMAIN_PATTERN } from './services/subdomains.ts';
+import { PLANS } from './services/plans.ts';
 
 export const Name = z
   .string({ error: 'must be a string' })
@@ -16,7 +16,7 @@ export const Subdomain = z
   .string({ error: 'must be a string' })
   .min(3, { error: 'must be 3–63 characters' })
   .max(63, { error: 'must be 3–63 characters' })
-  .regex(SUBDOMAIN_PATTERN, {
+  .regex(/^[a-z0-9](?:[a-z0-9-]{1,61})[a-z0-9]$/, {
     error: 'must be lowercase letters, digits and hyphens, starting and ending with a letter or digit',
   });
 
@@ -341,6 +341,20 @@ export const CreateDeploymentBody = z
   })
   .strict();
 export const RestoreSiteBody = z.object({ at: z.string().describe('an RFC 3339 time') }).strict();
+export const SiteSnapshot = z.object({
+  at: z.string(),
+  availableFrom: z.string(),
+  files: z.number().int(),
+  bytes: z.number().int(),
+  previewUrl: z.string().describe('the instant’s preview host, serving the site as it was then'),
+});
+export const SnapshotFile = z.object({
+  path: z.string(),
+  sha256: z.string(),
+  bytes: z.number().int(),
+  contentType: z.string(),
+  versionId: Uuid,
+});
 
 export const SecretName = z.string().describe('1–128 letters, digits and underscores, not starting with a digit');
 export const SecretMetadata = z.object({ name: z.string(), updatedAt: Timestamp });
@@ -464,7 +478,23 @@ export const DatabaseExport = z.object({
     .optional()
     .describe('COMPLETE only: the query of a signed download link that needs no API key and expires'),
 });
+/** An export as REST answers it: its download token turned into a link at the address the client used. */
+export const RestDatabaseExport = DatabaseExport.omit({ download: true }).extend({
+  downloadUrl: z.string().optional().describe('COMPLETE only: a signed link that needs no API key and expires'),
+  downloadUrlExpiresAt: Timestamp.optional(),
+});
 export const ExportParams = z.object({ siteId: Uuid, databaseId: Uuid, exportId: Uuid });
+const DatabaseState = z.object({ id: Uuid, status: z.string() });
+export const RestorePoints = z.object({
+  database: DatabaseState,
+  earliest: Timestamp.nullable(),
+  latest: Timestamp.nullable(),
+  replication: z
+    .object({ lagMs: z.number(), replicatedAt: Timestamp.nullable(), replicaBytes: z.number() })
+    .nullable()
+    .optional(),
+});
+export const DatabaseRestore = z.object({ database: DatabaseState, restoredTo: Timestamp, restoredFrom: Timestamp });
 
 // Analytics (control-plane/analytics/, services/analytics.ts).
 export const AnalyticsStep = z.enum(['minute', 'hour', 'day']);
@@ -520,4 +550,46 @@ export const AccountAnalytics = AnalyticsRange.extend({
       }),
     )
     .describe('every site of the account, busiest first'),
+});
+
+// People: API keys, members, invitations and CLI logins (operations/people.ts), and the account's usage.
+export const Permission = z.enum(['READ', 'WRITE'], { error: 'must be READ or WRITE' });
+export const Role = z.enum(['ADMIN', 'MEMBER'], { error: 'must be ADMIN or MEMBER' });
+export const ApiKey = z.object({
+  id: Uuid,
+  name: z.string().nullable(),
+  permission: Permission,
+  createdAt: Timestamp,
+  revokedAt: Timestamp.nullable(),
+});
+export const Member = z.object({ userId: Uuid, email: z.string(), role: Role, joinedAt: Timestamp });
+export const Invitation = z.object({
+  id: Uuid,
+  email: z.string(),
+  role: Role,
+  invitedBy: Uuid,
+  createdAt: Timestamp,
+  expiresAt: Timestamp,
+});
+export const NewInvitation = z.object({
+  invitation: Invitation,
+  path: z.string().describe('the link’s path on this host; shown this once only'),
+});
+/** A new invitation as REST answers it: its link at the address the client used. */
+export const RestNewInvitation = NewInvitation.extend({ url: z.string().describe('the single-use link') });
+export const CliLogin = z.object({
+  code: z.string(),
+  machine: z.string(),
+  status: z.enum(['PENDING', 'APPROVED', 'COLLECTED', 'EXPIRED']),
+  createdAt: Timestamp,
+  expiresAt: Timestamp,
+});
+export const AccountUsage = z.object({
+  day: z.string(),
+  modelCalls: z.number().int(),
+  allowance: z.number().int(),
+  storage: z.object({
+    usedBytes: z.number().int(),
+    limitBytes: z.number().int().nullable().describe('null: no limit'),
+  }),
 });

@@ -37,6 +37,15 @@ test('a browser gets the dashboard page at /, under a strict CSP', async (t) => 
   }
 });
 
+test('the script takes its types from the server’s schemas without bundling zod', async (t) => {
+  // control-plane/dashboard/types.ts infers its types from control-plane/schemas.ts with `import type`; a
+  // value import there would put zod (some 470 kB) in the script.
+  const js = await control().get('dashboard/app.js');
+  t.is(js.statusCode, 200);
+  t.false(js.body.includes('ZodError'), 'no zod error class');
+  t.false(js.body.includes('_zod'), 'no zod schema internals');
+});
+
 test('API clients keep getting the service description at /', async (t) => {
   for (const accept of [undefined, '*/*', 'application/json']) {
     const res = await control().get('', { headers: accept ? { accept } : {}, responseType: 'json' });

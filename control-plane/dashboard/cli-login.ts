@@ -37,12 +37,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       const data = new FormData(el);
       const account = String(data.get('account') ?? currentAccountId());
       const permission = String(data.get('permission') ?? 'READ');
-      const approved = await api<{ login: CliLogin; key?: { name: string | null; permission: string } }>(
-        'POST',
-        `${path}/approve`,
-        { permission },
-        { account },
-      );
+      const approved = await api<{ login: CliLogin }>('POST', `${path}/approve`, { permission }, { account });
       const accountName = memberships.find((m) => m.accountId === account)?.accountName ?? account;
       fill(
         root,
@@ -50,7 +45,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
         h(
           'p',
           { class: 'status note', role: 'status' },
-          `The terminal on ${approved.login.machine} receives a ${approved.key?.permission ?? permission} key for ${accountName}${approved.key?.name ? `, named "${approved.key.name}"` : ''}. You can close this page and go back to your terminal.`,
+          `The terminal on ${approved.login.machine} receives a ${permission} key for ${accountName}. You can close this page and go back to your terminal.`,
         ),
       );
     },

@@ -7,7 +7,14 @@ import type { Route } from './router.ts';
 import { browserSection } from './database-browser.ts';
 import { siteFrame } from './sites.ts';
 import { timeTravelSection } from './time-travel.ts';
-import type { Database, DatabaseExport, MigrationReceipt, QueryEnvelope, SiteDetail } from './types.ts';
+import type {
+  Database,
+  DatabaseExport,
+  DeletionChallenge,
+  MigrationReceipt,
+  QueryEnvelope,
+  SiteDetail,
+} from './types.ts';
 
 /** A cell of a result row as text; NULL stands out from the string "null". */
 function cellText(value: unknown): Child {
@@ -294,10 +301,7 @@ function deleteSection(site: SiteDetail, dbPath: string, after: () => Promise<vo
   const start = actionButton(
     'Delete database…',
     async () => {
-      const challenge = await api<{ confirmationCode: string; expiresAt: string }>(
-        'POST',
-        `${dbPath}/deletion-challenges`,
-      );
+      const challenge = await api<DeletionChallenge>('POST', `${dbPath}/deletion-challenges`);
       fill(
         step,
         h(

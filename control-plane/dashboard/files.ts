@@ -4,7 +4,7 @@ import { api, getAll, getBlob, objectPath, saveBlob, uploadFile } from './api.ts
 import { actionButton, badge, fill, formatBytes, h, messageOf, statusLine, table, time, uid } from './dom.ts';
 import { type Route, href } from './router.ts';
 import { siteFrame } from './sites.ts';
-import type { FileRecord, FileVersion } from './types.ts';
+import type { FileRecord, FileVersion, WriteFileResult } from './types.ts';
 
 /** Types browsers do not know or get wrong (`.ts` is video/mp2t to them); text is UTF-8. */
 const TYPES: Record<string, string> = {
@@ -188,7 +188,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
             bar.max = total;
             bar.value = loaded;
           },
-        )) as { deployment?: { status: string; error?: { message: string; line: number; column: number } } } | null;
+        )) as WriteFileResult | null;
         bar.value = bar.max;
         const deployment = written?.deployment;
         if (deployment?.status === 'FAILED' && deployment.error) {

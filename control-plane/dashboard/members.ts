@@ -2,7 +2,7 @@
 // (the link is shown with a copy button), cancel an invitation.
 import { api, currentSession, get, isAdmin } from './api.ts';
 import { actionButton, badge, copyField, field, fill, form, h, run, statusLine, table, time } from './dom.ts';
-import type { Invitation, Member } from './types.ts';
+import type { Invitation, Member, NewInvitation } from './types.ts';
 
 const roleOptions = (selected: string) => [
   h('option', { value: 'MEMBER', selected: selected === 'MEMBER' }, 'Member'),
@@ -107,7 +107,7 @@ export async function render(root: HTMLElement): Promise<void> {
     { class: 'stack', 'aria-label': 'Invite someone' },
     async (el) => {
       const data = new FormData(el);
-      const created = await api<{ invitation: Invitation; url: string }>('POST', '/v0/invitations', {
+      const created = await api<NewInvitation>('POST', '/v0/invitations', {
         email: String(data.get('email') ?? '').trim(),
         role: String(data.get('role') ?? 'MEMBER'),
       });

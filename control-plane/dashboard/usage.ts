@@ -2,17 +2,11 @@
 // hold against its storage limit.
 import { get } from './api.ts';
 import { fill, formatBytes, h } from './dom.ts';
+import type { AccountUsage } from './types.ts';
 
 export async function render(root: HTMLElement): Promise<void> {
   fill(root, h('h1', null, 'Usage'), h('p', { class: 'loading' }, 'Loading…'));
-  const { usage } = await get<{
-    usage: {
-      day: string;
-      modelCalls: number;
-      allowance: number;
-      storage: { usedBytes: number; limitBytes: number | null };
-    };
-  }>('/v0/accounts/current/usage');
+  const { usage } = await get<{ usage: AccountUsage }>('/v0/accounts/current/usage');
   const { usedBytes, limitBytes } = usage.storage;
   const share = usage.allowance > 0 ? Math.min(1, usage.modelCalls / usage.allowance) : 0;
   fill(

@@ -9,6 +9,7 @@ import {
   Database,
   DatabaseExport,
   DatabaseParams,
+  DatabaseRestore,
   DeleteDatabaseBody,
   DeletionChallenge,
   ExportParams,
@@ -19,6 +20,7 @@ import {
   Pagination,
   QueryBody,
   QueryEnvelope,
+  RestorePoints,
   SiteParams,
   Timestamp,
   Uuid,
@@ -118,15 +120,7 @@ export const getDatabaseRestorePoints = defineOperation({
   description: 'The oldest and newest moment the database can be restored to (null: nothing replicated yet)',
   permission: 'READ',
   input: DatabaseParams,
-  output: z.object({
-    database: z.object({ id: Uuid, status: z.string() }),
-    earliest: Timestamp.nullable(),
-    latest: Timestamp.nullable(),
-    replication: z
-      .object({ lagMs: z.number(), replicatedAt: Timestamp.nullable(), replicaBytes: z.number() })
-      .nullable()
-      .optional(),
-  }),
+  output: RestorePoints,
   run: (deps, actor, input) => databases.databaseRestorePoints(deps, actor, input.siteId, input.databaseId),
 });
 
@@ -138,11 +132,7 @@ export const restoreDatabase = defineOperation({
   permission: 'WRITE',
   destructive: true,
   input: withParams(DatabaseParams, z.object({ at: Timestamp })),
-  output: z.object({
-    database: z.object({ id: Uuid, status: z.string() }),
-    restoredTo: Timestamp,
-    restoredFrom: Timestamp,
-  }),
+  output: DatabaseRestore,
   run: (deps, actor, input) => databases.restoreDatabase(deps, actor, input.siteId, input.databaseId, input.at),
 });
 

@@ -11,6 +11,8 @@ import {
   Pagination,
   RestoreSiteBody,
   SiteParams,
+  SiteSnapshot,
+  SnapshotFile,
   Uuid,
 } from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
@@ -90,25 +92,7 @@ export const getSiteSnapshot = defineOperation({
   description: 'What the site’s files were at an instant (what restore_site would make them)',
   permission: 'READ',
   input: SiteParams.extend({ at: z.string().describe('an RFC 3339 time') }).extend(PageQuery.shape),
-  output: z.object({
-    snapshot: z.object({
-      at: z.string(),
-      availableFrom: z.string(),
-      files: z.number().int(),
-      bytes: z.number().int(),
-      previewUrl: z.string().describe('the instant’s preview host, serving the site as it was then'),
-    }),
-    files: z.array(
-      z.object({
-        path: z.string(),
-        sha256: z.string(),
-        bytes: z.number().int(),
-        contentType: z.string(),
-        versionId: Uuid,
-      }),
-    ),
-    pagination: Pagination,
-  }),
+  output: z.object({ snapshot: SiteSnapshot, files: z.array(SnapshotFile), pagination: Pagination }),
   run: (deps, actor, { siteId, at, ...page }) => deployments.siteSnapshot(deps, actor, siteId, at, page),
 });
 

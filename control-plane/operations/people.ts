@@ -7,35 +7,19 @@ import * as keys from '../services/keys.ts';
 import * as members from '../services/members.ts';
 import { changePassword as changeOwnPassword } from '../services/sessions.ts';
 import { modelCallsToday } from '../services/llm.ts';
-import { Name, Timestamp, Uuid } from '../schemas.ts';
+import {
+  AccountUsage,
+  ApiKey,
+  CliLogin,
+  Invitation,
+  Member,
+  Name,
+  NewInvitation,
+  Permission,
+  Role,
+  Uuid,
+} from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
-
-const Permission = z.enum(['READ', 'WRITE'], { error: 'must be READ or WRITE' });
-const Role = z.enum(['ADMIN', 'MEMBER'], { error: 'must be ADMIN or MEMBER' });
-
-const ApiKey = z.object({
-  id: Uuid,
-  name: z.string().nullable(),
-  permission: Permission,
-  createdAt: Timestamp,
-  revokedAt: Timestamp.nullable(),
-});
-const Member = z.object({ userId: Uuid, email: z.string(), role: Role, joinedAt: Timestamp });
-const Invitation = z.object({
-  id: Uuid,
-  email: z.string(),
-  role: Role,
-  invitedBy: Uuid,
-  createdAt: Timestamp,
-  expiresAt: Timestamp,
-});
-const CliLogin = z.object({
-  code: z.string(),
-  machine: z.string(),
-  status: z.enum(['PENDING', 'APPROVED', 'COLLECTED', 'EXPIRED']),
-  createdAt: Timestamp,
-  expiresAt: Timestamp,
-});
 
 const apiKey = ({ accountId: _account, ...info }: keys.KeyInfo) => info;
 
@@ -128,10 +112,7 @@ export const createInvitation = defineOperation({
   permission: 'WRITE',
   audience: 'user-admins',
   input: z.object({ email: z.string({ error: 'must be a string' }).max(254), role: Role }).strict(),
-  output: z.object({
-    invitation: Invitation,
-    path: z.string().describe('the link’s path on this host; shown this once only'),
-  }),
+  output: NewInvitation,
   run: (deps, actor, input) => members.createInvitation(deps, actor, input),
 });
 
@@ -182,17 +163,7 @@ export const getUsage = defineOperation({
     'The account’s model calls today (UTC) against its daily allowance, and the bytes its files hold against its storage limit',
   permission: 'READ',
   input: z.object({}).strict(),
-  output: z.object({
-    usage: z.object({
-      day: z.string(),
-      modelCalls: z.number().int(),
-      allowance: z.number().int(),
-      storage: z.object({
-        usedBytes: z.number().int(),
-        limitBytes: z.number().int().nullable().describe('null: no limit'),
-      }),
-    }),
-  }),
+  output: z.object({ usage: AccountUsage }),
   run: async (deps, actor) => ({
     usage: {
       ...(await modelCallsToday(deps, actor.accountId)),

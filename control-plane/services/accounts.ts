@@ -1,9 +1,7 @@
 // Accounts: the workspace boundary. Created by the operator; a key sees only its own account.
 import { notFound } from '../errors.ts';
 import { type Actor, type Deps, type Store, newId, timestamp } from './deps.ts';
-
-export const PLANS = ['free', 'builder', 'platform-admin'] as const;
-export type Plan = (typeof PLANS)[number];
+import type { Plan } from './plans.ts';
 
 /** Sites an account may create on each plan; null means no cap. */
 export const SITE_CAPS: Record<Plan, number | null> = { free: 10, builder: 10_000, 'platform-admin': null };

@@ -13,7 +13,7 @@ import { BerthError, notFound } from '../errors.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Config } from '../config.ts';
 import type { HotSql, HotTx } from '../db/hot-sql.ts';
-import type { Plan } from './accounts.ts';
+import type { Plan } from './plans.ts';
 import type { Store } from './deps.ts';
 
 /** Plans whose accounts store without a limit, like their sites. */

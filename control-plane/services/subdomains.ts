@@ -1,8 +1,7 @@
-// Subdomain rules: DNS labels of lowercase letters, digits and hyphens, 3–63 long, minus names the
-// platform keeps for itself. Generated names add a random suffix so they never collide with a brand.
+// Subdomain rules: DNS labels of lowercase letters, digits and hyphens, 3–63 long (the `Subdomain`
+// schema in schemas.ts), minus names the platform keeps for itself. Generated names add a random suffix
+// so they never collide with a brand.
 import crypto from 'node:crypto';
-
-export const SUBDOMAIN_PATTERN = /^[a-z0-9](?:[a-z0-9-]{1,61})[a-z0-9]$/;
 
 export const RESERVED_SUBDOMAINS: ReadonlySet<string> = new Set([
   'abuse',

@@ -6,7 +6,7 @@ import path from 'node:path';
 import got, { type Got } from 'got';
 import { type Config, DEFAULTS } from '../../control-plane/config.ts';
 import { type Berth, type StartOptions, startBerth } from '../../control-plane/server.ts';
-import type { Plan } from '../../control-plane/services/accounts.ts';
+import type { Plan } from '../../control-plane/services/plans.ts';
 import { createAccount } from '../../control-plane/services/accounts.ts';
 import { createKey } from '../../control-plane/services/keys.ts';
 import { databaseFor, onPostgres } from './postgres.ts';

@@ -1,13 +1,7 @@
 import { z } from 'zod';
 import * as db from '../../operations/databases.ts';
-import { DatabaseExport, Pagination, QueryEnvelope, Timestamp } from '../../schemas.ts';
+import { Pagination, QueryEnvelope, RestDatabaseExport } from '../../schemas.ts';
 import type { OperationRoute } from '../route.ts';
-
-/** An export as REST answers it: its download token turned into a link at the address the client used. */
-const RestExport = DatabaseExport.omit({ download: true }).extend({
-  downloadUrl: z.string().optional().describe('COMPLETE only: a signed link that needs no API key and expires'),
-  downloadUrlExpiresAt: Timestamp.optional(),
-});
 
 type ExportRecord = { id: string; download?: { token: string; expiresAt: string } };
 
@@ -162,7 +156,7 @@ export const databaseRoutes: OperationRoute[] = [
     operationId: 'listDatabaseExports',
     tag: 'Databases',
     ok: 'a page of exports',
-    presents: z.object({ exports: z.array(RestExport), pagination: Pagination }),
+    presents: z.object({ exports: z.array(RestDatabaseExport), pagination: Pagination }),
     present: (output: { exports: ExportRecord[] }, origin) => ({
       ...output,
       exports: output.exports.map((record) => withDownloadUrl(record, origin)),
@@ -176,7 +170,7 @@ export const databaseRoutes: OperationRoute[] = [
     tag: 'Databases',
     ok: 'the export, PROCESSING',
     errors: { 409: { description: 'an export of this database is already running (export_in_progress)' } },
-    presents: z.object({ export: RestExport }),
+    presents: z.object({ export: RestDatabaseExport }),
     present: (output: { export: ExportRecord }, origin) => ({ export: withDownloadUrl(output.export, origin) }),
   },
   {
@@ -186,7 +180,7 @@ export const databaseRoutes: OperationRoute[] = [
     operationId: 'reconcileDatabaseExport',
     tag: 'Databases',
     ok: 'the export; when COMPLETE, with a fresh signed downloadUrl',
-    presents: z.object({ export: RestExport }),
+    presents: z.object({ export: RestDatabaseExport }),
     present: (output: { export: ExportRecord }, origin) => ({ export: withDownloadUrl(output.export, origin) }),
   },
 ];

@@ -1,7 +1,7 @@
 // Routes for signed-in users of the dashboard (keys, members, invitations, CLI login approval, one's own
 // password) and the account's usage. API keys are refused the user-only ones with 403 `forbidden`.
-import { z } from 'zod';
 import * as people from '../../operations/people.ts';
+import { RestNewInvitation } from '../../schemas.ts';
 import type { OperationRoute } from '../route.ts';
 
 const USERS = 'People (signed-in users)';
@@ -84,7 +84,7 @@ export const peopleRoutes: OperationRoute[] = [
     status: 201,
     ok: 'the invitation and its single-use link, shown this once',
     present: withInvitationUrl,
-    presents: people.createInvitation.output.and(z.object({ url: z.string() })),
+    presents: RestNewInvitation,
   },
   {
     operation: people.revokeInvitation,
