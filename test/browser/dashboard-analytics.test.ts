@@ -79,8 +79,9 @@ test.serial('the overview opens on the last 24 hours, drawn from the API’s num
     await t0.owner.read.get(`v0/sites/${site.id}/analytics`, { searchParams: { step: 'hour' } }),
   );
   t.is(api.totals.requests, 18 + earlier);
-  t.regex(await page.locator('.tile').filter({ hasText: 'Requests' }).innerText(), new RegExp(String(18 + earlier)));
-  t.regex(await page.locator('.tile').filter({ hasText: 'Function errors' }).innerText(), /1 of 4/);
+  const tile = async (name: string) => (await page.locator('.tile').filter({ hasText: name }).textContent()) ?? '';
+  t.regex(await tile('Requests'), new RegExp(String(18 + earlier)));
+  t.regex(await tile('Function errors'), /1 of 4/);
 
   // The chart is drawn (uPlot's canvas, at the figure's width) and its table holds the API's points.
   const canvas = figure('Requests by status').locator('canvas');
@@ -97,7 +98,10 @@ test.serial('the overview opens on the last 24 hours, drawn from the API’s num
     errors.reduce((sum, cells) => [sum[0]! + Number(cells[1]), sum[1]! + Number(cells[2])], [0, 0]),
     [4, 1],
   );
-  t.regex(await figure('Requests by status').locator('.u-legend').innerText(), /2xx[\s\S]*3xx[\s\S]*4xx[\s\S]*5xx/);
+  t.regex(
+    (await figure('Requests by status').locator('.u-legend').textContent()) ?? '',
+    /2xx[\s\S]*3xx[\s\S]*4xx[\s\S]*5xx/,
+  );
   t.deepEqual(elsewhere, []);
   await screenshot(page, 'overview');
 });

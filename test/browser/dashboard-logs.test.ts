@@ -52,7 +52,10 @@ test.serial('the Logs tab shows the recent lines, then a new line within 2 s of 
   await rowWith('logged while watching').waitFor({ timeout: 2000 });
   t.is(await rows().count(), 2);
   // Newest on top, with its level and function.
-  t.regex(await rows().first().innerText(), /WARN\s+api\/say\.ts\s+logged while watching/);
+  t.regex(
+    (await rows().first().locator('td').allTextContents()).join(' '),
+    /WARN\s+api\/say\.ts\s+logged while watching/,
+  );
   t.deepEqual(elsewhere, []);
 });
 
