@@ -116,6 +116,10 @@ test.serial('a moment outside what the replica holds is refused with the range i
     t.is(refused.statusCode, 422);
     const { error } = json(refused);
     t.is(error.code, 'restore_point_unavailable');
+    // What the replica held then and holds now, should the range ever be missing.
+    const why = async () =>
+      `refused with ${JSON.stringify(error)}; the range before: ${JSON.stringify(points)}, now: ${JSON.stringify(json(await t0.owner.read.get(`${base}/restore-points`)))}`;
+    if (!error.details?.earliest || !error.details?.latest) t.fail(await why());
     t.truthy(error.details?.earliest);
     t.truthy(error.details?.latest);
   }

@@ -111,8 +111,16 @@ export class SiteReplicas {
 
   /** What the database's replica can give back now. */
   async range(siteId: string): Promise<RestoreRange | null> {
-    const lagMs = this.replicator.status(siteId)?.lagMs ?? 0;
-    return restorableRange(await this.#generations(siteId), Date.now(), this.retentionMs, lagMs);
+    const status = this.replicator.status(siteId);
+    const generations = await this.#generations(siteId);
+    const range = restorableRange(generations, Date.now(), this.retentionMs, status?.lagMs ?? 0);
+    // The engine said it shipped this database's writes, yet the replica gives nothing back: worth a look.
+    if (!range && status?.replicatedAt)
+      this.#options.log.warn(
+        { siteId, generations, lagMs: status.lagMs, replicatedAt: status.replicatedAt },
+        'a site database’s replica holds no restorable moment though its writes were shipped',
+      );
+    return range;
   }
 
   /**
