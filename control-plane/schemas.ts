@@ -496,6 +496,32 @@ export const RestorePoints = z.object({
 });
 export const DatabaseRestore = z.object({ database: DatabaseState, restoredTo: Timestamp, restoredFrom: Timestamp });
 
+// Answers of single operations that the dashboard reads too.
+export const MigrationDetail = z.object({
+  name: z.string(),
+  checksum: z.string(),
+  sourceAvailable: z.boolean(),
+  sql: z.string().optional(),
+});
+export const DatabaseCompaction = z.object({
+  databaseId: Uuid,
+  bytesBefore: z.number().int(),
+  bytesAfter: z.number().int(),
+});
+export const FileVersionsPage = z.object({
+  fileId: Uuid,
+  currentVersionId: Uuid.nullable(),
+  versions: z.array(FileVersion),
+  pagination: Pagination,
+});
+export const VersionDeletion = z.object({
+  deleted: z.literal(true),
+  fileId: Uuid,
+  versionId: Uuid,
+  freedBytes: z.number().int(),
+});
+export const SecretValue = z.object({ name: z.string(), value: z.string() });
+
 // Analytics (control-plane/analytics/, services/analytics.ts).
 export const AnalyticsStep = z.enum(['minute', 'hour', 'day']);
 export const AnalyticsQuery = z
@@ -562,6 +588,8 @@ export const ApiKey = z.object({
   createdAt: Timestamp,
   revokedAt: Timestamp.nullable(),
 });
+/** A key just made: its secret is in this answer only. */
+export const NewApiKey = z.object({ key: ApiKey, secret: z.string() });
 export const Member = z.object({ userId: Uuid, email: z.string(), role: Role, joinedAt: Timestamp });
 export const Invitation = z.object({
   id: Uuid,

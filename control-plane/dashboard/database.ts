@@ -9,8 +9,10 @@ import { siteFrame } from './sites.ts';
 import { timeTravelSection } from './time-travel.ts';
 import type {
   Database,
+  DatabaseCompaction,
   DatabaseExport,
   DeletionChallenge,
+  MigrationDetail,
   MigrationReceipt,
   QueryEnvelope,
   SiteDetail,
@@ -118,7 +120,7 @@ function sizeSection(dbPath: string, database: Database): HTMLElement {
       actionButton(
         'Compact',
         async () => {
-          const done = await api<{ bytesBefore: number; bytesAfter: number }>('POST', `${dbPath}/compact`);
+          const done = await api<DatabaseCompaction>('POST', `${dbPath}/compact`);
           size.textContent = `${formatBytes(done.bytesAfter)} of ${formatBytes(database.maxBytes)}`;
           status.note(`Compacted: ${formatBytes(done.bytesBefore)} → ${formatBytes(done.bytesAfter)}.`);
         },
@@ -208,7 +210,7 @@ async function migrationsSection(dbPath: string): Promise<HTMLElement> {
               ? actionButton(
                   'Show SQL',
                   async () => {
-                    const { migration } = await get<{ migration: { name: string; sql?: string } }>(
+                    const { migration } = await get<{ migration: MigrationDetail }>(
                       `${dbPath}/migrations/${encodeURIComponent(m.name)}`,
                     );
                     fill(

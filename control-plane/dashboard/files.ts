@@ -4,7 +4,7 @@ import { api, getAll, getBlob, objectPath, saveBlob, uploadFile } from './api.ts
 import { actionButton, badge, fill, formatBytes, h, messageOf, statusLine, table, time, uid } from './dom.ts';
 import { type Route, href } from './router.ts';
 import { siteFrame } from './sites.ts';
-import type { FileRecord, FileVersion, WriteFileResult } from './types.ts';
+import type { FileRecord, FileVersion, FileVersionsPage, VersionDeletion, WriteFileResult } from './types.ts';
 
 /** Types browsers do not know or get wrong (`.ts` is video/mp2t to them); text is UTF-8. */
 const TYPES: Record<string, string> = {
@@ -247,10 +247,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
 async function showVersions(file: FileRecord, el: HTMLElement, refresh: () => Promise<void>): Promise<void> {
   const status = statusLine();
   const load = async () => {
-    const page = await api<{ currentVersionId: string | null; versions: FileVersion[] }>(
-      'GET',
-      `/v0/files/${encodeURIComponent(file.id)}/versions?limit=200`,
-    );
+    const page = await api<FileVersionsPage>('GET', `/v0/files/${encodeURIComponent(file.id)}/versions?limit=200`);
     const current = page.currentVersionId;
     fill(
       el,
@@ -313,7 +310,7 @@ async function showVersions(file: FileRecord, el: HTMLElement, refresh: () => Pr
                         'Delete',
                         async () => {
                           if (!window.confirm(`Delete version ${v.id.slice(0, 8)} of ${file.path} for good?`)) return;
-                          const deleted = await api<{ freedBytes: number }>(
+                          const deleted = await api<VersionDeletion>(
                             'DELETE',
                             `/v0/files/${encodeURIComponent(file.id)}/versions/${encodeURIComponent(v.id)}`,
                           );

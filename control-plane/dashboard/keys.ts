@@ -2,7 +2,7 @@
 // list, revoke.
 import { api, get, isAdmin } from './api.ts';
 import { actionButton, badge, copyField, field, fill, form, h, statusLine, table, time } from './dom.ts';
-import type { ApiKey } from './types.ts';
+import type { ApiKey, NewApiKey } from './types.ts';
 
 export async function render(root: HTMLElement): Promise<void> {
   if (!isAdmin()) {
@@ -56,7 +56,7 @@ export async function render(root: HTMLElement): Promise<void> {
     { class: 'stack', 'aria-label': 'Create an API key' },
     async (el) => {
       const data = new FormData(el);
-      const created = await api<{ key: ApiKey; secret: string }>('POST', '/v0/keys', {
+      const created = await api<NewApiKey>('POST', '/v0/keys', {
         name: String(data.get('name') ?? '').trim(),
         permission: String(data.get('permission') ?? 'READ'),
       });

@@ -4,7 +4,7 @@ import { api, get } from './api.ts';
 import { actionButton, field, fill, form, h, statusLine, table, time } from './dom.ts';
 import type { Route } from './router.ts';
 import { siteFrame } from './sites.ts';
-import type { SecretAccessLog, SecretMetadata } from './types.ts';
+import type { SecretAccessLog, SecretMetadata, SecretValue } from './types.ts';
 
 export async function render(root: HTMLElement, route: Route): Promise<void> {
   const { site, body } = await siteFrame(root, route);
@@ -54,7 +54,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
                     reveal.textContent = 'Reveal';
                     return;
                   }
-                  const { secret } = await api<{ secret: { name: string; value: string } }>('GET', secretPath(s.name));
+                  const { secret } = await api<{ secret: SecretValue }>('GET', secretPath(s.name));
                   value.replaceChildren(h('code', { class: 'mono', 'aria-label': `Value of ${s.name}` }, secret.value));
                   reveal.textContent = 'Hide';
                   await loadLog();

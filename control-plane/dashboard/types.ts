@@ -52,3 +52,10 @@ export type AnalyticsCounts = Of<typeof schemas.AnalyticsCounts>;
 export type AnalyticsPoint = Of<typeof schemas.AnalyticsPoint>;
 export type SiteAnalytics = Of<typeof schemas.SiteAnalytics>;
 export type AccountAnalytics = Of<typeof schemas.AccountAnalytics>;
+
+export type MigrationDetail = Of<typeof schemas.MigrationDetail>;
+export type DatabaseCompaction = Of<typeof schemas.DatabaseCompaction>;
+export type FileVersionsPage = Of<typeof schemas.FileVersionsPage>;
+export type VersionDeletion = Of<typeof schemas.VersionDeletion>;
+export type SecretValue = Of<typeof schemas.SecretValue>;
+export type NewApiKey = Of<typeof schemas.NewApiKey>;

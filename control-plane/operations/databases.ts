@@ -7,12 +7,14 @@ import {
   ApplyMigrationBody,
   ApplyMigrationsBody,
   Database,
+  DatabaseCompaction,
   DatabaseExport,
   DatabaseParams,
   DatabaseRestore,
   DeleteDatabaseBody,
   DeletionChallenge,
   ExportParams,
+  MigrationDetail,
   MigrationParams,
   MigrationReceipt,
   NextStep,
@@ -23,7 +25,6 @@ import {
   RestorePoints,
   SiteParams,
   Timestamp,
-  Uuid,
 } from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
@@ -72,14 +73,7 @@ export const getDatabaseMigration = defineOperation({
   description: 'One migration receipt, with its SQL when it was stored',
   permission: 'READ',
   input: MigrationParams,
-  output: z.object({
-    migration: z.object({
-      name: z.string(),
-      checksum: z.string(),
-      sourceAvailable: z.boolean(),
-      sql: z.string().optional(),
-    }),
-  }),
+  output: z.object({ migration: MigrationDetail }),
   run: (deps, actor, input) =>
     migrations.getMigration(deps, actor, input.siteId, input.databaseId, input.migrationName),
 });
@@ -111,7 +105,7 @@ export const compactDatabase = defineOperation({
     'Rewrite the site’s database without the free space deleted rows left (VACUUM, between statements); says what that gave back',
   permission: 'WRITE',
   input: DatabaseParams.strict(),
-  output: z.object({ databaseId: Uuid, bytesBefore: z.number().int(), bytesAfter: z.number().int() }),
+  output: DatabaseCompaction,
   run: (deps, actor, input) => databases.compactDatabase(deps, actor, input.siteId, input.databaseId),
 });
 

@@ -8,13 +8,14 @@ import * as files from '../services/files.ts';
 import {
   BucketParams,
   FileRecord,
-  FileVersion,
+  FileVersionsPage,
   ListFilesQuery,
   PageQuery,
   Pagination,
   RestoreBody,
   Uuid,
   WriteFileResult,
+  VersionDeletion,
 } from '../schemas.ts';
 import type { Deps } from '../services/deps.ts';
 import { defineOperation, withParams } from './operation.ts';
@@ -122,12 +123,7 @@ export const listFileVersions = defineOperation({
   description: 'List a file’s versions, newest first',
   permission: 'READ',
   input: FileParams.extend(PageQuery.shape),
-  output: z.object({
-    fileId: Uuid,
-    currentVersionId: Uuid.nullable(),
-    versions: z.array(FileVersion),
-    pagination: Pagination,
-  }),
+  output: FileVersionsPage,
   run: (deps, actor, { fileId, ...page }) => files.listVersions(deps, actor, fileId, page),
 });
 
@@ -166,7 +162,7 @@ export const deleteFileVersion = defineOperation({
   permission: 'WRITE',
   destructive: true,
   input: VersionParams.strict(),
-  output: z.object({ deleted: z.literal(true), fileId: Uuid, versionId: Uuid, freedBytes: z.number().int() }),
+  output: VersionDeletion,
   run: (deps, actor, input) => files.deleteVersion(deps, actor, input.fileId, input.versionId),
 });
 

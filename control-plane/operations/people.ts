@@ -18,6 +18,7 @@ import {
   Permission,
   Role,
   Uuid,
+  NewApiKey,
 } from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
 
@@ -39,7 +40,7 @@ export const createApiKey = defineOperation({
   permission: 'WRITE',
   audience: 'user-admins',
   input: z.object({ name: Name, permission: Permission }).strict(),
-  output: z.object({ key: ApiKey, secret: z.string() }),
+  output: NewApiKey,
   run: async (deps, actor, input) => {
     const made = await keys.createKey(deps, {
       accountId: actor.accountId,

@@ -9,6 +9,7 @@ import {
   SecretAccessLog,
   SecretMetadata,
   SecretName,
+  SecretValue,
   SetSecretBody,
   SiteParams,
   Uuid,
@@ -32,7 +33,7 @@ export const getSecretValue = defineOperation({
   description: 'Read a secret’s value; the read is recorded in the access log',
   permission: 'READ',
   input: SecretParams,
-  output: z.object({ secret: z.object({ name: z.string(), value: z.string() }) }),
+  output: z.object({ secret: SecretValue }),
   run: (deps, actor, input) => secrets.getSecretValue(deps, actor, input.siteId, input.name),
 });
 
