@@ -18,17 +18,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import got, { type Got } from 'got';
+import got from 'got';
 import {
   checkPinning,
-  freePort,
   LOAD_CORE,
   pinSelf,
-  ROOT,
   runLoad,
   SERVER_CORE,
-  type Server,
-  startPinned,
+  type Serving,
+  startServe,
   stopAll,
   watchServer,
 } from './harness.ts';
@@ -56,40 +54,16 @@ const fmt = (n: number, digits = 0) =>
     ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
     : '—';
 
-interface Instance {
-  name: string;
-  server: Server;
-  origin: string;
-  port: number;
-  api: Got;
-  accountId: string;
-  dataDir: string;
+interface Instance extends Serving {
   /** Site ids by subdomain. */
   sites: Map<string, string>;
 }
 
 /** `berth serve` on the server core with a data dir of its own, its sites each holding the 1 KiB file. */
 async function startBerth(name: string, dir: string, env: NodeJS.ProcessEnv, file: Buffer): Promise<Instance> {
-  await fs.mkdir(dir, { recursive: true });
-  const port = await freePort();
-  const logFile = path.join(dir, 'berth.log');
-  const dataDir = path.join(dir, 'data');
-  const serverEnv: NodeJS.ProcessEnv = { ...process.env, BERTH_PORT: String(port), BERTH_DATA_DIR: dataDir, ...env };
   // The rows written are those of the default flush, whatever the shell running the bench has set.
-  delete serverEnv.BERTH_ANALYTICS_FLUSH_MS;
-  const server = await startPinned(
-    name,
-    SERVER_CORE,
-    process.execPath,
-    [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
-    serverEnv,
-    { ready: (line) => line.includes('"msg":"listening"'), logFile },
-  );
-  const log = await fs.readFile(logFile, 'utf8');
-  const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
-  const accountId = /account:\s+(\S+)/.exec(log)![1]!;
-  const origin = `http://127.0.0.1:${port}`;
-  const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
+  const serving = await startServe(name, dir, { ...env, BERTH_ANALYTICS_FLUSH_MS: undefined });
+  const { api, accountId, origin, port } = serving;
   const sites = new Map<string, string>();
   for (const subdomain of ['bench', ...TRICKLE_SITES]) {
     const site = await api
@@ -106,7 +80,7 @@ async function startBerth(name: string, dir: string, env: NodeJS.ProcessEnv, fil
     if (!served.body.equals(file)) throw new Error(`${name}: ${subdomain} does not answer the file's bytes`);
     sites.set(subdomain, site.id);
   }
-  return { name, server, origin, port, api, accountId, dataDir, sites };
+  return { ...serving, sites };
 }
 
 interface Run extends LoadResult {

@@ -7,6 +7,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import got, { type Got } from 'got';
+import { loopbackPort as freePort } from '../control-plane/loopback-port.ts';
 import type { LoadReport, LoadSpec } from './load-worker.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
@@ -155,7 +157,44 @@ export function watchServer(
   };
 }
 
-export { loopbackPort as freePort } from '../control-plane/loopback-port.ts';
+export { freePort };
+
+/** A `berth serve` started by startServe: its address, its owner's WRITE key and account, an API client. */
+export interface Serving {
+  name: string;
+  server: Server;
+  origin: string;
+  port: number;
+  key: string;
+  accountId: string;
+  api: Got;
+  dataDir: string;
+}
+
+/**
+ * `berth serve` on the server core with a data dir of its own (`<dir>/data`), its request log in
+ * `<dir>/berth.log`; answers once it listens, with the owner's key and account its first start printed.
+ */
+export async function startServe(name: string, dir: string, env: NodeJS.ProcessEnv): Promise<Serving> {
+  await fs.promises.mkdir(dir, { recursive: true });
+  const port = await freePort();
+  const logFile = path.join(dir, 'berth.log');
+  const dataDir = path.join(dir, 'data');
+  const server = await startPinned(
+    name,
+    SERVER_CORE,
+    process.execPath,
+    [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
+    { ...process.env, BERTH_PORT: String(port), BERTH_DATA_DIR: dataDir, ...env },
+    { ready: (line) => line.includes('"msg":"listening"'), logFile },
+  );
+  const log = await fs.promises.readFile(logFile, 'utf8');
+  const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
+  const accountId = /account:\s+(\S+)/.exec(log)![1]!;
+  const origin = `http://127.0.0.1:${port}`;
+  const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
+  return { name, server, origin, port, key, accountId, api, dataDir };
+}
 
 /** Resolves once something accepts connections on `port`. */
 export async function waitForPort(port: number): Promise<void> {

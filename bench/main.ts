@@ -56,6 +56,7 @@ import {
   SERVER_CORE,
   type Server,
   startPinned,
+  startServe,
   stopAll,
   waitForPort,
   watchServer,
@@ -327,26 +328,11 @@ async function main() {
 
 /** `berth serve` on the server core with a data dir of its own, its owner's WRITE key and one site. */
 async function startBerth(dir: string, env: NodeJS.ProcessEnv) {
-  await fs.mkdir(dir, { recursive: true });
-  const port = await freePort();
-  const logFile = path.join(dir, 'berth.log');
-  const server = await startPinned(
-    'berth serve',
-    SERVER_CORE,
-    process.execPath,
-    [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
-    { ...process.env, BERTH_PORT: String(port), BERTH_DATA_DIR: path.join(dir, 'data'), ...env },
-    { ready: (line) => line.includes('"msg":"listening"'), logFile },
-  );
-  const log = await fs.readFile(logFile, 'utf8');
-  const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
-  const accountId = /account:\s+(\S+)/.exec(log)![1]!;
-  const origin = `http://127.0.0.1:${port}`;
-  const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
-  const site = await api
-    .post('v0/sites', { json: { accountId, name: 'bench', subdomain: 'bench' } })
+  const serving = await startServe('berth serve', dir, env);
+  const site = await serving.api
+    .post('v0/sites', { json: { accountId: serving.accountId, name: 'bench', subdomain: 'bench' } })
     .json<{ id: string; bucketId: string }>();
-  return { server, origin, port, key, api, site, accountId, dataDir: path.join(dir, 'data') };
+  return { ...serving, site };
 }
 
 /** Each uploading load gets file numbers of its own, so no run (or second attempt) rewrites a file. */

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
-import got, { type Got } from 'got';
+import got from 'got';
 import {
   listGenerations,
   type ReplicaTarget,
@@ -25,7 +25,6 @@ import {
 import {
   checkPinning,
   commandLine,
-  freePort,
   LOAD_CORE,
   pinSelf,
   processCpuSeconds,
@@ -34,7 +33,8 @@ import {
   runLoad,
   SERVER_CORE,
   type Server,
-  startPinned,
+  type Serving,
+  startServe,
   stopAll,
   watchServer,
 } from './harness.ts';
@@ -58,43 +58,13 @@ const fmt = (n: number, digits = 0) =>
     ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
     : '—';
 
-interface Instance {
-  name: string;
-  server: Server;
-  origin: string;
-  port: number;
-  api: Got;
-  accountId: string;
-  dataDir: string;
-}
+type Instance = Serving;
 
 /** A site of one of the servers, with its insert function and its database. */
 interface Berth extends Instance {
   host: string;
   siteId: string;
   base: string;
-}
-
-/** `berth serve` on the server core with a data dir of its own. */
-async function startBerth(name: string, dir: string, env: NodeJS.ProcessEnv): Promise<Instance> {
-  await fs.mkdir(dir, { recursive: true });
-  const port = await freePort();
-  const logFile = path.join(dir, 'berth.log');
-  const dataDir = path.join(dir, 'data');
-  const server = await startPinned(
-    name,
-    SERVER_CORE,
-    process.execPath,
-    [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
-    { ...process.env, BERTH_PORT: String(port), BERTH_DATA_DIR: dataDir, ...env },
-    { ready: (line) => line.includes('"msg":"listening"'), logFile },
-  );
-  const log = await fs.readFile(logFile, 'utf8');
-  const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
-  const accountId = /account:\s+(\S+)/.exec(log)![1]!;
-  const origin = `http://127.0.0.1:${port}`;
-  const api = got.extend({ prefixUrl: origin, headers: { authorization: `Bearer ${key}` } });
-  return { name, server, origin, port, api, accountId, dataDir };
 }
 
 /** A new site on `s` with the insert function and a database of its own, its first row written. */
@@ -265,8 +235,8 @@ async function main() {
   const work = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-bench-replication-'));
   let completed = false;
   try {
-    const onServer = await startBerth('replication on', path.join(work, 'on'), {});
-    const offServer = await startBerth('replication off', path.join(work, 'off'), {
+    const onServer = await startServe('replication on', path.join(work, 'on'), {});
+    const offServer = await startServe('replication off', path.join(work, 'off'), {
       BERTH_DATABASE_REPLICATION: 'false',
     });
     const on = await withSite(onServer, 'bench');
