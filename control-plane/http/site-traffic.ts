@@ -26,31 +26,22 @@ export function countSiteRequest(
   ms: number,
   sent: number,
 ): void {
-  if (res.writableEnded) count(deps, req, res, subdomain, path, ms, sent);
-  else res.once('close', () => count(deps, req, res, subdomain, path, ms, sent));
-}
-
-function count(
-  deps: Deps,
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  subdomain: string,
-  path: string,
-  ms: number,
-  sent: number,
-): void {
-  const bytes = Math.max(0, (req.socket?.bytesWritten ?? sent) - sent);
-  const referrer = referrerHost(req, deps.config.trustProxy);
-  const status = res.statusCode;
-  const record = (siteId: string) => deps.analytics.request(siteId, status, bytes, ms, path, referrer);
-  // The request looked its site up a moment ago: it is cached unless a change just made it forget.
-  const site = cachedSite(deps, subdomain);
-  if (site) record(site.id);
-  else if (site === undefined)
-    void resolveSite(deps, subdomain).then(
-      (found) => found && record(found.id),
-      () => {},
-    );
+  const count = () => {
+    const bytes = Math.max(0, (req.socket?.bytesWritten ?? sent) - sent);
+    const referrer = referrerHost(req, deps.config.trustProxy);
+    const status = res.statusCode;
+    const record = (siteId: string) => deps.analytics.request(siteId, status, bytes, ms, path, referrer);
+    // The request looked its site up a moment ago: it is cached unless a change just made it forget.
+    const site = cachedSite(deps, subdomain);
+    if (site) record(site.id);
+    else if (site === undefined)
+      void resolveSite(deps, subdomain).then(
+        (found) => found && record(found.id),
+        () => {},
+      );
+  };
+  if (res.writableEnded) count();
+  else res.once('close', count);
 }
 
 /** The host of the page that linked here, when it is another host's. */

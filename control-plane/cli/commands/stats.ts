@@ -1,7 +1,7 @@
 // `berth stats`: a site's traffic since a moment — totals, a chart of requests, the top paths and
 // referrer hosts — from GET /v0/sites/:siteId/analytics.
 import { formatBytes } from '../../format-bytes.ts';
-import type { AnalyticsResult } from '../../services/analytics.ts';
+import type { AnalyticsResult, Point } from '../../services/analytics.ts';
 import type { CommandDefinition } from '../command.ts';
 import { momentOf } from '../moments.ts';
 import { textChart } from '../text-chart.ts';
@@ -25,26 +25,11 @@ function render(subdomain: string, since: string, stats: AnalyticsResult): strin
     `functions    ${count(totals.functionInvocations)} calls, ${count(totals.functionErrors)} errors, ${count(totals.coldStarts)} cold starts; p50 ${ms(totals.functionP50Ms)}  p95 ${ms(totals.functionP95Ms)}`,
     `database     ${count(totals.databaseCalls)} calls`,
   ];
+  const chart = (title: string, value: (point: Point) => number) =>
+    lines.push('', textChart(title, series.map(value), short(series[0]!.at), short(series.at(-1)!.at)));
   if (series.length > 0) {
-    lines.push(
-      '',
-      textChart(
-        'requests',
-        series.map((p) => p.requests),
-        short(series[0]!.at),
-        short(series.at(-1)!.at),
-      ),
-    );
-    if (totals.functionErrors > 0)
-      lines.push(
-        '',
-        textChart(
-          'function errors',
-          series.map((p) => p.functionErrors),
-          short(series[0]!.at),
-          short(series.at(-1)!.at),
-        ),
-      );
+    chart('requests', (p) => p.requests);
+    if (totals.functionErrors > 0) chart('function errors', (p) => p.functionErrors);
   }
   const table = (title: string, rows: Array<[string, number]>) => {
     if (rows.length === 0) return;
