@@ -4,7 +4,7 @@
 import test from 'ava';
 import type { Browser, Page } from 'playwright-core';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from '../helpers/berth.ts';
-import { launchBrowser, newContext, screenshot, signIn } from '../helpers/browser.ts';
+import { launchBrowser, newContext, requestsElsewhere, screenshot, signIn } from '../helpers/browser.ts';
 import { createUser } from '../../control-plane/services/users.ts';
 
 const PASSWORD = 'a long enough password';
@@ -23,7 +23,7 @@ let earlier = 0;
 let browser: Browser;
 let page: Page;
 let site: { id: string; subdomain: string };
-const elsewhere: string[] = [];
+let elsewhere: string[] = [];
 
 interface Point {
   at: string;
@@ -52,9 +52,7 @@ test.before(async () => {
   for (let i = 0; i < 4; i++) await pages.get(i === 0 ? 'api/work?fail=1' : 'api/work');
   browser = await launchBrowser();
   page = await (await newContext(browser)).newPage();
-  page.on('request', (request) => {
-    if (!request.url().startsWith(`${t0.url}/`) && !request.url().startsWith('data:')) elsewhere.push(request.url());
-  });
+  elsewhere = requestsElsewhere(page, t0.url);
   await signIn(page, t0.url, MEMBER, PASSWORD);
 });
 

@@ -4,7 +4,7 @@
 import test from 'ava';
 import type { Browser, Page } from 'playwright-core';
 import { type TestBerth, createSite, deployFixture, startTestBerth } from '../helpers/berth.ts';
-import { launchBrowser, newContext, signIn } from '../helpers/browser.ts';
+import { launchBrowser, newContext, requestsElsewhere, signIn } from '../helpers/browser.ts';
 import { createUser } from '../../control-plane/services/users.ts';
 
 const PASSWORD = 'a long enough password';
@@ -14,7 +14,7 @@ let t0: TestBerth;
 let browser: Browser;
 let page: Page;
 let site: { id: string; subdomain: string };
-const elsewhere: string[] = [];
+let elsewhere: string[] = [];
 
 test.before(async () => {
   t0 = await startTestBerth();
@@ -24,9 +24,7 @@ test.before(async () => {
   await deployFixture(t0.owner, created.bucketId, 'say');
   browser = await launchBrowser();
   page = await (await newContext(browser)).newPage();
-  page.on('request', (request) => {
-    if (!request.url().startsWith(`${t0.url}/`) && !request.url().startsWith('data:')) elsewhere.push(request.url());
-  });
+  elsewhere = requestsElsewhere(page, t0.url);
   await signIn(page, t0.url, MEMBER, PASSWORD);
 });
 

@@ -46,6 +46,15 @@ export async function newContext(
   return context;
 }
 
+/** The URLs `page` asks of any host but `origin` from now on (data: URLs aside): the dashboard asks none. */
+export function requestsElsewhere(page: Page, origin: string): string[] {
+  const elsewhere: string[] = [];
+  page.on('request', (request) => {
+    if (!request.url().startsWith(`${origin}/`) && !request.url().startsWith('data:')) elsewhere.push(request.url());
+  });
+  return elsewhere;
+}
+
 /** Signs in at /login on the control plane and waits for the dashboard to show the user. */
 export async function signIn(page: Page, baseUrl: string, email: string, password: string): Promise<void> {
   await page.goto(`${baseUrl}/login`);
