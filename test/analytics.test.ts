@@ -13,6 +13,10 @@ import {
   startTestBerth,
 } from './helpers/berth.ts';
 import { startBerth } from '../control-plane/server.ts';
+import { DAY, HOUR, MINUTE, foldAged, readTallies, writeTallies } from '../control-plane/analytics/store.ts';
+import { newTally } from '../control-plane/analytics/tally.ts';
+import { eachMetadataBackend } from './helpers/each-adapter.ts';
+import { seedSite } from './helpers/metadata-rows.ts';
 
 const WORK = `export default function (req: Request): Response {
   if (new URL(req.url).searchParams.has('fail')) throw new Error('asked to fail');
@@ -224,3 +228,35 @@ test('counting requests leaves the server’s clock on time, and they count in t
     `counted in ${counted.join(', ')}, sent in ${minute(before)}–${minute(after)}`,
   );
 });
+
+// Nodes share the metadata on PostgreSQL only (on SQLite one server owns it, by the data dir's lock).
+for (const backend of eachMetadataBackend().filter((b) => b.name === 'postgres'))
+  test(`${backend.name}: two nodes folding the same aged minutes at once fold each minute once`, async (t) => {
+    const opened = await backend.open();
+    t.teardown(() => opened.close());
+    const other = await opened.another();
+    const { siteId } = await seedSite(opened.metadata.db);
+    const now = Math.floor(Date.parse('2026-11-26T12:00:00Z') / 1000);
+    // 12,000 rows (several of a fold's batches) over six hours of minutes three days old, 7 requests each.
+    const start = now - 3 * DAY;
+    const minutes = Array.from({ length: 12_000 }, (_, i) => {
+      const tally = newTally();
+      tally.requests = 7;
+      tally.status[0] = 7;
+      return { siteId, at: start + (i % 360) * MINUTE, period: MINUTE, tally };
+    });
+    await writeTallies(opened.metadata.db, minutes);
+
+    await Promise.all([foldAged(opened.metadata.db, now), foldAged(other.db, now)]);
+
+    const rows = await readTallies(opened.metadata.db, [siteId], start - DAY, now);
+    t.is(
+      rows.reduce((sum, row) => sum + row.tally.requests, 0),
+      12_000 * 7,
+      'every request counted once',
+    );
+    t.true(
+      rows.every((row) => row.period === HOUR),
+      'only hour rows are left',
+    );
+  });
