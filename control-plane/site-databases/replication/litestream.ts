@@ -157,14 +157,23 @@ export async function listGenerations(
   timing: ReplicationTiming,
   workDir: string,
 ): Promise<Generation[]> {
-  const out = await command(['generations'], siteId, target, timing, workDir, 60_000);
+  return parseGenerations(await command(['generations'], siteId, target, timing, workDir, 60_000));
+}
+
+/**
+ * The generations the engine's `generations` command lists (a table: name, generation, lag, start, end).
+ * A generation the engine has begun and not yet written a snapshot or log to holds nothing to restore:
+ * it prints the zero time (0001-01-01) as its bounds, and is left out.
+ */
+export function parseGenerations(out: string): Generation[] {
   const generations: Generation[] = [];
   for (const line of out.split('\n').slice(1)) {
     const [, generation, , start, end] = line.trim().split(/\s+/);
     if (!generation || !start || !end) continue;
-    generations.push({ generation, start: new Date(start), end: new Date(end) });
+    const g = { generation, start: new Date(start), end: new Date(end) };
+    if (g.start.getTime() > 0 && g.end.getTime() > 0) generations.push(g);
   }
-  return generations.filter((g) => !Number.isNaN(g.start.getTime()) && !Number.isNaN(g.end.getTime()));
+  return generations;
 }
 
 /**
