@@ -23,8 +23,8 @@
 //                  them; the memory of each idle warm worker (bench/many-tenants.ts)
 // Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
 // BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8), BENCH_TENANTS (1000),
-// BENCH_TENANTS_COLD_SECONDS (180, a limit), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=https runs the HTTPS
-// runs alone (no aims, nothing written); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
+// BENCH_TENANTS_COLD_SECONDS (180, a limit), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=<section>,… runs
+// those sections alone (no aims, nothing written; the sections are listed in SECTIONS); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
 // a ratio is measured again when other processes took more than that share of the server's core;
 // BENCH_WRITE_DOCS=1 writes docs/benchmarks.md's "Last run" section and docs/benchmarks.json from this
 // run; BENCH_KEEP_DATA=1 keeps the data dirs and Berth's request logs.
@@ -97,8 +97,30 @@ const COLD_ROUNDS = envNumber('BENCH_COLD_ROUNDS', 8);
 const TENANTS = Math.floor(envNumber('BENCH_TENANTS', 1000, 20));
 const TENANTS_COLD_SECONDS = envNumber('BENCH_TENANTS_COLD_SECONDS', 180);
 const HTTPS_SECONDS = envNumber('BENCH_HTTPS_SECONDS', 5);
-const ONLY = process.env.BENCH_ONLY ?? '';
-if (ONLY !== '' && ONLY !== 'https') throw new Error(`BENCH_ONLY may only be "https", got "${ONLY}"`);
+/** The sections BENCH_ONLY may name: a run of some of them judges no aims and writes nothing. */
+const SECTIONS = [
+  'static',
+  'functions',
+  'egress',
+  'database',
+  'upload',
+  'mixed',
+  'postgres',
+  'objectstore',
+  'https',
+  'cold',
+  'tenants',
+] as const;
+type Section = (typeof SECTIONS)[number];
+const ONLY = (process.env.BENCH_ONLY ?? '')
+  .split(',')
+  .map((s) => s.trim())
+  .filter(Boolean);
+for (const name of ONLY)
+  if (!(SECTIONS as readonly string[]).includes(name))
+    throw new Error(`BENCH_ONLY names sections among ${SECTIONS.join(', ')}; got "${name}"`);
+/** Whether this run measures `section`. */
+const runs = (section: Section) => ONLY.length === 0 || ONLY.includes(section);
 const FEW_TENANTS = 10;
 const IDLE_SECONDS = 15;
 /** A ratio is measured again (BENCH_RETRIES times at most) when other processes took more than this of the server's core. */
@@ -109,6 +131,17 @@ const SWEEP = [1, 16, 64];
 const COLD_AT_ONCE = 8;
 const COLD_ALONE = 20;
 const WRITE_DOCS = process.env.BENCH_WRITE_DOCS === '1';
+/** The sections measured on the one Berth started first (the PostgreSQL and object-store ones as their baseline). */
+const MAIN_SECTIONS: Section[] = [
+  'static',
+  'functions',
+  'egress',
+  'database',
+  'upload',
+  'mixed',
+  'postgres',
+  'objectstore',
+];
 
 /** The workerd executable of the `workerd` package (its main export is the path for this platform). */
 const workerdBinary = (createRequire(import.meta.url)('workerd') as { default: string }).default;
@@ -308,14 +341,14 @@ async function main() {
     else await fs.rm(work, { recursive: true, force: true });
   }
 
-  if (ONLY) {
-    console.log(`BENCH_ONLY=${ONLY}: no aims judged${WRITE_DOCS ? ', nothing written' : ''}`);
+  if (ONLY.length > 0) {
+    console.log(`BENCH_ONLY=${ONLY.join(',')}: no aims judged${WRITE_DOCS ? ', nothing written' : ''}`);
   } else {
     results.aims = aims(results);
     results.earlierAims = earlierAims(results);
     printReport(results);
   }
-  if (WRITE_DOCS && !ONLY) {
+  if (WRITE_DOCS && ONLY.length === 0) {
     await writeDocs(results);
     console.log('\nwrote docs/benchmarks.md (Last run) and docs/benchmarks.json');
   }
@@ -362,475 +395,500 @@ async function run(work: string, results: BenchResults) {
       same,
     });
   };
-  if (ONLY === 'https') {
-    results.https = await https();
-    return;
-  }
+  if (MAIN_SECTIONS.some(runs)) await onMainBerth();
+  if (runs('https')) results.https = await https();
+  if (runs('cold')) await coldPaths();
+  if (runs('tenants')) await tenants();
 
   // Berth as operators run it: `berth serve`, request logging on, to a file.
-  const { server: berth, origin, port, key, api, site } = await startBerth(path.join(work, 'main'), {});
-  const host = `bench.localhost:${port}`;
-  const siteClient = got.extend({ headers: { host }, responseType: 'buffer', retry: { limit: 0 } });
-  for (const [name, bytes] of [
-    ['small.bin', small],
-    ['large.bin', large],
-  ] as const) {
-    await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, {
-      body: bytes,
-      headers: { 'content-type': 'application/octet-stream' },
-    });
-  }
-  for (const [name, file] of [
-    ['hello', 'hello-function.ts'],
-    ['dbfirst', 'db-first-function.ts'],
-  ] as const) {
-    await api.put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, {
-      body: await fs.readFile(path.join(ROOT, 'bench', file)),
-    });
-  }
-  const db = await api.post(`v0/sites/${site.id}/databases`).json<{ database: { id: string } }>();
-  const queryPath = `/v0/sites/${site.id}/databases/${db.database.id}/query`;
-  for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"])
-    await api.post(queryPath.slice(1), { json: { sql } });
-
-  const onSite = (label: string, p: string, connections = CONNECTIONS): LoadTarget => ({
-    label,
-    origin,
-    path: p,
-    connections,
-    headers: { host },
-  });
-  const at = (label: string, p: number, pathname: string, connections = CONNECTIONS): LoadTarget => ({
-    label,
-    origin: `http://127.0.0.1:${p}`,
-    path: pathname,
-    connections,
-  });
-
-  // Static files.
-  console.log('Static files');
-  const nodePort = await freePort();
-  const node = await startPinned(
-    'bare node http',
-    SERVER_CORE,
-    process.execPath,
-    [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'node', String(nodePort), filesDir],
-    process.env,
-    { ready: (l) => l === 'ready' },
-  );
-  for (const [name, bytes] of [
-    ['small.bin', small],
-    ['large.bin', large],
-  ] as const) {
-    const viaBerth = await siteClient.get(`${origin}/${name}`);
-    const viaNode = await got.get(`http://127.0.0.1:${nodePort}/${name}`, { responseType: 'buffer' });
-    same(viaBerth.body.equals(bytes) && viaNode.body.equals(bytes), `${name}: the file's bytes`);
-  }
-  results.static1k = await compare(
-    '1 KiB web file',
-    [node, at('bare node http, 1 KiB', nodePort, '/small.bin')],
-    [berth, onSite('berth, 1 KiB', '/small.bin')],
-  );
-  results.static1m = await compare(
-    '1 MiB web file',
-    [node, at('bare node http, 1 MiB', nodePort, '/large.bin')],
-    [berth, onSite('berth, 1 MiB', '/large.bin')],
-  );
-  await node.stop();
-
-  // Warm function against the same handler under deno serve, at the standard concurrency and swept.
-  console.log('Warm function (hello world)');
-  const denoPort = await freePort();
-  const denoServe = await startPinned(
-    'deno serve',
-    SERVER_CORE,
-    deno,
-    [
-      'serve',
-      '--no-config',
-      '--quiet',
-      `--allow-net=127.0.0.1:${denoPort}`,
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(denoPort),
-      path.join(ROOT, 'bench/hello-deno.ts'),
-    ],
-    { ...process.env, NO_COLOR: '1' },
-  );
-  await waitForPort(denoPort);
-  const fnAnswer = (await siteClient.get(`${origin}/api/hello`)).body.toString();
-  const denoAnswer = await got.get(`http://127.0.0.1:${denoPort}/`).text();
-  same(fnAnswer === denoAnswer, `the function answers "${fnAnswer}", deno serve "${denoAnswer}"`);
-  results.hello = await compare(
-    'hello-world function',
-    [denoServe, at('bare deno serve', denoPort, '/')],
-    [berth, onSite('berth /api/hello', '/api/hello')],
-  );
-  const workerdPort = await freePort();
-  const workerd = await startPinned(
-    'workerd',
-    SERVER_CORE,
-    workerdBinary,
-    ['serve', path.join(ROOT, 'bench/workerd/hello.capnp'), '--socket-addr', `http=127.0.0.1:${workerdPort}`],
-    process.env,
-  );
-  await waitForPort(workerdPort);
-  const workerdAnswer = await got.get(`http://127.0.0.1:${workerdPort}/`).text();
-  same(fnAnswer === workerdAnswer, `the function answers "${fnAnswer}", workerd "${workerdAnswer}"`);
-  results.workerd = await compare(
-    'hello-world function against workerd',
-    [workerd, at('workerd', workerdPort, '/')],
-    [berth, onSite('berth /api/hello', '/api/hello')],
-  );
-  await workerd.stop();
-  results.affinity = affinityOf(berth, 'after the warm function runs');
-  results.sweep = [];
-  for (const connections of SWEEP) {
-    console.log(`Warm function, ${connections} connection${connections === 1 ? '' : 's'}`);
-    results.sweep.push({
-      connections,
-      ...(await compare(
-        `hello-world function, ${connections} c`,
-        [denoServe, at(`bare deno serve, ${connections} c`, denoPort, '/', connections)],
-        [berth, onSite(`berth /api/hello, ${connections} c`, '/api/hello', connections)],
-      )),
-    });
-  }
-  await denoServe.stop();
-
-  // Outbound fetch: a function through the egress proxy against the same fetch from bare Deno, both
-  // of a page served on a public-looking address (a network namespace of the bench's own).
-  console.log('Outbound fetch (through the egress proxy)');
-  const far = await startPublicHost();
-  try {
-    await api.put(`v0/buckets/${site.bucketId}/objects/api/fetch.ts`, {
-      body: await fs.readFile(path.join(ROOT, 'bench/fetch-function.ts')),
-    });
-    const fetchPort = await freePort();
-    const denoFetch = await startPinned(
-      'deno serve + fetch',
-      SERVER_CORE,
-      deno,
-      [
-        'serve',
-        '--no-config',
-        '--quiet',
-        `--allow-net=127.0.0.1:${fetchPort},${far.address}:80`,
-        '--host',
-        '127.0.0.1',
-        '--port',
-        String(fetchPort),
-        path.join(ROOT, 'bench/fetch-deno.ts'),
-      ],
-      { ...process.env, NO_COLOR: '1' },
-    );
-    await waitForPort(fetchPort);
-    const viaFunction = (await siteClient.get(`${origin}/api/fetch`)).body.toString();
-    const viaDeno = await got.get(`http://127.0.0.1:${fetchPort}/`).text();
-    same(viaFunction === viaDeno, `the function fetched "${viaFunction}", deno serve "${viaDeno}"`);
-    results.egress = await compare(
-      'outbound fetch',
-      [denoFetch, at('bare deno serve, fetch', fetchPort, '/')],
-      [berth, onSite('berth /api/fetch', '/api/fetch')],
-    );
-    await denoFetch.stop();
-  } finally {
-    await far.stop();
-  }
-
-  // Site database.
-  console.log('Site database');
-  const dbAnswer = (await siteClient.get(`${origin}/api/dbfirst`)).body.toString();
-  same(dbAnswer === JSON.stringify({ v: 'world' }), `the ctx.db.first function answers ${dbAnswer}`);
-  results.dbFirst = await compare(
-    'ctx.db.first function',
-    [berth, onSite('berth /api/hello', '/api/hello')],
-    [berth, onSite('berth /api/dbfirst', '/api/dbfirst')],
-  );
-  const sqlitePort = await freePort();
-  const sqlite = await startPinned(
-    'bare node http + better-sqlite3',
-    SERVER_CORE,
-    process.execPath,
-    [
-      ...tsx,
-      path.join(ROOT, 'bench/baselines.ts'),
-      'sqlite',
-      String(sqlitePort),
-      path.join(work, 'main', 'data', 'sites', site.id, 'db.sqlite'),
-    ],
-    process.env,
-    { ready: (l) => l === 'ready' },
-  );
-  const body = JSON.stringify(BENCH_STATEMENT);
-  const json = { 'content-type': 'application/json' };
-  const viaEndpoint = await api.post(queryPath.slice(1), { body, headers: json }).json<QueryAnswer>();
-  const viaSqlite = await got.post(`http://127.0.0.1:${sqlitePort}/`, { body, headers: json }).json<QueryAnswer>();
-  same(
-    JSON.stringify(withoutDuration(viaEndpoint)) === JSON.stringify(withoutDuration(viaSqlite)),
-    `query answers ${JSON.stringify(viaEndpoint)} and ${JSON.stringify(viaSqlite)}`,
-  );
-  results.query = await compare(
-    'query endpoint',
-    [sqlite, { ...at('node http + better-sqlite3 direct', sqlitePort, '/'), method: 'POST', body, headers: json }],
-    [
-      berth,
-      {
-        label: 'berth query endpoint',
-        origin,
-        path: queryPath,
-        connections: CONNECTIONS,
-        method: 'POST',
-        body,
-        headers: { ...json, authorization: `Bearer ${key}` },
-      },
-    ],
-  );
-  await sqlite.stop();
-
-  // Uploads: every request a new 1 KiB file.
-  console.log('1 KiB uploads');
-  const uploadPort = await freePort();
-  const uploadDir = path.join(work, 'upload-baseline');
-  const uploads = await startPinned(
-    'bare node http, write + fsync + sqlite insert',
-    SERVER_CORE,
-    process.execPath,
-    [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'upload', String(uploadPort), uploadDir],
-    process.env,
-    {
-      ready: (l) => l === 'ready',
-    },
-  );
-  const probe = crypto.randomBytes(1024);
-  const octets = { 'content-type': 'application/octet-stream' };
-  await api.put(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, { body: probe, headers: octets });
-  await got.put(`http://127.0.0.1:${uploadPort}/up-check.bin`, { body: probe, headers: octets });
-  const backFromBerth = await api.get(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, {
-    responseType: 'buffer',
-  });
-  const backFromNode = await got.get(`http://127.0.0.1:${uploadPort}/up-check.bin`, { responseType: 'buffer' });
-  same(backFromBerth.body.equals(probe) && backFromNode.body.equals(probe), 'an uploaded file read back');
-  const berthUpload = (label: string, connections: number): LoadTarget => ({
-    label,
-    origin,
-    path: '/',
-    connections,
-    method: 'PUT',
-    headers: { ...octets, authorization: `Bearer ${key}` },
-    upload: { prefix: `/v0/buckets/${site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
-  });
-  results.upload = await compare(
-    '1 KiB upload',
-    [
-      uploads,
-      {
-        label: 'node http, write + fsync + insert',
-        origin: `http://127.0.0.1:${uploadPort}`,
-        path: '/',
-        connections: CONNECTIONS,
-        method: 'PUT',
-        headers: octets,
-        upload: { prefix: '/up-', bytes: 1024, first: 0 },
-      },
-    ],
-    [berth, berthUpload('berth PUT web/up-<n>.bin', CONNECTIONS)],
-  );
-  await uploads.stop();
-
-  // The mixed load.
-  console.log(`Mixed load: ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s`);
-  results.mixed = await mixed(berth, [
-    onSite('static 1 KiB', '/small.bin'),
-    onSite('function hello', '/api/hello'),
-    onSite('function ctx.db.first', '/api/dbfirst'),
-    berthUpload('upload 1 KiB', 0),
-  ]);
-
-  // Metadata on PostgreSQL: a second Berth, its metadata on a PostgreSQL server with its own crash
-  // safety on, against the Berth above on SQLite. PostgreSQL runs on the server core and its CPU is
-  // counted as Berth's: SQLite runs inside Berth's process, so each side has one core for everything.
-  console.log('Metadata on PostgreSQL (against the same Berth on SQLite)');
-  const cluster = await startCluster({ durable: true });
-  try {
-    const postmaster = cluster.serverPid();
-    for (const pid of processTree(postmaster)) pinProcess(pid, SERVER_CORE, 'PostgreSQL');
-    const admin = new pg.Client({ connectionString: cluster.adminUrl });
-    await admin.connect();
-    await admin.query("CREATE ROLE berth_bench LOGIN PASSWORD 'bench-password'");
-    await admin.query('CREATE DATABASE berth_bench OWNER berth_bench');
-    await admin.end();
-    const onPg = await startBerth(path.join(work, 'postgres'), {
-      BERTH_DATABASE_URL: `postgres://berth_bench:bench-password@127.0.0.1:${cluster.port}/berth_bench`,
-    });
-    onPg.server.companions = [postmaster];
-    await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/web/small.bin`, { body: small, headers: octets });
-    await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/api/hello.ts`, {
-      body: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
-    });
-    const pgHost = `bench.localhost:${onPg.port}`;
-    const pgClient = got.extend({ headers: { host: pgHost }, responseType: 'buffer', retry: { limit: 0 } });
-    same((await pgClient.get(`${onPg.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on PostgreSQL');
-    same(
-      (await pgClient.get(`${onPg.origin}/api/hello`)).body.toString() === fnAnswer,
-      'the hello function on PostgreSQL',
-    );
-    const onPgSite = (label: string, p: string): LoadTarget => ({
-      label,
-      origin: onPg.origin,
-      path: p,
-      connections: CONNECTIONS,
-      headers: { host: pgHost },
-    });
-    results.postgres = {
-      static1k: await compare(
-        '1 KiB web file, metadata on PostgreSQL',
-        [berth, onSite('berth on SQLite, 1 KiB', '/small.bin')],
-        [onPg.server, onPgSite('berth on PostgreSQL, 1 KiB', '/small.bin')],
-      ),
-      hello: await compare(
-        'hello-world function, metadata on PostgreSQL',
-        [berth, onSite('berth on SQLite, /api/hello', '/api/hello')],
-        [onPg.server, onPgSite('berth on PostgreSQL, /api/hello', '/api/hello')],
-      ),
-      upload: await compare(
-        '1 KiB upload, metadata on PostgreSQL',
-        [berth, berthUpload('berth on SQLite, PUT', CONNECTIONS)],
-        [
-          onPg.server,
-          {
-            label: 'berth on PostgreSQL, PUT',
-            origin: onPg.origin,
-            path: '/',
-            connections: CONNECTIONS,
-            method: 'PUT',
-            headers: { ...octets, authorization: `Bearer ${onPg.key}` },
-            upload: { prefix: `/v0/buckets/${onPg.site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
-          },
-        ],
-      ),
-    };
-    await onPg.server.stop();
-  } finally {
-    cluster.stop();
-  }
-
-  // Files on an object store: a Berth whose blobs are in a bucket of Ceph's radosgw (on a one-host
-  // Ceph cluster), against the Berth above on the blob directory. The store's daemons run on the server
-  // core and their CPU is counted as Berth's, as the file system's work is the kernel's on the other side.
-  console.log('Files on an object store (against the same Berth on the blob directory)');
-  const store = await startObjectStoreServer();
-  try {
-    for (const pid of store.pids()) for (const thread of processTree(pid)) pinProcess(thread, SERVER_CORE, 'Ceph');
-    const s3 = new S3Client({
-      endpoint: store.endpoint,
-      region: 'us-east-1',
-      forcePathStyle: true,
-      credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
-    });
-    await s3.send(new CreateBucketCommand({ Bucket: 'berth-bench' }));
-    s3.destroy();
-    const onS3 = await startBerth(path.join(work, 'object-store'), {
-      BERTH_OBJECT_STORE: 's3://berth-bench',
-      BERTH_S3_ENDPOINT: store.endpoint,
-      BERTH_S3_FORCE_PATH_STYLE: 'true',
-      AWS_ACCESS_KEY_ID: store.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: store.secretAccessKey,
-      AWS_REGION: 'us-east-1',
-    });
-    onS3.server.companions = store.pids();
+  async function onMainBerth() {
+    const { server: berth, origin, port, key, api, site } = await startBerth(path.join(work, 'main'), {});
+    const host = `bench.localhost:${port}`;
+    const siteClient = got.extend({ headers: { host }, responseType: 'buffer', retry: { limit: 0 } });
     for (const [name, bytes] of [
       ['small.bin', small],
       ['large.bin', large],
     ] as const) {
-      await onS3.api.put(`v0/buckets/${onS3.site.bucketId}/objects/web/${name}`, { body: bytes, headers: octets });
+      await api.put(`v0/buckets/${site.bucketId}/objects/web/${name}`, {
+        body: bytes,
+        headers: { 'content-type': 'application/octet-stream' },
+      });
     }
-    const s3Host = `bench.localhost:${onS3.port}`;
-    const s3Client = got.extend({ headers: { host: s3Host }, responseType: 'buffer', retry: { limit: 0 } });
-    same((await s3Client.get(`${onS3.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on the object store');
-    const range = { range: 'bytes=65536-131071' };
-    const ranged = await s3Client.get(`${onS3.origin}/large.bin`, { headers: range, responseType: 'buffer' });
-    same(
-      ranged.statusCode === 206 && ranged.body.equals(large.subarray(65536, 131072)),
-      'a 64 KiB range of the 1 MiB file on the object store',
-    );
-    const onS3Site = (label: string, p: string, headers: Record<string, string> = {}): LoadTarget => ({
+    for (const [name, file] of [
+      ['hello', 'hello-function.ts'],
+      ['dbfirst', 'db-first-function.ts'],
+    ] as const) {
+      await api.put(`v0/buckets/${site.bucketId}/objects/api/${name}.ts`, {
+        body: await fs.readFile(path.join(ROOT, 'bench', file)),
+      });
+    }
+    const db = await api.post(`v0/sites/${site.id}/databases`).json<{ database: { id: string } }>();
+    const queryPath = `/v0/sites/${site.id}/databases/${db.database.id}/query`;
+    for (const sql of ['CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)', "INSERT INTO kv VALUES ('hello', 'world')"])
+      await api.post(queryPath.slice(1), { json: { sql } });
+
+    const onSite = (label: string, p: string, connections = CONNECTIONS): LoadTarget => ({
       label,
-      origin: onS3.origin,
+      origin,
       path: p,
-      connections: CONNECTIONS,
-      headers: { host: s3Host, ...headers },
+      connections,
+      headers: { host },
     });
-    results.objectStore = {
-      static1k: await compare(
-        '1 KiB web file, files on an object store',
-        [berth, onSite('berth on the blob directory, 1 KiB', '/small.bin')],
-        [onS3.server, onS3Site('berth on the object store, 1 KiB', '/small.bin')],
-      ),
-      ranged1m: await compare(
-        '64 KiB range of a 1 MiB web file, files on an object store',
+    const at = (label: string, p: number, pathname: string, connections = CONNECTIONS): LoadTarget => ({
+      label,
+      origin: `http://127.0.0.1:${p}`,
+      path: pathname,
+      connections,
+    });
+
+    const fnAnswer = (await siteClient.get(`${origin}/api/hello`)).body.toString();
+    const octets = { 'content-type': 'application/octet-stream' };
+    const berthUpload = (label: string, connections: number): LoadTarget => ({
+      label,
+      origin,
+      path: '/',
+      connections,
+      method: 'PUT',
+      headers: { ...octets, authorization: `Bearer ${key}` },
+      upload: { prefix: `/v0/buckets/${site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+    });
+
+    if (runs('static')) {
+      // Static files.
+      console.log('Static files');
+      const nodePort = await freePort();
+      const node = await startPinned(
+        'bare node http',
+        SERVER_CORE,
+        process.execPath,
+        [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'node', String(nodePort), filesDir],
+        process.env,
+        { ready: (l) => l === 'ready' },
+      );
+      for (const [name, bytes] of [
+        ['small.bin', small],
+        ['large.bin', large],
+      ] as const) {
+        const viaBerth = await siteClient.get(`${origin}/${name}`);
+        const viaNode = await got.get(`http://127.0.0.1:${nodePort}/${name}`, { responseType: 'buffer' });
+        same(viaBerth.body.equals(bytes) && viaNode.body.equals(bytes), `${name}: the file's bytes`);
+      }
+      results.static1k = await compare(
+        '1 KiB web file',
+        [node, at('bare node http, 1 KiB', nodePort, '/small.bin')],
+        [berth, onSite('berth, 1 KiB', '/small.bin')],
+      );
+      results.static1m = await compare(
+        '1 MiB web file',
+        [node, at('bare node http, 1 MiB', nodePort, '/large.bin')],
+        [berth, onSite('berth, 1 MiB', '/large.bin')],
+      );
+      await node.stop();
+    }
+
+    if (runs('functions')) {
+      // Warm function against the same handler under deno serve, at the standard concurrency and swept.
+      console.log('Warm function (hello world)');
+      const denoPort = await freePort();
+      const denoServe = await startPinned(
+        'deno serve',
+        SERVER_CORE,
+        deno,
+        [
+          'serve',
+          '--no-config',
+          '--quiet',
+          `--allow-net=127.0.0.1:${denoPort}`,
+          '--host',
+          '127.0.0.1',
+          '--port',
+          String(denoPort),
+          path.join(ROOT, 'bench/hello-deno.ts'),
+        ],
+        { ...process.env, NO_COLOR: '1' },
+      );
+      await waitForPort(denoPort);
+      const denoAnswer = await got.get(`http://127.0.0.1:${denoPort}/`).text();
+      same(fnAnswer === denoAnswer, `the function answers "${fnAnswer}", deno serve "${denoAnswer}"`);
+      results.hello = await compare(
+        'hello-world function',
+        [denoServe, at('bare deno serve', denoPort, '/')],
+        [berth, onSite('berth /api/hello', '/api/hello')],
+      );
+      const workerdPort = await freePort();
+      const workerd = await startPinned(
+        'workerd',
+        SERVER_CORE,
+        workerdBinary,
+        ['serve', path.join(ROOT, 'bench/workerd/hello.capnp'), '--socket-addr', `http=127.0.0.1:${workerdPort}`],
+        process.env,
+      );
+      await waitForPort(workerdPort);
+      const workerdAnswer = await got.get(`http://127.0.0.1:${workerdPort}/`).text();
+      same(fnAnswer === workerdAnswer, `the function answers "${fnAnswer}", workerd "${workerdAnswer}"`);
+      results.workerd = await compare(
+        'hello-world function against workerd',
+        [workerd, at('workerd', workerdPort, '/')],
+        [berth, onSite('berth /api/hello', '/api/hello')],
+      );
+      await workerd.stop();
+      results.affinity = affinityOf(berth, 'after the warm function runs');
+      results.sweep = [];
+      for (const connections of SWEEP) {
+        console.log(`Warm function, ${connections} connection${connections === 1 ? '' : 's'}`);
+        results.sweep.push({
+          connections,
+          ...(await compare(
+            `hello-world function, ${connections} c`,
+            [denoServe, at(`bare deno serve, ${connections} c`, denoPort, '/', connections)],
+            [berth, onSite(`berth /api/hello, ${connections} c`, '/api/hello', connections)],
+          )),
+        });
+      }
+      await denoServe.stop();
+    }
+
+    if (runs('egress')) {
+      // Outbound fetch: a function through the egress proxy against the same fetch from bare Deno, both
+      // of a page served on a public-looking address (a network namespace of the bench's own).
+      console.log('Outbound fetch (through the egress proxy)');
+      const far = await startPublicHost();
+      try {
+        await api.put(`v0/buckets/${site.bucketId}/objects/api/fetch.ts`, {
+          body: await fs.readFile(path.join(ROOT, 'bench/fetch-function.ts')),
+        });
+        const fetchPort = await freePort();
+        const denoFetch = await startPinned(
+          'deno serve + fetch',
+          SERVER_CORE,
+          deno,
+          [
+            'serve',
+            '--no-config',
+            '--quiet',
+            `--allow-net=127.0.0.1:${fetchPort},${far.address}:80`,
+            '--host',
+            '127.0.0.1',
+            '--port',
+            String(fetchPort),
+            path.join(ROOT, 'bench/fetch-deno.ts'),
+          ],
+          { ...process.env, NO_COLOR: '1' },
+        );
+        await waitForPort(fetchPort);
+        const viaFunction = (await siteClient.get(`${origin}/api/fetch`)).body.toString();
+        const viaDeno = await got.get(`http://127.0.0.1:${fetchPort}/`).text();
+        same(viaFunction === viaDeno, `the function fetched "${viaFunction}", deno serve "${viaDeno}"`);
+        results.egress = await compare(
+          'outbound fetch',
+          [denoFetch, at('bare deno serve, fetch', fetchPort, '/')],
+          [berth, onSite('berth /api/fetch', '/api/fetch')],
+        );
+        await denoFetch.stop();
+      } finally {
+        await far.stop();
+      }
+    }
+
+    if (runs('database')) {
+      // Site database.
+      console.log('Site database');
+      const dbAnswer = (await siteClient.get(`${origin}/api/dbfirst`)).body.toString();
+      same(dbAnswer === JSON.stringify({ v: 'world' }), `the ctx.db.first function answers ${dbAnswer}`);
+      results.dbFirst = await compare(
+        'ctx.db.first function',
+        [berth, onSite('berth /api/hello', '/api/hello')],
+        [berth, onSite('berth /api/dbfirst', '/api/dbfirst')],
+      );
+      const sqlitePort = await freePort();
+      const sqlite = await startPinned(
+        'bare node http + better-sqlite3',
+        SERVER_CORE,
+        process.execPath,
+        [
+          ...tsx,
+          path.join(ROOT, 'bench/baselines.ts'),
+          'sqlite',
+          String(sqlitePort),
+          path.join(work, 'main', 'data', 'sites', site.id, 'db.sqlite'),
+        ],
+        process.env,
+        { ready: (l) => l === 'ready' },
+      );
+      const body = JSON.stringify(BENCH_STATEMENT);
+      const json = { 'content-type': 'application/json' };
+      const viaEndpoint = await api.post(queryPath.slice(1), { body, headers: json }).json<QueryAnswer>();
+      const viaSqlite = await got.post(`http://127.0.0.1:${sqlitePort}/`, { body, headers: json }).json<QueryAnswer>();
+      same(
+        JSON.stringify(withoutDuration(viaEndpoint)) === JSON.stringify(withoutDuration(viaSqlite)),
+        `query answers ${JSON.stringify(viaEndpoint)} and ${JSON.stringify(viaSqlite)}`,
+      );
+      results.query = await compare(
+        'query endpoint',
+        [sqlite, { ...at('node http + better-sqlite3 direct', sqlitePort, '/'), method: 'POST', body, headers: json }],
         [
           berth,
-          { ...onSite('berth on the blob directory, range of 1 MiB', '/large.bin'), headers: { host, ...range } },
-        ],
-        [onS3.server, onS3Site('berth on the object store, range of 1 MiB', '/large.bin', range)],
-      ),
-      upload: await compare(
-        '1 KiB upload, files on an object store',
-        [berth, berthUpload('berth on the blob directory, PUT', CONNECTIONS)],
-        [
-          onS3.server,
           {
-            label: 'berth on the object store, PUT',
-            origin: onS3.origin,
+            label: 'berth query endpoint',
+            origin,
+            path: queryPath,
+            connections: CONNECTIONS,
+            method: 'POST',
+            body,
+            headers: { ...json, authorization: `Bearer ${key}` },
+          },
+        ],
+      );
+      await sqlite.stop();
+    }
+
+    if (runs('upload')) {
+      // Uploads: every request a new 1 KiB file.
+      console.log('1 KiB uploads');
+      const uploadPort = await freePort();
+      const uploadDir = path.join(work, 'upload-baseline');
+      const uploads = await startPinned(
+        'bare node http, write + fsync + sqlite insert',
+        SERVER_CORE,
+        process.execPath,
+        [...tsx, path.join(ROOT, 'bench/baselines.ts'), 'upload', String(uploadPort), uploadDir],
+        process.env,
+        {
+          ready: (l) => l === 'ready',
+        },
+      );
+      const probe = crypto.randomBytes(1024);
+      await api.put(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, { body: probe, headers: octets });
+      await got.put(`http://127.0.0.1:${uploadPort}/up-check.bin`, { body: probe, headers: octets });
+      const backFromBerth = await api.get(`v0/buckets/${site.bucketId}/objects/web/up-check.bin`, {
+        responseType: 'buffer',
+      });
+      const backFromNode = await got.get(`http://127.0.0.1:${uploadPort}/up-check.bin`, { responseType: 'buffer' });
+      same(backFromBerth.body.equals(probe) && backFromNode.body.equals(probe), 'an uploaded file read back');
+      results.upload = await compare(
+        '1 KiB upload',
+        [
+          uploads,
+          {
+            label: 'node http, write + fsync + insert',
+            origin: `http://127.0.0.1:${uploadPort}`,
             path: '/',
             connections: CONNECTIONS,
             method: 'PUT',
-            headers: { ...octets, authorization: `Bearer ${onS3.key}` },
-            upload: { prefix: `/v0/buckets/${onS3.site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+            headers: octets,
+            upload: { prefix: '/up-', bytes: 1024, first: 0 },
           },
         ],
-      ),
-    };
-    await onS3.server.stop();
-  } finally {
-    await store.stop();
+        [berth, berthUpload('berth PUT web/up-<n>.bin', CONNECTIONS)],
+      );
+      await uploads.stop();
+    }
+
+    if (runs('mixed')) {
+      // The mixed load.
+      console.log(`Mixed load: ${MIXED_CONNECTIONS} connections for ${MIXED_SECONDS} s`);
+      results.mixed = await mixed(berth, [
+        onSite('static 1 KiB', '/small.bin'),
+        onSite('function hello', '/api/hello'),
+        onSite('function ctx.db.first', '/api/dbfirst'),
+        berthUpload('upload 1 KiB', 0),
+      ]);
+    }
+
+    if (runs('postgres')) {
+      // Metadata on PostgreSQL: a second Berth, its metadata on a PostgreSQL server with its own crash
+      // safety on, against the Berth above on SQLite. PostgreSQL runs on the server core and its CPU is
+      // counted as Berth's: SQLite runs inside Berth's process, so each side has one core for everything.
+      console.log('Metadata on PostgreSQL (against the same Berth on SQLite)');
+      const cluster = await startCluster({ durable: true });
+      try {
+        const postmaster = cluster.serverPid();
+        for (const pid of processTree(postmaster)) pinProcess(pid, SERVER_CORE, 'PostgreSQL');
+        const admin = new pg.Client({ connectionString: cluster.adminUrl });
+        await admin.connect();
+        await admin.query("CREATE ROLE berth_bench LOGIN PASSWORD 'bench-password'");
+        await admin.query('CREATE DATABASE berth_bench OWNER berth_bench');
+        await admin.end();
+        const onPg = await startBerth(path.join(work, 'postgres'), {
+          BERTH_DATABASE_URL: `postgres://berth_bench:bench-password@127.0.0.1:${cluster.port}/berth_bench`,
+        });
+        onPg.server.companions = [postmaster];
+        await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/web/small.bin`, { body: small, headers: octets });
+        await onPg.api.put(`v0/buckets/${onPg.site.bucketId}/objects/api/hello.ts`, {
+          body: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
+        });
+        const pgHost = `bench.localhost:${onPg.port}`;
+        const pgClient = got.extend({ headers: { host: pgHost }, responseType: 'buffer', retry: { limit: 0 } });
+        same((await pgClient.get(`${onPg.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on PostgreSQL');
+        same(
+          (await pgClient.get(`${onPg.origin}/api/hello`)).body.toString() === fnAnswer,
+          'the hello function on PostgreSQL',
+        );
+        const onPgSite = (label: string, p: string): LoadTarget => ({
+          label,
+          origin: onPg.origin,
+          path: p,
+          connections: CONNECTIONS,
+          headers: { host: pgHost },
+        });
+        results.postgres = {
+          static1k: await compare(
+            '1 KiB web file, metadata on PostgreSQL',
+            [berth, onSite('berth on SQLite, 1 KiB', '/small.bin')],
+            [onPg.server, onPgSite('berth on PostgreSQL, 1 KiB', '/small.bin')],
+          ),
+          hello: await compare(
+            'hello-world function, metadata on PostgreSQL',
+            [berth, onSite('berth on SQLite, /api/hello', '/api/hello')],
+            [onPg.server, onPgSite('berth on PostgreSQL, /api/hello', '/api/hello')],
+          ),
+          upload: await compare(
+            '1 KiB upload, metadata on PostgreSQL',
+            [berth, berthUpload('berth on SQLite, PUT', CONNECTIONS)],
+            [
+              onPg.server,
+              {
+                label: 'berth on PostgreSQL, PUT',
+                origin: onPg.origin,
+                path: '/',
+                connections: CONNECTIONS,
+                method: 'PUT',
+                headers: { ...octets, authorization: `Bearer ${onPg.key}` },
+                upload: { prefix: `/v0/buckets/${onPg.site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+              },
+            ],
+          ),
+        };
+        await onPg.server.stop();
+      } finally {
+        cluster.stop();
+      }
+    }
+
+    if (runs('objectstore')) {
+      // Files on an object store: a Berth whose blobs are in a bucket of Ceph's radosgw (on a one-host
+      // Ceph cluster), against the Berth above on the blob directory. The store's daemons run on the server
+      // core and their CPU is counted as Berth's, as the file system's work is the kernel's on the other side.
+      console.log('Files on an object store (against the same Berth on the blob directory)');
+      const store = await startObjectStoreServer();
+      try {
+        for (const pid of store.pids()) for (const thread of processTree(pid)) pinProcess(thread, SERVER_CORE, 'Ceph');
+        const s3 = new S3Client({
+          endpoint: store.endpoint,
+          region: 'us-east-1',
+          forcePathStyle: true,
+          credentials: { accessKeyId: store.accessKeyId, secretAccessKey: store.secretAccessKey },
+        });
+        await s3.send(new CreateBucketCommand({ Bucket: 'berth-bench' }));
+        s3.destroy();
+        const onS3 = await startBerth(path.join(work, 'object-store'), {
+          BERTH_OBJECT_STORE: 's3://berth-bench',
+          BERTH_S3_ENDPOINT: store.endpoint,
+          BERTH_S3_FORCE_PATH_STYLE: 'true',
+          AWS_ACCESS_KEY_ID: store.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: store.secretAccessKey,
+          AWS_REGION: 'us-east-1',
+        });
+        onS3.server.companions = store.pids();
+        for (const [name, bytes] of [
+          ['small.bin', small],
+          ['large.bin', large],
+        ] as const) {
+          await onS3.api.put(`v0/buckets/${onS3.site.bucketId}/objects/web/${name}`, { body: bytes, headers: octets });
+        }
+        const s3Host = `bench.localhost:${onS3.port}`;
+        const s3Client = got.extend({ headers: { host: s3Host }, responseType: 'buffer', retry: { limit: 0 } });
+        same((await s3Client.get(`${onS3.origin}/small.bin`)).body.equals(small), 'the 1 KiB file on the object store');
+        const range = { range: 'bytes=65536-131071' };
+        const ranged = await s3Client.get(`${onS3.origin}/large.bin`, { headers: range, responseType: 'buffer' });
+        same(
+          ranged.statusCode === 206 && ranged.body.equals(large.subarray(65536, 131072)),
+          'a 64 KiB range of the 1 MiB file on the object store',
+        );
+        const onS3Site = (label: string, p: string, headers: Record<string, string> = {}): LoadTarget => ({
+          label,
+          origin: onS3.origin,
+          path: p,
+          connections: CONNECTIONS,
+          headers: { host: s3Host, ...headers },
+        });
+        results.objectStore = {
+          static1k: await compare(
+            '1 KiB web file, files on an object store',
+            [berth, onSite('berth on the blob directory, 1 KiB', '/small.bin')],
+            [onS3.server, onS3Site('berth on the object store, 1 KiB', '/small.bin')],
+          ),
+          ranged1m: await compare(
+            '64 KiB range of a 1 MiB web file, files on an object store',
+            [
+              berth,
+              { ...onSite('berth on the blob directory, range of 1 MiB', '/large.bin'), headers: { host, ...range } },
+            ],
+            [onS3.server, onS3Site('berth on the object store, range of 1 MiB', '/large.bin', range)],
+          ),
+          upload: await compare(
+            '1 KiB upload, files on an object store',
+            [berth, berthUpload('berth on the blob directory, PUT', CONNECTIONS)],
+            [
+              onS3.server,
+              {
+                label: 'berth on the object store, PUT',
+                origin: onS3.origin,
+                path: '/',
+                connections: CONNECTIONS,
+                method: 'PUT',
+                headers: { ...octets, authorization: `Bearer ${onS3.key}` },
+                upload: { prefix: `/v0/buckets/${onS3.site.bucketId}/objects/web/up-`, bytes: 1024, first: 0 },
+              },
+            ],
+          ),
+        };
+        await onS3.server.stop();
+      } finally {
+        await store.stop();
+      }
+    }
+
+    await berth.stop();
   }
-
-  await berth.stop();
-
-  results.https = await https();
 
   // Cold paths, on a Berth of their own that evicts workers idle for 200 ms: the idle-eviction path
   // can then be measured, and each round of new functions starts with no worker of the last alive.
   // (The runs above keep the default idle time: a short one would evict workers whenever Node stalls.)
-  console.log('Cold first answers (a fresh Berth with BERTH_FUNCTION_IDLE_MS=200)');
-  const coldBerth = await startBerth(path.join(work, 'cold'), { BERTH_FUNCTION_IDLE_MS: '200' });
-  results.cold = await cold(
-    coldBerth.server,
-    coldBerth.origin,
-    coldBerth.site.bucketId,
-    coldBerth.api,
-    got.extend({ headers: { host: `bench.localhost:${coldBerth.port}` }, responseType: 'buffer', retry: { limit: 0 } }),
-  );
-  await coldBerth.server.stop();
+  async function coldPaths() {
+    console.log('Cold first answers (a fresh Berth with BERTH_FUNCTION_IDLE_MS=200)');
+    const coldBerth = await startBerth(path.join(work, 'cold'), { BERTH_FUNCTION_IDLE_MS: '200' });
+    results.cold = await cold(
+      coldBerth.server,
+      coldBerth.origin,
+      coldBerth.site.bucketId,
+      coldBerth.api,
+      got.extend({
+        headers: { host: `bench.localhost:${coldBerth.port}` },
+        responseType: 'buffer',
+        retry: { limit: 0 },
+      }),
+    );
+    await coldBerth.server.stop();
+  }
 
-  console.log(`Many tenants (a fresh Berth, ${TENANTS} sites with one function each)`);
-  const metricsToken = crypto.randomBytes(16).toString('hex');
-  const tenantsBerth = await startBerth(path.join(work, 'tenants'), { BERTH_METRICS_TOKEN: metricsToken });
-  results.manyTenants = await manyTenants({
-    berth: { ...tenantsBerth, metricsToken },
-    sites: TENANTS,
-    fewSites: FEW_TENANTS,
-    connections: CONNECTIONS,
-    coldSeconds: TENANTS_COLD_SECONDS,
-    idleSeconds: IDLE_SECONDS,
-    handler: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
-    compare,
-    noteFailures,
-  });
-  await tenantsBerth.server.stop();
+  async function tenants() {
+    console.log(`Many tenants (a fresh Berth, ${TENANTS} sites with one function each)`);
+    const metricsToken = crypto.randomBytes(16).toString('hex');
+    const tenantsBerth = await startBerth(path.join(work, 'tenants'), { BERTH_METRICS_TOKEN: metricsToken });
+    results.manyTenants = await manyTenants({
+      berth: { ...tenantsBerth, metricsToken },
+      sites: TENANTS,
+      fewSites: FEW_TENANTS,
+      connections: CONNECTIONS,
+      coldSeconds: TENANTS_COLD_SECONDS,
+      idleSeconds: IDLE_SECONDS,
+      handler: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
+      compare,
+      noteFailures,
+    });
+    await tenantsBerth.server.stop();
+  }
 }
 
 type QueryAnswer = { result?: Array<{ meta?: { duration?: number } }> };
