@@ -75,6 +75,8 @@ export interface LoadResult {
   longestWaitAtEnd: number;
   /** Connections that got no answer at all during the measured run. */
   neverAnswered: number;
+  /** Answers that took longer than SLOW_MS (timeouts, past TIMEOUT_MS, are counted apart). */
+  slow: number;
   /** With `hosts`: latencies of requests sent before their host first answered, and of the others. */
   byHost?: { hosts: number; hostsAnswered: number; cold: Latencies; warm: Latencies };
 }
@@ -253,6 +255,8 @@ function run(target: LoadTarget, seconds: number): Promise<{ result: AutocannonR
 
 /** As autocannon's: a request unanswered this long is a timeout. */
 const TIMEOUT_MS = 10_000;
+/** An answer slower than this is counted as slow (LoadResult.slow). */
+export const SLOW_MS = 5_000;
 
 /**
  * `target.connections` loops, each sending one request on a new connection (TCP, and TLS when
@@ -371,6 +375,7 @@ function summarize(
     warmupFailures,
     longestWaitAtEnd: longestWait(target, collected),
     neverAnswered: Math.max(0, target.connections - collected.lastAnswer.size),
+    slow: countAbove(sorted, SLOW_MS),
     ...(target.hosts
       ? {
           byHost: {
@@ -382,6 +387,18 @@ function summarize(
         }
       : {}),
   };
+}
+
+/** How many values of `sorted` (ascending) are above `value`. */
+function countAbove(sorted: Float64Array, value: number): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (sorted[mid]! <= value) low = mid + 1;
+    else high = mid;
+  }
+  return sorted.length - low;
 }
 
 function longestWait(target: LoadTarget, c: Collected): number {

@@ -19,11 +19,13 @@
 //   HTTPS:         the 1 KiB file over Berth's own HTTPS (BERTH_TLS=acme, a certificate from pebble) vs
 //                  the same Berth over plain HTTP, on kept connections and with a new connection per
 //                  request (the handshake); vs bare Node `https` with the same certificate (bench/https.ts)
-//   many tenants:  1,000 sites' functions called uniformly at random, from cold then warm, vs 10 of
-//                  them; the memory of each idle warm worker (bench/many-tenants.ts)
+//   many tenants:  1,000 sites: a worker start's CPU with none and with all of their workers alive;
+//                  every site called once from cold, 16 at a time; warm, uniformly at random, vs 10
+//                  of them; the memory of each idle warm worker; from cold again under 50 connections
+//                  for 60 s after a new deployment of every site (bench/many-tenants.ts)
 // Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
 // BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8), BENCH_TENANTS (1000),
-// BENCH_TENANTS_COLD_SECONDS (180, a limit), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=<section>,… runs
+// BENCH_TENANTS_COLD_SECONDS (60), BENCH_START_SAMPLES (20), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=<section>,… runs
 // those sections alone (no aims, nothing written; the sections are listed in SECTIONS); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
 // a ratio is measured again when other processes took more than that share of the server's core;
 // BENCH_WRITE_DOCS=1 writes docs/benchmarks.md's "Last run" section and docs/benchmarks.json from this
@@ -71,6 +73,7 @@ import {
   type Distribution,
   type Measured,
   printReport,
+  round3Aims,
   writeDocs,
 } from './report.ts';
 import { startPublicHost } from '../test/helpers/public-host.ts';
@@ -95,7 +98,8 @@ const MIXED_SECONDS = envNumber('BENCH_MIXED_SECONDS', 60);
 const MIXED_CONNECTIONS = envNumber('BENCH_MIXED_CONNECTIONS', 64);
 const COLD_ROUNDS = envNumber('BENCH_COLD_ROUNDS', 8);
 const TENANTS = Math.floor(envNumber('BENCH_TENANTS', 1000, 20));
-const TENANTS_COLD_SECONDS = envNumber('BENCH_TENANTS_COLD_SECONDS', 180);
+const TENANTS_COLD_SECONDS = envNumber('BENCH_TENANTS_COLD_SECONDS', 60);
+const START_SAMPLES = Math.floor(envNumber('BENCH_START_SAMPLES', 20, 3));
 const HTTPS_SECONDS = envNumber('BENCH_HTTPS_SECONDS', 5);
 /** The sections BENCH_ONLY may name: a run of some of them judges no aims and writes nothing. */
 const SECTIONS = [
@@ -122,6 +126,7 @@ for (const name of ONLY)
 /** Whether this run measures `section`. */
 const runs = (section: Section) => ONLY.length === 0 || ONLY.includes(section);
 const FEW_TENANTS = 10;
+const STORM_CONCURRENCY = 16;
 const IDLE_SECONDS = 15;
 /** A ratio is measured again (BENCH_RETRIES times at most) when other processes took more than this of the server's core. */
 const MAX_OTHERS = envNumber('BENCH_MAX_OTHERS', 0.15, 0);
@@ -344,6 +349,7 @@ async function main() {
   if (ONLY.length > 0) {
     console.log(`BENCH_ONLY=${ONLY.join(',')}: no aims judged${WRITE_DOCS ? ', nothing written' : ''}`);
   } else {
+    results.round3Aims = round3Aims(results);
     results.aims = aims(results);
     results.earlierAims = earlierAims(results);
     printReport(results);
@@ -882,6 +888,8 @@ async function run(work: string, results: BenchResults) {
       fewSites: FEW_TENANTS,
       connections: CONNECTIONS,
       coldSeconds: TENANTS_COLD_SECONDS,
+      stormConcurrency: STORM_CONCURRENCY,
+      startSamples: START_SAMPLES,
       idleSeconds: IDLE_SECONDS,
       handler: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
       compare,

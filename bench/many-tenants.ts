@@ -1,16 +1,34 @@
 // The many-tenant run of `make bench`: a fresh Berth with BENCH_TENANTS sites (1,000), each with the
-// hello-world function, called uniformly at random. First from cold (every site's first call starts
-// its worker, 50 connections at once, no warm-up): the latencies of cold calls (sent before their site
-// first answered) and of warm ones. Then warm, against the same load on 10 of those sites: the req/s
-// ratio, and how many workers started meanwhile (each a call that found its worker gone). Last, after
-// a quiet while, the memory of every idle warm worker: resident (RSS), private, and proportional (PSS:
-// private plus its share of the pages every Deno process maps from the same executable), and how many
-// such workers fit in 16 GiB.
+// hello-world function. In order:
+// - what one worker's start costs the server's core with no site's worker alive: sites called one at a
+//   time, each the first call of its site;
+// - the cold storm: every site called once, 16 at a time, from cold: the wall time and the first calls'
+//   latencies;
+// - the same start cost again, now with every site's worker alive (the ratio of the two is how much more
+//   a start costs for the workers alive);
+// - warm, uniformly at random, against the same load on 10 of those sites: the req/s ratio, and how many
+//   workers started meanwhile (each a call that found its worker gone);
+// - after a quiet while, the memory of every idle warm worker: resident (RSS), private, and proportional
+//   (PSS: private plus its share of the pages every Deno process maps from the same executable), and how
+//   many such workers fit in 16 GiB;
+// - every site's function deployed anew (each worker then retires), and 50 connections for 60 s on all
+//   the sites at random: every site's first call starts its worker again; the latencies of cold calls
+//   (sent before their site first answered) and of warm ones, and the answers slower than 5 s.
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type got from 'got';
-import { commandLine, processTree, rssBytes, runLoad, SERVER_CORE, type Server, watchServer } from './harness.ts';
-import type { LoadResult, LoadTarget } from './load-worker.ts';
+import got from 'got';
+import {
+  commandLine,
+  coreBusySeconds,
+  processCpuSeconds,
+  processTree,
+  rssBytes,
+  runLoad,
+  SERVER_CORE,
+  type Server,
+  watchServer,
+} from './harness.ts';
+import type { Latencies, LoadResult, LoadTarget } from './load-worker.ts';
 import type { Comparison } from './report.ts';
 
 export interface WorkerMemory {
@@ -28,10 +46,42 @@ export interface WorkerMemory {
   idleSeconds: number;
 }
 
+/** What starting a worker costs, measured one start at a time (each the first call of a site of its own). */
+export interface StartCost {
+  /** Deno processes alive under Berth meanwhile (workers, spares, database processes). */
+  alive: number;
+  starts: number;
+  /**
+   * CPU time of the server's core per start, in ms: its busy time from the call until the spare it
+   * took is replaced, less what the core spent meanwhile at the rate it was busy while nothing was
+   * asked of Berth (the workers alive have timers of their own).
+   */
+  cpuMs: { p50: number; mean: number };
+  /** Of which Berth's Node process, mean, in ms. */
+  nodeCpuMs: number;
+  /** The core's busy share while nothing was asked. */
+  idleShare: number;
+  /** The first call's latency, p50, in ms. */
+  firstCallMs: number;
+}
+
+/** Every site called once from cold, `concurrent` calls at a time. */
+export interface ColdStorm {
+  sites: number;
+  concurrent: number;
+  seconds: number;
+  /** Latency of each site's first call. */
+  firstCall: Latencies;
+  failed: number;
+}
+
 export interface ManyTenantsResults {
   sites: number;
   fewSites: number;
   setupSeconds: number;
+  starts: { none: StartCost; all: StartCost };
+  storm: ColdStorm;
+  /** After every function was deployed anew: all the sites at random for `seconds`, every worker starting again. */
   fromCold: LoadResult & { serverCpuShare: number };
   warm: Comparison;
   /** Workers started during the warm comparison (both sides, every attempt): calls that were cold. */
@@ -54,7 +104,12 @@ interface Options {
   sites: number;
   fewSites: number;
   connections: number;
+  /** The cold run after the redeployment lasts this long. */
   coldSeconds: number;
+  /** Calls at a time in the cold storm. */
+  stormConcurrency: number;
+  /** Sites, beyond `sites`, called one at a time for each start-cost measurement. */
+  startSamples: number;
   idleSeconds: number;
   handler: Buffer;
   compare: (name: string, baseline: [Server, LoadTarget], berth: [Server, LoadTarget]) => Promise<Comparison>;
@@ -63,21 +118,115 @@ interface Options {
 
 const MIB = 2 ** 20;
 
-/** Creates the sites and their functions, 16 API calls at a time. */
-async function createSites(o: Options): Promise<string[]> {
-  const names = Array.from({ length: o.sites }, (_, i) => `tenant-${String(i).padStart(4, '0')}`);
+interface Tenant {
+  host: string;
+  bucketId: string;
+}
+
+/** Runs `work` on each item, `concurrent` at a time. */
+async function eachAtOnce<T>(items: T[], concurrent: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  const one = async () => {
-    while (next < names.length) {
-      const name = names[next++]!;
-      const site = await o.berth.api
-        .post('v0/sites', { json: { accountId: o.berth.accountId, name, subdomain: name } })
-        .json<{ bucketId: string }>();
-      await o.berth.api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, { body: o.handler });
-    }
+  const loop = async () => {
+    while (next < items.length) await work(items[next++]!);
   };
-  await Promise.all(Array.from({ length: 16 }, one));
-  return names.map((name) => `${name}.localhost:${o.berth.port}`);
+  await Promise.all(Array.from({ length: concurrent }, loop));
+}
+
+/** Creates `count` sites and their functions, 16 API calls at a time. */
+async function createSites(o: Options, count: number): Promise<Tenant[]> {
+  const names = Array.from({ length: count }, (_, i) => `tenant-${String(i).padStart(5, '0')}`);
+  const tenants: Tenant[] = [];
+  await eachAtOnce(names, 16, async (name) => {
+    const site = await o.berth.api
+      .post('v0/sites', { json: { accountId: o.berth.accountId, name, subdomain: name } })
+      .json<{ bucketId: string }>();
+    await o.berth.api.put(`v0/buckets/${site.bucketId}/objects/api/hello.ts`, { body: o.handler });
+    tenants.push({ host: `${name}.localhost:${o.berth.port}`, bucketId: site.bucketId });
+  });
+  return tenants.sort((a, b) => a.host.localeCompare(b.host));
+}
+
+/** One call of a site's function, in ms; throws unless it answers 200. */
+async function callOnce(o: Options, host: string): Promise<number> {
+  const started = performance.now();
+  await got(`${o.berth.origin}/api/hello`, { headers: { host }, retry: { limit: 0 }, timeout: { request: 60_000 } });
+  return performance.now() - started;
+}
+
+const denoProcesses = (server: Server) =>
+  processTree(server.pid).filter((pid) => /\bdeno\b/.test(commandLine(pid))).length;
+
+/** Long enough for the runtime to start a spare in place of the one a cold call took (30–60 ms of CPU). */
+const SPARE_REFILL_MS = 700;
+
+/**
+ * Starts the workers of `hosts` one at a time and reads what each start cost the server's core. A
+ * cold call takes a spare and the runtime starts another in its place: the window runs until then.
+ */
+async function startCost(o: Options, hosts: string[]): Promise<StartCost> {
+  const core = () => coreBusySeconds(SERVER_CORE);
+  await sleep(3000);
+  const quietFrom = performance.now();
+  const quietBusy = core();
+  await sleep(5000);
+  const idleShare = (core() - quietBusy) / ((performance.now() - quietFrom) / 1000);
+  const costs: number[] = [];
+  const nodeCosts: number[] = [];
+  const firstCalls: number[] = [];
+  for (const host of hosts) {
+    const from = performance.now();
+    const busy = core();
+    const node = processCpuSeconds(o.berth.server.pid) ?? NaN;
+    firstCalls.push(await callOnce(o, host));
+    await sleep(SPARE_REFILL_MS);
+    const window = (performance.now() - from) / 1000;
+    costs.push((core() - busy - idleShare * window) * 1000);
+    nodeCosts.push(((processCpuSeconds(o.berth.server.pid) ?? NaN) - node) * 1000);
+  }
+  const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+  return {
+    alive: denoProcesses(o.berth.server),
+    starts: hosts.length,
+    cpuMs: { p50: median(costs), mean: mean(costs) },
+    nodeCpuMs: mean(nodeCosts),
+    idleShare,
+    firstCallMs: median(firstCalls),
+  };
+}
+
+function latencies(values: number[]): Latencies {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
+  return { n: sorted.length, p50: at(50), p99: at(99), max: sorted[sorted.length - 1] ?? NaN };
+}
+
+/** Every site's first call, `concurrent` at a time. */
+async function coldStorm(o: Options, hosts: string[]): Promise<ColdStorm> {
+  const firstCalls: number[] = [];
+  let failed = 0;
+  const started = performance.now();
+  await eachAtOnce(hosts, o.stormConcurrency, async (host) => {
+    try {
+      firstCalls.push(await callOnce(o, host));
+    } catch {
+      failed++;
+    }
+  });
+  return {
+    sites: hosts.length,
+    concurrent: o.stormConcurrency,
+    seconds: (performance.now() - started) / 1000,
+    firstCall: latencies(firstCalls),
+    failed,
+  };
+}
+
+function describeStart(s: StartCost, when: string): string {
+  return (
+    `  a worker's start ${when}, ${s.alive} Deno processes alive (${s.starts} starts, one at a time): ` +
+    `server core ${s.cpuMs.p50.toFixed(1)} ms p50 (mean ${s.cpuMs.mean.toFixed(1)}), Node ${s.nodeCpuMs.toFixed(1)} ms of it; ` +
+    `core ${(s.idleShare * 100).toFixed(1)}% busy while quiet; first call p50 ${s.firstCallMs.toFixed(1)} ms`
+  );
 }
 
 async function workersStarted(o: Options): Promise<number> {
@@ -131,9 +280,23 @@ function workerMemory(server: Server, idleSeconds: number): WorkerMemory {
 export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
   const { berth } = o;
   const setupStarted = performance.now();
-  const hosts = await createSites(o);
+  const created = await createSites(o, o.sites + 2 * o.startSamples);
+  const tenants = created.slice(0, o.sites);
+  const hosts = tenants.map((t) => t.host);
+  const samples = created.slice(o.sites).map((t) => t.host);
   const setupSeconds = (performance.now() - setupStarted) / 1000;
-  console.log(`  ${o.sites} sites with a function each, created in ${setupSeconds.toFixed(1)} s`);
+  console.log(`  ${created.length} sites with a function each, created in ${setupSeconds.toFixed(1)} s`);
+
+  const none = await startCost(o, samples.slice(0, o.startSamples));
+  console.log(describeStart(none, 'with no site warm'));
+  const storm = await coldStorm(o, hosts);
+  console.log(
+    `  cold storm: ${storm.sites} sites called once each, ${storm.concurrent} at a time, in ${storm.seconds.toFixed(1)} s; ` +
+      `first call p50 ${storm.firstCall.p50.toFixed(0)} ms, p99 ${storm.firstCall.p99.toFixed(0)} ms, max ${storm.firstCall.max.toFixed(0)} ms; ${storm.failed} failed`,
+  );
+  berth.server.checkAlive();
+  const all = await startCost(o, samples.slice(o.startSamples));
+  console.log(describeStart(all, 'with every site warm'));
   const target = (label: string, list: string[]): LoadTarget => ({
     label,
     origin: berth.origin,
@@ -141,27 +304,6 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
     connections: o.connections,
     hosts: list,
   });
-
-  // From cold: no warm-up, every site's first call starts its worker; the run ends once every site
-  // has answered (or after coldSeconds), so the warm runs below find every worker started.
-  let stop: ReturnType<typeof watchServer> | undefined;
-  const report = await runLoad(
-    {
-      targets: [{ ...target(`${o.sites} sites from cold`, hosts), untilEveryHostAnswered: true }],
-      seconds: o.coldSeconds,
-      warmupSeconds: 0,
-    },
-    () => (stop = watchServer(berth.server, SERVER_CORE)),
-  );
-  const watched = stop!();
-  berth.server.checkAlive();
-  const fromCold = { ...report.results[0]!, serverCpuShare: watched.cpu };
-  o.noteFailures(fromCold);
-  const byHost = fromCold.byHost!;
-  console.log(
-    `  from cold, ${fromCold.seconds.toFixed(1)} s: ${byHost.hostsAnswered} of ${o.sites} sites answered; cold calls p50 ${byHost.cold.p50.toFixed(1)} ms p99 ${byHost.cold.p99.toFixed(1)} ms (n=${byHost.cold.n}), ` +
-      `warm calls p50 ${byHost.warm.p50.toFixed(2)} ms p99 ${byHost.warm.p99.toFixed(1)} ms (n=${byHost.warm.n})`,
-  );
 
   const before = await workersStarted(o);
   const warm = await o.compare(
@@ -177,7 +319,37 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
   const mib = (n: number) => `${(n / MIB).toFixed(1)} MiB`;
   console.log(
     `  ${memory.workers} idle warm workers after ${o.idleSeconds} s: RSS p50 ${mib(memory.rss.p50)} (max ${mib(memory.rss.max)}), private p50 ${mib(memory.private.p50)}, PSS p50 ${mib(memory.pss.p50)} ` +
-      `(max ${mib(memory.pss.max)}); Berth's node process ${mib(memory.serverRss)}, the whole tree ${mib(memory.treePss)} PSS; ${memory.fitIn16GiB} such workers fit in 16 GiB\n`,
+      `(max ${mib(memory.pss.max)}); Berth's node process ${mib(memory.serverRss)}, the whole tree ${mib(memory.treePss)} PSS; ${memory.fitIn16GiB} such workers fit in 16 GiB`,
   );
-  return { sites: o.sites, fewSites: o.fewSites, setupSeconds, fromCold, warm, workerStartsWhileWarm, memory };
+  // Every function deployed anew: each site's next call starts its worker again, now under 50
+  // connections for coldSeconds (not stopped once every site has answered).
+  const redeployed = Buffer.concat([o.handler, Buffer.from('\n// deployed again\n')]);
+  await eachAtOnce(tenants, 16, async (t) => {
+    await o.berth.api.put(`v0/buckets/${t.bucketId}/objects/api/hello.ts`, { body: redeployed });
+  });
+  let stop: ReturnType<typeof watchServer> | undefined;
+  const report = await runLoad(
+    { targets: [target(`${o.sites} sites from cold`, hosts)], seconds: o.coldSeconds, warmupSeconds: 0 },
+    () => (stop = watchServer(berth.server, SERVER_CORE)),
+  );
+  const watched = stop!();
+  berth.server.checkAlive();
+  const fromCold = { ...report.results[0]!, serverCpuShare: watched.cpu };
+  o.noteFailures(fromCold);
+  const byHost = fromCold.byHost!;
+  console.log(
+    `  from cold after a new deployment of every site, ${fromCold.seconds.toFixed(0)} s: ${byHost.hostsAnswered} of ${o.sites} sites answered; cold calls p50 ${byHost.cold.p50.toFixed(1)} ms p99 ${byHost.cold.p99.toFixed(1)} ms (n=${byHost.cold.n}), ` +
+      `warm calls p50 ${byHost.warm.p50.toFixed(2)} ms p99 ${byHost.warm.p99.toFixed(1)} ms (n=${byHost.warm.n}); ${fromCold.slow} answers past 5 s, ${fromCold.timeouts} timeouts\n`,
+  );
+  return {
+    sites: o.sites,
+    fewSites: o.fewSites,
+    setupSeconds,
+    starts: { none, all },
+    storm,
+    fromCold,
+    warm,
+    workerStartsWhileWarm,
+    memory,
+  };
 }

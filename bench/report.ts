@@ -1,5 +1,5 @@
-// The figures of one `make bench` run: their types, the aims (issue 22's, then the earlier ones still
-// held) met or missed, the tables printed at the end, and (BENCH_WRITE_DOCS=1) docs/benchmarks.md's
+// The figures of one `make bench` run: their types, the aims (issue 35's, issue 22's, then the earlier
+// ones still held) met or missed, the tables printed at the end, and (BENCH_WRITE_DOCS=1) docs/benchmarks.md's
 // "Last run" and docs/benchmarks.json.
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -125,6 +125,8 @@ export interface BenchResults {
     idleEvicted: Distribution;
   };
   manyTenants: ManyTenantsResults;
+  /** Issue 35's aims (performance, round three). */
+  round3Aims: Aim[];
   /** Issue 22's aims, then the earlier ones still held. */
   aims: Aim[];
   earlierAims: Aim[];
@@ -200,6 +202,91 @@ function below(
 const MIB = 2 ** 20;
 /** Failed requests of a run: autocannon's errors (timeouts among them), non-2xx answers, failures in the warm-up. */
 const failedIn = (m: LoadResult) => m.errors + m.non2xx + m.warmupFailures;
+
+/** The aims of issue 35 (performance, round three), each with this run's figure. */
+export function round3Aims(r: BenchResults): Aim[] {
+  const t = r.manyTenants;
+  const { none, all } = t.starts;
+  const startRatio = all.cpuMs.p50 / none.cpuMs.p50;
+  const storm = t.storm;
+  const cold = t.fromCold;
+  const pastFive = cold.slow + cold.timeouts;
+  const m = t.memory;
+  return [
+    {
+      path: "a worker's start",
+      baseline: 'the same with no site warm',
+      figure: `server-core CPU per start (p50 of ${all.starts}) with ${all.alive} Deno processes alive ÷ with ${none.alive}`,
+      value: startRatio,
+      shown: `${fmt(startRatio, 2)} (${fmt(all.cpuMs.p50, 1)} / ${fmt(none.cpuMs.p50, 1)} ms; Node ${fmt(all.nodeCpuMs, 1)} / ${fmt(none.nodeCpuMs, 1)} ms of them)`,
+      aim: '≤ 1.1',
+      met: startRatio <= 1.1,
+    },
+    {
+      path: `${storm.sites} sites from cold, each called once`,
+      baseline: '—',
+      figure: `${storm.concurrent} at a time: wall time; first call p99`,
+      value: storm.seconds,
+      shown: `${fmt(storm.seconds, 1)} s; p99 ${fmt(storm.firstCall.p99)} ms (p50 ${fmt(storm.firstCall.p50)}, max ${fmt(storm.firstCall.max)}); ${storm.failed} failed`,
+      aim: '≤ 20 s; p99 < 400 ms',
+      met: storm.seconds <= 20 && storm.firstCall.p99 < 400 && storm.failed === 0,
+    },
+    {
+      path: `${t.sites} sites from cold (every function deployed anew)`,
+      baseline: '—',
+      figure: `${cold.connections} connections for ${fmt(cold.seconds)} s: answers past 5 s (timeouts included)`,
+      value: pastFive,
+      shown: `${pastFive} (${cold.slow} answered past 5 s, ${cold.timeouts} timeouts past 10 s; ${failedIn(cold)} failed; cold calls p99 ${fmt(cold.byHost!.cold.p99)} ms)`,
+      aim: 'none past 5 s',
+      met: pastFive === 0 && failedIn(cold) === 0,
+    },
+    ratioAim(
+      `many tenants: ${t.sites} functions, one per site, uniformly at random, warm`,
+      `the same load on ${t.fewSites} of them`,
+      t.warm,
+      0.4,
+      r,
+    ),
+    {
+      path: 'one idle warm worker',
+      baseline: '—',
+      figure: `PSS, p50 of ${m.workers} workers idle ${m.idleSeconds} s`,
+      value: m.pss.p50,
+      shown: `${fmt(m.pss.p50 / MIB, 1)} MiB (RSS ${fmt(m.rss.p50 / MIB, 1)}, private ${fmt(m.private.p50 / MIB, 1)} MiB)`,
+      aim: '≤ 10 MiB',
+      met: m.pss.p50 <= 10 * MIB,
+    },
+    {
+      path: '10,000 sites, uniformly at random',
+      baseline: '—',
+      figure: 'req/s, errors, p99, memory, 50 connections, 60 s',
+      value: NaN,
+      shown: 'not measured by this run',
+      aim: 'measured and explained',
+      met: false,
+    },
+    ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, r),
+    ratioAim('query endpoint, one indexed SELECT', 'bare Node `http` + SQLite, same statement', r.query, 0.4, r),
+    ratioAim('1 KiB upload, metadata on PostgreSQL', 'the same on SQLite', r.postgres.upload, 0.5, r),
+    ratioAim('1 KiB upload, files on an object store', 'the same on the blob directory', r.objectStore.upload, 0.5, r),
+    ratioAim(
+      '64 KiB range of a 1 MiB web file, files on an object store',
+      'the same on the blob directory',
+      r.objectStore.ranged1m,
+      0.7,
+      r,
+    ),
+    ratioAim('warm hello-world function', 'workerd, same handler', r.workerd, 1.0, r),
+    below(
+      'warm hello-world function',
+      'workerd, same handler',
+      `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`,
+      r.workerd.berth.p99,
+      r.workerd.baseline.p99,
+      'ms',
+    ),
+  ];
+}
 
 /** The aims of issue 22 (performance, round two), each with this run's figure. */
 export function aims(r: BenchResults): Aim[] {
@@ -320,7 +407,9 @@ export function aimsTable(list: Aim[]): string {
 const metCount = (list: Aim[]) => `${list.filter((a) => a.met).length} of ${list.length} met`;
 
 export function printReport(r: BenchResults): void {
-  console.log(`Aims of issue 22 (${metCount(r.aims)})\n`);
+  console.log(`Aims of issue 35 (${metCount(r.round3Aims)})\n`);
+  console.log(aimsTable(r.round3Aims).replaceAll('**', ''));
+  console.log(`\nAims of issue 22 (${metCount(r.aims)})\n`);
   console.log(aimsTable(r.aims).replaceAll('**', ''));
   console.log(`\nEarlier aims (${metCount(r.earlierAims)})\n`);
   console.log(aimsTable(r.earlierAims).replaceAll('**', ''));
@@ -364,6 +453,7 @@ export function lastRunMarkdown(r: BenchResults): string {
       `${m.connections} connections, ${m.seconds} s per run after a ${m.warmupSeconds} s warm-up; load average ${r.machine.loadAverageAtStart.join(', ')} at the start. ` +
       `Every figure is also in [benchmarks.json](benchmarks.json).`,
   );
+  lines.push('', `### Aims of issue 35 (${metCount(r.round3Aims)})`, '', aimsTable(r.round3Aims));
   lines.push('', `### Aims of issue 22 (${metCount(r.aims)})`, '', aimsTable(r.aims));
   lines.push('', `### Earlier aims (${metCount(r.earlierAims)})`, '', aimsTable(r.earlierAims));
   lines.push(
