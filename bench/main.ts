@@ -22,10 +22,11 @@
 //   many tenants:  1,000 sites: a worker start's CPU with none and with all of their workers alive;
 //                  every site called once from cold, 16 at a time; warm, uniformly at random, vs 10
 //                  of them; the memory of each idle warm worker; from cold again under 50 connections
-//                  for 60 s after a new deployment of every site (bench/many-tenants.ts)
+//                  for 60 s after a new deployment of every site; 10,000 sites at random for 60 s
+//                  (bench/many-tenants.ts)
 // Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (50), BENCH_MIXED_SECONDS (60),
 // BENCH_MIXED_CONNECTIONS (64), BENCH_COLD_ROUNDS (8), BENCH_TENANTS (1000),
-// BENCH_TENANTS_COLD_SECONDS (60), BENCH_START_SAMPLES (20), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=<section>,… runs
+// BENCH_TENANTS_COLD_SECONDS (60), BENCH_START_SAMPLES (20), BENCH_TENANTS_LARGE (10,000; 0 skips that run), BENCH_TENANTS_LARGE_SECONDS (60), BENCH_HTTPS_SECONDS (5); BENCH_ONLY=<section>,… runs
 // those sections alone (no aims, nothing written; the sections are listed in SECTIONS); BENCH_MAX_OTHERS (0.15) and BENCH_RETRIES (1):
 // a ratio is measured again when other processes took more than that share of the server's core;
 // BENCH_WRITE_DOCS=1 writes docs/benchmarks.md's "Last run" section and docs/benchmarks.json from this
@@ -100,6 +101,8 @@ const COLD_ROUNDS = envNumber('BENCH_COLD_ROUNDS', 8);
 const TENANTS = Math.floor(envNumber('BENCH_TENANTS', 1000, 20));
 const TENANTS_COLD_SECONDS = envNumber('BENCH_TENANTS_COLD_SECONDS', 60);
 const START_SAMPLES = Math.floor(envNumber('BENCH_START_SAMPLES', 20, 3));
+const LARGE_TENANTS = Math.floor(envNumber('BENCH_TENANTS_LARGE', 10_000, 0));
+const LARGE_SECONDS = envNumber('BENCH_TENANTS_LARGE_SECONDS', 60);
 const HTTPS_SECONDS = envNumber('BENCH_HTTPS_SECONDS', 5);
 /** The sections BENCH_ONLY may name: a run of some of them judges no aims and writes nothing. */
 const SECTIONS = [
@@ -890,6 +893,8 @@ async function run(work: string, results: BenchResults) {
       coldSeconds: TENANTS_COLD_SECONDS,
       stormConcurrency: STORM_CONCURRENCY,
       startSamples: START_SAMPLES,
+      largeSites: LARGE_TENANTS,
+      largeSeconds: LARGE_SECONDS,
       idleSeconds: IDLE_SECONDS,
       handler: await fs.readFile(path.join(ROOT, 'bench/hello-function.ts')),
       compare,

@@ -13,7 +13,9 @@
 //   many such workers fit in 16 GiB;
 // - every site's function deployed anew (each worker then retires), and 50 connections for 60 s on all
 //   the sites at random: every site's first call starts its worker again; the latencies of cold calls
-//   (sent before their site first answered) and of warm ones, and the answers slower than 5 s.
+//   (sent before their site first answered) and of warm ones, and the answers slower than 5 s;
+// - more sites made (10,000 in all, BENCH_TENANTS_LARGE) and all of them called at random under 50
+//   connections for 60 s: req/s, failures, latencies, workers started, memory.
 import fs from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import got from 'got';
@@ -75,6 +77,19 @@ export interface ColdStorm {
   failed: number;
 }
 
+/** Many more sites than workers fit: all of them at random under load. */
+export interface LargeRun {
+  sites: number;
+  setupSeconds: number;
+  load: LoadResult & { serverCpuShare: number };
+  /** Workers started during the run: each a call that found no worker of its site. */
+  workersStarted: number;
+  /** Deno processes alive at the end, PSS of Berth's whole tree and RSS of its Node process, in bytes. */
+  denoProcesses: number;
+  treePss: number;
+  serverRss: number;
+}
+
 export interface ManyTenantsResults {
   sites: number;
   fewSites: number;
@@ -87,6 +102,8 @@ export interface ManyTenantsResults {
   /** Workers started during the warm comparison (both sides, every attempt): calls that were cold. */
   workerStartsWhileWarm: number;
   memory: WorkerMemory;
+  /** Absent when BENCH_TENANTS_LARGE is not above BENCH_TENANTS. */
+  large?: LargeRun;
 }
 
 interface BerthUnderTest {
@@ -110,6 +127,9 @@ interface Options {
   stormConcurrency: number;
   /** Sites, beyond `sites`, called one at a time for each start-cost measurement. */
   startSamples: number;
+  /** Sites in all for the last run (none when not above `sites` plus the samples). */
+  largeSites: number;
+  largeSeconds: number;
   idleSeconds: number;
   handler: Buffer;
   compare: (name: string, baseline: [Server, LoadTarget], berth: [Server, LoadTarget]) => Promise<Comparison>;
@@ -133,8 +153,8 @@ async function eachAtOnce<T>(items: T[], concurrent: number, work: (item: T) => 
 }
 
 /** Creates `count` sites and their functions, 16 API calls at a time. */
-async function createSites(o: Options, count: number): Promise<Tenant[]> {
-  const names = Array.from({ length: count }, (_, i) => `tenant-${String(i).padStart(5, '0')}`);
+async function createSites(o: Options, count: number, from = 0): Promise<Tenant[]> {
+  const names = Array.from({ length: count }, (_, i) => `tenant-${String(from + i).padStart(5, '0')}`);
   const tenants: Tenant[] = [];
   await eachAtOnce(names, 16, async (name) => {
     const site = await o.berth.api
@@ -249,6 +269,51 @@ function smapsRollup(pid: number): { pss: number; private: number } | undefined 
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
+function treeMemory(server: Server): { treePss: number; denoProcesses: number } {
+  let treePss = 0;
+  let denoProcesses = 0;
+  for (const pid of processTree(server.pid)) {
+    treePss += smapsRollup(pid)?.pss ?? 0;
+    if (/\bdeno\b/.test(commandLine(pid))) denoProcesses++;
+  }
+  return { treePss, denoProcesses };
+}
+
+/** Makes sites up to `o.largeSites` and calls all of them at random. */
+async function largeRun(o: Options, existing: Tenant[], target: (label: string, list: string[]) => LoadTarget) {
+  const started = performance.now();
+  const more = await createSites(o, o.largeSites - existing.length, existing.length);
+  const setupSeconds = (performance.now() - started) / 1000;
+  const hosts = [...existing, ...more].map((t) => t.host);
+  console.log(`  ${more.length} more sites made in ${setupSeconds.toFixed(1)} s: ${hosts.length} in all`);
+  const before = await workersStarted(o);
+  let stop: ReturnType<typeof watchServer> | undefined;
+  const report = await runLoad(
+    { targets: [target(`${hosts.length} sites, uniformly`, hosts)], seconds: o.largeSeconds, warmupSeconds: 0 },
+    () => (stop = watchServer(o.berth.server, SERVER_CORE)),
+  );
+  const watched = stop!();
+  o.berth.server.checkAlive();
+  const load = { ...report.results[0]!, serverCpuShare: watched.cpu };
+  o.noteFailures(load);
+  const started2 = (await workersStarted(o)) - before;
+  const memory = treeMemory(o.berth.server);
+  const run: LargeRun = {
+    sites: hosts.length,
+    setupSeconds,
+    load,
+    workersStarted: started2,
+    ...memory,
+    serverRss: rssBytes(o.berth.server.pid) ?? NaN,
+  };
+  console.log(
+    `  ${run.sites} sites at random, ${load.connections} connections, ${load.seconds.toFixed(0)} s: ${load.rps.toFixed(1)} req/s, p50 ${load.p50.toFixed(0)} ms, p99 ${load.p99.toFixed(0)} ms; ` +
+      `${load.errors + load.non2xx} failed (${load.timeouts} timeouts), ${load.slow} past 5 s; ${run.workersStarted} workers started; ` +
+      `${run.denoProcesses} Deno processes alive, the tree ${(run.treePss / 2 ** 30).toFixed(1)} GiB PSS, Node ${(run.serverRss / MIB).toFixed(0)} MiB\n`,
+  );
+  return run;
+}
+
 function workerMemory(server: Server, idleSeconds: number): WorkerMemory {
   const rows: Array<{ rss: number; pss: number; private: number }> = [];
   let treePss = 0;
@@ -283,7 +348,8 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
   const created = await createSites(o, o.sites + 2 * o.startSamples);
   const tenants = created.slice(0, o.sites);
   const hosts = tenants.map((t) => t.host);
-  const samples = created.slice(o.sites).map((t) => t.host);
+  const samplesCreated = created.slice(o.sites);
+  const samples = samplesCreated.map((t) => t.host);
   const setupSeconds = (performance.now() - setupStarted) / 1000;
   console.log(`  ${created.length} sites with a function each, created in ${setupSeconds.toFixed(1)} s`);
 
@@ -295,8 +361,8 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
       `first call p50 ${storm.firstCall.p50.toFixed(0)} ms, p99 ${storm.firstCall.p99.toFixed(0)} ms, max ${storm.firstCall.max.toFixed(0)} ms; ${storm.failed} failed`,
   );
   berth.server.checkAlive();
-  const all = await startCost(o, samples.slice(o.startSamples));
-  console.log(describeStart(all, 'with every site warm'));
+  const warmStart = await startCost(o, samples.slice(o.startSamples));
+  console.log(describeStart(warmStart, 'with every site warm'));
   const target = (label: string, list: string[]): LoadTarget => ({
     label,
     origin: berth.origin,
@@ -341,11 +407,14 @@ export async function manyTenants(o: Options): Promise<ManyTenantsResults> {
     `  from cold after a new deployment of every site, ${fromCold.seconds.toFixed(0)} s: ${byHost.hostsAnswered} of ${o.sites} sites answered; cold calls p50 ${byHost.cold.p50.toFixed(1)} ms p99 ${byHost.cold.p99.toFixed(1)} ms (n=${byHost.cold.n}), ` +
       `warm calls p50 ${byHost.warm.p50.toFixed(2)} ms p99 ${byHost.warm.p99.toFixed(1)} ms (n=${byHost.warm.n}); ${fromCold.slow} answers past 5 s, ${fromCold.timeouts} timeouts\n`,
   );
+  const all = [...tenants, ...samplesCreated];
+  const large = o.largeSites > all.length ? await largeRun(o, all, target) : undefined;
   return {
     sites: o.sites,
     fewSites: o.fewSites,
+    large,
     setupSeconds,
-    starts: { none, all },
+    starts: { none, all: warmStart },
     storm,
     fromCold,
     warm,
