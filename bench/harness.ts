@@ -138,22 +138,29 @@ export function coreBusySeconds(core: number): number {
 }
 
 /**
- * Watches a server over one load run: CPU time of its process tree (and of its companions' trees),
- * and what the rest of the machine took of its core meanwhile.
+ * Watches a server over one load run: CPU time of its process tree (and of its companions' trees), of
+ * its own process alone (Berth: the Node process, without its workers), and what the rest of the
+ * machine took of its core meanwhile.
  */
 export function watchServer(
   server: Pick<Server, 'pid' | 'companions'>,
   core: number,
-): () => { seconds: number; cpu: number; others: number } {
+): () => { seconds: number; cpu: number; own: number; others: number } {
   const roots = [server.pid, ...(server.companions ?? [])];
   const cpuOf = () => roots.reduce((sum, pid) => sum + treeCpuSeconds(pid), 0);
   const started = performance.now();
   const cpu = cpuOf();
+  const own = processCpuSeconds(server.pid) ?? 0;
   const busy = coreBusySeconds(core);
   return () => {
     const seconds = (performance.now() - started) / 1000;
     const used = cpuOf() - cpu;
-    return { seconds, cpu: used / seconds, others: Math.max(0, (coreBusySeconds(core) - busy - used) / seconds) };
+    return {
+      seconds,
+      cpu: used / seconds,
+      own: ((processCpuSeconds(server.pid) ?? own) - own) / seconds,
+      others: Math.max(0, (coreBusySeconds(core) - busy - used) / seconds),
+    };
   };
 }
 

@@ -163,8 +163,11 @@ function same(condition: boolean, what: string): void {
 
 const CLOCK = () => performance.now();
 
-/** One load against one server, with the server's CPU time and what else ran on its core. */
-async function measure(server: Server, target: LoadTarget, seconds = SECONDS): Promise<Measured> {
+/**
+ * One load against one server, with the server's CPU time and what else ran on its core; with `own`,
+ * also the CPU time of the server's own process alone (Berth's Node process, without its workers).
+ */
+async function measure(server: Server, target: LoadTarget, seconds = SECONDS, own = false): Promise<Measured> {
   let stop: ReturnType<typeof watchServer> | undefined;
   const report = await runLoad(
     { targets: [freshUploads(target)], seconds, warmupSeconds: WARMUP_SECONDS },
@@ -178,6 +181,9 @@ async function measure(server: Server, target: LoadTarget, seconds = SECONDS): P
     server: server.name,
     serverCpuShare: watched.cpu,
     cpuPerRequestUs: r.responses > 0 ? ((watched.cpu * watched.seconds) / r.responses) * 1e6 : NaN,
+    ...(own
+      ? { ownCpuPerRequestUs: r.responses > 0 ? ((watched.own * watched.seconds) / r.responses) * 1e6 : NaN }
+      : {}),
     othersOnServerCore: watched.others,
     loadCpuShare: report.cpuShare,
     loadCpus: report.cpus,
@@ -214,12 +220,13 @@ async function compare(
   baseline: [Server, LoadTarget],
   berth: [Server, LoadTarget],
   seconds = SECONDS,
+  own = false,
 ): Promise<Comparison> {
   let best: Comparison | undefined;
   for (let attempt = 1; attempt <= 1 + RETRIES; attempt++) {
     const b = await measure(...baseline, seconds);
     printRow(b);
-    const m = await measure(...berth, seconds);
+    const m = await measure(...berth, seconds, own);
     printRow(m);
     const interference = Math.max(b.othersOnServerCore, m.othersOnServerCore);
     const c: Comparison = {
@@ -592,8 +599,20 @@ async function run(work: string, results: BenchResults) {
           'outbound fetch',
           [denoFetch, at('bare deno serve, fetch', fetchPort, '/')],
           [berth, onSite('berth /api/fetch', '/api/fetch')],
+          SECONDS,
+          true,
         );
         await denoFetch.stop();
+        // The proxy's own cost: what Berth's Node process spends per fetch beyond a hello-world call,
+        // whose path (request in, the worker, answer out) the fetch's function takes as well.
+        results.egressHello = await measure(berth, onSite('berth /api/hello', '/api/hello'), SECONDS, true);
+        printRow(results.egressHello);
+        const perFetch = results.egress.berth.ownCpuPerRequestUs!;
+        const perHello = results.egressHello.ownCpuPerRequestUs!;
+        results.egressProxyCpuUs = perFetch - perHello;
+        console.log(
+          `  → egress proxy CPU per outbound fetch: ${fmt(results.egressProxyCpuUs)} µs (Berth's Node process: ${fmt(perFetch)} µs per fetch, ${fmt(perHello)} µs per hello)\n`,
+        );
       } finally {
         await far.stop();
       }

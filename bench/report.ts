@@ -14,6 +14,11 @@ export interface Measured extends LoadResult {
   serverCpuShare: number;
   /** That CPU time per response, in µs: the cost of a request on the server's side. */
   cpuPerRequestUs: number;
+  /**
+   * The CPU time of the server's own process alone (Berth: the Node process, without its workers) per
+   * response, in µs; read for the runs a figure needs it for (the egress proxy's CPU per fetch).
+   */
+  ownCpuPerRequestUs?: number;
   /** What other processes used of the server's core meanwhile (the machine is shared). */
   othersOnServerCore: number;
   loadCpuShare: number;
@@ -95,6 +100,13 @@ export interface BenchResults {
   dbFirst: Comparison;
   /** A function's fetch through the egress proxy against the same fetch from bare Deno. */
   egress: Comparison;
+  /** Berth's /api/hello under the same load, right after its /api/fetch run, its Node process's CPU read alone. */
+  egressHello: Measured;
+  /**
+   * The egress proxy's CPU per outbound fetch, in µs: the CPU of Berth's Node process per /api/fetch
+   * answer less that per /api/hello answer (the function path both share).
+   */
+  egressProxyCpuUs: number;
   query: Comparison;
   upload: Comparison;
   /** Berth with its metadata on PostgreSQL (the "berth" side) against Berth on SQLite (the "baseline"). */
@@ -346,6 +358,15 @@ export function aims(r: BenchResults): Aim[] {
       r,
     ),
     {
+      path: 'outbound `fetch` from a function, through the egress proxy',
+      baseline: 'a hello-world call, same load',
+      figure: "the egress proxy's CPU per fetch: Berth's Node process per fetch less per hello",
+      value: r.egressProxyCpuUs,
+      shown: `${fmt(r.egressProxyCpuUs)} µs (${fmt(r.egress.berth.ownCpuPerRequestUs ?? NaN)} − ${fmt(r.egressHello.ownCpuPerRequestUs ?? NaN)} µs)`,
+      aim: '≤ 250 µs',
+      met: r.egressProxyCpuUs <= 250,
+    },
+    {
       ...tenantsRatio,
       shown:
         `${tenantsRatio.shown}; ${tenantFailures} failed; workers started while warm ${t.workerStartsWhileWarm}; from cold: cold calls p50 ${fmt(cold.p50, 1)} / p99 ${fmt(cold.p99, 1)} ms (n=${cold.n}), ` +
@@ -484,6 +505,11 @@ export function lastRunMarkdown(r: BenchResults): string {
     lines.push(
       `| **${name}: ratio${attempts}** | **${fmt(c.ratio, 2)}** | ${c.addedP50 >= 0 ? '+' : ''}${fmt(c.addedP50, 2)} | | CPU ratio ${fmt(c.cpuRatio, 2)} | | | | |`,
     );
+    if (c === r.egress)
+      lines.push(
+        runRow(`${name}: ${r.egressHello.label}, same load`, r.egressHello),
+        `| **${name}: the egress proxy's CPU per fetch** (Berth's Node process, ${fmt(c.berth.ownCpuPerRequestUs ?? NaN)} µs per fetch less ${fmt(r.egressHello.ownCpuPerRequestUs ?? NaN)} per hello) | | | | **${fmt(r.egressProxyCpuUs)} µs** | | | | |`,
+      );
   }
   lines.push('', `### Mixed load (${r.mixed.connections} connections for ${r.mixed.seconds} s)`, '');
   lines.push(

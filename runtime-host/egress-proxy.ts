@@ -126,33 +126,34 @@ const pinnedTo = (address: string): LookupFunction => {
   };
 };
 
+/** A request in line for one of its site's turns. */
+interface Waiter {
+  /** Called when the turn of a request that ended is handed to it. */
+  handed(): void;
+}
+
 /** Turns for one site's requests. */
 class Turns {
   #inFlight = 0;
   /** Those waiting, first come first: each is handed the turn of a request that ends. */
-  readonly #waiting = new Set<() => void>();
+  readonly #waiting = new Set<Waiter>();
 
   constructor(readonly limit: number) {}
 
-  /** Waits for a turn; false, holding none, when `gone` is aborted first: the waiter leaves the line. */
-  async take(gone: AbortSignal): Promise<boolean> {
-    if (gone.aborted) return false;
-    if (this.#inFlight < this.limit) {
-      this.#inFlight++;
-      return true;
-    }
-    return new Promise<boolean>((resolve) => {
-      const handed = () => {
-        gone.removeEventListener('abort', left);
-        resolve(true);
-      };
-      const left = () => {
-        this.#waiting.delete(handed);
-        resolve(false);
-      };
-      this.#waiting.add(handed);
-      gone.addEventListener('abort', left, { once: true });
-    });
+  /** Takes a turn if one is free. */
+  take(): boolean {
+    if (this.#inFlight >= this.limit) return false;
+    this.#inFlight++;
+    return true;
+  }
+
+  /** Joins the line; `leave` takes the waiter out of it before it is handed a turn. */
+  wait(waiter: Waiter): void {
+    this.#waiting.add(waiter);
+  }
+
+  leave(waiter: Waiter): void {
+    this.#waiting.delete(waiter);
   }
 
   give(): void {
@@ -162,11 +163,60 @@ class Turns {
       return;
     }
     this.#waiting.delete(next);
-    next();
+    next.handed();
   }
 
   get idle(): boolean {
     return this.#inFlight === 0 && this.#waiting.size === 0;
+  }
+}
+
+/**
+ * One request of a function through the proxy. The function may give up at any time (its fetch
+ * aborted, or it ended), which the proxy sees as its connection closing: a request waiting for its
+ * turn then leaves the line and is never sent; one sent is ended upstream. A turn goes back exactly
+ * once, however the request ends.
+ */
+class Exchange implements Waiter {
+  /** The function gave up, or its answer is complete: the connection to the proxy closed. */
+  gone = false;
+  /** Its site's turns, once its target is checked, and whether it holds one of them. */
+  turns: Turns | undefined;
+  holds = false;
+  upstream: http.ClientRequest | undefined;
+  /** Set while it waits in line: ends the wait. */
+  #wake: (() => void) | undefined;
+
+  constructor(
+    readonly grant: EgressGrant,
+    readonly res: http.ServerResponse,
+  ) {}
+
+  /** Waits for a turn: over when one is handed to it (`holds`) or when the function gives up. */
+  waitForTurn(turns: Turns): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#wake = resolve;
+      turns.wait(this);
+    });
+  }
+
+  handed(): void {
+    this.holds = true;
+    this.#woken();
+  }
+
+  /** The connection to the proxy closed: a request in line leaves it. */
+  close(): void {
+    this.gone = true;
+    if (this.#wake === undefined) return;
+    this.turns?.leave(this);
+    this.#woken();
+  }
+
+  #woken(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
   }
 }
 
@@ -236,61 +286,52 @@ export class EgressProxy {
         'EGRESS_NOT_GRANTED',
         'this connection holds no grant of the egress proxy',
       );
-    const { observer } = this.options;
-    const refuse = (code: string, message: string) => {
-      observer.request(grant.siteId, 'refused');
-      observer.log(grant, `fetch refused: ${message}`);
-      answer(res, 403, EGRESS_REFUSED_HEADER, code, message);
-    };
-    const fail = (message: string) => {
-      observer.request(grant.siteId, 'failed');
-      observer.log(grant, `fetch failed: ${message}`);
-      if (!res.headersSent) answer(res, 502, EGRESS_FAILED_HEADER, 'EGRESS_FAILED', message);
-      else res.destroy();
-    };
 
     let target: URL;
     try {
       target = new URL(String(req.headers[EGRESS_URL_HEADER] ?? ''));
     } catch {
-      return refuse('EGRESS_INVALID_URL', 'the target is not a URL');
+      return this.#refuse(grant, res, 'EGRESS_INVALID_URL', 'the target is not a URL');
     }
     if (target.protocol !== 'http:' && target.protocol !== 'https:')
-      return refuse('EGRESS_INVALID_URL', `${target.protocol} URLs are not fetched through the network`);
+      return this.#refuse(
+        grant,
+        res,
+        'EGRESS_INVALID_URL',
+        `${target.protocol} URLs are not fetched through the network`,
+      );
     if (target.username || target.password)
-      return refuse('EGRESS_INVALID_URL', 'credentials in the URL are not sent; use an Authorization header');
+      return this.#refuse(
+        grant,
+        res,
+        'EGRESS_INVALID_URL',
+        'credentials in the URL are not sent; use an Authorization header',
+      );
 
-    // The function may give up at any time (its fetch aborted, or it ended): while it waits for its
-    // turn as well, when nothing else listens for it.
-    const gone = new AbortController();
-    res.once('close', () => gone.abort());
+    // From here on, the function's connection closing is heard: while the name resolves and while it
+    // waits for its turn as well, when nothing else listens for it.
+    const exchange = new Exchange(grant, res);
+    res.once('close', () => this.#closed(exchange));
 
     let addresses: string[];
     const literal = literalAddress(target.hostname);
     try {
       addresses = literal ? [literal] : await this.#resolve(target.hostname);
     } catch {
-      return fail(`${target.hostname} does not resolve`);
+      return this.#fail(grant, res, `${target.hostname} does not resolve`);
     }
     const refused = addresses.map(refusal).find((reason) => reason !== null);
-    if (refused) return refuse('EGRESS_REFUSED', `${target.host}: ${refused}`);
+    if (refused) return this.#refuse(grant, res, 'EGRESS_REFUSED', `${target.host}: ${refused}`);
 
     const turns = this.#turnsOf(grant.siteId);
-    let released = !(await turns.take(gone.signal));
-    // A turn goes back exactly once, however the request ends.
-    const release = () => {
-      if (!released) {
-        released = true;
-        turns.give();
-      }
-      if (turns.idle && this.#turns.get(grant.siteId) === turns) this.#turns.delete(grant.siteId);
-    };
+    exchange.turns = turns;
+    exchange.holds = !exchange.gone && turns.take();
+    if (!exchange.holds && !exchange.gone) await exchange.waitForTurn(turns);
     // Gone while it waited, or just as its turn came: nothing is sent.
-    if (gone.signal.aborted) {
-      observer.request(grant.siteId, 'abandoned');
-      return release();
+    if (exchange.gone) {
+      this.options.observer.request(grant.siteId, 'abandoned');
+      return this.#release(exchange);
     }
-    res.once('close', release);
 
     const headers: http.OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(req.headers)) {
@@ -298,6 +339,7 @@ export class EgressProxy {
     }
     headers.host = target.host;
     const secure = target.protocol === 'https:';
+    const agents = this.#agentsOf(grant.siteId);
     const upstream = (secure ? https : http).request({
       method: req.method,
       hostname: literal ?? target.hostname,
@@ -307,8 +349,9 @@ export class EgressProxy {
       lookup: pinnedTo(addresses[0]!),
       ...(secure && !literal ? { servername: target.hostname } : {}),
       timeout: this.options.connectTimeoutMs,
-      agent: secure ? this.#agentsOf(grant.siteId).https : this.#agentsOf(grant.siteId).http,
+      agent: secure ? agents.https : agents.http,
     });
+    exchange.upstream = upstream;
     upstream.once('socket', (socket) => {
       if (!socket.connecting) return socket.setTimeout(this.options.idleTimeoutMs);
       socket.setTimeout(this.options.connectTimeoutMs);
@@ -316,25 +359,63 @@ export class EgressProxy {
     });
     upstream.once('timeout', () => upstream.destroy(new Error(`${target.host} did not answer in time`)));
     upstream.once('error', (err) => {
-      release();
-      fail(`${target.host}: ${err.message}`);
+      this.#release(exchange);
+      this.#fail(grant, res, `${target.host}: ${err.message}`);
     });
-    upstream.once('response', (answer) => {
-      observer.request(grant.siteId, 'forwarded');
-      const back: http.OutgoingHttpHeaders = {};
-      for (const [name, value] of Object.entries(answer.headers))
-        if (!HOP_BY_HOP.has(name) && value !== undefined) back[name] = value;
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, back);
-      answer.on('data', (chunk: Buffer) => observer.bytes(grant.siteId, 'in', chunk.length));
-      answer.pipe(res);
-      answer.once('error', () => res.destroy());
-    });
-    req.on('data', (chunk: Buffer) => observer.bytes(grant.siteId, 'out', chunk.length));
-    req.pipe(upstream);
-    // The function gave up (its fetch was aborted, or it ended): the request upstream goes too.
-    res.once('close', () => {
-      if (!res.writableFinished) upstream.destroy();
-    });
+    upstream.once('response', (back) => this.#answer(exchange, back));
+    // A request with neither header has no body (RFC 9112, 6.3): it goes at once, with nothing to pipe.
+    if (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined) upstream.end();
+    else {
+      req.on('data', (chunk: Buffer) => this.options.observer.bytes(grant.siteId, 'out', chunk.length));
+      req.pipe(upstream);
+    }
+  }
+
+  /** The server's answer, streamed back to the function without the headers of its connection. */
+  #answer(exchange: Exchange, back: http.IncomingMessage): void {
+    const { grant, res } = exchange;
+    const { observer } = this.options;
+    observer.request(grant.siteId, 'forwarded');
+    const headers: http.OutgoingHttpHeaders = {};
+    for (const [name, value] of Object.entries(back.headers))
+      if (!HOP_BY_HOP.has(name) && value !== undefined) headers[name] = value;
+    res.writeHead(back.statusCode ?? 502, back.statusMessage, headers);
+    back.on('data', (chunk: Buffer) => observer.bytes(grant.siteId, 'in', chunk.length));
+    back.pipe(res);
+    back.once('error', () => res.destroy());
+  }
+
+  /** The function's connection closed: its answer is complete, or the function gave up. */
+  #closed(exchange: Exchange): void {
+    exchange.close();
+    this.#release(exchange);
+    // Given up before the whole answer reached it: the request upstream goes too.
+    if (exchange.upstream && !exchange.res.writableFinished) exchange.upstream.destroy();
+  }
+
+  /** Gives the request's turn back, if it holds one; a site with nothing in flight or waiting is forgotten. */
+  #release(exchange: Exchange): void {
+    const { turns } = exchange;
+    if (!turns) return;
+    if (exchange.holds) {
+      exchange.holds = false;
+      turns.give();
+    }
+    const { siteId } = exchange.grant;
+    if (turns.idle && this.#turns.get(siteId) === turns) this.#turns.delete(siteId);
+  }
+
+  #refuse(grant: EgressGrant, res: http.ServerResponse, code: string, message: string): void {
+    this.options.observer.request(grant.siteId, 'refused');
+    this.options.observer.log(grant, `fetch refused: ${message}`);
+    answer(res, 403, EGRESS_REFUSED_HEADER, code, message);
+  }
+
+  #fail(grant: EgressGrant, res: http.ServerResponse, message: string): void {
+    this.options.observer.request(grant.siteId, 'failed');
+    this.options.observer.log(grant, `fetch failed: ${message}`);
+    if (!res.headersSent) answer(res, 502, EGRESS_FAILED_HEADER, 'EGRESS_FAILED', message);
+    else res.destroy();
   }
 
   #agentsOf(siteId: string): SiteAgents {
