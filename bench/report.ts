@@ -310,6 +310,15 @@ export function round3Aims(r: BenchResults): Aim[] {
       r.workerd.baseline.p99,
       'ms',
     ),
+    {
+      path: 'outbound `fetch` from a function, through the egress proxy',
+      baseline: 'a hello-world call, same load',
+      figure: "the egress proxy's CPU per fetch: Berth's Node process per fetch less per hello",
+      value: r.egressProxyCpuUs,
+      shown: `${fmt(r.egressProxyCpuUs)} µs (${fmt(r.egress.berth.ownCpuPerRequestUs ?? NaN)} − ${fmt(r.egressHello.ownCpuPerRequestUs ?? NaN)} µs)`,
+      aim: '≤ 250 µs',
+      met: r.egressProxyCpuUs <= 250,
+    },
   ];
 }
 
@@ -357,15 +366,6 @@ export function aims(r: BenchResults): Aim[] {
       0.7,
       r,
     ),
-    {
-      path: 'outbound `fetch` from a function, through the egress proxy',
-      baseline: 'a hello-world call, same load',
-      figure: "the egress proxy's CPU per fetch: Berth's Node process per fetch less per hello",
-      value: r.egressProxyCpuUs,
-      shown: `${fmt(r.egressProxyCpuUs)} µs (${fmt(r.egress.berth.ownCpuPerRequestUs ?? NaN)} − ${fmt(r.egressHello.ownCpuPerRequestUs ?? NaN)} µs)`,
-      aim: '≤ 250 µs',
-      met: r.egressProxyCpuUs <= 250,
-    },
     {
       ...tenantsRatio,
       shown:
