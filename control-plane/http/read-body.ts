@@ -1,12 +1,11 @@
 // Reads a whole request body into memory, refusing it as soon as it passes `limit` bytes.
 import type http from 'node:http';
-import type Koa from 'koa';
 import type { BerthError } from '../errors.ts';
 
 const EMPTY = Buffer.alloc(0);
 
 export async function readBody(
-  ctx: Koa.Context | { req: http.IncomingMessage },
+  ctx: { req: http.IncomingMessage },
   limit: number,
   tooLarge: () => BerthError,
 ): Promise<Buffer> {
