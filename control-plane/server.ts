@@ -9,6 +9,7 @@ import type { Config } from './config.ts';
 import { createApiApp } from './http/api-app.ts';
 import { functionHandler } from './http/function-endpoint.ts';
 import { createHostingApp } from './http/hosting-app.ts';
+import { leanApiHandler } from './http/lean-api.ts';
 import { siteFilesHandler } from './http/site-files.ts';
 import { redirectToCanonical, siteRoute } from './http/site-paths.ts';
 import type { HostRoute } from './services/site-names.ts';
@@ -145,12 +146,16 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   });
 
   const api = createApiApp(deps, VERSION).callback();
+  const leanApi = leanApiHandler(deps);
   const hosting = createHostingApp(deps).callback();
   const functions = functionHandler(deps);
   const files = siteFilesHandler(deps);
   let closing = false;
   const dispatch = (req: http.IncomingMessage, res: http.ServerResponse, to: HostRoute) => {
-    if (to.to === 'control') return api(req, res);
+    if (to.to === 'control') {
+      if (!leanApi(req, res)) api(req, res);
+      return;
+    }
     if (to.to === 'redirect') return redirectToCanonical(req, res, to.hostname, config.trustProxy);
     if (to.to === 'unknown') return hosting(req, res);
     // A preview is never indexed: every answer on its host says so, errors included.

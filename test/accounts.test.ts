@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import test from 'ava';
 import { json, type TestBerth, startTestBerth } from './helpers/berth.ts';
 
@@ -50,6 +51,22 @@ test('renaming trims the name and enforces 1–100 characters', async (t) => {
   t.is(foreign.statusCode, 404);
   const unchanged = await t0.owner.api.get('v0/accounts/current');
   t.is(json<{ name: string }>(unchanged).name, 'Owner');
+});
+
+test('a JSON body past the limit answers 413, whether its length is sent or it comes chunked', async (t) => {
+  const tooLong = Buffer.from(JSON.stringify({ name: 'x'.repeat(t0.config.maxJsonBytes) }));
+  const sized = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, {
+    body: tooLong,
+    headers: { 'content-type': 'application/json' },
+  });
+  t.is(sized.statusCode, 413);
+  t.is(json(sized).error.code, 'payload_too_large');
+  const chunked = await t0.owner.api.post(`v0/accounts/${t0.owner.id}`, {
+    body: Readable.from([tooLong.subarray(0, 1000), tooLong.subarray(1000)]),
+    headers: { 'content-type': 'application/json' },
+  });
+  t.is(chunked.statusCode, 413);
+  t.is(json(chunked).error.code, 'payload_too_large');
 });
 
 test('malformed JSON and unknown fields are rejected with clear codes', async (t) => {

@@ -1,5 +1,6 @@
 // Each escape is tried from a real function in real Deno and must fail, while a function of another
 // site keeps answering throughout.
+import { Readable } from 'node:stream';
 import test from 'ava';
 import { type TestBerth, createSite, deployFixture, startTestBerth } from './helpers/berth.ts';
 
@@ -92,4 +93,11 @@ test('request bodies past the configured limit answer 413 before the function ru
   const res = await t0.site(bystander.subdomain).post('api/echo', { body: Buffer.alloc(1025, 1) });
   t.is(res.statusCode, 413);
   t.is(JSON.parse(res.body).error.code, 'payload_too_large');
+  // Chunked, the size is known only once the limit has passed.
+  const chunked = await t0
+    .site(bystander.subdomain)
+    .post('api/echo', { body: Readable.from([Buffer.alloc(1000, 1), Buffer.alloc(1000, 1)]) });
+  t.is(chunked.statusCode, 413);
+  t.is(JSON.parse(chunked.body).error.code, 'payload_too_large');
+  await bystanderAnswers(t);
 });

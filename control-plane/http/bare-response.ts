@@ -90,6 +90,8 @@ export function sendHtml(res: http.ServerResponse, status: number, html: string,
   res.end(html);
 }
 
+const SERVER_HEADERS = new Set(['connection', 'x-robots-tag', 'strict-transport-security']);
+
 /** The error envelope for `err`, or the connection's end when the answer has begun already. */
 export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, err: unknown, requestId: string): void {
   if (isClientAbort(err)) {
@@ -104,9 +106,9 @@ export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, e
     res.destroy();
     return;
   }
-  // What the server set for the whole answer before the handler ran stays: Connection, a preview's X-Robots-Tag.
-  for (const header of res.getHeaderNames())
-    if (header !== 'connection' && header !== 'x-robots-tag') res.removeHeader(header);
+  // What the server set for the whole answer before the handler ran stays: Connection, a preview's
+  // X-Robots-Tag, Strict-Transport-Security over HTTPS.
+  for (const header of res.getHeaderNames()) if (!SERVER_HEADERS.has(header)) res.removeHeader(header);
   const body = JSON.stringify({
     error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
     ...error.records,

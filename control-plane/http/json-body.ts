@@ -1,10 +1,10 @@
 // Reads a JSON request body with a size cap. The Content-Type is not insisted on, so `curl -d` works;
 // an empty body reads as {} so that validation names the missing fields.
-import type Koa from 'koa';
+import type http from 'node:http';
 import { BerthError } from '../errors.ts';
 import { readBody } from './read-body.ts';
 
-export async function readJsonBody(ctx: Koa.Context, maxBytes: number): Promise<unknown> {
+export async function readJsonBody(ctx: { req: http.IncomingMessage }, maxBytes: number): Promise<unknown> {
   const bytes = await readBody(
     ctx,
     maxBytes,

@@ -2,6 +2,7 @@
 // the operation's input is gathered from the path parameters and the query (GET) or JSON body, and
 // validated once with the operation's own schema. A few routes that move raw bytes have a handler of
 // their own. mountRoutes binds both kinds to a Koa router; openapi.ts documents the same list.
+import type http from 'node:http';
 import type Koa from 'koa';
 import type Router from '@koa/router';
 import type { z } from 'zod';
@@ -9,7 +10,7 @@ import { BerthError } from '../errors.ts';
 import { type Operation, authorize, invalidInput, parseInput } from '../operations/operation.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { readJsonBody } from './json-body.ts';
-import { nextCommands, withNextCommand } from './next-command.ts';
+import { type NextCommand, nextCommands, withNextCommand } from './next-command.ts';
 import { publicOrigin } from './proxy.ts';
 
 type AnyObject = z.ZodType<Record<string, unknown>>;
@@ -146,21 +147,67 @@ function singleValuedQuery(ctx: Koa.Context): Record<string, string> {
   return out;
 }
 
+/**
+ * What an operation route reads of its request, whichever way it came: through Koa's router, or the
+ * lean API path (lean-api.ts).
+ */
+export interface OperationRequest {
+  req: http.IncomingMessage;
+  /** The path parameters, decoded. */
+  params: Record<string, string | undefined>;
+  /** The query string, each key once (asked only of a route that reads the query). */
+  query(): Record<string, string>;
+  /** Where people reach Berth, for the links `present` makes. */
+  origin(): string;
+}
+
+/** An operation route's answer: its status, the headers it adds and the JSON body. */
+export interface OperationAnswer {
+  status: number;
+  headers: Record<string, string> | undefined;
+  body: unknown;
+}
+
 /** The operation's input from the request: path parameters win, and may not be sent twice. */
-async function operationInput(route: OperationRoute, ctx: Koa.Context, deps: Deps): Promise<unknown> {
+async function operationInput(route: OperationRoute, request: OperationRequest, deps: Deps): Promise<unknown> {
   const source = inputSource(route);
   const rest =
-    source === 'query'
-      ? singleValuedQuery(ctx)
-      : await readJsonBody(ctx, route.maxJsonBytes ?? deps.config.maxJsonBytes);
+    source === 'query' ? request.query() : await readJsonBody(request, route.maxJsonBytes ?? deps.config.maxJsonBytes);
   if (rest === null || typeof rest !== 'object' || Array.isArray(rest))
     throw new BerthError('invalid_request', 'body: the JSON body must be an object');
   const params = pathParameters(route.path);
   const repeated = params.filter((name) => Object.hasOwn(rest, name));
   if (repeated.length > 0)
     throw new BerthError('invalid_request', `${source}: unknown field(s): ${repeated.join(', ')}`);
-  const raw = { ...rest, ...Object.fromEntries(params.map((name) => [name, ctx.params[name]])) };
+  const raw = { ...rest, ...Object.fromEntries(params.map((name) => [name, request.params[name]])) };
   return parseInput(route.operation, raw, (field) => (params.includes(field) ? 'path' : source));
+}
+
+/** Runs an operation route for `actor`, who has been authenticated: authorized, input read and validated, run, rendered. */
+export async function answerOperation(
+  route: OperationRoute,
+  deps: Deps,
+  render: NextCommand,
+  actor: Actor,
+  request: OperationRequest,
+): Promise<OperationAnswer> {
+  authorize(route.operation, actor);
+  const input = await operationInput(route, request, deps);
+  let output: unknown;
+  try {
+    output = await route.operation.run(deps, actor, input);
+  } catch (err) {
+    // A failure's next step (details.next) is rendered like a success's.
+    if (err instanceof BerthError && err.details)
+      throw new BerthError(err.code, err.message, withNextCommand(err.details, render), err.records);
+    throw err;
+  }
+  const body = withNextCommand(output, render);
+  return {
+    status: typeof route.status === 'function' ? route.status(output) : (route.status ?? 200),
+    headers: route.headers,
+    body: route.present ? route.present(body, request.origin()) : body,
+  };
 }
 
 export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): void {
@@ -168,21 +215,15 @@ export function mountRoutes(router: Router, routes: AnyRoute[], deps: Deps): voi
   for (const route of routes) {
     const handler: Koa.Middleware = isOperationRoute(route)
       ? async (ctx) => {
-          authorize(route.operation, ctx.state.actor as Actor);
-          const input = await operationInput(route, ctx, deps);
-          let output: unknown;
-          try {
-            output = await route.operation.run(deps, ctx.state.actor as Actor, input);
-          } catch (err) {
-            // A failure's next step (details.next) is rendered like a success's.
-            if (err instanceof BerthError && err.details)
-              throw new BerthError(err.code, err.message, withNextCommand(err.details, render), err.records);
-            throw err;
-          }
-          ctx.status = typeof route.status === 'function' ? route.status(output) : (route.status ?? 200);
-          if (route.headers) ctx.set(route.headers);
-          const body = withNextCommand(output, render);
-          ctx.body = route.present ? route.present(body, publicOrigin(ctx, deps.config)) : body;
+          const answer = await answerOperation(route, deps, render, ctx.state.actor as Actor, {
+            req: ctx.req,
+            params: ctx.params,
+            query: () => singleValuedQuery(ctx),
+            origin: () => publicOrigin(ctx, deps.config),
+          });
+          ctx.status = answer.status;
+          if (answer.headers) ctx.set(answer.headers);
+          ctx.body = answer.body;
         }
       : async (ctx) => {
           const params = parse(route.params as AnyObject | undefined, ctx.params, 'path');

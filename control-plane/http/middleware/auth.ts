@@ -2,7 +2,9 @@
 // signed-in user's dashboard session (the berth_console cookie). A session request names its account
 // in Berth-Account (needed when the user has several) and carries the session's anti-forgery token in
 // X-CSRF-Token, which a page of another site cannot read and so cannot send. A READ key's permission
-// is checked against the HTTP method before any route runs, so it can never start a write.
+// is checked against the HTTP method before any route runs, so it can never start a write. The Koa
+// app and the lean API path (lean-api.ts) both ask through `credentialFor`.
+import type http from 'node:http';
 import type Koa from 'koa';
 import { BerthError } from '../../errors.ts';
 import type { Actor, Deps } from '../../services/deps.ts';
@@ -17,10 +19,31 @@ const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 /** The token of an `Authorization: Bearer <token>` header; '' for any other Authorization value. */
 export const bearerToken = (authorization: string): string => /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1] ?? '';
 
-function presentedKey(ctx: Koa.Context): string | undefined {
-  const authorization = ctx.get('Authorization');
+/** What authentication reads of a request: its headers, and the dashboard's session cookie. */
+export interface CredentialSource {
+  /** A header's value, '' when it was not sent. */
+  header(name: string): string;
+  sessionCookie(): string | undefined;
+}
+
+const koaSource = (ctx: Koa.Context): CredentialSource => ({
+  header: (name) => ctx.get(name),
+  sessionCookie: () => ctx.cookies.get(CONSOLE_COOKIE),
+});
+
+/** The headers of Node's own request, as Koa's `ctx.get` reads them. */
+export const headerOf =
+  (req: http.IncomingMessage) =>
+  (name: string): string => {
+    const value = req.headers[name.toLowerCase()];
+    return typeof value === 'string' ? value : '';
+  };
+
+/** The key a request presents, '' for an Authorization header that is not a bearer token; undefined for none. */
+export function presentedKey(header: (name: string) => string): string | undefined {
+  const authorization = header('Authorization');
   if (authorization) return bearerToken(authorization);
-  return ctx.get('X-API-Key').trim() || undefined;
+  return header('X-API-Key').trim() || undefined;
 }
 
 /**
@@ -28,13 +51,13 @@ function presentedKey(ctx: Koa.Context): string | undefined {
  * token, reads included: a reveal of a secret writes the access log, and a link from another site
  * must not be able to make it.
  */
-async function sessionActor(ctx: Koa.Context, deps: Deps, token: string): Promise<Actor> {
+async function sessionActor(source: CredentialSource, deps: Deps, token: string): Promise<Actor> {
   const user = await sessionUser(deps, token);
   if (!user) throw new BerthError('unauthorized', 'the session has ended; sign in again at /login');
-  if (!safeEqual(ctx.get('X-CSRF-Token'), csrfToken(deps, token))) {
+  if (!safeEqual(source.header('X-CSRF-Token'), csrfToken(deps, token))) {
     throw new BerthError('forbidden', 'a request made with a session must carry its X-CSRF-Token (from GET /session)');
   }
-  const chosen = ctx.get('Berth-Account').trim();
+  const chosen = source.header('Berth-Account').trim();
   const membership = chosen
     ? user.memberships.find((m) => m.accountId === chosen)
     : user.memberships.length === 1
@@ -58,11 +81,14 @@ async function sessionActor(ctx: Koa.Context, deps: Deps, token: string): Promis
 }
 
 /** The actor behind the request's API key or session; 401 when there is none or it has ended. */
-export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise<Actor> {
-  const key = presentedKey(ctx);
+export const authenticateRequest = (ctx: Koa.Context, deps: Deps): Promise<Actor> =>
+  authenticateSource(koaSource(ctx), deps);
+
+async function authenticateSource(source: CredentialSource, deps: Deps): Promise<Actor> {
+  const key = presentedKey(source.header);
   if (key === undefined) {
-    const session = ctx.cookies.get(CONSOLE_COOKIE);
-    if (session) return sessionActor(ctx, deps, session);
+    const session = source.sessionCookie();
+    if (session) return sessionActor(source, deps, session);
     throw new BerthError(
       'unauthorized',
       'an API key is required: send "Authorization: Bearer <key>" or "X-API-Key: <key>"',
@@ -73,13 +99,18 @@ export async function authenticateRequest(ctx: Koa.Context, deps: Deps): Promise
   return actor;
 }
 
+/** The actor of an API request made with `method`: a READ credential may only read (403 otherwise). */
+export async function credentialFor(source: CredentialSource, method: string, deps: Deps): Promise<Actor> {
+  const actor = await authenticateSource(source, deps);
+  if (actor.permission === 'READ' && !READ_METHODS.has(method)) {
+    throw new BerthError('forbidden', 'this API key is read-only; a WRITE key is required for this request');
+  }
+  return actor;
+}
+
 export function requireCredential(deps: Deps): Koa.Middleware {
   return async (ctx, next) => {
-    const actor = await authenticateRequest(ctx, deps);
-    if (actor.permission === 'READ' && !READ_METHODS.has(ctx.method)) {
-      throw new BerthError('forbidden', 'this API key is read-only; a WRITE key is required for this request');
-    }
-    ctx.state.actor = actor;
+    ctx.state.actor = await credentialFor(koaSource(ctx), ctx.method, deps);
     await next();
   };
 }
