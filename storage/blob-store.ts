@@ -90,6 +90,12 @@ export interface CachingBlobStore extends BlobStore {
   cacheable(bytes: number): boolean;
   /** The blob's bytes when memory holds them, without waiting on anything. */
   cached(sha256: string): Buffer | undefined;
+  /**
+   * A range of a blob of `bytes` bytes that is too large to be kept whole, read in aligned blocks that
+   * are then kept as small blobs are; null when the blob is small, the cache is off, or the range's
+   * blocks hold more than a small blob (such a range is streamed).
+   */
+  readRange(sha256: string, bytes: number, range: ByteRange): Promise<Buffer | null>;
 }
 
 /** Thrown when a stream grows past the allowed size; nothing is kept. */

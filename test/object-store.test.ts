@@ -309,6 +309,9 @@ s3test(
     await putFile(berth.owner, site.bucketId, 'web/big.bin', crypto.randomBytes(512 * 1024));
     await deployFixture(berth.owner, site.bucketId, 'filler');
     t.is((await berth.site(site.subdomain).get('')).body, '<p>cached</p>');
+    const range = { range: 'bytes=70000-70099' };
+    const ranged = await berth.site(site.subdomain).get('big.bin', { headers: range, responseType: 'buffer' });
+    t.is(ranged.statusCode, 206);
 
     // A steady write load across the outage: every answer is a success or storage_unavailable.
     let stop = false;
@@ -363,6 +366,9 @@ s3test(
     t.is(cached.body, '<p>cached</p>');
     const uncached = await berth.site(site.subdomain).get('big.bin');
     t.is(uncached.statusCode, 503);
+    const rangedAgain = await berth.site(site.subdomain).get('big.bin', { headers: range, responseType: 'buffer' });
+    t.is(rangedAgain.statusCode, 206, 'a range of a large file read before is answered from memory');
+    t.true(rangedAgain.body.equals(ranged.body));
     const filled: unknown = JSON.parse((await berth.site(site.subdomain).post('api/filler')).body);
     t.deepEqual(filled, {
       written: 0,

@@ -86,6 +86,34 @@ test('large files stream from disk, whole or in ranges', async (t) => {
   t.true(tail.body.equals(big.subarray(1048570)));
 });
 
+test('short ranges of a large file, within a block, across blocks and to its end, are its bytes, and a new version’s ranges are its own', async (t) => {
+  const first = Buffer.from(Array.from({ length: 700 * 1024 }, (_, i) => (i * 7) % 251));
+  const site = await createSite(t0.owner);
+  await putFile(t0.owner, site.bucketId, 'web/movie.bin', first, 'application/octet-stream');
+  const get = (range: string) =>
+    t0.site(site.subdomain).get('movie.bin', { responseType: 'buffer', headers: { range: `bytes=${range}` } });
+  const expect = async (data: Buffer, start: number, end: number) => {
+    for (let read = 0; read < 2; read++) {
+      const part = await get(`${start}-${end}`);
+      t.is(part.statusCode, 206);
+      t.is(part.headers['content-range'], `bytes ${start}-${end}/${data.length}`);
+      t.true(part.body.equals(data.subarray(start, end + 1)), `${start}-${end}, read ${read + 1}`);
+    }
+  };
+  for (const [start, end] of [
+    [65536, 131071],
+    [65000, 66000],
+    [0, 99],
+    [first.length - 1000, first.length - 1],
+  ] as const)
+    await expect(first, start, end);
+
+  const second = Buffer.from(first.map((byte) => byte ^ 0xff));
+  await putFile(t0.owner, site.bucketId, 'web/movie.bin', second, 'application/octet-stream');
+  await expect(second, 65536, 131071);
+  await expect(second, 65000, 66000);
+});
+
 test('changes are visible on the very next request', async (t) => {
   const site = await siteWith({ 'web/index.html': ['v1', 'text/html'] });
   t.is((await site.get.get('')).body, 'v1');

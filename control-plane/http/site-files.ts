@@ -16,6 +16,7 @@ import {
   cachedBody,
   cachedSite,
   cachedWebFile,
+  rangeBody,
   resolveSite,
   resolveWebFile,
   smallBody,
@@ -225,8 +226,9 @@ async function sendNotFound(
 
 /**
  * A web file: 200, 206 for one byte range, 304 when the browser's copy is current. `whole` is its body
- * when the caller has it in memory already; otherwise a GET reads it (a small file, then kept in the
- * blob cache) or streams it from the store. Returns a promise only when it reads.
+ * when the caller has it in memory already; otherwise a GET reads it (a small file, or a short range
+ * of a larger one, then kept in the blob cache) or streams it from the store. Returns a promise only
+ * when it reads.
  */
 function sendFile(
   deps: Deps,
@@ -293,6 +295,8 @@ function sendFile(
   if (whole) return sendWhole(res, status, head, whole, range);
   return smallBody(deps, file).then(async (body) => {
     if (body) return sendWhole(res, status, head, body, range);
+    const part = range && (await rangeBody(deps, file, range));
+    if (part) return sendWhole(res, status, head, part, undefined);
     const stream = await streamBody(deps, file, range);
     res.writeHead(status, head);
     pipeline(stream, res, () => {});

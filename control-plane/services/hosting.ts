@@ -90,6 +90,11 @@ export async function smallBody(deps: Deps, file: CachedWebFile): Promise<Buffer
   return deps.blobs.read(file.sha256);
 }
 
+/** A short range of a larger file, from the blob cache's blocks, or null when it should be streamed from the store. */
+export function rangeBody(deps: Deps, file: CachedWebFile, range: ByteRange): Promise<Buffer | null> {
+  return deps.blobs.readRange(file.sha256, file.bytes, range);
+}
+
 export function streamBody(deps: Deps, file: CachedWebFile, range?: ByteRange): Promise<Readable> {
   return deps.blobs.stream(file.sha256, range);
 }

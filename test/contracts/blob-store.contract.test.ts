@@ -1,6 +1,7 @@
 // The blob store's contract (storage/blob-store.ts), as ContentStore keeps it over every blob driver
 // test/helpers/blob-drivers.ts yields: content-addressed puts of any size, reads and ranges, the
-// minimum age and pins that keep a blob from removal, stillStored, sweeping and exports. Every title
+// minimum age and pins that keep a blob from removal, stillStored, sweeping and exports; and, through
+// the memory cache in front of it (CachedBlobStore), ranges of large blobs read by block. Every title
 // names the driver underneath.
 import crypto from 'node:crypto';
 import fsp from 'node:fs/promises';
@@ -10,6 +11,7 @@ import { Readable } from 'node:stream';
 import test, { type ExecutionContext } from 'ava';
 import { BlobNotFoundError, BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
 import { BlobSweeper } from '../../storage/blob-sweeper.ts';
+import { BLOCK_BYTES, CachedBlobStore } from '../../storage/cached-blob-store.ts';
 import { ContentStore, type ContentStoreOptions } from '../../storage/content-store.ts';
 import { type OpenedDriver, eachBlobDriver } from '../helpers/blob-drivers.ts';
 
@@ -89,6 +91,64 @@ for (const adapter of eachBlobDriver()) {
           }
         }
       }
+    },
+  );
+
+  contract(
+    'through the memory cache, a short range of a large blob is its bytes, read by block once: within a block, across blocks, to its last byte',
+    async (t, store) => {
+      const cached = new CachedBlobStore(store, 8 * 1024 * 1024);
+      const data = crypto.randomBytes(300 * 1024 + 7);
+      const blob = await store.put(body(data), data.length);
+      blob.unpin();
+      const last = data.length - 1;
+      const ranges = [
+        { start: 0, end: 0 },
+        { start: BLOCK_BYTES, end: 2 * BLOCK_BYTES - 1 },
+        { start: BLOCK_BYTES - 10, end: BLOCK_BYTES + 9 },
+        { start: last - 9, end: last },
+        { start: 4 * BLOCK_BYTES - 1, end: last },
+        { start: 0, end: 4 * BLOCK_BYTES - 1 },
+      ];
+      for (const range of ranges) {
+        const part = await cached.readRange(blob.sha256, data.length, range);
+        t.truthy(part, `${range.start}-${range.end}`);
+        if (part) sameBytes(t, part, data.subarray(range.start, range.end + 1), `${range.start}-${range.end}`);
+      }
+      // Every block is in memory now: reading them again asks the store nothing, even all at once.
+      const asked = store.requests;
+      const again = await Promise.all(ranges.map((range) => cached.readRange(blob.sha256, data.length, range)));
+      again.forEach((part, i) => {
+        const range = ranges[i]!;
+        if (part) sameBytes(t, part, data.subarray(range.start, range.end + 1), `again ${range.start}-${range.end}`);
+      });
+      t.is(store.requests, asked);
+    },
+  );
+
+  contract(
+    'through the memory cache, a block many ask for at once is read once; ranges that are long, or of small blobs, are left to streaming',
+    async (t, store) => {
+      const cached = new CachedBlobStore(store, 8 * 1024 * 1024);
+      const data = crypto.randomBytes(1024 * 1024);
+      const blob = await store.put(body(data), data.length);
+      blob.unpin();
+      const asked = store.requests;
+      const range = { start: 3 * BLOCK_BYTES + 5, end: 3 * BLOCK_BYTES + 500 };
+      const parts = await Promise.all(
+        Array.from({ length: 8 }, () => cached.readRange(blob.sha256, data.length, range)),
+      );
+      for (const part of parts) sameBytes(t, part ?? Buffer.alloc(0), data.subarray(range.start, range.end + 1));
+      t.true(store.requests - asked <= 1, `${store.requests - asked} requests for one block`);
+
+      t.is(await cached.readRange(blob.sha256, data.length, { start: 1, end: 4 * BLOCK_BYTES }), null, 'five blocks');
+      t.is(await cached.readRange(blob.sha256, data.length, { start: 0, end: data.length }), null, 'past the end');
+      const small = crypto.randomBytes(1000);
+      const smallBlob = await store.put(body(small), small.length);
+      smallBlob.unpin();
+      t.is(await cached.readRange(smallBlob.sha256, small.length, { start: 0, end: 9 }), null, 'a small blob');
+      const off = new CachedBlobStore(store, 0);
+      t.is(await off.readRange(blob.sha256, data.length, range), null, 'the cache is off');
     },
   );
 
