@@ -3,7 +3,7 @@
 // invalidated: a popular page costs the store one read, and reads the cache can answer still work
 // while the store does not. Of a larger blob, ranges are read in aligned blocks of BLOCK_BYTES, kept
 // in the same cache: a popular part of a large file (a range a viewer or player asks for again) costs
-// the store one read of its blocks. A block is kept only once all of its bytes have arrived.
+// the store one read of its blocks. A block is kept only once all the bytes of its read have arrived.
 import { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import type { ByteRange } from './blob-driver.ts';
@@ -14,10 +14,7 @@ export const CACHEABLE_BLOB_BYTES = 256 * 1024;
 /** A larger blob's block: block n holds bytes n × BLOCK_BYTES up to the next block or the blob's end. */
 export const BLOCK_BYTES = 64 * 1024;
 
-/**
- * The bytes of a stream, which must be exactly `bytes` of them, copied into a buffer of their own: a
- * chunk kept as it came could hold a larger buffer than the cache counts.
- */
+/** The bytes of a stream, which must be exactly `bytes` of them. */
 async function readExactly(stream: Readable, bytes: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let read = 0;
@@ -75,34 +72,47 @@ export class CachedBlobStore implements CachingBlobStore {
     const first = Math.floor(range.start / BLOCK_BYTES);
     const last = Math.floor(range.end / BLOCK_BYTES);
     if ((last - first + 1) * BLOCK_BYTES > CACHEABLE_BLOB_BYTES) return null;
-    const blocks: Array<Buffer | Promise<Buffer>> = [];
-    for (let block = first; block <= last; block++) blocks.push(this.#block(sha256, bytes, block));
-    const held = await Promise.all(blocks);
+    const held = await Promise.all(this.#blocks(sha256, bytes, first, last));
     const joined = held.length === 1 ? held[0]! : Buffer.concat(held);
     const from = range.start - first * BLOCK_BYTES;
     return joined.subarray(from, from + range.end - range.start + 1);
   }
 
-  /** A block of a larger blob: from memory, or read from the store once however many ask for it at once. */
-  #block(sha256: string, bytes: number, block: number): Buffer | Promise<Buffer> {
-    const key = `${sha256}/${block}`;
-    const cached = this.#cache!.get(key);
-    if (cached) return cached;
-    let reading = this.#reading.get(key);
-    if (!reading) {
-      const start = block * BLOCK_BYTES;
-      const end = Math.min(start + BLOCK_BYTES, bytes) - 1;
-      reading = this.#store
-        .stream(sha256, { start, end })
-        .then((stream) => readExactly(stream, end - start + 1))
-        .then((read) => {
-          this.#cache!.set(key, read);
-          return read;
-        })
-        .finally(() => this.#reading.delete(key));
-      this.#reading.set(key, reading);
+  /**
+   * Blocks `first` to `last` of a larger blob: from memory, or waiting for a read of them already under
+   * way; the others are read from the store in one ranged read, from the first of them to the last.
+   */
+  #blocks(sha256: string, bytes: number, first: number, last: number): Array<Buffer | Promise<Buffer>> {
+    const key = (block: number) => `${sha256}/${block}`;
+    const found = new Map<number, Buffer | Promise<Buffer>>();
+    const missing: number[] = [];
+    for (let block = first; block <= last; block++) {
+      const held = this.#cache!.get(key(block)) ?? this.#reading.get(key(block));
+      if (held) found.set(block, held);
+      else missing.push(block);
     }
-    return reading;
+    if (missing.length > 0) {
+      const from = missing[0]!;
+      const start = from * BLOCK_BYTES;
+      const end = Math.min((missing.at(-1)! + 1) * BLOCK_BYTES, bytes) - 1;
+      const read = this.#store.stream(sha256, { start, end }).then((stream) => readExactly(stream, end - start + 1));
+      for (const block of missing) {
+        const at = (block - from) * BLOCK_BYTES;
+        const reading = read
+          .then((span) => {
+            // Copied out of a span of several, so that evicting one block frees its memory.
+            const bytesOf = missing.length === 1 ? span : Buffer.from(span.subarray(at, at + BLOCK_BYTES));
+            this.#cache!.set(key(block), bytesOf);
+            return bytesOf;
+          })
+          .finally(() => this.#reading.delete(key(block)));
+        this.#reading.set(key(block), reading);
+        found.set(block, reading);
+      }
+    }
+    const blocks: Array<Buffer | Promise<Buffer>> = [];
+    for (let block = first; block <= last; block++) blocks.push(found.get(block)!);
+    return blocks;
   }
 
   async stream(sha256: string, range?: ByteRange): Promise<Readable> {

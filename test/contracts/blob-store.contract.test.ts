@@ -127,7 +127,7 @@ for (const adapter of eachBlobDriver()) {
   );
 
   contract(
-    'through the memory cache, a block many ask for at once is read once; ranges that are long, or of small blobs, are left to streaming',
+    'through the memory cache, a block many ask for at once is read once, and the blocks of a range in one read; ranges that are long, or of small blobs, are left to streaming',
     async (t, store) => {
       const cached = new CachedBlobStore(store, 8 * 1024 * 1024);
       const data = crypto.randomBytes(1024 * 1024);
@@ -140,6 +140,11 @@ for (const adapter of eachBlobDriver()) {
       );
       for (const part of parts) sameBytes(t, part ?? Buffer.alloc(0), data.subarray(range.start, range.end + 1));
       t.true(store.requests - asked <= 1, `${store.requests - asked} requests for one block`);
+      const across = { start: 6 * BLOCK_BYTES - 10, end: 7 * BLOCK_BYTES + 9 };
+      const before = store.requests;
+      const part = await cached.readRange(blob.sha256, data.length, across);
+      sameBytes(t, part ?? Buffer.alloc(0), data.subarray(across.start, across.end + 1), 'three blocks');
+      t.true(store.requests - before <= 1, `${store.requests - before} requests for three blocks`);
 
       t.is(await cached.readRange(blob.sha256, data.length, { start: 1, end: 4 * BLOCK_BYTES }), null, 'five blocks');
       t.is(await cached.readRange(blob.sha256, data.length, { start: 0, end: data.length }), null, 'past the end');
