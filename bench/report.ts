@@ -215,6 +215,21 @@ const MIB = 2 ** 20;
 /** Failed requests of a run: autocannon's errors (timeouts among them), non-2xx answers, failures in the warm-up. */
 const failedIn = (m: LoadResult) => m.errors + m.non2xx + m.warmupFailures;
 
+/** Warm hello against workerd: at least its req/s, and a p99 below its. */
+function againstWorkerd(r: BenchResults): Aim[] {
+  return [
+    ratioAim('warm hello-world function', 'workerd, same handler', r.workerd, 1.0, r),
+    below(
+      'warm hello-world function',
+      'workerd, same handler',
+      `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`,
+      r.workerd.berth.p99,
+      r.workerd.baseline.p99,
+      'ms',
+    ),
+  ];
+}
+
 /** The 10,000-site run: measured is the aim (what the figures mean is written in docs/benchmarks.md). */
 function largeRow(t: ManyTenantsResults): Aim {
   const l = t.large;
@@ -301,15 +316,7 @@ export function round3Aims(r: BenchResults): Aim[] {
       0.7,
       r,
     ),
-    ratioAim('warm hello-world function', 'workerd, same handler', r.workerd, 1.0, r),
-    below(
-      'warm hello-world function',
-      'workerd, same handler',
-      `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`,
-      r.workerd.berth.p99,
-      r.workerd.baseline.p99,
-      'ms',
-    ),
+    ...againstWorkerd(r),
     {
       path: 'outbound `fetch` from a function, through the egress proxy',
       baseline: 'a hello-world call, same load',
@@ -338,15 +345,7 @@ export function aims(r: BenchResults): Aim[] {
   const withinMemory = t.memory.treePss < r.machine.memoryGiB * 1024 * MIB;
   const m = t.memory;
   return [
-    ratioAim('warm hello-world function', 'workerd, same handler', r.workerd, 1.0, r),
-    below(
-      'warm hello-world function',
-      'workerd, same handler',
-      `p99, ${r.method.connections} connections (workerd's ${fmt(r.workerd.baseline.p99, 2)} ms)`,
-      r.workerd.berth.p99,
-      r.workerd.baseline.p99,
-      'ms',
-    ),
+    ...againstWorkerd(r),
     ratioAim('warm hello-world function', 'bare `deno serve`, same handler', r.hello, 0.2, r),
     ratioAim('1 KiB static file, logging on', 'bare Node `http`, bytes in memory', r.static1k, 0.6, r),
     ratioAim('function with one `ctx.db.first`', 'the hello-world function', r.dbFirst, 0.7, r),
