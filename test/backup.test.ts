@@ -592,7 +592,9 @@ test('a site database deleted and an export file gone while the backup runs are 
       .export.status;
   }
   // As a deletion does after removing the binding: the files go, while the metadata still lists them.
-  await fsp.rm(path.join(own.dataDir, 'sites', gone.id), { recursive: true, force: true });
+  // The site's database process and its replicator may still be writing there: the removal retries
+  // while a file appears in a folder it is emptying (ENOTEMPTY).
+  await fsp.rm(path.join(own.dataDir, 'sites', gone.id), { recursive: true, force: true, maxRetries: 10 });
   await removeExport(own.dataDir, exported.id);
 
   const root = await makeDataDir(t);
