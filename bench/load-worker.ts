@@ -176,7 +176,7 @@ const firstAnswers = new WeakMap<LoadTarget, Map<string, number>>();
 let answered: { host: string; at: number } | undefined;
 
 /** Latencies in a growing Float64Array. */
-class Samples {
+export class Samples {
   values: Float64Array;
   count = 0;
   constructor(capacity = 1 << 12) {

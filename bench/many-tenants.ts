@@ -30,7 +30,7 @@ import {
   type Server,
   watchServer,
 } from './harness.ts';
-import type { Latencies, LoadResult, LoadTarget } from './load-worker.ts';
+import { type Latencies, type LoadResult, type LoadTarget, Samples } from './load-worker.ts';
 import type { Comparison } from './report.ts';
 
 export interface WorkerMemory {
@@ -214,15 +214,9 @@ async function startCost(o: Options, hosts: string[]): Promise<StartCost> {
   };
 }
 
-function latencies(values: number[]): Latencies {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? NaN;
-  return { n: sorted.length, p50: at(50), p99: at(99), max: sorted[sorted.length - 1] ?? NaN };
-}
-
 /** Every site's first call, `concurrent` at a time. */
 async function coldStorm(o: Options, hosts: string[]): Promise<ColdStorm> {
-  const firstCalls: number[] = [];
+  const firstCalls = new Samples();
   let failed = 0;
   const started = performance.now();
   await eachAtOnce(hosts, o.stormConcurrency, async (host) => {
@@ -236,7 +230,7 @@ async function coldStorm(o: Options, hosts: string[]): Promise<ColdStorm> {
     sites: hosts.length,
     concurrent: o.stormConcurrency,
     seconds: (performance.now() - started) / 1000,
-    firstCall: latencies(firstCalls),
+    firstCall: firstCalls.summary(),
     failed,
   };
 }
@@ -296,13 +290,13 @@ async function largeRun(o: Options, existing: Tenant[], target: (label: string, 
   o.berth.server.checkAlive();
   const load = { ...report.results[0]!, serverCpuShare: watched.cpu };
   o.noteFailures(load);
-  const started2 = (await workersStarted(o)) - before;
+  const starts = (await workersStarted(o)) - before;
   const memory = treeMemory(o.berth.server);
   const run: LargeRun = {
     sites: hosts.length,
     setupSeconds,
     load,
-    workersStarted: started2,
+    workersStarted: starts,
     ...memory,
     serverRss: rssBytes(o.berth.server.pid) ?? NaN,
   };
