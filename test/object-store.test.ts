@@ -468,6 +468,20 @@ s3test(
     const read = await berth.owner.read.get(url, { responseType: 'buffer' });
     t.is(read.statusCode, 200);
     t.deepEqual(read.body, body);
+    // The transaction that waited too long kept nothing: the bytes count for the one version committed.
+    const db = berth.berth.deps.db;
+    t.deepEqual(
+      await db('account_blobs')
+        .where({ account_id: berth.owner.id, blob_sha256: sha256(body) })
+        .pluck('versions'),
+      [1],
+    );
+    t.deepEqual(
+      await db('file_versions')
+        .where({ blob_sha256: sha256(body) })
+        .pluck('bytes'),
+      [1024],
+    );
   },
 );
 

@@ -1,10 +1,12 @@
 // The change feed: how every server of an instance learns that something it may have cached changed.
-// A service publishes a change once its transaction has committed; the publishing process applies it
-// to its own caches at once (so it reads its own writes), and every other process within a moment
-// through PostgreSQL's LISTEN/NOTIFY on one channel (postgres/changes.ts). Whenever changes may have
-// been missed (the listening connection was lost), subscribers are told to resync: to forget
-// everything they cached. On SQLite the feed stays in the process (LocalChangeFeed): one server owns
-// meta.sqlite, by the data dir's lock, so no other process caches what it changes.
+// A service publishes a change once its transaction has committed, or with the transaction itself;
+// the publishing process applies it to its own caches once committed (so it reads its own writes), and
+// every other process within a moment through PostgreSQL's LISTEN/NOTIFY on one channel
+// (postgres/changes.ts). Whenever changes may have been missed (the listening connection was lost),
+// subscribers are told to resync: to forget everything they cached. On SQLite the feed stays in the
+// process (LocalChangeFeed): one server owns meta.sqlite, by the data dir's lock, so no other process
+// caches what it changes.
+import type { HotTx } from './hot-sql.ts';
 
 /** What changed; subscribers forget what they cached about it. */
 export type Change =
@@ -32,6 +34,12 @@ export interface ChangeListener {
 export interface ChangeFeed {
   /** Applies the change here, then tells the other processes; resolves once it is sent. */
   publish(change: Change): Promise<void>;
+  /**
+   * Publishes the change with the write `tx`: the other processes hear of it when it commits, never if
+   * it rolls back (PostgreSQL delivers a NOTIFY sent in a transaction at its commit), and this process
+   * applies it once committed, before the write resolves. A write that cannot tell does not commit.
+   */
+  publishWith(tx: HotTx, change: Change): void;
   subscribe(listener: ChangeListener): void;
   close(): Promise<void>;
 }
@@ -59,6 +67,10 @@ export class LocalChangeFeed implements ChangeFeed {
 
   async publish(change: Change): Promise<void> {
     this.#local.apply(change);
+  }
+
+  publishWith(tx: HotTx, change: Change): void {
+    tx.afterCommit(() => this.#local.apply(change));
   }
 
   subscribe(listener: ChangeListener): void {

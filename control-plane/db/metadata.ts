@@ -12,7 +12,7 @@ import type { HotSql } from './hot-sql.ts';
 import { type ChangeFeed, LocalChangeFeed } from './changes.ts';
 import { PostgresChanges } from './postgres/changes.ts';
 import { migrateToLatest } from './schema.ts';
-import { connectOnce, describeUrl, openPostgresKnex, openPostgresPool } from './postgres/connection.ts';
+import { connectOnce, describeUrl, openPostgresKnex, openPostgresPool, types } from './postgres/connection.ts';
 import { PostgresHotSql } from './postgres/hot-sql.ts';
 import { metaDbPath, openSqliteKnex } from './sqlite/connection.ts';
 import { SqliteHotSql } from './sqlite/hot-sql.ts';
@@ -146,7 +146,7 @@ async function openPostgres(url: string, poolSize: number, options: OpenOptions)
     deadlines: options.deadlines ?? false,
   });
   const db = openPostgresKnex(pool);
-  const hot = new PostgresHotSql(pool);
+  const hot = new PostgresHotSql(pool, types);
   const knexQueries = countKnex(db);
   return {
     shared: true,

@@ -41,6 +41,21 @@ export async function requireBucket(deps: Pick<Deps, 'hotSql'>, actor: Actor, id
   return row;
 }
 
+/**
+ * requireBucket for a file write, answered from memory once the bucket was found the actor's: a bucket
+ * never moves to another account and is never deleted, so what was found stays true. (A write to a
+ * bucket that were gone would still fail where it commits: its file row's foreign key.)
+ */
+export async function requireBucketForWrite(
+  deps: Pick<Deps, 'hotSql' | 'hostingCache'>,
+  actor: Actor,
+  id: string,
+): Promise<void> {
+  if (deps.hostingCache.bucketAccount(id) === actor.accountId) return;
+  await requireBucket(deps, actor, id);
+  deps.hostingCache.rememberBucketAccount(id, actor.accountId);
+}
+
 export async function listBuckets(deps: Deps, actor: Actor, accountId: string, page: PageRequest) {
   await requireOwnAccount(deps, actor, accountId);
   const query = deps

@@ -4,8 +4,8 @@
 import { Readable } from 'node:stream';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
-import type { HotTx } from '../db/hot-sql.ts';
-import { requireBucket } from './buckets.ts';
+import { type HotTx, type Statement, lockingStatement, statement } from '../db/hot-sql.ts';
+import { requireBucket, requireBucketForWrite } from './buckets.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import {
   FILE_COLUMNS,
@@ -20,7 +20,7 @@ import {
 import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
-import { type Reservation, chargeVersion, releaseVersion } from './storage-quota.ts';
+import { type Reservation, chargeStatements, chargeVersion, checkCharge, releaseVersion } from './storage-quota.ts';
 import { lockSite, pinnedVersionsQuery, recordFileChange } from './site-history.ts';
 import { siteOfBucket } from './site-rows.ts';
 
@@ -117,7 +117,7 @@ export async function writeFile(
   rawPath: string,
   input: WriteFileInput,
 ): Promise<WriteFileResult> {
-  await requireBucket(deps, actor, bucketId);
+  await requireBucketForWrite(deps, actor, bucketId);
   const path = normalizeFilePath(rawPath);
   assertWritablePath(path);
   const contentType = checkContentType(input.contentType);
@@ -156,12 +156,19 @@ export async function writeFile(
 /** How many times a write's transaction may wait past the time its blob is kept for, each time asking again. */
 const COMMIT_ATTEMPTS = 3;
 
+/** Thrown in a write's transaction that waited past the time its blob is kept for: it rolls back whole. */
+class NotKept extends Error {}
+
 /**
  * Commits a stored blob as the file's new version. The store is asked whether the blob is still there
  * before the transaction, never in it: on an object store that may be a request, and the transaction
  * holds the file's row (on SQLite, the one write lock) until it commits. Between the question and the
  * commit the pin keeps this process's sweeper off the blob, and its age other servers': a transaction
  * that waited for its turn past that commits nothing, and the store is asked again.
+ *
+ * The transaction is two round trips on PostgreSQL: one batch takes its locks and counts the bytes,
+ * then the rows that follow from what it found go with the COMMIT, and so does the change's
+ * notification, so every other server hears of the write exactly when it commits.
  */
 async function commitWrite(
   deps: Deps,
@@ -172,7 +179,8 @@ async function commitWrite(
   ifMatch: string | null | undefined,
   stored: PinnedBlob,
 ): Promise<{ fileId: string; versionId: string; bytes: number }> {
-  const site = await historyOf(deps, bucketId, path);
+  // A site's history records every change of its files but data/, its functions' own data.
+  const history = !path.startsWith('data/');
   for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
     // The sweeper may have removed a blob this write found stored already (see storage/blob-sweeper.ts).
     if (!(await deps.blobs.stillStored(stored)))
@@ -181,42 +189,50 @@ async function commitWrite(
         'the stored bytes of this write were removed before it completed; send it again',
       );
     const now = timestamp(deps);
-    const committed = await deps.hotSql.write(async (sql) => {
-      // A site's changes take turns on its row (its history is numbered in order), then the file's.
-      if (site) await lockSite(sql, site.id);
-      // The file's row is locked for the rest of the transaction: writers of one path take turns, so
-      // If-Match and the version numbers hold under concurrent writes on any backend.
-      let file = await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path);
-      if (ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, ifMatch, 'If-Match');
-      // Waited past the time the blob is kept for: another server's sweeper may remove it before the commit.
-      if (!deps.blobs.keeps(stored)) return undefined;
-      if (!file) {
-        // A concurrent first write of the same path may insert it first: then this one continues it.
-        await sql.run(
-          'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?) ON CONFLICT (bucket_id, path) DO NOTHING',
-          newId(),
-          bucketId,
-          path,
-          now,
-          now,
+    const committed = await deps.hotSql
+      .write(async (sql) => {
+        // Locks in the one order every writer takes them. The site's row, if the bucket has a site: its
+        // changes take turns (its history is numbered in order). Then the file's row, made if missing (a
+        // concurrent first write of the path may make it first: then this one continues it): writers of
+        // one path take turns, so If-Match and the version numbers hold under concurrent writes on any
+        // backend. Last the blob's and the account's rows, which count the bytes (chargeVersion).
+        const found = await sql.batch({
+          site: history ? lockingStatement(SITE_OF_BUCKET, bucketId) : undefined,
+          file:
+            typeof ifMatch === 'string'
+              ? lockingStatement(FILE_AT_PATH, bucketId, path)
+              : statement(FILE_FOR_WRITE, newId(), bucketId, path, now, now),
+          ...chargeStatements(deps.config, actor.accountId, stored.sha256, stored.bytes),
+        });
+        // Missing only when If-Match names a version, which then fails.
+        const file = found.file.rows[0] as FileRow;
+        if (ifMatch !== undefined) assertExpectedVersion(file?.current_version_id ?? null, ifMatch, 'If-Match');
+        // Waited past the time the blob is kept for: another server's sweeper may remove it before the commit.
+        if (!deps.blobs.keeps(stored)) throw new NotKept();
+        await checkCharge(sql, deps.config, actor.accountId, stored.bytes, found);
+        const versionId = newId();
+        sql.commitWith(
+          versionStatement(file.id, versionId, {
+            blob_sha256: stored.sha256,
+            bytes: stored.bytes,
+            content_type: contentType,
+            restored_from_version_id: null,
+            created_at: now,
+          }),
+          statement(MAKE_CURRENT, versionId, now, file.id),
         );
-        file = (await sql.getForUpdate<FileRow>(FILE_AT_PATH, bucketId, path))!;
-      }
-      const versionId = await insertVersion(sql, file.id, {
-        blob_sha256: stored.sha256,
-        bytes: stored.bytes,
-        content_type: contentType,
-        restored_from_version_id: null,
-        created_at: now,
+        const site = found.site.rows[0] as { id: string } | undefined;
+        if (site) {
+          const version = { id: versionId, sha256: stored.sha256, bytes: stored.bytes, contentType };
+          recordFileChange(sql, site.id, actor, { path, version }, timestamp(deps));
+        }
+        deps.changes.publishWith(sql, { kind: 'file', bucketId, path });
+        return { fileId: file.id, versionId, bytes: stored.bytes };
+      })
+      .catch((err: unknown) => {
+        if (err instanceof NotKept) return undefined;
+        throw err;
       });
-      await makeCurrent(sql, file.id, versionId, now);
-      if (site) {
-        const version = { id: versionId, sha256: stored.sha256, bytes: stored.bytes, contentType };
-        await recordFileChange(sql, site.id, actor, { path, version }, timestamp(deps));
-      }
-      await chargeVersion(sql, deps.config, actor.accountId, stored.sha256, stored.bytes);
-      return { fileId: file.id, versionId, bytes: stored.bytes };
-    });
     if (committed) return committed;
   }
   throw new BerthError(
@@ -233,7 +249,6 @@ async function afterWrite(
   contentType: string,
   result: { fileId: string; versionId: string; bytes: number },
 ): Promise<WriteFileResult> {
-  await deps.changes.publish({ kind: 'file', bucketId, path });
   const deployment = await syncRuntimeSource(deps, bucketId, path);
   return {
     id: result.fileId,
@@ -257,6 +272,15 @@ async function historyOf(deps: Deps, bucketId: string, path: string) {
 
 const FILE_AT_PATH = `SELECT ${FILE_COLUMNS} FROM files WHERE bucket_id = ? AND path = ?`;
 
+/**
+ * The file's row at a path, inserted if missing; an existing one is updated to what it holds, which
+ * locks it until the transaction ends as FOR UPDATE would. Either way it answers the row.
+ */
+const FILE_FOR_WRITE = `INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)
+  ON CONFLICT (bucket_id, path) DO UPDATE SET updated_at = files.updated_at RETURNING ${FILE_COLUMNS}`;
+
+const SITE_OF_BUCKET = 'SELECT id FROM sites WHERE bucket_id = ?';
+
 /** A body's chunks as they are read, each reserved against the account's quota before it is passed on. */
 async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncGenerator<Buffer> {
   for await (const chunk of body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
@@ -266,13 +290,8 @@ async function* reservedAsRead(body: Readable, reservation: Reservation): AsyncG
 }
 
 /** The file's next version, numbered after its last in the same statement (the file's row is locked). */
-export async function insertVersion(
-  sql: HotTx,
-  fileId: string,
-  fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>,
-): Promise<string> {
-  const id = newId();
-  await sql.run(
+function versionStatement(fileId: string, id: string, fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>): Statement {
+  return statement(
     `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
      VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
     id,
@@ -284,11 +303,24 @@ export async function insertVersion(
     fields.created_at,
     fileId,
   );
+}
+
+/** Inserts the file's next version (see versionStatement); its id. */
+export async function insertVersion(
+  sql: HotTx,
+  fileId: string,
+  fields: Omit<VersionRow, 'id' | 'file_id' | 'seq'>,
+): Promise<string> {
+  const id = newId();
+  const insert = versionStatement(fileId, id, fields);
+  await sql.run(insert.sql, ...insert.params);
   return id;
 }
 
+const MAKE_CURRENT = 'UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?';
+
 export const makeCurrent = (sql: HotTx, fileId: string, versionId: string, now: string) =>
-  sql.run('UPDATE files SET current_version_id = ?, updated_at = ? WHERE id = ?', versionId, now, fileId);
+  sql.run(MAKE_CURRENT, versionId, now, fileId);
 
 /** Deletes the file at `path`: it disappears from listings and hosting; its history is kept. */
 export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, rawPath: string) {
@@ -304,7 +336,7 @@ export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, raw
       bucketId,
       path,
     );
-    if (changes > 0 && site) await recordFileChange(sql, site.id, actor, { path, version: null }, timestamp(deps));
+    if (changes > 0 && site) recordFileChange(sql, site.id, actor, { path, version: null }, timestamp(deps));
     return changes;
   });
   if (changed === 0) throw notFound('file');
@@ -377,7 +409,7 @@ export async function restoreFile(
     await makeCurrent(sql, fileId, id, now);
     if (site) {
       const version = { id, sha256: source.blob_sha256, bytes: source.bytes, contentType: source.content_type };
-      await recordFileChange(sql, site.id, actor, { path: file.path, version }, timestamp(deps));
+      recordFileChange(sql, site.id, actor, { path: file.path, version }, timestamp(deps));
     }
     // The account references the old version's blob already, so a restore never needs quota.
     await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);

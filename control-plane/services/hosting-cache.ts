@@ -1,7 +1,8 @@
 // In-memory lookups for the hosting hot path. Every change to sites, files, functions and databases is
 // published on the change feed (db/changes.ts), which calls forget* here at once for a change of this
 // process and within a moment for another server's, and clear() when changes may have been missed. A
-// generation counter keeps a lookup that raced with a write from storing what it read before it.
+// generation counter keeps a lookup that raced with a write from storing what it read before it. Which
+// account a bucket belongs to never changes: file writes check it here first.
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { SiteRow } from '../db/site-row.ts';
@@ -77,6 +78,8 @@ export class HostingCache implements ChangeListener {
   #files = new Grouped<CachedWebFile | null>();
   /** The newest generation of each bucket a lookup has read from the metadata (bucket_generations). */
   #bucketGenerations = new Map<string, number>();
+  /** Each bucket's account, once a write found it: buckets never change account and are never deleted. */
+  #bucketAccounts = new Map<string, string>();
   #generation = 0;
 
   /** Marks the start of a lookup; pass the result to the matching remember* call. */
@@ -101,6 +104,15 @@ export class HostingCache implements ChangeListener {
   rememberFile(generation: number, bucketId: string, path: string, file: CachedWebFile | null): void {
     if (generation !== this.#generation) return;
     this.#files.set(bucketId, path, file);
+  }
+
+  bucketAccount(bucketId: string): string | undefined {
+    return this.#bucketAccounts.get(bucketId);
+  }
+
+  rememberBucketAccount(bucketId: string, accountId: string): void {
+    if (this.#bucketAccounts.size >= MAX_ENTRIES) this.#bucketAccounts.clear();
+    this.#bucketAccounts.set(bucketId, accountId);
   }
 
   fn(siteId: string, name: string): Deployment | null | undefined {
@@ -196,6 +208,7 @@ export class HostingCache implements ChangeListener {
   clear(): void {
     this.#generation++;
     this.#bucketGenerations.clear();
+    this.#bucketAccounts.clear();
     this.#sites.clear();
     this.#siteRows.clear();
     this.#functions.clear();

@@ -4,7 +4,7 @@
 // it. A write through the file API is recorded here in its own transaction, as a one-file deployment.
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import type { HotTx } from '../db/hot-sql.ts';
+import { type HotTx, statement } from '../db/hot-sql.ts';
 import type { Actor, Deps } from './deps.ts';
 
 export type DeploymentKind = 'DEPLOY' | 'FILE' | 'PROMOTE' | 'RESTORE' | 'BASELINE';
@@ -61,38 +61,34 @@ export interface FileChange {
 
 /**
  * Records one write, delete or restore through the file API as a published one-file deployment, in the
- * transaction that made it. The caller holds the site's row lock (lockSite), taken before the file's.
+ * transaction that made it: sent with its commit, numbered after the site's last deployment there. The
+ * caller holds the site's row lock (lockSite), taken before the file's, so the number is the next one.
  */
-export async function recordFileChange(
-  sql: HotTx,
-  siteId: string,
-  actor: Actor,
-  change: FileChange,
-  now: string,
-): Promise<void> {
+export function recordFileChange(sql: HotTx, siteId: string, actor: Actor, change: FileChange, now: string): void {
   const id = crypto.randomUUID();
-  const seq = await nextSeq(sql, siteId);
-  await sql.run(
-    `INSERT INTO deployments (id, site_id, short_id, kind, status, prune, message, author, created_at, published_at, seq, file_count, bytes)
-     VALUES (?, ?, ?, 'FILE', 'PUBLISHED', ?, NULL, ?, ?, ?, ?, 1, ?)`,
-    id,
-    siteId,
-    newShortId(),
-    0,
-    authorOf(actor),
-    now,
-    now,
-    seq,
-    change.version?.bytes ?? 0,
-  );
-  await sql.run(
-    'INSERT INTO deployment_files (deployment_id, path, sha256, bytes, content_type, version_id) VALUES (?, ?, ?, ?, ?, ?)',
-    id,
-    change.path,
-    change.version?.sha256 ?? null,
-    change.version?.bytes ?? 0,
-    change.version?.contentType ?? null,
-    change.version?.id ?? null,
+  sql.commitWith(
+    statement(
+      `INSERT INTO deployments (id, site_id, short_id, kind, status, prune, message, author, created_at, published_at, seq, file_count, bytes)
+       VALUES (?, ?, ?, 'FILE', 'PUBLISHED', ?, NULL, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployments WHERE site_id = ?), 1, ?)`,
+      id,
+      siteId,
+      newShortId(),
+      0,
+      authorOf(actor),
+      now,
+      now,
+      siteId,
+      change.version?.bytes ?? 0,
+    ),
+    statement(
+      'INSERT INTO deployment_files (deployment_id, path, sha256, bytes, content_type, version_id) VALUES (?, ?, ?, ?, ?, ?)',
+      id,
+      change.path,
+      change.version?.sha256 ?? null,
+      change.version?.bytes ?? 0,
+      change.version?.contentType ?? null,
+      change.version?.id ?? null,
+    ),
   );
 }
 

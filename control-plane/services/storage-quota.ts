@@ -12,7 +12,7 @@
 import { BerthError, notFound } from '../errors.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Config } from '../config.ts';
-import type { HotSql, HotTx } from '../db/hot-sql.ts';
+import { type HotSql, type HotTx, type Param, type Statement, type StatementResult, statement } from '../db/hot-sql.ts';
 import type { Plan } from './plans.ts';
 import type { Store } from './deps.ts';
 
@@ -54,14 +54,73 @@ export function quotaExceeded(usage: { usedBytes: number; limitBytes: number }, 
 /** What a statement compares usage with for an account without a limit. */
 const NO_LIMIT = Number.MAX_SAFE_INTEGER;
 
+/** The limit a statement reads from an account's row: storageLimit's rule, NO_LIMIT for none. */
+function limitOfRow(config: Pick<Config, 'accountStorageBytes'>): { sql: string; params: Param[] } {
+  const unlimited = [...UNLIMITED_PLANS];
+  return {
+    sql: `CASE WHEN storage_limit_bytes IS NOT NULL THEN storage_limit_bytes WHEN plan IN (${unlimited.map(() => '?').join(', ')}) THEN ? ELSE ? END`,
+    params: [...unlimited, NO_LIMIT, config.accountStorageBytes],
+  };
+}
+
+/**
+ * The statements that count a new version of `sha256` against the account, for a batch of the
+ * transaction that inserts it (see chargeVersion, and checkCharge for what their answers mean).
+ */
+export function chargeStatements(
+  config: Pick<Config, 'accountStorageBytes'>,
+  accountId: string,
+  sha256: string,
+  bytes: number,
+): { held: Statement; charged: Statement } {
+  const limit = limitOfRow(config);
+  return {
+    held: statement(
+      'INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1) ON CONFLICT (account_id, blob_sha256) DO UPDATE SET versions = account_blobs.versions + 1 RETURNING versions',
+      accountId,
+      sha256,
+      bytes,
+    ),
+    // Only the blob's first version adds its bytes, and only within the limit, checked on the row as
+    // the statement holds it.
+    charged: statement(
+      `UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ? AND (SELECT versions FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?) = 1 AND storage_used_bytes + ? <= ${limit.sql}`,
+      bytes,
+      accountId,
+      accountId,
+      sha256,
+      bytes,
+      ...limit.params,
+    ),
+  };
+}
+
+/** Throws quota_exceeded when chargeStatements found the blob new to the account and no room for it. */
+export async function checkCharge(
+  sql: HotTx,
+  config: Pick<Config, 'accountStorageBytes'>,
+  accountId: string,
+  bytes: number,
+  answers: { held: StatementResult; charged: StatementResult },
+): Promise<void> {
+  const held = answers.held.rows[0] as { versions: number };
+  if (held.versions > 1 || answers.charged.changes > 0) return;
+  const account = (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!;
+  throw quotaExceeded(
+    { usedBytes: account.storage_used_bytes, limitBytes: storageLimit(config, account) ?? NO_LIMIT },
+    bytes,
+  );
+}
+
 /**
  * Counts a new version of `sha256` against the account, inside the transaction that inserts it: a blob
  * the account already references costs nothing; a new one is refused past the limit. Writers of one
  * blob take turns on its `account_blobs` row, so only the first counts its bytes. Writers of new blobs
  * take turns on the account's row, which the one statement that adds their bytes locks until the
  * commit and which checks the limit itself: two cannot both fit in the last free space. Call it last
- * before the commit, so that the account's writes wait on each other as briefly as can be. Locks are
- * taken in one order everywhere (a file, a blob of the account, the account), so writers never deadlock.
+ * before the commit (or send it with the transaction's last statements it waits for), so that the
+ * account's writes wait on each other as briefly as can be. Locks are taken in one order everywhere (a
+ * file, a blob of the account, the account), so writers never deadlock.
  */
 export async function chargeVersion(
   sql: HotTx,
@@ -70,25 +129,8 @@ export async function chargeVersion(
   sha256: string,
   bytes: number,
 ): Promise<void> {
-  const held = await sql.get<{ versions: number }>(
-    'INSERT INTO account_blobs (account_id, blob_sha256, bytes, versions) VALUES (?, ?, ?, 1) ON CONFLICT (account_id, blob_sha256) DO UPDATE SET versions = account_blobs.versions + 1 RETURNING versions',
-    accountId,
-    sha256,
-    bytes,
-  );
-  if (held!.versions > 1) return;
-  const limit = storageLimit(config, (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!);
-  const charged = await sql.run(
-    'UPDATE accounts SET storage_used_bytes = storage_used_bytes + ? WHERE id = ? AND storage_used_bytes + ? <= ?',
-    bytes,
-    accountId,
-    bytes,
-    limit ?? NO_LIMIT,
-  );
-  if (charged.changes === 0) {
-    const account = (await sql.get<QuotaRow>(ACCOUNT_QUOTA, accountId))!;
-    throw quotaExceeded({ usedBytes: account.storage_used_bytes, limitBytes: limit ?? NO_LIMIT }, bytes);
-  }
+  const answers = await sql.batch(chargeStatements(config, accountId, sha256, bytes));
+  await checkCharge(sql, config, accountId, bytes, answers);
 }
 
 /** Uncounts a deleted version, inside the transaction that deletes it; returns the bytes it freed. */

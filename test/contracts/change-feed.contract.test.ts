@@ -1,5 +1,6 @@
 // The change feed (control-plane/db/changes.ts) on every metadata backend this process can reach:
 // what a server publishes once committed reaches its own listeners before publish resolves, in order;
+// what it publishes with a write reaches them once the write has committed, and never if it rolls back;
 // on PostgreSQL it also reaches every other server sharing the metadata (LISTEN/NOTIFY), once, and a
 // server whose listening connection is lost is told to resync. On SQLite it stays in the process.
 import test, { type ExecutionContext } from 'ava';
@@ -118,6 +119,45 @@ for (const backend of eachMetadataBackend()) {
       servers.map(() => null),
       'the committed write is what each reads',
     );
+  });
+
+  test(`${name} a change published with a write reaches every server once the write commits, and nobody when it rolls back`, async (t) => {
+    const opened = await open(t, backend);
+    const { db, hot } = opened.metadata;
+    const site = await seedSite(db);
+    const { fileId } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+    const feed = await feedOf(t, opened.metadata);
+    const here = new Heard();
+    feed.subscribe(here);
+    const other = backend.name === 'postgres' ? await feedOf(t, await opened.another()) : undefined;
+    const there = new Heard();
+    other?.subscribe(there);
+
+    const written = file('a.txt');
+    let heardInWork: Array<Change | 'resync'> | undefined;
+    await hot.write(async (tx) => {
+      await tx.run('UPDATE files SET current_version_id = NULL WHERE id = ?', fileId);
+      feed.publishWith(tx, written);
+      heardInWork = [...here.events];
+    });
+    t.deepEqual(heardInWork, [], 'nobody hears of the write before it commits');
+    t.deepEqual(here.events, [written], 'this server has heard of it once the write resolves');
+
+    const refused = new Error('the work gives up');
+    await t.throwsAsync(
+      hot.write(async (tx) => {
+        await tx.run('UPDATE files SET current_version_id = NULL WHERE id = ?', fileId);
+        feed.publishWith(tx, file('rolled-back.txt'));
+        throw refused;
+      }),
+      { is: refused },
+    );
+    await feed.publish(file('after.txt'));
+    t.deepEqual(here.events, [written, file('after.txt')], 'a write that rolled back published nothing');
+    if (other) {
+      await until(() => there.events.length >= 2, 'the other server hearing both');
+      t.deepEqual(there.events, [written, file('after.txt')], 'the other server heard the committed write only');
+    }
   });
 
   if (backend.name === 'sqlite') {

@@ -1,15 +1,17 @@
 // The hot statements' port (control-plane/db/hot-sql.ts), held to one contract on every adapter this
 // process can reach: the lookups every request runs, as the services run them; a write as one
 // transaction, durable when it resolves and rolled back whole when it fails; what `run` counts when a
-// conditional statement loses; and getForUpdate making two writers of one row take turns, whether the
-// second waits on the row (PostgreSQL) or on the one writer (SQLite).
+// conditional statement loses; getForUpdate (and a batch's locking statement) making two writers of one
+// row take turns, whether the second waits on the row (PostgreSQL) or on the one writer (SQLite); a
+// batch run in order as one round trip, the statements left for the commit sent with it, and what the
+// port counts as round trips.
 import crypto from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import type { Knex } from 'knex';
 import { BerthError } from '../../control-plane/errors.ts';
 import { DEFAULTS } from '../../control-plane/config.ts';
 import { isUniqueViolation } from '../../control-plane/db/errors.ts';
-import type { HotTx } from '../../control-plane/db/hot-sql.ts';
+import { type HotTx, lockingStatement, statement } from '../../control-plane/db/hot-sql.ts';
 import type { Actor } from '../../control-plane/services/deps.ts';
 import { requireBucket } from '../../control-plane/services/buckets.ts';
 import { requireDatabase } from '../../control-plane/services/databases.ts';
@@ -454,6 +456,229 @@ for (const backend of eachMetadataBackend()) {
     const fileId = await first;
     t.is(await second, fileId);
     t.deepEqual(await seqs(db, fileId), [1, 2]);
+  });
+
+  test(`${name} a batch runs its statements in the order of their names as one round trip, each seeing those before it`, async (t) => {
+    const { metadata } = await open(t, backend);
+    const { db, hot } = metadata;
+    const site = await seedSite(db);
+    const { fileId, versionIds } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+    const now = new Date().toISOString();
+    const newId = crypto.randomUUID();
+    const before = hot.roundTrips;
+    const answers = await hot.write((tx) =>
+      tx.batch({
+        made: statement(
+          `INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?) RETURNING ${FILE_COLUMNS}`,
+          newId,
+          site.bucketId,
+          'b.txt',
+          now,
+          now,
+        ),
+        skipped: undefined,
+        counted: statement('SELECT COUNT(id) AS n FROM files WHERE bucket_id = ?', site.bucketId),
+        moved: statement(
+          'UPDATE files SET updated_at = ? WHERE bucket_id = ? AND current_version_id IS NULL',
+          now,
+          site.bucketId,
+        ),
+        locked: lockingStatement(FILE_BY_ID, fileId),
+      }),
+    );
+    t.is(hot.roundTrips - before, 2, 'the batch, and the commit');
+    t.deepEqual(Object.keys(answers), ['made', 'skipped', 'counted', 'moved', 'locked']);
+    t.like(answers.made.rows[0], { id: newId, path: 'b.txt', current_version_id: null });
+    t.is(answers.made.changes, 1);
+    t.deepEqual(answers.skipped, { rows: [], changes: 0 }, 'a statement left out reads as nothing');
+    t.deepEqual(answers.counted.rows, [{ n: 2 }], 'the count sees the row inserted before it');
+    t.is(answers.moved.changes, 1, 'the update meets the row inserted before it');
+    t.like(answers.locked.rows[0], { id: fileId, current_version_id: versionIds[0] });
+    t.like(await hot.get<FileRow>(FILE_BY_ID, newId), { path: 'b.txt' });
+  });
+
+  test(`${name} the first statement of a batch that fails rejects it with its error, and nothing of the write is kept`, async (t) => {
+    const { metadata } = await open(t, backend);
+    const { db, hot } = metadata;
+    const site = await seedSite(db);
+    await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+    const now = new Date().toISOString();
+    const insert = (id: string, path: string) =>
+      statement(
+        'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)',
+        id,
+        site.bucketId,
+        path,
+        now,
+        now,
+      );
+    const [first, after] = [crypto.randomUUID(), crypto.randomUUID()];
+    let ranOn = false;
+    const refused = await t.throwsAsync(
+      hot.write(async (tx) => {
+        await tx.batch({
+          first: insert(first, 'b.txt'),
+          duplicate: insert(crypto.randomUUID(), 'a.txt'),
+          after: insert(after, 'c.txt'),
+        });
+        ranOn = true;
+      }),
+    );
+    t.true(isUniqueViolation(refused), `a unique violation: ${String(refused)}`);
+    t.false(ranOn, 'the work stops at the failed batch');
+    t.is(await hot.get(FILE_BY_ID, first), undefined, 'the statement before the failure is rolled back');
+    t.is(await hot.get(FILE_BY_ID, after), undefined, 'the statement after it changed nothing');
+    t.is(
+      await hot.write((tx) => tx.get('SELECT id FROM files WHERE id = ?', 'none')),
+      undefined,
+      'the next write runs',
+    );
+  });
+
+  test(`${name} statements left for the commit run after the rest, with the commit; one that fails rolls the write back, and what runs after a commit runs only then`, async (t) => {
+    const { metadata } = await open(t, backend);
+    const { db, hot } = metadata;
+    const site = await seedSite(db);
+    const { fileId } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+    const version = (text: string) =>
+      statement(
+        `INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq)
+         VALUES (?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM file_versions WHERE file_id = ?))`,
+        crypto.randomUUID(),
+        fileId,
+        sha256(text),
+        text.length,
+        'text/plain',
+        null,
+        new Date().toISOString(),
+        fileId,
+      );
+    const events: string[] = [];
+    const before = hot.roundTrips;
+    await hot.write(async (tx) => {
+      tx.commitWith(version('last'));
+      tx.afterCommit(() => events.push('after commit'));
+      await addVersion(tx, fileId, 'second');
+      events.push('work done');
+    });
+    events.push('write resolved');
+    t.is(hot.roundTrips - before, 3, 'two statements awaited, and the commit with the statement left for it');
+    t.deepEqual(events, ['work done', 'after commit', 'write resolved']);
+    t.deepEqual(
+      await db('file_versions').where({ file_id: fileId }).orderBy('seq').pluck('bytes'),
+      [3, 6, 4],
+      'the statement left for the commit ran after the work’s own',
+    );
+
+    const duplicate = statement(
+      'INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      crypto.randomUUID(),
+      fileId,
+      sha256('dup'),
+      3,
+      'text/plain',
+      null,
+      new Date().toISOString(),
+      1,
+    );
+    const refused = await t.throwsAsync(
+      hot.write(async (tx) => {
+        await addVersion(tx, fileId, 'kept?');
+        tx.commitWith(duplicate, version('after'));
+        tx.afterCommit(() => events.push('after a failed commit'));
+      }),
+    );
+    t.true(isUniqueViolation(refused), `a unique violation: ${String(refused)}`);
+    t.deepEqual(await seqs(db, fileId), [1, 2, 3], 'nothing of the failed write is kept');
+    t.false(events.includes('after a failed commit'));
+    await hot.write((tx) => addVersion(tx, fileId, 'next'));
+    t.deepEqual(await seqs(db, fileId), [1, 2, 3, 4], 'the next write runs');
+  });
+
+  test(`${name} round trips: a read is one, and a write one per statement or batch it waits for and one for its commit`, async (t) => {
+    const { metadata } = await open(t, backend);
+    const { db, hot } = metadata;
+    const site = await seedSite(db);
+    const { fileId } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+    const trips = async (work: () => Promise<unknown>) => {
+      const before = hot.roundTrips;
+      await work();
+      return hot.roundTrips - before;
+    };
+    t.is(await trips(() => hot.get(FILE_BY_ID, fileId)), 1);
+    t.is(await trips(() => hot.write(async () => undefined)), 0, 'a write that sends nothing has nothing to commit');
+    t.is(await trips(() => hot.write((tx) => addVersion(tx, fileId, 'two'))), 3);
+    t.is(
+      await trips(() =>
+        hot.write(async (tx) => {
+          tx.commitWith(statement('UPDATE files SET updated_at = ? WHERE id = ?', new Date().toISOString(), fileId));
+        }),
+      ),
+      1,
+      'a write of statements left for the commit is the commit alone',
+    );
+  });
+
+  test(`${name} a statement that failed the first time it was sent on a connection runs the next time`, async (t) => {
+    // Whether it failed being prepared or being run, the connection prepares it again.
+    const { metadata } = await open(t, backend);
+    const { db, hot } = metadata;
+    const site = await seedSite(db);
+    const { fileId } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+    const now = new Date().toISOString();
+    await t.throwsAsync(
+      hot.write((tx) => tx.batch({ unknown: statement('SELECT no_such_column FROM files WHERE id = ?', fileId) })),
+    );
+    const insert = (id: string, path: string) =>
+      hot.write((tx) =>
+        tx.run(
+          'INSERT INTO files (id, bucket_id, path, current_version_id, created_at, updated_at) VALUES (?, ?, ?, NULL, ?, ?)',
+          id,
+          site.bucketId,
+          path,
+          now,
+          now,
+        ),
+      );
+    const refused = await t.throwsAsync(insert(crypto.randomUUID(), 'a.txt'));
+    t.true(isUniqueViolation(refused), `a unique violation: ${String(refused)}`);
+    const id = crypto.randomUUID();
+    t.deepEqual(await insert(id, 'b.txt'), { changes: 1 });
+    t.like(await hot.get<FileRow>(FILE_BY_ID, id), { path: 'b.txt' });
+    t.like(await hot.get<FileRow>(FILE_BY_ID, fileId), { path: 'a.txt' }, 'reads run on the connection as before');
+  });
+
+  test(`${name} a batch's locking statement holds its row until the transaction ends`, async (t) => {
+    const opened = await open(t, backend);
+    const { db, hot } = opened.metadata;
+    const site = await seedSite(db);
+    const { fileId } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
+
+    const holding = gate();
+    const release = gate();
+    // A test that fails while the first transaction holds its row must not hold the metadata open too.
+    t.teardown(release.open);
+    const events: string[] = [];
+    const first = hot.write(async (tx) => {
+      await tx.batch({ file: lockingStatement(FILE_BY_ID, fileId) });
+      holding.open();
+      await release.opened;
+      const id = await addVersion(tx, fileId, 'two');
+      events.push('first commits');
+      return id;
+    });
+    await holding.opened;
+    const second = hot.write(async (tx) => {
+      const { file } = await tx.batch({ file: lockingStatement(FILE_BY_ID, fileId) });
+      events.push('second has the row');
+      return (file.rows[0] as FileRow).current_version_id;
+    });
+    await untilWaiting(opened);
+    t.deepEqual(events, [], 'the second transaction waits');
+    release.open();
+    const firstId = await first;
+    t.is(await second, firstId, 'the second reads the row as the first committed it');
+    t.deepEqual(events, ['first commits', 'second has the row']);
   });
 
   test(`${name} null and text parameters bind as the columns they are compared with`, async (t) => {

@@ -1,10 +1,11 @@
-// The change feed on PostgreSQL: NOTIFY on one channel after a commit, and one connection per process
-// that LISTENs. Each process names itself in what it sends, and skips its own notifications (it has
+// The change feed on PostgreSQL: NOTIFY on one channel after a commit, or in the committing transaction
+// (pg_notify, which PostgreSQL delivers when it commits), and one connection per process that LISTENs. Each process names itself in what it sends, and skips its own notifications (it has
 // applied them already). A listening connection that drops is opened again (every second until it
 // is back), and the process resyncs: it may have missed notifications while it was away.
 import crypto from 'node:crypto';
 import type pg from 'pg';
 import { type Change, type ChangeFeed, type ChangeListener, LocalChanges, parseChange } from '../changes.ts';
+import { type HotTx, statement } from '../hot-sql.ts';
 
 const CHANNEL = 'berth_changes';
 const RECONNECT_MS = 1000;
@@ -87,7 +88,16 @@ export class PostgresChanges implements ChangeFeed {
 
   async publish(change: Change): Promise<void> {
     this.#local.apply(change);
-    await this.#pool.query('SELECT pg_notify($1, $2)', [CHANNEL, JSON.stringify({ origin: this.#origin, change })]);
+    await this.#pool.query('SELECT pg_notify($1, $2)', [CHANNEL, this.#payload(change)]);
+  }
+
+  publishWith(tx: HotTx, change: Change): void {
+    tx.commitWith(statement('SELECT pg_notify(?, ?)', CHANNEL, this.#payload(change)));
+    tx.afterCommit(() => this.#local.apply(change));
+  }
+
+  #payload(change: Change): string {
+    return JSON.stringify({ origin: this.#origin, change });
   }
 
   subscribe(listener: ChangeListener): void {

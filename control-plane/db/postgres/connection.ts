@@ -7,7 +7,7 @@ import pg from 'pg';
  * Counts and byte sizes are bigint (int8) or numeric (a SUM) on PostgreSQL, which `pg` returns as
  * strings; Berth's never pass 2^53, so they are read as numbers, as SQLite returns them.
  */
-const types = {
+export const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
     if (oid === pg.types.builtins.INT8 || oid === pg.types.builtins.NUMERIC) return (value: string) => Number(value);
     return pg.types.getTypeParser(oid, format);
