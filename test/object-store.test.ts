@@ -1,7 +1,8 @@
 // Blobs on an S3-compatible object store (Ceph's radosgw, started by test/run-suite.ts): what the
 // operator sees when it is missing or refuses, moving an instance into it, a kill in the middle of
-// uploads, an outage while serving, a store that hangs while an upload commits, and backups that leave
-// the blobs in it. The rest of the suite runs on it too in the pass on the shared backends.
+// uploads, an outage while serving, a store that hangs while an upload commits, backups that leave
+// the blobs in it, and the driver's direct requests. The rest of the suite runs on it too in the pass
+// on the shared backends.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -13,10 +14,14 @@ import { CreateBucketCommand, DeleteObjectCommand, HeadObjectCommand, PutObjectC
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { apiClient, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
+import { StorageUnavailableError } from '../storage/blob-driver.ts';
+import { S3Driver } from '../storage/drivers/s3-driver.ts';
 import {
   blobLeftovers,
   bucketOf,
+  ensureBucket,
   keysIn,
+  keysUnder,
   objectStoreEndpoint,
   objectStoreFor,
   testS3,
@@ -266,6 +271,61 @@ s3test(
       'the sweeper to remove the orphan',
     );
     t.regex(again.output(), /removed blobs no file version references/);
+  },
+);
+
+// Serial: it sets the credentials of the process's environment for a moment, where the SDK finds them.
+(objectStoreEndpoint ? test.serial : test.skip)(
+  'the driver signs its direct requests for keys under any prefix, one request each, and leaves a refused one to the SDK, which names the failure',
+  async (t) => {
+    const bucket = 'berth-test-direct';
+    await ensureBucket(bucket);
+    const prefix = `site files/ü+(${crypto.randomUUID()})*/`;
+    const at = { bucket, prefix, endpoint: objectStoreEndpoint!, region: 'us-east-1', forcePathStyle: true };
+    const driver = new S3Driver(at);
+    t.teardown(() => driver.close());
+    await driver.init();
+    const data = crypto.randomBytes(5000);
+    const requests = async (sent: S3Driver, run: () => Promise<unknown>) => {
+      const before = sent.requests;
+      await run();
+      return sent.requests - before;
+    };
+    t.is(await requests(driver, () => driver.put('blobs/direct', data)), 1);
+    t.deepEqual(await keysUnder(bucket, prefix), [`${prefix}blobs/direct`], 'stored under its key, encoded once');
+    t.is(await requests(driver, async () => t.true((await driver.getBytes('blobs/direct')).equals(data))), 1);
+    const range = async () => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of await driver.getRange('blobs/direct', { start: 100, end: 4099 })) chunks.push(chunk);
+      t.true(Buffer.concat(chunks).equals(data.subarray(100, 4100)));
+    };
+    t.is(await requests(driver, range), 1);
+
+    // Credentials the store refuses: each direct request is refused, and the SDK, asked again, says why.
+    const secret = process.env.AWS_SECRET_ACCESS_KEY;
+    process.env.AWS_SECRET_ACCESS_KEY = 'not-the-secret-0123456789';
+    const refused = new S3Driver(at);
+    t.teardown(() => refused.close());
+    try {
+      for (const [what, run] of [
+        ['store blobs/direct', () => refused.put('blobs/direct', data)],
+        ['read blobs/direct', () => refused.getBytes('blobs/direct')],
+      ] as const) {
+        let failure: StorageUnavailableError | undefined;
+        const sent = await requests(refused, () =>
+          run().catch((err: StorageUnavailableError) => {
+            failure = err;
+          }),
+        );
+        t.true(failure instanceof StorageUnavailableError, what);
+        t.is(failure?.reason, 'SignatureDoesNotMatch', what);
+        t.true(failure?.message.startsWith(`the object store bucket ${bucket}`), what);
+        t.true(failure?.message.endsWith(`failed to ${what}: SignatureDoesNotMatch`), what);
+        t.true(sent >= 2, `${what}: the direct request, then the SDK’s`);
+      }
+    } finally {
+      process.env.AWS_SECRET_ACCESS_KEY = secret;
+    }
   },
 );
 

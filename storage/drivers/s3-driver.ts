@@ -4,7 +4,9 @@
 // upload's completion, is atomic, and a failed multipart upload is aborted. A stream named at its end
 // goes to a temp object first, which the store then copies to its key. Every write and every touch
 // rewrites the object, so its LastModified is the age sweeping goes by (touch() rewrites its metadata
-// in place). Credentials come from the SDK's default chain, never from a Berth setting.
+// in place). Credentials come from the SDK's default chain, never from a Berth setting. GETs and the
+// PUT of bytes in memory go out as direct requests first (s3-direct.ts), which leave to the SDK any
+// answer but the expected one.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { Readable } from 'node:stream';
@@ -34,6 +36,7 @@ import {
   StorageUnavailableError,
   splitKey,
 } from '../blob-driver.ts';
+import { DirectRequests } from './s3-direct.ts';
 
 /** A bucket and where it is (BERTH_OBJECT_STORE and BERTH_S3_*); credentials come from the SDK's default chain. */
 export interface ObjectStoreLocation {
@@ -78,6 +81,7 @@ function sourceStream(source: AsyncIterable<Uint8Array>): { body: Readable; fail
 export class S3Driver implements BlobDriver {
   readonly #client: S3Client;
   readonly #at: ObjectStoreLocation;
+  #direct: Promise<DirectRequests | null> | undefined;
 
   constructor(at: ObjectStoreLocation) {
     this.#at = at;
@@ -131,6 +135,18 @@ export class S3Driver implements BlobDriver {
     }
   }
 
+  /** The direct requests, once the endpoint is resolved; null where every request goes through the SDK. */
+  #directRequests(): Promise<DirectRequests | null> {
+    this.#direct ??= DirectRequests.open(this.#client, {
+      bucket: this.#at.bucket,
+      forcePathStyle: this.#at.forcePathStyle,
+      connectMs: CONNECT_TIMEOUT_MS,
+      silenceMs: this.#at.silenceMs ?? SILENCE_MS,
+      ...(this.#at.endpoint ? { endpoint: this.#at.endpoint } : {}),
+    }).catch(() => null);
+    return this.#direct;
+  }
+
   /** The object's name in the bucket. */
   #object(key: string): string {
     splitKey(key);
@@ -177,15 +193,26 @@ export class S3Driver implements BlobDriver {
 
   /** A ranged GET, streamed as the store sends it. */
   getRange(key: string, range: ByteRange): Promise<Readable> {
-    return this.#get(key, `bytes=${range.start}-${range.end}`);
+    return this.#get(key, range);
   }
 
-  async #get(key: string, range?: string): Promise<Readable> {
+  async #get(key: string, range?: ByteRange): Promise<Readable> {
     const object = this.#object(key);
+    const direct = await this.#directRequests();
+    if (direct) {
+      this.requests++;
+      const read = await direct.get(object, range);
+      if (read === 'missing') throw new ObjectNotFoundError(key);
+      if (read) return read;
+    }
     try {
       const answer = await this.#send(`read ${key}`, () =>
         this.#client.send(
-          new GetObjectCommand({ Bucket: this.#at.bucket, Key: object, ...(range ? { Range: range } : {}) }),
+          new GetObjectCommand({
+            Bucket: this.#at.bucket,
+            Key: object,
+            ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
+          }),
         ),
       );
       return answer.Body as Readable;
@@ -204,6 +231,11 @@ export class S3Driver implements BlobDriver {
   /** One PUT, whether or not the key is there: writing it again costs what touching it would. */
   async put(key: string, bytes: Uint8Array, options: PutOptions = {}): Promise<void> {
     const object = this.#object(key);
+    const direct = await this.#directRequests();
+    if (direct) {
+      this.requests++;
+      if (await direct.put(object, bytes, options.contentType)) return;
+    }
     await this.#send(`store ${key}`, () =>
       this.#client.send(
         new PutObjectCommand({
@@ -422,6 +454,7 @@ export class S3Driver implements BlobDriver {
   }
 
   async close(): Promise<void> {
+    (await this.#direct)?.close();
     this.#client.destroy();
   }
 }

@@ -78,6 +78,25 @@ for (const adapter of eachBlobDriver()) {
     sameBytes(t, await bytesOf(await driver.getRange('blobs/ranged', { start: 999, end: 999 })), data.subarray(999));
   });
 
+  contract('a put of bytes in memory, a read and a range each ask the store at most once', async (t, { driver }) => {
+    const data = crypto.randomBytes(3000);
+    const once = async (what: string, run: () => Promise<unknown>) => {
+      const before = driver.requests;
+      await run();
+      t.true(driver.requests - before <= 1, `${what}: ${driver.requests - before} requests`);
+    };
+    await once('put', () => driver.put('blobs/counted', data));
+    await once('get', async () => sameBytes(t, await bytesOf(await driver.get('blobs/counted')), data));
+    await once('range', async () =>
+      sameBytes(
+        t,
+        await bytesOf(await driver.getRange('blobs/counted', { start: 7, end: 2006 })),
+        data.subarray(7, 2007),
+      ),
+    );
+    await once('missing', () => t.throwsAsync(driver.get('blobs/not-there'), { instanceOf: ObjectNotFoundError }));
+  });
+
   contract('stat gives the size and when it was written', async (t, { driver }) => {
     const before = Date.now();
     await driver.put('blobs/measured', Buffer.alloc(1234, 7));
