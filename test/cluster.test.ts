@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
+import Database from 'better-sqlite3';
 import got from 'got';
 import { type TestAccount, json, makeDataDir } from './helpers/berth.ts';
 import { siteWithDatabase } from './helpers/databases.ts';
@@ -330,6 +331,16 @@ cluster(
     const before = (await query(quiet.base, everything)).result[0]!.results;
     t.is(before.length, 3000);
     t.true(fs.existsSync(path.join(c.root, 'a', 'sites', busy.site.id, 'db.sqlite')), 'both start on node A');
+    // The replicator keeps a row of its own in the database it follows (_litestream_seq), written when it
+    // gets to it: that row is its bookkeeping on this node, not the site's data, and is not counted.
+    await until(() => {
+      const file = new Database(path.join(c.root, 'a', 'sites', quiet.site.id, 'db.sqlite'), { readonly: true });
+      try {
+        return (file.prepare('SELECT count(*) AS n FROM _litestream_seq').get() as { n: number }).n > 0;
+      } finally {
+        file.close();
+      }
+    }, 'the replicator to write its row in the quiet database');
 
     await startNodeC();
 

@@ -51,7 +51,7 @@ export interface Statement {
  * reads, as the authorizer saw it prepared, and runs with SQLite refusing writes; anything else fails
  * as `denied` without changing anything.
  * `checkpoint` moves the write-ahead log into the database file, so the file alone is the database;
- * `census` checks the file's integrity and counts every table's rows.
+ * `census` checks the file's integrity and counts every table's rows but the replicator's (its bookkeeping on one node).
  */
 export type DbRequest =
   | { op: 'run'; access: Access; statement: Statement; readOnly?: boolean; readsOnly?: boolean }
