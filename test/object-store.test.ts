@@ -10,7 +10,13 @@ import http from 'node:http';
 import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 import got from 'got';
-import { CreateBucketCommand, DeleteObjectCommand, HeadObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+} from '@aws-sdk/client-s3';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { apiClient, createSite, deployFixture, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
@@ -325,6 +331,35 @@ s3test(
       }
     } finally {
       process.env.AWS_SECRET_ACCESS_KEY = secret;
+    }
+  },
+);
+
+(objectStoreEndpoint ? test : test.skip)(
+  'a bucket removed under a running driver: writes and reads fail as the store being unavailable, naming NoSuchBucket, never as a missing object',
+  async (t) => {
+    const bucket = `berth-test-gone-${crypto.randomUUID().slice(0, 8)}`;
+    await ensureBucket(bucket);
+    const driver = new S3Driver({
+      bucket,
+      prefix: '',
+      endpoint: objectStoreEndpoint!,
+      region: 'us-east-1',
+      forcePathStyle: true,
+    });
+    t.teardown(() => driver.close());
+    await driver.init();
+    await testS3().send(new DeleteBucketCommand({ Bucket: bucket }));
+    const data = crypto.randomBytes(100);
+    for (const [what, run] of [
+      ['store blobs/gone', () => driver.put('blobs/gone', data)],
+      ['read blobs/gone', () => driver.getBytes('blobs/gone')],
+      ['read blobs/gone', () => driver.getRange('blobs/gone', { start: 0, end: 9 })],
+    ] as const) {
+      const failure = await t.throwsAsync(run());
+      t.true(failure instanceof StorageUnavailableError, `${what}: ${failure?.name}`);
+      t.is((failure as StorageUnavailableError).reason, 'NoSuchBucket', what);
+      t.true(failure?.message.endsWith(`failed to ${what}: NoSuchBucket`), failure?.message);
     }
   },
 );

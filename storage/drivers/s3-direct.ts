@@ -127,10 +127,8 @@ export class DirectRequests {
     const headers: Record<string, string> = range ? { range: `bytes=${range.start}-${range.end}` } : {};
     const res = await this.#send('GET', object, headers, EMPTY_SHA256);
     if (!res) return null;
-    if (res.statusCode === 404) {
-      res.resume();
-      return 'missing';
-    }
+    // A 404 is a missing key only when its error says so: the bucket itself may be gone.
+    if (res.statusCode === 404) return (await errorCode(res)) === 'NoSuchKey' ? 'missing' : null;
     if (range ? res.statusCode === 206 && rangeAnswered(res, range) : res.statusCode === 200) return res;
     res.resume();
     return null;
@@ -203,6 +201,15 @@ export class DirectRequests {
     );
     Object.assign(headers, signed.headers);
   }
+}
+
+/** An error answer's <Code>, from at most its first 8 KiB (S3's error documents are a few hundred bytes). */
+async function errorCode(res: http.IncomingMessage): Promise<string | null> {
+  let text = '';
+  for await (const chunk of res) {
+    if (text.length < 8192) text += String(chunk);
+  }
+  return /<Code>([^<]*)<\/Code>/.exec(text)?.[1] ?? null;
 }
 
 /** Whether a 206 holds the bytes asked for, from the first one on and none past the last. */

@@ -57,8 +57,10 @@ const SILENCE_MS = 30_000;
 /** The smallest part S3 takes: a streamed upload holds at most three of them in memory. */
 const PART_BYTES = 5 * 1024 * 1024;
 
+/** The object is not there; a 404 that names the bucket missing is the store being unavailable. */
 const notFound = (err: unknown): boolean => {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+  if (e?.name === 'NoSuchBucket') return false;
   return e?.name === 'NoSuchKey' || e?.name === 'NotFound' || e?.$metadata?.httpStatusCode === 404;
 };
 
