@@ -83,6 +83,20 @@ async function fileForWrite(tx: HotTx, bucketId: string, path: string): Promise<
 }
 
 /** The numbers of the file's versions, in order. */
+/** A version numbered 1 of the file: refused by the unique (file_id, seq) once the file has one. */
+const versionOne = (fileId: string) =>
+  statement(
+    'INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    crypto.randomUUID(),
+    fileId,
+    sha256('dup'),
+    3,
+    'text/plain',
+    null,
+    new Date().toISOString(),
+    1,
+  );
+
 const seqs = async (db: Knex, fileId: string) =>
   (await db('file_versions').where({ file_id: fileId }).orderBy('seq').select('seq')).map((r) => Number(r.seq));
 
@@ -232,21 +246,8 @@ for (const backend of eachMetadataBackend()) {
     const { db, hot } = metadata;
     const site = await seedSite(db);
     const { fileId } = await seedFile(db, site.bucketId, 'a.txt', [{ sha256: sha256('one'), bytes: 3 }]);
-    const duplicate = await t.throwsAsync(
-      hot.write((tx) =>
-        tx.run(
-          'INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-          crypto.randomUUID(),
-          fileId,
-          sha256('dup'),
-          3,
-          'text/plain',
-          null,
-          new Date().toISOString(),
-          1,
-        ),
-      ),
-    );
+    const insert = versionOne(fileId);
+    const duplicate = await t.throwsAsync(hot.write((tx) => tx.run(insert.sql, ...insert.params)));
     t.true(isUniqueViolation(duplicate), `a unique violation: ${String(duplicate)}`);
     const added = await hot.write((tx) => addVersion(tx, fileId, 'two'));
     t.is((await hot.get<FileRow>(FILE_BY_ID, fileId))?.current_version_id, added);
@@ -570,17 +571,7 @@ for (const backend of eachMetadataBackend()) {
       'the statement left for the commit ran after the work’s own',
     );
 
-    const duplicate = statement(
-      'INSERT INTO file_versions (id, file_id, blob_sha256, bytes, content_type, restored_from_version_id, created_at, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      crypto.randomUUID(),
-      fileId,
-      sha256('dup'),
-      3,
-      'text/plain',
-      null,
-      new Date().toISOString(),
-      1,
-    );
+    const duplicate = versionOne(fileId);
     const refused = await t.throwsAsync(
       hot.write(async (tx) => {
         await addVersion(tx, fileId, 'kept?');
