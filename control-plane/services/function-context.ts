@@ -14,8 +14,8 @@ import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
-import { RuntimeDatabaseError, runForFunction } from './databases.ts';
-import type { SqlParam } from '../site-databases/provider.ts';
+import { runForFunction } from './databases.ts';
+import { type DbMethod, FunctionCallError, callStatements, callValue } from '../site-databases/function-calls.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code and maybe a status. */
@@ -106,26 +106,12 @@ async function write(scope: CallScope, raw: string, text: string, contentType: s
   }
 }
 
-const isParam = (p: unknown): p is SqlParam => p === null || ['string', 'number', 'boolean'].includes(typeof p);
-
-/** (sql, params?) as ctx.db takes them; an omitted params arrives as null (JSON has no undefined). */
-function statementArg(args: unknown[]): { sql: string; params: SqlParam[] } {
-  const [sql, given] = args;
-  const params = given === null ? undefined : given;
-  if (typeof sql !== 'string' || sql.trim() === '')
-    throw new CtxError('DATABASE_INVALID_ARGUMENT', 'sql must be a non-empty string');
-  if (params !== undefined && !(Array.isArray(params) && params.every(isParam))) {
-    throw new CtxError('DATABASE_INVALID_ARGUMENT', 'params must be a list of strings, numbers, booleans or nulls');
-  }
-  return { sql, params: (params as SqlParam[] | undefined) ?? [] };
-}
-
-/** Runs statements on the site's database; provider diagnostics go to the site's logs, not the function. */
-async function db(scope: CallScope, statements: Array<{ sql: string; params: SqlParam[] }>) {
+/** Runs a ctx.db call on the site's database; provider diagnostics go to the site's logs, not the function. */
+async function db(scope: CallScope, method: DbMethod, args: unknown[]) {
   try {
-    return await runForFunction(scope.deps, scope.site.id, statements);
+    return callValue(method, await runForFunction(scope.deps, scope.site.id, callStatements(method, args)));
   } catch (err) {
-    if (!(err instanceof RuntimeDatabaseError)) throw err;
+    if (!(err instanceof FunctionCallError)) throw err;
     if (err.diagnostic) {
       scope.deps.functionLogs.add(scope.site.id, scope.deployment.path, {
         requestId: scope.requestId,
@@ -225,23 +211,10 @@ function createMethods(): Record<CtxMethod, Method> {
       }>;
       return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
     },
-    'db.query': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows,
-    'db.first': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows[0] ?? null,
-    'db.execute': async (scope, args) => {
-      const [result] = await db(scope, [statementArg(args)]);
-      return { changes: result!.changes, lastInsertRowId: result!.lastInsertRowId };
-    },
-    'db.batch': (scope, args) => {
-      if (!Array.isArray(args[0]) || args[0].length === 0) {
-        throw new CtxError('DATABASE_INVALID_ARGUMENT', 'batch takes a non-empty list of {sql, params?}');
-      }
-      return db(
-        scope,
-        args[0].map((item: unknown) =>
-          statementArg([(item as { sql?: unknown })?.sql, (item as { params?: unknown })?.params]),
-        ),
-      );
-    },
+    'db.query': (scope, args) => db(scope, 'db.query', args),
+    'db.first': (scope, args) => db(scope, 'db.first', args),
+    'db.execute': (scope, args) => db(scope, 'db.execute', args),
+    'db.batch': (scope, args) => db(scope, 'db.batch', args),
     'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
     'llm.messages.create': async (scope, args) => {
       try {
