@@ -1,5 +1,6 @@
 // The command line of a Deno worker, as a pure function so the sandbox's flags can be read and
 // tested without spawning anything.
+import { dbChannelPath } from './protocol.ts';
 
 export interface DenoArgsOptions {
   /** The worker's channel: the only path it may touch, and only until the shim has connected. */
@@ -26,14 +27,19 @@ export const DENO_RUN = ['run', '--no-config', '--no-prompt', '--no-remote', '--
  */
 export const SEMI_SPACE_MB = 4;
 
-/** The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's. */
+/**
+ * The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's
+ * and the path of the worker's channel to its site's database (dbChannelPath), which the host links to
+ * that database's process once the worker is bound and asks for it: a path no other process uses.
+ */
 export function denoArgs(options: DenoArgsOptions): string[] {
+  const db = dbChannelPath(options.socketPath);
   return [
     ...DENO_RUN,
     // Deno asks net permission for a unix socket too: the channel's, which the shim revokes once connected.
-    `--allow-net=${options.egressAddress},unix:${options.socketPath}`,
-    `--allow-read=${options.socketPath}`,
-    `--allow-write=${options.socketPath}`,
+    `--allow-net=${options.egressAddress},unix:${options.socketPath},unix:${db}`,
+    `--allow-read=${options.socketPath},${db}`,
+    `--allow-write=${options.socketPath},${db}`,
     `--v8-flags=--max-old-space-size=${options.heapMb},--max-semi-space-size=${SEMI_SPACE_MB}`,
     '-',
   ];

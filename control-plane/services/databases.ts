@@ -163,19 +163,24 @@ export async function queryDatabase(
   }
 }
 
-/** Runs statements for a function of `siteId`: one, or several in one transaction. */
-export async function runForFunction(
-  deps: Deps,
-  siteId: string,
-  statements: Statement[],
-): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
+/** Whether the site's database is ready, from the cache that database changes clear. */
+export async function hasDatabase(deps: Deps, siteId: string): Promise<boolean> {
   let ready = deps.hostingCache.hasDatabase(siteId);
   if (ready === undefined) {
     const generation = deps.hostingCache.generation();
     ready = Boolean(await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first('id'));
     deps.hostingCache.rememberDatabase(generation, siteId, ready);
   }
-  if (!ready)
+  return ready;
+}
+
+/** Runs statements for a function of `siteId`: one, or several in one transaction. */
+export async function runForFunction(
+  deps: Deps,
+  siteId: string,
+  statements: Statement[],
+): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
+  if (!(await hasDatabase(deps, siteId)))
     throw new FunctionCallError(
       'DATABASE_NOT_FOUND',
       'this site has no database yet; create one with POST /v0/sites/:siteId/databases',

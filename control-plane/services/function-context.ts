@@ -14,8 +14,15 @@ import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
-import { runForFunction } from './databases.ts';
-import { type DbMethod, FunctionCallError, callStatements, callValue } from '../site-databases/function-calls.ts';
+import { hasDatabase, runForFunction } from './databases.ts';
+import {
+  type DbMethod,
+  FunctionCallError,
+  callStatements,
+  callValue,
+  functionFailure,
+} from '../site-databases/function-calls.ts';
+import type { ChangeListener } from '../db/changes.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code and maybe a status. */
@@ -239,6 +246,68 @@ async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
 }
 
 export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
+
+/**
+ * Serves a worker's asks about its channel to its site's database (deno-shim/db-channel.ts): `open`
+ * gives one when the site is active and its database ready and served here (null otherwise: the
+ * worker's calls come through here); `lost` says what a channel that broke off mid-call broke off for,
+ * as the error its calls would have had here. The channel's calls are counted here as they are reported.
+ */
+export function createDbChannelHandler(deps: Deps) {
+  const onCalls = (siteId: string) => (calls: Record<string, number>) => {
+    for (const [method, count] of Object.entries(calls)) {
+      for (let i = 0; i < count; i++) {
+        deps.metrics.ctxCall(method);
+        deps.analytics.databaseCall(siteId);
+      }
+    }
+  };
+  return async (deployment: Deployment, link: string, args: unknown[]): Promise<CtxResult> => {
+    const { siteId } = deployment;
+    try {
+      if (args[0] === 'open') {
+        const site = await siteRow(deps, siteId);
+        if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: null };
+        return { ok: true, value: await deps.siteDatabases.openChannel(siteId, link, onCalls(siteId)) };
+      }
+      if (args[0] === 'lost' && typeof args[1] === 'string') {
+        const lost = await deps.siteDatabases.channelLost(siteId, args[1]);
+        const failure = functionFailure(lost.reason, lost.message);
+        if (failure.diagnostic) {
+          deps.functionLogs.add(siteId, deployment.path, {
+            requestId: typeof args[2] === 'string' ? args[2] : null,
+            level: 'error',
+            message: `ctx.db: ${failure.diagnostic}`,
+          });
+        }
+        return { ok: false, error: { code: failure.code, message: failure.message } };
+      }
+      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a channel request' } };
+    } catch (err) {
+      logJobFailure(deps.log, err, 'a database channel could not be given', { functionId: deployment.functionId });
+      return { ok: true, value: null };
+    }
+  };
+}
+
+/**
+ * Channels are given only to the workers of an active site with a ready database: when a site or a
+ * database changes, its channels close (every site's, for a change that names none), and the next
+ * call asks again.
+ */
+export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
+  const close = (siteId?: string) =>
+    void deps.siteDatabases
+      .closeChannels(siteId)
+      .catch((err: unknown) => deps.log.warn({ err }, 'database channels could not be closed'));
+  return {
+    change: (change) => {
+      if (change.kind === 'sites') close();
+      else if (change.kind === 'database') close(change.siteId);
+    },
+    resync: () => close(),
+  };
+}
 
 /** The handler of one server's ctx calls. */
 export function createCtxHandler(deps: Deps): CtxHandler {

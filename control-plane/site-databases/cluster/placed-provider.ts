@@ -7,6 +7,7 @@ import type { Knex } from 'knex';
 import type { Change, ChangeListener } from '../../db/changes.ts';
 import {
   type Access,
+  type ChannelGrant,
   type Compaction,
   type Restore,
   type RestorePoints,
@@ -219,6 +220,28 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     if (!this.#options.channel || !node?.address)
       throw new StatementError('unavailable', 'the node that held the database cannot be reached to remove its file');
     await this.#options.channel.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
+  }
+
+  /** Only a database served here gets channels; the workers of one on another node call through the host. */
+  async openChannel(
+    siteId: string,
+    link: string,
+    onCalls: (calls: Record<string, number>) => void,
+  ): Promise<ChannelGrant | null> {
+    if (!this.#isHere(await this.#placement(siteId))) return null;
+    return this.#options.local.openChannel(siteId, link, onCalls);
+  }
+
+  channelLost(siteId: string, token: string): Promise<StatementError> {
+    return this.#options.local.channelLost(siteId, token);
+  }
+
+  closeChannels(siteId?: string): Promise<void> {
+    return this.#options.local.closeChannels(siteId);
+  }
+
+  get channelCalls(): number {
+    return this.#options.local.channelCalls;
   }
 
   async close(): Promise<void> {

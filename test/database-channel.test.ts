@@ -1,0 +1,264 @@
+// A function's ctx.db calls on its worker's own channel to the site's database process: used, counted
+// as calls through the host are, timed by the same limit, closed while the host needs the database to
+// itself, and out of reach of every other site. Then a hostile tenant on its own channel.
+import fs from 'node:fs';
+import path from 'node:path';
+import test from 'ava';
+import got from 'got';
+import { type TestBerth, deployFixture, json, startTestBerth } from './helpers/berth.ts';
+import { siteWithDatabase } from './helpers/databases.ts';
+import { until } from './helpers/until.ts';
+import type { SiteDatabases } from '../control-plane/site-databases/local-provider.ts';
+
+const TOKEN = 'metrics-token-for-the-channel-tests-01';
+
+let t0: TestBerth;
+test.before(async () => {
+  t0 = await startTestBerth({ metricsToken: TOKEN });
+});
+test.after.always(async () => {
+  await t0?.dispose();
+});
+
+const provider = (berth: TestBerth) => berth.berth.deps.siteDatabases;
+
+type Answer = { value?: any; error?: { name: string; code: string; message: string } };
+
+const caller = (berth: TestBerth, subdomain: string) => async (body: unknown) => {
+  const res = await berth.site(subdomain).post('api/db', { json: body });
+  if (res.statusCode !== 200) throw new Error(`the function answered ${res.statusCode}: ${res.body}`);
+  return JSON.parse(res.body) as Answer;
+};
+
+const scrape = async () => (await got.get(`${t0.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).body;
+const sample = (metrics: string, line: string) =>
+  Number(new RegExp(`^${line.replace(/[{}]/g, '\\$&')} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+
+/** The path a worker was given for its channel to its database, from its command line. */
+function dbPathOf(pid: number): string {
+  const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  return args.find((a) => a.startsWith('--allow-read='))!.split(',')[1]!;
+}
+
+/** Calls a function once and returns the pid of the worker that served it (a new one). */
+async function workerOf(berth: TestBerth, call: () => Promise<unknown>): Promise<number> {
+  const before = new Set(berth.berth.deps.runtime.workerPids());
+  await call();
+  return berth.berth.deps.runtime.workerPids().find((pid) => !before.has(pid))!;
+}
+
+test.serial(
+  'ctx.db calls go on the channel, and are counted in analytics and metrics as calls through the host are',
+  async (t) => {
+    const { site, query } = await siteWithDatabase(t0.owner);
+    await query('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, data BLOB)');
+    await deployFixture(t0.owner, site.bucketId, 'db');
+    const call = caller(t0, site.subdomain);
+    const before = await scrape();
+    const channelled = provider(t0).channelCalls;
+
+    t.deepEqual(
+      (await call({ op: 'execute', sql: "INSERT INTO items (name, data) VALUES (?, X'00FF10')", params: ['a'] })).value,
+      { changes: 1, lastInsertRowId: 1 },
+    );
+    t.deepEqual((await call({ op: 'first', sql: 'SELECT name, data FROM items' })).value, {
+      name: 'a',
+      data: { type: 'Buffer', data: [0, 255, 16] },
+    });
+    t.deepEqual((await call({ op: 'query', sql: 'SELECT name FROM items WHERE id = ?', params: [1] })).value, [
+      { name: 'a' },
+    ]);
+    t.deepEqual(
+      (
+        await call({
+          op: 'batch',
+          statements: [{ sql: "INSERT INTO items (name) VALUES ('b')" }, { sql: 'SELECT 1 AS one' }],
+        })
+      ).value,
+      [
+        { rows: [], changes: 1, lastInsertRowId: 2 },
+        { rows: [{ one: 1 }], changes: 0, lastInsertRowId: null },
+      ],
+    );
+    const failed = await call({ op: 'execute', sql: 'INSERT INTO nowhere VALUES (1)' });
+    t.like(failed.error, { code: 'DATABASE_QUERY_FAILED' });
+    t.like((await call({ op: 'query', sql: 'SELECT * FROM _berth_migrations' })).error, {
+      code: 'DATABASE_RESERVED_TABLE',
+    });
+
+    // The first call asks for the channel; each later one is served on it, and reported within a second.
+    await until(() => provider(t0).channelCalls - channelled >= 6, 'the channel’s calls reported');
+    const metrics = await until(async () => {
+      const now = await scrape();
+      const counted = (method: string) =>
+        sample(now, `berth_ctx_calls_total{method="${method}"}`) -
+        sample(before, `berth_ctx_calls_total{method="${method}"}`);
+      return (
+        counted('db.execute') === 2 &&
+        counted('db.first') === 1 &&
+        counted('db.query') === 2 &&
+        counted('db.batch') === 1 &&
+        now
+      );
+    }, 'every call counted once in the metrics');
+    t.true(
+      sample(metrics, 'berth_database_statement_duration_seconds_count{source="function",outcome="error"}') >= 2,
+      'the failed statements are in the statement metrics',
+    );
+    const analytics = await until(async () => {
+      const totals = json<{ totals: { databaseCalls: number } }>(
+        await t0.owner.read.get(`v0/sites/${site.id}/analytics`),
+      ).totals;
+      return totals.databaseCalls === 6 && totals;
+    }, 'six database calls in the site’s analytics');
+    t.is(analytics.databaseCalls, 6);
+    const logs = json<{ logs: Array<{ message: string }> }>(await t0.owner.read.get(`v0/sites/${site.id}/logs`)).logs;
+    t.true(
+      logs.some((l) => l.message.includes('ctx.db: no such table: nowhere')),
+      'the diagnostic is in the site’s logs',
+    );
+  },
+);
+
+test('a statement past the time limit on the channel is stopped with the error the host gives, and the database serves on', async (t) => {
+  const berth = await startTestBerth({ databaseTimeoutMs: 1500 });
+  t.teardown(() => berth.dispose());
+  const { site, query } = await siteWithDatabase(berth.owner);
+  await query('CREATE TABLE t (n INTEGER)');
+  await deployFixture(berth.owner, site.bucketId, 'db');
+  const call = caller(berth, site.subdomain);
+  await call({ op: 'execute', sql: 'INSERT INTO t VALUES (1)' });
+  await call({ op: 'execute', sql: 'INSERT INTO t VALUES (2)' });
+  await until(() => provider(berth).channelCalls >= 1, 'a call served on the channel');
+  const endless = await call({
+    op: 'first',
+    sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c',
+  });
+  t.like(endless.error, { code: 'DATABASE_TIMEOUT' });
+  t.regex(endless.error!.message, /ran longer than 1500 ms and was stopped/);
+  t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM t' })).value, { n: 2 });
+});
+
+test('compaction and a copy of the file during channel traffic lose no write, and a copy keeps writes paused', async (t) => {
+  const { site, base, query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE hits (id INTEGER PRIMARY KEY, at TEXT)');
+  await deployFixture(t0.owner, site.bucketId, 'db');
+  const call = caller(t0, site.subdomain);
+  await call({ op: 'execute', sql: "INSERT INTO hits (at) VALUES ('first')" });
+  const channelled = provider(t0).channelCalls;
+  let written = 1;
+  let stop = false;
+  const writers = Array.from({ length: 4 }, async () => {
+    while (!stop) {
+      const answer = await call({ op: 'execute', sql: "INSERT INTO hits (at) VALUES ('load')" });
+      if (answer.value?.changes === 1) written++;
+      else throw new Error(`a write failed: ${JSON.stringify(answer)}`);
+    }
+  });
+  for (let i = 0; i < 3; i++) {
+    const compacted = await t0.owner.api.post(`${base}/compact`);
+    t.is(compacted.statusCode, 200, JSON.stringify(compacted.body));
+  }
+  // On shared metadata the provider routes to the node's own (the move tests copy files there).
+  const local = provider(t0) as unknown as Partial<SiteDatabases>;
+  if (!local.freeze) {
+    stop = true;
+    await Promise.all(writers);
+    t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' })).value, { n: written });
+    return;
+  }
+  const frozen = await local.freeze(site.id);
+  const census = await frozen.census();
+  const during = written;
+  // Reads are served while the file is copied; a write waits for the thaw, then runs.
+  const read = await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' });
+  t.true(read.value.n >= census.tables.hits!);
+  const count = (await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' })).value.n;
+  t.is(count, census.tables.hits, 'nothing was written while the file was copied');
+  await frozen.thaw('kept');
+  stop = true;
+  await Promise.all(writers);
+  t.true(written > during, 'the writes that waited ran after the thaw');
+  t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' })).value, { n: written });
+  t.true(provider(t0).channelCalls > channelled, 'the writes went on the channel');
+});
+
+test('a worker of one site cannot reach another site’s database, nor its own without a token', async (t) => {
+  const a = await siteWithDatabase(t0.owner);
+  const b = await siteWithDatabase(t0.owner);
+  await b.query('CREATE TABLE secrets (v TEXT)');
+  await b.query("INSERT INTO secrets VALUES ('b only')");
+  await deployFixture(t0.owner, b.site.bucketId, 'db');
+  const pidB = await workerOf(t0, () => caller(t0, b.site.subdomain)({ op: 'first', sql: 'SELECT v FROM secrets' }));
+  const linkB = dbPathOf(pidB);
+  await until(() => fs.existsSync(linkB) && fs.readlinkSync(linkB), 'B’s worker linked to its database');
+  const processB = fs.readlinkSync(linkB);
+
+  await deployFixture(t0.owner, a.site.bucketId, 'db-channel-attack');
+  const attack = (body: Record<string, unknown>) =>
+    t0.site(a.site.subdomain).post('api/db-channel-attack', { json: body });
+  const pidA = await workerOf(t0, () => attack({ attack: 'noHello', path: '/nonexistent' }));
+  const linkA = dbPathOf(pidA);
+  t.not(linkA, linkB);
+  for (const target of [linkB, processB]) {
+    const res = JSON.parse((await attack({ attack: 'wrongToken', path: target })).body);
+    t.deepEqual(res, { error: 'NotCapable' }, `A’s worker may not connect to ${path.basename(target)}`);
+  }
+  // Its own path, linked to its own database, lets nothing in without the token the host gave.
+  t.truthy(await provider(t0).openChannel(a.site.id, linkA, () => {}));
+  const wrong = JSON.parse((await attack({ attack: 'wrongToken', path: linkA })).body);
+  t.deepEqual(wrong, { answers: [], closed: true });
+  const none = JSON.parse((await attack({ attack: 'noHello', path: linkA })).body);
+  t.deepEqual(none, { answers: [], closed: true });
+});
+
+test('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
+  const { site, query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE items (n INTEGER)');
+  await query('INSERT INTO items VALUES (1)');
+  await deployFixture(t0.owner, site.bucketId, 'db-channel-attack');
+  await deployFixture(t0.owner, site.bucketId, 'db');
+  const attack = async (name: string) => {
+    const grant = await provider(t0).openChannel(site.id, link, () => {});
+    if (!grant) throw new Error('no channel given');
+    const res = await t0.site(site.subdomain).post('api/db-channel-attack', {
+      json: { attack: name, path: link, token: grant.token },
+    });
+    return JSON.parse(res.body);
+  };
+  const pid = await workerOf(t0, () =>
+    t0.site(site.subdomain).post('api/db-channel-attack', { json: { attack: 'noHello', path: '/nonexistent' } }),
+  );
+  const link = dbPathOf(pid);
+  const ledger = (await query('SELECT count(*) AS n FROM _berth_migrations')).body.result[0]!.results[0];
+
+  const tokenTwice = await attack('tokenTwice');
+  t.like(tokenTwice.first.answers[0], { type: 3, payload: { ok: true, value: { rows: [{ n: 42 }], changes: 0 } } });
+  t.deepEqual(tokenTwice.second, { answers: [], closed: true }, 'a token lets one channel in, once');
+
+  for (const name of [
+    'wrongOp',
+    'dump',
+    'checkpoint',
+    'systemRequest',
+    'twoStatements',
+    'malformed',
+    'oversized',
+    'unknownType',
+  ]) {
+    t.deepEqual(await attack(name), { answers: [], closed: true }, name);
+  }
+  // The access a frame claims is ignored: the call runs as the function's, which the ledger refuses.
+  const spoofed = await attack('spoofedAccess');
+  t.like(spoofed.answers[0], { type: 3, payload: { ok: false, error: { reason: 'reserved' } } });
+  t.like(spoofed.answers[1], { type: 3, payload: { ok: true, value: { rows: [{ n: 1 }] } } });
+
+  const flood = await attack('flood');
+  t.is(flood.closedAtOnce, 40 - 16, 'connections past the sixteen that may wait for their Hello are closed at once');
+  t.is(flood.piled, 500, 'piled calls are answered, in turn');
+
+  t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 1 }]);
+  t.deepEqual((await query('SELECT count(*) AS n FROM _berth_migrations')).body.result[0]!.results[0], ledger);
+  const served = await caller(t0, site.subdomain)({ op: 'first', sql: 'SELECT n FROM items' });
+  t.deepEqual(served.value, { n: 1 }, 'the database still serves the site’s functions');
+});
