@@ -3,9 +3,10 @@
 // shim asks the host for the channel: the host links this worker's one permitted path for it to the
 // process and gives a token, which the shim presents first. Calls then go and come back in order.
 // The host gives none when the database is elsewhere or not in its normal state, and closes it when it
-// needs the database to itself: the calls then come through the host as before. The arguments are
-// checked here with the host's own code, so a call that fails them goes to the host for its error;
-// the process checks them again, as its wall.
+// needs the database to itself: the calls then come through the host as before. The process checks a
+// call's arguments with the host's own code (control-plane/site-databases/function-calls.ts) and
+// answers a call that fails them with the host's error, so the shim sends them as the function gave
+// them, in the JSON the host would have read.
 import {
   type CtxResult,
   DB_CHANNEL_METHOD,
@@ -18,27 +19,27 @@ import {
   type FrameTypeValue,
 } from '../runtime-host/protocol.ts';
 import {
+  type ChannelAnswer,
   ChannelFrame,
-  type DbResult,
   MAX_DB_FRAME_BYTES,
   type StatementOutcome,
 } from '../control-plane/site-databases/protocol.ts';
 import {
   type DbMethod,
-  callStatements,
   callValue,
-  checkStatement,
   functionFailure,
   functionOutcome,
   isDbMethod,
 } from '../control-plane/site-databases/function-calls.ts';
 import type { CallHost } from './context.ts';
 
+/** What one read of the channel takes at most. */
+const READ_BYTES = 64 * 1024;
 /** After the host gave no channel, calls go through it for this long before the shim asks again. */
 const ASK_AGAIN_MS = 1000;
 
 /** What became of a call sent on the channel. */
-type Outcome = { kind: 'answer'; result: DbResult } | { kind: 'closed' } | { kind: 'lost' };
+type Outcome = { kind: 'answer'; result: ChannelAnswer } | { kind: 'closed' } | { kind: 'lost' };
 
 const encoder = new TextEncoder();
 
@@ -91,17 +92,18 @@ class Channel {
 
   async #read(): Promise<'closed' | 'lost'> {
     const reader = new FrameReader(frameBytes);
+    const buffer = new Uint8Array(READ_BYTES);
     let ended: 'closed' | 'lost' = 'lost';
     try {
-      read: for await (const chunk of this.#conn.readable) {
-        for (const frame of reader.push(chunk)) {
+      read: for (let read = await this.#conn.read(buffer); read !== null; read = await this.#conn.read(buffer)) {
+        for (const frame of reader.push(buffer.slice(0, read))) {
           if (frame.type === ChannelFrame.Closed) {
             ended = 'closed';
             break read;
           }
           const resolve = this.#waiting.shift();
           if (!resolve) break read;
-          resolve({ kind: 'answer', result: decodeJson<DbResult>(frame.payload) });
+          resolve({ kind: 'answer', result: decodeJson<ChannelAnswer>(frame.payload) });
         }
       }
     } catch {
@@ -179,14 +181,16 @@ export function throughDbChannel(
     return result;
   };
 
-  function answer(method: DbMethod, result: DbResult): CtxResult | null {
+  function answer(method: DbMethod, result: ChannelAnswer): CtxResult | null {
     if (result.ok) {
       const value = result.value as StatementOutcome | StatementOutcome[];
       return { ok: true, value: callValue(method, (Array.isArray(value) ? value : [value]).map(functionOutcome)) };
     }
+    const { error } = result;
+    if ('code' in error) return { ok: false, error: { code: error.code, message: error.message } };
     // Writes paused: nothing changed; the host waits them out.
-    if (result.error.reason === 'read_only') return null;
-    const failure = functionFailure(result.error.reason, result.error.message);
+    if (error.reason === 'read_only') return null;
+    const failure = functionFailure(error.reason, error.message);
     if (failure.diagnostic) log({ requestId: requestId(), level: 'error', message: `ctx.db: ${failure.diagnostic}` });
     return { ok: false, error: { code: failure.code, message: failure.message } };
   }
@@ -195,14 +199,12 @@ export function throughDbChannel(
     if (!isDbMethod(method)) return callHost(method, args);
     let payload: Uint8Array;
     try {
-      // Checked as the process will read them, after JSON.
-      const text = JSON.stringify({ method, args });
-      const call = JSON.parse(text) as { args: unknown[] };
-      callStatements(method, call.args).forEach(checkStatement);
-      payload = encoder.encode(text);
+      payload = encoder.encode(JSON.stringify({ method, args }));
     } catch {
+      // Not JSON: the host's call fails as it always has.
       return callHost(method, args);
     }
+    // Near the cap of a call, the host says whether it is past it.
     if (payload.length > MAX_CTX_CALL_BYTES - 1024) return callHost(method, args);
     const opened = await channelNow();
     if (!opened) return callHost(method, args);

@@ -28,7 +28,7 @@ export const ChannelFrame = {
   Hello: 1,
   /** worker → process: one ctx.db call. Payload: JSON ChannelCall. */
   Call: 2,
-  /** process → worker: a call's outcome. Payload: JSON DbResult. */
+  /** process → worker: a call's outcome. Payload: JSON ChannelAnswer. */
   Answer: 3,
   /** process → worker: the channel closes; the calls not answered were not run. Payload: empty. */
   Closed: 4,
@@ -39,6 +39,9 @@ export interface ChannelCall {
   method: string;
   args: unknown[];
 }
+
+/** A call's outcome; `code` and the host's message when its arguments fail the host's checks. */
+export type ChannelAnswer = DbResult | { ok: false; error: { code: string; message: string } };
 
 /** A token is this many hex characters. */
 export const CHANNEL_TOKEN_CHARS = 64;

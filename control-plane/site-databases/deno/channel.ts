@@ -3,7 +3,8 @@
 // in with a token of its own (`grant`), given to that one worker; the process listens at the one path
 // Deno lets it use, to which the host links the path of each worker of the site (and no other).
 // Whatever a channel sends, its calls run as the function's (`function` access) after the same checks
-// the host makes (../function-calls.ts); a frame that is malformed, too large or not a call closes it.
+// the host makes (../function-calls.ts), failing them as the host does; a frame that is malformed, too
+// large or not a ctx.db call closes it.
 // What the channels did goes back to the host (ChannelStats) for its counts, metrics and replication.
 import { setImmediate } from 'node:timers';
 import {
@@ -14,12 +15,16 @@ import {
   decodeJson,
   encodeFrame,
 } from '../../../runtime-host/protocol.ts';
-import { type DbMethod, callStatements, checkStatement, isDbMethod } from '../function-calls.ts';
+import { type DbMethod, FunctionCallError, callStatements, checkStatement, isDbMethod } from '../function-calls.ts';
 import { CHANNEL_TOKEN_CHARS, type ChannelCall, ChannelFrame, type ChannelStats, type Statement } from '../protocol.ts';
 
 /** What a channel's call runs: the function's statements, answered as a DbResult's JSON. */
 export type RunForFunction = (statements: Statement[]) => { answer: string; ok: boolean; wrote: boolean };
 
+/** What one read of a channel takes at most. */
+const READ_BYTES = 64 * 1024;
+/** How long a channel's calls may hold the process before others, the host first, get a turn. */
+const TURN_MS = 10;
 /** Connections that have not said Hello yet, at most; more are closed at once. */
 const MAX_UNGREETED = 16;
 /** How long a closing channel's last answers may take to leave before it is closed regardless. */
@@ -114,26 +119,34 @@ export class Channels {
 
   async #serve(connection: Connection): Promise<void> {
     const reader = new FrameReader(frameBytes);
+    const buffer = new Uint8Array(READ_BYTES);
     let greeted = false;
     this.#ungreeted++;
     this.#connections.add(connection);
     try {
-      for await (const chunk of connection.conn.readable) {
-        const frames = reader.push(chunk);
-        for (let i = 0; i < frames.length; i++) {
+      for (let read = await connection.conn.read(buffer); read !== null; read = await connection.conn.read(buffer)) {
+        const frames = reader.push(buffer.slice(0, read));
+        let answers: Uint8Array[] = [];
+        let turn = performance.now();
+        for (const frame of frames) {
           if (!connection.open) return;
-          const frame = frames[i]!;
           if (!greeted) {
             this.#hello(frame);
             greeted = true;
             this.#ungreeted--;
             continue;
           }
-          // A call at a time: a ping from the host, or another channel's call, may come in between.
-          if (i > 0) await new Promise((resolve) => setImmediate(resolve));
-          if (!connection.open) return;
-          this.#answer(connection, frame);
+          // The host's ping, and other channels, get their turn after TURN_MS of this one's calls.
+          if (performance.now() - turn > TURN_MS) {
+            this.#write(connection, answers);
+            answers = [];
+            await new Promise((resolve) => setImmediate(resolve));
+            if (!connection.open) return;
+            turn = performance.now();
+          }
+          answers.push(this.#answer(frame));
         }
+        this.#write(connection, answers);
       }
     } catch {
       // A frame that breaks the protocol closes the channel; the worker learns nothing more.
@@ -149,27 +162,50 @@ export class Channels {
     if (!this.#tokens.delete(token)) throw new Error('not a token this process was given');
   }
 
-  #answer(connection: Connection, frame: Frame): void {
-    if (frame.type !== ChannelFrame.Call) throw new Error('a channel carries calls only');
-    const receivedAt = Date.now();
-    const { method, args } = decodeJson<ChannelCall>(frame.payload);
-    if (!isDbMethod(method) || !Array.isArray(args)) throw new Error('not a ctx.db call');
-    // The worker checked these too; a call that fails them was not sent by Berth's shim.
-    const statements = callStatements(method as DbMethod, args);
-    statements.forEach(checkStatement);
-    const started = performance.now();
-    const { answer, ok, wrote } = this.#run(statements);
-    this.#count(method, ok, (performance.now() - started) / 1000, wrote ? receivedAt : null);
-    const bytes = encodeFrame(ChannelFrame.Answer, frame.stream, encoder.encode(answer));
+  /** Answers of one read leave in one write, in order after those before. */
+  #write(connection: Connection, answers: Uint8Array[]): void {
+    if (answers.length === 0) return;
+    const bytes = answers.length === 1 ? answers[0]! : concat(answers);
     connection.writing = connection.writing.then(() => writeAll(connection.conn, bytes));
   }
 
-  #count(method: string, ok: boolean, seconds: number, wroteAt: number | null): void {
-    const stats = this.#stats;
-    stats.calls[method] = (stats.calls[method] ?? 0) + 1;
-    stats.statements.push([ok, seconds]);
-    if (wroteAt !== null && stats.firstWriteAt === null) stats.firstWriteAt = wroteAt;
+  /**
+   * Runs one call. A call whose arguments or statements fail the host's checks is answered with the
+   * host's error for them (ChannelAnswer's `code`); one that is not a ctx.db call at all closes the channel.
+   */
+  #answer(frame: Frame): Uint8Array {
+    if (frame.type !== ChannelFrame.Call) throw new Error('a channel carries calls only');
+    const receivedAt = Date.now();
+    const { method, args } = decodeJson<ChannelCall>(frame.payload) ?? {};
+    if (!isDbMethod(method) || !Array.isArray(args)) throw new Error('not a ctx.db call');
+    this.#called(method);
+    let statements: Statement[];
+    try {
+      statements = callStatements(method, args);
+      statements.forEach(checkStatement);
+    } catch (err) {
+      if (!(err instanceof FunctionCallError)) throw err;
+      return encodeFrame(
+        ChannelFrame.Answer,
+        frame.stream,
+        encoder.encode(JSON.stringify({ ok: false, error: { code: err.code, message: err.message } })),
+      );
+    }
+    const started = performance.now();
+    const { answer, ok, wrote } = this.#run(statements);
+    this.#ran(ok, (performance.now() - started) / 1000, wrote ? receivedAt : null);
+    return encodeFrame(ChannelFrame.Answer, frame.stream, encoder.encode(answer));
+  }
+
+  /** Counted as the host counts a ctx call: before its arguments are checked. */
+  #called(method: DbMethod): void {
+    this.#stats.calls[method] = (this.#stats.calls[method] ?? 0) + 1;
     this.#dirty = true;
+  }
+
+  #ran(ok: boolean, seconds: number, wroteAt: number | null): void {
+    this.#stats.statements.push([ok, seconds]);
+    if (wroteAt !== null && this.#stats.firstWriteAt === null) this.#stats.firstWriteAt = wroteAt;
   }
 
   /** `announce`: the host closes it, and the worker is told its unanswered calls were not run. */
@@ -193,6 +229,16 @@ export class Channels {
         }
       });
   }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
 }
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {

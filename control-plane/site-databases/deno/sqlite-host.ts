@@ -274,6 +274,9 @@ confinable.limits.length = 64 * 1024 * 1024;
 confinable.limits.sqlLength = 16 * 1024 * 1024;
 confinable.setAuthorizer(authorize);
 
+/** Rows the statements run so far changed, committed or not: a channel's call that changed some wrote. */
+let changed = 0;
+
 /** Berth's own statement, prepared once. */
 const counters = db.prepare('SELECT total_changes() AS n, last_insert_rowid() AS id');
 
@@ -427,6 +430,7 @@ function execute(
   }
   const after = reads ? { n: 0, id: 0 } : (counters.get() as { n: number; id: number });
   const changes = after.n - before;
+  changed += changes;
   const lastRowId = changes > 0 ? after.id : null;
   return `{"rows":[${rows.join(',')}],"changes":${changes},"lastRowId":${lastRowId},"durationMs":${performance.now() - started}}`;
 }
@@ -714,13 +718,13 @@ function serve(stream: number, request: DbRequest): void {
  * batch, always as the function's. `wrote`: it succeeded and changed rows, which replication hears of.
  */
 function runForFunction(statements: Statement[]): { answer: string; ok: boolean; wrote: boolean } {
-  const before = (counters.get() as { n: number }).n;
+  const before = changed;
   const request: DbRequest =
     statements.length === 1
       ? { op: 'run', access: 'function', statement: statements[0]! }
       : { op: 'batch', access: 'function', statements };
   const { text, ok } = outcome(request, 0);
-  return { answer: text, ok, wrote: ok && (counters.get() as { n: number }).n !== before };
+  return { answer: text, ok, wrote: ok && changed !== before };
 }
 
 const channels = channelPath === 'none' ? null : new Channels(channelPath, runForFunction);
