@@ -1,12 +1,14 @@
 // A function's ctx.db calls on a channel of their own, straight to its site's database process
-// (control-plane/site-databases/deno/channel.ts) instead of through the host. On the first call the
-// shim asks the host for the channel: the host links this worker's one permitted path for it to the
-// process and gives a token, which the shim presents first. Calls then go and come back in order.
-// The host gives none when the database is elsewhere or not in its normal state, and closes it when it
-// needs the database to itself: the calls then come through the host as before. The process checks a
-// call's arguments with the host's own code (control-plane/site-databases/function-calls.ts) and
-// answers a call that fails them with the host's error, so the shim sends them as the function gave
-// them, in the JSON the host would have read.
+// (control-plane/site-databases/deno/channel.ts) instead of through the host. The shim listens on the
+// worker's one more path (listen(), before the function's module runs, after which nothing in the
+// worker can touch that path again). On the first call it asks the host for the channel with a token
+// of its own; the host has the site's database process connect there and say Hello with that token,
+// and only such a connection becomes the channel. Calls then go and come back in order. The host
+// opens none when the database is elsewhere or not in its normal state, and closes it when it needs
+// the database to itself: the calls then come through the host as before. The process checks a call's
+// arguments with the host's own code (control-plane/site-databases/function-calls.ts) and answers a
+// call that fails them with the host's error, so the shim sends them as the function gave them, in the
+// JSON the host would have read.
 import {
   type CtxResult,
   DB_CHANNEL_METHOD,
@@ -41,6 +43,80 @@ const ASK_AGAIN_MS = 1000;
 /** What became of a call sent on the channel. */
 type Outcome = { kind: 'answer'; result: ChannelAnswer } | { kind: 'closed' } | { kind: 'lost' };
 
+/** How long the process's connection may take to arrive once the host said it connected. */
+const ARRIVAL_MS = 5000;
+
+/**
+ * Listens on `path` for the database process's connections, then gives up every permission on the
+ * path: the function can neither connect there, listen there nor put anything else in its place.
+ */
+export function listen(path: string): Deno.Listener {
+  const listener = Deno.listen({ transport: 'unix', path });
+  Deno.permissions.revokeSync({ name: 'read', path });
+  Deno.permissions.revokeSync({ name: 'write', path });
+  Deno.permissions.revokeSync({ name: 'net', host: `unix:${path}` });
+  return listener;
+}
+
+/**
+ * The connections that arrive, each kept once its Hello names a token the shim is waiting for: the
+ * others are closed. A connection that says nothing within ARRIVAL_MS is closed too.
+ */
+function arrivals(listener: Deno.Listener) {
+  const waiting = new Map<string, (arrived: { conn: Deno.Conn; reader: FrameReader } | null) => void>();
+  const greet = async (conn: Deno.Conn): Promise<void> => {
+    let greeted = false;
+    const reader = new FrameReader((type) =>
+      !greeted && type === ChannelFrame.Hello ? HEADER_BYTES + 64 : greeted ? frameBytes(type) : 0,
+    );
+    const buffer = new Uint8Array(256);
+    const timer = setTimeout(() => conn.close(), ARRIVAL_MS);
+    try {
+      for (let read = await conn.read(buffer); read !== null; read = await conn.read(buffer)) {
+        const [hello] = reader.push(buffer.slice(0, read));
+        if (!hello) continue;
+        const resolve = hello.type === ChannelFrame.Hello && waiting.get(new TextDecoder().decode(hello.payload));
+        if (!resolve) break;
+        waiting.delete(new TextDecoder().decode(hello.payload));
+        greeted = true;
+        clearTimeout(timer);
+        resolve({ conn, reader });
+        return;
+      }
+    } catch {
+      // Closed below.
+    }
+    clearTimeout(timer);
+    try {
+      conn.close();
+    } catch {
+      // Closed already.
+    }
+  };
+  void (async () => {
+    try {
+      for await (const conn of listener) void greet(conn);
+    } catch {
+      // The worker is ending.
+    }
+  })();
+  return {
+    /** The connection that will say Hello with `token`, or null once `cancelled` says so. */
+    expect(token: string): { arrived: Promise<{ conn: Deno.Conn; reader: FrameReader } | null>; cancel(): void } {
+      const arrived = new Promise<{ conn: Deno.Conn; reader: FrameReader } | null>((resolve) =>
+        waiting.set(token, resolve),
+      );
+      return {
+        arrived,
+        cancel: () => {
+          waiting.get(token)?.(null);
+          waiting.delete(token);
+        },
+      };
+    },
+  };
+}
+
 const encoder = new TextEncoder();
 
 const frameBytes = (type: number): number =>
@@ -57,11 +133,10 @@ class Channel {
   #ended: 'closed' | 'lost' | null = null;
   readonly ended: Promise<'closed' | 'lost'>;
 
-  constructor(conn: Deno.Conn, token: string) {
+  constructor(conn: Deno.Conn, reader: FrameReader, token: string) {
     this.#conn = conn;
     this.token = token;
-    this.#queue(encodeFrame(ChannelFrame.Hello as FrameTypeValue, 0, encoder.encode(token)));
-    this.ended = this.#read();
+    this.ended = this.#read(reader);
   }
 
   call(payload: Uint8Array): Promise<Outcome> {
@@ -90,8 +165,7 @@ class Channel {
     });
   }
 
-  async #read(): Promise<'closed' | 'lost'> {
-    const reader = new FrameReader(frameBytes);
+  async #read(reader: FrameReader): Promise<'closed' | 'lost'> {
     const buffer = new Uint8Array(READ_BYTES);
     let ended: 'closed' | 'lost' = 'lost';
     try {
@@ -136,7 +210,7 @@ function concat(parts: Uint8Array[]): Uint8Array {
  * would have written for a failed statement.
  */
 export function throughDbChannel(
-  path: string,
+  listener: Deno.Listener,
   callHost: CallHost,
   requestId: () => string | null,
   log: (entry: LogEntry) => void,
@@ -144,18 +218,27 @@ export function throughDbChannel(
   /** The channel, or the asking for it under way; null: none, ask on the next call. */
   let channel: Promise<Channel | null> | null = null;
   let refusedAt = Number.NEGATIVE_INFINITY;
+  const connections = arrivals(listener);
 
   async function open(): Promise<Channel | null> {
-    const granted = await callHost(DB_CHANNEL_METHOD, ['open']);
-    const token = granted.ok ? (granted.value as { token?: unknown } | null)?.token : undefined;
-    if (typeof token !== 'string') return null;
-    const opened = new Channel(await Deno.connect({ transport: 'unix', path }), token);
+    const token = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, '0')).join('');
+    const expected = connections.expect(token);
+    const opened = await callHost(DB_CHANNEL_METHOD, ['open', token]);
+    if (!opened.ok || opened.value !== true) {
+      expected.cancel();
+      return null;
+    }
+    const timer = setTimeout(expected.cancel, ARRIVAL_MS);
+    const arrived = await expected.arrived;
+    clearTimeout(timer);
+    if (!arrived) return null;
+    const connected = new Channel(arrived.conn, arrived.reader, token);
     const asked = channel;
     // Once it ends, the next call asks for another.
-    void opened.ended.then(() => {
+    void connected.ended.then(() => {
       if (channel === asked) channel = null;
     });
-    return opened;
+    return connected;
   }
 
   function channelNow(): Promise<Channel | null> | null {

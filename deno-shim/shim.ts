@@ -6,7 +6,7 @@ import { setImmediate } from 'node:timers';
 import { currentRequest, hideHostPaths, setLogSink } from './harden.ts';
 import { routeFetchThroughEgress } from './egress.ts';
 import { type CallHost, createContext } from './context.ts';
-import { throughDbChannel } from './db-channel.ts';
+import { listen, throughDbChannel } from './db-channel.ts';
 import {
   CHUNK_BYTES,
   type ChannelParams,
@@ -97,34 +97,28 @@ function failure(error: unknown): HandlerFailure {
 
 export interface Channel {
   conn: Deno.Conn;
-  /** Where the channel to the site's database is reached, once the host has made it (db-channel.ts). */
-  dbPath: string;
+  /** Where the site's database process connects, when the host has it open a channel (db-channel.ts). */
+  db: Deno.Listener;
   siteId: string;
   kind: 'api' | 'cron';
 }
 
 /**
- * Opens the channel; afterwards nothing in this process can open or listen on the socket's path. The
- * path of the channel to the site's database stays usable: the shim may need it again after the host
- * closed one, and the host links it to nothing but this worker's own site's database.
+ * Opens the channel and listens where the site's database process may connect (db-channel.ts);
+ * afterwards nothing in this process can open, listen on or replace either path.
  */
-async function open(socketPath: string): Promise<Deno.Conn> {
+async function open(socketPath: string): Promise<{ conn: Deno.Conn; db: Deno.Listener }> {
   const conn = await Deno.connect({ transport: 'unix', path: socketPath });
   Deno.permissions.revokeSync({ name: 'read', path: socketPath });
   Deno.permissions.revokeSync({ name: 'write', path: socketPath });
   Deno.permissions.revokeSync({ name: 'net', host: `unix:${socketPath}` });
-  return conn;
+  return { conn, db: listen(dbChannelPath(socketPath)) };
 }
 
 export async function connect(params: ChannelParams): Promise<Channel> {
   hideHostPaths(params.functionUrl, params.sourcePath);
   routeFetchThroughEgress(params.egress);
-  return {
-    conn: await open(params.socketPath),
-    dbPath: dbChannelPath(params.socketPath),
-    siteId: params.siteId,
-    kind: params.kind,
-  };
+  return { ...(await open(params.socketPath)), siteId: params.siteId, kind: params.kind };
 }
 
 /** A module's source as a data: URL, which Deno imports with no permission at all. */
@@ -164,7 +158,7 @@ async function warmUp(): Promise<void> {
  * version, as a module file is.) A channel closed before that means the spare was not needed.
  */
 export async function standby(socketPath: string): Promise<void> {
-  const conn = await open(socketPath);
+  const { conn, db } = await open(socketPath);
   await warmUp();
   const announce = encodeFrame(FrameType.Standby, 0);
   for (let written = 0; written < announce.length; ) written += await conn.write(announce.subarray(written));
@@ -184,11 +178,7 @@ export async function standby(socketPath: string): Promise<void> {
   const functionUrl = moduleUrl(body);
   hideHostPaths(functionUrl, head.sourcePath);
   routeFetchThroughEgress(head.egress);
-  await run(
-    { conn, dbPath: dbChannelPath(socketPath), siteId: head.siteId, kind: head.kind },
-    () => import(functionUrl),
-    reader,
-  );
+  await run({ conn, db, siteId: head.siteId, kind: head.kind }, () => import(functionUrl), reader);
 }
 
 const tooLarge = (what: string, limit: number) => `${what} is larger than ${limit} bytes once encoded`;
@@ -228,7 +218,7 @@ export async function run(
     return result;
   };
   const requestId = () => currentRequest.getStore() ?? null;
-  const ctx = createContext(siteId, throughDbChannel(channel.dbPath, callHost, requestId, log));
+  const ctx = createContext(siteId, throughDbChannel(channel.db, callHost, requestId, log));
   const aborts = new Map<number, AbortController>();
 
   async function serve(stream: number, payload: Uint8Array): Promise<void> {

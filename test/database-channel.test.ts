@@ -1,7 +1,10 @@
 // A function's ctx.db calls on its worker's own channel to the site's database process: used, counted
 // as calls through the host are, timed by the same limit, closed while the host needs the database to
 // itself, and out of reach of every other site. Then a hostile tenant on its own channel.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
@@ -183,76 +186,151 @@ test('compaction and a copy of the file during channel traffic lose no write, an
   t.true(provider(t0).channelCalls > channelled, 'the writes went on the channel');
 });
 
-test('a worker of one site cannot reach another site’s database, nor its own without a token', async (t) => {
+test('a worker of one site reaches no other site’s database, and cannot touch its own channel’s path', async (t) => {
   const a = await siteWithDatabase(t0.owner);
   const b = await siteWithDatabase(t0.owner);
   await b.query('CREATE TABLE secrets (v TEXT)');
   await b.query("INSERT INTO secrets VALUES ('b only')");
   await deployFixture(t0.owner, b.site.bucketId, 'db');
   const pidB = await workerOf(t0, () => caller(t0, b.site.subdomain)({ op: 'first', sql: 'SELECT v FROM secrets' }));
-  const linkB = dbPathOf(pidB);
-  await until(() => fs.existsSync(linkB) && fs.readlinkSync(linkB), 'B’s worker linked to its database');
-  const processB = fs.readlinkSync(linkB);
+  const listenerB = dbPathOf(pidB);
+  const sockets = path.dirname(listenerB);
+  const processes = () => fs.readdirSync(sockets).filter((name) => name.endsWith('.dbs'));
+  await until(() => processes().length > 0, 'a database process’s channel path');
 
-  await deployFixture(t0.owner, a.site.bucketId, 'db-channel-attack');
-  const attack = (body: Record<string, unknown>) =>
-    t0.site(a.site.subdomain).post('api/db-channel-attack', { json: body });
-  const pidA = await workerOf(t0, () => attack({ attack: 'noHello', path: '/nonexistent' }));
-  const linkA = dbPathOf(pidA);
-  t.not(linkA, linkB);
-  for (const target of [linkB, processB]) {
-    const res = JSON.parse((await attack({ attack: 'wrongToken', path: target })).body);
-    t.deepEqual(res, { error: 'NotCapable' }, `A’s worker may not connect to ${path.basename(target)}`);
-  }
-  // Its own path, linked to its own database, lets nothing in without the token the host gave.
-  t.truthy(await provider(t0).openChannel(a.site.id, linkA, () => {}));
-  const wrong = JSON.parse((await attack({ attack: 'wrongToken', path: linkA })).body);
-  t.deepEqual(wrong, { answers: [], closed: true });
-  const none = JSON.parse((await attack({ attack: 'noHello', path: linkA })).body);
-  t.deepEqual(none, { answers: [], closed: true });
+  await deployFixture(t0.owner, a.site.bucketId, 'db-channel-reach');
+  const reach = async (paths: string[]) =>
+    JSON.parse((await t0.site(a.site.subdomain).post('api/db-channel-reach', { json: { paths } })).body) as Record<
+      string,
+      Record<string, string>
+    >;
+  const pidA = await workerOf(t0, () => reach([]));
+  const own = dbPathOf(pidA);
+  t.not(own, listenerB);
+  const targets = [own, listenerB, ...processes().map((name) => path.join(sockets, name))];
+  const seen = await reach(targets);
+  for (const target of targets)
+    t.deepEqual(
+      seen[target],
+      { connect: 'NotCapable', listen: 'NotCapable', remove: 'NotCapable', write: 'NotCapable' },
+      path.basename(target),
+    );
+  t.true(fs.statSync(own).isSocket(), 'its own path is still the shim’s listener');
+  // A connection to a worker that does not bring the token the worker asked with is closed by it.
+  const strangerToken = 'f'.repeat(64);
+  t.true(await provider(t0).openChannel(b.site.id, listenerB, strangerToken, () => {}));
+  t.deepEqual((await caller(t0, b.site.subdomain)({ op: 'first', sql: 'SELECT v FROM secrets' })).value, {
+    v: 'b only',
+  });
 });
+
+/**
+ * Plays a worker gone hostile: listens where the site's database process is told to connect, takes
+ * its Hello, sends `frames`, and reads what comes back until the process closes the channel or
+ * `waitMs` pass.
+ */
+async function hostileWorker(siteId: string, frames: Buffer[], waitMs = 3000) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
+  const socketPath = path.join(dir, 'w.sock');
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  const token = crypto.randomBytes(32).toString('hex');
+  const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+  const opened = await provider(t0).openChannel(siteId, socketPath, token, () => {});
+  if (!opened) throw new Error('no channel opened');
+  const socket = await accepted;
+  const frames_: Array<{ type: number; payload: any }> = [];
+  let buffered = Buffer.alloc(0);
+  const closed = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), waitMs);
+    socket.on('data', (chunk) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 9 && buffered.length >= 4 + buffered.readUInt32BE(0)) {
+        const size = 4 + buffered.readUInt32BE(0);
+        const text = buffered.subarray(9, size).toString('utf8');
+        frames_.push({ type: buffered[4]!, payload: buffered[4] === 1 ? text : text ? JSON.parse(text) : null });
+        buffered = buffered.subarray(size);
+      }
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+    socket.on('error', () => {});
+    for (const bytes of frames) socket.write(bytes);
+  });
+  socket.destroy();
+  server.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+  const [hello, ...answers] = frames_;
+  return { hello: hello?.type === 1 && hello.payload === token, answers, closed };
+}
+
+function frame(type: number, stream: number, payload: string | Buffer = '', declared?: number): Buffer {
+  const bytes = Buffer.from(payload);
+  const out = Buffer.alloc(9 + bytes.length);
+  out.writeUInt32BE(declared ?? 5 + bytes.length, 0);
+  out.writeUInt8(type, 4);
+  out.writeUInt32BE(stream, 5);
+  bytes.copy(out, 9);
+  return out;
+}
+const CALL = 2;
+const call = (stream: number, value: unknown) => frame(CALL, stream, JSON.stringify(value));
 
 test('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (n INTEGER)');
   await query('INSERT INTO items VALUES (1)');
-  await deployFixture(t0.owner, site.bucketId, 'db-channel-attack');
   await deployFixture(t0.owner, site.bucketId, 'db');
-  const attack = async (name: string) => {
-    const grant = await provider(t0).openChannel(site.id, link, () => {});
-    if (!grant) throw new Error('no channel given');
-    const res = await t0.site(site.subdomain).post('api/db-channel-attack', {
-      json: { attack: name, path: link, token: grant.token },
-    });
-    return JSON.parse(res.body);
+  const ledger = (await query('SELECT count(*) AS n FROM _berth_migrations')).body.result[0]!.results;
+  const attack = (frames: Buffer[], waitMs?: number) => hostileWorker(site.id, frames, waitMs);
+
+  const good = await attack([call(1, { method: 'db.first', args: ['SELECT 41 + 1 AS n'] })], 1000);
+  t.true(good.hello, 'the process says Hello with the token the worker gave');
+  t.like(good.answers[0], { type: 3, payload: { ok: true, value: { rows: [{ n: 42 }], changes: 0 } } });
+
+  const hostile: Record<string, Buffer[]> = {
+    migrate: [call(1, { op: 'migrate', sql: 'DROP TABLE items', receipt: { sql: 'SELECT 1', params: [] } })],
+    dump: [call(1, { method: 'dump', args: [] })],
+    checkpoint: [call(1, { method: 'checkpoint', args: [] })],
+    census: [call(1, { op: 'census' })],
+    systemRequest: [
+      call(1, { op: 'run', access: 'system', statement: { sql: 'DELETE FROM _berth_migrations', params: [] } }),
+    ],
+    malformed: [frame(CALL, 1, '{"method": "db.query", "args": [')],
+    notAnObject: [frame(CALL, 1, 'null')],
+    oversized: [frame(CALL, 1, '{"method":"db.query","args":["SELECT 1"]}', 64 * 1024 * 1024)],
+    unknownType: [frame(9, 1, '{}')],
+    hello: [frame(1, 0, 'f'.repeat(64))],
   };
-  const pid = await workerOf(t0, () =>
-    t0.site(site.subdomain).post('api/db-channel-attack', { json: { attack: 'noHello', path: '/nonexistent' } }),
-  );
-  const link = dbPathOf(pid);
-  const ledger = (await query('SELECT count(*) AS n FROM _berth_migrations')).body.result[0]!.results[0];
-
-  const tokenTwice = await attack('tokenTwice');
-  t.like(tokenTwice.first.answers[0], { type: 3, payload: { ok: true, value: { rows: [{ n: 42 }], changes: 0 } } });
-  t.deepEqual(tokenTwice.second, { answers: [], closed: true }, 'a token lets one channel in, once');
-
-  for (const name of ['wrongOp', 'dump', 'checkpoint', 'systemRequest', 'malformed', 'oversized', 'unknownType']) {
-    t.deepEqual(await attack(name), { answers: [], closed: true }, name);
+  for (const [name, frames] of Object.entries(hostile)) {
+    const outcome = await attack(frames);
+    t.deepEqual(outcome, { hello: true, answers: [], closed: true }, name);
   }
   // A call that fails the host's checks is answered with the host's error, and runs nothing.
-  const two = await attack('twoStatements');
-  t.like(two.answers[0], { type: 3, payload: { ok: false, error: { code: 'DATABASE_MULTIPLE_STATEMENTS' } } });
+  const two = await attack([call(1, { method: 'db.batch', args: [[{ sql: 'DROP TABLE items; SELECT 1' }]] })], 1000);
+  t.like(two.answers[0], { payload: { ok: false, error: { code: 'DATABASE_MULTIPLE_STATEMENTS' } } });
   // The access a frame claims is ignored: the call runs as the function's, which the ledger refuses.
-  const spoofed = await attack('spoofedAccess');
+  const spoofed = await attack(
+    [
+      call(1, { method: 'db.execute', args: ['DELETE FROM _berth_migrations'], access: 'api', readOnly: false }),
+      call(2, { method: 'db.first', args: ['SELECT count(*) AS n FROM items'], access: 'system' }),
+    ],
+    1000,
+  );
   t.like(spoofed.answers[0], { type: 3, payload: { ok: false, error: { reason: 'reserved' } } });
   t.like(spoofed.answers[1], { type: 3, payload: { ok: true, value: { rows: [{ n: 1 }] } } });
-
-  const flood = await attack('flood');
-  t.is(flood.closedAtOnce, 40 - 16, 'connections past the sixteen that may wait for their Hello are closed at once');
-  t.is(flood.piled, 500, 'piled calls are answered, in turn');
+  // A flood of calls piled on one channel is answered, each in turn.
+  const flood = await attack(
+    Array.from({ length: 500 }, (_, i) => call(i + 1, { method: 'db.first', args: ['SELECT ? AS i', [i]] })),
+    5000,
+  );
+  t.is(flood.answers.length, 500);
+  t.like(flood.answers[499], { payload: { ok: true, value: { rows: [{ i: 499 }] } } });
 
   t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 1 }]);
-  t.deepEqual((await query('SELECT count(*) AS n FROM _berth_migrations')).body.result[0]!.results[0], ledger);
+  t.deepEqual((await query('SELECT count(*) AS n FROM _berth_migrations')).body.result[0]!.results, ledger);
   const served = await caller(t0, site.subdomain)({ op: 'first', sql: 'SELECT n FROM items' });
   t.deepEqual(served.value, { n: 1 }, 'the database still serves the site’s functions');
 });

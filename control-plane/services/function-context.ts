@@ -249,8 +249,8 @@ export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxR
 
 /**
  * Serves a worker's asks about its channel to its site's database (deno-shim/db-channel.ts): `open`
- * gives one when the site is active and its database ready and served here (null otherwise: the
- * worker's calls come through here); `lost` says what a channel that broke off mid-call broke off for,
+ * (with the worker's token) has the database's process connect to the worker when the site is active
+ * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a channel that broke off mid-call broke off for,
  * as the error its calls would have had here. The channel's calls are counted here as they are reported.
  */
 export function createDbChannelHandler(deps: Deps) {
@@ -265,10 +265,10 @@ export function createDbChannelHandler(deps: Deps) {
   return async (deployment: Deployment, link: string, args: unknown[]): Promise<CtxResult> => {
     const { siteId } = deployment;
     try {
-      if (args[0] === 'open') {
+      if (args[0] === 'open' && typeof args[1] === 'string') {
         const site = await siteRow(deps, siteId);
-        if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: null };
-        return { ok: true, value: await deps.siteDatabases.openChannel(siteId, link, onCalls(siteId)) };
+        if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: false };
+        return { ok: true, value: await deps.siteDatabases.openChannel(siteId, link, args[1], onCalls(siteId)) };
       }
       if (args[0] === 'lost' && typeof args[1] === 'string') {
         const lost = await deps.siteDatabases.channelLost(siteId, args[1]);
@@ -284,8 +284,8 @@ export function createDbChannelHandler(deps: Deps) {
       }
       return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a channel request' } };
     } catch (err) {
-      logJobFailure(deps.log, err, 'a database channel could not be given', { functionId: deployment.functionId });
-      return { ok: true, value: null };
+      logJobFailure(deps.log, err, 'a database channel could not be opened', { functionId: deployment.functionId });
+      return { ok: true, value: false };
     }
   };
 }

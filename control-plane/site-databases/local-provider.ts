@@ -23,7 +23,6 @@ import {
   type StatementOutcome,
 } from './protocol.ts';
 import {
-  type ChannelGrant,
   type FrozenDatabase,
   type Restore,
   type RestorePoints,
@@ -66,6 +65,8 @@ const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
 const PING_MS = 1000;
 /** How long a stopped process's tokens are kept, so a worker whose channel broke can learn why. */
 const TOKENS_KEPT_MS = 60_000;
+
+const TOKEN = new RegExp(`^[0-9a-f]{${CHANNEL_TOKEN_CHARS}}$`);
 
 type SiteProcess = DatabaseProcess & { siteId: string; channelPath: string | undefined };
 
@@ -112,7 +113,9 @@ export class SiteDatabases implements SiteDatabaseProvider {
   readonly #tokens = new Map<string, SiteProcess>();
   /** Who hears each site's channel calls. */
   readonly #onCalls = new Map<string, (calls: Record<string, number>) => void>();
-  /** Bumped whenever channels are closed, so a grant under way then is not handed out. */
+  /** The connect under way of each process, which the next waits for. */
+  readonly #connecting = new WeakMap<SiteProcess, Promise<unknown>>();
+  /** Bumped whenever channels are closed, so a channel that opens meanwhile is closed too. */
   #channelEpoch = 0;
   #channelCalls = 0;
   /** Calls sent and not yet answered, per site, and who waits for a site's to be answered. */
@@ -144,9 +147,11 @@ export class SiteDatabases implements SiteDatabaseProvider {
         // a new database only once its process has made it (its first page decides its auto-vacuum).
         const fresh = !fs.existsSync(file);
         if (replicator && !fresh) await replicator.watch(siteId, file);
+        // The one socket path the process may use: linked by the host to each worker it connects to.
         const channelPath = options.channelDir
           ? path.join(options.channelDir, `${crypto.randomBytes(8).toString('hex')}.dbs`)
           : undefined;
+        if (channelPath) await fsp.mkdir(options.channelDir!, { recursive: true, mode: 0o700 });
         const process = Object.assign(
           await DatabaseProcess.start({
             denoPath: options.denoPath,
@@ -166,7 +171,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
         void process.exited.then(() => {
           this.#started.delete(process);
           this.#unchannel(process);
-          if (channelPath) fs.rmSync(channelPath, { force: true });
+          if (channelPath) for (const file of [channelPath, `${channelPath}.tmp`]) fs.rmSync(file, { force: true });
           replicator?.idle(siteId);
         });
         if (replicator && fresh) await replicator.watch(siteId, file);
@@ -634,40 +639,58 @@ export class SiteDatabases implements SiteDatabaseProvider {
   async openChannel(
     siteId: string,
     link: string,
+    token: string,
     onCalls: (calls: Record<string, number>) => void,
-  ): Promise<ChannelGrant | null> {
-    const dir = this.#options.channelDir;
-    if (!dir || !this.#normal(siteId)) return null;
+  ): Promise<boolean> {
+    if (!this.#options.channelDir || !TOKEN.test(token) || !this.#normal(siteId)) return false;
     this.#onCalls.set(siteId, onCalls);
     const epoch = this.#channelEpoch;
-    const token = crypto.randomBytes(CHANNEL_TOKEN_CHARS / 2).toString('hex');
+    const timeoutMs = this.#options.statementTimeoutMs;
     // Counted as a call in flight, so a pause that begins meanwhile closes this channel too.
     return this.#counted(siteId, async () => {
       const process = await this.#acquire(siteId);
       try {
-        const granted = await process.call({ op: 'grant', token }, this.#options.statementTimeoutMs);
-        if (!granted.ok || !process.alive || !process.channelPath) return null;
-        if (this.#channelEpoch !== epoch || !this.#normal(siteId)) return null;
+        if (!process.channelPath) return false;
+        const connected = await this.#linked(process, link, () => process.call({ op: 'connect', token }, timeoutMs));
+        if (!connected.ok || !process.alive) return false;
         this.#tokens.set(token, process);
         this.#ping(process);
-        // The worker's own path leads to the process's socket from now on; a link replaces whatever
-        // the worker left there in one step.
-        await fsp.mkdir(dir, { recursive: true, mode: 0o700 });
-        const temporary = `${link}.${token.slice(0, 8)}.tmp`;
-        await fsp.symlink(process.channelPath, temporary);
-        await fsp.rename(temporary, link);
-        return { token };
+        if (this.#channelEpoch !== epoch || !this.#normal(siteId)) {
+          // Channels were closed while this one opened: it closes too.
+          await process.call({ op: 'close-channels' }, timeoutMs).catch(() => {});
+          return false;
+        }
+        return true;
       } catch (err) {
-        if (err instanceof DatabaseProcessError || (err as NodeJS.ErrnoException).code) return null;
+        if (err instanceof DatabaseProcessError || (err as NodeJS.ErrnoException).code) return false;
         throw err;
       } finally {
         this.#pool.release(process);
       }
     }).catch((err: unknown) => {
       // No process to be had (none free, or no database): the calls come through the host, which says so.
-      if (err instanceof StatementError) return null;
+      if (err instanceof StatementError) return false;
       throw err;
     });
+  }
+
+  /**
+   * Runs `work` (a connect) with the process's one channel path linked to the worker's socket `target`:
+   * one at a time per process, the link replaced in one step.
+   */
+  #linked<T>(process: SiteProcess, target: string, work: () => Promise<T>): Promise<T> {
+    const path = process.channelPath!;
+    const run = (this.#connecting.get(process) ?? Promise.resolve())
+      .catch(() => {})
+      .then(async () => {
+        const temporary = `${path}.tmp`;
+        await fsp.rm(temporary, { force: true });
+        await fsp.symlink(target, temporary);
+        await fsp.rename(temporary, path);
+        return work();
+      });
+    this.#connecting.set(process, run);
+    return run;
   }
 
   /** Nothing keeps the site's database from its workers' channels: no pause, copy, move or fence. */

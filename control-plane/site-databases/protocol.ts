@@ -19,12 +19,13 @@ export const DbFrame = {
 
 /**
  * The frames of a channel between a function's worker and its site's database process (deno/channel.ts,
- * deno-shim/db-channel.ts), in the runtime's framing. The worker connects, says Hello with the token
- * the host gave it, then sends Calls; the process answers each, in order, and says Closed before it
- * closes the channel at the host's request: the calls it has not answered then were never run.
+ * deno-shim/db-channel.ts), in the runtime's framing. The process connects to the worker's socket at
+ * the host's word and says Hello with the token the worker gave the host; the worker then sends Calls,
+ * which the process answers in order, and the process says Closed before it closes the channel at the
+ * host's request: the calls it has not answered then were never run.
  */
 export const ChannelFrame = {
-  /** worker → process, first and once: the channel's token (UTF-8). */
+  /** process → worker, first and once: the token the worker asked the channel with (UTF-8). */
   Hello: 1,
   /** worker → process: one ctx.db call. Payload: JSON ChannelCall. */
   Call: 2,
@@ -93,8 +94,8 @@ export interface Statement {
  * as `denied` without changing anything.
  * `checkpoint` moves the write-ahead log into the database file, so the file alone is the database;
  * `census` checks the file's integrity and counts every table's rows.
- * `grant` lets one worker's channel in with `token` (the process listens at its channel path from the
- * first grant on); `ping` is answered between two statements, so one unanswered in time is a statement
+ * `connect` opens a channel to the worker the host has linked the process's channel path to, saying
+ * Hello with the worker's `token`, and is answered once it has; `ping` is answered between two statements, so one unanswered in time is a statement
  * past its limit; `close-channels` closes every channel and forgets every token, and is answered once no
  * channel statement runs. Both answer after a Stats frame with what the channels did so far.
  */
@@ -105,7 +106,7 @@ export type DbRequest =
   | { op: 'dump' }
   | { op: 'checkpoint' }
   | { op: 'census' }
-  | { op: 'grant'; token: string }
+  | { op: 'connect'; token: string }
   | { op: 'ping' }
   | { op: 'close-channels' };
 

@@ -7,7 +7,6 @@ import type { Knex } from 'knex';
 import type { Change, ChangeListener } from '../../db/changes.ts';
 import {
   type Access,
-  type ChannelGrant,
   type Compaction,
   type Restore,
   type RestorePoints,
@@ -226,10 +225,11 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
   async openChannel(
     siteId: string,
     link: string,
+    token: string,
     onCalls: (calls: Record<string, number>) => void,
-  ): Promise<ChannelGrant | null> {
-    if (!this.#isHere(await this.#placement(siteId))) return null;
-    return this.#options.local.openChannel(siteId, link, onCalls);
+  ): Promise<boolean> {
+    if (!this.#isHere(await this.#placement(siteId))) return false;
+    return this.#options.local.openChannel(siteId, link, token, onCalls);
   }
 
   channelLost(siteId: string, token: string): Promise<StatementError> {

@@ -1,7 +1,9 @@
 // The workers' channels into a site database process (see ../protocol.ts, ChannelFrame): a function's
-// ctx.db calls come here straight from its worker instead of through Berth. The host lets each channel
-// in with a token of its own (`grant`), given to that one worker; the process listens at the one path
-// Deno lets it use, to which the host links the path of each worker of the site (and no other).
+// ctx.db calls come here straight from its worker instead of through Berth. Each worker listens on a
+// path of its own, which it cannot touch itself once listening; when it asks for a channel, the host
+// links the one path Deno lets this process use to that worker's socket and tells the process to
+// connect there (`connect`), presenting the token the worker gave, so a worker's channel comes only from
+// its own site's database, at the host's word.
 // Whatever a channel sends, its calls run as the function's (`function` access) after the same checks
 // the host makes (../function-calls.ts), failing them as the host does; a frame that is malformed, too
 // large or not a ctx.db call closes it.
@@ -25,35 +27,26 @@ export type RunForFunction = (statements: Statement[]) => { answer: string; ok: 
 const READ_BYTES = 64 * 1024;
 /** How long a channel's calls may hold the process before others, the host first, get a turn. */
 const TURN_MS = 10;
-/** Connections that have not said Hello yet, at most; more are closed at once. */
-const MAX_UNGREETED = 16;
 /** How long a closing channel's last answers may take to leave before it is closed regardless. */
 const CLOSE_GRACE_MS = 5000;
 
-const frameBytes = (type: number): number =>
-  type === ChannelFrame.Hello
-    ? HEADER_BYTES + CHANNEL_TOKEN_CHARS
-    : type === ChannelFrame.Call
-      ? HEADER_BYTES + MAX_CTX_CALL_BYTES
-      : 0;
+/** A worker sends calls only. */
+const frameBytes = (type: number): number => (type === ChannelFrame.Call ? HEADER_BYTES + MAX_CTX_CALL_BYTES : 0);
+const TOKEN = new RegExp(`^[0-9a-f]{${CHANNEL_TOKEN_CHARS}}$`);
 
 interface Connection {
-  conn: Deno.UnixConn;
+  conn: Deno.Conn;
   open: boolean;
   /** Answers written in order: each waits for the one before. */
   writing: Promise<unknown>;
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 export class Channels {
   readonly #path: string;
   readonly #run: RunForFunction;
-  #listener: Deno.Listener | null = null;
-  readonly #tokens = new Set<string>();
   readonly #connections = new Set<Connection>();
-  #ungreeted = 0;
   #stats: ChannelStats = { calls: {}, statements: [], firstWriteAt: null };
   #dirty = false;
 
@@ -62,36 +55,20 @@ export class Channels {
     this.#run = run;
   }
 
-  /** Lets in one channel that presents `token`, once. */
-  grant(token: string): void {
-    if (typeof token !== 'string' || token.length !== CHANNEL_TOKEN_CHARS) throw new Error('not a channel token');
-    if (!this.#listener) {
-      // A process of the site before this one may have left its socket.
-      try {
-        Deno.removeSync(this.#path);
-      } catch (err) {
-        if (!(err instanceof Deno.errors.NotFound)) throw err;
-      }
-      this.#listener = Deno.listen({ transport: 'unix', path: this.#path });
-      void this.#accept(this.#listener);
-    }
-    this.#tokens.add(token);
-  }
-
   /**
-   * Closes every channel, saying Closed first, and forgets every token not yet used; no channel's call
-   * runs from now on. Resolves once the channels are closed.
+   * Connects to the worker the host has linked this process's path to, and says Hello with `token`;
+   * resolves once the channel is open. The host links the path for one connect at a time.
    */
-  closeAll(): Promise<void> {
-    this.#tokens.clear();
-    return Promise.all([...this.#connections].map((connection) => this.#close(connection, true))).then(() => {});
+  async connect(token: string): Promise<void> {
+    if (typeof token !== 'string' || !TOKEN.test(token)) throw new Error('not a channel token');
+    const conn = await Deno.connect({ transport: 'unix', path: this.#path });
+    await writeAll(conn, encodeFrame(ChannelFrame.Hello, 0, encoder.encode(token)));
+    void this.#serve({ conn, open: true, writing: Promise.resolve() });
   }
 
-  /** Closes every channel and stops listening: the process is ending. */
-  stop(): Promise<void> {
-    this.#listener?.close();
-    this.#listener = null;
-    return this.closeAll();
+  /** Closes every channel, saying Closed first; no channel's call runs from now on. Resolves once they are closed. */
+  closeAll(): Promise<void> {
+    return Promise.all([...this.#connections].map((connection) => this.#close(connection, true))).then(() => {});
   }
 
   /** What the channels did since the last time this was asked, or null when nothing. */
@@ -103,25 +80,9 @@ export class Channels {
     return stats;
   }
 
-  async #accept(listener: Deno.Listener): Promise<void> {
-    try {
-      for await (const conn of listener) {
-        if (this.#ungreeted >= MAX_UNGREETED) {
-          conn.close();
-          continue;
-        }
-        void this.#serve({ conn: conn as Deno.UnixConn, open: true, writing: Promise.resolve() });
-      }
-    } catch {
-      // The listener was closed: the process is ending.
-    }
-  }
-
   async #serve(connection: Connection): Promise<void> {
     const reader = new FrameReader(frameBytes);
     const buffer = new Uint8Array(READ_BYTES);
-    let greeted = false;
-    this.#ungreeted++;
     this.#connections.add(connection);
     try {
       for (let read = await connection.conn.read(buffer); read !== null; read = await connection.conn.read(buffer)) {
@@ -130,12 +91,6 @@ export class Channels {
         let turn = performance.now();
         for (const frame of frames) {
           if (!connection.open) return;
-          if (!greeted) {
-            this.#hello(frame);
-            greeted = true;
-            this.#ungreeted--;
-            continue;
-          }
           // The host's ping, and other channels, get their turn after TURN_MS of this one's calls.
           if (performance.now() - turn > TURN_MS) {
             this.#write(connection, answers);
@@ -151,15 +106,8 @@ export class Channels {
     } catch {
       // A frame that breaks the protocol closes the channel; the worker learns nothing more.
     } finally {
-      if (!greeted) this.#ungreeted--;
       void this.#close(connection, false);
     }
-  }
-
-  #hello(frame: Frame): void {
-    if (frame.type !== ChannelFrame.Hello) throw new Error('a channel begins with Hello');
-    const token = decoder.decode(frame.payload);
-    if (!this.#tokens.delete(token)) throw new Error('not a token this process was given');
   }
 
   /** Answers of one read leave in one write, in order after those before. */

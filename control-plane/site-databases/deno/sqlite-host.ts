@@ -635,10 +635,8 @@ function handle(request: DbRequest, stream: number): string {
 
     case 'dump':
       return JSON.stringify({ bytes: dump((chunk) => write(encodeFrame(DbFrame.DumpChunk, stream, chunk))) });
-    case 'grant':
-      if (!channels) throw new Failure('denied', 'this process serves no channel');
-      channels.grant(request.token);
-      return 'null';
+    case 'connect':
+      throw new Failure('failed', 'a channel is connected between requests');
     case 'ping':
       reportChannels();
       return 'null';
@@ -736,16 +734,32 @@ function reportChannels(): void {
 }
 
 write(encodeFrame(DbFrame.Ready, 0));
+/** Connects a worker's channel, between two requests; answered once the worker has been said Hello. */
+async function connect(stream: number, token: string): Promise<void> {
+  try {
+    if (!channels) throw new Failure('denied', 'this process serves no channel');
+    await channels.connect(token);
+    answer(stream, encoder.encode('{"ok":true,"value":null}'));
+  } catch (err) {
+    const failure = err instanceof Failure ? err : new Failure('failed', (err as Error).message);
+    answer(stream, encodeJson({ ok: false, error: { reason: failure.reason, message: failure.message } }));
+  }
+}
+
 const reader = new FrameReader((type) => (type === DbFrame.Request ? MAX_DB_FRAME_BYTES : 0));
 for await (const chunk of Deno.stdin.readable) {
   for (const frame of reader.push(chunk)) {
-    serve(frame.stream, decodeJson<DbRequest>(frame.payload));
+    const request = decodeJson<DbRequest>(frame.payload);
+    if (request.op === 'connect') {
+      flush();
+      await connect(frame.stream, request.token);
+    } else serve(frame.stream, request);
   }
   flush();
 }
 // Berth closed its end: the workers' channels close (their calls not answered were not run, and go to
 // Berth), what they did is reported, and the database closes, which checkpoints the WAL into it.
-const closing = channels?.stop();
+const closing = channels?.closeAll();
 reportChannels();
 flush();
 await closing;
