@@ -3,7 +3,7 @@
 import { dbChannelPath } from './protocol.ts';
 
 export interface DenoArgsOptions {
-  /** The worker's channel: the only path it may touch, and only until the shim has connected. */
+  /** The worker's channel: with the path next to it (dbChannelPath), all it may touch, and only until the shim has connected. */
   socketPath: string;
   /** V8 old-space cap in MiB. */
   heapMb: number;
@@ -29,14 +29,15 @@ export const SEMI_SPACE_MB = 4;
 
 /**
  * The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's
- * and the path of the worker's channel to its site's database (dbChannelPath), which the host links to
- * that database's process once the worker is bound and asks for it: a path no other process uses.
+ * and the path where the worker listens for its channel to its site's database (dbChannelPath); the
+ * shim gives up both before the function's module runs.
  */
 export function denoArgs(options: DenoArgsOptions): string[] {
   const db = dbChannelPath(options.socketPath);
   return [
     ...DENO_RUN,
-    // Deno asks net permission for a unix socket too: the channel's, which the shim revokes once connected.
+    // Deno asks net permission for a unix socket too: the channel's, which the shim revokes once connected,
+    // and the database channel's, which it revokes once listening.
     `--allow-net=${options.egressAddress},unix:${options.socketPath},unix:${db}`,
     `--allow-read=${options.socketPath},${db}`,
     `--allow-write=${options.socketPath},${db}`,

@@ -129,6 +129,7 @@ export const DB_CHANNEL_METHOD = '$db.channel';
 
 /** The one more path a worker uses: where it listens for its channel to its site's database, from before its function runs. */
 export const dbChannelPath = (socketPath: string): string => `${socketPath}.db`;
+
 /** A request's head (URL and headers) as JSON; the body limit comes on top. */
 export const MAX_REQUEST_HEAD_BYTES = 1024 * 1024;
 

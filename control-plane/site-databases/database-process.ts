@@ -25,8 +25,8 @@ export interface DatabaseProcessOptions {
   /** The replicator follows the database: SQLite leaves checkpoints to it. */
   replicated?: boolean;
   /**
-   * Where the process listens for its workers' channels (deno/channel.ts) once it is granted one: the
-   * only socket it may open. None: it serves the host alone.
+   * The one socket path the process may use: the host links it to each worker it tells the process to
+   * connect to for a channel (deno/channel.ts). None: it serves the host alone.
    */
   channelPath?: string;
   /** What the channels did, as the process reports it (DbFrame.Stats). */
