@@ -3,7 +3,10 @@
 import { dbChannelPath } from './protocol.ts';
 
 export interface DenoArgsOptions {
-  /** The worker's channel: with the path next to it (dbChannelPath), all it may touch, and only until the shim has connected. */
+  /**
+   * The worker's channel: with the path next to it (dbChannelPath), all it may touch, and only until
+   * the shim has connected.
+   */
   socketPath: string;
   /** V8 old-space cap in MiB. */
   heapMb: number;
