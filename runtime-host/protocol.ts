@@ -127,7 +127,10 @@ export const MAX_CTX_CALL_BYTES = 16 * 1024 * 1024;
  */
 export const DB_CHANNEL_METHOD = '$db.channel';
 
-/** The one more path a worker uses: where it listens for its channel to its site's database, from before its function runs. */
+/**
+ * The one more path a worker uses: where it listens for its channel to its site's database, from before
+ * its function runs.
+ */
 export const dbChannelPath = (socketPath: string): string => `${socketPath}.db`;
 
 /** A request's head (URL and headers) as JSON; the body limit comes on top. */

@@ -95,9 +95,10 @@ export interface Statement {
  * `checkpoint` moves the write-ahead log into the database file, so the file alone is the database;
  * `census` checks the file's integrity and counts every table's rows.
  * `connect` opens a channel to the worker the host has linked the process's channel path to, saying
- * Hello with the worker's `token`, and is answered once it has; `ping` is answered between two statements, so one unanswered in time is a statement
- * past its limit; `close-channels` closes every channel and forgets every token, and is answered once no
- * channel statement runs. Both answer after a Stats frame with what the channels did so far.
+ * Hello with the worker's `token`, and is answered once it has; `ping` is answered between two
+ * statements, so one unanswered in time is a statement past its limit; `close-channels` closes every
+ * channel, and is answered once no channel statement runs. Both answer after a Stats frame with what
+ * the channels did so far.
  */
 export type DbRequest =
   | { op: 'run'; access: Access; statement: Statement; readOnly?: boolean; readsOnly?: boolean }

@@ -26,7 +26,8 @@ leaveStoppingToTheHost();
 const [file, heapLimit, maxBytes, replication, channelPath] = Deno.args;
 if (!file || !heapLimit || !maxBytes || (replication !== 'replicated' && replication !== 'alone') || !channelPath)
   throw new Error(
-    'usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes> replicated|alone <channel socket>|none',
+    'usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes> replicated|alone ' +
+      '<channel socket>|none',
   );
 /** The replicator (Litestream) follows this database's write-ahead log, and checkpoints it itself. */
 const replicated = replication === 'replicated';
