@@ -186,6 +186,52 @@ test('compaction and a copy of the file during channel traffic lose no write, an
   t.true(provider(t0).channelCalls > channelled, 'the writes went on the channel');
 });
 
+test('a database process stopped for another site’s closes its channels first: every write answered is kept, once', async (t) => {
+  const berth = await startTestBerth({ maxDatabaseProcesses: 1 });
+  t.teardown(() => berth.dispose());
+  const sites = [await siteWithDatabase(berth.owner), await siteWithDatabase(berth.owner)];
+  for (const { site, query } of sites) {
+    await query('CREATE TABLE hits (id INTEGER PRIMARY KEY)');
+    await deployFixture(berth.owner, site.bucketId, 'db');
+  }
+  const calls = sites.map(({ site }) => caller(berth, site.subdomain));
+  // In turns: each burst's first call stops the other site's process, whose channel closes as it ends;
+  // every call of every burst is on a channel, and all are counted, those reported as a process ended too.
+  const before = provider(berth).channelCalls;
+  for (let round = 0; round < 3; round++) {
+    for (const call of calls) {
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, () => call({ op: 'execute', sql: 'INSERT INTO hits DEFAULT VALUES' })),
+      );
+      for (const answer of answers) t.is(answer.value?.changes, 1, JSON.stringify(answer));
+    }
+  }
+  await until(() => provider(berth).channelCalls - before === 30, 'the thirty calls counted');
+  // The two sites write at once with room for one database process: each call of one site may stop the
+  // other's process, channels and all, in the middle of its traffic. A call that finds the one process
+  // busy with the other site's is told the database is unavailable, as through the host.
+  const kept = [15, 15];
+  let unavailable = 0;
+  const deadline = Date.now() + 4000;
+  await Promise.all(
+    calls.map(async (call, i) => {
+      while (Date.now() < deadline) {
+        const answer = await call({ op: 'execute', sql: 'INSERT INTO hits DEFAULT VALUES' });
+        if (answer.value?.changes === 1) kept[i]!++;
+        else if (answer.error?.code === 'DATABASE_UNAVAILABLE') unavailable++;
+        else t.fail(JSON.stringify(answer));
+      }
+    }),
+  );
+  for (const [i, call] of calls.entries()) {
+    let counted: Answer = {};
+    for (let tries = 0; tries < 50 && counted.value === undefined; tries++)
+      counted = await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' });
+    t.deepEqual(counted.value, { n: kept[i] }, `site ${i}: ${unavailable} calls found the process busy`);
+  }
+  t.true(kept[0]! > 15 && kept[1]! > 15);
+});
+
 test('a worker of one site reaches no other site’s database, and cannot touch its own channel’s path', async (t) => {
   const a = await siteWithDatabase(t0.owner);
   const b = await siteWithDatabase(t0.owner);
