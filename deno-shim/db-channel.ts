@@ -21,6 +21,7 @@ import {
   type FrameTypeValue,
 } from '../runtime-host/protocol.ts';
 import {
+  CHANNEL_TOKEN_CHARS,
   type ChannelAnswer,
   ChannelFrame,
   MAX_DB_FRAME_BYTES,
@@ -67,7 +68,7 @@ function arrivals(listener: Deno.Listener) {
   const greet = async (conn: Deno.Conn): Promise<void> => {
     let greeted = false;
     const reader = new FrameReader((type) =>
-      !greeted && type === ChannelFrame.Hello ? HEADER_BYTES + 64 : greeted ? frameBytes(type) : 0,
+      !greeted && type === ChannelFrame.Hello ? HEADER_BYTES + CHANNEL_TOKEN_CHARS : greeted ? frameBytes(type) : 0,
     );
     const buffer = new Uint8Array(256);
     const timer = setTimeout(() => conn.close(), ARRIVAL_MS);
@@ -75,9 +76,10 @@ function arrivals(listener: Deno.Listener) {
       for (let read = await conn.read(buffer); read !== null; read = await conn.read(buffer)) {
         const [hello] = reader.push(buffer.slice(0, read));
         if (!hello) continue;
-        const resolve = hello.type === ChannelFrame.Hello && waiting.get(new TextDecoder().decode(hello.payload));
+        const token = new TextDecoder().decode(hello.payload);
+        const resolve = hello.type === ChannelFrame.Hello && waiting.get(token);
         if (!resolve) break;
-        waiting.delete(new TextDecoder().decode(hello.payload));
+        waiting.delete(token);
         greeted = true;
         clearTimeout(timer);
         resolve({ conn, reader });
@@ -101,7 +103,7 @@ function arrivals(listener: Deno.Listener) {
     }
   })();
   return {
-    /** The connection that will say Hello with `token`, or null once `cancelled` says so. */
+    /** The connection that will say Hello with `token`, or null once cancelled. */
     expect(token: string): { arrived: Promise<{ conn: Deno.Conn; reader: FrameReader } | null>; cancel(): void } {
       const arrived = new Promise<{ conn: Deno.Conn; reader: FrameReader } | null>((resolve) =>
         waiting.set(token, resolve),
