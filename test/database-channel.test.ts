@@ -380,3 +380,46 @@ test('hostile frames on a channel close it and change nothing; the database serv
   const served = await caller(t0, site.subdomain)({ op: 'first', sql: 'SELECT n FROM items' });
   t.deepEqual(served.value, { n: 1 }, 'the database still serves the site’s functions');
 });
+
+/** The site's database process, found by the database file on its command line. */
+function databaseProcessOf(siteId: string): number {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (args.includes('sqlite-host') && args.includes(siteId)) return Number(entry);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  throw new Error(`no database process for ${siteId}`);
+}
+
+const residentBytes = (pid: number): number =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+
+test('a worker that reads none of its answers makes its database process hold a few of them, not all', async (t) => {
+  const { site, query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE items (n INTEGER)');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const socketPath = path.join(dir, 'w.sock');
+  const server = net.createServer();
+  t.teardown(() => server.close());
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+  t.true(await provider(t0).openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
+  const socket = await accepted;
+  t.teardown(() => socket.destroy());
+  socket.pause();
+  const pid = databaseProcessOf(site.id);
+  const before = residentBytes(pid);
+  // 100 answers of about 5.3 MiB each (4 MB of bytes, in base64): 530 MiB if the process kept them all.
+  for (let i = 1; i <= 100; i++)
+    socket.write(call(i, { method: 'db.first', args: ['SELECT randomblob(4000000) AS b'] }));
+  // Long enough for the process to have answered every call many times over had it gone on reading.
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  const grown = residentBytes(pid) - before;
+  t.true(grown < 128 * 1024 * 1024, `the process grew by ${Math.round(grown / 1024 / 1024)} MiB`);
+  t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
+});

@@ -29,6 +29,11 @@ const READ_BYTES = 64 * 1024;
 const TURN_MS = 10;
 /** How long a closing channel's last answers may take to leave before it is closed regardless. */
 const CLOSE_GRACE_MS = 5000;
+/**
+ * Answers a channel may have waiting to leave before the process reads no more of its calls: a worker
+ * that reads none of its answers holds up its own channel, not the process's memory.
+ */
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
 /** A worker sends calls only. */
 const frameBytes = (type: number): number => (type === ChannelFrame.Call ? HEADER_BYTES + MAX_CTX_CALL_BYTES : 0);
@@ -39,6 +44,8 @@ interface Connection {
   open: boolean;
   /** Answers written in order: each waits for the one before. */
   writing: Promise<unknown>;
+  /** Bytes of answers not yet written. */
+  unsent: number;
 }
 
 const encoder = new TextEncoder();
@@ -63,7 +70,7 @@ export class Channels {
     if (typeof token !== 'string' || !TOKEN.test(token)) throw new Error('not a channel token');
     const conn = await Deno.connect({ transport: 'unix', path: this.#path });
     await writeAll(conn, encodeFrame(ChannelFrame.Hello, 0, encoder.encode(token)));
-    void this.#serve({ conn, open: true, writing: Promise.resolve() });
+    void this.#serve({ conn, open: true, writing: Promise.resolve(), unsent: 0 });
   }
 
   /** Closes every channel, saying Closed first; no channel's call runs from now on. Resolves once they are closed. */
@@ -89,19 +96,25 @@ export class Channels {
         const frames = reader.push(buffer.slice(0, read));
         let answers: Uint8Array[] = [];
         let turn = performance.now();
+        let answered = 0;
         for (const frame of frames) {
           if (!connection.open) return;
-          // The host's ping, and other channels, get their turn after TURN_MS of this one's calls.
-          if (performance.now() - turn > TURN_MS) {
+          // The host's ping, and other channels, get their turn after TURN_MS of this one's calls, and
+          // answers the worker has not taken yet are waited for past MAX_UNSENT_BYTES.
+          if (performance.now() - turn > TURN_MS || answered > MAX_UNSENT_BYTES) {
             this.#write(connection, answers);
             answers = [];
-            await new Promise((resolve) => setImmediate(resolve));
+            answered = 0;
+            await this.#turn(connection);
             if (!connection.open) return;
             turn = performance.now();
           }
-          answers.push(this.#answer(frame));
+          const answer = this.#answer(frame);
+          answers.push(answer);
+          answered += answer.length;
         }
         this.#write(connection, answers);
+        if (connection.unsent > MAX_UNSENT_BYTES) await this.#turn(connection);
       }
     } catch {
       // A frame that breaks the protocol closes the channel; the worker learns nothing more.
@@ -110,11 +123,22 @@ export class Channels {
     }
   }
 
+  /** Gives others a turn, and waits for the worker to take its answers when too many are unsent. */
+  async #turn(connection: Connection): Promise<void> {
+    if (connection.unsent > MAX_UNSENT_BYTES) await connection.writing.catch(() => {});
+    else await new Promise((resolve) => setImmediate(resolve));
+  }
+
   /** Answers of one read leave in one write, in order after those before. */
   #write(connection: Connection, answers: Uint8Array[]): void {
     if (answers.length === 0) return;
     const bytes = answers.length === 1 ? answers[0]! : concat(answers);
-    connection.writing = connection.writing.then(() => writeAll(connection.conn, bytes));
+    connection.unsent += bytes.length;
+    connection.writing = connection.writing
+      .then(() => writeAll(connection.conn, bytes))
+      .finally(() => {
+        connection.unsent -= bytes.length;
+      });
   }
 
   /**
