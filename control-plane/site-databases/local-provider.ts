@@ -65,6 +65,12 @@ const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
 const PING_MS = 1000;
 /** How long a stopped process's tokens are kept, so a worker whose channel broke can learn why. */
 const TOKENS_KEPT_MS = 60_000;
+/**
+ * Tokens kept at most: a long-lived process gives one to every channel its workers open, and a channel
+ * its worker ended is never heard of again. The oldest go first (a channel lost then is told only that
+ * it closed).
+ */
+const MAX_TOKENS = 10_000;
 
 const TOKEN = new RegExp(`^[0-9a-f]{${CHANNEL_TOKEN_CHARS}}$`);
 
@@ -654,6 +660,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
         const connected = await this.#linked(process, link, () => process.call({ op: 'connect', token }, timeoutMs));
         if (!connected.ok || !process.alive) return false;
         this.#tokens.set(token, process);
+        if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value!);
         this.#ping(process);
         if (this.#channelEpoch !== epoch || !this.#normal(siteId)) {
           // Channels were closed while this one opened: it closes too.
@@ -750,6 +757,11 @@ export class SiteDatabases implements SiteDatabaseProvider {
 
   get channelCalls(): number {
     return this.#channelCalls;
+  }
+
+  /** Channel tokens kept, so a worker whose channel broke can learn why (at most MAX_TOKENS). */
+  get channelTokens(): number {
+    return this.#tokens.size;
   }
 
   #unchannel(process: SiteProcess): void {
