@@ -18,7 +18,7 @@ import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { CronScheduler } from './services/cron.ts';
 import { type Deps, monotonicClock } from './services/deps.ts';
 import { failInterruptedExports } from './services/exports.ts';
-import { createCtxHandler } from './services/function-context.ts';
+import { closingDbChannels, createCtxHandler, createDbChannelHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
 import { LogStreams } from './services/log-streams.ts';
 import { retiringFunctions } from './services/functions.ts';
@@ -252,8 +252,10 @@ async function composeParts(
     cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
   };
+  changes.subscribe(closingDbChannels(deps));
   runtime.serve({
     ctx: createCtxHandler(deps),
+    dbChannel: createDbChannelHandler(deps),
     log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
   });
   const heartbeat = new NodeHeartbeat(deps, config, {

@@ -5,7 +5,8 @@
 import { setImmediate } from 'node:timers';
 import { currentRequest, hideHostPaths, setLogSink } from './harden.ts';
 import { routeFetchThroughEgress } from './egress.ts';
-import { createContext } from './context.ts';
+import { type CallHost, createContext } from './context.ts';
+import { listen, throughDbChannel } from './db-channel.ts';
 import {
   CHUNK_BYTES,
   type ChannelParams,
@@ -13,6 +14,7 @@ import {
   type CtxResult,
   type Frame,
   FrameReader,
+  type LogEntry,
   FrameType,
   type FrameTypeValue,
   type HandlerFailure,
@@ -21,6 +23,7 @@ import {
   MAX_LOG_CHARS,
   MAX_REQUEST_HEAD_BYTES,
   type ReadyInfo,
+  dbChannelPath,
   type ResponseHead,
   decodeJson,
   decodeLoad,
@@ -94,23 +97,28 @@ function failure(error: unknown): HandlerFailure {
 
 export interface Channel {
   conn: Deno.Conn;
+  /** Where the site's database process connects, when the host has it open a channel (db-channel.ts). */
+  db: Deno.Listener;
   siteId: string;
   kind: 'api' | 'cron';
 }
 
-/** Opens the channel; afterwards nothing in this process can open or listen on the socket's path. */
-async function open(socketPath: string): Promise<Deno.Conn> {
+/**
+ * Opens the channel and listens where the site's database process may connect (db-channel.ts);
+ * afterwards nothing in this process can open, listen on or replace either path.
+ */
+async function open(socketPath: string): Promise<{ conn: Deno.Conn; db: Deno.Listener }> {
   const conn = await Deno.connect({ transport: 'unix', path: socketPath });
   Deno.permissions.revokeSync({ name: 'read', path: socketPath });
   Deno.permissions.revokeSync({ name: 'write', path: socketPath });
   Deno.permissions.revokeSync({ name: 'net', host: `unix:${socketPath}` });
-  return conn;
+  return { conn, db: listen(dbChannelPath(socketPath)) };
 }
 
 export async function connect(params: ChannelParams): Promise<Channel> {
   hideHostPaths(params.functionUrl, params.sourcePath);
   routeFetchThroughEgress(params.egress);
-  return { conn: await open(params.socketPath), siteId: params.siteId, kind: params.kind };
+  return { ...(await open(params.socketPath)), siteId: params.siteId, kind: params.kind };
 }
 
 /** A module's source as a data: URL, which Deno imports with no permission at all. */
@@ -150,7 +158,7 @@ async function warmUp(): Promise<void> {
  * version, as a module file is.) A channel closed before that means the spare was not needed.
  */
 export async function standby(socketPath: string): Promise<void> {
-  const conn = await open(socketPath);
+  const { conn, db } = await open(socketPath);
   await warmUp();
   const announce = encodeFrame(FrameType.Standby, 0);
   for (let written = 0; written < announce.length; ) written += await conn.write(announce.subarray(written));
@@ -170,7 +178,7 @@ export async function standby(socketPath: string): Promise<void> {
   const functionUrl = moduleUrl(body);
   hideHostPaths(functionUrl, head.sourcePath);
   routeFetchThroughEgress(head.egress);
-  await run({ conn, siteId: head.siteId, kind: head.kind }, () => import(functionUrl), reader);
+  await run({ conn, db, siteId: head.siteId, kind: head.kind }, () => import(functionUrl), reader);
 }
 
 const tooLarge = (what: string, limit: number) => `${what} is larger than ${limit} bytes once encoded`;
@@ -183,7 +191,8 @@ export async function run(
 ): Promise<void> {
   const { conn, siteId, kind } = channel;
   const { send, drain } = createWriter(conn);
-  setLogSink((entry) => void send(FrameType.Log, 0, encodeJson(entry)));
+  const log = (entry: LogEntry) => void send(FrameType.Log, 0, encodeJson(entry));
+  setLogSink(log);
 
   const mod = await load();
   const handlerName: ReadyInfo['handler'] = typeof mod.default === 'function' ? 'default' : 'handler';
@@ -192,7 +201,7 @@ export async function run(
 
   let nextCall = 1;
   const calls = new Map<number, (result: CtxResult) => void>();
-  const ctx = createContext(siteId, (method, args) => {
+  const callHost: CallHost = (method, args) => {
     const payload = encodeJson({ requestId: currentRequest.getStore() ?? null, method, args });
     if (payload.length > MAX_CTX_CALL_BYTES) {
       return Promise.resolve({
@@ -207,7 +216,9 @@ export async function run(
     const result = new Promise<CtxResult>((resolve) => calls.set(id, resolve));
     void send(FrameType.CtxCall, id, payload);
     return result;
-  });
+  };
+  const requestId = () => currentRequest.getStore() ?? null;
+  const ctx = createContext(siteId, throughDbChannel(channel.db, callHost, requestId, log));
   const aborts = new Map<number, AbortController>();
 
   async function serve(stream: number, payload: Uint8Array): Promise<void> {

@@ -1,8 +1,12 @@
 // The command line of a Deno worker, as a pure function so the sandbox's flags can be read and
 // tested without spawning anything.
+import { dbChannelPath } from './protocol.ts';
 
 export interface DenoArgsOptions {
-  /** The worker's channel: the only path it may touch, and only until the shim has connected. */
+  /**
+   * The worker's channel: with the path next to it (dbChannelPath), all it may touch, and only until
+   * the shim has connected.
+   */
   socketPath: string;
   /** V8 old-space cap in MiB. */
   heapMb: number;
@@ -26,14 +30,20 @@ export const DENO_RUN = ['run', '--no-config', '--no-prompt', '--no-remote', '--
  */
 export const SEMI_SPACE_MB = 4;
 
-/** The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's. */
+/**
+ * The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's
+ * and the path where the worker listens for its channel to its site's database (dbChannelPath); the
+ * shim gives up both before the function's module runs.
+ */
 export function denoArgs(options: DenoArgsOptions): string[] {
+  const db = dbChannelPath(options.socketPath);
   return [
     ...DENO_RUN,
-    // Deno asks net permission for a unix socket too: the channel's, which the shim revokes once connected.
-    `--allow-net=${options.egressAddress},unix:${options.socketPath}`,
-    `--allow-read=${options.socketPath}`,
-    `--allow-write=${options.socketPath}`,
+    // Deno asks net permission for a unix socket too: the channel's, which the shim revokes once connected,
+    // and the database channel's, which it revokes once listening.
+    `--allow-net=${options.egressAddress},unix:${options.socketPath},unix:${db}`,
+    `--allow-read=${options.socketPath},${db}`,
+    `--allow-write=${options.socketPath},${db}`,
     `--v8-flags=--max-old-space-size=${options.heapMb},--max-semi-space-size=${SEMI_SPACE_MB}`,
     '-',
   ];

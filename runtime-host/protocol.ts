@@ -118,6 +118,21 @@ export const CHUNK_BYTES = 256 * 1024;
 export const MAX_LOG_CHARS = 16 * 1024;
 /** A ctx call's JSON: room for a 10 MiB file written by ctx.data.writeText, with escapes. */
 export const MAX_CTX_CALL_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The shim's own ctx call about its channel to the site's database (deno-shim/db-channel.ts), not a
+ * method of the contract: args ['open', token] asks the host to have the database's process connect
+ * to the worker's socket with `token` (answered true once it has, false when it will not);
+ * ['lost', token, requestId] asks why one broke off (answered with the error its calls get).
+ */
+export const DB_CHANNEL_METHOD = '$db.channel';
+
+/**
+ * The one more path a worker uses: where it listens for its channel to its site's database, from before
+ * its function runs.
+ */
+export const dbChannelPath = (socketPath: string): string => `${socketPath}.db`;
+
 /** A request's head (URL and headers) as JSON; the body limit comes on top. */
 export const MAX_REQUEST_HEAD_BYTES = 1024 * 1024;
 

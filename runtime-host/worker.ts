@@ -19,6 +19,7 @@ import { corkForTurn } from './turn-cork.ts';
 import {
   type CtxCall,
   CtxErrorCode,
+  DB_CHANNEL_METHOD,
   type CtxResult,
   type EgressRoute,
   type Frame,
@@ -31,6 +32,7 @@ import {
   encodeFrame,
   encodeJson,
   encodeLoad,
+  dbChannelPath,
   encodeRequest,
   pathRedactor,
 } from './protocol.ts';
@@ -70,6 +72,8 @@ export interface WorkerBinding extends WorkerFaults {
   egress: EgressRoute;
   releaseEgress: () => void;
   onCtxCall: (call: CtxCall) => Promise<CtxResult>;
+  /** The shim's call about its channel to the site's database (DB_CHANNEL_METHOD), with the worker's path for it. */
+  onDbChannel: (link: string, args: unknown[]) => Promise<CtxResult>;
   onLog: (entry: LogEntry) => void;
 }
 
@@ -237,6 +241,8 @@ export class DenoWorker {
     if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, (line) => this.#rewrite(line));
     const ended = (): ExitReason => {
       clearTimeout(this.#killTimer);
+      // The link to the site's database goes with the worker, and so does its channel.
+      fs.rmSync(dbChannelPath(options.socketPath), { force: true });
       if (this.#statm !== undefined) fs.closeSync(this.#statm);
       this.#binding?.releaseEgress();
       this.#stop('crashed', new Error('the worker exited before it was ready'));
@@ -543,7 +549,11 @@ export class DenoWorker {
     const failed: CtxResult = { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${call.method} failed` } };
     let payload: Uint8Array;
     try {
-      payload = encodeJson(await binding.onCtxCall(call));
+      payload = encodeJson(
+        await (call.method === DB_CHANNEL_METHOD
+          ? binding.onDbChannel(dbChannelPath(this.#options.socketPath), call.args)
+          : binding.onCtxCall(call)),
+      );
     } catch (err) {
       binding.onError(err, 'a ctx call could not be served');
       payload = encodeJson(failed);

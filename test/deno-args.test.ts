@@ -9,12 +9,12 @@ const args = denoArgs({
   egressAddress: '127.0.0.1:41234',
 });
 
-test('workers may connect to the egress proxy and their own socket, nothing else', (t) => {
+test('workers may connect to the egress proxy, their own socket and their own path to their database, nothing else', (t) => {
   const flags = args.filter((a) => a.startsWith('--allow') || a.startsWith('--deny'));
   t.deepEqual(flags, [
-    '--allow-net=127.0.0.1:41234,unix:/data/runtime/sockets/w.sock',
-    '--allow-read=/data/runtime/sockets/w.sock',
-    '--allow-write=/data/runtime/sockets/w.sock',
+    '--allow-net=127.0.0.1:41234,unix:/data/runtime/sockets/w.sock,unix:/data/runtime/sockets/w.sock.db',
+    '--allow-read=/data/runtime/sockets/w.sock,/data/runtime/sockets/w.sock.db',
+    '--allow-write=/data/runtime/sockets/w.sock,/data/runtime/sockets/w.sock.db',
   ]);
   for (const forbidden of [
     '--allow-all',

@@ -4,6 +4,7 @@ import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { type SqlParam, type Statement, StatementError } from '../site-databases/provider.ts';
 import { countStatements } from '../site-databases/statements.ts';
+import { FunctionCallError, checkStatement, functionFailure } from '../site-databases/function-calls.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
@@ -162,54 +163,15 @@ export async function queryDatabase(
   }
 }
 
-/** An error a function sees from ctx.db: a stable DATABASE_* code and no provider diagnostics. */
-export class RuntimeDatabaseError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-    /** The provider's own message, for the site's logs only. */
-    readonly diagnostic?: string,
-  ) {
-    super(message);
+/** Whether the site's database is ready, from the cache that database changes clear. */
+export async function hasDatabase(deps: Deps, siteId: string): Promise<boolean> {
+  let ready = deps.hostingCache.hasDatabase(siteId);
+  if (ready === undefined) {
+    const generation = deps.hostingCache.generation();
+    ready = Boolean(await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first('id'));
+    deps.hostingCache.rememberDatabase(generation, siteId, ready);
   }
-}
-
-function checkRuntimeStatement(statement: Statement): void {
-  if (countStatements(statement.sql) !== 1) {
-    throw new RuntimeDatabaseError(
-      'DATABASE_MULTIPLE_STATEMENTS',
-      'each ctx.db call runs exactly one statement; use batch() for several',
-    );
-  }
-}
-
-/** How a statement the database did not complete reaches a function: our own messages are safe to show. */
-function runtimeError(err: StatementError): RuntimeDatabaseError {
-  switch (err.reason) {
-    case 'reserved':
-      return new RuntimeDatabaseError('DATABASE_RESERVED_TABLE', err.message);
-    case 'denied':
-      return new RuntimeDatabaseError('DATABASE_NOT_ALLOWED', err.message);
-    case 'timeout':
-      return new RuntimeDatabaseError('DATABASE_TIMEOUT', err.message);
-    case 'too_large':
-      return new RuntimeDatabaseError('DATABASE_RESULT_TOO_LARGE', err.message);
-    case 'full':
-      return new RuntimeDatabaseError('DATABASE_FULL', err.message);
-    case 'busy':
-    case 'unavailable':
-      return new RuntimeDatabaseError(
-        'DATABASE_UNAVAILABLE',
-        'the database is unavailable; try again shortly',
-        err.message,
-      );
-    default:
-      return new RuntimeDatabaseError(
-        'DATABASE_QUERY_FAILED',
-        'the statement failed; the site’s logs have the details',
-        err.message,
-      );
-  }
+  return ready;
 }
 
 /** Runs statements for a function of `siteId`: one, or several in one transaction. */
@@ -218,18 +180,12 @@ export async function runForFunction(
   siteId: string,
   statements: Statement[],
 ): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
-  let ready = deps.hostingCache.hasDatabase(siteId);
-  if (ready === undefined) {
-    const generation = deps.hostingCache.generation();
-    ready = Boolean(await deps.db<DatabaseRow>('databases').where({ site_id: siteId, status: 'READY' }).first('id'));
-    deps.hostingCache.rememberDatabase(generation, siteId, ready);
-  }
-  if (!ready)
-    throw new RuntimeDatabaseError(
+  if (!(await hasDatabase(deps, siteId)))
+    throw new FunctionCallError(
       'DATABASE_NOT_FOUND',
       'this site has no database yet; create one with POST /v0/sites/:siteId/databases',
     );
-  statements.forEach(checkRuntimeStatement);
+  statements.forEach(checkStatement);
   try {
     const results =
       statements.length === 1
@@ -237,7 +193,7 @@ export async function runForFunction(
         : await deps.siteDatabases.batch(siteId, statements, 'function');
     return results.map((r) => ({ rows: r.rows, changes: r.changes, lastInsertRowId: r.lastRowId }));
   } catch (err) {
-    throw err instanceof StatementError ? runtimeError(err) : err;
+    throw err instanceof StatementError ? functionFailure(err.reason, err.message) : err;
   }
 }
 

@@ -14,8 +14,15 @@ import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
-import { RuntimeDatabaseError, runForFunction } from './databases.ts';
-import type { SqlParam } from '../site-databases/provider.ts';
+import { hasDatabase, runForFunction } from './databases.ts';
+import {
+  type DbMethod,
+  FunctionCallError,
+  callStatements,
+  callValue,
+  functionFailure,
+} from '../site-databases/function-calls.ts';
+import type { ChangeListener } from '../db/changes.ts';
 import type { SiteRow } from './site-rows.ts';
 
 /** A ctx call failing in a way the function should see, with a stable code and maybe a status. */
@@ -106,26 +113,12 @@ async function write(scope: CallScope, raw: string, text: string, contentType: s
   }
 }
 
-const isParam = (p: unknown): p is SqlParam => p === null || ['string', 'number', 'boolean'].includes(typeof p);
-
-/** (sql, params?) as ctx.db takes them; an omitted params arrives as null (JSON has no undefined). */
-function statementArg(args: unknown[]): { sql: string; params: SqlParam[] } {
-  const [sql, given] = args;
-  const params = given === null ? undefined : given;
-  if (typeof sql !== 'string' || sql.trim() === '')
-    throw new CtxError('DATABASE_INVALID_ARGUMENT', 'sql must be a non-empty string');
-  if (params !== undefined && !(Array.isArray(params) && params.every(isParam))) {
-    throw new CtxError('DATABASE_INVALID_ARGUMENT', 'params must be a list of strings, numbers, booleans or nulls');
-  }
-  return { sql, params: (params as SqlParam[] | undefined) ?? [] };
-}
-
-/** Runs statements on the site's database; provider diagnostics go to the site's logs, not the function. */
-async function db(scope: CallScope, statements: Array<{ sql: string; params: SqlParam[] }>) {
+/** Runs a ctx.db call on the site's database; provider diagnostics go to the site's logs, not the function. */
+async function db(scope: CallScope, method: DbMethod, args: unknown[]) {
   try {
-    return await runForFunction(scope.deps, scope.site.id, statements);
+    return callValue(method, await runForFunction(scope.deps, scope.site.id, callStatements(method, args)));
   } catch (err) {
-    if (!(err instanceof RuntimeDatabaseError)) throw err;
+    if (!(err instanceof FunctionCallError)) throw err;
     if (err.diagnostic) {
       scope.deps.functionLogs.add(scope.site.id, scope.deployment.path, {
         requestId: scope.requestId,
@@ -225,23 +218,10 @@ function createMethods(): Record<CtxMethod, Method> {
       }>;
       return rows.map((r) => ({ path: r.path, bytes: r.bytes, updatedAt: r.updated_at }));
     },
-    'db.query': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows,
-    'db.first': async (scope, args) => (await db(scope, [statementArg(args)]))[0]!.rows[0] ?? null,
-    'db.execute': async (scope, args) => {
-      const [result] = await db(scope, [statementArg(args)]);
-      return { changes: result!.changes, lastInsertRowId: result!.lastInsertRowId };
-    },
-    'db.batch': (scope, args) => {
-      if (!Array.isArray(args[0]) || args[0].length === 0) {
-        throw new CtxError('DATABASE_INVALID_ARGUMENT', 'batch takes a non-empty list of {sql, params?}');
-      }
-      return db(
-        scope,
-        args[0].map((item: unknown) =>
-          statementArg([(item as { sql?: unknown })?.sql, (item as { params?: unknown })?.params]),
-        ),
-      );
-    },
+    'db.query': (scope, args) => db(scope, 'db.query', args),
+    'db.first': (scope, args) => db(scope, 'db.first', args),
+    'db.execute': (scope, args) => db(scope, 'db.execute', args),
+    'db.batch': (scope, args) => db(scope, 'db.batch', args),
     'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
     'llm.messages.create': async (scope, args) => {
       try {
@@ -266,6 +246,68 @@ async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
 }
 
 export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
+
+/**
+ * Serves a worker's asks about its channel to its site's database (deno-shim/db-channel.ts): `open`
+ * (with the worker's token) has the database's process connect to the worker when the site is active
+ * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a channel that broke off mid-call broke off for,
+ * as the error its calls would have had here. The channel's calls are counted here as they are reported.
+ */
+export function createDbChannelHandler(deps: Deps) {
+  const onCalls = (siteId: string) => (calls: Record<string, number>) => {
+    for (const [method, count] of Object.entries(calls)) {
+      for (let i = 0; i < count; i++) {
+        deps.metrics.ctxCall(method);
+        deps.analytics.databaseCall(siteId);
+      }
+    }
+  };
+  return async (deployment: Deployment, link: string, args: unknown[]): Promise<CtxResult> => {
+    const { siteId } = deployment;
+    try {
+      if (args[0] === 'open' && typeof args[1] === 'string') {
+        const site = await siteRow(deps, siteId);
+        if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: false };
+        return { ok: true, value: await deps.siteDatabases.openChannel(siteId, link, args[1], onCalls(siteId)) };
+      }
+      if (args[0] === 'lost' && typeof args[1] === 'string') {
+        const lost = await deps.siteDatabases.channelLost(siteId, args[1]);
+        const failure = functionFailure(lost.reason, lost.message);
+        if (failure.diagnostic) {
+          deps.functionLogs.add(siteId, deployment.path, {
+            requestId: typeof args[2] === 'string' ? args[2] : null,
+            level: 'error',
+            message: `ctx.db: ${failure.diagnostic}`,
+          });
+        }
+        return { ok: false, error: { code: failure.code, message: failure.message } };
+      }
+      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a channel request' } };
+    } catch (err) {
+      logJobFailure(deps.log, err, 'a database channel could not be opened', { functionId: deployment.functionId });
+      return { ok: true, value: false };
+    }
+  };
+}
+
+/**
+ * Channels are given only to the workers of an active site with a ready database: when a site or a
+ * database changes, its channels close (every site's, for a change that names none), and the next
+ * call asks again.
+ */
+export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
+  const close = (siteId?: string) =>
+    void deps.siteDatabases
+      .closeChannels(siteId)
+      .catch((err: unknown) => deps.log.warn({ err }, 'database channels could not be closed'));
+  return {
+    change: (change) => {
+      if (change.kind === 'sites') close();
+      else if (change.kind === 'database') close(change.siteId);
+    },
+    resync: () => close(),
+  };
+}
 
 /** The handler of one server's ctx calls. */
 export function createCtxHandler(deps: Deps): CtxHandler {

@@ -13,6 +13,7 @@ import type { Metadata } from '../db/metadata.ts';
 import type { Deps } from '../services/deps.ts';
 import type { Metrics } from '../metrics.ts';
 import { SiteDatabases } from './local-provider.ts';
+import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
 import { adoptDataDir, claimEveryDatabase, settleLocalDatabases } from './data-dir.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
@@ -113,6 +114,7 @@ export function composeSiteDatabases(
     maxBytes: config.siteDatabaseMaxBytes,
     onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
     replicas,
+    channelDir: socketDirFor(parts.runtimeDir),
   });
   if (!metadata.shared) {
     stack.defer('the site databases', () => local.close());

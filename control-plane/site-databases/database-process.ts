@@ -8,7 +8,7 @@ import { DENO_RUN, denoEnv } from '../../runtime-host/deno-args.ts';
 import { DEFAULT_NICE, lowerPriority } from '../../runtime-host/priority.ts';
 import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../../runtime-host/protocol.ts';
 import { corkForTurn } from '../../runtime-host/turn-cork.ts';
-import { type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './protocol.ts';
+import { type ChannelStats, type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './protocol.ts';
 
 const HOST = path.resolve(import.meta.dirname, 'deno/sqlite-host.ts');
 
@@ -24,23 +24,34 @@ export interface DatabaseProcessOptions {
   maxBytes: number;
   /** The replicator follows the database: SQLite leaves checkpoints to it. */
   replicated?: boolean;
+  /**
+   * The one socket path the process may use: the host links it to each worker it tells the process to
+   * connect to for a channel (deno/channel.ts). None: it serves the host alone.
+   */
+  channelPath?: string;
+  /** What the channels did, as the process reports it (DbFrame.Stats). */
+  onStats?: (stats: ChannelStats) => void;
   startupTimeoutMs: number;
 }
 
 /** The sandbox of a database process, as a pure function. */
 export function sqliteHostArgs(
-  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes' | 'replicated'>,
+  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes' | 'replicated' | 'channelPath'>,
 ): string[] {
+  const channel = options.channelPath;
   return [
     ...DENO_RUN,
-    `--allow-read=${options.siteDir}`,
-    `--allow-write=${options.siteDir}`,
+    // Deno grants a unix socket by its exact path, as net, read and write permission.
+    ...(channel ? [`--allow-net=unix:${channel}`] : []),
+    `--allow-read=${options.siteDir}${channel ? `,${channel}` : ''}`,
+    `--allow-write=${options.siteDir}${channel ? `,${channel}` : ''}`,
     '--v8-flags=--max-old-space-size=128',
     HOST,
     path.join(options.siteDir, 'db.sqlite'),
     String(options.sqliteHeapBytes),
     String(options.maxBytes),
     options.replicated ? 'replicated' : 'alone',
+    channel ?? 'none',
   ];
 }
 
@@ -75,8 +86,11 @@ export class DatabaseProcess {
   #stopReason: StopReason | undefined;
   readonly exited: Promise<StopReason>;
 
-  private constructor(child: ResultPromise) {
+  readonly #onStats: ((stats: ChannelStats) => void) | undefined;
+
+  private constructor(child: ResultPromise, onStats?: (stats: ChannelStats) => void) {
     this.#process = child;
+    this.#onStats = onStats;
     this.exited = child.then(() => {
       this.#fail(this.#stopReason ?? 'crashed');
       return this.#stopReason ?? 'crashed';
@@ -100,7 +114,7 @@ export class DatabaseProcess {
       cleanup: false,
     });
     lowerPriority(child.pid, DEFAULT_NICE);
-    const process = new DatabaseProcess(child);
+    const process = new DatabaseProcess(child, options.onStats);
     let stderr = '';
     child.stderr!.on('data', (chunk: Buffer) => {
       stderr = (stderr + chunk.toString('utf8')).slice(-2000);
@@ -129,6 +143,11 @@ export class DatabaseProcess {
       clearTimeout(timer);
     }
     return process;
+  }
+
+  /** Why the process stopped, once it has. */
+  get stopReason(): StopReason | undefined {
+    return this.#stopReason;
   }
 
   get alive(): boolean {
@@ -191,6 +210,10 @@ export class DatabaseProcess {
             if (frame.type !== DbFrame.Ready) throw new Error(`expected Ready, got frame type ${frame.type}`);
             started = true;
             ready();
+            continue;
+          }
+          if (frame.type === DbFrame.Stats && frame.stream === 0) {
+            this.#onStats?.(decodeJson<ChannelStats>(frame.payload));
             continue;
           }
           const head = this.#queue[0];

@@ -11,7 +11,17 @@ import { PoolFullError, WorkerPool } from '../../runtime-host/pool.ts';
 import { DatabaseProcess, DatabaseProcessError } from './database-process.ts';
 import { compactSqlite } from './sqlite-compact.ts';
 import { syncPath } from '../../storage/durable.ts';
-import type { Access, Census, Compaction, DbRequest, RowValue, Statement, StatementOutcome } from './protocol.ts';
+import {
+  type Access,
+  CHANNEL_TOKEN_CHARS,
+  type Census,
+  type ChannelStats,
+  type Compaction,
+  type DbRequest,
+  type RowValue,
+  type Statement,
+  type StatementOutcome,
+} from './protocol.ts';
 import {
   type FrozenDatabase,
   type Restore,
@@ -40,12 +50,37 @@ export interface SiteDatabaseOptions {
   onStatement?: (access: Access, ok: boolean, seconds: number) => void;
   /** The databases' replicas; null: not replicated (BERTH_DATABASE_REPLICATION=false). */
   replicas?: SiteReplicas | null;
+  /**
+   * Where database processes listen for their workers' channels (openChannel) and workers' links to
+   * them are made: the runtime's socket folder. None: workers' calls all come through the host.
+   */
+  channelDir?: string;
 }
 
 /** Migrations may rebuild large tables and dumps read everything: both get more time than a statement. */
 const MIGRATION_TIMEOUT_MS = 5 * 60_000;
 const DUMP_TIMEOUT_MS = 10 * 60_000;
 const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
+/** A process with channels is pinged this often: an unanswered ping is a channel's statement running. */
+const PING_MS = 1000;
+/** How long a stopped process's tokens are kept, so a worker whose channel broke can learn why. */
+const TOKENS_KEPT_MS = 60_000;
+/**
+ * Tokens kept at most: a long-lived process gives one to every channel its workers open, and a channel
+ * its worker ended is never heard of again. The oldest go first (a channel lost then is told only that
+ * it closed).
+ */
+const MAX_TOKENS = 10_000;
+
+const TOKEN = new RegExp(`^[0-9a-f]{${CHANNEL_TOKEN_CHARS}}$`);
+
+type SiteProcess = DatabaseProcess & { siteId: string; channelPath: string | undefined };
+
+const timedOut = (timeoutMs: number) =>
+  new StatementError(
+    'timeout',
+    `the statement ran longer than ${timeoutMs} ms and was stopped; nothing it wrote was kept`,
+  );
 
 const noReplication = () =>
   new StatementError('unavailable', 'database replication is off on this node (BERTH_DATABASE_REPLICATION)');
@@ -75,9 +110,20 @@ const revive = (outcome: StatementOutcome): StatementResult => ({
 export class SiteDatabases implements SiteDatabaseProvider {
   readonly #options: SiteDatabaseOptions;
   readonly #root: string;
-  readonly #pool: WorkerPool<DatabaseProcess & { siteId: string }>;
+  readonly #pool: WorkerPool<SiteProcess>;
   /** Every process not yet exited, evicted ones included, so close() can wait for them all. */
-  readonly #started = new Set<DatabaseProcess & { siteId: string }>();
+  readonly #started = new Set<SiteProcess>();
+  /** Processes whose workers may have channels open, and the ping that times their statements. */
+  readonly #channelled = new Map<SiteProcess, NodeJS.Timeout>();
+  /** Channel tokens given, by the process that lets them in. */
+  readonly #tokens = new Map<string, SiteProcess>();
+  /** Who hears each site's channel calls. */
+  readonly #onCalls = new Map<string, (calls: Record<string, number>) => void>();
+  /** The connect under way of each process, which the next waits for. */
+  readonly #connecting = new WeakMap<SiteProcess, Promise<unknown>>();
+  /** Bumped whenever channels are closed, so a channel that opens meanwhile is closed too. */
+  #channelEpoch = 0;
+  #channelCalls = 0;
   /** Calls sent and not yet answered, per site, and who waits for a site's to be answered. */
   readonly #inflight = new Map<string, number>();
   readonly #drained = new Map<string, () => void>();
@@ -107,6 +153,11 @@ export class SiteDatabases implements SiteDatabaseProvider {
         // a new database only once its process has made it (its first page decides its auto-vacuum).
         const fresh = !fs.existsSync(file);
         if (replicator && !fresh) await replicator.watch(siteId, file);
+        // The one socket path the process may use: linked by the host to each worker it connects to.
+        const channelPath = options.channelDir
+          ? path.join(options.channelDir, `${crypto.randomBytes(8).toString('hex')}.dbs`)
+          : undefined;
+        if (channelPath) await fsp.mkdir(options.channelDir!, { recursive: true, mode: 0o700 });
         const process = Object.assign(
           await DatabaseProcess.start({
             denoPath: options.denoPath,
@@ -116,12 +167,17 @@ export class SiteDatabases implements SiteDatabaseProvider {
             maxBytes: options.maxBytes,
             startupTimeoutMs: 10_000,
             replicated: Boolean(replicator),
+            ...(channelPath
+              ? { channelPath, onStats: (stats: ChannelStats) => this.#channelStats(siteId, stats) }
+              : {}),
           }),
-          { siteId },
+          { siteId, channelPath },
         );
         this.#started.add(process);
         void process.exited.then(() => {
           this.#started.delete(process);
+          this.#unchannel(process);
+          if (channelPath) for (const file of [channelPath, `${channelPath}.tmp`]) fs.rmSync(file, { force: true });
           replicator?.idle(siteId);
         });
         if (replicator && fresh) await replicator.watch(siteId, file);
@@ -322,13 +378,22 @@ export class SiteDatabases implements SiteDatabaseProvider {
     let resume!: () => void;
     this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
     try {
-      while ((this.#inflight.get(siteId) ?? 0) > 0)
-        await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      await this.#drain(siteId);
       return await work(file);
     } finally {
       this.#paused.delete(siteId);
       resume();
     }
+  }
+
+  /**
+   * Waits until the site's calls in flight are answered, then closes its channels: the process answers
+   * that once no channel statement runs, and no channel is given while the site is paused.
+   */
+  async #drain(siteId: string): Promise<void> {
+    while ((this.#inflight.get(siteId) ?? 0) > 0)
+      await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+    await this.closeChannels(siteId);
   }
 
   /**
@@ -347,8 +412,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     this.#paused.set(siteId, new Promise<void>((resolve) => (resume = resolve)));
     let thawed!: (outcome: 'moved' | 'kept') => void;
     try {
-      while ((this.#inflight.get(siteId) ?? 0) > 0)
-        await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
+      await this.#drain(siteId);
       // The engine ships the last writes and lets go, so the checkpoint can empty the log; the node
       // that takes the copy replicates it from there.
       await this.#options.replicas?.replicator.unwatch(siteId);
@@ -552,14 +616,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     timeoutMs: number,
     onChunk?: (chunk: Buffer) => void,
   ): Promise<unknown> {
-    let process;
-    try {
-      process = await this.#pool.acquire(siteId);
-    } catch (err) {
-      if (err instanceof PoolFullError)
-        throw new StatementError('busy', 'every database process is busy; try again shortly');
-      throw err;
-    }
+    const process = await this.#acquire(siteId);
     try {
       if (!request) return null;
       const result = await process.call(request, timeoutMs, onChunk);
@@ -567,15 +624,165 @@ export class SiteDatabases implements SiteDatabaseProvider {
       return result.value;
     } catch (err) {
       if (!(err instanceof DatabaseProcessError)) throw err;
-      if (err.reason === 'timeout')
-        throw new StatementError(
-          'timeout',
-          `the statement ran longer than ${timeoutMs} ms and was stopped; nothing it wrote was kept`,
-        );
+      if (err.reason === 'timeout') throw timedOut(timeoutMs);
       throw new StatementError('unavailable', err.message);
     } finally {
       this.#pool.release(process);
     }
+  }
+
+  /** The site's process, started if needed; the caller must release it. */
+  async #acquire(siteId: string): Promise<SiteProcess> {
+    try {
+      return await this.#pool.acquire(siteId);
+    } catch (err) {
+      if (err instanceof PoolFullError)
+        throw new StatementError('busy', 'every database process is busy; try again shortly');
+      throw err;
+    }
+  }
+
+  async openChannel(
+    siteId: string,
+    link: string,
+    token: string,
+    onCalls: (calls: Record<string, number>) => void,
+  ): Promise<boolean> {
+    if (!this.#options.channelDir || !TOKEN.test(token) || !this.#normal(siteId)) return false;
+    this.#onCalls.set(siteId, onCalls);
+    const epoch = this.#channelEpoch;
+    const timeoutMs = this.#options.statementTimeoutMs;
+    // Counted as a call in flight, so a pause that begins meanwhile closes this channel too.
+    return this.#counted(siteId, async () => {
+      const process = await this.#acquire(siteId);
+      try {
+        if (!process.channelPath) return false;
+        const connected = await this.#linked(process, link, () => process.call({ op: 'connect', token }, timeoutMs));
+        if (!connected.ok || !process.alive) return false;
+        this.#tokens.set(token, process);
+        if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value!);
+        this.#ping(process);
+        if (this.#channelEpoch !== epoch || !this.#normal(siteId)) {
+          // Channels were closed while this one opened: it closes too.
+          await process.call({ op: 'close-channels' }, timeoutMs).catch(() => {});
+          return false;
+        }
+        return true;
+      } catch (err) {
+        if (err instanceof DatabaseProcessError || (err as NodeJS.ErrnoException).code) return false;
+        throw err;
+      } finally {
+        this.#pool.release(process);
+      }
+    }).catch((err: unknown) => {
+      // No process to be had (none free, or no database): the calls come through the host, which says so.
+      if (err instanceof StatementError) return false;
+      throw err;
+    });
+  }
+
+  /**
+   * Runs `work` (a connect) with the process's one channel path linked to the worker's socket `target`:
+   * one at a time per process, the link replaced in one step.
+   */
+  #linked<T>(process: SiteProcess, target: string, work: () => Promise<T>): Promise<T> {
+    const path = process.channelPath!;
+    const run = (this.#connecting.get(process) ?? Promise.resolve())
+      .catch(() => {})
+      .then(async () => {
+        const temporary = `${path}.tmp`;
+        await fsp.rm(temporary, { force: true });
+        await fsp.symlink(target, temporary);
+        await fsp.rename(temporary, path);
+        return work();
+      });
+    this.#connecting.set(process, run);
+    return run;
+  }
+
+  /** Nothing keeps the site's database from its workers' channels: no pause, copy, move or fence. */
+  #normal(siteId: string): boolean {
+    return !this.#fenced && !this.#paused.has(siteId) && !this.#frozen.has(siteId) && !this.#movedAway.has(siteId);
+  }
+
+  async channelLost(siteId: string, token: string): Promise<StatementError> {
+    const process = this.#tokens.get(token);
+    if (!process || process.siteId !== siteId)
+      return new StatementError('unavailable', 'the channel to the database closed');
+    // The worker may hear its channel close before the host hears the process end.
+    const reason =
+      process.stopReason ??
+      (await Promise.race([
+        process.exited,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 1000)),
+      ]));
+    if (reason === 'timeout') return timedOut(this.#options.statementTimeoutMs);
+    return new StatementError(
+      'unavailable',
+      reason ? new DatabaseProcessError(reason).message : 'the channel to the database closed',
+    );
+  }
+
+  async closeChannels(siteId?: string): Promise<void> {
+    const closing = [...this.#channelled.keys()].filter((process) => siteId === undefined || process.siteId === siteId);
+    this.#channelEpoch++;
+    await Promise.all(
+      closing.map(async (process) => {
+        this.#unchannel(process);
+        // Answered once no channel statement runs; a process that stops meanwhile has closed them too.
+        await process.call({ op: 'close-channels' }, this.#options.statementTimeoutMs).catch(() => {});
+      }),
+    );
+  }
+
+  /**
+   * While a process has channels it is pinged every PING_MS, which brings what they did (Stats) and
+   * times their statements: a ping not answered within the statement time limit stops the process as
+   * a statement past its limit, as one sent through the host is.
+   */
+  #ping(process: SiteProcess): void {
+    if (this.#channelled.has(process)) return;
+    let pinging = false;
+    const timer = setInterval(() => {
+      if (pinging || !process.alive) return;
+      pinging = true;
+      process
+        .call({ op: 'ping' }, this.#options.statementTimeoutMs)
+        .catch(() => {})
+        .finally(() => (pinging = false));
+    }, PING_MS);
+    timer.unref();
+    this.#channelled.set(process, timer);
+  }
+
+  get channelCalls(): number {
+    return this.#channelCalls;
+  }
+
+  /** Channel tokens kept, so a worker whose channel broke can learn why (at most MAX_TOKENS). */
+  get channelTokens(): number {
+    return this.#tokens.size;
+  }
+
+  #unchannel(process: SiteProcess): void {
+    clearInterval(this.#channelled.get(process));
+    this.#channelled.delete(process);
+    if (process.alive) return;
+    setTimeout(() => {
+      for (const [token, owner] of this.#tokens) if (owner === process) this.#tokens.delete(token);
+    }, TOKENS_KEPT_MS).unref();
+  }
+
+  /** What a process's channels did, heard as the host hears its own calls. */
+  #channelStats(siteId: string, stats: ChannelStats): void {
+    const observe = this.#options.onStatement;
+    if (observe) for (const [ok, seconds] of stats.statements) observe('function', ok, seconds);
+    if (stats.firstWriteAt !== null) this.#options.replicas?.replicator.wrote(siteId, stats.firstWriteAt);
+    this.#onCalls.get(siteId)?.(stats.calls);
+    for (const count of Object.values(stats.calls)) this.#channelCalls += count;
+    // The channels' calls are the process's use: it is not stopped as idle while they come.
+    const live = this.#pool.live(siteId);
+    if (live) this.#pool.release(live);
   }
 }
 

@@ -68,6 +68,24 @@ export interface SiteDatabaseProvider {
    * the metadata (a provider over several nodes needs it; one over a data dir does not).
    */
   remove(siteId: string, heldBy?: string | null): Promise<void>;
+  /**
+   * A channel for one worker of the site straight to the database's process, for its ctx.db calls:
+   * opened only when the database is served here, in its normal state (false when not: the worker's
+   * calls then come through the host). The process connects to the worker's socket `link` and says
+   * Hello with the worker's `token`. `onCalls` hears the channel's calls by method, for the host's counts.
+   */
+  openChannel(
+    siteId: string,
+    link: string,
+    token: string,
+    onCalls: (calls: Record<string, number>) => void,
+  ): Promise<boolean>;
+  /** What the channel opened with `token` broke off for: the error its calls not answered get. */
+  channelLost(siteId: string, token: string): Promise<StatementError>;
+  /** Closes the channels of a site, or of every site (none given); the next call is given a new one. */
+  closeChannels(siteId?: string): Promise<void>;
+  /** ctx.db calls served on workers' channels so far (as reported), for tests and diagnostics. */
+  readonly channelCalls: number;
   close(): Promise<void>;
 }
 

@@ -46,7 +46,8 @@ const commandLine = (pid: number) => fs.readFileSync(`/proc/${pid}/cmdline`, 'ut
 const socketOf = (pid: number) =>
   commandLine(pid)
     .find((arg) => arg.startsWith('--allow-read='))!
-    .slice('--allow-read='.length);
+    .slice('--allow-read='.length)
+    .split(',')[0]!;
 
 /** Calls a function and returns the response with the pid of the worker that was started for it. */
 async function coldCall(
@@ -70,7 +71,7 @@ async function deploySource(berth: TestBerth, name: string, source: string) {
 }
 
 test.serial(
-  'a spare starts with the command line of a worker started with its function, but for its socket',
+  'a spare starts with the command line of a worker started with its function, but for its socket paths',
   async (t) => {
     const [sparePid] = await standby(spares, 1);
     const site = await createSite(direct.owner);
@@ -81,11 +82,15 @@ test.serial(
       commandLine(pid).map((arg) => arg.replaceAll(socketOf(pid), '<socket>').replace(/127\.0\.0\.1:\d+/, '<egress>'));
     t.deepEqual(normal(sparePid!), normal(directPid!));
     const allowed = normal(sparePid!).filter((arg) => arg.startsWith('--allow'));
-    t.is(allowed[0], '--allow-net=<egress>,unix:<socket>', 'the egress proxy and its own socket, nowhere else');
+    t.is(
+      allowed[0],
+      '--allow-net=<egress>,unix:<socket>,unix:<socket>.db',
+      'the egress proxy, its own socket and its database channel’s, nowhere else',
+    );
     t.deepEqual(
       allowed.slice(1),
-      ['--allow-read=<socket>', '--allow-write=<socket>'],
-      'and its own socket until it has connected: nothing else',
+      ['--allow-read=<socket>,<socket>.db', '--allow-write=<socket>,<socket>.db'],
+      'and those two paths until it has connected to one and listens on the other: nothing else',
     );
   },
 );

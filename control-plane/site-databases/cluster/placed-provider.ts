@@ -221,6 +221,29 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     await this.#options.channel.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
   }
 
+  /** Only a database served here gets channels; the workers of one on another node call through the host. */
+  async openChannel(
+    siteId: string,
+    link: string,
+    token: string,
+    onCalls: (calls: Record<string, number>) => void,
+  ): Promise<boolean> {
+    if (!this.#isHere(await this.#placement(siteId))) return false;
+    return this.#options.local.openChannel(siteId, link, token, onCalls);
+  }
+
+  channelLost(siteId: string, token: string): Promise<StatementError> {
+    return this.#options.local.channelLost(siteId, token);
+  }
+
+  closeChannels(siteId?: string): Promise<void> {
+    return this.#options.local.closeChannels(siteId);
+  }
+
+  get channelCalls(): number {
+    return this.#options.local.channelCalls;
+  }
+
   async close(): Promise<void> {
     this.#options.channel?.close();
     await this.#options.local.close();

@@ -19,13 +19,15 @@ import {
   MAX_RESULT_BYTES,
 } from '../protocol.ts';
 import { leaveStoppingToTheHost } from '../../../deno-shim/signals.ts';
+import { Channels } from './channel.ts';
 
 leaveStoppingToTheHost();
 
-const [file, heapLimit, maxBytes, replication] = Deno.args;
-if (!file || !heapLimit || !maxBytes || (replication !== 'replicated' && replication !== 'alone'))
+const [file, heapLimit, maxBytes, replication, channelPath] = Deno.args;
+if (!file || !heapLimit || !maxBytes || (replication !== 'replicated' && replication !== 'alone') || !channelPath)
   throw new Error(
-    'usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes> replicated|alone',
+    'usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes> replicated|alone ' +
+      '<channel socket>|none',
   );
 /** The replicator (Litestream) follows this database's write-ahead log, and checkpoints it itself. */
 const replicated = replication === 'replicated';
@@ -273,6 +275,9 @@ confinable.limits.length = 64 * 1024 * 1024;
 confinable.limits.sqlLength = 16 * 1024 * 1024;
 confinable.setAuthorizer(authorize);
 
+/** Rows the statements run so far changed, committed or not: a channel's call that changed some wrote. */
+let changed = 0;
+
 /** Berth's own statement, prepared once. */
 const counters = db.prepare('SELECT total_changes() AS n, last_insert_rowid() AS id');
 
@@ -426,6 +431,7 @@ function execute(
   }
   const after = reads ? { n: 0, id: 0 } : (counters.get() as { n: number; id: number });
   const changes = after.n - before;
+  changed += changes;
   const lastRowId = changes > 0 ? after.id : null;
   return `{"rows":[${rows.join(',')}],"changes":${changes},"lastRowId":${lastRowId},"durationMs":${performance.now() - started}}`;
 }
@@ -633,6 +639,15 @@ function handle(request: DbRequest, stream: number): string {
 
     case 'dump':
       return JSON.stringify({ bytes: dump((chunk) => write(encodeFrame(DbFrame.DumpChunk, stream, chunk))) });
+    case 'connect':
+      throw new Failure('failed', 'a channel is connected between requests');
+    case 'ping':
+      reportChannels();
+      return 'null';
+    case 'close-channels':
+      void channels?.closeAll();
+      reportChannels();
+      return 'null';
   }
 }
 
@@ -683,23 +698,73 @@ function fromSqlite(err: unknown): Failure {
   return new Failure('failed', err instanceof Error ? err.message : String(err));
 }
 
-function serve(stream: number, request: DbRequest): void {
+/** A request's outcome as a DbResult's JSON. */
+function outcome(request: DbRequest, stream: number): { text: string; ok: boolean } {
   try {
-    const value = handle(request, stream);
-    answer(stream, encoder.encode(`{"ok":true,"value":${value}}`));
+    return { text: `{"ok":true,"value":${handle(request, stream)}}`, ok: true };
   } catch (err) {
     const failure = err instanceof Failure ? err : fromSqlite(err);
+    return {
+      text: JSON.stringify({ ok: false, error: { reason: failure.reason, message: failure.message } }),
+      ok: false,
+    };
+  }
+}
+
+function serve(stream: number, request: DbRequest): void {
+  answer(stream, encoder.encode(outcome(request, stream).text));
+}
+
+/**
+ * A worker's ctx.db call on its channel, run as the host runs it: one statement alone, several as a
+ * batch, always as the function's. `wrote`: it succeeded and changed rows, which replication hears of.
+ */
+function runForFunction(statements: Statement[]): { answer: string; ok: boolean; wrote: boolean } {
+  const before = changed;
+  const request: DbRequest =
+    statements.length === 1
+      ? { op: 'run', access: 'function', statement: statements[0]! }
+      : { op: 'batch', access: 'function', statements };
+  const { text, ok } = outcome(request, 0);
+  return { answer: text, ok, wrote: ok && changed !== before };
+}
+
+const channels = channelPath === 'none' ? null : new Channels(channelPath, runForFunction);
+
+/** Tells the host what the channels did, before the answer it comes with. */
+function reportChannels(): void {
+  const stats = channels?.takeStats();
+  if (stats) answers.push(encodeFrame(DbFrame.Stats, 0, encodeJson(stats)));
+}
+
+write(encodeFrame(DbFrame.Ready, 0));
+/** Connects a worker's channel, between two requests; answered once the worker has been said Hello. */
+async function connect(stream: number, token: string): Promise<void> {
+  try {
+    if (!channels) throw new Failure('denied', 'this process serves no channel');
+    await channels.connect(token);
+    answer(stream, encoder.encode('{"ok":true,"value":null}'));
+  } catch (err) {
+    const failure = err instanceof Failure ? err : new Failure('failed', (err as Error).message);
     answer(stream, encodeJson({ ok: false, error: { reason: failure.reason, message: failure.message } }));
   }
 }
 
-write(encodeFrame(DbFrame.Ready, 0));
 const reader = new FrameReader((type) => (type === DbFrame.Request ? MAX_DB_FRAME_BYTES : 0));
 for await (const chunk of Deno.stdin.readable) {
   for (const frame of reader.push(chunk)) {
-    serve(frame.stream, decodeJson<DbRequest>(frame.payload));
+    const request = decodeJson<DbRequest>(frame.payload);
+    if (request.op === 'connect') {
+      flush();
+      await connect(frame.stream, request.token);
+    } else serve(frame.stream, request);
   }
   flush();
 }
-// Berth closed the channel: close the database, which checkpoints the WAL into it.
+// Berth closed its end: the workers' channels close (their calls not answered were not run, and go to
+// Berth), what they did is reported, and the database closes, which checkpoints the WAL into it.
+const closing = channels?.closeAll();
+reportChannels();
+flush();
+await closing;
 db.close();
