@@ -433,7 +433,7 @@ test('a database process whose workers open channel after channel keeps a bounde
   const server = net.createServer((socket) => socket.destroy());
   t.teardown(() => server.close());
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-  const databases = provider(t0) as SiteDatabases;
+  const databases = provider(t0);
   let opened = 0;
   while (opened <= 10_500) {
     if (await databases.openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
