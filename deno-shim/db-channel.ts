@@ -18,6 +18,7 @@ import {
   MAX_CTX_CALL_BYTES,
   decodeJson,
   encodeFrame,
+  joinBytes,
   type FrameTypeValue,
 } from '../runtime-host/protocol.ts';
 import {
@@ -157,7 +158,7 @@ class Channel {
   #flush(): void {
     const frames = this.#queued;
     this.#queued = [];
-    const bytes = frames.length === 1 ? frames[0]! : concat(frames);
+    const bytes = joinBytes(frames);
     this.#writing = this.#writing.then(async () => {
       try {
         for (let written = 0; written < bytes.length; ) written += await this.#conn.write(bytes.subarray(written));
@@ -194,16 +195,6 @@ class Channel {
     for (const resolve of this.#waiting.splice(0)) resolve({ kind: ended });
     return ended;
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
 }
 
 /**

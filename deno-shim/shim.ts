@@ -30,6 +30,7 @@ import {
   decodeRequest,
   encodeFrame,
   encodeJson,
+  joinBytes,
   shimPayloadBytes,
 } from '../runtime-host/protocol.ts';
 
@@ -54,7 +55,7 @@ function createWriter(conn: Deno.Conn) {
   let flushing: Promise<void> | null = null;
   async function flush(): Promise<void> {
     while (pending.length > 0) {
-      const batch = pending.length === 1 ? pending[0]! : concat(pending);
+      const batch = joinBytes(pending);
       pending = [];
       pendingBytes = 0;
       for (let written = 0; written < batch.length; ) written += await conn.write(batch.subarray(written));
@@ -72,16 +73,6 @@ function createWriter(conn: Deno.Conn) {
   const drain = (): Promise<void> | undefined =>
     pendingBytes > MAX_BACKLOG_BYTES ? (flushing ?? undefined) : undefined;
   return { send, drain };
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
 }
 
 function failure(error: unknown): HandlerFailure {

@@ -133,6 +133,18 @@ export const DB_CHANNEL_METHOD = '$db.channel';
  */
 export const dbChannelPath = (socketPath: string): string => `${socketPath}.db`;
 
+/** `parts` in order as one buffer (the part itself when there is one): frames of one turn leave in one write. */
+export function joinBytes(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}
+
 /** A request's head (URL and headers) as JSON; the body limit comes on top. */
 export const MAX_REQUEST_HEAD_BYTES = 1024 * 1024;
 

@@ -16,6 +16,7 @@ import {
   MAX_CTX_CALL_BYTES,
   decodeJson,
   encodeFrame,
+  joinBytes,
 } from '../../../runtime-host/protocol.ts';
 import { type DbMethod, FunctionCallError, callStatements, checkStatement, isDbMethod } from '../function-calls.ts';
 import { CHANNEL_TOKEN_CHARS, type ChannelCall, ChannelFrame, type ChannelStats, type Statement } from '../protocol.ts';
@@ -132,7 +133,7 @@ export class Channels {
   /** Answers of one read leave in one write, in order after those before. */
   #write(connection: Connection, answers: Uint8Array[]): void {
     if (answers.length === 0) return;
-    const bytes = answers.length === 1 ? answers[0]! : concat(answers);
+    const bytes = joinBytes(answers);
     connection.unsent += bytes.length;
     connection.writing = connection.writing
       .then(() => writeAll(connection.conn, bytes))
@@ -201,16 +202,6 @@ export class Channels {
         }
       });
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
 }
 
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
