@@ -423,20 +423,3 @@ test('a worker that reads none of its answers makes its database process hold a 
   t.true(grown < 128 * 1024 * 1024, `the process grew by ${Math.round(grown / 1024 / 1024)} MiB`);
   t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
 });
-
-test('a database process whose workers open channel after channel keeps a bounded number of their tokens', async (t) => {
-  const { site } = await siteWithDatabase(t0.owner);
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const socketPath = path.join(dir, 'w.sock');
-  // Workers that come and go: each channel is closed by its worker as soon as it is open.
-  const server = net.createServer((socket) => socket.destroy());
-  t.teardown(() => server.close());
-  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-  const databases = provider(t0);
-  let opened = 0;
-  while (opened <= 10_500) {
-    if (await databases.openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
-  }
-  t.is(databases.channelTokens, 10_000);
-});

@@ -55,6 +55,8 @@ export interface SiteDatabaseOptions {
    * them are made: the runtime's socket folder. None: workers' calls all come through the host.
    */
   channelDir?: string;
+  /** Channel tokens kept at most, the oldest going first (MAX_TOKENS when not given). */
+  maxChannelTokens?: number;
 }
 
 /** Migrations may rebuild large tables and dumps read everything: both get more time than a statement. */
@@ -660,7 +662,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
         const connected = await this.#linked(process, link, () => process.call({ op: 'connect', token }, timeoutMs));
         if (!connected.ok || !process.alive) return false;
         this.#tokens.set(token, process);
-        if (this.#tokens.size > MAX_TOKENS) this.#tokens.delete(this.#tokens.keys().next().value!);
+        if (this.#tokens.size > (this.#options.maxChannelTokens ?? MAX_TOKENS))
+          this.#tokens.delete(this.#tokens.keys().next().value!);
         this.#ping(process);
         if (this.#channelEpoch !== epoch || !this.#normal(siteId)) {
           // Channels were closed while this one opened: it closes too.
@@ -759,7 +762,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return this.#channelCalls;
   }
 
-  /** Channel tokens kept, so a worker whose channel broke can learn why (at most MAX_TOKENS). */
+  /** Channel tokens kept, so a worker whose channel broke can learn why (at most maxChannelTokens). */
   get channelTokens(): number {
     return this.#tokens.size;
   }

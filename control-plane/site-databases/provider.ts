@@ -86,8 +86,6 @@ export interface SiteDatabaseProvider {
   closeChannels(siteId?: string): Promise<void>;
   /** ctx.db calls served on workers' channels so far (as reported), for tests and diagnostics. */
   readonly channelCalls: number;
-  /** Channel tokens kept to tell a worker why its channel broke off (bounded), for tests and diagnostics. */
-  readonly channelTokens: number;
   close(): Promise<void>;
 }
 

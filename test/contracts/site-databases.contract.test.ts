@@ -7,6 +7,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import test from 'ava';
 import Database from 'better-sqlite3';
@@ -395,6 +396,37 @@ for (const name of ['local', 'placed'] as const) {
     );
   });
 }
+
+test.serial(
+  '[local] a database process whose workers open channel after channel keeps a bounded number of their tokens',
+  async (t) => {
+    const channelDir = path.join(root, 'channels');
+    const databases = new SiteDatabases({
+      dataDir: path.join(root, 'tokens'),
+      denoPath: resolveDenoBinary(),
+      denoDir: path.join(root, 'deno-dir'),
+      statementTimeoutMs: STATEMENT_TIMEOUT_MS,
+      maxProcesses: 1,
+      idleMs: 10_000,
+      maxBytes: MAX_BYTES,
+      channelDir,
+      maxChannelTokens: 50,
+    });
+    t.teardown(() => databases.close());
+    const siteId = crypto.randomUUID();
+    await databases.create(siteId);
+    // Workers that come and go: each channel is closed by its worker as soon as it is open.
+    const socketPath = path.join(root, 'worker.sock');
+    const worker = net.createServer((socket) => socket.destroy());
+    t.teardown(() => worker.close());
+    await new Promise<void>((resolve) => worker.listen(socketPath, resolve));
+    let opened = 0;
+    while (opened <= 60) {
+      if (await databases.openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
+    }
+    t.is(databases.channelTokens, 50);
+  },
+);
 
 test.serial('[local] a call in flight or held when its database moves to another node is told it moved', async (t) => {
   const adapter = adapters.find((a) => a.name === 'local')!;

@@ -244,10 +244,6 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#options.local.channelCalls;
   }
 
-  get channelTokens(): number {
-    return this.#options.local.channelTokens;
-  }
-
   async close(): Promise<void> {
     this.#options.channel?.close();
     await this.#options.local.close();
