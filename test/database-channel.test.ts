@@ -270,6 +270,9 @@ test('a worker of one site reaches no other site’s database, and cannot touch 
   });
 });
 
+// The tests that open a channel themselves run one at a time, before the others: a site made meanwhile
+// (any \`sites\` change) closes every channel of the node, and one opening then is refused.
+
 /**
  * Plays a worker gone hostile: listens where the site's database process is told to connect, takes
  * its Hello, sends `frames`, and reads what comes back until the process closes the channel or
@@ -324,7 +327,7 @@ function frame(type: number, stream: number, payload: string | Buffer = '', decl
 const CALL = 2;
 const call = (stream: number, value: unknown) => frame(CALL, stream, JSON.stringify(value));
 
-test('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
+test.serial('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (n INTEGER)');
   await query('INSERT INTO items VALUES (1)');
@@ -398,28 +401,31 @@ function databaseProcessOf(siteId: string): number {
 const residentBytes = (pid: number): number =>
   Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
-test('a worker that reads none of its answers makes its database process hold a few of them, not all', async (t) => {
-  const { site, query } = await siteWithDatabase(t0.owner);
-  await query('CREATE TABLE items (n INTEGER)');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const socketPath = path.join(dir, 'w.sock');
-  const server = net.createServer();
-  t.teardown(() => server.close());
-  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-  const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-  t.true(await provider(t0).openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
-  const socket = await accepted;
-  t.teardown(() => socket.destroy());
-  socket.pause();
-  const pid = databaseProcessOf(site.id);
-  const before = residentBytes(pid);
-  // 100 answers of about 5.3 MiB each (4 MB of bytes, in base64): 530 MiB if the process kept them all.
-  for (let i = 1; i <= 100; i++)
-    socket.write(call(i, { method: 'db.first', args: ['SELECT randomblob(4000000) AS b'] }));
-  // Long enough for the process to have answered every call many times over had it gone on reading.
-  await new Promise((resolve) => setTimeout(resolve, 5000));
-  const grown = residentBytes(pid) - before;
-  t.true(grown < 128 * 1024 * 1024, `the process grew by ${Math.round(grown / 1024 / 1024)} MiB`);
-  t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
-});
+test.serial(
+  'a worker that reads none of its answers makes its database process hold a few of them, not all',
+  async (t) => {
+    const { site, query } = await siteWithDatabase(t0.owner);
+    await query('CREATE TABLE items (n INTEGER)');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
+    t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const socketPath = path.join(dir, 'w.sock');
+    const server = net.createServer();
+    t.teardown(() => server.close());
+    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+    const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+    t.true(await provider(t0).openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
+    const socket = await accepted;
+    t.teardown(() => socket.destroy());
+    socket.pause();
+    const pid = databaseProcessOf(site.id);
+    const before = residentBytes(pid);
+    // 100 answers of about 5.3 MiB each (4 MB of bytes, in base64): 530 MiB if the process kept them all.
+    for (let i = 1; i <= 100; i++)
+      socket.write(call(i, { method: 'db.first', args: ['SELECT randomblob(4000000) AS b'] }));
+    // Long enough for the process to have answered every call many times over had it gone on reading.
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    const grown = residentBytes(pid) - before;
+    t.true(grown < 128 * 1024 * 1024, `the process grew by ${Math.round(grown / 1024 / 1024)} MiB`);
+    t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
+  },
+);
