@@ -253,6 +253,7 @@ async function composeParts(
     siteUrl: options.siteUrl,
   };
   changes.subscribe(closingDbChannels(deps));
+  changes.subscribe(deps.previews);
   runtime.serve({
     ctx: createCtxHandler(deps),
     dbChannel: createDbChannelHandler(deps),

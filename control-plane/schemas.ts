@@ -299,6 +299,11 @@ export const DeploymentRecord = z.object({
   restoredAt: Timestamp.nullable().describe('RESTORE: the instant the site was put back to'),
   errors: z.array(FileProblem).nullable(),
   previewUrl: z.string(),
+  previewAccess: z
+    .enum(['PRIVATE', 'PUBLIC'])
+    .describe('who its preview host answers: PRIVATE, the account’s signed-in members; PUBLIC, as the live site does'),
+  previewSecrets: z.boolean().describe('whether its preview’s functions are given the site’s secrets'),
+  purgedFiles: z.number().int().describe('its files whose versions were deleted for good since: they are gone from it'),
 });
 const DeploymentFileEntry = z.object({
   path: z.string(),
@@ -306,6 +311,7 @@ const DeploymentFileEntry = z.object({
   bytes: z.number().int(),
   contentType: z.string().nullable(),
   versionId: Uuid.nullable(),
+  purged: z.boolean().describe('its version was deleted for good: the deployment no longer holds the file'),
 });
 export const DeploymentDetail = DeploymentRecord.extend({
   missing: z.array(z.string()).describe('digests still to upload (UPLOADING)'),
@@ -338,6 +344,17 @@ export const CreateDeploymentBody = z
       .describe(
         'the site database’s whole ordered migration history: the ones not applied yet are applied before the switch, all or none',
       ),
+  })
+  .strict();
+export const UpdateDeploymentBody = z
+  .object({
+    previewAccess: z
+      .enum(['PRIVATE', 'PUBLIC'])
+      .optional()
+      .describe(
+        'PUBLIC lets anyone open the preview host as they may the live site; PRIVATE (the default) only members',
+      ),
+    previewSecrets: z.boolean().optional().describe('give the preview’s functions the site’s secrets (off by default)'),
   })
   .strict();
 export const RestoreSiteBody = z.object({ at: z.string().describe('an RFC 3339 time') }).strict();
@@ -519,6 +536,10 @@ export const VersionDeletion = z.object({
   fileId: Uuid,
   versionId: Uuid,
   freedBytes: z.number().int(),
+  purgedFromDeployments: z
+    .number()
+    .int()
+    .describe('the site’s deployments that held this version: they no longer have the file, nor their previews'),
 });
 export const SecretValue = z.object({ name: z.string(), value: z.string() });
 

@@ -1,13 +1,15 @@
-// Preview hosts through real HTTP: `<short id>--<subdomain>` serves a deployment as it would be live
+// Preview hosts through real HTTP, read by a signed-in member of the account (who may see them:
+// site-past.test.ts has the strangers): `<short id>--<subdomain>` serves a deployment as it would be live
 // (an uploading one over the site's current files, with prune; a published one as the site was right
 // after it, whatever came later), `t<unix ms>--<subdomain>` a snapshot's instant; every answer says
-// noindex; a PRIVATE site's preview asks for sign-in and comes back to the preview host; unknown,
+// noindex; a preview asks strangers to sign in and comes back to the preview host; unknown,
 // failed and other sites' labels show nothing; preview functions run beside the live ones.
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { memberCookie, memberOf } from './helpers/site-member.ts';
 import { createUser } from '../control-plane/services/users.ts';
 
 let t0: TestBerth;
@@ -58,7 +60,8 @@ async function deploy(account: Account, siteId: string, files: Record<string, st
   return json<{ deployment: Deployment }>(published).deployment;
 }
 
-const previewOf = (label: string, site: Site) => t0.site(`${label}--${site.subdomain}`);
+/** The preview host as a member of the site's account reads it. */
+const previewOf = (label: string, site: Site) => memberOf(t0, t0.owner.id, site.id, `${label}--${site.subdomain}`);
 
 test('an uploading deployment is served at its preview host, pages and functions, while the live site stays as it is', async (t) => {
   const site = await createSite(t0.owner);
@@ -70,7 +73,7 @@ test('an uploading deployment is served at its preview host, pages and functions
   });
   t.is(next.status, 'UPLOADING');
   t.regex(next.previewUrl, new RegExp(`^http://${next.shortId}--${site.subdomain}\\.localhost:\\d+/$`));
-  const preview = previewOf(next.shortId, site);
+  const preview = await previewOf(next.shortId, site);
 
   const page = await preview.get('');
   t.is(page.statusCode, 200);
@@ -100,8 +103,9 @@ test('an uploading deployment is served at its preview host, pages and functions
   });
   const partialDeployment = json<{ deployment: Deployment }>(partial).deployment;
   t.deepEqual(partialDeployment.missing, ['ab'.repeat(32)]);
-  t.is((await previewOf(partialDeployment.shortId, site).get('')).body, '<p>partial</p>');
-  t.is((await previewOf(partialDeployment.shortId, site).get('big.bin')).statusCode, 404);
+  const partialPreview = await previewOf(partialDeployment.shortId, site);
+  t.is((await partialPreview.get('')).body, '<p>partial</p>');
+  t.is((await partialPreview.get('big.bin')).statusCode, 404);
 });
 
 test('a published deployment’s preview keeps showing it after later deployments change the live site', async (t) => {
@@ -112,7 +116,7 @@ test('a published deployment’s preview keeps showing it after later deployment
 
   t.is((await t0.site(site.subdomain).get('')).body, '<p>three</p>');
   t.is((await t0.site(site.subdomain).get('api/v')).body, 'two');
-  const preview = previewOf(first.shortId, site);
+  const preview = await previewOf(first.shortId, site);
   t.is((await preview.get('')).body, '<p>one</p>');
   t.is((await preview.get('extra.html')).statusCode, 404, 'what came later is not in it');
   t.is((await preview.get('api/v')).body, 'one');
@@ -131,14 +135,14 @@ test('an unpublished preview with prune shows only its set under web/ and api/; 
   const pruned = await create(t0.owner, site.id, { 'web/index.html': '<p>pruned index</p>' }, true);
   const kept = await create(t0.owner, site.id, { 'web/index.html': '<p>kept index</p>' }, false);
 
-  const p = previewOf(pruned.shortId, site);
+  const p = await previewOf(pruned.shortId, site);
   t.is((await p.get('')).body, '<p>pruned index</p>');
   t.is((await p.get('other.html')).statusCode, 404);
   const gone = await p.get('api/kept');
   t.is(gone.statusCode, 404);
   t.is(JSON.parse(gone.body).error.code, 'function_not_found');
 
-  const k = previewOf(kept.shortId, site);
+  const k = await previewOf(kept.shortId, site);
   t.is((await k.get('')).body, '<p>kept index</p>');
   t.is((await k.get('other.html')).body, '<p>live other</p>');
   t.is((await k.get('api/kept')).body, 'kept');
@@ -148,15 +152,17 @@ test('an unpublished preview with prune shows only its set under web/ and api/; 
   t.is((await k.get('other.html')).body, '<p>written later</p>');
 });
 
-test('labels that show nothing answer the no-site page, noindex included; a preview never shows another site', async (t) => {
+test('labels that show nothing answer the no-site page to members, noindex included; a preview never shows another site', async (t) => {
   const site = await createSite(t0.owner);
   const other = await createSite(t0.owner);
-  await deploy(t0.owner, site.id, { 'web/index.html': '<p>site</p>' });
+  const shown = await deploy(t0.owner, site.id, { 'web/index.html': '<p>site</p>' });
   const otherDeployment = await create(t0.owner, other.id, { 'web/index.html': '<p>other’s</p>' });
+  // A member's session of the site, taken at a preview host that shows something.
+  const cookie = await memberCookie(t0, t0.owner.id, site.id, `${shown.shortId}--${site.subdomain}`);
 
   for (const label of ['zzzzzzzz', otherDeployment.shortId, 't0000000000001']) {
     for (const p of ['', 'api/x', '_berth/logout']) {
-      const res = await previewOf(label, site).get(p);
+      const res = await t0.site(`${label}--${site.subdomain}`).get(p, { headers: { cookie } });
       t.is(res.statusCode, 404, `${label} ${p}`);
       t.regex(res.body, /There is no site at this address/, `${label} ${p}`);
       t.is(res.headers['x-robots-tag'], 'noindex', `${label} ${p}`);
@@ -168,7 +174,7 @@ test('labels that show nothing answer the no-site page, noindex included; a prev
     t.is(res.statusCode, 404, host);
     t.is(res.headers['x-robots-tag'], undefined, host);
   }
-  t.is((await previewOf(otherDeployment.shortId, other).get('')).body, '<p>other’s</p>');
+  t.is((await (await previewOf(otherDeployment.shortId, other)).get('')).body, '<p>other’s</p>');
 
   // A subdomain that would read as a preview host cannot be made.
   const refused = await t0.owner.api.post('v0/sites', {
@@ -192,7 +198,7 @@ test('a failed deployment is previewed no more, and its preview functions’ mod
     'api/ok.ts': FN('ok'),
     'api/bad.ts': 'export default () => {\n',
   });
-  const preview = previewOf(broken.shortId, site);
+  const preview = await previewOf(broken.shortId, site);
   t.is((await preview.get('api/ok')).body, 'ok');
   const bad = await preview.get('api/bad');
   t.is(bad.statusCode, 422);
@@ -221,7 +227,7 @@ test('a snapshot’s preview host serves the site as it was at that instant', as
   const { previewUrl } = json<{ snapshot: { previewUrl: string } }>(snapshot).snapshot;
   const label = `t${Date.parse(first.publishedAt!)}`;
   t.regex(previewUrl, new RegExp(`^http://${label}--${site.subdomain}\\.localhost:\\d+/$`));
-  const preview = previewOf(label, site);
+  const preview = await previewOf(label, site);
   const page = await preview.get('');
   t.is(page.body, '<p>then</p>');
   t.is(page.headers['x-robots-tag'], 'noindex');
@@ -229,7 +235,10 @@ test('a snapshot’s preview host serves the site as it was at that instant', as
   t.is((await t0.site(site.subdomain).get('')).body, '<p>now</p>');
 
   // Before the site's history begins there is nothing to show.
-  const before = await previewOf(`t${Date.parse(first.publishedAt!) - 3_600_000}`, site).get('');
+  const cookie = await memberCookie(t0, t0.owner.id, site.id, `${label}--${site.subdomain}`);
+  const before = await t0
+    .site(`t${Date.parse(first.publishedAt!) - 3_600_000}--${site.subdomain}`)
+    .get('', { headers: { cookie } });
   t.is(before.statusCode, 404);
   t.regex(before.body, /There is no site at this address/);
 });

@@ -23,7 +23,9 @@ export type Change =
   /** Many files of a bucket at once (a deployment published, promoted or restored): forget them all. */
   | { kind: 'bucket'; bucketId: string; siteId: string }
   /** Function log lines of the site stored (one per flush, not per line): live log streams read them. */
-  | { kind: 'logs'; siteId: string };
+  | { kind: 'logs'; siteId: string }
+  /** What the site's past shows changed: a preview's access or secrets, a version purged from its history. */
+  | { kind: 'history'; siteId: string };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -114,6 +116,8 @@ export function parseChange(value: unknown): Change | undefined {
       return text('siteId') ? { kind: 'database', siteId: c.siteId as string } : undefined;
     case 'logs':
       return text('siteId') ? { kind: 'logs', siteId: c.siteId as string } : undefined;
+    case 'history':
+      return text('siteId') ? { kind: 'history', siteId: c.siteId as string } : undefined;
     default:
       return undefined;
   }

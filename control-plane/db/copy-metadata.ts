@@ -19,6 +19,8 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'deployments', key: ['id'] },
   { name: 'deployment_files', key: ['deployment_id', 'path'] },
   { name: 'deployment_uploads', key: ['deployment_id', 'sha256'] },
+  { name: 'history_checkpoints', key: ['site_id', 'seq'] },
+  { name: 'history_checkpoint_files', key: ['site_id', 'seq', 'path'] },
   { name: 'bucket_generations', key: ['bucket_id'] },
   { name: 'files', key: ['id'] },
   { name: 'file_versions', key: ['id'] },

@@ -1,5 +1,6 @@
 // ANY /api/<name> on a site: hands the request to the function's worker (on a preview host, the
-// preview's function: services/previews.ts) and streams its answer back.
+// preview's function, to members only unless the preview is PUBLIC: services/previews.ts) and streams
+// its answer back.
 // The platform's session cookie never reaches a function, and a function cannot set it.
 import type http from 'node:http';
 import { pipeline } from 'node:stream';
@@ -9,13 +10,13 @@ import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
 import { previewEndpoint, resolvePreview } from '../services/previews.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
+import { mayRead } from './member-gate.ts';
 import { noSitePage } from './pages.ts';
 import { requestHost, requestProtocol } from './proxy.ts';
 import { readBody } from './read-body.ts';
+import { SESSION_COOKIE } from './session-cookies.ts';
 import { PoolFullError } from '../../runtime-host/pool.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
-
-export const SESSION_COOKIE = '_berth_session';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -101,7 +102,12 @@ async function serve(
   const site = await resolveSite(deps, subdomain);
   if (site?.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
   const preview = label === undefined ? null : await resolvePreview(deps, site, label);
-  if (label !== undefined && !preview) return sendHtml(res, 404, noSitePage, requestId);
+  if (label !== undefined) {
+    // A preview's functions answer members only, unless its deployment's preview is PUBLIC (then they
+    // are anonymous, as the live site's are); to anyone else a label that shows nothing looks the same.
+    if (!preview?.public && !(await mayRead(deps, req, res, site, requestId))) return;
+    if (!preview) return sendHtml(res, 404, noSitePage, requestId);
+  }
   if (segments.length !== 2 || segments[1] === '')
     throw new BerthError('function_not_found', 'functions are served at /api/<name>');
   const name = segments[1]!;

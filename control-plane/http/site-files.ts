@@ -1,7 +1,7 @@
 // GET and HEAD of a site's web files, straight on Node's request and response: the private-site gate,
 // /web files by path with conditional and range requests, directories with their index.html, and the
-// site's own 404.html; on a preview host, the preview's files (services/previews.ts) behind the same
-// gate. The hottest path of hosting skips the Koa stack but keeps its rules (request id,
+// site's own 404.html; on a preview host, the preview's files (services/previews.ts), to members only
+// unless its deployment's preview is PUBLIC. The hottest path of hosting skips the Koa stack but keeps its rules (request id,
 // one log line, the error envelope) through the same helpers. A public site's file whose lookups and
 // bytes are cached is answered without waiting on anything: one head written whole, one write.
 import type http from 'node:http';
@@ -9,7 +9,6 @@ import { pipeline } from 'node:stream';
 import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
-import { hostName, previewOf } from '../services/site-names.ts';
 import { previewFile, resolvePreview } from '../services/previews.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import {
@@ -22,11 +21,9 @@ import {
   smallBody,
   streamBody,
 } from '../services/hosting.ts';
-import { siteReader } from '../services/site-sessions.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
-import { SESSION_COOKIE } from './function-endpoint.ts';
-import { noSitePage, notFoundPage, notMemberPage, privateSitePage } from './pages.ts';
-import { requestHost, requestProtocol } from './proxy.ts';
+import { mayRead } from './member-gate.ts';
+import { noSitePage, notFoundPage } from './pages.ts';
 import { urlPath } from './site-paths.ts';
 
 export const siteFilesHandler = (deps: Deps): SiteRequestHandler =>
@@ -39,7 +36,11 @@ export const siteFilesHandler = (deps: Deps): SiteRequestHandler =>
 /** What a path holds: a full bucket path (e.g. "web/index.html") to the file served there, or null. */
 type FileLookup = (path: string) => Promise<CachedWebFile | null>;
 
-/** A preview host: the preview's files behind the site's own gate; nothing for a label that shows nothing. */
+/**
+ * A preview host: the preview's files, to members only unless its deployment's preview is PUBLIC (then
+ * behind the site's own gate, as live). To anyone else a label that shows nothing looks like one that
+ * is not theirs to see.
+ */
 async function servePreview(
   deps: Deps,
   req: http.IncomingMessage,
@@ -50,9 +51,11 @@ async function servePreview(
   requestId: string,
 ): Promise<void> {
   const site = await resolveSite(deps, subdomain);
-  const preview = site?.status === 'ACTIVE' ? await resolvePreview(deps, site, label) : null;
-  if (!site || !preview) return sendHtml(res, 404, noSitePage, requestId);
-  if (site.access === 'PRIVATE' && !(await mayRead(deps, req, res, site, requestId))) return;
+  if (site?.status !== 'ACTIVE') return sendHtml(res, 404, noSitePage, requestId);
+  const preview = await resolvePreview(deps, site, label);
+  const open = preview?.public && site.access === 'PUBLIC';
+  if (!open && !(await mayRead(deps, req, res, site, requestId))) return;
+  if (!preview) return sendHtml(res, 404, noSitePage, requestId);
   await serveWeb(deps, req, res, segments, requestId, (path) => previewFile(deps, preview, path));
 }
 
@@ -139,62 +142,6 @@ const splitQuery = (url: string): [string, string] => {
   const at = url.indexOf('?');
   return at === -1 ? [url, ''] : [url.slice(0, at), url.slice(at)];
 };
-
-/** The private-site gate: members of the owning account read on; others get the sign-in or 403 page. */
-async function mayRead(
-  deps: Deps,
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  site: CachedSite,
-  requestId: string,
-): Promise<boolean> {
-  const token = cookie(req, SESSION_COOKIE);
-  const reader = token ? await siteReader(deps, token, site) : null;
-  if (reader === 'member') return true;
-  if (reader === 'stranger') {
-    sendHtml(res, 403, notMemberPage, requestId);
-    return false;
-  }
-  const [path, query] = splitQuery(req.url ?? '/');
-  const next = `${urlPath(path)}${query}`;
-  sendHtml(
-    res,
-    401,
-    privateSitePage(
-      `${controlPlaneOrigin(deps, req)}/login?${new URLSearchParams(signInReturn(deps, req, site, next))}`,
-    ),
-    requestId,
-  );
-  return false;
-}
-
-/**
- * Where sign-in sends the browser back to: the site and path, and the host it came to when that is not
- * the site's subdomain (a custom domain or a preview host).
- */
-function signInReturn(deps: Deps, req: http.IncomingMessage, site: CachedSite, next: string): Record<string, string> {
-  const host = requestHost(req, deps.config.trustProxy);
-  const suffix = `.${deps.config.siteHost}`;
-  const name = hostName(host);
-  if (name.endsWith(suffix) && !previewOf(name.slice(0, -suffix.length))) return { site: site.id, next };
-  return { site: site.id, next, origin: `${requestProtocol(req, deps.config.trustProxy)}://${host}` };
-}
-
-/** A cookie's raw value from the request, the first of that name. */
-function cookie(req: http.IncomingMessage, name: string): string | undefined {
-  for (const part of (req.headers.cookie ?? '').split(';')) {
-    const at = part.indexOf('=');
-    if (at !== -1 && part.slice(0, at).trim() === name) return part.slice(at + 1).trim();
-  }
-  return undefined;
-}
-
-/** The control plane as the browser reaches it from this site: the public URL, or the site host without the subdomain. */
-export function controlPlaneOrigin(deps: Deps, req: http.IncomingMessage): string {
-  if (deps.config.publicUrl) return deps.config.publicUrl;
-  const port = /:(\d+)$/.exec(requestHost(req, deps.config.trustProxy))?.[1];
-  return `${requestProtocol(req, deps.config.trustProxy)}://${deps.config.siteHost}${port ? `:${port}` : ''}`;
-}
 
 /** The site's own 404.html, never cached by browsers. */
 async function sendNotFound(

@@ -19,6 +19,7 @@ export const MCP_TOOL_NAMES = [
   'remove_domain',
   'list_deployments',
   'get_deployment',
+  'update_deployment',
   'create_deployment',
   'publish_deployment',
   'promote_deployment',

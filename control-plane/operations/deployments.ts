@@ -13,6 +13,7 @@ import {
   SiteParams,
   SiteSnapshot,
   SnapshotFile,
+  UpdateDeploymentBody,
   Uuid,
 } from '../schemas.ts';
 import { defineOperation, withParams } from './operation.ts';
@@ -57,6 +58,20 @@ export const createDeployment = defineOperation({
   input: withParams(SiteParams, CreateDeploymentBody),
   output: z.object({ deployment: DeploymentRecord.extend({ missing: z.array(z.string()) }) }),
   run: (deps, actor, { siteId, ...body }) => deployments.createDeployment(deps, actor, siteId, body),
+});
+
+export const updateDeployment = defineOperation({
+  name: 'update_deployment',
+  description:
+    'Say who may open a deployment’s preview host (PUBLIC: anyone, as the live site; PRIVATE: members) and whether its functions get the site’s secrets',
+  permission: 'WRITE',
+  input: withParams(DeploymentParams, UpdateDeploymentBody).refine(
+    (input) => input.previewAccess !== undefined || input.previewSecrets !== undefined,
+    { message: 'give previewAccess, previewSecrets or both' },
+  ),
+  output: OneDeployment,
+  run: (deps, actor, { siteId, deploymentId, ...changes }) =>
+    deployments.updateDeployment(deps, actor, siteId, deploymentId, changes),
 });
 
 export const publishDeployment = defineOperation({

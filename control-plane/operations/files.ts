@@ -158,7 +158,7 @@ export const restoreFileVersion = defineOperation({
 export const deleteFileVersion = defineOperation({
   name: 'delete_file_version',
   description:
-    'Delete one old version of a file for good, freeing its bytes unless another version holds the same content',
+    'Delete one old version of a file for good, freeing its bytes unless another version holds the same content; deployments of the site that held it lose the file (their previews, promotes and restores with them)',
   permission: 'WRITE',
   destructive: true,
   input: VersionParams.strict(),

@@ -5,18 +5,19 @@
 import crypto from 'node:crypto';
 import { Readable } from 'node:stream';
 import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
-import { isUniqueViolation } from '../db/errors.ts';
+import { isUniqueViolation, logJobFailure } from '../db/errors.ts';
 import { BerthError, conflict, invalid, notFound } from '../errors.ts';
 import { type Actor, type Deps, timestamp } from './deps.ts';
 import { checkContentType } from './files.ts';
 import { type PageRequest, paginate } from './pagination.ts';
-import { forgetFailedPreviews } from './previews.ts';
+import { forgetPreviewFunctions } from './previews.ts';
 import { assertWritablePath, normalizeFilePath } from './paths.ts';
 import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
 import {
   type DeploymentKind,
   type StateEntry,
   authorOf,
+  checkpointHistory,
   OPEN_FOR_MS,
   currentSeq,
   historyFiles,
@@ -55,7 +56,12 @@ interface DeploymentRow {
   bytes: number | string;
   errors: string | null;
   migrations: string | null;
+  preview_access?: PreviewAccess;
+  preview_secrets?: boolean | number;
+  purged_files?: number | string;
 }
+
+export type PreviewAccess = 'PRIVATE' | 'PUBLIC';
 
 interface EntryRow {
   path: string;
@@ -63,6 +69,7 @@ interface EntryRow {
   bytes: number | string;
   content_type: string | null;
   version_id: string | null;
+  purged_at?: string | null;
 }
 
 /** A file of a new deployment: by digest and size (its bytes uploaded after), or with its text inline. */
@@ -100,6 +107,9 @@ function toDeployment(deps: Deps, site: SiteRow, row: DeploymentRow, currentSeqO
     restoredAt: row.restored_at,
     errors: row.errors ? (JSON.parse(row.errors) as FileProblem[]) : null,
     previewUrl: previewUrl(deps, site, row.short_id),
+    previewAccess: row.preview_access ?? 'PRIVATE',
+    previewSecrets: Boolean(row.preview_secrets),
+    purgedFiles: Number(row.purged_files ?? 0),
   };
 }
 
@@ -243,7 +253,7 @@ async function expireOpenDeployments(deps: Deps, siteId: string): Promise<void> 
         errors: JSON.stringify([{ path: '', message: 'not published within a day', line: 0, column: 0 }]),
       });
   });
-  await forgetFailedPreviews(deps, siteId, expired);
+  await forgetPreviewFunctions(deps, siteId, expired);
 }
 
 async function requireOpen(deps: Deps, siteId: string, id: string): Promise<DeploymentRow> {
@@ -317,7 +327,7 @@ async function entriesOf(deps: Deps, deploymentId: string): Promise<EntryRow[]> 
     .db('deployment_files')
     .where({ deployment_id: deploymentId })
     .orderBy('path')
-    .select('path', 'sha256', 'bytes', 'content_type', 'version_id');
+    .select('path', 'sha256', 'bytes', 'content_type', 'version_id', 'purged_at');
 }
 
 /** The site's current files but `data/`: what prune, promote and restore compare a new state with. */
@@ -332,7 +342,7 @@ async function fail(deps: Deps, site: SiteRow, row: DeploymentRow, problems: Fil
     .db('deployments')
     .where({ id: row.id })
     .update({ status: 'FAILED', errors: JSON.stringify(problems) });
-  await forgetFailedPreviews(deps, site.id, [row.id]);
+  await forgetPreviewFunctions(deps, site.id, [row.id]);
   const failed = { ...row, status: 'FAILED' as const, errors: JSON.stringify(problems) };
   const first = problems[0]!;
   throw new BerthError(
@@ -366,6 +376,10 @@ async function publishRow(
     throw err;
   }
   if (!outcome.published) return fail(deps, site, row, outcome.problems);
+  // The publish stands whatever becomes of its checkpoint: a later one keeps it.
+  await checkpointHistory(deps, site.id).catch((err: unknown) =>
+    logJobFailure(deps.log, err, 'keeping a checkpoint of the site history failed', { siteId: site.id }),
+  );
   return getDeployment(deps, actor, site.id, row.id);
 }
 
@@ -591,10 +605,36 @@ export async function getDeployment(deps: Deps, actor: Actor, siteId: string, de
         bytes: Number(e.bytes),
         contentType: e.content_type,
         versionId: e.version_id,
+        purged: Boolean(e.purged_at),
       })),
       diff: await diffOf(deps, site, row, entries),
     },
   };
+}
+
+/**
+ * Who a deployment's preview host answers and whether its functions get the site's secrets. Every node
+ * forgets what it held of the deployment, so the next request is answered by the new rule.
+ */
+export async function updateDeployment(
+  deps: Deps,
+  actor: Actor,
+  siteId: string,
+  deploymentId: string,
+  changes: { previewAccess?: PreviewAccess | undefined; previewSecrets?: boolean | undefined },
+) {
+  await requireSite(deps, actor, siteId);
+  const row = await requireDeployment(deps, siteId, deploymentId);
+  await deps
+    .db('deployments')
+    .where({ id: row.id })
+    .update({
+      ...(changes.previewAccess !== undefined ? { preview_access: changes.previewAccess } : {}),
+      ...(changes.previewSecrets !== undefined ? { preview_secrets: changes.previewSecrets } : {}),
+    });
+  await deps.changes.publish({ kind: 'history', siteId });
+  if (changes.previewSecrets !== undefined) await forgetPreviewFunctions(deps, siteId, [row.id]);
+  return getDeployment(deps, actor, siteId, deploymentId);
 }
 
 /** Gives up a deployment still uploading: it is FAILED, and the bytes sent for it no longer kept for it. */

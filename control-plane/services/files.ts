@@ -22,6 +22,7 @@ import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 import { type Reservation, chargeStatements, chargeVersion, checkCharge, releaseVersion } from './storage-quota.ts';
 import { lockSite, pinnedVersionsQuery, recordFileChange } from './site-history.ts';
+import { forgetPreviewFunction } from './previews.ts';
 import { siteOfBucket } from './site-rows.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
@@ -448,12 +449,17 @@ async function removeVersions(sql: HotTx, accountId: string, file: FileRow, vers
 /**
  * Deletes one version of a file for good; its bytes stop counting against the account's storage once
  * no other version of the account holds the same content. The current version and a version a function
- * is served from stay: they are what the site serves.
+ * is served from stay: they are what the site serves. A version the site's history holds goes too (a
+ * purge): the deployments that held it say so, and their previews, instants, promotes and restores no
+ * longer have that file.
  */
 export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, versionId: string) {
   const owned = await requireFileById(deps, actor, fileId);
   const site = await siteOfBucket(deps, owned.bucket_id);
   const outcome = await deps.hotSql.write(async (sql) => {
+    // The site's lock before the file's, as every change to the site's files takes them; a checkpoint
+    // of its history takes it too.
+    if (site) await lockSite(sql, site.id);
     const file = await sql.getForUpdate<FileRow>(`SELECT ${FILE_COLUMNS} FROM files WHERE id = ?`, fileId);
     const version =
       file &&
@@ -478,20 +484,55 @@ export async function deleteVersion(deps: Deps, actor: Actor, fileId: string, ve
         'version_in_use',
         `this version is the source ${deployed.path} is served from; deploy a newer version of it first`,
       );
-    if (site) {
-      const pinned = await pinnedVersionsQuery(sql, site.id, deps.config.deploymentsKept);
-      if (
-        await sql.get(`SELECT 1 AS pinned FROM (${pinned.sql}) p WHERE p.version_id = ?`, ...pinned.params, version.id)
-      )
-        throw conflict(
-          'version_in_use',
-          `this version is a file of one of the site's last ${deps.config.deploymentsKept} deployments, which can be rolled back to`,
-        );
-    }
-    return { freed: await removeVersions(sql, actor.accountId, file, [version]), blob: version.blob_sha256 };
+    const purged = site ? await purgeFromHistory(sql, version.id, timestamp(deps)) : 0;
+    return {
+      freed: await removeVersions(sql, actor.accountId, file, [version]),
+      blob: version.blob_sha256,
+      purged,
+      path: file.path,
+    };
   });
+  if (site && outcome.purged > 0) {
+    await deps.changes.publish({ kind: 'history', siteId: site.id });
+    await forgetPreviewFunction(deps, site.id, outcome.path);
+  }
   await releaseBlobs(deps, [outcome.blob]);
-  return { deleted: true as const, fileId, versionId, freedBytes: outcome.freed };
+  return {
+    deleted: true as const,
+    fileId,
+    versionId,
+    freedBytes: outcome.freed,
+    purgedFromDeployments: outcome.purged,
+  };
+}
+
+/**
+ * Marks every entry of the site's history that holds the version as purged, counts it on its
+ * deployment and takes it out of the history's checkpoints: returns how many deployments held it.
+ */
+async function purgeFromHistory(sql: HotTx, versionId: string, now: string): Promise<number> {
+  const held = await sql.get<{ n: number | string }>(
+    'SELECT COUNT(*) AS n FROM deployment_files WHERE version_id = ? AND purged_at IS NULL',
+    versionId,
+  );
+  const count = Number(held?.n ?? 0);
+  if (count > 0) {
+    await sql.run(
+      'UPDATE deployments SET purged_files = purged_files + 1 WHERE id IN (SELECT deployment_id FROM deployment_files WHERE version_id = ? AND purged_at IS NULL)',
+      versionId,
+    );
+    await sql.run(
+      'UPDATE deployment_files SET purged_at = ? WHERE version_id = ? AND purged_at IS NULL',
+      now,
+      versionId,
+    );
+  }
+  await sql.run(
+    'UPDATE history_checkpoints SET files = files - 1 WHERE EXISTS (SELECT 1 FROM history_checkpoint_files c WHERE c.site_id = history_checkpoints.site_id AND c.seq = history_checkpoints.seq AND c.version_id = ?)',
+    versionId,
+  );
+  await sql.run('DELETE FROM history_checkpoint_files WHERE version_id = ?', versionId);
+  return count;
 }
 
 /**

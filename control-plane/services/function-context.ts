@@ -12,6 +12,7 @@ import type { Actor, Deps } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
+import { mayReadSecrets } from './previews.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
 import { hasDatabase, runForFunction } from './databases.ts';
@@ -222,7 +223,14 @@ function createMethods(): Record<CtxMethod, Method> {
     'db.first': (scope, args) => db(scope, 'db.first', args),
     'db.execute': (scope, args) => db(scope, 'db.execute', args),
     'db.batch': (scope, args) => db(scope, 'db.batch', args),
-    'secrets.get': (scope, args) => readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name')),
+    'secrets.get': (scope, args) => {
+      if (!mayReadSecrets(scope.deployment.functionId))
+        throw new CtxError(
+          'SECRETS_NOT_GIVEN',
+          "this preview was not given the site's secrets: the deployment's owner can give them (previewSecrets); an instant's preview never has them",
+        );
+      return readSecretForSite(scope.deps, scope.site.id, stringArg(args, 0, 'name'));
+    },
     'llm.messages.create': async (scope, args) => {
       try {
         return await createMessage(scope.deps, scope.site.account_id, args[0]);

@@ -2,8 +2,11 @@
 // deployment stays so; the state after a published deployment of a site never changes; an uploading
 // deployment's declared set is fixed when it is made (its uploads and its status are read each time);
 // an instant well in the past keeps its place in the history. Bounded: states and sets by their paths.
+// What the owner may still change (a preview's access and secrets, a version purged from the history)
+// comes as a `history` change of the site, on every node: everything held of the site is forgotten.
 import { LRUCache } from 'lru-cache';
 import type { SourceProblem } from '../../runtime-host/validate.ts';
+import type { Change, ChangeListener } from '../db/changes.ts';
 
 /** A deployment whose status is final. */
 export interface SettledDeployment {
@@ -11,6 +14,10 @@ export interface SettledDeployment {
   status: 'PUBLISHED' | 'FAILED';
   seq: number;
   publishedAt: string | null;
+  /** Its preview host answers anyone (as the live site does), not only members. */
+  public: boolean;
+  /** Its preview's functions are given the site's secrets. */
+  secrets: boolean;
 }
 
 /** A path's content in a preview: what a state or a declared set holds there. */
@@ -23,7 +30,7 @@ export interface PreviewEntry {
 /** Paths held by all states and sets together. */
 const MAX_PATHS = 200_000;
 
-export class PreviewCache {
+export class PreviewCache implements ChangeListener {
   readonly #deployments = new LRUCache<string, SettledDeployment>({ max: 10_000 });
   readonly #instants = new LRUCache<string, number>({ max: 10_000 });
   /** States by `<siteId> <seq>`, declared sets by `set <deploymentId>`. */
@@ -65,6 +72,19 @@ export class PreviewCache {
 
   rememberDeclared(deploymentId: string, files: Map<string, PreviewEntry>): void {
     this.#files.set(`set ${deploymentId}`, files);
+  }
+
+  change(change: Change): void {
+    if (change.kind !== 'history') return;
+    const prefix = `${change.siteId} `;
+    for (const cache of [this.#deployments, this.#instants, this.#files] as Array<LRUCache<string, object | number>>)
+      for (const key of [...cache.keys()]) if (key.startsWith(prefix)) cache.delete(key);
+  }
+
+  resync(): void {
+    this.#deployments.clear();
+    this.#instants.clear();
+    this.#files.clear();
   }
 
   source(key: string): { problem: SourceProblem | null } | undefined {

@@ -1,11 +1,14 @@
 // Preview hosts (docs/deployments.md): `<short id>--<subdomain>` serves one deployment of a site and
-// `t<unix ms>--<subdomain>` the site as it was at an instant, each as it would be live: its files and
-// functions, the site's secrets, database and access rules. A published deployment shows the site
-// right after it; an uploading one its declared set over the site's current files (with prune, only
-// the set under web/, api/ and cron/); a failed one, an unknown label or an instant before the
-// history begins show nothing. A preview's functions run as functions of their own
-// (`preview-<siteId>-<name>`, one version per source digest), so they never touch the live function's
-// workers or module files, and the pool's limits hold them as any worker.
+// `t<unix ms>--<subdomain>` the site as it was at an instant: its files and functions, the site's
+// database. A site's past is its owner's: a preview host answers only the account's signed-in members,
+// unless the owner made that deployment's preview PUBLIC (it then answers as the live site does); an
+// instant is never public. A preview's functions get the site's secrets only when the owner gave its
+// deployment them; an instant's never. A published deployment shows the site right after it; an
+// uploading one its declared set over the site's current files (with prune, only the set under web/,
+// api/ and cron/); a failed one, an unknown label or an instant before the history begins show
+// nothing. A preview's functions run as functions of their own (`preview-<siteId>-<name>`, or
+// `preview-secrets-<siteId>-<name>` when given the secrets, one version per source digest), so they
+// never touch the live function's workers or module files, and the pool's limits hold them as any worker.
 import { deploymentExists, removeDeploymentsWhere, writeDeployment } from '../../runtime-host/deployments.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { functionName, validateFunction } from '../../runtime-host/validate.ts';
@@ -31,6 +34,10 @@ export interface Preview {
   seq: number;
   /** Last-Modified of the files it serves itself: when the deployment was made or published, or the instant. */
   lastModified: string;
+  /** Anyone may open it, as they may the live site; otherwise only the account's signed-in members. */
+  public: boolean;
+  /** Its functions are given the site's secrets. */
+  secrets: boolean;
 }
 
 interface DeploymentRow {
@@ -40,6 +47,8 @@ interface DeploymentRow {
   seq: number | string | null;
   created_at: string;
   published_at: string | null;
+  preview_access: string;
+  preview_secrets: boolean | number;
 }
 
 /** An instant's label, `t<unix ms>`; any other label is a deployment's short id. */
@@ -58,28 +67,47 @@ async function deploymentPreview(deps: Deps, site: CachedSite, shortId: string):
     const row = (await deps
       .db('deployments')
       .where({ site_id: site.id, short_id: shortId })
-      .first('id', 'status', 'prune', 'seq', 'created_at', 'published_at')) as DeploymentRow | undefined;
+      .first('id', 'status', 'prune', 'seq', 'created_at', 'published_at', 'preview_access', 'preview_secrets')) as
+      | DeploymentRow
+      | undefined;
     if (!row) return null;
+    const access = { public: row.preview_access === 'PUBLIC', secrets: Boolean(row.preview_secrets) };
     if (row.status === 'UPLOADING') {
-      // Past its day it is as good as failed: it expires when the site's deployments are next touched.
+      // Past its day it is as good as failed, whether or not it has been expired yet.
       if (Date.parse(row.created_at) < deps.now().getTime() - OPEN_FOR_MS) return null;
-      return { site, deploymentId: row.id, open: { prune: Boolean(row.prune) }, seq: 0, lastModified: row.created_at };
+      return {
+        site,
+        deploymentId: row.id,
+        open: { prune: Boolean(row.prune) },
+        seq: 0,
+        lastModified: row.created_at,
+        ...access,
+      };
     }
-    settled = { id: row.id, status: row.status, seq: Number(row.seq ?? 0), publishedAt: row.published_at };
+    settled = { id: row.id, status: row.status, seq: Number(row.seq ?? 0), publishedAt: row.published_at, ...access };
     deps.previews.rememberDeployment(site.id, shortId, settled);
   }
   if (settled.status !== 'PUBLISHED') return null;
-  return { site, deploymentId: settled.id, open: null, seq: settled.seq, lastModified: settled.publishedAt! };
+  return {
+    site,
+    deploymentId: settled.id,
+    open: null,
+    seq: settled.seq,
+    lastModified: settled.publishedAt!,
+    public: settled.public,
+    secrets: settled.secrets,
+  };
 }
 
 async function instantPreview(deps: Deps, site: CachedSite, at: number): Promise<Preview | null> {
   const lastModified = new Date(at).toISOString();
   const known = deps.previews.instant(site.id, at);
-  if (known !== undefined) return { site, deploymentId: null, open: null, seq: known, lastModified };
+  const instant = { site, deploymentId: null, open: null, lastModified, public: false, secrets: false };
+  if (known !== undefined) return { ...instant, seq: known };
   if (lastModified < (await historyStart(deps, site.id))) return null;
   const seq = await seqAt(deps, site.id, lastModified);
   if (at < deps.now().getTime() - SETTLED_MS) deps.previews.rememberInstant(site.id, at, seq);
-  return { site, deploymentId: null, open: null, seq, lastModified };
+  return { ...instant, seq };
 }
 
 async function stateOf(deps: Deps, preview: Preview): Promise<Map<string, PreviewEntry>> {
@@ -153,9 +181,18 @@ export async function previewFile(deps: Deps, preview: Preview, path: string): P
 }
 
 const PREVIEW_FUNCTION = 'preview-';
+const WITH_SECRETS = 'secrets-';
 
-/** The function id a site's previews run `api/<name>.ts` under: never a live function's (those are UUIDs). */
-export const previewFunctionId = (siteId: string, name: string): string => `${PREVIEW_FUNCTION}${siteId}-${name}`;
+/**
+ * The function id a site's previews run `api/<name>.ts` under: never a live function's (those are
+ * UUIDs), and another for previews given the site's secrets, so that no worker serves both.
+ */
+export const previewFunctionId = (siteId: string, name: string, secrets = false): string =>
+  `${PREVIEW_FUNCTION}${secrets ? WITH_SECRETS : ''}${siteId}-${name}`;
+
+/** Whether a worker of this function may read the site's secrets: a live function, or a preview given them. */
+export const mayReadSecrets = (functionId: string): boolean =>
+  !functionId.startsWith(PREVIEW_FUNCTION) || functionId.startsWith(`${PREVIEW_FUNCTION}${WITH_SECRETS}`);
 
 /** Module files of previews' functions: the runtime dir is disposable, and a start begins without them. */
 export const removePreviewModules = (runtimeDir: string): void =>
@@ -170,7 +207,7 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
   if (!functionName(path).ok) return null;
   const file = await previewFile(deps, preview, path);
   if (!file) return null;
-  const functionId = previewFunctionId(preview.site.id, name);
+  const functionId = previewFunctionId(preview.site.id, name, preview.secrets);
   const key = `${preview.site.id} ${path} ${file.sha256}`;
   let checked = deps.previews.source(key);
   let source: string | undefined;
@@ -195,26 +232,30 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
 }
 
 /**
- * Deployments that failed or expired show nothing any more: every node retires the preview workers of
- * their functions and removes those functions' module files (another preview that needs one writes it
- * again).
+ * Retires, on every node, the preview workers of the deployments' functions, given secrets or not, and
+ * removes their module files (a preview that needs one again writes it again): for deployments that
+ * failed or expired, and for one whose secrets were given or taken back.
  */
-export async function forgetFailedPreviews(deps: Deps, siteId: string, deploymentIds: string[]): Promise<void> {
+export async function forgetPreviewFunctions(deps: Deps, siteId: string, deploymentIds: string[]): Promise<void> {
   const paths = (await deps
     .db('deployment_files')
     .whereIn('deployment_id', deploymentIds)
     .andWhereRaw("substr(path, 1, 4) = 'api/'")
     .distinct('path')
     .pluck('path')) as string[];
-  for (const path of paths) {
-    const named = functionName(path);
-    if (!named.ok || named.kind !== 'api') continue;
+  for (const path of paths) await forgetPreviewFunction(deps, siteId, path);
+}
+
+/** Retires the preview workers of `api/<name>.ts` of the site on every node, given secrets or not. */
+export async function forgetPreviewFunction(deps: Deps, siteId: string, path: string): Promise<void> {
+  const named = functionName(path);
+  if (!named.ok || named.kind !== 'api') return;
+  for (const secrets of [false, true])
     await deps.changes.publish({
       kind: 'function',
       siteId,
       name: named.name,
-      functionId: previewFunctionId(siteId, named.name),
+      functionId: previewFunctionId(siteId, named.name, secrets),
       versionId: null,
     });
-  }
 }

@@ -4,7 +4,9 @@
 // it. A write through the file API is recorded here in its own transaction, as a one-file deployment.
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
+import { isUniqueViolation } from '../db/errors.ts';
 import { type HotTx, statement } from '../db/hot-sql.ts';
+import { lockRows } from '../db/locks.ts';
 import type { Actor, Deps } from './deps.ts';
 
 export type DeploymentKind = 'DEPLOY' | 'FILE' | 'PROMOTE' | 'RESTORE' | 'BASELINE';
@@ -92,39 +94,140 @@ export function recordFileChange(sql: HotTx, siteId: string, actor: Actor, chang
   );
 }
 
-/** The site's files at the end of published deployment number `seq` (every path's newest entry up to it). */
+/**
+ * A checkpoint is kept once this many entries follow the last one (or as many as that checkpoint's
+ * files, if more): rebuilding a state then reads one checkpoint and fewer entries than that, whatever
+ * the length of the history, and checkpoints take at most about as many rows as the entries do.
+ */
+export const CHECKPOINT_ENTRIES = 1000;
+
+interface EntryRow {
+  path: string;
+  sha256: string | null;
+  bytes: number | string;
+  content_type: string | null;
+  version_id: string | null;
+  purged_at?: string | null;
+}
+
+/** The newest checkpoint of the site at or before `seq`: its number and its file count. */
+async function checkpointAtOrBefore(
+  deps: Pick<Deps, 'db'>,
+  siteId: string,
+  seq: number,
+): Promise<{ seq: number; files: number } | null> {
+  const row = (await deps
+    .db('history_checkpoints')
+    .where({ site_id: siteId })
+    .andWhere('seq', '<=', seq)
+    .orderBy('seq', 'desc')
+    .first('seq', 'files')) as { seq: number | string; files: number | string } | undefined;
+  return row ? { seq: Number(row.seq), files: Number(row.files) } : null;
+}
+
+/**
+ * The site's files at the end of published deployment number `seq`: the newest checkpoint at or before
+ * it, then every path's newest entry after that up to `seq`. A purged entry leaves its path empty.
+ */
 export async function stateAtSeq(
   deps: Pick<Deps, 'db'>,
   siteId: string,
   seq: number,
 ): Promise<Map<string, StateEntry>> {
+  return (await rebuildState(deps, siteId, seq)).state;
+}
+
+async function rebuildState(
+  deps: Pick<Deps, 'db'>,
+  siteId: string,
+  seq: number,
+): Promise<{ state: Map<string, StateEntry>; checkpoint: { seq: number; files: number } | null; entries: number }> {
+  const checkpoint = await checkpointAtOrBefore(deps, siteId, seq);
+  const state = new Map<string, StateEntry>();
+  if (checkpoint) {
+    const files = (await deps
+      .db('history_checkpoint_files')
+      .where({ site_id: siteId, seq: checkpoint.seq })
+      .select('path', 'sha256', 'bytes', 'content_type', 'version_id')) as EntryRow[];
+    for (const row of files) apply(state, row);
+  }
   const rows = (await deps
     .db('deployment_files as f')
     .join('deployments as d', 'd.id', 'f.deployment_id')
     .where('d.site_id', siteId)
     .andWhere('d.status', 'PUBLISHED')
+    .andWhere('d.seq', '>', checkpoint?.seq ?? 0)
     .andWhere('d.seq', '<=', seq)
     .orderBy('d.seq')
-    .select('f.path', 'f.sha256', 'f.bytes', 'f.content_type', 'f.version_id')) as Array<{
-    path: string;
-    sha256: string | null;
-    bytes: number | string;
-    content_type: string | null;
-    version_id: string | null;
-  }>;
-  const state = new Map<string, StateEntry>();
-  for (const row of rows) {
-    if (row.sha256 === null || row.version_id === null) state.delete(row.path);
-    else
-      state.set(row.path, {
-        path: row.path,
-        sha256: row.sha256,
-        bytes: Number(row.bytes),
-        contentType: row.content_type!,
-        versionId: row.version_id,
-      });
+    .select('f.path', 'f.sha256', 'f.bytes', 'f.content_type', 'f.version_id', 'f.purged_at')) as EntryRow[];
+  for (const row of rows) apply(state, row);
+  return { state, checkpoint, entries: rows.length };
+}
+
+function apply(state: Map<string, StateEntry>, row: EntryRow): void {
+  if (row.sha256 === null || row.version_id === null || row.purged_at) state.delete(row.path);
+  else
+    state.set(row.path, {
+      path: row.path,
+      sha256: row.sha256,
+      bytes: Number(row.bytes),
+      contentType: row.content_type!,
+      versionId: row.version_id,
+    });
+}
+
+/**
+ * Keeps a checkpoint of the site's state at its current `seq` when enough entries followed the last
+ * one. Run after a publish commits; a checkpoint is written whole in one transaction or not at all, and
+ * one that another node wrote first is left as it is.
+ */
+export async function checkpointHistory(deps: Pick<Deps, 'db'>, siteId: string): Promise<boolean> {
+  const seq = await currentSeq(deps, siteId);
+  const last = await checkpointAtOrBefore(deps, siteId, seq);
+  if (last?.seq === seq) return false;
+  const pending = (await deps
+    .db('deployment_files as f')
+    .join('deployments as d', 'd.id', 'f.deployment_id')
+    .where('d.site_id', siteId)
+    .andWhere('d.status', 'PUBLISHED')
+    .andWhere('d.seq', '>', last?.seq ?? 0)
+    .andWhere('d.seq', '<=', seq)
+    .count({ n: '*' })
+    .first()) as { n: number | string };
+  if (Number(pending.n) < Math.max(CHECKPOINT_ENTRIES, last?.files ?? 0)) return false;
+  const { state } = await rebuildState(deps, siteId, seq);
+  const rows = [...state.values()].map((e) => ({
+    site_id: siteId,
+    seq,
+    path: e.path,
+    sha256: e.sha256,
+    bytes: e.bytes,
+    content_type: e.contentType,
+    version_id: e.versionId,
+  }));
+  try {
+    await deps.db.transaction(async (trx) => {
+      // Under the site's lock, which a purge takes too: a version purged since the state was read is
+      // left out, and a purge after this commit finds the checkpoint's rows.
+      await lockRows(trx, 'sites', { id: siteId });
+      await trx('history_checkpoints').insert({ site_id: siteId, seq, files: state.size });
+      for (let i = 0; i < rows.length; i += 500) await trx('history_checkpoint_files').insert(rows.slice(i, i + 500));
+      const purged = await trx('history_checkpoint_files')
+        .where({ site_id: siteId, seq })
+        .whereNotExists(
+          trx('file_versions').whereRaw('file_versions.id = history_checkpoint_files.version_id').select(trx.raw('1')),
+        )
+        .delete();
+      if (purged > 0)
+        await trx('history_checkpoints')
+          .where({ site_id: siteId, seq })
+          .update({ files: state.size - purged });
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) return false;
+    throw err;
   }
-  return state;
+  return true;
 }
 
 /** The `seq` of the site's newest deployment published at or before `at`; 0 when none was. */

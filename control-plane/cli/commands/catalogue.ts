@@ -209,6 +209,20 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
           deploymentId: async (context, ref) => (await findDeployment(context.api(), await context.site(), ref)).id,
         },
       },
+      {
+        usage: 'update <id>',
+        operation: 'update_deployment',
+        site: 'siteId',
+        args: ['deploymentId'],
+        examples: [
+          'berth deployments update 3f9k2m1q --site blog --preview-access PUBLIC',
+          'berth deployments update 3f9k2m1q --site blog --preview-secrets true',
+        ],
+        text: deploymentText,
+        resolve: {
+          deploymentId: async (context, ref) => (await findDeployment(context.api(), await context.site(), ref)).id,
+        },
+      },
     ],
   },
   {

@@ -90,6 +90,14 @@ export const deploymentRoutes: AnyRoute[] = [
     errors: { 409: { description: 'it is not UPLOADING (code "deployment_not_open")' } },
   },
   {
+    operation: deployments.updateDeployment,
+    method: 'POST',
+    path: '/v0/sites/:siteId/deployments/:deploymentId',
+    operationId: 'updateDeployment',
+    tag: 'Deployments',
+    ok: 'the deployment, with who its preview answers and whether its functions get the site’s secrets',
+  },
+  {
     operation: deployments.promoteDeployment,
     method: 'POST',
     path: '/v0/sites/:siteId/deployments/:deploymentId/promote',
