@@ -1,6 +1,7 @@
 // One deployment's page: what it is (kind, status with each file's error, author, message, size,
-// times, preview link), "Roll back to this", its diff against the state before it and the files it set.
-import { get } from './api.ts';
+// times, preview link, who the preview answers and whether it has the site's secrets), "Roll back to
+// this", its diff against the state before it and the files it set (those purged since, marked).
+import { api, get } from './api.ts';
 import { type Child, actionButton, fill, formatBytes, h, statusLine, table, time } from './dom.ts';
 import {
   KIND_LABELS,
@@ -28,6 +29,10 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     `/v0/sites/${encodeURIComponent(site.id)}/deployments/${encodeURIComponent(id)}`,
   );
   const status = statusLine();
+  const change = async (body: { previewAccess?: 'PRIVATE' | 'PUBLIC'; previewSecrets?: boolean }) => {
+    await api('POST', `/v0/sites/${encodeURIComponent(site.id)}/deployments/${encodeURIComponent(d.id)}`, body);
+    await render(root, route);
+  };
 
   const diffPart = (title: string, paths: string[]): HTMLElement =>
     h(
@@ -53,7 +58,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
           { label: 'Path', cell: (f) => h('span', { class: 'mono' }, f.path) },
           {
             label: 'Change',
-            cell: (f) => (f.sha256 === null ? 'Removed' : formatBytes(f.bytes)),
+            cell: (f) => (f.sha256 === null ? 'Removed' : f.purged ? 'Purged' : formatBytes(f.bytes)),
           },
           { label: 'Type', cell: (f) => (f.contentType ? h('span', { class: 'mono' }, f.contentType) : '–') },
         ],
@@ -86,6 +91,23 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       : null,
     d.restoredAt ? fact('Restored to', time(d.restoredAt)) : null,
     fact('Preview', [previewLink(d), ' ', h('span', { class: 'hint mono' }, hostOf(d.previewUrl))]),
+    fact('Preview opens for', [
+      d.previewAccess === 'PUBLIC' ? 'Anyone, as the live site ' : 'Members of the account only ',
+      actionButton(
+        d.previewAccess === 'PUBLIC' ? 'Members only' : 'Make public',
+        () => change({ previewAccess: d.previewAccess === 'PUBLIC' ? 'PRIVATE' : 'PUBLIC' }),
+        { status },
+      ),
+    ]),
+    fact('Preview secrets', [
+      d.previewSecrets ? 'Its functions get the site’s secrets ' : 'Not given to its functions ',
+      actionButton(
+        d.previewSecrets ? 'Take back' : 'Give secrets',
+        () => change({ previewSecrets: !d.previewSecrets }),
+        { status },
+      ),
+    ]),
+    d.purgedFiles > 0 ? fact('Purged', `${d.purgedFiles} of its files were deleted for good since`) : null,
     fact('Id', h('span', { class: 'mono' }, d.id)),
   ];
 

@@ -32,6 +32,8 @@ interface Deployment {
   restoredAt: string | null;
   sourceDeploymentId: string | null;
   previewUrl: string;
+  previewAccess: 'PRIVATE' | 'PUBLIC';
+  previewSecrets: boolean;
   errors: Array<{ path: string; message: string; line: number; column: number }> | null;
 }
 
@@ -230,6 +232,18 @@ test.serial('a deployment’s page shows its diff, the files it set and its prev
   await page.getByText(HOSTILE, { exact: true }).waitFor();
   t.is(await page.locator('main img').count(), 0);
   t.is(await page.getByRole('button', { name: `Roll back to ${second.shortId}` }).count(), 0);
+
+  // Its preview opens for members only until made public, and gets the site's secrets only when given.
+  await page.getByText('Members of the account only').waitFor();
+  await page.getByRole('button', { name: 'Make public' }).click();
+  await page.getByText('Anyone, as the live site').waitFor();
+  t.is((await apiDeployment(second.id)).previewAccess, 'PUBLIC');
+  await page.getByRole('button', { name: 'Give secrets' }).click();
+  await page.getByRole('button', { name: 'Take back' }).waitFor();
+  t.true((await apiDeployment(second.id)).previewSecrets);
+  await page.getByRole('button', { name: 'Members only' }).click();
+  await page.getByText('Members of the account only').waitFor();
+  t.is((await apiDeployment(second.id)).previewAccess, 'PRIVATE');
 
   // The failed one says why, and is not against what was published before it.
   await page.getByRole('link', { name: 'All deployments' }).click();
