@@ -95,12 +95,15 @@ export async function switchSite(
   actor: Actor,
   site: SiteRow,
   change: SiteSwitch,
-  /** Runs once every source has passed, before the switch: the deployment's migrations. */
-  beforeSwitch?: () => Promise<void>,
+  /**
+   * Runs once every source has passed, before the switch: the deployment's migrations, which commit on
+   * their own (the switch that follows may still fail); the names it applied are recorded with it.
+   */
+  beforeSwitch?: () => Promise<string[]>,
 ): Promise<SwitchOutcome> {
   const { sources, problems } = await checkSources(deps, change.put);
   if (problems.length > 0) return { published: false, problems };
-  await beforeSwitch?.();
+  const appliedMigrations = beforeSwitch ? JSON.stringify(await beforeSwitch()) : null;
   let now = '';
   const functions: ChangedFunction[] = [];
   const result = await deps.hotSql.write(async (sql) => {
@@ -140,11 +143,12 @@ export async function switchSite(
     const bytes = change.put.reduce((sum, f) => sum + f.bytes, 0);
     // Published once: a second publish of it, or a cancel, that got here first leaves this one nothing to do.
     const published = await sql.run(
-      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL WHERE id = ? AND status = 'UPLOADING'",
+      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL, applied_migrations = ? WHERE id = ? AND status = 'UPLOADING'",
       now,
       await nextSeq(sql, site.id),
       files,
       bytes,
+      appliedMigrations,
       change.deploymentId,
     );
     if (published.changes === 0)
