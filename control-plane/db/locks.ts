@@ -8,9 +8,13 @@ import type { Knex } from 'knex';
 
 /** Locks the rows of `table` matching `where` until the transaction ends; returns whether there were any. */
 export async function lockRows(trx: Knex.Transaction, table: string, where: Record<string, string>): Promise<boolean> {
-  const query = trx(table).where(where).select(trx.raw('1 AS locked'));
-  const rows = (await (trx.client.dialect === 'postgresql' ? query.forUpdate() : query)) as unknown[];
+  const rows = (await forUpdate(trx, trx(table).where(where).select(trx.raw('1 AS locked')))) as unknown[];
   return rows.length > 0;
+}
+
+/** `query`, whose rows stay locked until the transaction ends (FOR UPDATE on PostgreSQL). */
+export function forUpdate<Q extends Knex.QueryBuilder>(trx: Knex.Transaction, query: Q): Q {
+  return trx.client.dialect === 'postgresql' ? (query.forUpdate() as Q) : query;
 }
 
 /**
