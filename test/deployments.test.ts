@@ -427,6 +427,41 @@ test('a switch that fails after the deployment’s migrations were applied says 
   t.is((await berth.site(site.subdomain).get('big.bin')).statusCode, 404, 'the files did not change');
 });
 
+test('a deployment cancelled while its migrations run says the schema changed, and its record names them', async (t) => {
+  const site = await createSite(t0.owner);
+  const database = body<{ database: { id: string } }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/databases`),
+  ).database;
+  // A migration that takes a while: long enough for a cancel to come in while it runs.
+  const slow = {
+    name: '0001_numbers.sql',
+    sql: 'CREATE TABLE numbers AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1500000) SELECT x FROM c;',
+  };
+  const { deployment } = body<{ deployment: Deployment }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: { files: [{ path: 'web/index.html', content: 'numbers', contentType: 'text/html' }], migrations: [slow] },
+    }),
+  );
+  const publishing = t0.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`);
+  await until(
+    async () => Boolean(await t0.berth.deps.db('migration_leases').where({ database_id: database.id }).first()),
+    'the migration under way',
+  );
+  t.is((await t0.owner.api.delete(`v0/sites/${site.id}/deployments/${deployment.id}`)).statusCode, 200);
+
+  const failed = await publishing;
+  t.is(failed.statusCode, 422);
+  const error = body<{ error: { code: string; details: { appliedMigrations: string[] } } }>(failed).error;
+  t.is(error.code, 'deployment_failed_after_migrations');
+  t.deepEqual(error.details.appliedMigrations, ['0001_numbers.sql']);
+  const record = body<{ deployment: Deployment & { appliedMigrations: string[] | null } }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments/${deployment.id}`),
+  ).deployment;
+  t.is(record.status, 'FAILED', 'cancelled');
+  t.deepEqual(record.appliedMigrations, ['0001_numbers.sql']);
+  t.not((await t0.site(site.subdomain).get('')).body, 'numbers', 'the files did not change');
+});
+
 test('the files of the site’s kept deployments cannot be deleted; older ones’ can', async (t) => {
   const site = await createSite(t0.owner);
   // A second instance keeps one deployment only, to see both sides of the setting.
