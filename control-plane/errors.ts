@@ -11,6 +11,7 @@ export const ERROR_CODES = {
   database_not_ready: 409,
   database_unavailable: 503,
   deployment_failed: 422,
+  deployment_failed_after_migrations: 422,
   deployment_incomplete: 409,
   deployment_not_open: 409,
   digest_mismatch: 400,

@@ -298,6 +298,10 @@ export const DeploymentRecord = z.object({
   sourceDeploymentId: Uuid.nullable().describe('PROMOTE: the deployment made current again'),
   restoredAt: Timestamp.nullable().describe('RESTORE: the instant the site was put back to'),
   errors: z.array(FileProblem).nullable(),
+  appliedMigrations: z
+    .array(z.string())
+    .nullable()
+    .describe('the site database migrations it applied (they stay applied when its switch then failed)'),
   previewUrl: z.string(),
   previewAccess: z
     .enum(['PRIVATE', 'PUBLIC'])

@@ -20,6 +20,7 @@ import {
   encodeFrame,
   joinBytes,
   type FrameTypeValue,
+  writeAll,
 } from '../runtime-host/protocol.ts';
 import {
   CHANNEL_TOKEN_CHARS,
@@ -161,7 +162,7 @@ class Channel {
     const bytes = joinBytes(frames);
     this.#writing = this.#writing.then(async () => {
       try {
-        for (let written = 0; written < bytes.length; ) written += await this.#conn.write(bytes.subarray(written));
+        await writeAll(this.#conn, bytes);
       } catch {
         // The read side sees the channel end.
       }

@@ -32,6 +32,7 @@ import {
   encodeJson,
   joinBytes,
   shimPayloadBytes,
+  writeAll,
 } from '../runtime-host/protocol.ts';
 
 type Handler = (req: Request, ctx: unknown) => unknown;
@@ -58,7 +59,7 @@ function createWriter(conn: Deno.Conn) {
       const batch = joinBytes(pending);
       pending = [];
       pendingBytes = 0;
-      for (let written = 0; written < batch.length; ) written += await conn.write(batch.subarray(written));
+      await writeAll(conn, batch);
     }
     flushing = null;
   }
@@ -152,7 +153,7 @@ export async function standby(socketPath: string): Promise<void> {
   const { conn, db } = await open(socketPath);
   await warmUp();
   const announce = encodeFrame(FrameType.Standby, 0);
-  for (let written = 0; written < announce.length; ) written += await conn.write(announce.subarray(written));
+  await writeAll(conn, announce);
   const reader = new FrameReader(hostFrameBytes);
   const chunks = conn.readable.getReader();
   let frames: Frame[] = [];

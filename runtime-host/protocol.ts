@@ -145,6 +145,16 @@ export function joinBytes(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
+/** `bytes` written whole to a connection whose writes may take part of a buffer (Deno's `Conn.write`). */
+export async function writeAll(conn: { write(bytes: Uint8Array): Promise<number> }, bytes: Uint8Array): Promise<void> {
+  for (let written = 0; written < bytes.length; ) written += await conn.write(bytes.subarray(written));
+}
+
+/** `bytes` written whole to a synchronous sink that may take part of a buffer (Deno's `stdout.writeSync`). */
+export function writeAllSync(sink: { writeSync(bytes: Uint8Array): number }, bytes: Uint8Array): void {
+  for (let written = 0; written < bytes.length; ) written += sink.writeSync(bytes.subarray(written));
+}
+
 /** A request's head (URL and headers) as JSON; the body limit comes on top. */
 export const MAX_REQUEST_HEAD_BYTES = 1024 * 1024;
 

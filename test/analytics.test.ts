@@ -13,7 +13,15 @@ import {
   startTestBerth,
 } from './helpers/berth.ts';
 import { startBerth } from '../control-plane/server.ts';
-import { DAY, HOUR, MINUTE, foldAged, readTallies, writeTallies } from '../control-plane/analytics/store.ts';
+import {
+  DAY,
+  HOUR,
+  MINUTE,
+  addMinutesToHours,
+  foldAged,
+  readTallies,
+  writeTallies,
+} from '../control-plane/analytics/store.ts';
 import { newTally } from '../control-plane/analytics/tally.ts';
 import { eachMetadataBackend } from './helpers/each-adapter.ts';
 import { seedSite } from './helpers/metadata-rows.ts';
@@ -207,6 +215,50 @@ test('minutes older than two days fold into hours, hours older than 90 days into
   t.is(body.totals.requests, 0, 'days older than two years are removed');
 });
 
+test('account analytics read a row per site and hour for whole hours, and minutes only at the edges, with the minutes’ totals', async (t) => {
+  const h = await startTestBerth();
+  t.teardown(() => h.dispose());
+  const sites = [await createSite(h.owner), await createSite(h.owner), await createSite(h.owner)];
+  const ids = sites.map((site) => site.id);
+  const now = Math.floor(Date.now() / 1000);
+  const end = Math.floor(now / HOUR) * HOUR;
+  const start = end - 6 * HOUR;
+  // Six hours of minutes of each site, written ten minutes at a time as a node's flushes write them.
+  const minutes = ids.flatMap((siteId, s) =>
+    Array.from({ length: 360 }, (_, i) => {
+      const tally = newTally();
+      tally.requests = 1 + ((i + s) % 3);
+      tally.status[0] = tally.requests;
+      return { siteId, at: start + i * MINUTE, period: MINUTE, tally };
+    }),
+  );
+  for (let at = start; at < end; at += 10 * MINUTE)
+    await writeTallies(
+      h.berth.deps.db,
+      minutes.filter((m) => m.at >= at && m.at < at + 10 * MINUTE),
+    );
+  const sumOf = (list: Array<{ tally: { requests: number } }>) => list.reduce((sum, m) => sum + m.tally.requests, 0);
+  const iso = (seconds: number) => new Date(seconds * 1000).toISOString();
+
+  const body = json<{ totals: Counts; sites: Array<{ site: { id: string }; totals: Counts }> }>(
+    await h.owner.read.get(`v0/accounts/${h.owner.id}/analytics?from=${iso(start)}&to=${iso(end)}&step=hour`),
+  );
+  t.is(body.totals.requests, sumOf(minutes));
+  for (const id of ids)
+    t.is(body.sites.find((s) => s.site.id === id)!.totals.requests, sumOf(minutes.filter((m) => m.siteId === id)));
+
+  // What the account's read reads: a row per site and hour, not 60.
+  const whole = await readTallies(h.berth.deps.db, ids, start, end, HOUR, now);
+  t.true(whole.length <= ids.length * 6, `${whole.length} rows read for 3 sites and 6 hours`);
+  t.is(sumOf(whole), sumOf(minutes));
+  // A range cut mid-hour: the partial hours' minutes, and the whole hours between them.
+  const from = start + 30 * MINUTE;
+  const to = end - 15 * MINUTE;
+  const cut = await readTallies(h.berth.deps.db, ids, from, to, HOUR, now);
+  t.is(cut.length, ids.length * (30 + 4 + 45), 'the edges’ minutes and four hours of each site');
+  t.is(sumOf(cut), sumOf(minutes.filter((m) => m.at >= from && m.at < to)));
+});
+
 test('counting requests leaves the server’s clock on time, and they count in the minute they came', async (t) => {
   const h = await startTestBerth();
   t.teardown(() => h.dispose());
@@ -249,7 +301,7 @@ for (const backend of eachMetadataBackend().filter((b) => b.name === 'postgres')
 
     await Promise.all([foldAged(opened.metadata.db, now), foldAged(other.db, now)]);
 
-    const rows = await readTallies(opened.metadata.db, [siteId], start - DAY, now);
+    const rows = await readTallies(opened.metadata.db, [siteId], start - DAY, now, HOUR, now);
     t.is(
       rows.reduce((sum, row) => sum + row.tally.requests, 0),
       12_000 * 7,
@@ -258,5 +310,66 @@ for (const backend of eachMetadataBackend().filter((b) => b.name === 'postgres')
     t.true(
       rows.every((row) => row.period === HOUR),
       'only hour rows are left',
+    );
+  });
+
+for (const backend of eachMetadataBackend().filter((b) => b.name === 'postgres'))
+  test(`${backend.name}: two nodes writing minutes of the same hours at once leave hours that hold every minute`, async (t) => {
+    const opened = await backend.open();
+    t.teardown(() => opened.close());
+    const other = await opened.another();
+    const { siteId } = await seedSite(opened.metadata.db);
+    const now = Math.floor(Date.parse('2026-11-26T12:00:00Z') / 1000);
+    const start = now - 3 * HOUR;
+    const minutesOf = (requests: number) =>
+      Array.from({ length: 180 }, (_, i) => {
+        const tally = newTally();
+        tally.requests = requests;
+        return { siteId, at: start + i * MINUTE, period: MINUTE, tally };
+      });
+    // Each node's flushes, a minute at a time, side by side.
+    const flushes = (db: typeof other.db, requests: number) =>
+      minutesOf(requests).reduce((done, minute) => done.then(() => writeTallies(db, [minute])), Promise.resolve());
+    await Promise.all([flushes(opened.metadata.db, 2), flushes(other.db, 3)]);
+
+    const hours = await readTallies(opened.metadata.db, [siteId], start, now, HOUR, now);
+    t.true(hours.every((row) => row.period === HOUR));
+    t.is(
+      hours.reduce((sum, row) => sum + row.tally.requests, 0),
+      180 * 5,
+      'every minute of both nodes in its hour, once',
+    );
+  });
+
+for (const backend of eachMetadataBackend())
+  test(`${backend.name}: the minutes kept before hours held them are added to their hours once`, async (t) => {
+    const opened = await backend.open();
+    t.teardown(() => opened.close());
+    const { db } = opened.metadata;
+    const { siteId } = await seedSite(db);
+    const now = Math.floor(Date.parse('2026-11-26T12:00:00Z') / 1000);
+    const start = now - 2 * HOUR;
+    // Minute rows as an earlier Berth wrote them: no hour row holds them.
+    const row = (at: number) => {
+      const tally = newTally();
+      tally.requests = 4;
+      return { siteId, at, period: MINUTE, tally };
+    };
+    const before = Array.from({ length: 120 }, (_, i) => row(start + i * MINUTE));
+    await writeTallies(db, before);
+    await db('site_analytics').where({ period: HOUR }).delete();
+    t.is((await readTallies(db, [siteId], start, now, HOUR, now)).length, 0, 'no hour holds them yet');
+
+    await addMinutesToHours(db);
+    const hours = await readTallies(db, [siteId], start, now, HOUR, now);
+    t.is(hours.length, 2);
+    t.is(
+      hours.reduce((sum, r) => sum + r.tally.requests, 0),
+      120 * 4,
+    );
+    t.is(
+      (await readTallies(db, [siteId], start, now, MINUTE, now)).reduce((sum, r) => sum + r.tally.requests, 0),
+      120 * 4,
+      'read by the minute, the same totals',
     );
   });

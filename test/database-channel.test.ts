@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import got from 'got';
 import { type TestBerth, deployFixture, json, startTestBerth } from './helpers/berth.ts';
 import { siteWithDatabase } from './helpers/databases.ts';
@@ -270,9 +270,6 @@ test('a worker of one site reaches no other site’s database, and cannot touch 
   });
 });
 
-// The tests that open a channel themselves run one at a time, before the others: a site made meanwhile
-// (any \`sites\` change) closes every channel of the node, and one opening then is refused.
-
 /**
  * Plays a worker gone hostile: listens where the site's database process is told to connect, takes
  * its Hello, sends `frames`, and reads what comes back until the process closes the channel or
@@ -327,7 +324,7 @@ function frame(type: number, stream: number, payload: string | Buffer = '', decl
 const CALL = 2;
 const call = (stream: number, value: unknown) => frame(CALL, stream, JSON.stringify(value));
 
-test.serial('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
+test('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (n INTEGER)');
   await query('INSERT INTO items VALUES (1)');
@@ -401,31 +398,89 @@ function databaseProcessOf(siteId: string): number {
 const residentBytes = (pid: number): number =>
   Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
-test.serial(
-  'a worker that reads none of its answers makes its database process hold a few of them, not all',
-  async (t) => {
-    const { site, query } = await siteWithDatabase(t0.owner);
-    await query('CREATE TABLE items (n INTEGER)');
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
-    t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const socketPath = path.join(dir, 'w.sock');
-    const server = net.createServer();
-    t.teardown(() => server.close());
-    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-    const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-    t.true(await provider(t0).openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
-    const socket = await accepted;
-    t.teardown(() => socket.destroy());
-    socket.pause();
-    const pid = databaseProcessOf(site.id);
-    const before = residentBytes(pid);
-    // 100 answers of about 5.3 MiB each (4 MB of bytes, in base64): 530 MiB if the process kept them all.
-    for (let i = 1; i <= 100; i++)
-      socket.write(call(i, { method: 'db.first', args: ['SELECT randomblob(4000000) AS b'] }));
-    // Long enough for the process to have answered every call many times over had it gone on reading.
-    await new Promise((resolve) => setTimeout(resolve, 5000));
-    const grown = residentBytes(pid) - before;
-    t.true(grown < 128 * 1024 * 1024, `the process grew by ${Math.round(grown / 1024 / 1024)} MiB`);
-    t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
-  },
-);
+test('a worker that reads none of its answers makes its database process hold a few of them, not all', async (t) => {
+  const { site, query } = await siteWithDatabase(t0.owner);
+  await query('CREATE TABLE items (n INTEGER)');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const socketPath = path.join(dir, 'w.sock');
+  const server = net.createServer();
+  t.teardown(() => server.close());
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+  t.true(await provider(t0).openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
+  const socket = await accepted;
+  t.teardown(() => socket.destroy());
+  socket.pause();
+  const pid = databaseProcessOf(site.id);
+  const before = residentBytes(pid);
+  // 100 answers of about 5.3 MiB each (4 MB of bytes, in base64): 530 MiB if the process kept them all.
+  for (let i = 1; i <= 100; i++)
+    socket.write(call(i, { method: 'db.first', args: ['SELECT randomblob(4000000) AS b'] }));
+  // Long enough for the process to have answered every call many times over had it gone on reading.
+  await new Promise((resolve) => setTimeout(resolve, 5000));
+  const grown = residentBytes(pid) - before;
+  t.true(grown < 128 * 1024 * 1024, `the process grew by ${Math.round(grown / 1024 / 1024)} MiB`);
+  t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
+});
+
+/**
+ * A channel of `siteId`'s database opened as a worker's would be: `ask` runs a db.first call on it,
+ * `closed` resolves when the database process closes it.
+ */
+async function openChannel(t: ExecutionContext, siteId: string) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const socketPath = path.join(dir, 'w.sock');
+  const server = net.createServer();
+  t.teardown(() => server.close());
+  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+  const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
+  t.true(await provider(t0).openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
+  const socket = await accepted;
+  t.teardown(() => socket.destroy());
+  const waiting = new Map<number, { resolve: (payload: any) => void; reject: (err: Error) => void }>();
+  let buffered = Buffer.alloc(0);
+  socket.on('data', (chunk) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    while (buffered.length >= 9 && buffered.length >= 4 + buffered.readUInt32BE(0)) {
+      const size = 4 + buffered.readUInt32BE(0);
+      const stream = buffered.readUInt32BE(5);
+      if (buffered[4] === 3) waiting.get(stream)?.resolve(JSON.parse(buffered.subarray(9, size).toString('utf8')));
+      buffered = buffered.subarray(size);
+    }
+  });
+  socket.on('error', () => {});
+  const closed = new Promise<void>((resolve) =>
+    socket.on('close', () => {
+      for (const { reject } of waiting.values()) reject(new Error('the channel closed'));
+      resolve();
+    }),
+  );
+  let stream = 0;
+  const ask = (sql: string) =>
+    new Promise<any>((resolve, reject) => {
+      if (socket.destroyed) return reject(new Error('the channel closed'));
+      waiting.set(++stream, { resolve, reject });
+      socket.write(call(stream, { method: 'db.first', args: [sql] }));
+    });
+  return { ask, closed };
+}
+
+test('a change to one site closes that site’s database channels and leaves another site’s working', async (t) => {
+  const kept = await siteWithDatabase(t0.owner);
+  const changed = await siteWithDatabase(t0.owner);
+  const keptChannel = await openChannel(t, kept.site.id);
+  const changedChannel = await openChannel(t, changed.site.id);
+  t.like(await keptChannel.ask('SELECT 1 AS n'), { ok: true, value: { rows: [{ n: 1 }] } });
+  t.like(await changedChannel.ask('SELECT 1 AS n'), { ok: true, value: { rows: [{ n: 1 }] } });
+
+  const renamed = await t0.owner.api.post(`v0/sites/${changed.site.id}`, { json: { name: 'renamed' } });
+  t.is(renamed.statusCode, 200);
+  await changedChannel.closed;
+  t.like(
+    await keptChannel.ask('SELECT 2 AS n'),
+    { ok: true, value: { rows: [{ n: 2 }] } },
+    'the other site’s channel still serves',
+  );
+});

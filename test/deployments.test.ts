@@ -347,6 +347,10 @@ test('a deployment’s migrations are applied before its switch; a failing one f
   ).deployment;
   t.is((await t0.owner.api.post(`v0/sites/${site.id}/deployments/${first.id}/publish`)).statusCode, 200);
   t.deepEqual(await tables(), ['notes']);
+  const published = body<{ deployment: { appliedMigrations: string[] | null } }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments/${first.id}`),
+  ).deployment;
+  t.deepEqual(published.appliedMigrations, ['0001_init.sql'], 'its record names the migrations it applied');
 
   const second = body<{ deployment: Deployment }>(
     await declare(
@@ -371,6 +375,91 @@ test('a deployment’s migrations are applied before its switch; a failing one f
   );
   t.deepEqual(await tables(), ['notes'], 'neither pending migration was applied');
   t.is((await t0.site(site.subdomain).get('')).body, 'with notes', 'the files did not change either');
+});
+
+test('a switch that fails after the deployment’s migrations were applied says that the schema changed, and its record too', async (t) => {
+  const KIB = 1024;
+  const berth = await startTestBerth({ accountStorageBytes: 1024 * KIB });
+  t.teardown(() => berth.dispose());
+  const tenant = await berth.newAccount();
+  const site = await createSite(tenant);
+  const database = body<{ database: { id: string } }>(await tenant.api.post(`v0/sites/${site.id}/databases`)).database;
+  const page = Buffer.concat([Buffer.from(crypto.randomUUID()), Buffer.alloc(600 * KIB - 36, 1)]);
+  const created = await tenant.api.post(`v0/sites/${site.id}/deployments`, {
+    json: {
+      files: [{ path: 'web/big.bin', sha256: sha(page), size: page.length, contentType: 'application/octet-stream' }],
+      migrations: [{ name: '0001_init.sql', sql: 'CREATE TABLE notes (body TEXT);' }],
+    },
+  });
+  const { deployment } = body<{ deployment: Deployment }>(created);
+  t.is(
+    (await tenant.api.put(`v0/sites/${site.id}/deployments/${deployment.id}/files/${sha(page)}`, { body: page }))
+      .statusCode,
+    200,
+  );
+  // The account's room goes to a file written meanwhile: the switch is over the limit, after the migration.
+  await putFile(tenant, site.bucketId, 'web/other.bin', Buffer.alloc(600 * KIB, 2));
+
+  const failed = await tenant.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`);
+  t.is(failed.statusCode, 422);
+  const error = body<{
+    error: {
+      code: string;
+      message: string;
+      details: { appliedMigrations: string[]; errors: Array<{ message: string }> };
+    };
+  }>(failed).error;
+  t.is(error.code, 'deployment_failed_after_migrations');
+  t.deepEqual(error.details.appliedMigrations, ['0001_init.sql']);
+  t.regex(error.details.errors[0]!.message, /limit/);
+  t.notRegex(error.message, /nothing about the site changed/);
+  const tables = body<{ result: Array<{ results: Array<{ name: string }> }> }>(
+    await tenant.api.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
+      json: { sql: "SELECT name FROM sqlite_master WHERE name = 'notes'" },
+    }),
+  ).result[0]!.results;
+  t.deepEqual(tables, [{ name: 'notes' }], 'the migration was applied');
+  const record = body<{ deployment: Deployment & { appliedMigrations: string[] | null } }>(
+    await tenant.read.get(`v0/sites/${site.id}/deployments/${deployment.id}`),
+  ).deployment;
+  t.is(record.status, 'FAILED');
+  t.deepEqual(record.appliedMigrations, ['0001_init.sql']);
+  t.is((await berth.site(site.subdomain).get('big.bin')).statusCode, 404, 'the files did not change');
+});
+
+test('a deployment cancelled while its migrations run says the schema changed, and its record names them', async (t) => {
+  const site = await createSite(t0.owner);
+  const database = body<{ database: { id: string } }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/databases`),
+  ).database;
+  // A migration that takes a while: long enough for a cancel to come in while it runs.
+  const slow = {
+    name: '0001_numbers.sql',
+    sql: 'CREATE TABLE numbers AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1500000) SELECT x FROM c;',
+  };
+  const { deployment } = body<{ deployment: Deployment }>(
+    await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: { files: [{ path: 'web/index.html', content: 'numbers', contentType: 'text/html' }], migrations: [slow] },
+    }),
+  );
+  const publishing = t0.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`);
+  await until(
+    async () => Boolean(await t0.berth.deps.db('migration_leases').where({ database_id: database.id }).first()),
+    'the migration under way',
+  );
+  t.is((await t0.owner.api.delete(`v0/sites/${site.id}/deployments/${deployment.id}`)).statusCode, 200);
+
+  const failed = await publishing;
+  t.is(failed.statusCode, 422);
+  const error = body<{ error: { code: string; details: { appliedMigrations: string[] } } }>(failed).error;
+  t.is(error.code, 'deployment_failed_after_migrations');
+  t.deepEqual(error.details.appliedMigrations, ['0001_numbers.sql']);
+  const record = body<{ deployment: Deployment & { appliedMigrations: string[] | null } }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments/${deployment.id}`),
+  ).deployment;
+  t.is(record.status, 'FAILED', 'cancelled');
+  t.deepEqual(record.appliedMigrations, ['0001_numbers.sql']);
+  t.not((await t0.site(site.subdomain).get('')).body, 'numbers', 'the files did not change');
 });
 
 test('pruning a file’s versions keeps those of the site’s kept deployments; older ones go', async (t) => {

@@ -1,8 +1,11 @@
-// Tallies in the metadata (table site_analytics): written in batches, read back for a range, and folded
-// as they age — minutes older than two days into hours, hours older than 90 days into days, days older
-// than two years removed — so a site's storage is bounded (at most ~2,900 minute, 2,200 hour and 730
-// day rows per node's worth of flushes) and every count stays in exactly one row.
+// Tallies in the metadata (table site_analytics): written in batches, each minute's counts added to its
+// hour's row as well, and read back for a range at the coarsest resolution it allows, so that a read of
+// whole hours costs a row per site and hour, not 60. As rows age, minutes older than two days are removed
+// (their hours hold them), hours older than 90 days fold into days, days older than two years are
+// removed: a site's storage is bounded (at most ~2,900 minute rows per node that served it, ~2,200 hour
+// and 730 day rows), and at each resolution every count is in exactly one row.
 import type { Knex } from 'knex';
+import { forUpdate } from '../db/locks.ts';
 import type { Db } from '../db/metadata.ts';
 import { decodeHistogram, encodeHistogram } from './histogram.ts';
 import { MAX_PATH_CHARS, STORED_TOP, type Tally, addTally, newTally, top } from './tally.ts';
@@ -101,24 +104,118 @@ function fromRow(row: AnalyticsRow): PeriodTally {
 /** A path as kept: at most MAX_PATH_CHARS characters. */
 export const keptPath = (path: string): string => (path.length > MAX_PATH_CHARS ? path.slice(0, MAX_PATH_CHARS) : path);
 
-/** Writes tallies, all or none. */
+/** The minute tallies among `tallies` added up by site and hour. */
+function hoursOf(tallies: PeriodTally[]): PeriodTally[] {
+  const hours = new Map<string, PeriodTally>();
+  for (const { siteId, at, period, tally } of tallies) {
+    if (period !== MINUTE) continue;
+    const hour = Math.floor(at / HOUR) * HOUR;
+    const key = `${siteId} ${hour}`;
+    let into = hours.get(key);
+    if (!into) {
+      into = { siteId, at: hour, period: HOUR, tally: newTally() };
+      hours.set(key, into);
+    }
+    addTally(into.tally, tally);
+  }
+  return [...hours.values()];
+}
+
+/**
+ * Adds `hour` to a row of its site and hour, or writes it as a new one. Writers of the same hour take
+ * turns on its first row; two that find none both insert, and the hour's rows still add up.
+ */
+async function addToHour(trx: Knex.Transaction, hour: PeriodTally): Promise<void> {
+  const found: AnalyticsRow | undefined = (
+    await forUpdate(
+      trx,
+      trx('site_analytics').where({ site_id: hour.siteId, at: hour.at, period: HOUR }).orderBy('id').limit(1).select(),
+    )
+  )[0];
+  if (!found) {
+    await trx('site_analytics').insert(toRow(hour));
+    return;
+  }
+  const sum = fromRow(found);
+  addTally(sum.tally, hour.tally);
+  await trx('site_analytics').where({ id: found.id }).update(toRow(sum));
+}
+
+/** Writes tallies, all or none; minute ones are added to their hours' rows in the same transaction. */
 export async function writeTallies(db: Db, tallies: PeriodTally[]): Promise<void> {
   const rows = tallies.map(toRow);
   await db.transaction(async (trx) => {
     for (let i = 0; i < rows.length; i += INSERT_BATCH)
       await trx('site_analytics').insert(rows.slice(i, i + INSERT_BATCH));
+    for (const hour of hoursOf(tallies)) await addToHour(trx, hour);
   });
 }
 
-/** The tallies of these sites that start in [from, to) (epoch seconds), in no particular order. */
-export async function readTallies(db: Db, siteIds: string[], from: number, to: number): Promise<PeriodTally[]> {
+/**
+ * The tallies of these sites in [from, to) (epoch seconds), in no particular order, each count read
+ * once, at the coarsest resolution a series at `step` seconds allows: the whole hours from their hour
+ * rows (or the day rows older hours were folded into), the partial hours at the edges from their minute
+ * rows; at a minute step, minute rows wherever they are still kept. Rows read: about one per site, node
+ * and hour, plus the edges' minutes.
+ */
+export async function readTallies(
+  db: Db,
+  siteIds: string[],
+  from: number,
+  to: number,
+  step: number,
+  nowSeconds: number,
+): Promise<PeriodTally[]> {
   if (siteIds.length === 0) return [];
+  const firstHour = Math.min(Math.ceil(from / HOUR) * HOUR, to);
+  const endHour = Math.max(firstHour, Math.floor(to / HOUR) * HOUR);
+  // Minutes of the hours from here on are all kept still: a fold removes only older ones.
+  const minutesKept = Math.ceil((nowSeconds - KEPT[MINUTE]) / HOUR) * HOUR;
+  const hoursEnd = step < HOUR ? Math.min(endHour, Math.max(firstHour, minutesKept)) : endHour;
   const rows: AnalyticsRow[] = await db('site_analytics')
     .whereIn('site_id', siteIds)
-    .andWhere('at', '>=', from)
-    .andWhere('at', '<', to)
+    .andWhere((range) =>
+      range
+        .where((hours) =>
+          hours.whereIn('period', [HOUR, DAY]).andWhere('at', '>=', firstHour).andWhere('at', '<', hoursEnd),
+        )
+        .orWhere((edges) =>
+          edges
+            .where('period', MINUTE)
+            .andWhere((at) =>
+              at
+                .where((head) => head.where('at', '>=', from).andWhere('at', '<', firstHour))
+                .orWhere((tail) => tail.where('at', '>=', hoursEnd).andWhere('at', '<', to)),
+            ),
+        ),
+    )
     .select();
   return rows.map(fromRow);
+}
+
+/** Adds every minute row there is to its hour's row: what a store whose hours hold their minutes begins with. */
+export async function addMinutesToHours(db: Db): Promise<void> {
+  await db.transaction(async (trx) => {
+    let after = 0;
+    const hours = new Map<string, PeriodTally>();
+    for (;;) {
+      const rows: AnalyticsRow[] = await trx('site_analytics')
+        .where({ period: MINUTE })
+        .andWhere('id', '>', after)
+        .orderBy('id')
+        .limit(FOLD_BATCH)
+        .select();
+      if (rows.length === 0) break;
+      after = rows[rows.length - 1]!.id;
+      for (const hour of hoursOf(rows.map(fromRow))) {
+        const key = `${hour.siteId} ${hour.at}`;
+        const into = hours.get(key);
+        if (into) addTally(into.tally, hour.tally);
+        else hours.set(key, hour);
+      }
+    }
+    for (const hour of hours.values()) await addToHour(trx, hour);
+  });
 }
 
 /**
@@ -176,7 +273,11 @@ async function deleteExactly(trx: Knex.Transaction, ids: number[]): Promise<void
 /** Folds what has aged at `nowSeconds`; returns the rows folded or removed. */
 export async function foldAged(db: Db, nowSeconds: number): Promise<number> {
   try {
-    let changed = await foldInto(db, MINUTE, HOUR, nowSeconds - KEPT[MINUTE]);
+    // Aged minutes are removed only: their hours' rows hold them already.
+    let changed = await db('site_analytics')
+      .where({ period: MINUTE })
+      .andWhere('at', '<', nowSeconds - KEPT[MINUTE])
+      .delete();
     changed += await foldInto(db, HOUR, DAY, nowSeconds - KEPT[HOUR]);
     changed += await db('site_analytics')
       .where({ period: DAY })

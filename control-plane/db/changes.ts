@@ -11,8 +11,8 @@ import type { HotTx } from './hot-sql.ts';
 /** What changed; subscribers forget what they cached about it. */
 export type Change =
   | { kind: 'file'; bucketId: string; path: string }
-  /** Any site: created, archived, made PRIVATE, deleted, renamed. */
-  | { kind: 'sites' }
+  /** A site created, archived, made PRIVATE, deleted or renamed (lookups of any site may name it). */
+  | { kind: 'sites'; siteId: string }
   /** A function deployed (versionId) or removed (null). */
   | { kind: 'function'; siteId: string; name: string; functionId: string; versionId: string | null }
   | { kind: 'database'; siteId: string }
@@ -93,7 +93,7 @@ export function parseChange(value: unknown): Change | undefined {
         ? { kind: 'file', bucketId: c.bucketId as string, path: c.path as string }
         : undefined;
     case 'sites':
-      return { kind: 'sites' };
+      return text('siteId') ? { kind: 'sites', siteId: c.siteId as string } : undefined;
     case 'domains':
       return { kind: 'domains' };
     case 'bucket':

@@ -120,6 +120,10 @@ function summarise(tallies: PeriodTally[], window: Window) {
   return { total, totals: countsOf(total), series };
 }
 
+/** The tallies of the window, at the coarsest resolution its step allows (hours for whole hours). */
+const readWindow = (deps: Deps, siteIds: string[], window: Window) =>
+  readTallies(deps.db, siteIds, window.start, window.end, window.seconds, Math.floor(deps.now().getTime() / 1000));
+
 const rangeOf = (window: Window) => ({
   from: new Date(window.start * 1000).toISOString(),
   to: new Date(window.end * 1000).toISOString(),
@@ -146,7 +150,7 @@ export async function siteAnalytics(
   await requireSite(deps, actor, siteId);
   const window = windowOf(deps, range);
   await deps.analytics.flush();
-  const { total, totals, series } = summarise(await readTallies(deps.db, [siteId], window.start, window.end), window);
+  const { total, totals, series } = summarise(await readWindow(deps, [siteId], window), window);
   return {
     ...rangeOf(window),
     totals,
@@ -166,11 +170,10 @@ export async function accountAnalytics(deps: Deps, actor: Actor, accountId: stri
     .orderBy('name')
     .select('id', 'name', 'subdomain');
   await deps.analytics.flush();
-  const tallies = await readTallies(
-    deps.db,
+  const tallies = await readWindow(
+    deps,
     sites.map((site) => site.id),
-    window.start,
-    window.end,
+    window,
   );
   const bySite = new Map<string, PeriodTally[]>();
   for (const tally of tallies) {

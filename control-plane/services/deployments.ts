@@ -56,6 +56,8 @@ interface DeploymentRow {
   bytes: number | string;
   errors: string | null;
   migrations: string | null;
+  /** JSON names of the site database migrations it applied. */
+  applied_migrations: string | null;
   preview_access?: PreviewAccess;
   preview_secrets?: boolean | number;
   purged_files?: number | string;
@@ -106,6 +108,7 @@ function toDeployment(deps: Deps, site: SiteRow, row: DeploymentRow, currentSeqO
     sourceDeploymentId: row.source_deployment_id,
     restoredAt: row.restored_at,
     errors: row.errors ? (JSON.parse(row.errors) as FileProblem[]) : null,
+    appliedMigrations: row.applied_migrations ? (JSON.parse(row.applied_migrations) as string[]) : null,
     previewUrl: previewUrl(deps, site, row.short_id),
     previewAccess: row.preview_access ?? 'PRIVATE',
     previewSecrets: Boolean(row.preview_secrets),
@@ -213,6 +216,7 @@ export async function createDeployment(
     bytes: files.reduce((sum, f) => sum + f.bytes, 0),
     errors: null,
     migrations: migrations.length > 0 ? JSON.stringify(migrations) : null,
+    applied_migrations: null,
   };
   await deps.db.transaction(async (trx) => {
     await trx('deployments').insert(row);
@@ -336,20 +340,60 @@ async function currentFiles(deps: Deps, site: SiteRow): Promise<Map<string, { sh
   return new Map(rows.map((row) => [row.path, { sha256: row.sha256, contentType: row.content_type }]));
 }
 
-/** Fails a deployment with its problems; the answer names each. */
-async function fail(deps: Deps, site: SiteRow, row: DeploymentRow, problems: FileProblem[]): Promise<never> {
+/**
+ * Fails a deployment with its problems; the answer names each. Migrations it applied before its switch
+ * failed stay applied: the answer and the record name them, with a code of their own.
+ */
+async function fail(
+  deps: Deps,
+  site: SiteRow,
+  row: DeploymentRow,
+  problems: FileProblem[],
+  appliedMigrations: string[] = [],
+): Promise<never> {
+  const changes = {
+    status: 'FAILED' as const,
+    errors: JSON.stringify(problems),
+    applied_migrations: appliedMigrations.length > 0 ? JSON.stringify(appliedMigrations) : null,
+  };
+  await deps.db('deployments').where({ id: row.id }).update(changes);
+  await forgetPreviewFunctions(deps, site.id, [row.id]);
+  const deployment = toDeployment(deps, site, { ...row, ...changes }, await currentSeq(deps, site.id));
+  const first = problems[0]!;
+  const listed = `${problems.length} problem${problems.length === 1 ? '' : 's'}, the first ${first.path ? `${first.path}:${first.line}:${first.column}: ` : ''}${first.message}`;
+  if (appliedMigrations.length > 0)
+    throw new BerthError(
+      'deployment_failed_after_migrations',
+      `deployment ${row.short_id} failed after its migrations ${appliedMigrations.join(', ')} were applied: the site database's schema changed, its files did not: ${listed}`,
+      { errors: problems, appliedMigrations },
+      { deployment },
+    );
+  throw new BerthError(
+    'deployment_failed',
+    `deployment ${row.short_id} failed and nothing about the site changed: ${listed}`,
+    { errors: problems },
+    { deployment },
+  );
+}
+
+/** Another call published or cancelled the deployment after this one applied its migrations. */
+async function closedAfterMigrations(
+  deps: Deps,
+  site: SiteRow,
+  row: DeploymentRow,
+  appliedMigrations: string[],
+): Promise<never> {
   await deps
     .db('deployments')
     .where({ id: row.id })
-    .update({ status: 'FAILED', errors: JSON.stringify(problems) });
-  await forgetPreviewFunctions(deps, site.id, [row.id]);
-  const failed = { ...row, status: 'FAILED' as const, errors: JSON.stringify(problems) };
-  const first = problems[0]!;
+    .update({ applied_migrations: JSON.stringify(appliedMigrations) });
+  const now = await requireDeployment(deps, site.id, row.id);
+  const message = 'the deployment was published or cancelled meanwhile';
   throw new BerthError(
-    'deployment_failed',
-    `deployment ${row.short_id} failed and nothing about the site changed: ${problems.length} problem${problems.length === 1 ? '' : 's'}, the first ${first.path ? `${first.path}:${first.line}:${first.column}: ` : ''}${first.message}`,
-    { errors: problems },
-    { deployment: toDeployment(deps, site, failed, await currentSeq(deps, site.id)) },
+    'deployment_failed_after_migrations',
+    `${message}, after this call applied its migrations ${appliedMigrations.join(', ')}: the site database's schema changed`,
+    { errors: [{ path: '', message, line: 0, column: 0 }], appliedMigrations },
+    { deployment: toDeployment(deps, site, now, await currentSeq(deps, site.id)) },
   );
 }
 
@@ -363,16 +407,20 @@ async function publishRow(
   remove: string[],
 ) {
   const migrations = row.migrations ? (JSON.parse(row.migrations) as Array<{ name: string; sql: string }>) : [];
+  // The migrations commit before the switch, which may still fail: what they applied is kept here.
+  let applied: string[] = [];
   const applyMigrations =
     migrations.length > 0
-      ? async () => void (await applyDeploymentMigrations(deps, actor, site.id, migrations))
+      ? async () => (applied = await applyDeploymentMigrations(deps, actor, site.id, migrations))
       : undefined;
   let outcome: Awaited<ReturnType<typeof switchSite>>;
   try {
     outcome = await switchSite(deps, actor, site, { deploymentId: row.id, put, remove }, applyMigrations);
   } catch (err) {
     const refusal = switchRefusal(err);
-    if (refusal) return fail(deps, site, row, refusal);
+    if (refusal) return fail(deps, site, row, refusal, applied);
+    if (applied.length > 0 && err instanceof BerthError && err.code === 'deployment_not_open')
+      return closedAfterMigrations(deps, site, row, applied);
     throw err;
   }
   if (!outcome.published) return fail(deps, site, row, outcome.problems);
@@ -458,6 +506,7 @@ async function switchToState(
     bytes: [...target.values()].reduce((sum, e) => sum + e.bytes, 0),
     errors: null,
     migrations: null,
+    applied_migrations: null,
   };
   try {
     await deps.db('deployments').insert(row);

@@ -299,9 +299,9 @@ export function createDbChannelHandler(deps: Deps) {
 }
 
 /**
- * Channels are given only to the workers of an active site with a ready database: when a site or a
- * database changes, its channels close (every site's, for a change that names none), and the next
- * call asks again.
+ * Channels are given only to the workers of an active site with a ready database: when a site or its
+ * database changes, that site's channels close (every site's after changes may have been missed), and
+ * the next call asks again.
  */
 export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
   const close = (siteId?: string) =>
@@ -310,8 +310,7 @@ export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): Ch
       .catch((err: unknown) => deps.log.warn({ err }, 'database channels could not be closed'));
   return {
     change: (change) => {
-      if (change.kind === 'sites') close();
-      else if (change.kind === 'database') close(change.siteId);
+      if (change.kind === 'sites' || change.kind === 'database') close(change.siteId);
     },
     resync: () => close(),
   };

@@ -3,6 +3,7 @@
 import type { Db } from '../db/metadata.ts';
 import type { Logger } from '../log.ts';
 import { logJobFailure } from '../db/errors.ts';
+import { lockTableForWriters } from '../db/locks.ts';
 import type { LogEntry } from '../../runtime-host/protocol.ts';
 
 /** A stored log line, as the function_logs table has it. */
@@ -75,7 +76,7 @@ export class FunctionLogBuffer {
     try {
       await db.transaction(async (trx) => {
         // Ids in commit order across nodes, so a stream that has read up to an id has missed none below it.
-        if (trx.client.dialect === 'postgresql') await trx.raw('LOCK TABLE function_logs IN EXCLUSIVE MODE');
+        await lockTableForWriters(trx, 'function_logs');
         for (let i = 0; i < rows.length; i += 100) await trx('function_logs').insert(rows.slice(i, i + 100));
         for (const siteId of siteIds) {
           const oldest = await trx('function_logs')

@@ -7,7 +7,8 @@ import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
 import { deployedVersions, deploymentExists, removeVersions, writeDeployment } from '../../runtime-host/deployments.ts';
 import type { ChangeListener } from '../db/changes.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, timestamp } from './deps.ts';
+import { type CheckedVersion, recordFunctionVersion } from './function-deploy.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
@@ -87,7 +88,10 @@ const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
 export const isRuntimeSource = (path: string): boolean =>
   (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
 
-/** Validates and deploys the current version of `path` for `site`. */
+/**
+ * Validates and deploys the current version of `path` for `site` (its row written by
+ * function-deploy.ts, as a site's deployment writes it).
+ */
 async function deploy(
   deps: Deps,
   site: SiteRow,
@@ -102,57 +106,22 @@ async function deploy(
   }
   const source = (await deps.blobs.read(current.sha256)).toString('utf8');
   const validation = validateFunction(path, source);
-
-  const now = timestamp(deps);
-  const existing = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
-  const id = existing?.id ?? newId();
+  const checked: CheckedVersion = validation.ok
+    ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null }
+    : { ok: false, kind: named.kind, name: named.name, problem: validation.problem };
   const versionId = current.file.currentVersionId;
-  const changes: Partial<FunctionRow> = validation.ok
-    ? {
-        status: 'ACTIVE',
-        schedule: validation.schedule ?? null,
-        deployed_version_id: versionId,
-        deployed_at: now,
-        attempted_version_id: versionId,
-        last_error: null,
-        updated_at: now,
-        // A new cron job starts from now: it does not catch up on times before it existed.
-        cron_last_scheduled_at: existing?.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
-      }
-    : {
-        status: 'FAILED',
-        attempted_version_id: versionId,
-        last_error: JSON.stringify(validation.problem),
-        updated_at: now,
-      };
-  if (validation.ok) writeDeployment(deps.runtimeDir, id, versionId, source);
-
-  if (existing) {
-    await deps.db('functions').where({ id }).update(changes);
-  } else {
-    await deps.db('functions').insert({
-      id,
-      site_id: site.id,
-      path,
-      name: named.name,
-      kind: named.kind,
-      schedule: null,
-      cron_last_scheduled_at: null,
-      deployed_version_id: null,
-      deployed_at: null,
-      created_at: now,
-      ...changes,
-    });
-  }
+  const row = await deps.hotSql.write((sql) =>
+    recordFunctionVersion(sql, site.id, path, versionId, checked, timestamp(deps)),
+  );
   if (validation.ok) {
+    writeDeployment(deps.runtimeDir, row.id, versionId, source);
     // Every server retires the function's old workers and module files, and forgets its cached deployment.
-    await deps.changes.publish({ kind: 'function', siteId: site.id, name: named.name, functionId: id, versionId });
+    await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId });
   }
-  const row = (await deps.db<FunctionRow>('functions').where({ id }).first())!;
   return {
     outcome: validation.ok
-      ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: id }
-      : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: id, error: validation.problem },
+      ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: row.id }
+      : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: row.id, error: validation.problem },
     row,
   };
 }

@@ -11,7 +11,8 @@ import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { insertVersion, makeCurrent } from './files.ts';
-import { type FunctionRow, isRuntimeSource } from './functions.ts';
+import { recordFunctionVersion } from './function-deploy.ts';
+import { isRuntimeSource } from './functions.ts';
 import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
 import type { SiteRow } from './site-rows.ts';
 import { chargeVersion } from './storage-quota.ts';
@@ -95,12 +96,15 @@ export async function switchSite(
   actor: Actor,
   site: SiteRow,
   change: SiteSwitch,
-  /** Runs once every source has passed, before the switch: the deployment's migrations. */
-  beforeSwitch?: () => Promise<void>,
+  /**
+   * Runs once every source has passed, before the switch: the deployment's migrations, which commit on
+   * their own (the switch that follows may still fail); the names it applied are recorded with it.
+   */
+  beforeSwitch?: () => Promise<string[]>,
 ): Promise<SwitchOutcome> {
   const { sources, problems } = await checkSources(deps, change.put);
   if (problems.length > 0) return { published: false, problems };
-  await beforeSwitch?.();
+  const appliedMigrations = beforeSwitch ? JSON.stringify(await beforeSwitch()) : null;
   let now = '';
   const functions: ChangedFunction[] = [];
   const result = await deps.hotSql.write(async (sql) => {
@@ -119,7 +123,16 @@ export async function switchSite(
       if (versionId.changed) changed++;
       await recordEntry(sql, change.deploymentId, file.path, file, versionId.id);
       if (versionId.changed && sources.has(file.path)) {
-        functions.push(await deployFunction(sql, site, file.path, versionId.id, sources.get(file.path)!, now));
+        const checked = sources.get(file.path)!;
+        const row = await recordFunctionVersion(
+          sql,
+          site.id,
+          file.path,
+          versionId.id,
+          { ok: true, kind: checked.kind, name: checked.name, schedule: checked.schedule },
+          now,
+        );
+        functions.push({ id: row.id, name: row.name, versionId: versionId.id, source: checked.source });
       }
     }
     for (const path of change.remove) {
@@ -140,11 +153,12 @@ export async function switchSite(
     const bytes = change.put.reduce((sum, f) => sum + f.bytes, 0);
     // Published once: a second publish of it, or a cancel, that got here first leaves this one nothing to do.
     const published = await sql.run(
-      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL WHERE id = ? AND status = 'UPLOADING'",
+      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL, applied_migrations = ? WHERE id = ? AND status = 'UPLOADING'",
       now,
       await nextSeq(sql, site.id),
       files,
       bytes,
+      appliedMigrations,
       change.deploymentId,
     );
     if (published.changes === 0)
@@ -227,57 +241,7 @@ async function recordEntry(
   );
 }
 
-const FUNCTION_AT_PATH = 'SELECT id, name, kind, cron_last_scheduled_at FROM functions WHERE site_id = ? AND path = ?';
-
-/** Serves `path`'s new version (checked already) as the site's function or cron job. */
-async function deployFunction(
-  sql: HotTx,
-  site: SiteRow,
-  path: string,
-  versionId: string,
-  checked: CheckedSource,
-  now: string,
-): Promise<ChangedFunction> {
-  const { source, schedule } = checked;
-  const existing = await sql.get<Pick<FunctionRow, 'id' | 'name' | 'kind' | 'cron_last_scheduled_at'>>(
-    FUNCTION_AT_PATH,
-    site.id,
-    path,
-  );
-  if (existing) {
-    await sql.run(
-      `UPDATE functions SET status = 'ACTIVE', schedule = ?, deployed_version_id = ?, deployed_at = ?, attempted_version_id = ?, last_error = NULL, updated_at = ?,
-       cron_last_scheduled_at = ? WHERE id = ?`,
-      schedule,
-      versionId,
-      now,
-      versionId,
-      now,
-      existing.cron_last_scheduled_at ?? (checked.kind === 'cron' ? now : null),
-      existing.id,
-    );
-    return { id: existing.id, name: existing.name, versionId, source };
-  }
-  const id = newId();
-  await sql.run(
-    `INSERT INTO functions (id, site_id, path, name, kind, schedule, cron_last_scheduled_at, status, deployed_version_id, deployed_at, attempted_version_id, last_error, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, 'ACTIVE', ?, ?, ?, NULL, ?, ?)`,
-    id,
-    site.id,
-    path,
-    checked.name,
-    checked.kind,
-    schedule,
-    // A new cron job starts from now: it does not catch up on times before it existed.
-    checked.kind === 'cron' ? now : null,
-    versionId,
-    now,
-    versionId,
-    now,
-    now,
-  );
-  return { id, name: checked.name, versionId, source };
-}
+const FUNCTION_AT_PATH = 'SELECT id, name FROM functions WHERE site_id = ? AND path = ?';
 
 /** Stops serving the function at `path`, if there is one. */
 async function removeFunction(sql: HotTx, site: SiteRow, path: string): Promise<ChangedFunction | null> {

@@ -163,7 +163,7 @@ export async function createSite(deps: Deps, actor: Actor, input: CreateSiteInpu
         await startHistory(trx, site, now);
         return site;
       });
-      await deps.changes.publish({ kind: 'sites' });
+      await deps.changes.publish({ kind: 'sites', siteId: row.id });
       // An existing bucket may already hold function sources: deploy them for the new site.
       if (input.bucketId !== undefined) await reconcile(deps, row);
       return toSite(deps, row);
@@ -201,7 +201,7 @@ export async function updateSite(deps: Deps, actor: Actor, id: string, input: Up
   if (input.access !== undefined) changes.access = input.access;
   if (input.status !== undefined) changes.status = input.status;
   await deps.db('sites').where({ id }).update(changes);
-  await deps.changes.publish({ kind: 'sites' });
+  await deps.changes.publish({ kind: 'sites', siteId: id });
   if (input.reconcile) await reconcile(deps, await requireSite(deps, actor, id));
   return getSite(deps, actor, id);
 }

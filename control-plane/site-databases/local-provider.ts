@@ -123,8 +123,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
   readonly #onCalls = new Map<string, (calls: Record<string, number>) => void>();
   /** The connect under way of each process, which the next waits for. */
   readonly #connecting = new WeakMap<SiteProcess, Promise<unknown>>();
-  /** Bumped whenever channels are closed, so a channel that opens meanwhile is closed too. */
-  #channelEpoch = 0;
+  /** Channels opening now: a close of their site's channels meanwhile marks them, and they close too. */
+  readonly #opening = new Set<{ siteId: string; closed: boolean }>();
   #channelCalls = 0;
   /** Calls sent and not yet answered, per site, and who waits for a site's to be answered. */
   readonly #inflight = new Map<string, number>();
@@ -652,7 +652,8 @@ export class SiteDatabases implements SiteDatabaseProvider {
   ): Promise<boolean> {
     if (!this.#options.channelDir || !TOKEN.test(token) || !this.#normal(siteId)) return false;
     this.#onCalls.set(siteId, onCalls);
-    const epoch = this.#channelEpoch;
+    const opening = { siteId, closed: false };
+    this.#opening.add(opening);
     const timeoutMs = this.#options.statementTimeoutMs;
     // Counted as a call in flight, so a pause that begins meanwhile closes this channel too.
     return this.#counted(siteId, async () => {
@@ -665,7 +666,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
         if (this.#tokens.size > (this.#options.maxChannelTokens ?? MAX_TOKENS))
           this.#tokens.delete(this.#tokens.keys().next().value!);
         this.#ping(process);
-        if (this.#channelEpoch !== epoch || !this.#normal(siteId)) {
+        if (opening.closed || !this.#normal(siteId)) {
           // Channels were closed while this one opened: it closes too.
           await process.call({ op: 'close-channels' }, timeoutMs).catch(() => {});
           return false;
@@ -677,11 +678,13 @@ export class SiteDatabases implements SiteDatabaseProvider {
       } finally {
         this.#pool.release(process);
       }
-    }).catch((err: unknown) => {
-      // No process to be had (none free, or no database): the calls come through the host, which says so.
-      if (err instanceof StatementError) return false;
-      throw err;
-    });
+    })
+      .catch((err: unknown) => {
+        // No process to be had (none free, or no database): the calls come through the host, which says so.
+        if (err instanceof StatementError) return false;
+        throw err;
+      })
+      .finally(() => this.#opening.delete(opening));
   }
 
   /**
@@ -727,8 +730,9 @@ export class SiteDatabases implements SiteDatabaseProvider {
   }
 
   async closeChannels(siteId?: string): Promise<void> {
-    const closing = [...this.#channelled.keys()].filter((process) => siteId === undefined || process.siteId === siteId);
-    this.#channelEpoch++;
+    const closes = (site: string) => siteId === undefined || site === siteId;
+    const closing = [...this.#channelled.keys()].filter((process) => closes(process.siteId));
+    for (const opening of this.#opening) if (closes(opening.siteId)) opening.closed = true;
     await Promise.all(
       closing.map(async (process) => {
         this.#unchannel(process);

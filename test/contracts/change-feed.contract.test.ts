@@ -47,7 +47,7 @@ async function feedOf(t: ExecutionContext, metadata: Metadata, lost: Error[] = [
 const file = (path: string): Change => ({ kind: 'file', bucketId: 'b', path });
 const CHANGES: Change[] = [
   file('a.txt'),
-  { kind: 'sites' },
+  { kind: 'sites', siteId: 's' },
   { kind: 'function', siteId: 's', name: 'hello', functionId: 'f', versionId: 'v1' },
   { kind: 'function', siteId: 's', name: 'hello', functionId: 'f', versionId: null },
   { kind: 'database', siteId: 's' },

@@ -17,6 +17,7 @@ import {
   decodeJson,
   encodeFrame,
   joinBytes,
+  writeAll,
 } from '../../../runtime-host/protocol.ts';
 import { type DbMethod, FunctionCallError, callStatements, checkStatement, isDbMethod } from '../function-calls.ts';
 import { CHANNEL_TOKEN_CHARS, type ChannelCall, ChannelFrame, type ChannelStats, type Statement } from '../protocol.ts';
@@ -202,8 +203,4 @@ export class Channels {
         }
       });
   }
-}
-
-async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
-  for (let written = 0; written < bytes.length; ) written += await conn.write(bytes.subarray(written));
 }

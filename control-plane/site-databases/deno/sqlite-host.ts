@@ -5,7 +5,14 @@
 // temporary storage in memory under a hard heap limit. Deno's permissions let the process open
 // nothing but its site's folder. Requests arrive on stdin and are answered in order on stdout.
 import { DatabaseSync, type StatementSync, constants } from 'node:sqlite';
-import { FrameReader, encodeFrame, encodeJson, decodeJson } from '../../../runtime-host/protocol.ts';
+import {
+  FrameReader,
+  decodeJson,
+  encodeFrame,
+  encodeJson,
+  joinBytes,
+  writeAllSync,
+} from '../../../runtime-host/protocol.ts';
 import {
   type Access,
   type DbRequest,
@@ -654,31 +661,17 @@ function handle(request: DbRequest, stream: number): string {
 /** Answers to the frames of one chunk of stdin, written together. */
 let answers: Uint8Array[] = [];
 
-function writeAll(bytes: Uint8Array): void {
-  for (let written = 0; written < bytes.length; ) written += Deno.stdout.writeSync(bytes.subarray(written));
-}
-
 /** Writes the answers so far; Berth reads frames in the order of its requests. */
 function flush(): void {
   if (answers.length === 0) return;
   const pending = answers;
   answers = [];
-  if (pending.length === 1) {
-    writeAll(pending[0]!);
-    return;
-  }
-  const out = new Uint8Array(pending.reduce((sum, bytes) => sum + bytes.length, 0));
-  let at = 0;
-  for (const bytes of pending) {
-    out.set(bytes, at);
-    at += bytes.length;
-  }
-  writeAll(out);
+  writeAllSync(Deno.stdout, joinBytes(pending));
 }
 
 function write(bytes: Uint8Array): void {
   flush();
-  writeAll(bytes);
+  writeAllSync(Deno.stdout, bytes);
 }
 
 function answer(stream: number, payload: Uint8Array): void {
