@@ -6,9 +6,9 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
 import { deployedVersions, deploymentExists, removeVersions, writeDeployment } from '../../runtime-host/deployments.ts';
 import type { ChangeListener } from '../db/changes.ts';
+import type { HotTx } from '../db/hot-sql.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
-import { type Actor, type Deps, timestamp } from './deps.ts';
-import { type CheckedVersion, recordFunctionVersion } from './function-deploy.ts';
+import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
@@ -90,7 +90,7 @@ export const isRuntimeSource = (path: string): boolean =>
 
 /**
  * Validates and deploys the current version of `path` for `site` (its row written by
- * function-deploy.ts, as a site's deployment writes it).
+ * recordFunctionVersion, as a site's deployment writes it).
  */
 async function deploy(
   deps: Deps,
@@ -284,4 +284,79 @@ export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): Cha
     // Workers serve the versions they were started with, which a missed change does not make wrong.
     resync() {},
   };
+}
+
+// A function's row as a deployment of one version of its source leaves it: the one writer of the
+// `functions` table for both ways a source is deployed, a site's deployment switching many files
+// (publish.ts) and a file written or deployed through the file API (deploy above). It runs in the
+// caller's write transaction, after the source was checked; the caller writes the version's module
+// and publishes the change once that transaction has committed.
+
+/** What the check of a version's source found: what it serves, or why it cannot. */
+export type CheckedVersion =
+  | { ok: true; kind: 'api' | 'cron'; name: string; schedule: string | null }
+  | { ok: false; kind: 'api' | 'cron'; name: string; problem: SourceProblem };
+
+const COLUMNS =
+  'id, site_id, path, name, kind, schedule, cron_last_scheduled_at, status, deployed_version_id, deployed_at, attempted_version_id, last_error, created_at, updated_at';
+
+/**
+ * Records the deployment of `versionId` at `path`: a version that passed its check is served from now
+ * on (a new cron job starts from now, not catching up on earlier times); one that failed is recorded
+ * as attempted with its problem, and the last good version, if any, stays in service.
+ */
+export async function recordFunctionVersion(
+  sql: HotTx,
+  siteId: string,
+  path: string,
+  versionId: string,
+  checked: CheckedVersion,
+  now: string,
+): Promise<FunctionRow> {
+  const existing = await sql.get<{ id: string }>(
+    'SELECT id FROM functions WHERE site_id = ? AND path = ?',
+    siteId,
+    path,
+  );
+  const id = existing?.id ?? newId();
+  if (!existing)
+    await sql.run(
+      `INSERT INTO functions (${COLUMNS})
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      id,
+      siteId,
+      path,
+      checked.name,
+      checked.kind,
+      checked.ok ? checked.schedule : null,
+      checked.ok && checked.kind === 'cron' ? now : null,
+      checked.ok ? 'ACTIVE' : 'FAILED',
+      checked.ok ? versionId : null,
+      checked.ok ? now : null,
+      versionId,
+      checked.ok ? null : JSON.stringify(checked.problem),
+      now,
+      now,
+    );
+  else if (checked.ok)
+    await sql.run(
+      `UPDATE functions SET status = 'ACTIVE', schedule = ?, deployed_version_id = ?, deployed_at = ?, attempted_version_id = ?, last_error = NULL, updated_at = ?,
+       cron_last_scheduled_at = COALESCE(cron_last_scheduled_at, ?) WHERE id = ?`,
+      checked.schedule,
+      versionId,
+      now,
+      versionId,
+      now,
+      checked.kind === 'cron' ? now : null,
+      id,
+    );
+  else
+    await sql.run(
+      "UPDATE functions SET status = 'FAILED', attempted_version_id = ?, last_error = ?, updated_at = ? WHERE id = ?",
+      versionId,
+      JSON.stringify(checked.problem),
+      now,
+      id,
+    );
+  return (await sql.get<FunctionRow>(`SELECT ${COLUMNS} FROM functions WHERE id = ?`, id))!;
 }
