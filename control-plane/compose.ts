@@ -260,7 +260,8 @@ async function composeParts(
     log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
   });
   const heartbeat = new NodeHeartbeat(deps, config, {
-    onBeat: () => siteDatabases.heartbeat(),
+    onBeat: (sentAt, stamped) => siteDatabases.heartbeat(sentAt, stamped),
+    stamps: () => siteDatabases.stampsHeartbeat(),
     replication: () => {
       const replicas = siteDatabases.replicas;
       return replicas ? { ...replicas.reading(), stalled: replicas.replicator.stalled() } : null;

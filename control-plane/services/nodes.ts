@@ -1,13 +1,14 @@
 // The nodes of an instance: every server registers itself at start, beats every few seconds while it
 // runs, and says when it stops cleanly. A node whose heartbeat lapsed is down. New site databases are
 // placed on a live node with the database role, and `berth admin nodes` and /readyz read this table.
-// Heartbeats are written from each node's own clock: nodes are expected to keep time (NTP), and the
-// lapse is long enough that a second of skew changes nothing.
+// A heartbeat carries the metadata database's time, written by the statement itself, and a node is
+// judged down against that same clock (db/clock.ts): no node's clock is compared with another's.
 import type { Knex } from 'knex';
 import type { Config, NodeRole } from '../config.ts';
 import { BerthError } from '../errors.ts';
 import { logJobFailure } from '../db/errors.ts';
 import { VERSION } from '../version.ts';
+import { databaseNow, timeSql } from '../db/clock.ts';
 import type { Deps } from './deps.ts';
 import type { ReplicationReading } from '../metrics.ts';
 
@@ -37,6 +38,8 @@ export interface NodeView {
   state: NodeState;
   startedAt: string;
   heartbeatAt: string;
+  /** How long ago its heartbeat was written, on the metadata database's clock. */
+  silentMs: number;
   stoppedAt: string | null;
   /** Since when `berth admin drain-node` has been moving its databases away; null when it takes new ones. */
   drainingAt: string | null;
@@ -67,11 +70,12 @@ const parseReplication = (text: string | null | undefined): NodeReplication | nu
   }
 };
 
-const stateOf = (row: NodeRow, now: number): NodeState =>
-  row.stopped_at !== null ? 'stopped' : now - Date.parse(row.heartbeat_at) > LAPSE_MS ? 'down' : 'up';
+const stateOf = (row: NodeRow, silentMs: number): NodeState =>
+  row.stopped_at !== null ? 'stopped' : silentMs > LAPSE_MS ? 'down' : 'up';
 
-/** Every node the metadata knows, with its state and how many site databases it holds. */
-export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]> {
+/** Every node the metadata knows, with its state (on the database's clock) and how many site databases it holds. */
+export async function listNodes(db: Knex): Promise<NodeView[]> {
+  const now = await databaseNow(db);
   const rows = (await db('nodes').select('*').orderBy('id')) as NodeRow[];
   const counts = (await db('databases')
     .whereNotNull('node_id')
@@ -79,19 +83,23 @@ export async function listNodes(db: Knex, now = Date.now()): Promise<NodeView[]>
     .select('node_id')
     .count({ n: '*' })) as Array<{ node_id: string; n: number | string }>;
   const held = new Map(counts.map((row) => [row.node_id, Number(row.n)]));
-  return rows.map((row) => ({
-    id: row.id,
-    address: row.address,
-    roles: row.roles.split(',').filter(Boolean) as NodeRole[],
-    version: row.version,
-    state: stateOf(row, now),
-    startedAt: row.started_at,
-    heartbeatAt: row.heartbeat_at,
-    stoppedAt: row.stopped_at,
-    drainingAt: row.draining_at ?? null,
-    databases: held.get(row.id) ?? 0,
-    replication: parseReplication(row.replication),
-  }));
+  return rows.map((row) => {
+    const silentMs = now - Date.parse(row.heartbeat_at);
+    return {
+      id: row.id,
+      address: row.address,
+      roles: row.roles.split(',').filter(Boolean) as NodeRole[],
+      version: row.version,
+      state: stateOf(row, silentMs),
+      startedAt: row.started_at,
+      heartbeatAt: row.heartbeat_at,
+      silentMs,
+      stoppedAt: row.stopped_at,
+      drainingAt: row.draining_at ?? null,
+      databases: held.get(row.id) ?? 0,
+      replication: parseReplication(row.replication),
+    };
+  });
 }
 
 /** A node new or moved site databases may go to: up, with the database role, not being drained. */
@@ -137,8 +145,17 @@ export async function forgetPlacements(db: Knex): Promise<void> {
 
 /** This node's row, kept fresh while it runs. */
 export interface HeartbeatParts {
-  /** Told each time the heartbeat was written (fencing counts from it). */
-  onBeat?: () => void;
+  /**
+   * Told each time a beat was written, with when it was sent (`performance.now()` before the statement
+   * left) and whether it stamped the heartbeat: fencing counts from the sending, since the database
+   * stamped it later.
+   */
+  onBeat?: (sentAt: number, stamped: boolean) => void;
+  /**
+   * Whether the next beat stamps the heartbeat (default: always). A fenced node's beats only probe its
+   * link, so that its heartbeat ages and its databases can be taken over however slow the link is.
+   */
+  stamps?: () => boolean;
   /** This node's replication, which each heartbeat carries for `berth admin nodes`. */
   replication?: () => (ReplicationReading & { stalled: string | null }) | null;
 }
@@ -148,6 +165,7 @@ export class NodeHeartbeat {
   readonly #config: Pick<Config, 'roles' | 'clusterAddress'>;
   #timer: NodeJS.Timeout | undefined;
   #beating: Promise<void> = Promise.resolve();
+  #stopped = false;
 
   readonly #parts: HeartbeatParts;
 
@@ -161,8 +179,12 @@ export class NodeHeartbeat {
     this.#parts = parts;
   }
 
-  #onBeat(): void {
-    this.#parts.onBeat?.();
+  #onBeat(sentAt: number, stamped: boolean): void {
+    this.#parts.onBeat?.(sentAt, stamped);
+  }
+
+  #stamps(): boolean {
+    return this.#parts.stamps?.() ?? true;
   }
 
   /** The replication summary the heartbeat carries. */
@@ -184,45 +206,71 @@ export class NodeHeartbeat {
 
   /** Registers the node (a restart replaces its row) and beats until stop(). */
   async start(): Promise<void> {
-    const now = new Date().toISOString();
-    const row: NodeRow = {
-      id: this.#deps.nodeId,
-      address: this.#config.clusterAddress,
-      roles: this.#config.roles.join(','),
-      version: VERSION,
-      started_at: now,
-      heartbeat_at: now,
-      stopped_at: null,
-      // A node that starts again after maintenance takes databases again.
-      draining_at: null,
-      replication: this.#replication(),
-    };
-    await this.#deps.db('nodes').insert(row).onConflict('id').merge();
-    this.#onBeat();
-    this.#timer = setInterval(() => {
-      this.#beating = this.#beat().catch((err) =>
-        logJobFailure(this.#deps.log, err, 'the node heartbeat could not be written'),
-      );
-    }, HEARTBEAT_MS);
+    const { db } = this.#deps;
+    const sentAt = performance.now();
+    await db('nodes')
+      .insert({
+        id: this.#deps.nodeId,
+        address: this.#config.clusterAddress,
+        roles: this.#config.roles.join(','),
+        version: VERSION,
+        started_at: timeSql(db),
+        heartbeat_at: timeSql(db),
+        stopped_at: null,
+        // A node that starts again after maintenance takes databases again.
+        draining_at: null,
+        replication: this.#replication(),
+      })
+      .onConflict('id')
+      .merge();
+    this.#onBeat(sentAt, true);
+    this.#next(HEARTBEAT_MS);
+  }
+
+  /**
+   * One beat at a time, HEARTBEAT_MS after the previous one ended (at once after a probe that found the
+   * link fast again): on a slow link beats do not pile up on the pool's connections, and their stamps
+   * follow the order they were sent in.
+   */
+  #next(delayMs: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#beating = this.#beat()
+        .catch((err) => {
+          logJobFailure(this.#deps.log, err, 'the node heartbeat could not be written');
+          return true;
+        })
+        .then((stamped) => this.#next(!stamped && this.#stamps() ? 0 : HEARTBEAT_MS));
+    }, delayMs);
     this.#timer.unref();
   }
 
-  async #beat(): Promise<void> {
-    await this.#deps
-      .db('nodes')
+  /** One beat; returns whether it stamped the heartbeat. */
+  async #beat(): Promise<boolean> {
+    const { db } = this.#deps;
+    const stamped = this.#stamps();
+    const sentAt = performance.now();
+    await db('nodes')
       .where({ id: this.#deps.nodeId })
-      .update({ heartbeat_at: new Date().toISOString(), stopped_at: null, replication: this.#replication() });
-    this.#onBeat();
+      .update(
+        stamped
+          ? { heartbeat_at: timeSql(db), stopped_at: null, replication: this.#replication() }
+          : { replication: this.#replication() },
+      );
+    this.#onBeat(sentAt, stamped);
+    return stamped;
   }
 
   /** Stops beating and records a clean stop, so other nodes know at once. */
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    this.#stopped = true;
+    clearTimeout(this.#timer);
     await this.#beating;
-    await this.#deps
-      .db('nodes')
+    clearTimeout(this.#timer);
+    const { db } = this.#deps;
+    await db('nodes')
       .where({ id: this.#deps.nodeId })
-      .update({ stopped_at: new Date().toISOString() })
+      .update({ stopped_at: timeSql(db) })
       .catch((err: unknown) => logJobFailure(this.#deps.log, err, 'the node could not record its stop'));
   }
 }

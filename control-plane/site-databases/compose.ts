@@ -15,10 +15,10 @@ import type { Metrics } from '../metrics.ts';
 import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
-import { adoptDataDir, claimEveryDatabase, settleLocalDatabases } from './data-dir.ts';
+import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './data-dir.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
 import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel.ts';
-import { DatabaseMover, releaseLeftoverMoves } from './cluster/move.ts';
+import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.ts';
 import { SiteReplicas } from './replication/site-replicas.ts';
@@ -77,8 +77,10 @@ export interface ComposedSiteDatabases {
    * in the cluster. Returns the channel's listener, not yet listening, when this node takes part in it.
    */
   start(deps: Deps): Promise<http.Server | https.Server | null>;
-  /** This node's heartbeat was written (fencing counts from it). */
-  heartbeat(): void;
+  /** A beat this node sent at `sentAt` (`performance.now()`) was written (fencing counts from the sending). */
+  heartbeat(sentAt: number, stamped: boolean): void;
+  /** Whether this node's next beat stamps its heartbeat (not while fenced: see cluster/fence.ts). */
+  stampsHeartbeat(): boolean;
 }
 
 /**
@@ -97,6 +99,7 @@ export function composeSiteDatabases(
         timing: replicationTiming(config),
         workDir: replicationDirOf(parts.runtimeDir),
         log: parts.log,
+        ...(metadata.shared ? { holds: (siteIds: string[]) => placedHere(metadata.db, parts.nodeId, siteIds) } : {}),
       })
     : null;
   // Closed after the provider: the engine ships what the last statements wrote as it stops.
@@ -130,6 +133,7 @@ export function composeSiteDatabases(
         return null;
       },
       heartbeat: () => undefined,
+      stampsHeartbeat: () => true,
     };
   }
   const client = config.clusterAddress ? new ChannelClient(channelKey(parts.masterKey), parts.nodeId, parts.tls) : null;
@@ -149,7 +153,8 @@ export function composeSiteDatabases(
     local,
     replicas,
     placed,
-    heartbeat: () => fence?.renewed(),
+    heartbeat: (sentAt, stamped) => fence?.renewed(sentAt, stamped),
+    stampsHeartbeat: () => fence?.stamps ?? true,
     start: async (deps) => {
       const { db, nodeId, log } = deps;
       deps.changes.subscribe(placed);
@@ -169,6 +174,9 @@ export function composeSiteDatabases(
             await local.fence();
           },
           restored: async () => {
+            // A recovery of one of its databases under way elsewhere decides first (its switch finds
+            // this node's heartbeat fresh and gives up, or it has moved the database away).
+            if (await recoveryUnderWay(db, nodeId)) throw new Error('a database of this node is being recovered');
             // What another node took over meanwhile is set aside, never served.
             const { setAside } = await settleLocalDatabases(deps, config.dataDir);
             local.unfence();

@@ -81,6 +81,19 @@ const siteFolders = (dataDir: string): string[] => {
   return fs.existsSync(root) ? fs.readdirSync(root).filter((name) => SITE_ID.test(name)) : [];
 };
 
+/** Of `siteIds`, the databases the metadata places on this node (or on none yet: made before nodes were recorded). */
+export async function placedHere(db: Knex, nodeId: string, siteIds: string[]): Promise<Set<string>> {
+  const here = new Set<string>();
+  for (let i = 0; i < siteIds.length; i += 500) {
+    const rows = (await db('databases')
+      .whereIn('site_id', siteIds.slice(i, i + 500))
+      .where((q) => q.where({ node_id: nodeId }).orWhereNull('node_id'))
+      .select('site_id')) as Array<{ site_id: string }>;
+    for (const row of rows) here.add(row.site_id);
+  }
+  return here;
+}
+
 /** On unshared metadata this server is the only node: every database is in its data dir, whatever id it had. */
 export async function claimEveryDatabase(db: Knex, nodeId: string): Promise<void> {
   await db('databases').whereNot({ node_id: nodeId }).orWhereNull('node_id').update({ node_id: nodeId });

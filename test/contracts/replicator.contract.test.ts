@@ -58,7 +58,11 @@ interface Setup {
   open(siteId: string): { db: Database.Database; file: string };
 }
 
-async function setup(t: ExecutionContext, target: Target): Promise<Setup> {
+async function setup(
+  t: ExecutionContext,
+  target: Target,
+  holds?: (siteIds: string[]) => Promise<Set<string>>,
+): Promise<Setup> {
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-replicator-'));
   const replicaTarget = await target.make(root);
   const replicator = new Replicator({
@@ -66,6 +70,7 @@ async function setup(t: ExecutionContext, target: Target): Promise<Setup> {
     target: replicaTarget,
     timing,
     log: pino({ level: 'silent' }),
+    ...(holds ? { holds } : {}),
   });
   const dbs: Database.Database[] = [];
   t.teardown(async () => {
@@ -128,6 +133,29 @@ for (const target of targets) {
       rowsOf(out),
       Array.from({ length: 20 }, (_, i) => i + 1),
     );
+  });
+
+  maybe(`${target.name}: a database the node does not hold is never replicated from it`, async (t) => {
+    // Two nodes that both have a file of one database (one was cut off while the other took it over):
+    // only the node the metadata places it on writes its replica.
+    const held = crypto.randomUUID();
+    const elsewhere = crypto.randomUUID();
+    const s = await setup(t, target, async (siteIds) => new Set(siteIds.filter((id) => id === held)));
+    for (const siteId of [held, elsewhere]) {
+      const { db, file } = s.open(siteId);
+      await s.replicator.watch(siteId, file);
+      db.exec('CREATE TABLE t (n INTEGER)');
+      db.prepare('INSERT INTO t (n) VALUES (1)').run();
+      s.replicator.wrote(siteId, Date.now());
+    }
+    await until(
+      () => s.replicator.status(held)?.upToDate && s.replicator.status(held)?.replicatedAt,
+      'the held database to be replicated',
+    );
+    const work = path.join(s.root, 'work');
+    t.is((await listGenerations(held, s.target, timing, work)).length, 1);
+    t.deepEqual(await listGenerations(elsewhere, s.target, timing, work), [], 'no generation of the other');
+    t.is(s.replicator.status(elsewhere), null, 'and it is not followed');
   });
 
   maybe(`${target.name}: a restore to a moment gives the rows of that moment`, async (t) => {

@@ -3,7 +3,9 @@
 // operator. Every database node looks every few seconds; each database of a lost node has one node
 // chosen for it among those that take databases (by its id, so the work spreads and nodes agree
 // without talking), which recovers it under the database's move lease (move.ts) — the lease and the
-// conditional switch of the placement make it happen once even if two nodes disagree for a moment.
+// conditional switch of the placement make it happen once even if two nodes disagree for a moment, and
+// the switch happens only if the lost node's heartbeat is still older than the failover time when it
+// is made: a node whose heartbeat came back meanwhile keeps its databases, and the recovery gives up.
 // Meanwhile calls answer 503 database_unavailable. The lost node stopped serving them itself before
 // (fence.ts), so the two never both take writes. A node that stopped cleanly (`stopped_at`) is being
 // maintained, not lost: its databases wait for it (or for `berth admin recover-database`).
@@ -67,16 +69,12 @@ export class Failover {
   /** One look: recovers here the databases of lost nodes that fall to this node; returns how many. */
   async round(): Promise<number> {
     const { db, nodeId, failoverMs, log } = this.#options;
-    const now = Date.now();
-    const nodes = await listNodes(db, now);
+    // Judged on the metadata database's clock, as the heartbeats are stamped.
+    const nodes = await listNodes(db);
     const candidates = nodes.filter((node) => takesDatabases(node) && node.address !== '').map((node) => node.id);
     if (!candidates.includes(nodeId)) return 0;
     const lost = nodes.filter(
-      (node) =>
-        node.id !== nodeId &&
-        node.stoppedAt === null &&
-        node.databases > 0 &&
-        now - Date.parse(node.heartbeatAt) > failoverMs,
+      (node) => node.id !== nodeId && node.stoppedAt === null && node.databases > 0 && node.silentMs > failoverMs,
     );
     let recovered = 0;
     for (const node of lost) {
@@ -89,7 +87,7 @@ export class Failover {
         if (recovererOf(siteId, candidates) !== nodeId) continue;
         const started = performance.now();
         try {
-          const report = await this.#options.mover.recoverHere(siteId, node.id);
+          const report = await this.#options.mover.recoverHere(siteId, node.id, failoverMs);
           recovered++;
           this.recovered++;
           log.warn(

@@ -8,7 +8,10 @@
 //
 // Recovery is the other way round: when the node that held a database is lost, another node restores
 // the latest state of its replica (replication/), checks it the same way, and the placement is switched
-// to it, under the same lease.
+// to it, under the same lease, only if the lost node's heartbeat is still stale when the switch is made
+// (judged in the switching statement, on the metadata database's clock, with the lost node's row locked
+// so that a heartbeat it writes meanwhile lands wholly before or after). While the lease stands, the
+// lost node stays fenced even if its heartbeat comes back (recoveryUnderWay, fence.ts).
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Knex } from 'knex';
@@ -18,7 +21,8 @@ import { type Census, StatementError } from '../provider.ts';
 import type { SiteDatabases } from '../local-provider.ts';
 import { lockRows } from '../../db/locks.ts';
 import { leftByThisNode } from '../../db/node-work.ts';
-import { listNodes } from '../../services/nodes.ts';
+import { LAPSE_MS, listNodes } from '../../services/nodes.ts';
+import { databaseNow, timeSql } from '../../db/clock.ts';
 import type { ChannelClient, MoveReport, RecoveryReport } from './channel.ts';
 
 /** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
@@ -119,9 +123,10 @@ export class DatabaseMover {
 
   /**
    * Brings the site's database back on this node from the latest state of its replica, when the node
-   * `from` that held it is lost. It is checked whole before the placement is switched.
+   * `from` that held it is lost: its heartbeat older than `staleMs`, or a clean stop recorded. It is
+   * checked whole before the placement is switched, and the switch is made only if that still holds.
    */
-  async recoverHere(siteId: string, from: string): Promise<RecoveryReport> {
+  async recoverHere(siteId: string, from: string, staleMs = LAPSE_MS): Promise<RecoveryReport> {
     const { db, nodeId, local, changes } = this.#options;
     const row = (await db('databases').where({ site_id: siteId }).first('node_id')) as
       | { node_id: string | null }
@@ -144,10 +149,24 @@ export class DatabaseMover {
         await local.dropCopy(siteId);
         throw new MoveError('unavailable', `the replica failed SQLite's integrity check: ${census.integrity}`);
       }
-      const switched = await db('databases').where({ site_id: siteId, node_id: from }).update({ node_id: nodeId });
-      if (switched !== 1) {
+      const switched = await this.#switchFromLost(siteId, from, staleMs).catch(async (err: unknown) => {
+        // Not known to be switched: the metadata says where it is, and this copy is served only if here.
+        const placed = (await db('databases')
+          .where({ site_id: siteId })
+          .first('node_id')
+          .catch(() => undefined)) as { node_id: string } | undefined;
+        if (placed?.node_id === nodeId) return 'switched' as const;
+        if (placed) await local.dropCopy(siteId);
+        throw err;
+      });
+      if (switched !== 'switched') {
         await local.dropCopy(siteId);
-        throw new MoveError('failed', 'the database was deleted or placed elsewhere while it was recovered');
+        throw new MoveError(
+          'failed',
+          switched === 'back'
+            ? `node ${from} wrote its heartbeat within the last ${staleMs / 1000} s (it may still serve the database): the database stays there`
+            : 'the database was deleted or placed elsewhere while it was recovered',
+        );
       }
       await changes.publish({ kind: 'database', siteId });
       const rows = Object.values(census.tables).reduce((sum, n) => sum + n, 0);
@@ -166,27 +185,49 @@ export class DatabaseMover {
   }
 
   /**
+   * Places the database on this node if it is still placed on `from` and `from` is still lost, in one
+   * statement. The row of `from` is locked first: a heartbeat it is writing commits before (and is
+   * seen) or after (and its node then finds the database placed here).
+   */
+  #switchFromLost(siteId: string, from: string, staleMs: number): Promise<'switched' | 'back' | 'elsewhere'> {
+    const { db, nodeId } = this.#options;
+    return db.transaction(async (trx) => {
+      await lockRows(trx, 'nodes', { id: from });
+      const lost = trx('nodes')
+        .where({ id: from })
+        .where((q) => q.whereNotNull('stopped_at').orWhere('heartbeat_at', '<', timeSql(trx, -staleMs)))
+        .select(trx.raw('1'));
+      const switched = await trx('databases')
+        .where({ site_id: siteId, node_id: from })
+        .whereExists(lost)
+        .update({ node_id: nodeId });
+      if (switched === 1) return 'switched';
+      const still = await trx('databases').where({ site_id: siteId, node_id: from }).first('site_id');
+      return still ? 'back' : 'elsewhere';
+    });
+  }
+
+  /**
    * Takes the database's move lease while it is placed on `from`. A live lease held by another move is
    * refused, unless the node holding it is not up: a move cut short by its node's end holds nothing.
    */
   async #lease(siteId: string, from: string, to: string): Promise<void> {
     const { db, nodeId } = this.#options;
-    const now = new Date();
     const up = new Set((await listNodes(db)).filter((node) => node.state === 'up').map((node) => node.id));
     const taken = await db.transaction(async (trx) => {
       if (!(await lockRows(trx, 'databases', { site_id: siteId, node_id: from }))) return 'not here';
       const lease = (await trx('database_moves').where({ site_id: siteId }).first()) as
         | { expires_at: string; node_id: string }
         | undefined;
-      if (lease && Date.parse(lease.expires_at) > now.getTime() && up.has(lease.node_id)) return 'leased';
+      if (lease && Date.parse(lease.expires_at) > (await databaseNow(trx)) && up.has(lease.node_id)) return 'leased';
       await trx('database_moves').where({ site_id: siteId }).delete();
       await trx('database_moves').insert({
         site_id: siteId,
         from_node: from,
         to_node: to,
         node_id: nodeId,
-        acquired_at: now.toISOString(),
-        expires_at: new Date(now.getTime() + LEASE_MS).toISOString(),
+        acquired_at: timeSql(trx),
+        expires_at: timeSql(trx, LEASE_MS),
       });
       return 'taken';
     });
@@ -222,6 +263,21 @@ export class DatabaseMover {
       return 'moved';
     }
   }
+}
+
+/**
+ * Whether another node, up, holds a live move lease of a database placed on this node: it is
+ * recovering it, and this node must not serve its databases until that recovery has switched the
+ * placement or given up.
+ */
+export async function recoveryUnderWay(db: Knex, nodeId: string): Promise<boolean> {
+  const up = new Set((await listNodes(db)).filter((node) => node.state === 'up').map((node) => node.id));
+  const leases = (await db('database_moves')
+    .where({ from_node: nodeId })
+    .whereNot({ node_id: nodeId })
+    .where('expires_at', '>', timeSql(db))
+    .select('node_id')) as Array<{ node_id: string }>;
+  return leases.some((lease) => up.has(lease.node_id));
 }
 
 /** Drops the move leases this node's previous process left when it stopped mid-move. */

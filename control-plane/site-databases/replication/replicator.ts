@@ -32,6 +32,12 @@ export interface ReplicatorOptions {
   lingerMs?: number;
   /** How long a database may wait to join before its statements run anyway (and the wait is logged). */
   joinTimeoutMs?: number;
+  /**
+   * Of these databases, those this node holds now. Asked before each start of the engine: a database
+   * placed elsewhere (taken over while this node was cut off) is never replicated from here, since
+   * its replica is the holder's to write.
+   */
+  holds?: (siteIds: string[]) => Promise<Set<string>>;
 }
 
 /** What a node knows of one database's replication. */
@@ -316,7 +322,24 @@ export class Replicator {
 
   async #reconcile(): Promise<void> {
     if (this.#closed || this.#suspended) return;
-    const wanted = [...this.#entries.keys()].sort();
+    let wanted = [...this.#entries.keys()].sort();
+    if (this.#options.holds && wanted.length > 0) {
+      const held = await this.#options.holds(wanted).catch((err: unknown) => {
+        // Without the metadata, only databases the engine followed already go on (one may leave);
+        // the others join once the placements can be asked again.
+        this.#retryLater(err, 'the database replicator could not learn which databases this node holds');
+        return null;
+      });
+      if (!held) wanted = wanted.filter((id) => this.#running.has(id));
+      for (const siteId of held ? wanted.filter((id) => !held.has(id)) : []) {
+        this.#options.log.warn({ siteId }, 'a site database placed on another node is not replicated from this one');
+        const entry = this.#entries.get(siteId)!;
+        this.#entries.delete(siteId);
+        this.#byFile.delete(entry.file);
+        for (const resolve of entry.joined) resolve();
+      }
+      if (held) wanted = wanted.filter((id) => held.has(id));
+    }
     const same =
       this.#child !== null && wanted.length === this.#running.size && wanted.every((s) => this.#running.has(s));
     if (same) return this.#releaseJoined();
@@ -326,13 +349,17 @@ export class Replicator {
       await this.#startChild(wanted);
       this.#failures = 0;
     } catch (err) {
-      this.#failures++;
-      const backoff = RESTART_BACKOFF_MS[Math.min(this.#failures, RESTART_BACKOFF_MS.length) - 1]!;
-      this.#options.log.error({ err, retryInMs: backoff }, 'the database replicator could not start');
-      clearTimeout(this.#retry);
-      this.#retry = setTimeout(() => this.#schedule(), backoff);
-      this.#retry.unref();
+      this.#retryLater(err, 'the database replicator could not start');
     }
+  }
+
+  #retryLater(err: unknown, message: string): void {
+    this.#failures++;
+    const backoff = RESTART_BACKOFF_MS[Math.min(this.#failures, RESTART_BACKOFF_MS.length) - 1]!;
+    this.#options.log.error({ err, retryInMs: backoff }, message);
+    clearTimeout(this.#retry);
+    this.#retry = setTimeout(() => this.#schedule(), backoff);
+    this.#retry.unref();
   }
 
   #releaseJoined(): void {

@@ -28,6 +28,8 @@ export interface SiteReplicasOptions {
   /** The runtime folder's part for the engine's configuration and its commands. */
   workDir: string;
   log: Logger;
+  /** Of these databases, those the metadata places on this node: the engine replicates no other (see the replicator). */
+  holds?: (siteIds: string[]) => Promise<Set<string>>;
 }
 
 /** A moment outside what the replica holds; `range` is what it does hold (null: nothing yet). */
@@ -57,6 +59,7 @@ export class SiteReplicas {
       target: options.target,
       timing: options.timing,
       log: options.log,
+      ...(options.holds ? { holds: options.holds } : {}),
     });
     const { target } = options;
     this.#store =
