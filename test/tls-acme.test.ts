@@ -289,7 +289,7 @@ test.serial('over HTTPS the session cookie is Secure and answers carry HSTS; ove
     headers: { origin, accept: 'application/json' },
   });
   t.is(secure.statusCode, 200);
-  t.regex(String(secure.headers['set-cookie']), /berth_console=[^;]+;.*secure/i);
+  t.regex(String(secure.headers['set-cookie']), /__Host-berth_console=[^;]+;.*secure/i);
   t.is(secure.headers['strict-transport-security'], 'max-age=31536000');
   const ready = await httpsClient(pebble.root).get(`${origin}/readyz`);
   t.is(ready.headers['strict-transport-security'], 'max-age=31536000');

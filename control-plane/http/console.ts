@@ -1,7 +1,8 @@
 // The browser side of the control-plane host: sign-in at /login (and back to a PRIVATE site), one-time
 // links that set a password, invitations, sign-out, and /session for the dashboard. Pages are plain HTML
 // under a strict Content-Security-Policy; a state-changing request from another site is refused by
-// its Origin; the session cookie is HttpOnly and SameSite=Lax (Secure over https).
+// its Origin; the session cookie is HttpOnly, SameSite=Lax and `__Host-` where browsers allow it
+// (session-cookies.ts).
 import Router from '@koa/router';
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
@@ -12,7 +13,7 @@ import { ABSOLUTE_MS, csrfToken, sessionUser, signIn, signOut } from '../service
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
 import { INVITATION_PATH, type OpenInvitation, acceptInvitation, openInvitation } from '../services/members.ts';
 import { createSiteToken } from '../services/site-sessions.ts';
-import { CONSOLE_COOKIE, sessionCookie, sitePath } from './session-cookies.ts';
+import { consoleSession, setConsoleSession, sitePath } from './session-cookies.ts';
 import { escapeHtml } from './pages.ts';
 import { readForm, sameOrigin } from './forms.ts';
 
@@ -74,7 +75,7 @@ function loginPage(
 
 /** A new token at every sign-in: a session id planted before it is worth nothing after. */
 function startSession(ctx: Koa.Context, signedIn: { token: string }): void {
-  ctx.cookies.set(CONSOLE_COOKIE, signedIn.token, sessionCookie(ctx.protocol, ABSOLUTE_MS));
+  setConsoleSession(ctx, signedIn.token, ABSOLUTE_MS);
 }
 
 function setPasswordPage(ctx: Koa.Context, status: number, token: string, email: string, message = ''): void {
@@ -169,7 +170,7 @@ export function consoleRoutes(deps: Deps): Router {
 
   router.get('/login', async (ctx) => {
     const back = siteReturn(ctx.query);
-    const token = ctx.cookies.get(CONSOLE_COOKIE);
+    const token = consoleSession(ctx);
     const user = back.site && token ? await sessionUser(deps, token) : null;
     // Already signed in here: straight back to the private site with its token.
     if (user && back.site) return backToSite(ctx, deps, user.id, back);
@@ -272,7 +273,7 @@ export function consoleRoutes(deps: Deps): Router {
 
   router.post('/logout', async (ctx) => {
     sameOrigin(ctx);
-    const token = ctx.cookies.get(CONSOLE_COOKIE);
+    const token = consoleSession(ctx);
     // Signing someone out is a change too: only the dashboard, which knows the token, may ask.
     if (
       token &&
@@ -281,13 +282,13 @@ export function consoleRoutes(deps: Deps): Router {
       throw new BerthError('forbidden', 'sign out from the dashboard: the request lacks its X-CSRF-Token');
     }
     if (token) await signOut(deps, token);
-    ctx.cookies.set(CONSOLE_COOKIE, null, sessionCookie(ctx.protocol));
+    setConsoleSession(ctx, null);
     ctx.status = 303;
     ctx.redirect('/login');
   });
 
   router.get('/session', async (ctx) => {
-    const token = ctx.cookies.get(CONSOLE_COOKIE);
+    const token = consoleSession(ctx);
     const user = token ? await sessionUser(deps, token) : null;
     if (!user) throw new BerthError('unauthorized', 'not signed in: sign in at /login');
     ctx.set('Cache-Control', 'no-store');

@@ -24,7 +24,7 @@ import {
 } from '../services/hosting.ts';
 import { siteReader } from '../services/site-sessions.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
-import { SESSION_COOKIE } from './function-endpoint.ts';
+import { SESSION_COOKIE } from './session-cookies.ts';
 import { noSitePage, notFoundPage, notMemberPage, privateSitePage } from './pages.ts';
 import { requestHost, requestProtocol } from './proxy.ts';
 import { urlPath } from './site-paths.ts';

@@ -151,7 +151,7 @@ test('links Berth makes use the public URL: the gate, sign-in, invitations, CLI 
   });
   t.is(signedIn.statusCode, 303);
   t.true(signedIn.headers.location!.startsWith(`https://members.${DOMAIN}:${proxyPort}/_berth/session?token=`));
-  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!;
+  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('__Host-berth_console='))!;
   t.regex(cookie, /;\s*secure/i, 'the session cookie is Secure behind https');
 
   const session = cookie.split(';')[0]!;
@@ -234,7 +234,7 @@ test('without BERTH_TRUST_PROXY, forwarded headers change neither links, cookies
     throwHttpErrors: false,
   });
   t.is(signedIn.statusCode, 200);
-  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!;
+  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('__Host-berth_console='))!;
   t.notRegex(cookie, /secure/i);
   const started = await got.post(`${direct.url}/cli-login`, {
     headers: forwarded,
