@@ -16,6 +16,7 @@ import { createSiteToken } from '../services/site-sessions.ts';
 import { consoleSession, setConsoleSession, sitePath } from './session-cookies.ts';
 import { escapeHtml } from './pages.ts';
 import { readForm, sameOrigin } from './forms.ts';
+import { servedOrigin } from './proxy.ts';
 
 const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -37,7 +38,7 @@ function page(ctx: Koa.Context, status: number, title: string, body: string, csp
 interface SiteReturn {
   site?: string | undefined;
   next?: string | undefined;
-  /** The site's custom domain the browser came from (scheme, host, port), when not its subdomain. */
+  /** The site's custom domain or preview host the browser came from, when not its subdomain (only its name counts). */
   origin?: string | undefined;
 }
 
@@ -121,13 +122,15 @@ async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: Si
   const domain = hostname ? await deps.siteNames.domain(hostname) : undefined;
   const to = hostname ? await deps.siteNames.route(hostname) : undefined;
   const preview = to?.to === 'site' && to.subdomain === site.subdomain ? to.preview : undefined;
-  const siteUrl =
+  const name =
     domain?.siteId === site.id
-      ? `${back.origin}/`
-      : deps.siteUrl(preview === undefined ? (site.subdomain as string) : `${preview}--${site.subdomain}`);
+      ? hostname!
+      : `${preview === undefined ? site.subdomain : `${preview}--${site.subdomain}`}.${deps.config.siteHost}`;
+  // The token goes to the scheme and port the site is served at, never those the origin asked for.
+  const origin = servedOrigin(deps, name, { protocol: ctx.protocol, host: ctx.host });
   const token = await createSiteToken(deps, userId, site.id as string);
   ctx.status = 303;
-  ctx.redirect(`${siteUrl}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
+  ctx.redirect(`${origin}/_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
 }
 
 function unusableLink(ctx: Koa.Context, err: BerthError): void {
