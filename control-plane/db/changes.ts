@@ -23,7 +23,9 @@ export type Change =
   /** Many files of a bucket at once (a deployment published, promoted or restored): forget them all. */
   | { kind: 'bucket'; bucketId: string; siteId: string }
   /** Function log lines of the site stored (one per flush, not per line): live log streams read them. */
-  | { kind: 'logs'; siteId: string };
+  | { kind: 'logs'; siteId: string }
+  /** A key revoked, sessions ended or a member removed: live log streams check their credential again. */
+  | { kind: 'credentials' };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -94,6 +96,8 @@ export function parseChange(value: unknown): Change | undefined {
       return { kind: 'sites' };
     case 'domains':
       return { kind: 'domains' };
+    case 'credentials':
+      return { kind: 'credentials' };
     case 'bucket':
       return text('bucketId') && text('siteId')
         ? { kind: 'bucket', bucketId: c.bucketId as string, siteId: c.siteId as string }
