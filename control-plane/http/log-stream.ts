@@ -90,7 +90,7 @@ export async function streamLogs(
       if (lines.length === BATCH) continue;
       if (Date.now() - lastWrite >= HEARTBEAT_MS) await write(': keep-alive\n\n');
       const now = Date.now();
-      await stream.wait(Math.min(POLL_MS, HEARTBEAT_MS - (now - lastWrite), recheckMs - (now - checked)));
+      await stream.wait(Math.max(0, Math.min(POLL_MS, HEARTBEAT_MS - (now - lastWrite), recheckMs - (now - checked))));
     }
   } catch (err) {
     // The metadata failed mid-stream: the client reconnects with the last id it has.
