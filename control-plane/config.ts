@@ -104,6 +104,12 @@ export interface Config {
   clusterTls: { cert: string; key: string; ca: string } | null;
   /** HTTPS by Berth itself (BERTH_TLS=acme); null: none (plain HTTP, or a proxy in front terminates TLS). */
   tls: TlsConfig | null;
+  /**
+   * Preview hosts that may get a certificate in any 7 days (BERTH_TLS=acme, or a proxy asking
+   * /_berth/tls/allowed): each is a name of its own under the site host, whose certificates the CA
+   * limits per week. 0: previews get none (a wildcard certificate covers them, or nothing does).
+   */
+  previewCertificatesPerWeek: number;
   llm: LlmConfig;
 }
 
@@ -215,6 +221,7 @@ export const DEFAULTS: Config = {
   clusterListen: '',
   clusterTls: null,
   tls: null,
+  previewCertificatesPerWeek: 10,
   llm: {
     provider: '',
     baseUrl: '',
@@ -601,6 +608,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clusterListen: clusterListen(env, address),
     clusterTls: tls,
     tls: tlsSettings,
+    previewCertificatesPerWeek: integer(
+      env,
+      'BERTH_TLS_PREVIEW_CERTIFICATES_PER_WEEK',
+      DEFAULTS.previewCertificatesPerWeek,
+      0,
+      1000,
+    ),
     llm: loadLlmConfig(env),
   };
 }
