@@ -78,6 +78,8 @@ export interface Config {
   /** How long an ACTIVE domain's TXT record may be missing before the domain goes back to PENDING. */
   domainGraceMs: number;
   functionLogsPerSite: number;
+  /** How often a live log stream checks its key or session again (besides at once when one is revoked). */
+  logStreamRecheckMs: number;
   /** Whether sites' traffic is counted for their analytics. */
   analytics: boolean;
   /** How often each node writes the traffic it counted (aligned to the period's end). */
@@ -102,6 +104,12 @@ export interface Config {
   clusterTls: { cert: string; key: string; ca: string } | null;
   /** HTTPS by Berth itself (BERTH_TLS=acme); null: none (plain HTTP, or a proxy in front terminates TLS). */
   tls: TlsConfig | null;
+  /**
+   * Preview hosts that may get a certificate in any 7 days (BERTH_TLS=acme, or a proxy asking
+   * /_berth/tls/allowed): each is a name of its own under the site host, whose certificates the CA
+   * limits per week. 0: previews get none (a wildcard certificate covers them, or nothing does).
+   */
+  previewCertificatesPerWeek: number;
   llm: LlmConfig;
 }
 
@@ -200,6 +208,7 @@ export const DEFAULTS: Config = {
   domainCheckMs: 3600_000,
   domainGraceMs: 72 * 3600_000,
   functionLogsPerSite: 1000,
+  logStreamRecheckMs: 30_000,
   analytics: true,
   analyticsFlushMs: 60_000,
   databaseTimeoutMs: 30_000,
@@ -212,6 +221,7 @@ export const DEFAULTS: Config = {
   clusterListen: '',
   clusterTls: null,
   tls: null,
+  previewCertificatesPerWeek: 10,
   llm: {
     provider: '',
     baseUrl: '',
@@ -578,6 +588,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     domainCheckMs: integer(env, 'BERTH_DOMAIN_CHECK_MS', DEFAULTS.domainCheckMs, 0, 7 * 24 * 3600_000),
     domainGraceMs: integer(env, 'BERTH_DOMAIN_GRACE_MS', DEFAULTS.domainGraceMs, 0, 90 * 24 * 3600_000),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),
+    logStreamRecheckMs: integer(env, 'BERTH_LOG_STREAM_RECHECK_MS', DEFAULTS.logStreamRecheckMs, 100, 30_000),
     analytics: flag(env, 'BERTH_ANALYTICS', DEFAULTS.analytics),
     analyticsFlushMs: integer(env, 'BERTH_ANALYTICS_FLUSH_MS', DEFAULTS.analyticsFlushMs, 100, 3600_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
@@ -597,6 +608,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     clusterListen: clusterListen(env, address),
     clusterTls: tls,
     tls: tlsSettings,
+    previewCertificatesPerWeek: integer(
+      env,
+      'BERTH_TLS_PREVIEW_CERTIFICATES_PER_WEEK',
+      DEFAULTS.previewCertificatesPerWeek,
+      0,
+      1000,
+    ),
     llm: loadLlmConfig(env),
   };
 }

@@ -29,7 +29,7 @@ let dashboard: Got;
 async function signIn(): Promise<Got> {
   const http = got.extend({ prefixUrl: t0.url, throwHttpErrors: false, followRedirect: false, retry: { limit: 0 } });
   const signedIn = await http.post('login', { json: { email: EMAIL, password: PASSWORD } });
-  const cookie = (signedIn.headers['set-cookie'] ?? []).find((c) => c.startsWith('berth_console='));
+  const cookie = (signedIn.headers['set-cookie'] ?? []).find((c) => c.startsWith('__Host-berth_console='));
   if (!cookie) throw new Error(`sign-in failed: ${signedIn.statusCode} ${signedIn.body}`);
   const token = cookie.split(';')[0]!;
   const session = await http.get('session', { headers: { cookie: token }, responseType: 'json' });

@@ -65,7 +65,7 @@ test('an instance moves its metadata into an empty PostgreSQL database and serve
   });
   const signedIn = await control.post('login', { form: { email: 'ada@example.com', password: PASSWORD } });
   const cookie = (signedIn.headers['set-cookie'] as string[])
-    .find((c) => c.startsWith('berth_console='))!
+    .find((c) => c.startsWith('__Host-berth_console='))!
     .split(';')[0]!;
 
   const target = await databaseFor(path.join(dataDir, 'target'));

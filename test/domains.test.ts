@@ -389,6 +389,52 @@ test('sign-in goes back only to a domain of the site it was for', async (t) => {
   }
 });
 
+test('sign-in started on plain http for a site served over https returns over https, at the served port', async (t) => {
+  // Two instances whose sites are served over https: by their public URL, and by what a trusted proxy says.
+  for (const overrides of [{ publicUrl: `https://${INSTANCE_HOST}` }, { trustProxy: true }]) {
+    const served = await startTestBerth({ ...overrides, siteHost: SITE_HOST, dnsServers: [dns.address] });
+    t.teardown(() => served.dispose());
+    const proxied = overrides.trustProxy ? { 'x-forwarded-proto': 'https', 'x-forwarded-host': INSTANCE_HOST } : {};
+    const site = await siteWithPage(served.owner, '<p>private</p>', { access: 'PRIVATE' });
+    const hostname = `secure-${overrides.trustProxy ? 'proxied' : 'public'}.example.com`;
+    await activeDomain(served.owner, site.id, hostname);
+    await createUser(served.berth.deps, {
+      email: 'member-https@example.com',
+      accountId: served.owner.id,
+      role: 'MEMBER',
+      password: PASSWORD,
+    });
+    const plain = `http://${hostname}:${served.berth.port}`;
+    const client = got.extend({
+      prefixUrl: served.url,
+      throwHttpErrors: false,
+      followRedirect: false,
+      retry: { limit: 0 },
+    });
+
+    const gate = await client.get('index.html', {
+      headers: {
+        host: `${hostname}:${served.berth.port}`,
+        ...(overrides.trustProxy ? { 'x-forwarded-proto': 'https' } : {}),
+      },
+    });
+    t.is(gate.statusCode, 401);
+    t.true(
+      gate.body.includes(`origin=${encodeURIComponent(`https://${hostname}`)}`),
+      'the gate names the served origin',
+    );
+
+    const res = await client.post('login', {
+      headers: proxied,
+      form: { email: 'member-https@example.com', password: PASSWORD, site: site.id, next: '/', origin: plain },
+    });
+    t.is(res.statusCode, 303);
+    const location = new URL(res.headers.location!);
+    t.is(location.origin, `https://${hostname}`, 'the one-use token never travels over plain http');
+    t.is(location.pathname, '/_berth/session');
+  }
+});
+
 test('MCP tools and berth domains drive the same domains, the CLI printing the records to create', async (t) => {
   const site = await siteWithPage(t0.owner, '<p>front doors</p>');
   const client = new Client({ name: 'berth-test', version: '1.0.0' });

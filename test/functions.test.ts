@@ -60,6 +60,31 @@ test('writing api/<name>.ts deploys it; the endpoint passes method, query, heade
   }
 });
 
+test('a function cannot set or clear Berth’s own cookies, whatever their attributes or spelling', async (t) => {
+  const site = await createSite(t0.owner);
+  const cookies = [
+    'kept=1; Path=/',
+    `berth_console=planted; Domain=${t0.config.siteHost}; Path=/`,
+    '__Host-berth_console=planted; Secure; Path=/',
+    '__HOST-Berth_Console=planted; Secure; Path=/',
+    ' _berth_session =planted; Path=/',
+    '_berth_session=; Max-Age=0; Path=/',
+    '=berth_console=nameless; Path=/',
+    'nameless-too',
+    'also=2; Path=/',
+  ];
+  const source = `export default () => {
+  const headers = new Headers();
+  for (const cookie of ${JSON.stringify(cookies)}) headers.append('set-cookie', cookie);
+  return new Response('ok', { headers });
+};`;
+  const written = await putFile(t0.owner, site.bucketId, 'api/cookies.ts', source, 'text/typescript');
+  t.is(written.deployment?.status, 'READY');
+  const res = await t0.site(site.subdomain).get('api/cookies');
+  t.is(res.statusCode, 200);
+  t.deepEqual(res.headers['set-cookie'], ['kept=1; Path=/', 'also=2; Path=/']);
+});
+
 test('a PRIVATE site still serves its functions anonymously', async (t) => {
   const site = await createSite(t0.owner, { access: 'PRIVATE' });
   await deployFixture(t0.owner, site.bucketId, 'echo');

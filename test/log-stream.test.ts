@@ -5,6 +5,9 @@ import { STREAMS_PER_ACCOUNT } from '../control-plane/services/log-streams.ts';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
 import { type LogStreamReader, openLogStream } from './helpers/log-stream.ts';
 import { until } from './helpers/until.ts';
+import { runBerth } from './helpers/process.ts';
+import { createKey } from '../control-plane/services/keys.ts';
+import { createUser } from '../control-plane/services/users.ts';
 
 let t0: TestBerth;
 let site: { id: string; subdomain: string; bucketId: string };
@@ -173,4 +176,64 @@ test('a closing server ends its open streams without waiting out the grace perio
   await stream.ended;
   await closed;
   t.pass();
+});
+
+/** Resolves to whether the server ended the stream within `ms`. */
+const endsWithin = (stream: LogStreamReader, ms: number) =>
+  Promise.race([
+    stream.ended.then(() => true),
+    new Promise<boolean>((resolve) => setTimeout(() => resolve(false), ms)),
+  ]);
+
+test.serial('a READ key revoked through the API ends the streams it follows at once', async (t) => {
+  const email = 'stream-admin@example.com';
+  const password = 'a long enough password';
+  await createUser(t0.berth.deps, { email, accountId: t0.owner.id, role: 'ADMIN', password });
+  const signedIn = await fetch(`${t0.url}/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password }),
+  });
+  const cookie = signedIn.headers.getSetCookie()[0]!.split(';')[0]!;
+  const { csrfToken } = (await (await fetch(`${t0.url}/session`, { headers: { cookie } })).json()) as {
+    csrfToken: string;
+  };
+  const key = await createKey(t0.berth.deps, { accountId: t0.owner.id, permission: 'READ' });
+  const stream = await openLogStream(t0.url, key.key, site.id);
+  t.teardown(() => stream.close());
+  t.is(stream.status, 200);
+  await say('before the revocation');
+  await until(() => lineOf(stream, 'before the revocation'), 'the line on the stream', { ms: 5000 });
+
+  const revoked = await fetch(`${t0.url}/v0/keys/${key.id}`, {
+    method: 'DELETE',
+    headers: { cookie, 'x-csrf-token': csrfToken },
+  });
+  t.is(revoked.status, 200);
+  // Well within the 30 s re-check: the change feed told the stream.
+  t.true(await endsWithin(stream, 5000), 'the stream ended');
+  await say('after the revocation');
+  const listed = json<{ logs: Array<{ message: string }> }>(await t0.owner.read.get(`v0/sites/${site.id}/logs`)).logs;
+  t.true(listed.some((l) => l.message === 'after the revocation'));
+  t.falsy(lineOf(stream, 'after the revocation'));
+  const again = await openLogStream(t0.url, key.key, site.id);
+  t.is(again.status, 401);
+  t.is(again.errorCode, 'unauthorized');
+});
+
+test('a key revoked by berth admin on the metadata directly ends its streams at the next re-check', async (t) => {
+  const own = await startTestBerth({ logStreamRecheckMs: 1000 });
+  t.teardown(() => own.dispose());
+  const ownSite = await createSite(own.owner, { subdomain: 'admin-revoked' });
+  await deployFixture(own.owner, ownSite.bucketId, 'say');
+  const key = await createKey(own.berth.deps, { accountId: own.owner.id, permission: 'READ' });
+  const stream = await openLogStream(own.url, key.key, ownSite.id);
+  t.teardown(() => stream.close());
+  t.is(stream.status, 200);
+  const revoked = await runBerth(['admin', 'revoke-key', '--id', key.id], { BERTH_DATA_DIR: own.dataDir });
+  t.is(revoked.code, 0, revoked.stderr);
+  t.true(await endsWithin(stream, 10_000), 'the stream ended');
+  const res = await own.site(ownSite.subdomain).get('api/say', { searchParams: { m: 'after the admin revocation' } });
+  t.is(res.statusCode, 200);
+  t.falsy(lineOf(stream, 'after the admin revocation'));
 });

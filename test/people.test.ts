@@ -42,7 +42,9 @@ interface Session {
 async function signIn(email: string, password = PASSWORD): Promise<Session> {
   const res = await http().post('login', { json: { email, password } });
   if (res.statusCode !== 200) throw new Error(`sign-in failed: ${res.statusCode} ${JSON.stringify(res.body)}`);
-  const cookie = (res.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!.split(';')[0]!;
+  const cookie = (res.headers['set-cookie'] as string[])
+    .find((c) => c.startsWith('__Host-berth_console='))!
+    .split(';')[0]!;
   const csrf = json<{ csrfToken: string }>(await http().get('session', { headers: { cookie } })).csrfToken;
   return {
     cookie,
@@ -241,7 +243,7 @@ test('an invitation is a single-use link: the invitee chooses a password and joi
   t.is(joined.statusCode, 303);
   t.is(joined.headers.location, '/');
   t.truthy(
-    (joined.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console=')),
+    (joined.headers['set-cookie'] as string[]).find((c) => c.startsWith('__Host-berth_console=')),
     'the invitee is signed in',
   );
   const newcomer = await signIn('newcomer@example.com');

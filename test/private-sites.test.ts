@@ -193,7 +193,7 @@ test.serial('a token is good for a minute, and a browser signed in already goes 
     password: PASSWORD,
   });
   const signedIn = await signInFor('quick@example.com', site);
-  const console = cookie(signedIn, 'berth_console')!.split(';')[0]!;
+  const console = cookie(signedIn, '__Host-berth_console')!.split(';')[0]!;
   const late = onSite(signedIn.headers.location!);
   now += 61_000;
   t.is((await t0.site(site.subdomain).get(late.path)).statusCode, 400, 'expired after 60 seconds');

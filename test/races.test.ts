@@ -33,7 +33,9 @@ const statuses = (answers: Array<{ statusCode: number }>) => answers.map((a) => 
 async function session(email: string, accountId = t0.owner.id): Promise<Got> {
   await createUser(t0.berth.deps, { email, accountId, role: 'ADMIN', password: PASSWORD });
   const res = await http().post('login', { json: { email, password: PASSWORD } });
-  const cookie = (res.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!.split(';')[0]!;
+  const cookie = (res.headers['set-cookie'] as string[])
+    .find((c) => c.startsWith('__Host-berth_console='))!
+    .split(';')[0]!;
   const csrf = json<{ csrfToken: string }>(await http().get('session', { headers: { cookie } })).csrfToken;
   return http().extend({ headers: { cookie, 'x-csrf-token': csrf } });
 }

@@ -24,7 +24,7 @@ async function user(email: string) {
 
 const form = (email: string, password: string) => ({ form: { email, password } });
 const cookieOf = (res: { headers: Record<string, string | string[] | undefined> }) =>
-  (res.headers['set-cookie'] as string[] | undefined)?.find((c) => c.startsWith('berth_console='));
+  (res.headers['set-cookie'] as string[] | undefined)?.find((c) => c.startsWith('__Host-berth_console='));
 
 test('the sign-in page has its labelled fields and a strict Content-Security-Policy', async (t) => {
   const res = await http().get('login');
@@ -36,7 +36,7 @@ test('the sign-in page has its labelled fields and a strict Content-Security-Pol
   t.regex(String(res.headers['content-security-policy']), /frame-ancestors 'none'/);
 });
 
-test('signing in sets an HttpOnly, SameSite=Lax session cookie, new at every sign-in; signing out ends it', async (t) => {
+test('signing in sets an HttpOnly, SameSite=Lax __Host- session cookie, new at every sign-in; signing out ends it', async (t) => {
   await user('sign@example.com');
   const first = await http().post('login', form('Sign@Example.com', PASSWORD));
   t.is(first.statusCode, 303);
@@ -44,7 +44,10 @@ test('signing in sets an HttpOnly, SameSite=Lax session cookie, new at every sig
   const cookie = cookieOf(first)!;
   t.regex(cookie, /httponly/i);
   t.regex(cookie, /samesite=lax/i);
-  t.notRegex(cookie, /secure/i, 'plain http gets no Secure flag');
+  // Browsers keep Secure cookies of loopback names over plain http: the __Host- name works there.
+  t.regex(cookie, /; secure/i);
+  t.regex(cookie, /; path=\/(;|$)/i);
+  t.notRegex(cookie, /domain=/i);
   const token = cookie.split(';')[0]!;
   const session = await http().get('session', { headers: { cookie: token }, responseType: 'json' });
   t.is(session.statusCode, 200);
@@ -66,6 +69,27 @@ test('signing in sets an HttpOnly, SameSite=Lax session cookie, new at every sig
   const none = await http().get('session', { responseType: 'json' });
   t.is(none.statusCode, 401);
   t.is((none.body as { error: { code: string } }).error.code, 'unauthorized');
+});
+
+test('a plain-http control plane reached by a name that is not loopback signs in under berth_console', async (t) => {
+  await user('plain@example.com');
+  const host = { host: `berth.example.test:${t0.berth.port}` };
+  const signedIn = await http().post('login', { ...form('plain@example.com', PASSWORD), headers: host });
+  t.is(signedIn.statusCode, 303);
+  const cookies = signedIn.headers['set-cookie'] as string[];
+  t.is(cookies.length, 1);
+  t.regex(cookies[0]!, /^berth_console=[^;]+;/, 'a browser keeps no Secure cookie there: the fallback name');
+  t.notRegex(cookies[0]!, /secure/i);
+  const token = cookies[0]!.split(';')[0]!.slice('berth_console='.length);
+  const read = (cookie: string, headers = host) => http().get('session', { headers: { ...headers, cookie } });
+  t.is((await read(`berth_console=${token}`)).statusCode, 200);
+  t.is((await read(`__Host-berth_console=${token}`)).statusCode, 401, 'there, only the fallback name counts');
+  t.is(
+    (await read(`berth_console=${token}`, { host: `127.0.0.1:${t0.berth.port}` })).statusCode,
+    401,
+    'on loopback, only the __Host- name counts',
+  );
+  t.is((await read(`__Host-berth_console=${token}`, { host: `127.0.0.1:${t0.berth.port}` })).statusCode, 200);
 });
 
 test('an unknown email and a wrong password get the same answer', async (t) => {

@@ -55,6 +55,7 @@ async function setUp(pebbleOptions: { validitySeconds?: number } = {}): Promise<
     dnsServers: [dns.address],
     metricsToken: METRICS_TOKEN,
     tls,
+    previewCertificatesPerWeek: 1,
   });
   return { dns, pebble, berth, tls };
 }
@@ -273,35 +274,77 @@ test.serial('port 80 answers ACME challenges and sends everything else to HTTPS 
   t.is(post.headers.location, `https://${SITE_HOST}:${tls.httpsPort}/v0/sites`);
 });
 
-test.serial('over HTTPS the session cookie is Secure and answers carry HSTS; over plain HTTP neither', async (t) => {
-  const { berth, pebble, tls } = main;
-  const deps = berth.berth.deps;
-  await createUser(deps, {
-    email: 'tls@example.com',
-    accountId: berth.owner.id,
-    role: 'ADMIN',
-    password: 'a long enough password',
-  });
-  const form = { email: 'tls@example.com', password: 'a long enough password' };
-  const origin = `https://${SITE_HOST}:${tls.httpsPort}`;
-  const secure = await httpsClient(pebble.root).post(`${origin}/login`, {
-    json: form,
-    headers: { origin, accept: 'application/json' },
-  });
-  t.is(secure.statusCode, 200);
-  t.regex(String(secure.headers['set-cookie']), /berth_console=[^;]+;.*secure/i);
-  t.is(secure.headers['strict-transport-security'], 'max-age=31536000');
-  const ready = await httpsClient(pebble.root).get(`${origin}/readyz`);
-  t.is(ready.headers['strict-transport-security'], 'max-age=31536000');
-  const plain = await got.post(`${berth.url}/login`, {
-    json: form,
-    headers: { accept: 'application/json' },
-    throwHttpErrors: false,
-  });
-  t.is(plain.statusCode, 200);
-  t.notRegex(String(plain.headers['set-cookie']), /secure/i);
-  t.is(plain.headers['strict-transport-security'], undefined);
-});
+test.serial(
+  'over HTTPS the session cookie is Secure and answers carry HSTS; over plain HTTP to a name neither',
+  async (t) => {
+    const { berth, pebble, tls } = main;
+    const deps = berth.berth.deps;
+    await createUser(deps, {
+      email: 'tls@example.com',
+      accountId: berth.owner.id,
+      role: 'ADMIN',
+      password: 'a long enough password',
+    });
+    const form = { email: 'tls@example.com', password: 'a long enough password' };
+    const origin = `https://${SITE_HOST}:${tls.httpsPort}`;
+    const secure = await httpsClient(pebble.root).post(`${origin}/login`, {
+      json: form,
+      headers: { origin, accept: 'application/json' },
+    });
+    t.is(secure.statusCode, 200);
+    t.regex(String(secure.headers['set-cookie']), /__Host-berth_console=[^;]+;.*secure/i);
+    t.is(secure.headers['strict-transport-security'], 'max-age=31536000');
+    const ready = await httpsClient(pebble.root).get(`${origin}/readyz`);
+    t.is(ready.headers['strict-transport-security'], 'max-age=31536000');
+    const plain = await got.post(`${berth.url}/login`, {
+      json: form,
+      headers: { accept: 'application/json', host: `${SITE_HOST}:${berth.berth.port}` },
+      throwHttpErrors: false,
+    });
+    t.is(plain.statusCode, 200);
+    t.regex(String(plain.headers['set-cookie']), /^berth_console=/);
+    t.notRegex(String(plain.headers['set-cookie']), /secure/i);
+    t.is(plain.headers['strict-transport-security'], undefined);
+  },
+);
+
+test.serial(
+  'preview hosts get certificates up to the weekly cap, instants none, the site’s own host always',
+  async (t) => {
+    const { berth, pebble, tls } = main;
+    const site = await siteWithPage(berth, '<p>live</p>');
+    const deployment = async (body: string) => {
+      const res = await berth.owner.api.post(`v0/sites/${site.id}/deployments`, {
+        json: { files: [{ path: 'web/index.html', content: body, contentType: 'text/html' }] },
+      });
+      t.is(res.statusCode, 201);
+      return (res.body as unknown as { deployment: { shortId: string } }).deployment.shortId;
+    };
+    const host = (label: string) => `${label}--${site.subdomain}.${SITE_HOST}`;
+    const first = host(await deployment('<p>first</p>'));
+    const second = host(await deployment('<p>second</p>'));
+    const orders = pebble.orders();
+    t.is((await peerCertificate(tls.httpsPort, first, pebble.root)).subjectaltname, `DNS:${first}`);
+    t.is(pebble.orders(), orders + 1);
+    // This instance allows one preview certificate a week: the next preview host gets none, nor an order.
+    await t.throwsAsync(peerCertificate(tls.httpsPort, second, pebble.root), undefined, second);
+    await t.throwsAsync(peerCertificate(tls.httpsPort, host(`t${Date.now()}`), pebble.root), undefined, 'an instant');
+    t.is(pebble.orders(), orders + 1, 'no order reached the CA');
+    // A proxy's on-demand question gets the same answers.
+    const allowed = async (domain: string) =>
+      (await berth.anonymous.get('_berth/tls/allowed', { searchParams: { domain } })).statusCode;
+    t.is(await allowed(first), 200);
+    t.is(await allowed(second), 404);
+    // The site's own host is never held back by previews.
+    const own = `${site.subdomain}.${SITE_HOST}`;
+    t.is((await peerCertificate(tls.httpsPort, own, pebble.root)).subjectaltname, `DNS:${own}`);
+    const grants = await berth.berth.deps.db('preview_certificates').select('hostname');
+    t.deepEqual(
+      grants.map((g) => g.hostname),
+      [first],
+    );
+  },
+);
 
 test.serial(
   'a short-lived certificate renews; a renewal that fails keeps the old one serving and shows in /readyz and the metrics',

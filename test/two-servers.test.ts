@@ -345,7 +345,7 @@ shared('a session, a CLI login and the sign-in limit belong to the instance', as
   const signedIn = await control(instance.a).post('login', { json: { email: 'ada@example.com', password: PASSWORD } });
   t.is(signedIn.statusCode, 200);
   const cookie = (signedIn.headers['set-cookie'] as string[])
-    .find((c) => c.startsWith('berth_console='))!
+    .find((c) => c.startsWith('__Host-berth_console='))!
     .split(';')[0]!;
   const session = await control(instance.b).get('session', { headers: { cookie } });
   t.is(session.statusCode, 200, 'signed in through A, known to B');

@@ -25,7 +25,9 @@ export type Change =
   /** Function log lines of the site stored (one per flush, not per line): live log streams read them. */
   | { kind: 'logs'; siteId: string }
   /** What the site's past shows changed: a preview's access or secrets, a version purged from its history. */
-  | { kind: 'history'; siteId: string };
+  | { kind: 'history'; siteId: string }
+  /** A key revoked, sessions ended or a member removed: live log streams check their credential again. */
+  | { kind: 'credentials' };
 
 export interface ChangeListener {
   change(change: Change): void;
@@ -96,6 +98,8 @@ export function parseChange(value: unknown): Change | undefined {
       return text('siteId') ? { kind: 'sites', siteId: c.siteId as string } : undefined;
     case 'domains':
       return { kind: 'domains' };
+    case 'credentials':
+      return { kind: 'credentials' };
     case 'bucket':
       return text('bucketId') && text('siteId')
         ? { kind: 'bucket', bucketId: c.bucketId as string, siteId: c.siteId as string }

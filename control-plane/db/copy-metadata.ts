@@ -50,6 +50,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'tls_orders', key: ['hostname'] },
   { name: 'tls_challenges', key: ['token'] },
   { name: 'tls_accounts', key: ['directory_url'] },
+  { name: 'preview_certificates', key: ['hostname'] },
 ];
 
 /** Tables whose integer ids a sequence hands out on PostgreSQL: set past the copied ids. */

@@ -35,6 +35,7 @@ import * as siteAnalytics from './migrations/0026_site_analytics.ts';
 import * as sitePast from './migrations/0027_site_past.ts';
 import * as deploymentAppliedMigrations from './migrations/0031_deployment_applied_migrations.ts';
 import * as siteAnalyticsHours from './migrations/0032_site_analytics_hours.ts';
+import * as previewCertificates from './migrations/0033_preview_certificates.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -71,6 +72,7 @@ const migrations: Record<string, Migration> = {
   '0027_site_past': sitePast,
   '0031_deployment_applied_migrations': deploymentAppliedMigrations,
   '0032_site_analytics_hours': siteAnalyticsHours,
+  '0033_preview_certificates': previewCertificates,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,7 +1,8 @@
 // The browser side of the control-plane host: sign-in at /login (and back to a PRIVATE site), one-time
 // links that set a password, invitations, sign-out, and /session for the dashboard. Pages are plain HTML
 // under a strict Content-Security-Policy; a state-changing request from another site is refused by
-// its Origin; the session cookie is HttpOnly and SameSite=Lax (Secure over https).
+// its Origin; the session cookie is HttpOnly, SameSite=Lax and `__Host-` where browsers allow it
+// (session-cookies.ts).
 import Router from '@koa/router';
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
@@ -12,9 +13,10 @@ import { ABSOLUTE_MS, csrfToken, sessionUser, signIn, signOut } from '../service
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';
 import { INVITATION_PATH, type OpenInvitation, acceptInvitation, openInvitation } from '../services/members.ts';
 import { createSiteToken } from '../services/site-sessions.ts';
-import { CONSOLE_COOKIE, sessionCookie, sitePath } from './session-cookies.ts';
+import { consoleSession, setConsoleSession, sitePath } from './session-cookies.ts';
 import { escapeHtml } from './pages.ts';
 import { readForm, sameOrigin } from './forms.ts';
+import { servedOrigin } from './proxy.ts';
 
 const CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -36,7 +38,7 @@ function page(ctx: Koa.Context, status: number, title: string, body: string, csp
 interface SiteReturn {
   site?: string | undefined;
   next?: string | undefined;
-  /** The site's custom domain the browser came from (scheme, host, port), when not its subdomain. */
+  /** The site's custom domain or preview host the browser came from, when not its subdomain (only its name counts). */
   origin?: string | undefined;
 }
 
@@ -74,7 +76,7 @@ function loginPage(
 
 /** A new token at every sign-in: a session id planted before it is worth nothing after. */
 function startSession(ctx: Koa.Context, signedIn: { token: string }): void {
-  ctx.cookies.set(CONSOLE_COOKIE, signedIn.token, sessionCookie(ctx.protocol, ABSOLUTE_MS));
+  setConsoleSession(ctx, signedIn.token, ABSOLUTE_MS);
 }
 
 function setPasswordPage(ctx: Koa.Context, status: number, token: string, email: string, message = ''): void {
@@ -120,13 +122,15 @@ async function backToSite(ctx: Koa.Context, deps: Deps, userId: string, back: Si
   const domain = hostname ? await deps.siteNames.domain(hostname) : undefined;
   const to = hostname ? await deps.siteNames.route(hostname) : undefined;
   const preview = to?.to === 'site' && to.subdomain === site.subdomain ? to.preview : undefined;
-  const siteUrl =
+  const name =
     domain?.siteId === site.id
-      ? `${back.origin}/`
-      : deps.siteUrl(preview === undefined ? (site.subdomain as string) : `${preview}--${site.subdomain}`);
+      ? hostname!
+      : `${preview === undefined ? site.subdomain : `${preview}--${site.subdomain}`}.${deps.config.siteHost}`;
+  // The token goes to the scheme and port the site is served at, never those the origin asked for.
+  const origin = servedOrigin(deps, name, { protocol: ctx.protocol, host: ctx.host });
   const token = await createSiteToken(deps, userId, site.id as string);
   ctx.status = 303;
-  ctx.redirect(`${siteUrl}_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
+  ctx.redirect(`${origin}/_berth/session?${new URLSearchParams({ token, next: back.next ?? '/' })}`);
 }
 
 function unusableLink(ctx: Koa.Context, err: BerthError): void {
@@ -169,7 +173,7 @@ export function consoleRoutes(deps: Deps): Router {
 
   router.get('/login', async (ctx) => {
     const back = siteReturn(ctx.query);
-    const token = ctx.cookies.get(CONSOLE_COOKIE);
+    const token = consoleSession(ctx);
     const user = back.site && token ? await sessionUser(deps, token) : null;
     // Already signed in here: straight back to the private site with its token.
     if (user && back.site) return backToSite(ctx, deps, user.id, back);
@@ -272,7 +276,7 @@ export function consoleRoutes(deps: Deps): Router {
 
   router.post('/logout', async (ctx) => {
     sameOrigin(ctx);
-    const token = ctx.cookies.get(CONSOLE_COOKIE);
+    const token = consoleSession(ctx);
     // Signing someone out is a change too: only the dashboard, which knows the token, may ask.
     if (
       token &&
@@ -281,13 +285,13 @@ export function consoleRoutes(deps: Deps): Router {
       throw new BerthError('forbidden', 'sign out from the dashboard: the request lacks its X-CSRF-Token');
     }
     if (token) await signOut(deps, token);
-    ctx.cookies.set(CONSOLE_COOKIE, null, sessionCookie(ctx.protocol));
+    setConsoleSession(ctx, null);
     ctx.status = 303;
     ctx.redirect('/login');
   });
 
   router.get('/session', async (ctx) => {
-    const token = ctx.cookies.get(CONSOLE_COOKIE);
+    const token = consoleSession(ctx);
     const user = token ? await sessionUser(deps, token) : null;
     if (!user) throw new BerthError('unauthorized', 'not signed in: sign in at /login');
     ctx.set('Cache-Control', 'no-store');

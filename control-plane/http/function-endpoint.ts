@@ -1,7 +1,7 @@
 // ANY /api/<name> on a site: hands the request to the function's worker (on a preview host, the
 // preview's function, to members only unless the preview is PUBLIC: services/previews.ts) and streams
-// its answer back.
-// The platform's session cookie never reaches a function, and a function cannot set it.
+// its answer back. The platform's session cookie never reaches a function, and a function cannot set
+// or clear any of Berth's cookies.
 import type http from 'node:http';
 import { pipeline } from 'node:stream';
 import { BerthError, isErrorCode } from '../errors.ts';
@@ -14,7 +14,7 @@ import { mayRead } from './member-gate.ts';
 import { noSitePage } from './pages.ts';
 import { requestHost, requestProtocol } from './proxy.ts';
 import { readBody } from './read-body.ts';
-import { SESSION_COOKIE } from './session-cookies.ts';
+import { SESSION_COOKIE, setsBerthCookie } from './session-cookies.ts';
 import { PoolFullError } from '../../runtime-host/pool.ts';
 import { WorkerError } from '../../runtime-host/worker.ts';
 
@@ -49,8 +49,6 @@ export function functionRequestHeaders(rawHeaders: string[]): Array<[string, str
   }
   return headers;
 }
-
-const setsSessionCookie = (value: string): boolean => value.split('=')[0]!.trim() === SESSION_COOKIE;
 
 function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
   if (err instanceof PoolFullError)
@@ -155,10 +153,10 @@ async function serve(
   }
   if (counted) deps.analytics.functionCall(site.id, performance.now() - invoked, false);
 
-  // The head is written whole, Berth's request id first; the function may not set the session cookie.
+  // The head is written whole, Berth's request id first; the function may not set Berth's cookies.
   const head: string[] = ['Berth-Request-Id', requestId];
   for (const [header, value] of response.headers) {
-    if (HOP_BY_HOP.has(header) || (header === 'set-cookie' && setsSessionCookie(value))) continue;
+    if (HOP_BY_HOP.has(header) || (header === 'set-cookie' && setsBerthCookie(value))) continue;
     // On a preview host the server's X-Robots-Tag stands: a function does not make a preview indexable.
     if (header === 'x-robots-tag' && res.hasHeader(header)) continue;
     head.push(header, value);

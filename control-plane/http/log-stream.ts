@@ -1,9 +1,12 @@
 // `GET /v0/sites/:siteId/logs/stream`: a site's function log lines as server-sent events, read from
 // function_logs (where every node stores its lines) whenever the change feed says lines of the site
 // were stored, and every few seconds in case a notification was lost. Each line is `event: log` with
-// its id, so a client that reconnects with Last-Event-ID misses none still stored.
+// its id, so a client that reconnects with Last-Event-ID misses none still stored. The stream's key or
+// session is checked again every BERTH_LOG_STREAM_RECHECK_MS (30 s), and at once when the change feed
+// says a credential was revoked: a revoked one ends the stream.
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
+import { authenticateRequest } from './middleware/auth.ts';
 import type { Actor, Deps } from '../services/deps.ts';
 import { type FunctionLogLine, type LogFilter, linesAfter, newestLineId } from '../services/function-logs.ts';
 import { requireSite } from '../services/site-rows.ts';
@@ -21,6 +24,19 @@ function startAfter(ctx: Koa.Context, since: number | undefined): number | undef
   if (last === '') return since;
   if (!/^\d{1,15}$/.test(last)) throw new BerthError('invalid_request', 'Last-Event-ID: must be a line id');
   return Number(last);
+}
+
+/** Whether the request's key or session still reads this site of the account it was opened for. */
+async function stillAllowed(deps: Deps, ctx: Koa.Context, actor: Actor, siteId: string): Promise<boolean> {
+  try {
+    const again = await authenticateRequest(ctx, deps);
+    if (again.accountId !== actor.accountId) return false;
+    await requireSite(deps, again, siteId);
+    return true;
+  } catch (err) {
+    if (err instanceof BerthError) return false;
+    throw err;
+  }
 }
 
 const event = (line: FunctionLogLine) => `event: log\nid: ${line.id}\ndata: ${JSON.stringify(line)}\n\n`;
@@ -48,6 +64,8 @@ export async function streamLogs(
     'X-Accel-Buffering': 'no',
   });
   let lastWrite = Date.now();
+  const recheckMs = deps.config.logStreamRecheckMs;
+  let checked = Date.now();
   const write = async (text: string) => {
     lastWrite = Date.now();
     if (!res.write(text))
@@ -59,6 +77,10 @@ export async function streamLogs(
   try {
     await write('retry: 1000\n\n');
     while (!stream.ended) {
+      if (stream.takeRecheck() || Date.now() - checked >= recheckMs) {
+        if (!(await stillAllowed(deps, ctx, actor, siteId))) break;
+        checked = Date.now();
+      }
       const lines = await linesAfter(deps, siteId, after, filter, BATCH);
       for (const line of lines) {
         if (stream.ended) break;
@@ -67,7 +89,8 @@ export async function streamLogs(
       }
       if (lines.length === BATCH) continue;
       if (Date.now() - lastWrite >= HEARTBEAT_MS) await write(': keep-alive\n\n');
-      await stream.wait(Math.min(POLL_MS, HEARTBEAT_MS - (Date.now() - lastWrite)));
+      const now = Date.now();
+      await stream.wait(Math.max(0, Math.min(POLL_MS, HEARTBEAT_MS - (now - lastWrite), recheckMs - (now - checked))));
     }
   } catch (err) {
     // The metadata failed mid-stream: the client reconnects with the last id it has.

@@ -9,7 +9,7 @@ import { siteReader } from '../services/site-sessions.ts';
 import { hostName, previewOf } from '../services/site-names.ts';
 import { sendHtml } from './bare-response.ts';
 import { notMemberPage, privateSitePage } from './pages.ts';
-import { requestHost, requestProtocol } from './proxy.ts';
+import { requestHost, requestProtocol, servedOrigin } from './proxy.ts';
 import { SESSION_COOKIE } from './session-cookies.ts';
 import { urlPath } from './site-paths.ts';
 
@@ -44,14 +44,15 @@ export async function mayRead(
 
 /**
  * Where sign-in sends the browser back to: the site and path, and the host it came to when that is not
- * the site's subdomain (a custom domain or a preview host).
+ * the site's subdomain (a custom domain or a preview host), at the scheme and port the site is served at.
  */
 function signInReturn(deps: Deps, req: http.IncomingMessage, site: CachedSite, next: string): Record<string, string> {
   const host = requestHost(req, deps.config.trustProxy);
   const suffix = `.${deps.config.siteHost}`;
   const name = hostName(host);
   if (name.endsWith(suffix) && !previewOf(name.slice(0, -suffix.length))) return { site: site.id, next };
-  return { site: site.id, next, origin: `${requestProtocol(req, deps.config.trustProxy)}://${host}` };
+  const proxied = { protocol: requestProtocol(req, deps.config.trustProxy), host };
+  return { site: site.id, next, origin: servedOrigin(deps, name, proxied) };
 }
 
 /** A cookie's raw value from the request, the first of that name. */

@@ -5,6 +5,7 @@
 import type http from 'node:http';
 import type Koa from 'koa';
 import type { Config } from '../config.ts';
+import type { Deps } from '../services/deps.ts';
 
 const first = (value: string | string[] | undefined): string | undefined =>
   (Array.isArray(value) ? value[0] : value)?.split(/\s*,\s*/, 1)[0] || undefined;
@@ -44,3 +45,21 @@ export function clientAddress(req: http.IncomingMessage, trustProxy: boolean): s
  */
 export const publicOrigin = (ctx: Koa.Context, config: Pick<Config, 'publicUrl'>): string =>
   config.publicUrl || `${ctx.protocol}://${ctx.host}`;
+
+/**
+ * The origin a name of a site is served at, for a link that carries a one-use token: the scheme and
+ * port of the sites' own URLs (`siteUrl`: BERTH_PUBLIC_URL, BERTH_TLS, else this server's port), or
+ * behind a trusted proxy with no public URL, those the proxy reports for the request (`proxied`).
+ * Never the scheme and port a caller came by, which may be plain http to a site served over https.
+ */
+export function servedOrigin(
+  deps: Pick<Deps, 'config' | 'siteUrl'>,
+  hostname: string,
+  proxied: { protocol: string; host: string },
+): string {
+  const { trustProxy, publicUrl } = deps.config;
+  // Every site's URL has the same scheme and port, whatever its label.
+  const url = new URL(trustProxy && !publicUrl ? `${proxied.protocol}://${proxied.host}` : deps.siteUrl('site'));
+  url.hostname = hostname;
+  return url.origin;
+}

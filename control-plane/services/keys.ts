@@ -50,8 +50,12 @@ export async function createKey(
   return { id, key };
 }
 
-/** Revokes a key; revoking an already revoked key is a no-op that still succeeds. */
-export async function revokeKey(deps: Store, id: string): Promise<KeyInfo> {
+/**
+ * Revokes a key; revoking an already revoked key is a no-op that still succeeds. In a server, live log
+ * streams hear of it at once through the change feed; the admin CLI has none, and they see it at
+ * their next check (BERTH_LOG_STREAM_RECHECK_MS).
+ */
+export async function revokeKey(deps: Store & Partial<Pick<Deps, 'changes'>>, id: string): Promise<KeyInfo> {
   const row = await deps.db<KeyRow>('api_keys').where({ id }).first();
   if (!row) throw notFound('key');
   if (!row.revoked_at) {
@@ -59,6 +63,7 @@ export async function revokeKey(deps: Store, id: string): Promise<KeyInfo> {
       .db('api_keys')
       .where({ id })
       .update({ revoked_at: timestamp(deps) });
+    await deps.changes?.publish({ kind: 'credentials' });
   }
   return toKeyInfo((await deps.db<KeyRow>('api_keys').where({ id }).first())!);
 }

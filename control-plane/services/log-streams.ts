@@ -1,7 +1,8 @@
 // The live log streams open on this server: each waits until lines of its site may have been stored,
 // which the change feed says once per stored batch per site (from any node), or until its slow poll is
 // due in case a notification was lost. An account holds a bounded number of streams at a time, and a
-// server that shuts down ends them all at once.
+// server that shuts down ends them all at once. A key revoked or sessions ended (the change feed's
+// `credentials`) make every stream check its credential again at once.
 import type { Change, ChangeListener } from '../db/changes.ts';
 import { BerthError } from '../errors.ts';
 
@@ -13,6 +14,7 @@ export class LogStream {
   readonly siteId: string;
   readonly #release: (stream: LogStream) => void;
   #pending = false;
+  #recheck = false;
   #ended = false;
   #wake: () => void = () => {};
 
@@ -29,6 +31,19 @@ export class LogStream {
   notify(): void {
     this.#pending = true;
     this.#wake();
+  }
+
+  /** A credential was revoked somewhere: this stream checks its own before it sends more. */
+  recheck(): void {
+    this.#recheck = true;
+    this.notify();
+  }
+
+  /** Whether a check of the credential was asked for since the last call. */
+  takeRecheck(): boolean {
+    const asked = this.#recheck;
+    this.#recheck = false;
+    return asked;
   }
 
   /** Resolves when lines may have been stored, the stream ended, or after `ms`. */
@@ -95,13 +110,15 @@ export class LogStreams implements ChangeListener {
   }
 
   change(change: Change): void {
+    if (change.kind === 'credentials')
+      for (const streams of this.#bySite.values()) for (const stream of streams) stream.recheck();
     if (change.kind !== 'logs') return;
     for (const stream of this.#bySite.get(change.siteId) ?? []) stream.notify();
   }
 
-  /** Notifications may have been missed: every stream looks now. */
+  /** Notifications may have been missed (a revocation among them): every stream checks and looks now. */
   resync(): void {
-    for (const streams of this.#bySite.values()) for (const stream of streams) stream.notify();
+    for (const streams of this.#bySite.values()) for (const stream of streams) stream.recheck();
   }
 
   /** Ends every stream and opens no more: the server is closing. */

@@ -6,6 +6,7 @@ import { lockRows } from '../db/locks.ts';
 import { type Actor, type Deps, type Role, newId, timestamp } from './deps.ts';
 import { hashPassword } from './passwords.ts';
 import { digestToken, newToken } from './tokens.ts';
+import { sessionsEnded } from './sessions.ts';
 import { checkPassword, normalizeEmail, type UserRow } from './users.ts';
 
 export const INVITATION_MS = 7 * 24 * 3600_000;
@@ -86,13 +87,16 @@ export async function removeMember(
   actor: Actor,
   userId: string,
 ): Promise<{ removed: true; userId: string }> {
-  return deps.db.transaction(async (trx) => {
+  const removed = await deps.db.transaction(async (trx) => {
     await lockMemberships(trx, actor.accountId);
     await memberRow(trx, actor.accountId, userId);
     await trx('memberships').where({ account_id: actor.accountId, user_id: userId }).delete();
     await keepAnAdmin(trx, actor.accountId);
     return { removed: true as const, userId };
   });
+  // Their live log streams of this account end now, not at their next check.
+  await sessionsEnded(deps);
+  return removed;
 }
 
 interface InvitationRow {

@@ -113,7 +113,12 @@ export async function signOut(deps: Deps, token: string): Promise<void> {
     .db('sessions')
     .where({ token_hash: digestToken(token) })
     .delete();
+  await sessionsEnded(deps);
 }
+
+/** Tells live log streams (on every node) that sessions ended: theirs may be one of them. */
+export const sessionsEnded = (deps: Pick<Deps, 'changes'>): Promise<void> =>
+  deps.changes.publish({ kind: 'credentials' });
 
 /**
  * Ends the user's sessions, on the control plane and on PRIVATE sites, at once: after a password is
@@ -153,5 +158,6 @@ export async function changePassword(
       .update({ password_hash: passwordHash, updated_at: timestamp(deps) });
     await endSessions(trx, id, sessionHash);
   });
+  await sessionsEnded(deps);
   return { changed: true };
 }

@@ -4,7 +4,7 @@ import { digestToken, newToken } from './tokens.ts';
 import { BerthError, notFound } from '../errors.ts';
 import { type Deps, type Store, timestamp } from './deps.ts';
 import { hashPassword } from './passwords.ts';
-import { endSessions } from './sessions.ts';
+import { endSessions, sessionsEnded } from './sessions.ts';
 import { checkPassword, findUserByEmail } from './users.ts';
 
 export const LINK_TTL_MS = 24 * 3600_000;
@@ -76,5 +76,6 @@ export async function setPasswordWithLink(deps: Deps, token: string, password: s
       .update({ password_hash: passwordHash, updated_at: timestamp(deps) });
     await endSessions(trx, userId);
   });
+  await sessionsEnded(deps);
   return { email };
 }

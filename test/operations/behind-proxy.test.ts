@@ -151,7 +151,7 @@ test('links Berth makes use the public URL: the gate, sign-in, invitations, CLI 
   });
   t.is(signedIn.statusCode, 303);
   t.true(signedIn.headers.location!.startsWith(`https://members.${DOMAIN}:${proxyPort}/_berth/session?token=`));
-  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('berth_console='))!;
+  const cookie = (signedIn.headers['set-cookie'] as string[]).find((c) => c.startsWith('__Host-berth_console='))!;
   t.regex(cookie, /;\s*secure/i, 'the session cookie is Secure behind https');
 
   const session = cookie.split(';')[0]!;
@@ -228,8 +228,9 @@ test('without BERTH_TRUST_PROXY, forwarded headers change neither links, cookies
     'x-forwarded-host': 'evil.example',
     'x-forwarded-for': '203.0.113.9',
   };
+  // A name that is not loopback, where only https would make the cookie Secure (and __Host-).
   const signedIn = await got.post(`${direct.url}/login`, {
-    headers: forwarded,
+    headers: { ...forwarded, host: `berth.example.test:${direct.berth.port}` },
     json: { email: 'plain@example.test', password: PASSWORD },
     throwHttpErrors: false,
   });

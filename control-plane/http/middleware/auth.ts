@@ -1,5 +1,5 @@
 // Who is asking, for /v0 and /mcp: an API key (Authorization: Bearer, or X-API-Key), or else a
-// signed-in user's dashboard session (the berth_console cookie). A session request names its account
+// signed-in user's dashboard session (the control plane's session cookie). A session request names its account
 // in Berth-Account (needed when the user has several) and carries the session's anti-forgery token in
 // X-CSRF-Token, which a page of another site cannot read and so cannot send. A READ key's permission
 // is checked against the HTTP method before any route runs, so it can never start a write. The Koa
@@ -12,7 +12,7 @@ import { authenticate } from '../../services/keys.ts';
 import { safeEqual } from '../../services/safe-equal.ts';
 import { csrfToken, sessionUser } from '../../services/sessions.ts';
 import { digestToken } from '../../services/tokens.ts';
-import { CONSOLE_COOKIE } from '../session-cookies.ts';
+import { consoleSession } from '../session-cookies.ts';
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -28,7 +28,7 @@ export interface CredentialSource {
 
 const koaSource = (ctx: Koa.Context): CredentialSource => ({
   header: (name) => ctx.get(name),
-  sessionCookie: () => ctx.cookies.get(CONSOLE_COOKIE),
+  sessionCookie: () => consoleSession(ctx),
 });
 
 /** The headers of Node's own request, as Koa's `ctx.get` reads them. */
