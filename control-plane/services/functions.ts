@@ -7,6 +7,8 @@ import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
 import { deployedVersions, deploymentExists, removeVersions, writeDeployment } from '../../runtime-host/deployments.ts';
 import type { ChangeListener } from '../db/changes.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
+import type { Knex } from 'knex';
+import { lockRows } from '../db/locks.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { type PageRequest, paginate } from './pagination.ts';
@@ -87,81 +89,107 @@ const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
 export const isRuntimeSource = (path: string): boolean =>
   (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
 
-/** Validates and deploys the current version of `path` for `site`. */
+/** The version current at `path` now, read under the site's row lock (null: none). */
+async function currentVersionLocked(trx: Knex.Transaction, site: SiteRow, path: string): Promise<string | null> {
+  await lockRows(trx, 'sites', { id: site.id });
+  const file = await trx('files').where({ bucket_id: site.bucket_id, path }).first('current_version_id');
+  return (file?.current_version_id as string | null | undefined) ?? null;
+}
+
+/**
+ * Validates and deploys the current version of `path` for `site`. The function's row is written under
+ * the site's row lock, as a publish writes it (publish.ts), and only if the version checked is still
+ * the file's current one: a publish or another write that made a newer one current meanwhile has
+ * deployed it (or will), and this deploy starts again from the newer one, so the version served is
+ * always the one the files and the history show.
+ */
 async function deploy(
   deps: Deps,
   site: SiteRow,
   path: string,
 ): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
-  const current = await findCurrentFile(deps, site.bucket_id, path);
-  if (!current) throw notFound('function source');
-  const named = functionName(path);
-  if (!named.ok) {
-    // A nested or misnamed file under api/ is stored but is no function: nothing to record.
-    return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
-  }
-  const source = (await deps.blobs.read(current.sha256)).toString('utf8');
-  const validation = validateFunction(path, source);
-
-  const now = timestamp(deps);
-  const existing = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
-  const id = existing?.id ?? newId();
-  const versionId = current.file.currentVersionId;
-  const changes: Partial<FunctionRow> = validation.ok
-    ? {
-        status: 'ACTIVE',
-        schedule: validation.schedule ?? null,
-        deployed_version_id: versionId,
-        deployed_at: now,
-        attempted_version_id: versionId,
-        last_error: null,
-        updated_at: now,
-        // A new cron job starts from now: it does not catch up on times before it existed.
-        cron_last_scheduled_at: existing?.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
-      }
-    : {
-        status: 'FAILED',
-        attempted_version_id: versionId,
-        last_error: JSON.stringify(validation.problem),
-        updated_at: now,
-      };
-  if (validation.ok) writeDeployment(deps.runtimeDir, id, versionId, source);
-
-  if (existing) {
-    await deps.db('functions').where({ id }).update(changes);
-  } else {
-    await deps.db('functions').insert({
-      id,
-      site_id: site.id,
-      path,
-      name: named.name,
-      kind: named.kind,
-      schedule: null,
-      cron_last_scheduled_at: null,
-      deployed_version_id: null,
-      deployed_at: null,
-      created_at: now,
-      ...changes,
+  for (;;) {
+    const current = await findCurrentFile(deps, site.bucket_id, path);
+    if (!current) throw notFound('function source');
+    const named = functionName(path);
+    if (!named.ok) {
+      // A nested or misnamed file under api/ is stored but is no function: nothing to record.
+      return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
+    }
+    const source = (await deps.blobs.read(current.sha256)).toString('utf8');
+    const validation = validateFunction(path, source);
+    const versionId = current.file.currentVersionId;
+    const row = await deps.db.transaction(async (trx) => {
+      if ((await currentVersionLocked(trx, site, path)) !== versionId) return null;
+      const now = timestamp(deps);
+      const existing = await trx<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+      const id = existing?.id ?? newId();
+      const changes: Partial<FunctionRow> = validation.ok
+        ? {
+            status: 'ACTIVE',
+            schedule: validation.schedule ?? null,
+            deployed_version_id: versionId,
+            deployed_at: now,
+            attempted_version_id: versionId,
+            last_error: null,
+            updated_at: now,
+            // A new cron job starts from now: it does not catch up on times before it existed.
+            cron_last_scheduled_at: existing?.cron_last_scheduled_at ?? (named.kind === 'cron' ? now : null),
+          }
+        : {
+            status: 'FAILED',
+            attempted_version_id: versionId,
+            last_error: JSON.stringify(validation.problem),
+            updated_at: now,
+          };
+      if (validation.ok) writeDeployment(deps.runtimeDir, id, versionId, source);
+      if (existing) await trx('functions').where({ id }).update(changes);
+      else
+        await trx('functions').insert({
+          id,
+          site_id: site.id,
+          path,
+          name: named.name,
+          kind: named.kind,
+          schedule: null,
+          cron_last_scheduled_at: null,
+          deployed_version_id: null,
+          deployed_at: null,
+          created_at: now,
+          ...changes,
+        });
+      return (await trx<FunctionRow>('functions').where({ id }).first())!;
     });
+    // A newer version became current while this one was checked: that one is what to deploy.
+    if (!row) continue;
+    if (validation.ok) {
+      // Every server retires the function's old workers and module files, and forgets its cached deployment.
+      await deps.changes.publish({
+        kind: 'function',
+        siteId: site.id,
+        name: named.name,
+        functionId: row.id,
+        versionId,
+      });
+    }
+    return {
+      outcome: validation.ok
+        ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: row.id }
+        : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: row.id, error: validation.problem },
+      row,
+    };
   }
-  if (validation.ok) {
-    // Every server retires the function's old workers and module files, and forgets its cached deployment.
-    await deps.changes.publish({ kind: 'function', siteId: site.id, name: named.name, functionId: id, versionId });
-  }
-  const row = (await deps.db<FunctionRow>('functions').where({ id }).first())!;
-  return {
-    outcome: validation.ok
-      ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: id }
-      : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: id, error: validation.problem },
-    row,
-  };
 }
 
-/** Stops serving the function at `path` and forgets it. */
+/** Stops serving the function at `path` and forgets it, unless a version of the path became current meanwhile. */
 async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
-  const row = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+  const row = await deps.db.transaction(async (trx) => {
+    if ((await currentVersionLocked(trx, site, path)) !== null) return undefined;
+    const found = await trx<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+    if (found) await trx('functions').where({ id: found.id }).delete();
+    return found;
+  });
   if (!row) return;
-  await deps.db('functions').where({ id: row.id }).delete();
   await deps.changes.publish({
     kind: 'function',
     siteId: site.id,
