@@ -19,9 +19,12 @@ export function sweepUnreferencedBlobs(deps: Pick<Deps, 'blobs' | 'hotSql' | 'lo
   );
   sweeper.start(
     blobSweepMs,
-    ({ removed, bytes, leftovers }) =>
-      (removed > 0 || leftovers > 0) &&
-      deps.log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references'),
+    ({ removed, bytes, leftovers, restored }) => {
+      if (restored > 0)
+        deps.log.warn({ blobs: restored }, 'put back removed blobs that a write on another node had stored again');
+      if (removed > 0 || leftovers > 0)
+        deps.log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references');
+    },
     (err) => logJobFailure(deps.log, err, 'sweeping unreferenced blobs failed'),
   );
   return sweeper;
