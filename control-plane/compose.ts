@@ -9,8 +9,8 @@ import path from 'node:path';
 import { CloseStack } from './close-stack.ts';
 import { type Config, masterKeyFileOf } from './config.ts';
 import { openMetadata } from './db/metadata.ts';
-import { logJobFailure } from './db/errors.ts';
 import { DomainChecks } from './services/domain-checks.ts';
+import { DeploymentExpiry } from './services/deployments.ts';
 import { SiteNames } from './services/site-names.ts';
 import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
@@ -33,8 +33,7 @@ import { NodeHeartbeat } from './services/nodes.ts';
 import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
 import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
 import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
-import { BlobSweeper } from '../storage/blob-sweeper.ts';
-import { openBlobStore } from './blob-stores.ts';
+import { openBlobStore, sweepUnreferencedBlobs } from './blob-stores.ts';
 import { openDataDir } from '../storage/data-dir.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { stopLeftovers } from '../storage/leftover-processes.ts';
@@ -279,27 +278,11 @@ async function composeParts(
   const domainChecks = new DomainChecks(deps);
   domainChecks.start();
   stack.defer('the domain checks', () => domainChecks.stop());
-  if (config.blobSweepMs > 0) {
-    const sweeper = new BlobSweeper(
-      blobs,
-      async (sha256) =>
-        // A file version holds it, or an upload of a deployment not published yet.
-        (await hotSql.get(
-          'SELECT 1 AS held FROM file_versions WHERE blob_sha256 = ? UNION ALL SELECT 1 AS held FROM deployment_uploads WHERE sha256 = ? LIMIT 1',
-          sha256,
-          sha256,
-        )) !== undefined,
-      config.blobSweepMs,
-    );
-    sweeper.start(
-      config.blobSweepMs,
-      ({ removed, bytes, leftovers }) =>
-        (removed > 0 || leftovers > 0) &&
-        log.info({ blobs: removed, bytes, leftovers }, 'removed blobs no file version references'),
-      (err) => logJobFailure(log, err, 'sweeping unreferenced blobs failed'),
-    );
-    stack.defer('the blob sweeper', () => sweeper.stop());
-  }
+  const expiry = new DeploymentExpiry(deps);
+  expiry.start();
+  stack.defer('the deployments’ expiry', () => expiry.stop());
+  const sweeper = sweepUnreferencedBlobs(deps);
+  if (sweeper) stack.defer('the blob sweeper', () => sweeper.stop());
   return { deps, owner, scheduler, channel, close: () => stack.close() };
 }
 

@@ -73,6 +73,8 @@ export interface Config {
   dnsServers: string[];
   /** Published deployments per site whose files' versions stay pinned (not deletable), so they can be rolled back to. */
   deploymentsKept: number;
+  /** How often each node looks for UPLOADING deployments past their day, to expire them. */
+  deploymentExpiryCheckMs: number;
   /** How often an ACTIVE custom domain's TXT record is looked up again; 0: never. */
   domainCheckMs: number;
   /** How long an ACTIVE domain's TXT record may be missing before the domain goes back to PENDING. */
@@ -205,6 +207,7 @@ export const DEFAULTS: Config = {
   egressDnsServers: [],
   dnsServers: [],
   deploymentsKept: 20,
+  deploymentExpiryCheckMs: 60_000,
   domainCheckMs: 3600_000,
   domainGraceMs: 72 * 3600_000,
   functionLogsPerSite: 1000,
@@ -585,6 +588,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     egressDnsServers: dnsServers(env, 'BERTH_EGRESS_DNS_SERVERS'),
     dnsServers: dnsServers(env, 'BERTH_DNS_SERVERS'),
     deploymentsKept: integer(env, 'BERTH_DEPLOYMENTS_KEPT', DEFAULTS.deploymentsKept, 1, 10_000),
+    deploymentExpiryCheckMs: integer(
+      env,
+      'BERTH_DEPLOYMENT_EXPIRY_CHECK_MS',
+      DEFAULTS.deploymentExpiryCheckMs,
+      100,
+      3600_000,
+    ),
     domainCheckMs: integer(env, 'BERTH_DOMAIN_CHECK_MS', DEFAULTS.domainCheckMs, 0, 7 * 24 * 3600_000),
     domainGraceMs: integer(env, 'BERTH_DOMAIN_GRACE_MS', DEFAULTS.domainGraceMs, 0, 90 * 24 * 3600_000),
     functionLogsPerSite: integer(env, 'BERTH_FUNCTION_LOGS_PER_SITE', DEFAULTS.functionLogsPerSite, 10, 1_000_000),

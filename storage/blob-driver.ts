@@ -76,6 +76,8 @@ export interface BlobDriver {
    */
   putFile(key: string, file: string, options?: PutOptions & { move?: boolean }): Promise<number>;
 
+  /** Stores a copy of the object `from` under `to`, whole and durably; false when there is no `from`. */
+  copy(from: string, to: string): Promise<boolean>;
   /** Makes the object new (its modified time now); false when there is none. */
   touch(key: string): Promise<boolean>;
   /**

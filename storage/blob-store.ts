@@ -73,6 +73,12 @@ export interface BlobStore {
    * false when it was kept.
    */
   remove(sha256: string, minAgeMs: number): Promise<boolean>;
+  /**
+   * Puts back the blobs removed from a shared store that are referenced again (a write of another node
+   * that stored the same bytes just before the removal, and committed); forgets the copies kept of
+   * removed blobs once older than `keptMs`. Returns how many it put back.
+   */
+  restoreRemoved(isReferenced: (sha256: string) => Promise<boolean>, keptMs: number): Promise<number>;
   /** Removes what interrupted writes left (temp objects, unfinished multipart uploads) older than `minAgeMs`. */
   sweepLeftovers(minAgeMs: number): Promise<number>;
 

@@ -11,7 +11,11 @@
 // one that comes after the removal stores it again. A process sharing the store is kept off by the age
 // alone: a write's transaction checks it is within `minAgeMs` of storing or touching the bytes; one
 // that waited longer commits nothing, touches them again, and finds them gone (storage_unavailable)
-// rather than reference removed bytes.
+// rather than reference removed bytes. A write of another process that lands between the store's last
+// check and its removal is the one case left: its bytes are removed after it trusted them. On such a
+// shared store each removal keeps a copy, and every sweep first puts back the removed blobs referenced
+// since (BlobStore.restoreRemoved); a copy goes once two sweep intervals have passed, by when any such
+// write has committed (within one interval of its bytes) or given up.
 import { setImmediate as yieldToEvents } from 'node:timers/promises';
 import type { BlobStore } from './blob-store.ts';
 
@@ -20,6 +24,8 @@ export interface SweepReport {
   bytes: number;
   /** Temp objects and unfinished uploads of interrupted writes. */
   leftovers: number;
+  /** Removed blobs put back because a write committed a reference to them meanwhile. */
+  restored: number;
 }
 
 export class BlobSweeper {
@@ -35,7 +41,8 @@ export class BlobSweeper {
 
   async sweep(): Promise<SweepReport> {
     const now = Date.now();
-    const report: SweepReport = { removed: 0, bytes: 0, leftovers: 0 };
+    const report: SweepReport = { removed: 0, bytes: 0, leftovers: 0, restored: 0 };
+    report.restored = await this.store.restoreRemoved(this.isReferenced, 2 * this.minAgeMs);
     let seen = 0;
     for await (const blob of this.store.list()) {
       if (++seen % 256 === 0) await yieldToEvents();

@@ -153,6 +153,9 @@ export class CachedBlobStore implements CachingBlobStore {
     if (removed) this.#cache?.delete(sha256);
     return removed;
   }
+  restoreRemoved(isReferenced: (sha256: string) => Promise<boolean>, keptMs: number): Promise<number> {
+    return this.#store.restoreRemoved(isReferenced, keptMs);
+  }
   sweepLeftovers(minAgeMs: number): Promise<number> {
     return this.#store.sweepLeftovers(minAgeMs);
   }

@@ -11,7 +11,9 @@
 // commit's transaction, `stillStored`: without a safe age (one server owns the directory, and its pin
 // keeps its own sweeper off) the store is asked; with one, a write younger than it is trusted and an
 // older one touches its blob, which confirms it and starts its age again. In the transaction `keeps`
-// checks that age again without asking the store.
+// checks that age again without asking the store. With a safe age the store is shared, and another
+// node's write can land between a removal's last check and the removal itself: each removal keeps a
+// copy (`removed-blobs/`) for two sweep intervals, and every sweep puts back those referenced again.
 //
 // Besides blobs: finished exports (`exports/<id>.sql`), each replaced whole.
 import crypto from 'node:crypto';
@@ -44,6 +46,10 @@ const blobKey = (sha256: string): string => {
 };
 
 const exportKey = (id: string): string => `exports/${id}.sql`;
+
+/** Copies of blobs removed from a shared store, kept until no write can still commit trusting them. */
+const REMOVED = 'removed-blobs';
+const removedKey = (sha256: string): string => `${REMOVED}/${sha256}`;
 
 /** Null for an object the store does not have. */
 async function unlessMissing<T>(read: Promise<T>): Promise<T | null> {
@@ -208,9 +214,33 @@ export class ContentStore implements BlobStore {
     }
   }
 
-  /** Kept when younger than `minAgeMs` or pinned, both checked by the driver just before it removes. */
+  /**
+   * Kept when younger than `minAgeMs` or pinned, both checked by the driver just before it removes. On
+   * a shared store (a safe age) another node's write of the same bytes can land between that check and
+   * the removal, and commit trusting them: a copy made first is kept, which restoreRemoved puts back.
+   */
   async remove(sha256: string, minAgeMs: number): Promise<boolean> {
-    return this.#driver.delete(blobKey(sha256), { minAgeMs, keep: () => this.#pins.has(sha256) });
+    const key = blobKey(sha256);
+    const conditions = { minAgeMs, keep: () => this.#pins.has(sha256) };
+    if (this.#safeAgeMs === undefined) return this.#driver.delete(key, conditions);
+    if (!(await this.#driver.copy(key, removedKey(sha256)))) return false;
+    if (await this.#driver.delete(key, conditions)) return true;
+    await this.#driver.delete(removedKey(sha256));
+    return false;
+  }
+
+  async restoreRemoved(isReferenced: (sha256: string) => Promise<boolean>, keptMs: number): Promise<number> {
+    if (this.#safeAgeMs === undefined) return 0;
+    let restored = 0;
+    for await (const copy of this.#driver.list(REMOVED)) {
+      const sha256 = copy.key.slice(REMOVED.length + 1);
+      if (!isDigest(sha256)) continue;
+      // A blob stored again since is whole already; a missing one comes back as new, so its age starts again.
+      if ((await isReferenced(sha256)) && !(await this.#driver.exists(blobKey(sha256))))
+        if (await this.#driver.copy(copy.key, blobKey(sha256))) restored++;
+      if (Date.now() - copy.modifiedMs >= keptMs) await this.#driver.delete(copy.key);
+    }
+    return restored;
   }
 
   async sweepLeftovers(minAgeMs: number): Promise<number> {

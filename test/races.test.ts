@@ -2,6 +2,7 @@
 // one writer at a time decides them; on PostgreSQL (the suite's second pass) row locks and conditional
 // updates must: every race below has exactly the outcome one request after the other would have, and
 // never an internal error.
+import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import got, { type Got } from 'got';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
@@ -200,4 +201,41 @@ test('a set-password link used twice at once sets one password', async (t) => {
     ),
   );
   t.deepEqual(statuses(signIns), [200, 401], 'exactly one of the two passwords was set');
+});
+
+test('a function written through the file API while a deployment publishes it: the version served is the file’s current one', async (t) => {
+  t.timeout(180_000);
+  const site = await createSite(t0.owner);
+  const source = (tag: string) => `export default () => new Response('${tag}');\n`;
+  const mismatches: string[] = [];
+  // The write starts a little before or after the publish, by a different time each round: one of them
+  // lands the publish's switch between the write's commit and its deploy.
+  for (let round = 0; round < 30; round++) {
+    const created = await t0.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: { files: [{ path: 'api/race.ts', content: source(`deployed ${round}`), contentType: 'text/typescript' }] },
+    });
+    const deploymentId = json<{ deployment: { id: string } }>(created).deployment.id;
+    const lead = (round % 10) * 3 - 12;
+    await Promise.all([
+      sleep(Math.max(0, -lead)).then(() =>
+        t0.owner.api.post(`v0/sites/${site.id}/deployments/${deploymentId}/publish`),
+      ),
+      sleep(Math.max(0, lead)).then(() =>
+        putFile(t0.owner, site.bucketId, 'api/race.ts', source(`written ${round}`), 'text/typescript'),
+      ),
+    ]);
+    const current = (await t0.owner.read.head(`v0/buckets/${site.bucketId}/objects/api/race.ts`)).headers[
+      'berth-version-id'
+    ];
+    const functions = json<{ functions: Array<{ path: string; deployedVersionId: string }> }>(
+      await t0.owner.read.get(`v0/sites/${site.id}/functions`),
+    ).functions;
+    const served = functions.find((f) => f.path === 'api/race.ts')?.deployedVersionId;
+    if (served !== current) mismatches.push(`round ${round}: serves ${served}, the file is at ${current}`);
+  }
+  t.deepEqual(mismatches, []);
+  const last = (await t0.site(site.subdomain).get('api/race')).body;
+  const file = (await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/api/race.ts`, { responseType: 'text' }))
+    .body;
+  t.true(file.includes(`'${last}'`), `serves ${last}, the file holds ${file}`);
 });

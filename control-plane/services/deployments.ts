@@ -28,6 +28,8 @@ import {
 } from './site-history.ts';
 import { type SiteRow, requireSite } from './site-rows.ts';
 import { applyDeploymentMigrations } from './migrations.ts';
+import { chargeVersion, releaseUploads } from './storage-quota.ts';
+import type { HotTx } from '../db/hot-sql.ts';
 
 /** Files one deployment may declare. */
 export const MAX_DEPLOYMENT_FILES = 20_000;
@@ -189,10 +191,14 @@ export async function createDeployment(
       'the deployment carries migrations but the site has no database: create it first (POST /v0/sites/:siteId/databases)',
     );
   const now = timestamp(deps);
-  await expireOpenDeployments(deps, site.id);
-  const open = (await deps.db('deployments').where({ site_id: site.id, status: 'UPLOADING' }).count({ n: '*' }))[0] as {
-    n: number | string;
-  };
+  // Those past their day are left to the periodic expiry (expireOpenDeployments), which frees their uploads.
+  const open = (
+    await deps
+      .db('deployments')
+      .where({ site_id: site.id, status: 'UPLOADING' })
+      .andWhere('created_at', '>=', openSince(deps))
+      .count({ n: '*' })
+  )[0] as { n: number | string };
   if (Number(open.n) >= MAX_OPEN_DEPLOYMENTS)
     throw conflict(
       'too_many_open_deployments',
@@ -233,41 +239,91 @@ export async function createDeployment(
       );
     }
   });
-  for (const file of files)
-    if (file.inline) await storeUpload(deps, actor, row.id, file.sha256, Readable.from([file.inline]), file.bytes);
+  await storeInline(deps, actor, row.id, files);
   const missing = await missingOf(deps, actor.accountId, row.id, files);
   return { deployment: { ...toDeployment(deps, site, row, await currentSeq(deps, site.id)), missing } };
 }
 
-/** Open deployments past their day become FAILED: their uploads no longer keep bytes from the sweeper. */
-async function expireOpenDeployments(deps: Deps, siteId: string): Promise<void> {
-  const before = new Date(deps.now().getTime() - OPEN_FOR_MS).toISOString();
-  const expired = await deps
-    .db('deployments')
-    .where({ site_id: siteId, status: 'UPLOADING' })
-    .andWhere('created_at', '<', before)
-    .pluck('id');
-  if (expired.length === 0) return;
-  await deps.db.transaction(async (trx) => {
-    await trx('deployment_uploads').whereIn('deployment_id', expired).delete();
-    await trx('deployments')
-      .whereIn('id', expired)
-      .update({
-        status: 'FAILED',
-        errors: JSON.stringify([{ path: '', message: 'not published within a day', line: 0, column: 0 }]),
-      });
+/** Inline files stored at once, each digest once: each is a write to the store and a transaction. */
+const INLINE_AT_ONCE = 8;
+
+async function storeInline(
+  deps: Deps,
+  actor: Actor,
+  deploymentId: string,
+  files: Array<TargetFile & { inline?: Buffer }>,
+): Promise<void> {
+  const inline = [...new Map(files.filter((f) => f.inline).map((f) => [f.sha256, f] as const)).values()];
+  const next = async (): Promise<void> => {
+    for (let file = inline.pop(); file; file = inline.pop())
+      await storeUpload(deps, actor, deploymentId, file.sha256, Readable.from([file.inline!]), file.bytes);
+  };
+  await Promise.all(Array.from({ length: INLINE_AT_ONCE }, next));
+}
+
+/** The creation time before which an UPLOADING deployment has expired. */
+const openSince = (deps: Deps): string => new Date(deps.now().getTime() - OPEN_FOR_MS).toISOString();
+
+const UPLOADING_ROW = 'SELECT status FROM deployments WHERE id = ?';
+
+/**
+ * Fails a deployment still UPLOADING with `problems`, and gives its uploads' bytes back to the account
+ * in the same transaction; false when it was no longer open (published, failed or claimed by another
+ * node meanwhile). The conditional update takes the deployment's row first, as its uploads do.
+ */
+async function failOpen(
+  deps: Deps,
+  accountId: string,
+  deploymentId: string,
+  problems: FileProblem[],
+): Promise<boolean> {
+  return deps.hotSql.write(async (sql) => {
+    const { changes } = await sql.run(
+      "UPDATE deployments SET status = 'FAILED', errors = ? WHERE id = ? AND status = 'UPLOADING'",
+      JSON.stringify(problems),
+      deploymentId,
+    );
+    if (changes === 0) return false;
+    await releaseUploads(sql, accountId, deploymentId);
+    return true;
   });
-  await forgetPreviewFunctions(deps, siteId, expired);
+}
+
+const EXPIRED: FileProblem = { path: '', message: 'not published within a day', line: 0, column: 0 };
+/** Deployments one expiry round reads at once. */
+const EXPIRY_BATCH = 100;
+
+/**
+ * Open deployments past their day become FAILED, their uploads freed for the sweeper and given back to
+ * their accounts; run periodically by every node (DeploymentExpiry below), each claimed by the one whose
+ * conditional update gets it. Returns how many this node expired.
+ */
+export async function expireOpenDeployments(deps: Deps): Promise<number> {
+  let expired = 0;
+  for (;;) {
+    const due = (await deps
+      .db('deployments as d')
+      .join('sites as s', 's.id', 'd.site_id')
+      .where('d.status', 'UPLOADING')
+      .andWhere('d.created_at', '<', openSince(deps))
+      .orderBy('d.created_at')
+      .limit(EXPIRY_BATCH)
+      .select('d.id', 'd.site_id', 's.account_id')) as Array<{ id: string; site_id: string; account_id: string }>;
+    for (const row of due) {
+      if (!(await failOpen(deps, row.account_id, row.id, [EXPIRED]))) continue;
+      expired++;
+      await forgetPreviewFunctions(deps, row.site_id, [row.id]);
+    }
+    if (due.length < EXPIRY_BATCH) return expired;
+  }
 }
 
 async function requireOpen(deps: Deps, siteId: string, id: string): Promise<DeploymentRow> {
   const row = await requireDeployment(deps, siteId, id);
   if (row.status !== 'UPLOADING')
     throw conflict('deployment_not_open', `deployment ${row.short_id} is ${row.status}: it takes no more uploads`);
-  if (Date.parse(row.created_at) < deps.now().getTime() - OPEN_FOR_MS) {
-    await expireOpenDeployments(deps, siteId);
+  if (Date.parse(row.created_at) < Date.parse(openSince(deps)))
     throw conflict('deployment_not_open', `deployment ${row.short_id} was not published within a day`);
-  }
   return row;
 }
 
@@ -288,7 +344,15 @@ export async function uploadDeploymentFile(
   return { uploaded: { sha256, bytes: Number(declared.bytes) } };
 }
 
-/** Stores bytes for a deployment, checked against the digest and size declared, within the account's limit. */
+/** How many times an upload's transaction may wait past the time its blob is kept for, each time asking again. */
+const COMMIT_ATTEMPTS = 3;
+
+/**
+ * Stores bytes for a deployment, checked against the digest and size declared, and charges them to the
+ * account in the transaction that records the upload: the limit holds for the whole deployment, on any
+ * node. The deployment's row is taken first, so an upload never commits after the deployment has been
+ * published, failed or expired (whose transactions give its uploads back).
+ */
 async function storeUpload(
   deps: Deps,
   actor: Actor,
@@ -300,7 +364,12 @@ async function storeUpload(
   const reservation = deps.storageQuota.reserve(actor.accountId);
   let blob: PinnedBlob | undefined;
   try {
-    await reservation.take(size);
+    // Bytes the account holds already cost nothing more: only new ones are reserved while they arrive.
+    const held = await deps
+      .db('account_blobs')
+      .where({ account_id: actor.accountId, blob_sha256: sha256 })
+      .first('bytes');
+    if (!held) await reservation.take(size);
     try {
       blob = await deps.blobs.put(body, size, size);
     } catch (err) {
@@ -313,17 +382,46 @@ async function storeUpload(
         'digest_mismatch',
         `the bytes sent (${blob.bytes} bytes, sha256 ${blob.sha256}) are not the ${size} bytes of sha256 ${sha256} declared`,
       );
-    if (!(await deps.blobs.stillStored(blob)))
-      throw new BerthError('storage_unavailable', 'the bytes were removed before they were recorded; send them again');
-    await deps
-      .db('deployment_uploads')
-      .insert({ deployment_id: deploymentId, sha256, bytes: size })
-      .onConflict(['deployment_id', 'sha256'])
-      .ignore();
+    const stored = blob;
+    for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
+      // As a file write's commit (files.ts): asked before the transaction, the age checked again in it.
+      if (!(await deps.blobs.stillStored(stored)))
+        throw new BerthError(
+          'storage_unavailable',
+          'the bytes were removed before they were recorded; send them again',
+        );
+      if (await deps.hotSql.write((sql) => recordUpload(sql, deps, actor.accountId, deploymentId, stored))) return;
+    }
+    throw new BerthError(
+      'storage_unavailable',
+      'the bytes could not be kept until they were recorded; send them again',
+    );
   } finally {
     blob?.unpin();
     reservation.release();
   }
+}
+
+/** The upload's row and its charge, once per digest and deployment; false when the blob's age ran out first. */
+async function recordUpload(
+  sql: HotTx,
+  deps: Deps,
+  accountId: string,
+  deploymentId: string,
+  blob: PinnedBlob,
+): Promise<boolean> {
+  const deployment = await sql.getForUpdate<{ status: string }>(UPLOADING_ROW, deploymentId);
+  if (deployment?.status !== 'UPLOADING')
+    throw conflict('deployment_not_open', 'the deployment was published, cancelled or expired meanwhile');
+  if (!deps.blobs.keeps(blob)) return false;
+  const { changes } = await sql.run(
+    'INSERT INTO deployment_uploads (deployment_id, sha256, bytes) VALUES (?, ?, ?) ON CONFLICT (deployment_id, sha256) DO NOTHING',
+    deploymentId,
+    blob.sha256,
+    blob.bytes,
+  );
+  if (changes > 0) await chargeVersion(sql, deps.config, accountId, blob.sha256, blob.bytes);
+  return true;
 }
 
 async function entriesOf(deps: Deps, deploymentId: string): Promise<EntryRow[]> {
@@ -356,7 +454,9 @@ async function fail(
     errors: JSON.stringify(problems),
     applied_migrations: appliedMigrations.length > 0 ? JSON.stringify(appliedMigrations) : null,
   };
-  await deps.db('deployments').where({ id: row.id }).update(changes);
+  await failOpen(deps, site.account_id, row.id, problems);
+  if (changes.applied_migrations)
+    await deps.db('deployments').where({ id: row.id }).update({ applied_migrations: changes.applied_migrations });
   await forgetPreviewFunctions(deps, site.id, [row.id]);
   const deployment = toDeployment(deps, site, { ...row, ...changes }, await currentSeq(deps, site.id));
   const first = problems[0]!;
@@ -690,14 +790,45 @@ export async function updateDeployment(
 export async function cancelDeployment(deps: Deps, actor: Actor, siteId: string, deploymentId: string) {
   await requireSite(deps, actor, siteId);
   const row = await requireOpen(deps, siteId, deploymentId);
-  const errors = JSON.stringify([{ path: '', message: 'cancelled before it was published', line: 0, column: 0 }]);
-  await deps.db.transaction(async (trx) => {
-    const cancelled = await trx('deployments')
-      .where({ id: row.id, status: 'UPLOADING' })
-      .update({ status: 'FAILED', errors });
-    if (cancelled === 0)
-      throw conflict('deployment_not_open', `deployment ${row.short_id} was published or failed meanwhile`);
-    await trx('deployment_uploads').where({ deployment_id: row.id }).delete();
-  });
+  const cancelled = await failOpen(deps, actor.accountId, row.id, [
+    { path: '', message: 'cancelled before it was published', line: 0, column: 0 },
+  ]);
+  if (!cancelled) throw conflict('deployment_not_open', `deployment ${row.short_id} was published or failed meanwhile`);
   return getDeployment(deps, actor, siteId, deploymentId);
+}
+
+/**
+ * The periodic expiry of deployments left UPLOADING past their day (expireOpenDeployments): every node
+ * runs it, and each due deployment is expired by one of them. A deployment's uploads are charged to its
+ * account, so they are given back on time whether or not anyone touches the site again.
+ */
+export class DeploymentExpiry {
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(private readonly deps: Deps) {}
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      // One round at a time: a slow metadata never stacks rounds up.
+      this.#running ??= this.#round().finally(() => {
+        this.#running = undefined;
+      });
+    }, this.deps.config.deploymentExpiryCheckMs);
+    this.#timer.unref();
+  }
+
+  async #round(): Promise<void> {
+    try {
+      const expired = await expireOpenDeployments(this.deps);
+      if (expired > 0) this.deps.log.info({ deployments: expired }, 'expired deployments not published within a day');
+    } catch (err) {
+      logJobFailure(this.deps.log, err, 'expiring deployments not published within a day failed');
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#running;
+  }
 }

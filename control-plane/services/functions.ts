@@ -8,8 +8,11 @@ import { deployedVersions, deploymentExists, removeVersions, writeDeployment } f
 import type { ChangeListener } from '../db/changes.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
+import type { Knex } from 'knex';
+import { lockRows } from '../db/locks.ts';
 import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { findCurrentFile } from './file-rows.ts';
+import { lockSite } from './site-history.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
 
@@ -88,49 +91,74 @@ const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
 export const isRuntimeSource = (path: string): boolean =>
   (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
 
+/** The version current at `path` now, read under the site's row lock (null: none). */
+async function currentVersionLocked(trx: Knex.Transaction, site: SiteRow, path: string): Promise<string | null> {
+  await lockRows(trx, 'sites', { id: site.id });
+  const file = await trx('files').where({ bucket_id: site.bucket_id, path }).first('current_version_id');
+  return (file?.current_version_id as string | null | undefined) ?? null;
+}
+
 /**
- * Validates and deploys the current version of `path` for `site` (its row written by
- * recordFunctionVersion, as a site's deployment writes it).
+ * Validates and deploys the current version of `path` for `site`. The function's row is written by
+ * recordFunctionVersion under the site's row lock, as a publish writes it (publish.ts), and only if the
+ * version checked is still the file's current one: a publish or another write that made a newer one
+ * current meanwhile has deployed it (or will), and this deploy starts again from the newer one, so the
+ * version served is always the one the files and the history show.
  */
 async function deploy(
   deps: Deps,
   site: SiteRow,
   path: string,
 ): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
-  const current = await findCurrentFile(deps, site.bucket_id, path);
-  if (!current) throw notFound('function source');
-  const named = functionName(path);
-  if (!named.ok) {
-    // A nested or misnamed file under api/ is stored but is no function: nothing to record.
-    return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
+  for (;;) {
+    const current = await findCurrentFile(deps, site.bucket_id, path);
+    if (!current) throw notFound('function source');
+    const named = functionName(path);
+    if (!named.ok) {
+      // A nested or misnamed file under api/ is stored but is no function: nothing to record.
+      return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
+    }
+    const source = (await deps.blobs.read(current.sha256)).toString('utf8');
+    const validation = validateFunction(path, source);
+    const checked: CheckedVersion = validation.ok
+      ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null }
+      : { ok: false, kind: named.kind, name: named.name, problem: validation.problem };
+    const versionId = current.file.currentVersionId;
+    const row = await deps.hotSql.write(async (sql) => {
+      await lockSite(sql, site.id);
+      const now = await sql.get<{ current_version_id: string | null }>(
+        'SELECT current_version_id FROM files WHERE bucket_id = ? AND path = ?',
+        site.bucket_id,
+        path,
+      );
+      if (now?.current_version_id !== versionId) return null;
+      return recordFunctionVersion(sql, site.id, path, versionId, checked, timestamp(deps));
+    });
+    // A newer version became current while this one was checked: that one is what to deploy.
+    if (!row) continue;
+    if (validation.ok) {
+      writeDeployment(deps.runtimeDir, row.id, versionId, source);
+      // Every server retires the function's old workers and module files, and forgets its cached deployment.
+      await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId });
+    }
+    return {
+      outcome: validation.ok
+        ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: row.id }
+        : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: row.id, error: validation.problem },
+      row,
+    };
   }
-  const source = (await deps.blobs.read(current.sha256)).toString('utf8');
-  const validation = validateFunction(path, source);
-  const checked: CheckedVersion = validation.ok
-    ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null }
-    : { ok: false, kind: named.kind, name: named.name, problem: validation.problem };
-  const versionId = current.file.currentVersionId;
-  const row = await deps.hotSql.write((sql) =>
-    recordFunctionVersion(sql, site.id, path, versionId, checked, timestamp(deps)),
-  );
-  if (validation.ok) {
-    writeDeployment(deps.runtimeDir, row.id, versionId, source);
-    // Every server retires the function's old workers and module files, and forgets its cached deployment.
-    await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId });
-  }
-  return {
-    outcome: validation.ok
-      ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: row.id }
-      : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: row.id, error: validation.problem },
-    row,
-  };
 }
 
-/** Stops serving the function at `path` and forgets it. */
+/** Stops serving the function at `path` and forgets it, unless a version of the path became current meanwhile. */
 async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
-  const row = await deps.db<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+  const row = await deps.db.transaction(async (trx) => {
+    if ((await currentVersionLocked(trx, site, path)) !== null) return undefined;
+    const found = await trx<FunctionRow>('functions').where({ site_id: site.id, path }).first();
+    if (found) await trx('functions').where({ id: found.id }).delete();
+    return found;
+  });
   if (!row) return;
-  await deps.db('functions').where({ id: row.id }).delete();
   await deps.changes.publish({
     kind: 'function',
     siteId: site.id,

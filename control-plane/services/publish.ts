@@ -3,7 +3,7 @@
 // deployment and changes nothing. Then, under the site's row lock, each path's new version becomes
 // current (paths whose bytes and type are unchanged keep theirs), removed paths stop being current,
 // the functions and cron jobs follow, the bucket's generation is counted, and the deployment is
-// numbered into the site's history. Once committed, every node forgets the bucket's cached files and
+// numbered into the site's history; the bytes its uploads held are its versions' from then on. Once committed, every node forgets the bucket's cached files and
 // retires the changed functions' workers (requests in flight finish on the version they started with).
 import { writeDeployment } from '../../runtime-host/deployments.ts';
 import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
@@ -14,7 +14,7 @@ import { insertVersion, makeCurrent } from './files.ts';
 import { isRuntimeSource, recordFunctionVersion } from './functions.ts';
 import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
 import type { SiteRow } from './site-rows.ts';
-import { chargeVersion } from './storage-quota.ts';
+import { chargeVersion, releaseUploads } from './storage-quota.ts';
 
 /** A path's content after the switch. */
 export interface TargetFile {
@@ -109,6 +109,13 @@ export async function switchSite(
   const result = await deps.hotSql.write(async (sql) => {
     functions.length = 0;
     await lockSite(sql, site.id);
+    // The deployment's row next: its uploads take turns with the switch (see deployments.ts).
+    const open = await sql.getForUpdate<{ status: string }>(
+      'SELECT status FROM deployments WHERE id = ?',
+      change.deploymentId,
+    );
+    if (open?.status !== 'UPLOADING')
+      throw new BerthError('deployment_not_open', 'the deployment was published or cancelled meanwhile');
     // Taken once the site's changes before it have committed: the history's times follow its order.
     now = timestamp(deps);
     // Every writer of the site's files (but data/, which no deployment touches) holds the site's lock
@@ -150,9 +157,8 @@ export async function switchSite(
     await nextGeneration(sql, site.bucket_id);
     const files = change.put.length;
     const bytes = change.put.reduce((sum, f) => sum + f.bytes, 0);
-    // Published once: a second publish of it, or a cancel, that got here first leaves this one nothing to do.
-    const published = await sql.run(
-      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL, applied_migrations = ? WHERE id = ? AND status = 'UPLOADING'",
+    await sql.run(
+      "UPDATE deployments SET status = 'PUBLISHED', published_at = ?, seq = ?, file_count = ?, bytes = ?, errors = NULL, applied_migrations = ? WHERE id = ?",
       now,
       await nextSeq(sql, site.id),
       files,
@@ -160,8 +166,8 @@ export async function switchSite(
       appliedMigrations,
       change.deploymentId,
     );
-    if (published.changes === 0)
-      throw new BerthError('deployment_not_open', 'the deployment was published or cancelled meanwhile');
+    // Its versions hold the bytes now, charged above: the uploads let go of them without a gap.
+    await releaseUploads(sql, site.account_id, change.deploymentId);
     return { changed, files, bytes };
   });
   for (const fn of functions) {

@@ -1,7 +1,11 @@
-// How many bytes an account's files hold, and how many they may. Usage counts each blob the account's
-// file versions reference once, however many versions or files share it: the `account_blobs` rows and
-// `accounts.storage_used_bytes` change in the same transaction as the versions themselves (see
-// chargeVersion and releaseVersion), so the count is never off and a quota check is one row read.
+// How many bytes an account stores, and how many it may. Usage counts each blob the account references
+// once, however many references it has: each file version, and each upload of a deployment not yet
+// published. The `account_blobs` rows (`versions` counts the references) and
+// `accounts.storage_used_bytes` change in the same transaction as the references themselves (see
+// chargeVersion, releaseVersion and releaseUploads), so the count is never off and a quota check is one
+// row read. A deployment's uploads are charged as they arrive, given back when it fails, is cancelled or
+// expires, and handed to its versions when it publishes: the versions are charged first, in the same
+// transaction, so bytes the account keeps are never counted twice nor let go in between.
 //
 // Uploads in flight are not in the metadata yet: each holds a reservation of the bytes it has read so
 // far, and a write is refused once committed and reserved bytes together would pass the limit. So
@@ -144,6 +148,30 @@ export async function releaseVersion(sql: HotTx, accountId: string, sha256: stri
   await sql.run('DELETE FROM account_blobs WHERE account_id = ? AND blob_sha256 = ?', accountId, sha256);
   await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes - ? WHERE id = ?', row.bytes, accountId);
   return row.bytes;
+}
+
+/**
+ * Gives back what a deployment's uploads hold, inside the transaction that publishes, fails, cancels
+ * or expires it (which holds the deployment's row, so no upload of it commits meanwhile), and deletes
+ * the upload rows: the sweeper may then remove bytes nothing else references. A publish has charged
+ * its versions first, so the blobs they keep stay counted. Returns the bytes freed.
+ */
+export async function releaseUploads(sql: HotTx, accountId: string, deploymentId: string): Promise<number> {
+  const { changes } = await sql.run(
+    'UPDATE account_blobs SET versions = versions - 1 WHERE account_id = ? AND blob_sha256 IN (SELECT sha256 FROM deployment_uploads WHERE deployment_id = ?)',
+    accountId,
+    deploymentId,
+  );
+  if (changes === 0) return 0;
+  await sql.run('DELETE FROM deployment_uploads WHERE deployment_id = ?', deploymentId);
+  const freed = await sql.all<{ bytes: number | string }>(
+    'DELETE FROM account_blobs WHERE account_id = ? AND versions = 0 RETURNING bytes',
+    accountId,
+  );
+  const bytes = freed.reduce((sum, row) => sum + Number(row.bytes), 0);
+  if (bytes > 0)
+    await sql.run('UPDATE accounts SET storage_used_bytes = storage_used_bytes - ? WHERE id = ?', bytes, accountId);
+  return bytes;
 }
 
 /**

@@ -219,6 +219,16 @@ export class LocalDriver implements BlobDriver {
     return (await fsp.stat(final)).size;
   }
 
+  async copy(from: string, to: string): Promise<boolean> {
+    try {
+      await this.putFile(to, this.#pathOf(from));
+      return true;
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return false;
+      throw err;
+    }
+  }
+
   /** Renames `from` to `final`; from another file system, it is copied beside `final` first so the placing rename stays atomic. */
   async #moveInto(from: string, final: string, folder: string): Promise<void> {
     try {

@@ -319,6 +319,27 @@ export class S3Driver implements BlobDriver {
     }
   }
 
+  /** A copy made by the store itself: the bytes do not pass through Berth. */
+  async copy(from: string, to: string): Promise<boolean> {
+    const source = this.#object(from);
+    try {
+      await this.#send(`copy ${from} to ${to}`, () =>
+        this.#client.send(
+          new CopyObjectCommand({
+            Bucket: this.#at.bucket,
+            Key: this.#object(to),
+            CopySource: encodeURIComponent(`${this.#at.bucket}/${source}`),
+            MetadataDirective: 'COPY',
+          }),
+        ),
+      );
+      return true;
+    } catch (err) {
+      if (notFound(err)) return false;
+      throw err;
+    }
+  }
+
   /** Rewrites the object's metadata in place, which makes its LastModified now. */
   async touch(key: string): Promise<boolean> {
     const object = this.#object(key);

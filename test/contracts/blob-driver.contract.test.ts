@@ -161,6 +161,16 @@ for (const adapter of eachBlobDriver()) {
     t.is((await driver.stat('blobs/touched'))?.bytes, 500);
   });
 
+  contract('copy stores the object whole under another key, and leaves the original', async (t, { driver }) => {
+    const data = crypto.randomBytes(300 * 1024);
+    await driver.put('blobs/original', data);
+    t.true(await driver.copy('blobs/original', 'removed-blobs/copy'));
+    sameBytes(t, await driver.getBytes('removed-blobs/copy'), data);
+    sameBytes(t, await driver.getBytes('blobs/original'), data);
+    t.false(await driver.copy('blobs/missing', 'removed-blobs/none'));
+    t.false(await driver.exists('removed-blobs/none'));
+  });
+
   contract('putStream stores what the source yields, under a key given or named at the end', async (t, { driver }) => {
     for (const folder of FOLDERS) {
       const data = crypto.randomBytes(300 * 1024);

@@ -274,6 +274,39 @@ for (const adapter of eachBlobDriver()) {
     { safeAgeMs: 3_600_000 },
   );
 
+  contract(
+    'on a shared store, a blob another node stored again just before the sweeper removed it is put back once referenced',
+    async (t, store, opened) => {
+      // Two nodes on one store: each has its own pins, so only age and references keep the other's write.
+      const other = new ContentStore(opened.driver, { safeAgeMs: 3_600_000 });
+      const data = crypto.randomBytes(1000);
+      const sha256 = digest(data);
+      (await store.put(body(data), 2000)).unpin();
+      let referenced = false;
+      const isReferenced = async (sha: string) => referenced && sha === sha256;
+      // The other node's write of the same bytes lands after this node's sweeper checked the blob's age
+      // (a minimum age of 0 stands for that moment) and before its removal, then commits trusting them.
+      const written = await other.put(body(data), 2000);
+      t.like(await new BlobSweeper(store, isReferenced, 0).sweep(), { removed: 1 });
+      t.true(other.keeps(written), 'the write trusts its bytes: they are younger than the safe age');
+      referenced = true;
+      written.unpin();
+      t.false(await store.has(sha256));
+      t.like(await new BlobSweeper(store, isReferenced, 0).sweep(), { restored: 1, removed: 0 });
+      sameBytes(t, await store.read(sha256), data);
+      // The copy is gone once past its time, and a removed blob nothing references is not put back.
+      const orphan = crypto.randomBytes(500);
+      (await store.put(body(orphan), 1000)).unpin();
+      t.like(await new BlobSweeper(store, isReferenced, 0).sweep(), { restored: 0, removed: 1 });
+      t.like(await new BlobSweeper(store, isReferenced, 0).sweep(), { restored: 0, removed: 0 });
+      t.false(await store.has(digest(orphan)));
+      const copies: string[] = [];
+      for await (const copy of opened.driver.list('removed-blobs')) copies.push(copy.key);
+      t.deepEqual(copies, []);
+    },
+    { safeAgeMs: 3_600_000 },
+  );
+
   contract('without a safe age the pin alone keeps the blob until the commit', async (t, store) => {
     const blob = await store.put(body(Buffer.from('pinned')), 100);
     t.true(store.keeps({ ...blob, storedAt: 0 }));
