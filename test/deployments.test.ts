@@ -377,56 +377,6 @@ test('a deployment’s migrations are applied before its switch; a failing one f
   t.is((await t0.site(site.subdomain).get('')).body, 'with notes', 'the files did not change either');
 });
 
-test('a switch that fails after the deployment’s migrations were applied says that the schema changed, and its record too', async (t) => {
-  const KIB = 1024;
-  const berth = await startTestBerth({ accountStorageBytes: 1024 * KIB });
-  t.teardown(() => berth.dispose());
-  const tenant = await berth.newAccount();
-  const site = await createSite(tenant);
-  const database = body<{ database: { id: string } }>(await tenant.api.post(`v0/sites/${site.id}/databases`)).database;
-  const page = Buffer.concat([Buffer.from(crypto.randomUUID()), Buffer.alloc(600 * KIB - 36, 1)]);
-  const created = await tenant.api.post(`v0/sites/${site.id}/deployments`, {
-    json: {
-      files: [{ path: 'web/big.bin', sha256: sha(page), size: page.length, contentType: 'application/octet-stream' }],
-      migrations: [{ name: '0001_init.sql', sql: 'CREATE TABLE notes (body TEXT);' }],
-    },
-  });
-  const { deployment } = body<{ deployment: Deployment }>(created);
-  t.is(
-    (await tenant.api.put(`v0/sites/${site.id}/deployments/${deployment.id}/files/${sha(page)}`, { body: page }))
-      .statusCode,
-    200,
-  );
-  // The account's room goes to a file written meanwhile: the switch is over the limit, after the migration.
-  await putFile(tenant, site.bucketId, 'web/other.bin', Buffer.alloc(600 * KIB, 2));
-
-  const failed = await tenant.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`);
-  t.is(failed.statusCode, 422);
-  const error = body<{
-    error: {
-      code: string;
-      message: string;
-      details: { appliedMigrations: string[]; errors: Array<{ message: string }> };
-    };
-  }>(failed).error;
-  t.is(error.code, 'deployment_failed_after_migrations');
-  t.deepEqual(error.details.appliedMigrations, ['0001_init.sql']);
-  t.regex(error.details.errors[0]!.message, /limit/);
-  t.notRegex(error.message, /nothing about the site changed/);
-  const tables = body<{ result: Array<{ results: Array<{ name: string }> }> }>(
-    await tenant.api.post(`v0/sites/${site.id}/databases/${database.id}/query`, {
-      json: { sql: "SELECT name FROM sqlite_master WHERE name = 'notes'" },
-    }),
-  ).result[0]!.results;
-  t.deepEqual(tables, [{ name: 'notes' }], 'the migration was applied');
-  const record = body<{ deployment: Deployment & { appliedMigrations: string[] | null } }>(
-    await tenant.read.get(`v0/sites/${site.id}/deployments/${deployment.id}`),
-  ).deployment;
-  t.is(record.status, 'FAILED');
-  t.deepEqual(record.appliedMigrations, ['0001_init.sql']);
-  t.is((await berth.site(site.subdomain).get('big.bin')).statusCode, 404, 'the files did not change');
-});
-
 test('a deployment cancelled while its migrations run says the schema changed, and its record names them', async (t) => {
   const site = await createSite(t0.owner);
   const database = body<{ database: { id: string } }>(
