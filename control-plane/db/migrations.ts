@@ -32,6 +32,7 @@ import * as deployments from './migrations/0023_deployments.ts';
 import * as dropDatabaseCopies from './migrations/0024_drop_database_copies.ts';
 import * as nodeReplication from './migrations/0025_node_replication.ts';
 import * as siteAnalytics from './migrations/0026_site_analytics.ts';
+import * as databaseReplicaBytes from './migrations/0030_database_replica_bytes.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -65,6 +66,7 @@ const migrations: Record<string, Migration> = {
   '0024_drop_database_copies': dropDatabaseCopies,
   '0025_node_replication': nodeReplication,
   '0026_site_analytics': siteAnalytics,
+  '0030_database_replica_bytes': databaseReplicaBytes,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

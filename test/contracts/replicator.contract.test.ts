@@ -16,6 +16,7 @@ import {
   type ReplicationTiming,
   restoreReplica,
 } from '../../control-plane/site-databases/replication/litestream.ts';
+import { DEFAULTS } from '../../control-plane/config.ts';
 import { Replicator } from '../../control-plane/site-databases/replication/replicator.ts';
 import { SiteReplicas } from '../../control-plane/site-databases/replication/site-replicas.ts';
 import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
@@ -197,6 +198,7 @@ for (const target of targets) {
         target: await target.make(root),
         timing,
         workDir: path.join(root, 'runtime', 'replication'),
+        maxBytes: DEFAULTS.databaseReplicaMaxBytes,
         log: pino({ level: 'silent' }),
       });
       const local = new SiteDatabases({

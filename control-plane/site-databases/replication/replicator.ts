@@ -15,6 +15,7 @@ import { execa, type ResultPromise } from 'execa';
 import type { Logger } from '../../log.ts';
 import { writeFileDurably } from '../../../storage/durable.ts';
 import {
+  forgetGeneration,
   litestreamBinary,
   litestreamConfig,
   type ReplicaTarget,
@@ -43,6 +44,8 @@ export interface ReplicaStatus {
   upToDate: boolean;
   /** How long the oldest write not yet known to be in the replica has waited; 0: none waits. */
   lagMs: number;
+  /** Log bytes shipped to the replica since the database joined (as the engine counts them, uncompressed). */
+  shippedBytes: number;
 }
 
 interface Entry {
@@ -60,6 +63,7 @@ interface Entry {
   /** Log bytes the engine has read from the database and shipped, at the last look. */
   read: number;
   shipped: number;
+  shippedTotal: number;
 }
 
 /** The engine polls each database and ships what changed at most this often (see litestream.ts). */
@@ -86,6 +90,8 @@ export class Replicator {
   #running = new Set<string>();
   #reconciling: Promise<void> = Promise.resolve();
   #pending = false;
+  /** Databases whose next start begins a new generation (renew). */
+  readonly #renewing = new Set<string>();
   #failures = 0;
   #retry: NodeJS.Timeout | undefined;
   #trim: NodeJS.Timeout;
@@ -128,6 +134,7 @@ export class Replicator {
         joined: [],
         read: 0,
         shipped: 0,
+        shippedTotal: 0,
       });
       this.#byFile.set(file, siteId);
     }
@@ -147,6 +154,17 @@ export class Replicator {
         { siteId, waitedMs: timeoutMs },
         'the replicator did not take a site database in time: its statements run, not yet replicated',
       );
+  }
+
+  /**
+   * Makes the engine begin a new generation of the database (a fresh full copy): its older history
+   * then lies wholly in older generations, which can be dropped. Restarts the engine.
+   */
+  async renew(siteId: string): Promise<void> {
+    if (!this.#running.has(siteId)) return;
+    this.#renewing.add(siteId);
+    this.#schedule();
+    await this.#reconciling;
   }
 
   /** The database's process closed: it stays replicated a while, in case it is used again soon. */
@@ -237,6 +255,7 @@ export class Replicator {
       replicatedAt: entry.replicatedAt === null ? null : new Date(entry.replicatedAt),
       upToDate: entry.firstPendingAt === null,
       lagMs: entry.firstPendingAt === null ? 0 : now - entry.firstPendingAt,
+      shippedBytes: entry.shippedTotal,
     };
   }
 
@@ -267,7 +286,10 @@ export class Replicator {
         if (!entry) continue;
         if (name === 'litestream_total_wal_bytes') entry.read = value;
         else if (name === 'litestream_replica_wal_bytes') {
-          if (value > entry.shipped) entry.replicatedAt = at;
+          if (value > entry.shipped) {
+            entry.replicatedAt = at;
+            entry.shippedTotal += value - entry.shipped;
+          }
           entry.shipped = value;
         }
       }
@@ -318,9 +340,17 @@ export class Replicator {
     if (this.#closed || this.#suspended) return;
     const wanted = [...this.#entries.keys()].sort();
     const same =
-      this.#child !== null && wanted.length === this.#running.size && wanted.every((s) => this.#running.has(s));
+      this.#child !== null &&
+      this.#renewing.size === 0 &&
+      wanted.length === this.#running.size &&
+      wanted.every((s) => this.#running.has(s));
     if (same) return this.#releaseJoined();
     await this.#stopChild();
+    for (const siteId of this.#renewing) {
+      const entry = this.#entries.get(siteId);
+      if (entry) await forgetGeneration(entry.file);
+    }
+    this.#renewing.clear();
     if (wanted.length === 0) return;
     try {
       await this.#startChild(wanted);
