@@ -48,6 +48,8 @@ export interface Config {
   databaseReplicaDir: string;
   /** How far back a site database can be restored. */
   databaseRetentionMs: number;
+  /** The bytes one database's replica may take: its oldest history is dropped past them. */
+  databaseReplicaMaxBytes: number;
   /** A database node whose heartbeat is this old has its databases taken over from their replicas; 0: never by itself. */
   databaseFailoverMs: number;
   maxJsonBytes: number;
@@ -191,6 +193,8 @@ export const DEFAULTS: Config = {
   databaseReplication: true,
   databaseReplicaDir: '',
   databaseRetentionMs: 7 * 24 * 3600_000,
+  // Twice the largest database by default: a full copy of it and as much history again.
+  databaseReplicaMaxBytes: 2 * 1024 ** 3,
   databaseFailoverMs: 30_000,
   maxJsonBytes: 1024 * 1024,
   logLevel: 'info',
@@ -602,6 +606,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     analytics: flag(env, 'BERTH_ANALYTICS', DEFAULTS.analytics),
     analyticsFlushMs: integer(env, 'BERTH_ANALYTICS_FLUSH_MS', DEFAULTS.analyticsFlushMs, 100, 3600_000),
     databaseTimeoutMs: integer(env, 'BERTH_DATABASE_TIMEOUT_MS', DEFAULTS.databaseTimeoutMs, 100, 15 * 60_000),
+    // A replica holds at least a copy of its database: below 1 MiB it could hold no history at all.
+    databaseReplicaMaxBytes: integer(
+      env,
+      'BERTH_DATABASE_REPLICA_MAX_BYTES',
+      DEFAULTS.databaseReplicaMaxBytes,
+      1024 * 1024,
+      Number.MAX_SAFE_INTEGER,
+    ),
     maxDatabaseProcesses: integer(env, 'BERTH_MAX_DATABASE_PROCESSES', DEFAULTS.maxDatabaseProcesses, 1, 10_000),
     // A site database holds at least its ledger and a few tables: 1 MiB is the smallest useful size.
     siteDatabaseMaxBytes: integer(

@@ -508,10 +508,21 @@ export const ExportParams = z.object({ siteId: Uuid, databaseId: Uuid, exportId:
 const DatabaseState = z.object({ id: Uuid, status: z.string() });
 export const RestorePoints = z.object({
   database: DatabaseState,
-  earliest: Timestamp.nullable(),
+  earliest: Timestamp.nullable().describe(
+    'the oldest restorable moment: the retention’s start, or later when the replica holds less (a young database, or older history dropped to keep the replica within replicaMaxBytes)',
+  ),
   latest: Timestamp.nullable(),
   replication: z
-    .object({ lagMs: z.number(), replicatedAt: Timestamp.nullable(), replicaBytes: z.number() })
+    .object({
+      lagMs: z.number(),
+      replicatedAt: Timestamp.nullable(),
+      replicaBytes: z.number(),
+      replicaMaxBytes: z
+        .number()
+        .describe(
+          'the bytes the replica may take: past them its oldest history is dropped, and earliest moves forward',
+        ),
+    })
     .nullable()
     .optional(),
 });
@@ -644,5 +655,11 @@ export const AccountUsage = z.object({
   storage: z.object({
     usedBytes: z.number().int(),
     limitBytes: z.number().int().nullable().describe('null: no limit'),
+    databaseReplicaBytes: z
+      .number()
+      .int()
+      .describe(
+        'what the replicas of its site databases take (their history for time travel and recovery), as last measured; each is bounded on its own, outside the limit',
+      ),
   }),
 });

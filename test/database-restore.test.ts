@@ -159,7 +159,7 @@ test.serial(
     await server.exited;
     running = false;
     await writing;
-    const config = path.join(dataDir, 'runtime', 'replication', 'litestream.json');
+    const config = path.join(dataDir, 'runtime', 'replication', 'engines');
     await until(() => processesMentioning(config).length === 0, 'the replicator to end with its server', {
       ms: 10_000,
     });

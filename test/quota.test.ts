@@ -32,10 +32,14 @@ test.after.always(async () => {
 
 const distinct = (bytes: number) => Buffer.concat([Buffer.from(crypto.randomUUID()), Buffer.alloc(bytes - 36, 1)]);
 
-async function storage(account: TestAccount): Promise<{ usedBytes: number; limitBytes: number | null }> {
-  return json<{ usage: { storage: { usedBytes: number; limitBytes: number | null } } }>(
-    await account.read.get('v0/accounts/current/usage'),
-  ).usage.storage;
+interface Storage {
+  usedBytes: number;
+  limitBytes: number | null;
+  databaseReplicaBytes: number;
+}
+
+async function storage(account: TestAccount): Promise<Storage> {
+  return json<{ usage: { storage: Storage } }>(await account.read.get('v0/accounts/current/usage')).usage.storage;
 }
 
 async function paths(account: TestAccount, bucketId: string): Promise<string[]> {
@@ -50,7 +54,7 @@ test('a write past the limit answers 413 quota_exceeded, saying what is used, an
   const site = await createSite(tenant);
   const otherSite = await createSite(other);
   for (let i = 0; i < 3; i++) await putFile(tenant, site.bucketId, `web/${i}.bin`, distinct(300 * KIB));
-  t.deepEqual(await storage(tenant), { usedBytes: 900 * KIB, limitBytes: LIMIT });
+  t.deepEqual(await storage(tenant), { usedBytes: 900 * KIB, limitBytes: LIMIT, databaseReplicaBytes: 0 });
 
   const refused = await tenant.api.put(`v0/buckets/${site.bucketId}/objects/web/3.bin`, { body: distinct(300 * KIB) });
   t.is(refused.statusCode, 413);
@@ -203,7 +207,7 @@ test('the operator sets an account its own limit with berth admin while the serv
     storage: { usedBytes: 900 * KIB, limitBytes: 3 * LIMIT },
   });
   await putFile(tenant, site.bucketId, 'web/b.bin', distinct(900 * KIB));
-  t.deepEqual(await storage(tenant), { usedBytes: 1800 * KIB, limitBytes: 3 * LIMIT });
+  t.deepEqual(await storage(tenant), { usedBytes: 1800 * KIB, limitBytes: 3 * LIMIT, databaseReplicaBytes: 0 });
 
   const metrics = (await got.get(`${t0.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).body;
   t.true(metrics.includes(`berth_account_storage_bytes{account="${tenant.id}"} ${1800 * KIB}`));
@@ -225,5 +229,5 @@ test('platform-admin accounts store without a limit', async (t) => {
   const admin = await t0.newAccount('platform-admin');
   const site = await createSite(admin);
   await putFile(admin, site.bucketId, 'web/a.bin', distinct(1500 * KIB));
-  t.deepEqual(await storage(admin), { usedBytes: 1500 * KIB, limitBytes: null });
+  t.deepEqual(await storage(admin), { usedBytes: 1500 * KIB, limitBytes: null, databaseReplicaBytes: 0 });
 });

@@ -1,5 +1,5 @@
-// The account's usage: model calls today (UTC) against the daily allowance, and the bytes its files
-// hold against its storage limit.
+// The account's usage: model calls today (UTC) against the daily allowance, the bytes its files hold
+// against its storage limit, and the bytes its site databases' replicas take.
 import { get } from './api.ts';
 import { fill, formatBytes, h } from './dom.ts';
 import type { AccountUsage } from './types.ts';
@@ -54,6 +54,11 @@ export async function render(root: HTMLElement): Promise<void> {
         'p',
         { class: 'hint' },
         `Every version of every file of this account’s buckets, ctx.data writes included, each distinct content counted once. ${limitBytes === null ? 'This account has no storage limit.' : 'Writes past the limit are refused.'} Deleting a file keeps its versions: delete old versions to free space (a file’s history in Files, or “berth files prune <fileId>”).`,
+      ),
+      h(
+        'p',
+        { class: 'hint' },
+        `Site database replicas (their history, for restores): ${formatBytes(usage.storage.databaseReplicaBytes)}, as last measured. Each is bounded on its own, its oldest history dropped first, outside the limit.`,
       ),
     ),
   );

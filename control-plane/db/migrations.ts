@@ -34,9 +34,10 @@ import * as nodeReplication from './migrations/0025_node_replication.ts';
 import * as siteAnalytics from './migrations/0026_site_analytics.ts';
 import * as sitePast from './migrations/0027_site_past.ts';
 import * as deploymentUploadCharges from './migrations/0028_deployment_upload_charges.ts';
-import * as deploymentAppliedMigrations from './migrations/0031_deployment_applied_migrations.ts';
-import * as siteAnalyticsHours from './migrations/0032_site_analytics_hours.ts';
-import * as previewCertificates from './migrations/0033_preview_certificates.ts';
+import * as databaseReplicaBytes from './migrations/0029_database_replica_bytes.ts';
+import * as deploymentAppliedMigrations from './migrations/0030_deployment_applied_migrations.ts';
+import * as siteAnalyticsHours from './migrations/0031_site_analytics_hours.ts';
+import * as previewCertificates from './migrations/0032_preview_certificates.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -72,9 +73,10 @@ const migrations: Record<string, Migration> = {
   '0026_site_analytics': siteAnalytics,
   '0027_site_past': sitePast,
   '0028_deployment_upload_charges': deploymentUploadCharges,
-  '0031_deployment_applied_migrations': deploymentAppliedMigrations,
-  '0032_site_analytics_hours': siteAnalyticsHours,
-  '0033_preview_certificates': previewCertificates,
+  '0029_database_replica_bytes': databaseReplicaBytes,
+  '0030_deployment_applied_migrations': deploymentAppliedMigrations,
+  '0031_site_analytics_hours': siteAnalyticsHours,
+  '0032_preview_certificates': previewCertificates,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

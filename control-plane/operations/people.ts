@@ -7,6 +7,7 @@ import * as keys from '../services/keys.ts';
 import * as members from '../services/members.ts';
 import { changePassword as changeOwnPassword } from '../services/sessions.ts';
 import { modelCallsToday } from '../services/llm.ts';
+import { databaseReplicaBytes } from '../services/storage-quota.ts';
 import {
   AccountUsage,
   ApiKey,
@@ -161,14 +162,17 @@ export const changePassword = defineOperation({
 export const getUsage = defineOperation({
   name: 'get_usage',
   description:
-    'The account’s model calls today (UTC) against its daily allowance, and the bytes its files hold against its storage limit',
+    'The account’s model calls today (UTC) against its daily allowance, the bytes its files hold against its storage limit, and the bytes its site databases’ replicas take',
   permission: 'READ',
   input: z.object({}).strict(),
   output: z.object({ usage: AccountUsage }),
   run: async (deps, actor) => ({
     usage: {
       ...(await modelCallsToday(deps, actor.accountId)),
-      storage: await deps.storageQuota.usage(actor.accountId),
+      storage: {
+        ...(await deps.storageQuota.usage(actor.accountId)),
+        databaseReplicaBytes: await databaseReplicaBytes(deps, actor.accountId),
+      },
     },
   }),
 });

@@ -193,6 +193,25 @@ export async function setStorageLimit(
   return { usedBytes: Number(row.storage_used_bytes), limitBytes: storageLimit(config, row) };
 }
 
+/**
+ * The bytes the replicas of the account's site databases take, as the nodes replicating them last
+ * measured them (outside the storage limit: a replica is bounded on its own, BERTH_DATABASE_REPLICA_MAX_BYTES).
+ */
+export async function databaseReplicaBytes(store: Pick<Store, 'db'>, accountId: string): Promise<number> {
+  const row = (await store
+    .db('databases')
+    .join('sites', 'sites.id', 'databases.site_id')
+    .where('sites.account_id', accountId)
+    .sum({ bytes: 'databases.replica_bytes' })
+    .first()) as { bytes: number | string | null } | undefined;
+  return Number(row?.bytes ?? 0);
+}
+
+/** A node measured a database's replica: what the account's usage shows of it. */
+export async function recordReplicaBytes(store: Pick<Store, 'db'>, siteId: string, bytes: number): Promise<void> {
+  await store.db('databases').where({ site_id: siteId }).update({ replica_bytes: bytes });
+}
+
 /** Every account's usage, for the metrics. */
 export async function storageByAccount(store: Pick<Store, 'db'>, config: Pick<Config, 'accountStorageBytes'>) {
   const rows = (await store

@@ -24,6 +24,7 @@ import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.
 import { SiteReplicas } from './replication/site-replicas.ts';
 import { Failover } from './cluster/failover.ts';
 import { Fence } from './cluster/fence.ts';
+import { recordReplicaBytes } from '../services/storage-quota.ts';
 
 export interface SiteDatabaseParts {
   metadata: Metadata;
@@ -98,6 +99,8 @@ export function composeSiteDatabases(
         target: replicaTarget(config),
         timing: replicationTiming(config),
         workDir: replicationDirOf(parts.runtimeDir),
+        maxBytes: config.databaseReplicaMaxBytes,
+        onBytes: (siteId, bytes) => recordReplicaBytes(metadata, siteId, bytes),
         log: parts.log,
         ...(metadata.shared ? { holds: (siteIds: string[]) => placedHere(metadata.db, parts.nodeId, siteIds) } : {}),
       })

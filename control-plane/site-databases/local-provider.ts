@@ -321,7 +321,12 @@ export class SiteDatabases implements SiteDatabaseProvider {
       earliest: range?.earliest.toISOString() ?? null,
       latest: range?.latest.toISOString() ?? null,
       replication: status
-        ? { lagMs: status.lagMs, replicatedAt: status.replicatedAt?.toISOString() ?? null, replicaBytes }
+        ? {
+            lagMs: status.lagMs,
+            replicatedAt: status.replicatedAt?.toISOString() ?? null,
+            replicaBytes,
+            replicaMaxBytes: replicas.maxBytes,
+          }
         : null,
     };
   }

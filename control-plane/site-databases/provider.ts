@@ -103,8 +103,10 @@ export interface ReplicationState {
   lagMs: number;
   /** When the replica last received some of its writes (since the node that holds it started). */
   replicatedAt: string | null;
-  /** The bytes its replica takes: snapshots and log, over the whole retention. */
+  /** The bytes its replica takes: snapshots and log, over the retention or less (replicaMaxBytes). */
   replicaBytes: number;
+  /** The bytes its replica may take: past them its oldest history is dropped (BERTH_DATABASE_REPLICA_MAX_BYTES). */
+  replicaMaxBytes: number;
 }
 
 export type Restore =

@@ -379,13 +379,12 @@ export class S3Driver implements BlobDriver {
   }
 
   /**
-   * The bytes held under `tree/` (relative to the store's prefix), a folder another program writes
-   * with keys of its own (the database replicas), outside the folders of the blob store.
+   * Each object under `tree/` (relative to the store's prefix), a folder another program writes with
+   * keys of its own (the database replicas), outside the folders of the blob store: its name relative
+   * to the tree, and its bytes.
    */
-  async treeBytes(tree: string): Promise<number> {
-    let bytes = 0;
-    for await (const object of this.#listObjects(this.#tree(tree))) bytes += object.bytes;
-    return bytes;
+  async *treeObjects(tree: string): AsyncIterable<{ name: string; bytes: number }> {
+    for await (const { name, bytes } of this.#listObjects(this.#tree(tree))) yield { name, bytes };
   }
 
   /** Removes everything under `tree/`; returns how many objects it removed. */

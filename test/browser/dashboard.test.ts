@@ -273,6 +273,8 @@ test.serial(
       await page.goto(dashboard('#/usage'));
       const card = page.getByRole('heading', { name: 'Storage' }).locator('..');
       await card.getByText('This account has no storage limit.', { exact: false }).waitFor();
+      // What its database replicas take, beside.
+      await card.getByText('Site database replicas (their history, for restores): ', { exact: false }).waitFor();
       return card.locator('.big-number').textContent();
     };
     const before = { bytes: await usedBytes(), text: await shown() };

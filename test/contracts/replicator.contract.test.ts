@@ -16,6 +16,7 @@ import {
   type ReplicationTiming,
   restoreReplica,
 } from '../../control-plane/site-databases/replication/litestream.ts';
+import { DEFAULTS } from '../../control-plane/config.ts';
 import { Replicator } from '../../control-plane/site-databases/replication/replicator.ts';
 import { SiteReplicas } from '../../control-plane/site-databases/replication/site-replicas.ts';
 import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
@@ -225,6 +226,7 @@ for (const target of targets) {
         target: await target.make(root),
         timing,
         workDir: path.join(root, 'runtime', 'replication'),
+        maxBytes: DEFAULTS.databaseReplicaMaxBytes,
         log: pino({ level: 'silent' }),
       });
       const local = new SiteDatabases({
@@ -251,6 +253,81 @@ for (const target of targets) {
       t.truthy((await local.restorePoints(siteId)).earliest, 'the replica belongs to the database, wherever it is');
       await local.remove(siteId);
       t.is((await local.restorePoints(siteId)).earliest, null, 'a deleted database’s history goes with it');
+    },
+  );
+}
+
+/** The newest row of `siteId`'s replica (0: none), restored whole by the engine's own command. */
+async function newestReplicated(s: Setup, siteId: string): Promise<number> {
+  const work = path.join(s.root, 'work');
+  const latest = (await listGenerations(siteId, s.target, timing, work)).sort(
+    (a, b) => b.end.getTime() - a.end.getTime(),
+  )[0];
+  if (!latest) return 0;
+  const out = path.join(s.root, `restored-${crypto.randomUUID()}.sqlite`);
+  await restoreReplica(siteId, s.target, timing, work, out, { generation: latest.generation });
+  try {
+    return Math.max(0, ...rowsOf(out));
+  } finally {
+    for (const suffix of ['', '-wal', '-shm']) await fs.rm(`${out}${suffix}`, { force: true });
+  }
+}
+
+for (const target of targets) {
+  const maybe = target.skip ? test.skip : test.serial;
+
+  maybe(
+    `${target.name}: a database's writes reach the replica within 2 s while 40 others join a set of 200`,
+    async (t) => {
+      t.timeout(300_000);
+      const s = await setup(t, target);
+      const make = (n: number) =>
+        Array.from({ length: n }, () => {
+          const siteId = crypto.randomUUID();
+          const { db, file } = s.open(siteId);
+          db.exec('CREATE TABLE t (n INTEGER)');
+          db.prepare('INSERT INTO t (n) VALUES (1)').run();
+          return { siteId, file };
+        });
+      // Other tenants' databases in use, and the one whose lag is measured.
+      await Promise.all(make(200).map(({ siteId, file }) => s.replicator.watch(siteId, file)));
+      const quiet = crypto.randomUUID();
+      const { db, file } = s.open(quiet);
+      db.exec('CREATE TABLE t (n INTEGER)');
+      await s.replicator.watch(quiet, file);
+      const cold = make(40);
+
+      let joining = true;
+      const joined = (async () => {
+        // Four at a time, as a tenant's parallel calls open them.
+        const queue = [...cold];
+        await Promise.all(
+          [0, 1, 2, 3].map(async () => {
+            for (let next = queue.shift(); next; next = queue.shift()) await s.replicator.watch(next.siteId, next.file);
+          }),
+        );
+        joining = false;
+      })();
+      const lags: number[] = [];
+      for (let n = 1; joining || lags.length < 5; n++) {
+        const writtenAt = Date.now();
+        db.prepare('INSERT INTO t (n) VALUES (?)').run(n);
+        s.replicator.wrote(quiet, writtenAt);
+        for (;;) {
+          const startedAt = Date.now();
+          if ((await newestReplicated(s, quiet)) >= n) {
+            lags.push(startedAt - writtenAt);
+            break;
+          }
+          if (startedAt - writtenAt > 60_000) {
+            lags.push(Number.POSITIVE_INFINITY);
+            break;
+          }
+        }
+      }
+      await joined;
+      t.log(`lags (ms): ${lags.join(', ')}; engine starts: ${s.replicator.restarts}`);
+      t.true(Math.max(...lags) < 2000, `the worst lag was ${Math.max(...lags)} ms`);
     },
   );
 }

@@ -67,6 +67,27 @@ function replicaConfig(target: ReplicaTarget, siteId: string, timing: Replicatio
   };
 }
 
+/**
+ * Which generation a file of a replica belongs to (its name relative to the replica's place), and
+ * whether it is a full copy of the database (a snapshot) or a segment of its log; null for anything else.
+ */
+export function replicaFileOf(name: string): { generation: string; snapshot: boolean } | null {
+  const match = /^generations\/([0-9a-f]{16})\/(snapshots|wal)\//.exec(name.split(path.sep).join('/'));
+  return match ? { generation: match[1]!, snapshot: match[2] === 'snapshots' } : null;
+}
+
+/** The folder of a generation in a replica's place (a folder, or a key prefix). */
+export const generationPlace = (place: string, generation: string): string => `${place}/generations/${generation}`;
+
+/**
+ * Makes the engine begin a new generation of the database at its next start (a fresh full copy, and
+ * the log from there), by removing what it keeps beside the database of the one it follows: its
+ * shadow log and the generation's name. Only while no engine follows the database.
+ */
+export async function forgetGeneration(file: string): Promise<void> {
+  await fsp.rm(path.join(path.dirname(file), `.${path.basename(file)}-litestream`), { recursive: true, force: true });
+}
+
 export interface ReplicatedDatabase {
   siteId: string;
   file: string;

@@ -1,26 +1,19 @@
-// A node's replicator: one Litestream process for every site database this node has open, copying
-// each one's write-ahead log to its replica within about a second of a commit. The engine reads its set
-// of databases once, at its start, so a change of set restarts it; a graceful stop ships what each
+// A node's replicator: Litestream processes (engine.ts) for the site databases this node has open,
+// copying each one's write-ahead log to its replica within about a second of a commit. An engine reads
+// its set of databases once, at its start, so a change of its set restarts it: the databases are split
+// among engines of at most GROUP_MAX, databases that join together start an engine of their own, and a
+// database that leaves restarts only its own engine, so a tenant opening many databases does not hold
+// back the others' replication (a restart of an engine of 200 took 3 s). A graceful stop ships what each
 // database has not shipped yet, and the next start resumes each database's history where it stopped.
-// Only databases in use are replicated (the engine's cost grows with its set even when they are
-// idle): a database joins before its first statement runs and leaves some minutes after its last one.
-// Progress is read from the engine's metrics (on a loopback port of its own): what it has read of each
-// database's log and what it has shipped. Its log goes to a file, not to a pipe: a pipe whose reader
-// died with a killed server would kill it on its next line, before it ships what it has.
-import fs from 'node:fs';
-import fsp from 'node:fs/promises';
-import { loopbackPort } from '../../loopback-port.ts';
+// Only databases in use are replicated (an engine's cost grows with its set even when they are idle): a
+// database joins before its first statement runs and leaves some minutes after its last one; once a
+// minute, small engines are merged while there are more than MAX_ENGINES (each costs about 9 MiB).
+// Progress is read from each engine's metrics: what it has read of each database's log and what it has
+// shipped.
 import path from 'node:path';
-import { execa, type ResultPromise } from 'execa';
 import type { Logger } from '../../log.ts';
-import { writeFileDurably } from '../../../storage/durable.ts';
-import {
-  litestreamBinary,
-  litestreamConfig,
-  type ReplicaTarget,
-  type ReplicatedDatabase,
-  type ReplicationTiming,
-} from './litestream.ts';
+import { CYCLE_MS, Engine } from './engine.ts';
+import { forgetGeneration, type ReplicaTarget, type ReplicationTiming } from './litestream.ts';
 
 export interface ReplicatorOptions {
   /** Where the engine's configuration lives: a folder of the data dir's runtime folder. */
@@ -49,6 +42,8 @@ export interface ReplicaStatus {
   upToDate: boolean;
   /** How long the oldest write not yet known to be in the replica has waited; 0: none waits. */
   lagMs: number;
+  /** Log bytes shipped to the replica since the database joined (as the engine counts them, uncompressed). */
+  shippedBytes: number;
 }
 
 interface Entry {
@@ -66,32 +61,37 @@ interface Entry {
   /** Log bytes the engine has read from the database and shipped, at the last look. */
   read: number;
   shipped: number;
+  shippedTotal: number;
 }
 
-/** The engine polls each database and ships what changed at most this often (see litestream.ts). */
-const CYCLE_MS = 1000;
-const STOP_GRACE_MS = 15_000;
+/** The databases one engine replicates at most: a restart of it pauses them for about a second. */
+const GROUP_MAX = 32;
+/** Past this many engines, the smallest are merged (once a minute). */
+const MAX_ENGINES = 8;
 const RESTART_BACKOFF_MS = [1000, 2000, 5000, 10_000, 30_000];
 /** Past this lag, the node reports replication as stalled (/readyz). */
 export const STALLED_MS = 60_000;
 
 export class Replicator {
   readonly #options: ReplicatorOptions;
-  readonly #binary = litestreamBinary();
   readonly #entries = new Map<string, Entry>();
   readonly #byFile = new Map<string, string>();
-  #child: ResultPromise | null = null;
-  #childStartedAt = 0;
-  /** The running engine's metrics. */
-  #metricsUrl = '';
-  #errorsAtStart = 0;
+  /** The engines, and which one each database is in. */
+  readonly #engines = new Set<Engine>();
+  readonly #engineOf = new Map<string, Engine>();
+  #engineNumber = 0;
+  /** Errors counted by engines stopped since, and by each running one at its last look. */
+  #errorsBefore = 0;
+  readonly #errorsOf = new Map<Engine, number>();
   readonly #looker: NodeJS.Timeout;
   #looking = false;
   #lastLook = 0;
-  /** The set the running engine was started with. */
-  #running = new Set<string>();
+  /** Merge small engines at the next change (see MAX_ENGINES). */
+  #compact = false;
   #reconciling: Promise<void> = Promise.resolve();
   #pending = false;
+  /** Databases whose next start begins a new generation (renew). */
+  readonly #renewing = new Set<string>();
   #failures = 0;
   #retry: NodeJS.Timeout | undefined;
   #trim: NodeJS.Timeout;
@@ -110,8 +110,9 @@ export class Replicator {
     this.#looker.unref();
   }
 
-  get #config(): string {
-    return replicatorConfigFile(this.#options.workDir);
+  /** The database is in an engine that runs. */
+  #replicated(siteId: string): boolean {
+    return this.#engineOf.get(siteId)?.running === true;
   }
 
   /**
@@ -122,7 +123,7 @@ export class Replicator {
     const entry = this.#entries.get(siteId);
     if (entry) {
       entry.idleSince = null;
-      if (this.#running.has(siteId) && this.#child) return;
+      if (this.#replicated(siteId)) return;
     } else {
       this.#entries.set(siteId, {
         file,
@@ -134,6 +135,7 @@ export class Replicator {
         joined: [],
         read: 0,
         shipped: 0,
+        shippedTotal: 0,
       });
       this.#byFile.set(file, siteId);
     }
@@ -155,6 +157,17 @@ export class Replicator {
       );
   }
 
+  /**
+   * Makes the engine begin a new generation of the database (a fresh full copy): its older history
+   * then lies wholly in older generations, which can be dropped. Restarts the engine.
+   */
+  async renew(siteId: string): Promise<void> {
+    if (!this.#replicated(siteId)) return;
+    this.#renewing.add(siteId);
+    this.#schedule();
+    await this.#reconciling;
+  }
+
   /** The database's process closed: it stays replicated a while, in case it is used again soon. */
   idle(siteId: string): void {
     const entry = this.#entries.get(siteId);
@@ -173,7 +186,7 @@ export class Replicator {
     for (const resolve of entry.joined) resolve();
     this.#schedule();
     await this.#reconciling;
-    while (this.#running.has(siteId)) await this.#reconcile();
+    while (this.#engineOf.has(siteId) && !this.#closed && !this.#suspended) await this.#reconcile();
   }
 
   /**
@@ -199,7 +212,7 @@ export class Replicator {
   /** Some database has waited past STALLED_MS for its writes to ship, or the engine is not running. */
   stalled(): string | null {
     if (this.#closed) return null;
-    if (this.#entries.size > 0 && !this.#child && this.#failures > 0)
+    if (this.#failures > 0 && [...this.#entries.keys()].some((siteId) => !this.#replicated(siteId)))
       return 'the replicator is not running (it is restarted with backoff)';
     const worst = Math.max(0, ...this.statuses().map((s) => s.lagMs));
     return worst > STALLED_MS
@@ -214,7 +227,7 @@ export class Replicator {
   async suspend(): Promise<void> {
     this.#suspended = true;
     await this.#reconciling;
-    await this.#stopChild();
+    await this.#stopEngines([...this.#engines]);
     for (const entry of this.#entries.values()) for (const resolve of entry.joined.splice(0)) resolve();
     this.#entries.clear();
     this.#byFile.clear();
@@ -232,7 +245,7 @@ export class Replicator {
     clearInterval(this.#looker);
     clearTimeout(this.#retry);
     await this.#reconciling;
-    await this.#stopChild();
+    await this.#stopEngines([...this.#engines]);
     for (const entry of this.#entries.values()) for (const resolve of entry.joined) resolve();
   }
 
@@ -243,6 +256,7 @@ export class Replicator {
       replicatedAt: entry.replicatedAt === null ? null : new Date(entry.replicatedAt),
       upToDate: entry.firstPendingAt === null,
       lagMs: entry.firstPendingAt === null ? 0 : now - entry.firstPendingAt,
+      shippedBytes: entry.shippedTotal,
     };
   }
 
@@ -252,7 +266,7 @@ export class Replicator {
    * a cycle before is in the replica. Looked at every cycle while there is news to wait for, else every ten.
    */
   async #look(): Promise<void> {
-    if (this.#looking || !this.#child || !this.#metricsUrl) return;
+    if (this.#looking) return;
     // Every cycle while writes wait or a database that joined has not shipped yet.
     const waiting = [...this.#entries.values()].some(
       (entry) => entry.firstPendingAt !== null || entry.replicatedAt === null,
@@ -261,32 +275,46 @@ export class Replicator {
     this.#looking = true;
     try {
       const at = Date.now();
-      const text = await (await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(2 * CYCLE_MS) })).text();
       this.#lastLook = at;
-      const metrics = parseMetrics(text);
-      let errors = 0;
-      for (const [key, value] of metrics) {
-        const [name, db] = key.split('\u0000') as [string, string];
-        if (name === 'litestream_sync_error_count' || name === 'litestream_checkpoint_error_count') errors += value;
-        const siteId = this.#byFile.get(db);
-        const entry = siteId ? this.#entries.get(siteId) : undefined;
-        if (!entry) continue;
-        if (name === 'litestream_total_wal_bytes') entry.read = value;
-        else if (name === 'litestream_replica_wal_bytes') {
-          if (value > entry.shipped) entry.replicatedAt = at;
-          entry.shipped = value;
-        }
-      }
-      this.errors = this.#errorsAtStart + errors;
-      // Only a database the running engine follows has shipped what it read.
-      for (const siteId of this.#running) {
-        const entry = this.#entries.get(siteId);
-        if (entry && entry.shipped >= entry.read) this.#confirm(entry, at - CYCLE_MS - 100);
-      }
-    } catch {
-      // The engine is starting or stopping: the next look tells.
+      await Promise.all(
+        [...this.#engines].filter((engine) => engine.running).map((engine) => this.#lookAt(engine, at)),
+      );
+      this.errors = this.#errorsBefore + [...this.#errorsOf.values()].reduce((sum, n) => sum + n, 0);
     } finally {
       this.#looking = false;
+    }
+  }
+
+  async #lookAt(engine: Engine, at: number): Promise<void> {
+    let text: string;
+    try {
+      text = await (await fetch(engine.metricsUrl, { signal: AbortSignal.timeout(2 * CYCLE_MS) })).text();
+    } catch {
+      return; // The engine is starting or stopping: the next look tells.
+    }
+    let errors = 0;
+    for (const [key, value] of parseMetrics(text)) {
+      const [name, db] = key.split('\u0000') as [string, string];
+      if (name === 'litestream_sync_error_count' || name === 'litestream_checkpoint_error_count') errors += value;
+      const siteId = this.#byFile.get(db);
+      const entry = siteId ? this.#entries.get(siteId) : undefined;
+      if (!entry || this.#engineOf.get(siteId!) !== engine) continue;
+      if (name === 'litestream_total_wal_bytes') entry.read = value;
+      else if (name === 'litestream_replica_wal_bytes') {
+        if (value > entry.shipped) {
+          entry.replicatedAt = at;
+          entry.shippedTotal += value - entry.shipped;
+        }
+        entry.shipped = value;
+      }
+    }
+    if (this.#engines.has(engine)) this.#errorsOf.set(engine, errors);
+    // Only a database the engine still follows has shipped what it read.
+    if (!engine.running) return;
+    for (const siteId of engine.siteIds) {
+      const entry = this.#entries.get(siteId);
+      if (entry && this.#engineOf.get(siteId) === engine && entry.shipped >= entry.read)
+        this.#confirm(entry, at - CYCLE_MS - 100);
     }
   }
 
@@ -307,7 +335,8 @@ export class Replicator {
       this.#byFile.delete(entry.file);
       removed = true;
     }
-    if (removed) this.#schedule();
+    if (this.#engines.size > MAX_ENGINES) this.#compact = true;
+    if (removed || this.#compact) this.#schedule();
   }
 
   /** Brings the engine's set in line with the entries, once for every change that arrives meanwhile. */
@@ -320,149 +349,157 @@ export class Replicator {
     });
   }
 
+  /**
+   * Brings the engines in line with the entries: an engine that lost a database (or has one to renew,
+   * or ended) restarts with the rest, databases in no engine start new ones, and small engines merge
+   * when asked to. Engines untouched by the change go on replicating.
+   */
   async #reconcile(): Promise<void> {
     if (this.#closed || this.#suspended) return;
-    let wanted = [...this.#entries.keys()].sort();
-    if (this.#options.holds && wanted.length > 0) {
-      const held = await this.#options.holds(wanted).catch((err: unknown) => {
-        // Without the metadata, only databases the engine followed already go on (one may leave);
-        // the others join once the placements can be asked again.
-        this.#retryLater(err, 'the database replicator could not learn which databases this node holds');
-        return null;
-      });
-      if (!held) wanted = wanted.filter((id) => this.#running.has(id));
-      for (const siteId of held ? wanted.filter((id) => !held.has(id)) : []) {
-        this.#options.log.warn({ siteId }, 'a site database placed on another node is not replicated from this one');
-        const entry = this.#entries.get(siteId)!;
-        this.#entries.delete(siteId);
-        this.#byFile.delete(entry.file);
-        for (const resolve of entry.joined) resolve();
-      }
-      if (held) wanted = wanted.filter((id) => held.has(id));
+    // Only databases this node holds are replicated from it; without an answer, none joins anew.
+    const held = await this.#dropUnheld();
+    const restarts: Array<{ engine: Engine; keep: string[] }> = [];
+    for (const engine of this.#engines) {
+      const keep = [...engine.siteIds].filter((siteId) => this.#entries.has(siteId));
+      const renews = keep.some((siteId) => this.#renewing.has(siteId));
+      if (engine.running && !renews && keep.length === engine.siteIds.size) continue;
+      restarts.push({ engine, keep });
     }
-    const same =
-      this.#child !== null && wanted.length === this.#running.size && wanted.every((s) => this.#running.has(s));
-    if (same) return this.#releaseJoined();
-    await this.#stopChild();
-    if (wanted.length === 0) return;
+    const merge = this.#compact ? this.#smallEngines(restarts.map((r) => r.engine)) : [];
+    this.#compact = false;
+    const stopping = [...restarts.map((r) => r.engine), ...merge];
+    await this.#stopEngines(stopping);
+    for (const siteId of this.#renewing) {
+      const entry = this.#entries.get(siteId);
+      if (entry) await forgetGeneration(entry.file);
+    }
+    this.#renewing.clear();
+    // Each engine restarted with what it keeps; what it lost, and the merged engines' databases, join anew.
+    const groups = restarts.filter((r) => r.keep.length > 0).map((r) => r.keep);
+    const homeless = held
+      ? [...this.#entries.keys()].filter(
+          (siteId) => !this.#engineOf.has(siteId) && !groups.some((g) => g.includes(siteId)),
+        )
+      : [];
+    for (let i = 0; i < homeless.length; i += GROUP_MAX) groups.push(homeless.slice(i, i + GROUP_MAX));
+    const started = await Promise.all(groups.map((group) => this.#startEngine(group)));
+    if (started.every(Boolean)) this.#failures = 0;
+    this.#releaseJoined();
+  }
+
+  /** The smallest engines, besides `busy`, that fit together in one (merged while there are too many). */
+  #smallEngines(busy: Engine[]): Engine[] {
+    const bySize = [...this.#engines]
+      .filter((engine) => engine.running && !busy.includes(engine))
+      .sort((a, b) => a.siteIds.size - b.siteIds.size);
+    const chosen: Engine[] = [];
+    let size = 0;
+    for (const engine of bySize) {
+      if (this.#engines.size - Math.max(0, chosen.length - 1) <= MAX_ENGINES) break;
+      if (size + engine.siteIds.size > GROUP_MAX) break;
+      chosen.push(engine);
+      size += engine.siteIds.size;
+    }
+    return chosen.length > 1 ? chosen : [];
+  }
+
+  /**
+   * Forgets the databases placed on another node (taken over while this one was cut off: their replica
+   * is the holder's to write); false, and a retry later, when the placements could not be asked.
+   */
+  async #dropUnheld(): Promise<boolean> {
+    const wanted = [...this.#entries.keys()];
+    if (!this.#options.holds || wanted.length === 0) return true;
+    let held: Set<string>;
     try {
-      await this.#startChild(wanted);
-      this.#failures = 0;
+      held = await this.#options.holds(wanted);
     } catch (err) {
-      this.#retryLater(err, 'the database replicator could not start');
+      this.#options.log.error({ err }, 'the database replicator could not learn which databases this node holds');
+      this.#failed();
+      return false;
+    }
+    for (const siteId of wanted.filter((id) => !held.has(id))) {
+      this.#options.log.warn({ siteId }, 'a site database placed on another node is not replicated from this one');
+      const entry = this.#entries.get(siteId)!;
+      this.#entries.delete(siteId);
+      this.#byFile.delete(entry.file);
+      for (const resolve of entry.joined) resolve();
+    }
+    return true;
+  }
+
+  #releaseJoined(): void {
+    for (const [siteId, entry] of this.#entries) {
+      if (this.#replicated(siteId)) for (const resolve of entry.joined.splice(0)) resolve();
     }
   }
 
-  #retryLater(err: unknown, message: string): void {
+  /** Starts an engine for `siteIds`; false (and a retry later) when it could not start. */
+  async #startEngine(siteIds: string[]): Promise<boolean> {
+    const engine = new Engine(
+      {
+        config: path.join(replicatorConfigFile(this.#options.workDir), `${++this.#engineNumber}.json`),
+        target: this.#options.target,
+        timing: this.#options.timing,
+      },
+      siteIds,
+    );
+    for (const siteId of siteIds) {
+      const entry = this.#entries.get(siteId)!;
+      entry.read = 0;
+      entry.shipped = 0;
+      this.#engineOf.set(siteId, engine);
+    }
+    this.#engines.add(engine);
+    this.restarts++;
+    try {
+      await engine.start(
+        siteIds.map((siteId) => ({ siteId, file: this.#entries.get(siteId)!.file })),
+        (result) => {
+          if (this.#closed) return;
+          this.#options.log.error(
+            { ...result, databases: siteIds.length },
+            'the database replicator stopped unexpectedly',
+          );
+          this.#failed();
+        },
+      );
+      return true;
+    } catch (err) {
+      this.#options.log.error({ err }, 'the database replicator could not start');
+      this.#forget(engine);
+      this.#failed();
+      return false;
+    }
+  }
+
+  /** An engine ended or could not start: the next change, after a backoff, starts it again. */
+  #failed(): void {
     this.#failures++;
     const backoff = RESTART_BACKOFF_MS[Math.min(this.#failures, RESTART_BACKOFF_MS.length) - 1]!;
-    this.#options.log.error({ err, retryInMs: backoff }, message);
     clearTimeout(this.#retry);
     this.#retry = setTimeout(() => this.#schedule(), backoff);
     this.#retry.unref();
   }
 
-  #releaseJoined(): void {
-    for (const siteId of this.#running) {
-      const entry = this.#entries.get(siteId);
-      if (!entry) continue;
-      for (const resolve of entry.joined.splice(0)) resolve();
-    }
+  async #stopEngines(engines: Engine[]): Promise<void> {
+    await Promise.all(engines.map((engine) => engine.stop()));
+    for (const engine of engines) this.#forget(engine);
   }
 
-  async #startChild(siteIds: string[]): Promise<void> {
-    const databases: ReplicatedDatabase[] = siteIds.map((siteId) => ({
-      siteId,
-      file: this.#entries.get(siteId)!.file,
-    }));
-    await fsp.mkdir(this.#options.workDir, { recursive: true, mode: 0o700 });
-    const port = await loopbackPort();
-    await writeFileDurably(
-      this.#config,
-      litestreamConfig(databases, this.#options.target, this.#options.timing, `127.0.0.1:${port}`),
-    );
-    // Its log (warnings and errors) starts afresh at each start, so it stays small.
-    const logFile = path.join(this.#options.workDir, 'litestream.log');
-    const log = fs.openSync(logFile, 'w', 0o600);
-    // The engine stops (gracefully, shipping what it has) once this server has ended, however it ended:
-    // one left behind by a server killed outright would go on writing to replicas another node now owns.
-    const untilServerEnds = `tail --pid=${process.pid} -f /dev/null`;
-    const args = ['replicate', '-config', this.#config, '-no-expand-env', '-exec', untilServerEnds];
-    const child = execa(this.#binary, args, {
-      cwd: this.#options.workDir,
-      // A descriptor number goes to the process as it is (execa's types list only 0 to 9).
-      stdio: ['ignore', log as unknown as 'ignore', log as unknown as 'ignore'],
-      buffer: false,
-      reject: false,
-      // Out of the server's process group: Ctrl-C reaches the server, which stops the engine gracefully.
-      detached: true,
-      cleanup: true,
-    });
-    fs.closeSync(log);
-    this.restarts++;
-    this.#errorsAtStart = this.errors;
-    for (const siteId of siteIds) {
-      const entry = this.#entries.get(siteId)!;
-      entry.read = 0;
-      entry.shipped = 0;
-    }
-    this.#metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    this.#child = child;
-    this.#childStartedAt = Date.now();
-    this.#running = new Set(siteIds);
-    void child.then((result) => {
-      if (this.#child !== child) return;
-      this.#child = null;
-      this.#running = new Set();
-      if (this.#closed) return;
-      this.#failures++;
-      const backoff = RESTART_BACKOFF_MS[Math.min(this.#failures, RESTART_BACKOFF_MS.length) - 1]!;
-      this.#options.log.error(
-        { exitCode: result.exitCode, signal: result.signal, retryInMs: backoff },
-        'the database replicator stopped unexpectedly',
-      );
-      this.#retry = setTimeout(() => this.#schedule(), backoff);
-      this.#retry.unref();
-    });
-    const exited = child.then(() => {
-      throw new Error('the replicator exited as it started');
-    });
-    // The engine serves its metrics once it has opened every database of its set.
-    const deadline = Date.now() + 30_000;
-    try {
-      for (;;) {
-        const answered = await fetch(this.#metricsUrl, { signal: AbortSignal.timeout(1000) }).then(
-          (res) => res.ok,
-          () => false,
-        );
-        if (answered) break;
-        if (Date.now() > deadline) throw new Error('the replicator did not take its databases within 30 s');
-        await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 50))]);
-      }
-    } finally {
-      exited.catch(() => undefined);
-    }
-    this.#releaseJoined();
-  }
-
-  async #stopChild(): Promise<void> {
-    const child = this.#child;
-    if (!child) return;
-    this.#child = null;
-    this.#running = new Set();
-    // The engine reads a database for the first time a cycle after it starts, and ships on its stop
-    // only what it has read before: stopped sooner, it would leave the newest writes unshipped.
-    const young = this.#childStartedAt + CYCLE_MS + 300 - Date.now();
-    if (young > 0) await new Promise((resolve) => setTimeout(resolve, young));
-    child.kill('SIGTERM');
-    const killer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-    await child;
-    clearTimeout(killer);
+  #forget(engine: Engine): void {
+    this.#engines.delete(engine);
+    this.#errorsBefore += this.#errorsOf.get(engine) ?? 0;
+    this.#errorsOf.delete(engine);
+    for (const siteId of engine.siteIds) if (this.#engineOf.get(siteId) === engine) this.#engineOf.delete(siteId);
   }
 }
 
-/** What the command line of this data dir's engine mentions: a start stops one a killed server left. */
-export const replicatorConfigFile = (workDir: string): string => path.join(workDir, 'litestream.json');
+/**
+ * The folder of the engines' configuration, which their command lines mention: a start stops those a
+ * killed server left.
+ */
+export const replicatorConfigFile = (workDir: string): string => path.join(workDir, 'engines');
 
 /** A port free on the loopback interface now, for the engine's metrics. */
 /** Prometheus text: each sample keyed by its name and its `db` label, summed over other labels. */

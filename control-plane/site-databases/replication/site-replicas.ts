@@ -1,6 +1,7 @@
 // The replicas of a node's site databases, as the local provider uses them: the replicator follows the
 // databases in use, and a database's past is read back from its replica, to a moment (time travel) or
-// to its latest state (recovery on another node).
+// to its latest state (recovery on another node). Each replica is kept within its bytes
+// (replica-bound.ts), checked as its database ships log and every few minutes.
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../../log.ts';
@@ -8,25 +9,36 @@ import type { ReplicationReading } from '../../metrics.ts';
 import { S3Driver } from '../../../storage/drivers/s3-driver.ts';
 import {
   type Generation,
+  generationPlace,
   listGenerations,
   type ReplicaTarget,
   type ReplicationTiming,
+  replicaFileOf,
   replicaPlace,
   restoreReplica,
 } from './litestream.ts';
+import { boundPlan, type MeasuredGeneration } from './replica-bound.ts';
 import { type ReplicaStatus, Replicator } from './replicator.ts';
 import { type RestoreRange, restorableRange, restoreChoice } from './timeline.ts';
 
 export type { RestoreRange } from './timeline.ts';
 export type { ReplicaStatus } from './replicator.ts';
 
+/** A followed database's replica is measured at least this often (listing a replica is not free)... */
 const SIZE_EVERY_MS = 5 * 60_000;
+/** ...and sooner once its database has shipped this share of the bound since the last time. */
+const SHIPPED_SHARE = 1 / 8;
+const LOOK_EVERY_MS = 5000;
 
 export interface SiteReplicasOptions {
   target: ReplicaTarget;
   timing: ReplicationTiming;
   /** The runtime folder's part for the engine's configuration and its commands. */
   workDir: string;
+  /** The bytes one replica may take (BERTH_DATABASE_REPLICA_MAX_BYTES). */
+  maxBytes: number;
+  /** A replica was measured: what it takes now, for the account's usage. */
+  onBytes?: (siteId: string, bytes: number) => Promise<void>;
   log: Logger;
   /** Of these databases, those the metadata places on this node: the engine replicates no other (see the replicator). */
   holds?: (siteIds: string[]) => Promise<Set<string>>;
@@ -47,8 +59,9 @@ export class SiteReplicas {
   readonly #options: SiteReplicasOptions;
   readonly replicator: Replicator;
   readonly #store: S3Driver | null;
-  /** Each followed database's replica bytes, measured every few minutes (listing a replica is not free). */
+  /** Each followed database's replica bytes as last measured, and its shipped log bytes then. */
   readonly #bytes = new Map<string, number>();
+  readonly #measured = new Map<string, { at: number; shipped: number }>();
   readonly #sizer: NodeJS.Timeout;
   #measuring: Promise<void> = Promise.resolve();
 
@@ -74,7 +87,7 @@ export class SiteReplicas {
         : null;
     this.#sizer = setInterval(() => {
       this.#measuring = this.#measuring.then(() => this.#measure());
-    }, SIZE_EVERY_MS);
+    }, LOOK_EVERY_MS);
     this.#sizer.unref();
   }
 
@@ -92,15 +105,85 @@ export class SiteReplicas {
     };
   }
 
+  /** Measures, and keeps within the bound, each followed replica that is due (see SIZE_EVERY_MS). */
   async #measure(): Promise<void> {
-    const followed = new Set(this.replicator.statuses().map((s) => s.siteId));
+    const statuses = this.replicator.statuses();
+    const followed = new Set(statuses.map((s) => s.siteId));
     for (const siteId of this.#bytes.keys()) if (!followed.has(siteId)) this.#bytes.delete(siteId);
-    for (const siteId of followed) {
+    for (const siteId of this.#measured.keys()) if (!followed.has(siteId)) this.#measured.delete(siteId);
+    const now = Date.now();
+    for (const { siteId, shippedBytes } of statuses) {
+      const last = this.#measured.get(siteId);
+      const due =
+        !last ||
+        now - last.at >= SIZE_EVERY_MS ||
+        shippedBytes - last.shipped >= this.#options.maxBytes * SHIPPED_SHARE;
+      if (!due) continue;
       try {
-        this.#bytes.set(siteId, await this.bytes(siteId));
+        const { bytes, settled } = await this.#keepWithinBound(siteId);
+        this.#bytes.set(siteId, bytes);
+        // A generation being begun: measured again at the next look, when the older one can go.
+        if (settled) this.#measured.set(siteId, { at: now, shipped: shippedBytes });
+        else this.#measured.delete(siteId);
+        await this.#options.onBytes?.(siteId, bytes);
       } catch (err) {
-        this.#options.log.warn({ err, siteId }, 'the size of a database replica could not be measured');
+        this.#options.log.warn({ err, siteId }, 'the size of a database replica could not be measured or bounded');
       }
+    }
+  }
+
+  /** Drops the replica's oldest generations past the bound (replica-bound.ts); returns the bytes it keeps. */
+  async #keepWithinBound(siteId: string): Promise<{ bytes: number; settled: boolean }> {
+    const place = replicaPlace(this.#options.target, siteId);
+    const byGeneration = new Map<string, { bytes: number; snapshotBytes: number }>();
+    let total = 0;
+    for await (const { name, bytes } of this.#files(place)) {
+      total += bytes;
+      const file = replicaFileOf(name);
+      if (!file) continue;
+      const sum = byGeneration.get(file.generation) ?? { bytes: 0, snapshotBytes: 0 };
+      sum.bytes += bytes;
+      if (file.snapshot) sum.snapshotBytes += bytes;
+      byGeneration.set(file.generation, sum);
+    }
+    if (total <= this.#options.maxBytes / 2) return { bytes: total, settled: true };
+    const measured: MeasuredGeneration[] = (await this.#generations(siteId)).flatMap((g) => {
+      const sum = byGeneration.get(g.generation);
+      return sum ? [{ generation: g.generation, end: g.end, ...sum }] : [];
+    });
+    const listedBytes = measured.reduce((sum, g) => sum + g.bytes, 0);
+    const plan = boundPlan(measured, total - listedBytes, this.#options.maxBytes);
+    for (const generation of plan.drop) {
+      const tree = generationPlace(place, generation);
+      if (this.#store) await this.#store.removeTree(tree.slice(this.#prefix.length));
+      else await fsp.rm(tree, { recursive: true, force: true });
+    }
+    if (plan.drop.length > 0)
+      this.#options.log.info(
+        { siteId, dropped: plan.drop, bytes: plan.keptBytes, maxBytes: this.#options.maxBytes },
+        'a database replica passed its bound: its oldest history was dropped',
+      );
+    if (plan.renew) await this.replicator.renew(siteId);
+    return { bytes: plan.keptBytes, settled: plan.settled };
+  }
+
+  /** The files of a replica: names relative to its place, and their bytes. */
+  async *#files(place: string): AsyncIterable<{ name: string; bytes: number }> {
+    if (this.#store) {
+      yield* this.#store.treeObjects(place.slice(this.#prefix.length));
+      return;
+    }
+    let entries;
+    try {
+      entries = await fsp.readdir(place, { withFileTypes: true, recursive: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      if (!entry.isFile()) continue;
+      const full = path.join(entry.parentPath, entry.name);
+      const { size } = await fsp.stat(full).catch(() => ({ size: 0 }));
+      yield { name: path.relative(place, full), bytes: size };
     }
   }
 
@@ -154,9 +237,13 @@ export class SiteReplicas {
 
   /** The bytes the database's replica takes. */
   async bytes(siteId: string): Promise<number> {
-    const place = replicaPlace(this.#options.target, siteId);
-    if (this.#store) return this.#store.treeBytes(place.slice(this.#prefix.length));
-    return folderBytes(place);
+    let bytes = 0;
+    for await (const file of this.#files(replicaPlace(this.#options.target, siteId))) bytes += file.bytes;
+    return bytes;
+  }
+
+  get maxBytes(): number {
+    return this.#options.maxBytes;
   }
 
   /** Removes the database's replica: its database is deleted, and its history with it. */
@@ -177,19 +264,4 @@ export class SiteReplicas {
     await this.replicator.close();
     await this.#store?.close();
   }
-}
-
-async function folderBytes(dir: string): Promise<number> {
-  let bytes = 0;
-  let entries;
-  try {
-    entries = await fsp.readdir(dir, { withFileTypes: true, recursive: true });
-  } catch {
-    return 0;
-  }
-  for (const entry of entries) {
-    if (!entry.isFile()) continue;
-    bytes += (await fsp.stat(path.join(entry.parentPath, entry.name)).catch(() => ({ size: 0 }))).size;
-  }
-  return bytes;
 }
