@@ -105,18 +105,24 @@ export class Engine {
     }
   }
 
-  /** Stops it gracefully: it ships what it has read of each database before it exits. */
-  async stop(): Promise<void> {
+  /**
+   * Stops it gracefully: it ships what it has read of each database before it exits. Resolves with the
+   * time it was told to stop when it exited cleanly (every write acknowledged before then is in the
+   * replica), else null (it was not running, or had to be killed).
+   */
+  async stop(): Promise<number | null> {
     const child = this.#child;
-    if (!child) return;
+    if (!child) return null;
     this.#child = null;
     // It reads a database for the first time a cycle after it starts, and ships on its stop only what
     // it has read before: stopped sooner, it would leave the newest writes unshipped.
     const young = this.#startedAt + CYCLE_MS + 300 - Date.now();
     if (young > 0) await new Promise((resolve) => setTimeout(resolve, young));
+    const toldAt = Date.now();
     child.kill('SIGTERM');
     const killer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-    await child;
+    const result = await child;
     clearTimeout(killer);
+    return result.exitCode === 0 ? toldAt : null;
   }
 }

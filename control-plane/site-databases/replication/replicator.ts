@@ -62,6 +62,12 @@ interface Entry {
   read: number;
   shipped: number;
   shippedTotal: number;
+  /**
+   * Log bytes the engine read that a new generation's full copy holds: it began with no state of its
+   * own (a renewal), so what it read first was copied whole, never shipped as log. Null: not counted
+   * yet, at the first look after such a start; 0 otherwise.
+   */
+  readInCopy: number | null;
 }
 
 /** The databases one engine replicates at most: a restart of it pauses them for about a second. */
@@ -136,6 +142,7 @@ export class Replicator {
         read: 0,
         shipped: 0,
         shippedTotal: 0,
+        readInCopy: 0,
       });
       this.#byFile.set(file, siteId);
     }
@@ -299,8 +306,10 @@ export class Replicator {
       const siteId = this.#byFile.get(db);
       const entry = siteId ? this.#entries.get(siteId) : undefined;
       if (!entry || this.#engineOf.get(siteId!) !== engine) continue;
-      if (name === 'litestream_total_wal_bytes') entry.read = value;
-      else if (name === 'litestream_replica_wal_bytes') {
+      if (name === 'litestream_total_wal_bytes') {
+        entry.readInCopy ??= value;
+        entry.read = value - entry.readInCopy;
+      } else if (name === 'litestream_replica_wal_bytes') {
         if (value > entry.shipped) {
           entry.replicatedAt = at;
           entry.shippedTotal += value - entry.shipped;
@@ -369,7 +378,8 @@ export class Replicator {
     this.#compact = false;
     const stopping = [...restarts.map((r) => r.engine), ...merge];
     await this.#stopEngines(stopping);
-    for (const siteId of this.#renewing) {
+    const renewed = new Set(this.#renewing);
+    for (const siteId of renewed) {
       const entry = this.#entries.get(siteId);
       if (entry) await forgetGeneration(entry.file);
     }
@@ -382,7 +392,7 @@ export class Replicator {
         )
       : [];
     for (let i = 0; i < homeless.length; i += GROUP_MAX) groups.push(homeless.slice(i, i + GROUP_MAX));
-    const started = await Promise.all(groups.map((group) => this.#startEngine(group)));
+    const started = await Promise.all(groups.map((group) => this.#startEngine(group, renewed)));
     if (started.every(Boolean)) this.#failures = 0;
     this.#releaseJoined();
   }
@@ -435,7 +445,7 @@ export class Replicator {
   }
 
   /** Starts an engine for `siteIds`; false (and a retry later) when it could not start. */
-  async #startEngine(siteIds: string[]): Promise<boolean> {
+  async #startEngine(siteIds: string[], renewed: ReadonlySet<string> = new Set()): Promise<boolean> {
     const engine = new Engine(
       {
         config: path.join(replicatorConfigFile(this.#options.workDir), `${++this.#engineNumber}.json`),
@@ -448,6 +458,7 @@ export class Replicator {
       const entry = this.#entries.get(siteId)!;
       entry.read = 0;
       entry.shipped = 0;
+      entry.readInCopy = renewed.has(siteId) ? null : 0;
       this.#engineOf.set(siteId, engine);
     }
     this.#engines.add(engine);
@@ -483,8 +494,18 @@ export class Replicator {
   }
 
   async #stopEngines(engines: Engine[]): Promise<void> {
-    await Promise.all(engines.map((engine) => engine.stop()));
-    for (const engine of engines) this.#forget(engine);
+    const stopped = await Promise.all(engines.map((engine) => engine.stop()));
+    engines.forEach((engine, i) => {
+      // A clean stop shipped what the engine had read: the writes acknowledged before it are in the
+      // replica, whatever its next engine (a new generation's, say) ships of them and when.
+      const toldAt = stopped[i];
+      if (toldAt != null)
+        for (const siteId of engine.siteIds) {
+          const entry = this.#entries.get(siteId);
+          if (entry && this.#engineOf.get(siteId) === engine) this.#confirm(entry, toldAt - CYCLE_MS - 100);
+        }
+      this.#forget(engine);
+    });
   }
 
   #forget(engine: Engine): void {
