@@ -12,6 +12,13 @@ export class CloseStack {
     this.#closes.push({ what, close });
   }
 
+  /** Starts a periodic job and registers its stop; returns the job. */
+  started<T extends { start(): void; stop(): unknown }>(what: string, job: T): T {
+    job.start();
+    this.defer(what, () => job.stop());
+    return job;
+  }
+
   /** Closes every registered part in reverse order; throws one AggregateError naming the parts that failed. */
   async close(): Promise<void> {
     this.#closed = true;

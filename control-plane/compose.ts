@@ -1,10 +1,8 @@
 // The composition root: everything Berth is made of, built from Config in one place, and released in
 // the reverse order. The HTTP server (server.ts) and the tests start from here; nothing else constructs
 // a dependency.
-import crypto from 'node:crypto';
 import type http from 'node:http';
 import type https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
 import { CloseStack } from './close-stack.ts';
 import { type Config, masterKeyFileOf } from './config.ts';
@@ -20,7 +18,7 @@ import { type Deps, monotonicClock } from './services/deps.ts';
 import { failInterruptedExports } from './services/exports.ts';
 import { closingDbChannels, createCtxHandler, createDbChannelHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './services/function-log-buffer.ts';
-import { LogStreams } from './services/log-streams.ts';
+import { openLogStreams } from './services/log-streams.ts';
 import { retiringFunctions } from './services/functions.ts';
 import { PreviewCache } from './services/preview-cache.ts';
 import { removePreviewModules } from './services/previews.ts';
@@ -29,7 +27,7 @@ import { StorageQuota, storageByAccount } from './services/storage-quota.ts';
 import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
-import { NodeHeartbeat } from './services/nodes.ts';
+import { NodeHeartbeat, defaultNodeId } from './services/nodes.ts';
 import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
 import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
 import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
@@ -41,8 +39,7 @@ import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
 import { EgressProxy } from '../runtime-host/egress-proxy.ts';
 import { type DataDirLock, lockDataDir } from '../storage/data-dir-lock.ts';
 import { sweepTempFiles } from '../storage/temp-files.ts';
-import { AnalyticsCollector, COUNTING_NOTHING } from './analytics/collector.ts';
-import { foldingEveryMinute, writeTallies } from './analytics/store.ts';
+import { composeAnalytics } from './analytics/compose.ts';
 import { blobStoreProblem, dataDirLockProblem, dataDirProblem, findDeno } from './startup-error.ts';
 
 export interface ComposeOptions {
@@ -139,18 +136,7 @@ async function composeParts(
   const functionLogs = new FunctionLogBuffer({ db, log, perSite: config.functionLogsPerSite });
   stack.defer('the function logs', () => functionLogs.flush());
   const now = options.now ?? monotonicClock();
-  const analytics = config.analytics
-    ? new AnalyticsCollector({
-        // Counting reads the clock on every request: the monotonic clock steps a millisecond ahead
-        // on each call within a millisecond, and would run ahead of the real one on a busy node.
-        clock: options.now ? () => now().getTime() : Date.now,
-        flushMs: config.analyticsFlushMs,
-        write: (tallies) => writeTallies(db, tallies),
-        afterWrite: foldingEveryMinute(db, now),
-        log,
-      })
-    : COUNTING_NOTHING;
-  stack.defer('the analytics', () => analytics.close());
+  const analytics = composeAnalytics(config, { db, now, testClock: options.now !== undefined, log }, stack);
   const siteDatabases = composeSiteDatabases(
     config,
     { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: channelTls, metrics, log },
@@ -210,20 +196,7 @@ async function composeParts(
   stack.defer('the custom domains', () => siteNames.stop());
   changes.subscribe(siteNames);
   changes.subscribe(retiringFunctions(runtime, runtimeDir));
-  const logStreams = new LogStreams();
-  changes.subscribe(logStreams);
-  // One change per stored batch per site tells every node's streams to read; the last batches of a
-  // closing server are found by the other nodes' slow poll, the feed being closed by then.
-  functionLogs.onStored((siteIds) => {
-    for (const siteId of siteIds)
-      changes
-        .publish({ kind: 'logs', siteId })
-        .catch((err) => log.warn({ err }, 'could not announce stored log lines'));
-  });
-  stack.defer('the live log streams', () => {
-    functionLogs.onStored(() => {});
-    logStreams.close();
-  });
+  const logStreams = openLogStreams({ functionLogs, changes, log }, stack);
 
   const deps: Deps = {
     config,
@@ -261,10 +234,7 @@ async function composeParts(
   const heartbeat = new NodeHeartbeat(deps, config, {
     onBeat: (sentAt, stamped) => siteDatabases.heartbeat(sentAt, stamped),
     stamps: () => siteDatabases.stampsHeartbeat(),
-    replication: () => {
-      const replicas = siteDatabases.replicas;
-      return replicas ? { ...replicas.reading(), stalled: replicas.replicator.stalled() } : null;
-    },
+    replication: () => siteDatabases.replicas?.report() ?? null,
   });
   await heartbeat.start();
   stack.defer('the heartbeat', () => heartbeat.stop());
@@ -275,22 +245,9 @@ async function composeParts(
   const scheduler = new CronScheduler(deps);
   await scheduler.start(config.cronTickMs);
   stack.defer('the cron scheduler', () => scheduler.stop());
-  const domainChecks = new DomainChecks(deps);
-  domainChecks.start();
-  stack.defer('the domain checks', () => domainChecks.stop());
-  const expiry = new DeploymentExpiry(deps);
-  expiry.start();
-  stack.defer('the deployments’ expiry', () => expiry.stop());
+  stack.started('the domain checks', new DomainChecks(deps));
+  stack.started('the deployments’ expiry', new DeploymentExpiry(deps));
   const sweeper = sweepUnreferencedBlobs(deps);
   if (sweeper) stack.defer('the blob sweeper', () => sweeper.stop());
   return { deps, owner, scheduler, channel, close: () => stack.close() };
-}
-
-/**
- * This node's id when BERTH_NODE_ID is unset: its host and a digest of its data dir, stable across
- * restarts (whatever port it listens on) and distinct for two servers on one host; the path itself
- * stays out of the metadata.
- */
-function defaultNodeId(dataDir: string): string {
-  return `${os.hostname()}:${crypto.createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12)}`;
 }

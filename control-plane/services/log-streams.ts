@@ -3,7 +3,10 @@
 // due in case a notification was lost. An account holds a bounded number of streams at a time, and a
 // server that shuts down ends them all at once. A key revoked or sessions ended (the change feed's
 // `credentials`) make every stream check its credential again at once.
-import type { Change, ChangeListener } from '../db/changes.ts';
+import type { Change, ChangeFeed, ChangeListener } from '../db/changes.ts';
+import type { CloseStack } from '../close-stack.ts';
+import type { Logger } from '../log.ts';
+import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import { BerthError } from '../errors.ts';
 
 /** Streams one account may hold open on one server. */
@@ -126,4 +129,29 @@ export class LogStreams implements ChangeListener {
     this.#closed = true;
     for (const streams of [...this.#bySite.values()]) for (const stream of [...streams]) stream.end();
   }
+}
+
+/**
+ * The streams of a start, following the change feed; each batch of function logs this node stores is
+ * announced on it, one change per site, to every node's streams. The last batches of a closing server
+ * are found by the other nodes' slow poll, the feed being closed by then.
+ */
+export function openLogStreams(
+  parts: { functionLogs: FunctionLogBuffer; changes: ChangeFeed; log: Logger },
+  stack: CloseStack,
+): LogStreams {
+  const { functionLogs, changes, log } = parts;
+  const streams = new LogStreams();
+  changes.subscribe(streams);
+  functionLogs.onStored((siteIds) => {
+    for (const siteId of siteIds)
+      changes
+        .publish({ kind: 'logs', siteId })
+        .catch((err) => log.warn({ err }, 'could not announce stored log lines'));
+  });
+  stack.defer('the live log streams', () => {
+    functionLogs.onStored(() => {});
+    streams.close();
+  });
+  return streams;
 }

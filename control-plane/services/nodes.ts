@@ -3,6 +3,9 @@
 // placed on a live node with the database role, and `berth admin nodes` and /readyz read this table.
 // A heartbeat carries the metadata database's time, written by the statement itself, and a node is
 // judged down against that same clock (db/clock.ts): no node's clock is compared with another's.
+import crypto from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Config, NodeRole } from '../config.ts';
 import { BerthError } from '../errors.ts';
@@ -273,4 +276,13 @@ export class NodeHeartbeat {
       .update({ stopped_at: timeSql(db) })
       .catch((err: unknown) => logJobFailure(this.#deps.log, err, 'the node could not record its stop'));
   }
+}
+
+/**
+ * This node's id when BERTH_NODE_ID is unset: its host and a digest of its data dir, stable across
+ * restarts (whatever port it listens on) and distinct for two servers on one host; the path itself
+ * stays out of the metadata.
+ */
+export function defaultNodeId(dataDir: string): string {
+  return `${os.hostname()}:${crypto.createHash('sha256').update(path.resolve(dataDir)).digest('hex').slice(0, 12)}`;
 }

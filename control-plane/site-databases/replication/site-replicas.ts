@@ -92,6 +92,11 @@ export class SiteReplicas {
   }
 
   /** What /metrics, the dashboard and `berth admin nodes` show of this node's replication. */
+  /** What the node's heartbeat says of its replication: the reading, and why it is stalled, if it is. */
+  report(): ReplicationReading & { stalled: string | null } {
+    return { ...this.reading(), stalled: this.replicator.stalled() };
+  }
+
   reading(): ReplicationReading {
     return {
       databases: this.replicator.statuses().map((s) => ({
