@@ -9,6 +9,7 @@ import path from 'node:path';
 import test from 'ava';
 import got from 'got';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { type Deployment, createDeployment as create, deployFiles as deploy } from './helpers/deployments.ts';
 import { memberCookie, memberOf } from './helpers/site-member.ts';
 import { createUser } from '../control-plane/services/users.ts';
 
@@ -21,43 +22,12 @@ test.after.always(async () => {
 });
 
 type Account = TestBerth['owner'];
+
 type Site = Awaited<ReturnType<typeof createSite>>;
 
-interface Deployment {
-  id: string;
-  shortId: string;
-  status: string;
-  publishedAt: string | null;
-  previewUrl: string;
-  missing: string[];
-}
-
 const FN = (text: string) => `export default () => new Response('${text}');\n`;
-const typeOf = (p: string) =>
-  p.endsWith('.html') ? 'text/html' : p.endsWith('.ts') ? 'text/typescript' : 'text/plain';
-
-/** Declares a deployment of inline files (nothing left to upload). */
-async function create(account: Account, siteId: string, files: Record<string, string>, prune = false) {
-  const res = await account.api.post(`v0/sites/${siteId}/deployments`, {
-    json: {
-      files: Object.entries(files).map(([p, content]) => ({ path: p, content, contentType: typeOf(p) })),
-      prune,
-    },
-  });
-  if (res.statusCode !== 201) throw new Error(`create: ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return json<{ deployment: Deployment }>(res).deployment;
-}
-
 async function publish(account: Account, siteId: string, deployment: Deployment) {
   return account.api.post(`v0/sites/${siteId}/deployments/${deployment.id}/publish`);
-}
-
-async function deploy(account: Account, siteId: string, files: Record<string, string>, prune = false) {
-  const created = await create(account, siteId, files, prune);
-  const published = await publish(account, siteId, created);
-  if (published.statusCode !== 200)
-    throw new Error(`publish: ${published.statusCode} ${JSON.stringify(published.body)}`);
-  return json<{ deployment: Deployment }>(published).deployment;
 }
 
 /** The preview host as a member of the site's account reads it. */

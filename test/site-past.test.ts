@@ -4,6 +4,7 @@
 // can be purged from the history for good; states are rebuilt from checkpoints.
 import test from 'ava';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { type Deployment, createDeployment as create, deployFiles as deploy } from './helpers/deployments.ts';
 import { memberOf } from './helpers/site-member.ts';
 import { CHECKPOINT_ENTRIES } from '../control-plane/services/site-history.ts';
 
@@ -16,22 +17,8 @@ test.after.always(async () => {
 });
 
 type Account = TestBerth['owner'];
+
 type Site = Awaited<ReturnType<typeof createSite>>;
-
-interface Deployment {
-  id: string;
-  shortId: string;
-  status: string;
-  seq: number | null;
-  publishedAt: string | null;
-  previewAccess: 'PRIVATE' | 'PUBLIC';
-  previewSecrets: boolean;
-  purgedFiles: number;
-  fileList: Array<{ path: string; versionId: string | null; purged: boolean }>;
-}
-
-const typeOf = (p: string) =>
-  p.endsWith('.html') ? 'text/html' : p.endsWith('.ts') ? 'text/typescript' : 'text/plain';
 
 /** A function answering the site's secret TOKEN, or the code its read was refused with. */
 const SECRET_FN = `export default async (_req: Request, ctx: any) => {
@@ -42,25 +29,6 @@ const SECRET_FN = `export default async (_req: Request, ctx: any) => {
   }
 };
 `;
-
-async function create(account: Account, siteId: string, files: Record<string, string>, prune = false) {
-  const res = await account.api.post(`v0/sites/${siteId}/deployments`, {
-    json: {
-      files: Object.entries(files).map(([p, content]) => ({ path: p, content, contentType: typeOf(p) })),
-      prune,
-    },
-  });
-  if (res.statusCode !== 201) throw new Error(`create: ${res.statusCode} ${JSON.stringify(res.body)}`);
-  return json<{ deployment: Deployment }>(res).deployment;
-}
-
-async function deploy(account: Account, siteId: string, files: Record<string, string>, prune = false) {
-  const created = await create(account, siteId, files, prune);
-  const published = await account.api.post(`v0/sites/${siteId}/deployments/${created.id}/publish`);
-  if (published.statusCode !== 200)
-    throw new Error(`publish: ${published.statusCode} ${JSON.stringify(published.body)}`);
-  return json<{ deployment: Deployment }>(published).deployment;
-}
 
 async function setSecret(account: Account, siteId: string, name: string, value: string) {
   const res = await account.api.post(`v0/sites/${siteId}/secrets`, { json: { name, value } });

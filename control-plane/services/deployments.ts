@@ -15,6 +15,7 @@ import { assertWritablePath, normalizeFilePath } from './paths.ts';
 import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
 import {
   type DeploymentKind,
+  type EntryRow,
   type StateEntry,
   authorOf,
   checkpointHistory,
@@ -66,15 +67,6 @@ interface DeploymentRow {
 }
 
 export type PreviewAccess = 'PRIVATE' | 'PUBLIC';
-
-interface EntryRow {
-  path: string;
-  sha256: string | null;
-  bytes: number | string;
-  content_type: string | null;
-  version_id: string | null;
-  purged_at?: string | null;
-}
 
 /** A file of a new deployment: by digest and size (its bytes uploaded after), or with its text inline. */
 export interface DeclaredFile {

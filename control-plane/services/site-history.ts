@@ -101,7 +101,8 @@ export function recordFileChange(sql: HotTx, siteId: string, actor: Actor, chang
  */
 export const CHECKPOINT_ENTRIES = 1000;
 
-interface EntryRow {
+/** A history entry as read: a path and the version it made current, or a removal (sha256 null). */
+export interface EntryRow {
   path: string;
   sha256: string | null;
   bytes: number | string;
@@ -134,14 +135,6 @@ export async function stateAtSeq(
   siteId: string,
   seq: number,
 ): Promise<Map<string, StateEntry>> {
-  return (await rebuildState(deps, siteId, seq)).state;
-}
-
-async function rebuildState(
-  deps: Pick<Deps, 'db'>,
-  siteId: string,
-  seq: number,
-): Promise<{ state: Map<string, StateEntry>; checkpoint: { seq: number; files: number } | null; entries: number }> {
   const checkpoint = await checkpointAtOrBefore(deps, siteId, seq);
   const state = new Map<string, StateEntry>();
   if (checkpoint) {
@@ -151,18 +144,22 @@ async function rebuildState(
       .select('path', 'sha256', 'bytes', 'content_type', 'version_id')) as EntryRow[];
     for (const row of files) apply(state, row);
   }
-  const rows = (await deps
+  const rows = (await entriesBetween(deps, siteId, checkpoint?.seq ?? 0, seq)
+    .orderBy('d.seq')
+    .select('f.path', 'f.sha256', 'f.bytes', 'f.content_type', 'f.version_id', 'f.purged_at')) as EntryRow[];
+  for (const row of rows) apply(state, row);
+  return state;
+}
+
+/** The entries of the site's published deployments numbered after `after`, up to `upTo`. */
+const entriesBetween = (deps: Pick<Deps, 'db'>, siteId: string, after: number, upTo: number) =>
+  deps
     .db('deployment_files as f')
     .join('deployments as d', 'd.id', 'f.deployment_id')
     .where('d.site_id', siteId)
     .andWhere('d.status', 'PUBLISHED')
-    .andWhere('d.seq', '>', checkpoint?.seq ?? 0)
-    .andWhere('d.seq', '<=', seq)
-    .orderBy('d.seq')
-    .select('f.path', 'f.sha256', 'f.bytes', 'f.content_type', 'f.version_id', 'f.purged_at')) as EntryRow[];
-  for (const row of rows) apply(state, row);
-  return { state, checkpoint, entries: rows.length };
-}
+    .andWhere('d.seq', '>', after)
+    .andWhere('d.seq', '<=', upTo);
 
 function apply(state: Map<string, StateEntry>, row: EntryRow): void {
   if (row.sha256 === null || row.version_id === null || row.purged_at) state.delete(row.path);
@@ -185,17 +182,11 @@ export async function checkpointHistory(deps: Pick<Deps, 'db'>, siteId: string):
   const seq = await currentSeq(deps, siteId);
   const last = await checkpointAtOrBefore(deps, siteId, seq);
   if (last?.seq === seq) return false;
-  const pending = (await deps
-    .db('deployment_files as f')
-    .join('deployments as d', 'd.id', 'f.deployment_id')
-    .where('d.site_id', siteId)
-    .andWhere('d.status', 'PUBLISHED')
-    .andWhere('d.seq', '>', last?.seq ?? 0)
-    .andWhere('d.seq', '<=', seq)
+  const pending = (await entriesBetween(deps, siteId, last?.seq ?? 0, seq)
     .count({ n: '*' })
     .first()) as { n: number | string };
   if (Number(pending.n) < Math.max(CHECKPOINT_ENTRIES, last?.files ?? 0)) return false;
-  const { state } = await rebuildState(deps, siteId, seq);
+  const state = await stateAtSeq(deps, siteId, seq);
   const rows = [...state.values()].map((e) => ({
     site_id: siteId,
     seq,
