@@ -90,6 +90,7 @@ function requestFor(route: (typeof apiRoutes)[number]) {
     replaceSecret: { value: 'v2' },
     addDomain: { hostname: 'another.example.com' },
     createDeployment: { files: [{ path: 'web/auth.html', content: 'auth' }] },
+    updateDeployment: { previewAccess: 'PUBLIC' },
     restoreSite: { at: new Date().toISOString() },
     updateDomain: { canonical: true },
     queryDatabase: { sql: 'SELECT 1' },
