@@ -6,6 +6,7 @@ import test from 'ava';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { type Deployment, createDeployment as create, deployFiles as deploy } from './helpers/deployments.ts';
 import { memberOf } from './helpers/site-member.ts';
+import { until } from './helpers/until.ts';
 import { CHECKPOINT_ENTRIES } from '../control-plane/services/site-history.ts';
 
 let t0: TestBerth;
@@ -234,6 +235,30 @@ test('states are rebuilt from checkpoints: a long history keeps one, and every i
   const member = await memberOf(t0, t0.owner.id, site.id, host(`t${afterWrite}`, site));
   t.is((await member.get('p0.txt')).body, 'page 0, again');
   t.is((await member.get('p999.txt')).body, 'page 999');
+});
+
+test('a site changed only through the file API keeps checkpoints of its history too', async (t) => {
+  const site = await createSite(t0.owner);
+  // A write looks for a checkpoint one time in 64 at random: 600 writes past the threshold miss every
+  // look with a chance of about 1 in 10,000.
+  const writes = CHECKPOINT_ENTRIES + 600;
+  for (let next = 0; next < writes; ) {
+    const batch = Array.from({ length: Math.min(16, writes - next) }, (_, i) => next + i);
+    next += batch.length;
+    await Promise.all(
+      batch.map((i) => putFile(t0.owner, site.bucketId, `web/w${i % 50}.txt`, `write ${i}`, 'text/plain')),
+    );
+  }
+  const kept = await until(
+    async () =>
+      (await t0.berth.deps.db('history_checkpoints').where({ site_id: site.id }).first('seq', 'files')) as
+        | { seq: number; files: number }
+        | undefined,
+    'a checkpoint of the history',
+  );
+  t.is(Number(kept.files), 50);
+  const member = await memberOf(t0, t0.owner.id, site.id, host(`t${Date.now()}`, site));
+  t.regex((await member.get('w49.txt')).body, /^write \d+$/);
 });
 
 function FN(text: string) {

@@ -225,7 +225,7 @@ async function commitWrite(
         const site = found.site.rows[0] as { id: string } | undefined;
         if (site) {
           const version = { id: versionId, sha256: stored.sha256, bytes: stored.bytes, contentType };
-          recordFileChange(sql, site.id, actor, { path, version }, timestamp(deps));
+          recordFileChange(sql, deps, site.id, actor, { path, version }, timestamp(deps));
         }
         deps.changes.publishWith(sql, { kind: 'file', bucketId, path });
         return { fileId: file.id, versionId, bytes: stored.bytes };
@@ -337,7 +337,7 @@ export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, raw
       bucketId,
       path,
     );
-    if (changes > 0 && site) recordFileChange(sql, site.id, actor, { path, version: null }, timestamp(deps));
+    if (changes > 0 && site) recordFileChange(sql, deps, site.id, actor, { path, version: null }, timestamp(deps));
     return changes;
   });
   if (changed === 0) throw notFound('file');
@@ -410,7 +410,7 @@ export async function restoreFile(
     await makeCurrent(sql, fileId, id, now);
     if (site) {
       const version = { id, sha256: source.blob_sha256, bytes: source.bytes, contentType: source.content_type };
-      recordFileChange(sql, site.id, actor, { path: file.path, version }, timestamp(deps));
+      recordFileChange(sql, deps, site.id, actor, { path: file.path, version }, timestamp(deps));
     }
     // The account references the old version's blob already, so a restore never needs quota.
     await chargeVersion(sql, deps.config, actor.accountId, source.blob_sha256, source.bytes);

@@ -4,7 +4,7 @@
 // it. A write through the file API is recorded here in its own transaction, as a one-file deployment.
 import crypto from 'node:crypto';
 import type { Knex } from 'knex';
-import { isUniqueViolation } from '../db/errors.ts';
+import { isUniqueViolation, logJobFailure } from '../db/errors.ts';
 import { type HotTx, statement } from '../db/hot-sql.ts';
 import { lockRows } from '../db/locks.ts';
 import type { Actor, Deps } from './deps.ts';
@@ -66,7 +66,22 @@ export interface FileChange {
  * transaction that made it: sent with its commit, numbered after the site's last deployment there. The
  * caller holds the site's row lock (lockSite), taken before the file's, so the number is the next one.
  */
-export function recordFileChange(sql: HotTx, siteId: string, actor: Actor, change: FileChange, now: string): void {
+export function recordFileChange(
+  sql: HotTx,
+  deps: Pick<Deps, 'db' | 'log'>,
+  siteId: string,
+  actor: Actor,
+  change: FileChange,
+  now: string,
+): void {
+  // One write in CHECKPOINT_LOOK_EVERY, at random, looks for a checkpoint once it has committed: a site
+  // changed only through the file API keeps the entries a rebuild reads bounded too.
+  if (Math.random() * CHECKPOINT_LOOK_EVERY < 1)
+    sql.afterCommit(() => {
+      checkpointHistory(deps, siteId).catch((err: unknown) =>
+        logJobFailure(deps.log, err, 'keeping a checkpoint of the site history failed', { siteId }),
+      );
+    });
   const id = crypto.randomUUID();
   sql.commitWith(
     statement(
@@ -100,6 +115,8 @@ export function recordFileChange(sql: HotTx, siteId: string, actor: Actor, chang
  * the length of the history, and checkpoints take at most about as many rows as the entries do.
  */
 export const CHECKPOINT_ENTRIES = 1000;
+/** How many file API writes, on average, before one looks for a checkpoint. */
+const CHECKPOINT_LOOK_EVERY = 64;
 
 /** A history entry as read: a path and the version it made current, or a removal (sha256 null). */
 export interface EntryRow {
