@@ -256,7 +256,10 @@ test('watch deploys each batch of changes as one deployment until it is interrup
 
   await fs.writeFile(path.join(dir, 'web/index.html'), 'second');
   await fs.mkdir(path.join(dir, 'api'));
-  await fs.writeFile(path.join(dir, 'api/when.ts'), 'export default () => new Response("now");\n');
+  // Saved as editors save, whole under a name the watcher ignores and renamed: a batch taken on a slow machine
+  // between the file's creation and its bytes would declare an empty file and upload another.
+  await fs.writeFile(path.join(dir, 'api/.when.ts.swp'), 'export default () => new Response("now");\n');
+  await fs.rename(path.join(dir, 'api/.when.ts.swp'), path.join(dir, 'api/when.ts'));
   await fs.rm(path.join(dir, 'web/other.html'));
   await until(async () => (await t0.site(site.subdomain).get('')).body === 'second', 'the edit to be served');
   await until(async () => (await t0.site(site.subdomain).get('api/when')).body === 'now', 'the new function');
