@@ -199,17 +199,22 @@ export async function setStorageLimit(
  */
 export async function databaseReplicaBytes(store: Pick<Store, 'db'>, accountId: string): Promise<number> {
   const row = (await store
-    .db('databases')
+    .db('database_replicas')
+    .join('databases', 'databases.site_id', 'database_replicas.site_id')
     .join('sites', 'sites.id', 'databases.site_id')
     .where('sites.account_id', accountId)
-    .sum({ bytes: 'databases.replica_bytes' })
+    .sum({ bytes: 'database_replicas.bytes' })
     .first()) as { bytes: number | string | null } | undefined;
   return Number(row?.bytes ?? 0);
 }
 
 /** A node measured a database's replica: what the account's usage shows of it. */
 export async function recordReplicaBytes(store: Pick<Store, 'db'>, siteId: string, bytes: number): Promise<void> {
-  await store.db('databases').where({ site_id: siteId }).update({ replica_bytes: bytes });
+  await store
+    .db('database_replicas')
+    .insert({ site_id: siteId, bytes, measured_at: new Date().toISOString() })
+    .onConflict('site_id')
+    .merge(['bytes', 'measured_at']);
 }
 
 /** Every account's usage, for the metrics. */
