@@ -401,16 +401,7 @@ const residentBytes = (pid: number): number =>
 test('a worker that reads none of its answers makes its database process hold a few of them, not all', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (n INTEGER)');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const socketPath = path.join(dir, 'w.sock');
-  const server = net.createServer();
-  t.teardown(() => server.close());
-  await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-  const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-  t.true(await provider(t0).openChannel(site.id, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
-  const socket = await accepted;
-  t.teardown(() => socket.destroy());
+  const socket = await acceptChannel(t, site.id);
   socket.pause();
   const pid = databaseProcessOf(site.id);
   const before = residentBytes(pid);
@@ -424,11 +415,8 @@ test('a worker that reads none of its answers makes its database process hold a 
   t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
 });
 
-/**
- * A channel of `siteId`'s database opened as a worker's would be: `ask` runs a db.first call on it,
- * `closed` resolves when the database process closes it.
- */
-async function openChannel(t: ExecutionContext, siteId: string) {
+/** The socket of a channel of `siteId`'s database, accepted where a worker would listen for it. */
+async function acceptChannel(t: ExecutionContext, siteId: string): Promise<net.Socket> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const socketPath = path.join(dir, 'w.sock');
@@ -439,6 +427,15 @@ async function openChannel(t: ExecutionContext, siteId: string) {
   t.true(await provider(t0).openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
   const socket = await accepted;
   t.teardown(() => socket.destroy());
+  return socket;
+}
+
+/**
+ * A channel of `siteId`'s database opened as a worker's would be: `ask` runs a db.first call on it,
+ * `closed` resolves when the database process closes it.
+ */
+async function openChannel(t: ExecutionContext, siteId: string) {
+  const socket = await acceptChannel(t, siteId);
   const waiting = new Map<number, { resolve: (payload: any) => void; reject: (err: Error) => void }>();
   let buffered = Buffer.alloc(0);
   socket.on('data', (chunk) => {
