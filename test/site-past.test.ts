@@ -5,7 +5,7 @@
 import test from 'ava';
 import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
 import { type Deployment, createDeployment as create, deployFiles as deploy } from './helpers/deployments.ts';
-import { memberOf } from './helpers/site-member.ts';
+import { memberCookie, memberOf } from './helpers/site-member.ts';
 import { until } from './helpers/until.ts';
 import { CHECKPOINT_ENTRIES } from '../control-plane/services/site-history.ts';
 
@@ -95,6 +95,11 @@ test('a deployment’s preview answers members only until its owner makes it PUB
   for (const path of ['', 'api/hi']) t.is((await preview.get(path)).statusCode, 401, path);
   // A label that shows nothing looks the same to a stranger.
   t.is((await t0.site(host('zzzzzzzz', site)).get('')).statusCode, 401);
+  // A member's session of another site is worth nothing here.
+  const elsewhere = await createSite(t0.owner);
+  const shown = await deploy(t0.owner, elsewhere.id, { 'web/index.html': 'other' });
+  const cookie = await memberCookie(t0, t0.owner.id, elsewhere.id, host(shown.shortId, elsewhere));
+  for (const path of ['', 'api/hi']) t.is((await preview.get(path, { headers: { cookie } })).statusCode, 401, path);
 
   const refused = await t0.owner.read.post(`v0/sites/${site.id}/deployments/${next.id}`, {
     json: { previewAccess: 'PUBLIC' },
