@@ -243,7 +243,7 @@ export class DenoWorker {
       clearTimeout(this.#killTimer);
       // The link to the site's database goes with the worker, and so does its channel.
       fs.rmSync(dbChannelPath(options.socketPath), { force: true });
-      if (this.#statm !== undefined) fs.closeSync(this.#statm);
+      this.#closeStatm();
       this.#binding?.releaseEgress();
       this.#stop('crashed', new Error('the worker exited before it was ready'));
       this.#output.close();
@@ -382,6 +382,12 @@ export class DenoWorker {
     }
   }
 
+  #closeStatm(): void {
+    if (this.#statm === undefined) return;
+    fs.closeSync(this.#statm);
+    this.#statm = undefined;
+  }
+
   /** `graceMs`: the process is ending by itself; let it finish writing its last words to stderr first. */
   #stop(reason: ExitReason, startError: Error, graceMs = 0): void {
     if (this.#exitReason) return;
@@ -393,6 +399,8 @@ export class DenoWorker {
     this.#queue = [];
     this.#server.close();
     this.#socket?.destroy();
+    // A stopped worker is watched no more: its /proc file goes now, not when its process is reaped.
+    this.#closeStatm();
     if (graceMs > 0) this.#killTimer = setTimeout(() => this.#process.kill('SIGKILL'), graceMs);
     else this.#process.kill('SIGKILL');
     fs.rmSync(this.#options.socketPath, { force: true });
