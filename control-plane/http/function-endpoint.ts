@@ -8,7 +8,7 @@ import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
-import { previewEndpoint, resolvePreview } from '../services/previews.ts';
+import { previewEndpoint, resolvePreview } from '../deployments/previews.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { mayRead } from './member-gate.ts';
 import { noSitePage } from './pages.ts';

@@ -7,7 +7,7 @@ import { BerthError } from '../errors.ts';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite } from '../services/hosting-cache.ts';
 import { resolveSite } from '../services/hosting.ts';
-import { resolvePreview } from '../services/previews.ts';
+import { resolvePreview } from '../deployments/previews.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { requestContext } from './middleware/request-context.ts';
 import { applyProxySetting } from './proxy.ts';

@@ -9,7 +9,7 @@ import { pipeline } from 'node:stream';
 import fresh from 'fresh';
 import rangeParser from 'range-parser';
 import type { Deps } from '../services/deps.ts';
-import { previewFile, resolvePreview } from '../services/previews.ts';
+import { previewFile, resolvePreview } from '../deployments/previews.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import {
   cachedBody,

@@ -2,7 +2,7 @@
 // any instant (services/deployments.ts). Bytes are uploaded by a REST route of their own
 // (http/routes/deployments.ts); create_deployment also takes files' text inline, for JSON-only doors.
 import { z } from 'zod';
-import * as deployments from '../services/deployments.ts';
+import * as deployments from '../deployments/deployments.ts';
 import {
   CreateDeploymentBody,
   DeploymentDetail,

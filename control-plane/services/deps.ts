@@ -12,7 +12,7 @@ import type { TrafficCounter } from '../analytics/collector.ts';
 import type { LogStreams } from './log-streams.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
-import type { PreviewCache } from './preview-cache.ts';
+import type { PreviewCache } from '../deployments/preview-cache.ts';
 import type { SiteNames } from './site-names.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StorageQuota } from './storage-quota.ts';

@@ -21,8 +21,8 @@ import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 import { type Reservation, chargeStatements, chargeVersion, checkCharge, releaseVersion } from './storage-quota.ts';
-import { lockSite, pinnedVersionsQuery, recordFileChange } from './site-history.ts';
-import { forgetPreviewFunction } from './previews.ts';
+import { lockSite, pinnedVersionsQuery, recordFileChange } from '../deployments/site-history.ts';
+import { forgetPreviewFunction } from '../deployments/previews.ts';
 import { siteOfBucket } from './site-rows.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';

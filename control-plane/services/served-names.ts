@@ -3,7 +3,7 @@
 import { lockName } from '../db/locks.ts';
 import type { Deps } from './deps.ts';
 import { resolveSite } from './hosting.ts';
-import { isInstantLabel, resolvePreview } from './previews.ts';
+import { isInstantLabel, resolvePreview } from '../deployments/previews.ts';
 import { hostName } from './site-names.ts';
 
 /**

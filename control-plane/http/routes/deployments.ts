@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import * as deployments from '../../operations/deployments.ts';
-import * as deploymentService from '../../services/deployments.ts';
+import * as deploymentService from '../../deployments/deployments.ts';
 import { Uuid } from '../../schemas.ts';
 import { BerthError } from '../../errors.ts';
 import { type AnyRoute, defineRoute, readingRawBody } from '../route.ts';

@@ -9,12 +9,12 @@ import { writeDeployment } from '../../runtime-host/deployments.ts';
 import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
-import { insertVersion, makeCurrent } from './files.ts';
-import { isRuntimeSource, recordFunctionVersion } from './functions.ts';
+import { type Actor, type Deps, newId, timestamp } from '../services/deps.ts';
+import { insertVersion, makeCurrent } from '../services/files.ts';
+import { isRuntimeSource, recordFunctionVersion } from '../services/functions.ts';
 import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
-import type { SiteRow } from './site-rows.ts';
-import { chargeVersion, releaseUploads } from './storage-quota.ts';
+import type { SiteRow } from '../services/site-rows.ts';
+import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
 
 /** A path's content after the switch. */
 export interface TargetFile {

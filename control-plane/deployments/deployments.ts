@@ -7,11 +7,11 @@ import { Readable } from 'node:stream';
 import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
 import { isUniqueViolation, logJobFailure } from '../db/errors.ts';
 import { BerthError, conflict, invalid, notFound } from '../errors.ts';
-import { type Actor, type Deps, timestamp } from './deps.ts';
-import { checkContentType } from './files.ts';
-import { type PageRequest, paginate } from './pagination.ts';
+import { type Actor, type Deps, timestamp } from '../services/deps.ts';
+import { checkContentType } from '../services/files.ts';
+import { type PageRequest, paginate } from '../services/pagination.ts';
 import { forgetPreviewFunctions } from './previews.ts';
-import { assertWritablePath, normalizeFilePath } from './paths.ts';
+import { assertWritablePath, normalizeFilePath } from '../services/paths.ts';
 import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
 import {
   type DeploymentKind,
@@ -27,9 +27,9 @@ import {
   seqAt,
   stateAtSeq,
 } from './site-history.ts';
-import { type SiteRow, requireSite } from './site-rows.ts';
-import { applyDeploymentMigrations } from './migrations.ts';
-import { chargeVersion, releaseUploads } from './storage-quota.ts';
+import { type SiteRow, requireSite } from '../services/site-rows.ts';
+import { applyDeploymentMigrations } from '../services/migrations.ts';
+import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 
 /** Files one deployment may declare. */
