@@ -12,7 +12,7 @@ import { createHostingApp } from './http/hosting-app.ts';
 import { leanApiHandler } from './http/lean-api.ts';
 import { siteFilesHandler } from './http/site-files.ts';
 import { redirectToCanonical, siteRoute } from './http/site-paths.ts';
-import type { HostRoute } from './services/site-names.ts';
+import type { HostRoute } from './domains/site-names.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';

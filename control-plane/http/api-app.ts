@@ -3,7 +3,7 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
-import { servesName } from '../services/served-names.ts';
+import { servesName } from '../domains/served-names.ts';
 import { readiness } from '../services/readiness.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { sendMetrics } from './metrics-endpoint.ts';

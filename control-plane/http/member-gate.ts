@@ -6,7 +6,7 @@ import type http from 'node:http';
 import type { Deps } from '../services/deps.ts';
 import type { CachedSite } from '../services/hosting-cache.ts';
 import { siteReader } from '../services/site-sessions.ts';
-import { hostName, previewOf } from '../services/site-names.ts';
+import { hostName, previewOf } from '../domains/site-names.ts';
 import { sendHtml } from './bare-response.ts';
 import { notMemberPage, privateSitePage } from './pages.ts';
 import { requestHost, requestProtocol, servedOrigin } from './proxy.ts';

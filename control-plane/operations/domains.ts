@@ -1,7 +1,7 @@
 // A site's custom domains: added as PENDING with the TXT record to create, verified by looking the
 // record up, then served (services/domains.ts); one may be made canonical.
 import { z } from 'zod';
-import * as domains from '../services/domains.ts';
+import * as domains from '../domains/domains.ts';
 import {
   AddDomainBody,
   DomainRecord,

@@ -13,7 +13,7 @@ import type { LogStreams } from './log-streams.ts';
 import type { AttemptLimit } from './attempt-limit.ts';
 import type { HostingCache } from './hosting-cache.ts';
 import type { PreviewCache } from '../deployments/preview-cache.ts';
-import type { SiteNames } from './site-names.ts';
+import type { SiteNames } from '../domains/site-names.ts';
 import type { Metrics } from '../metrics.ts';
 import type { StorageQuota } from './storage-quota.ts';
 

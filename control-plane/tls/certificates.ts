@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import tls from 'node:tls';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { Deps } from '../services/deps.ts';
-import { servesName } from '../services/served-names.ts';
-import { hostName } from '../services/site-names.ts';
+import { servesName } from '../domains/served-names.ts';
+import { hostName } from '../domains/site-names.ts';
 import { readCertificate } from './certificate-store.ts';
 import type { Orderer } from './orderer.ts';
 

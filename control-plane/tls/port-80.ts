@@ -3,7 +3,7 @@
 // everything else.
 import type http from 'node:http';
 import type { Deps } from '../services/deps.ts';
-import { hostName } from '../services/site-names.ts';
+import { hostName } from '../domains/site-names.ts';
 import { CHALLENGE_PREFIX, keyAuthorization } from './challenges.ts';
 
 const TOKEN = /^[A-Za-z0-9_-]{1,256}$/;

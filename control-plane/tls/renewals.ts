@@ -4,7 +4,7 @@
 // A name no longer served is not renewed: its certificate ends, and is then removed.
 import { logJobFailure } from '../db/errors.ts';
 import type { Deps } from '../services/deps.ts';
-import { servesName } from '../services/served-names.ts';
+import { servesName } from '../domains/served-names.ts';
 import { dueForRenewal, removeEnded } from './certificate-store.ts';
 import { removeLeftoverChallenges } from './challenges.ts';
 import type { Orderer } from './orderer.ts';

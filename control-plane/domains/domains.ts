@@ -10,10 +10,10 @@ import { lockName } from '../db/locks.ts';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { customDomainName, normaliseHostname } from './domain-names.ts';
 import { txtRecords } from './dns-records.ts';
-import { type Actor, type Deps, timestamp } from './deps.ts';
-import { type PageRequest, paginate } from './pagination.ts';
-import { requireSite } from './site-rows.ts';
-import { type CertificateState, certificateStates } from '../tls/certificate-state.ts';
+import { type Actor, type Deps, timestamp } from '../services/deps.ts';
+import { type PageRequest, paginate } from '../services/pagination.ts';
+import { requireSite } from '../services/site-rows.ts';
+import { type CertificateState, certificateStates } from './certificate-state.ts';
 
 export const CHALLENGE_LABEL = '_berth-challenge';
 
