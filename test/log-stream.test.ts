@@ -1,7 +1,7 @@
 // Live function logs: GET /v0/sites/:siteId/logs/stream delivers what functions log as server-sent
 // events, resumes after Last-Event-ID, filters on the server, and is bounded per account.
 import test from 'ava';
-import { STREAMS_PER_ACCOUNT } from '../control-plane/services/log-streams.ts';
+import { STREAMS_PER_ACCOUNT } from '../control-plane/logs/log-streams.ts';
 import { type TestBerth, createSite, deployFixture, json, startTestBerth } from './helpers/berth.ts';
 import { type LogStreamReader, openLogStream } from './helpers/log-stream.ts';
 import { until } from './helpers/until.ts';

@@ -8,7 +8,7 @@ import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import { authenticateRequest } from './middleware/auth.ts';
 import type { Actor, Deps } from '../services/deps.ts';
-import { type FunctionLogLine, type LogFilter, linesAfter, newestLineId } from '../services/function-logs.ts';
+import { type FunctionLogLine, type LogFilter, linesAfter, newestLineId } from '../logs/function-logs.ts';
 import { requireSite } from '../services/site-rows.ts';
 
 /** How often a stream looks without being told: a lost notification costs at most this. */

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import * as functions from '../services/functions.ts';
 import { listCronRuns as cronRuns } from '../services/cron.ts';
-import { listLogs } from '../services/function-logs.ts';
+import { listLogs } from '../logs/function-logs.ts';
 import {
   CronRun,
   DeployFunctionBody,

@@ -1,7 +1,7 @@
 // `berth logs`: the console output of a site's functions, and with --follow the lines that come next,
 // from the live log stream.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { FunctionLogLine } from '../../services/function-logs.ts';
+import type { FunctionLogLine } from '../../logs/function-logs.ts';
 import type { ApiClient } from '../api-client.ts';
 import { ApiError } from '../cli-error.ts';
 import type { CommandDefinition } from '../command.ts';
