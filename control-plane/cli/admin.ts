@@ -11,7 +11,7 @@ import { PLANS, type Plan } from '../services/plans.ts';
 import { type Store, monotonicClock } from '../services/deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
 import { setStorageLimit } from '../services/storage-quota.ts';
-import { type NodeReplication, listNodes } from '../services/nodes.ts';
+import { type NodeReplication, listNodes } from '../cluster/nodes.ts';
 import { formatBytes } from '../format-bytes.ts';
 import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';

@@ -28,7 +28,7 @@ import {
 import { replicationTiming } from '../site-databases/compose.ts';
 import type { ReplicaTarget } from '../site-databases/replication/litestream.ts';
 import { type LatestOutcome, bringToLatest } from '../site-databases/replication/restored-databases.ts';
-import { forgetPlacements } from '../services/nodes.ts';
+import { forgetPlacements } from '../cluster/nodes.ts';
 import { CliError } from './cli-error.ts';
 import { EXIT } from './exit-codes.ts';
 import { formatBytes } from '../format-bytes.ts';

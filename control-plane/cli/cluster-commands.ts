@@ -20,7 +20,7 @@ import { StatementError } from '../site-databases/provider.ts';
 import { loadMasterKey } from '../../storage/master-key.ts';
 import { formatBytes } from '../format-bytes.ts';
 import type { Store } from '../services/deps.ts';
-import { LAPSE_MS, type NodeView, listNodes, takesDatabases } from '../services/nodes.ts';
+import { LAPSE_MS, type NodeView, listNodes, takesDatabases } from '../cluster/nodes.ts';
 import { UsageError } from './usage-error.ts';
 import { options, uuid } from './admin-options.ts';
 

@@ -9,7 +9,7 @@ import { type Actor, type Deps, newId, timestamp } from './deps.ts';
 import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
-import { placeDatabase } from './nodes.ts';
+import { placeDatabase } from '../cluster/nodes.ts';
 
 interface DatabaseRow {
   id: string;

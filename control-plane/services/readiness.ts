@@ -7,7 +7,7 @@
 import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from '../db/errors.ts';
 import { StorageUnavailableError } from '../../storage/blob-driver.ts';
-import { listNodes, type NodeState } from './nodes.ts';
+import { listNodes, type NodeState } from '../cluster/nodes.ts';
 import { type FailingRenewal, failingRenewals } from '../tls/order-leases.ts';
 
 const CHECK_MS = 2000;

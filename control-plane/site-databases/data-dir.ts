@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Logger } from '../log.ts';
 import { writeFileDurably } from '../../storage/durable.ts';
-import { listNodes } from '../services/nodes.ts';
+import { listNodes } from '../cluster/nodes.ts';
 
 const SITE_ID = /^[0-9a-f-]{36}$/;
 

@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from '../../log.ts';
 import { logJobFailure } from '../../db/errors.ts';
-import { listNodes, takesDatabases } from '../../services/nodes.ts';
+import { listNodes, takesDatabases } from '../../cluster/nodes.ts';
 import type { DatabaseMover } from './move.ts';
 
 export interface FailoverOptions {

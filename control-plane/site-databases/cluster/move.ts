@@ -21,7 +21,7 @@ import { type Census, StatementError } from '../provider.ts';
 import type { SiteDatabases } from '../local-provider.ts';
 import { lockRows } from '../../db/locks.ts';
 import { leftByThisNode } from '../../db/node-work.ts';
-import { LAPSE_MS, listNodes } from '../../services/nodes.ts';
+import { LAPSE_MS, listNodes } from '../../cluster/nodes.ts';
 import { databaseNow, timeSql } from '../../db/clock.ts';
 import type { ChannelClient, MoveReport, RecoveryReport } from './channel.ts';
 
