@@ -4,7 +4,7 @@ import Router from '@koa/router';
 import { BerthError } from '../errors.ts';
 import { openDownload } from '../services/exports.ts';
 import { servesName } from '../domains/served-names.ts';
-import { readiness } from '../services/readiness.ts';
+import { readiness } from '../readiness.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { sendMetrics } from './metrics-endpoint.ts';
 import type { Deps } from '../services/deps.ts';
