@@ -5,7 +5,7 @@ import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream } from 'node:stream/web';
 import got, { type Got, type Method, RequestError, type Response } from 'got';
-import { type ServerEvent, serverEvents } from '../dashboard/sse.ts';
+import { type ServerEvent, serverEvents } from '../api-clients/server-events.ts';
 import { VERSION } from '../version.ts';
 import { ApiError, CliError } from './cli-error.ts';
 import { type Connection, CREATE_KEY_HINT } from './connection.ts';

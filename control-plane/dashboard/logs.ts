@@ -5,7 +5,7 @@ import { get, openStream } from './api.ts';
 import { badge, field, fill, h, messageOf, statusLine, time } from './dom.ts';
 import type { Route } from './router.ts';
 import { siteFrame } from './sites.ts';
-import { serverEvents } from './sse.ts';
+import { serverEvents } from '../api-clients/server-events.ts';
 import type { FunctionRecord, LogLine } from './types.ts';
 
 /** Rows the view keeps; older ones leave the bottom. */

@@ -1,6 +1,6 @@
 // Reads a live log stream (GET /v0/sites/:siteId/logs/stream) in a test: the events as they come, with
 // the dashboard's own parser of server-sent events.
-import { type ServerEvent, serverEvents } from '../../control-plane/dashboard/sse.ts';
+import { type ServerEvent, serverEvents } from '../../control-plane/api-clients/server-events.ts';
 
 export interface LogStreamReader {
   status: number;
