@@ -13,7 +13,7 @@ import { LocalDriver } from '../storage/drivers/local-driver.ts';
 import { S3Driver } from '../storage/drivers/s3-driver.ts';
 import { blobDirOf, type Config } from './config.ts';
 import { logJobFailure } from './db/errors.ts';
-import type { Deps } from './services/deps.ts';
+import type { Deps } from './deps.ts';
 
 /** How long an unreferenced blob is kept at least, when the sweeper is off: a day. */
 const SAFE_AGE_WITHOUT_SWEEPER_MS = 24 * 3600_000;

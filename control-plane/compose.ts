@@ -14,7 +14,7 @@ import type { Logger } from './log.ts';
 import { Metrics } from './metrics.ts';
 import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { CronScheduler } from './services/cron.ts';
-import { type Deps, monotonicClock } from './services/deps.ts';
+import { type Deps, monotonicClock } from './deps.ts';
 import { failInterruptedExports } from './services/exports.ts';
 import { closingDbChannels, createCtxHandler, createDbChannelHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './logs/function-log-buffer.ts';

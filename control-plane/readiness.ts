@@ -4,7 +4,7 @@
 // with BERTH_TLS=acme, the certificates whose renewal failed (still serving: not a reason to be unready). Each
 // check has a deadline, so a stuck disk makes the answer "not ready" rather than no answer. Stalled database
 // replication is reported too, without making the node unready.
-import type { Deps } from './services/deps.ts';
+import type { Deps } from './deps.ts';
 import { isMetadataUnavailable } from './db/errors.ts';
 import { StorageUnavailableError } from '../storage/blob-driver.ts';
 import { listNodes, type NodeState } from './cluster/nodes.ts';

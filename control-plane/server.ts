@@ -16,7 +16,7 @@ import type { HostRoute } from './domains/site-names.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
-import type { Deps } from './services/deps.ts';
+import type { Deps } from './deps.ts';
 import { metricsServer } from './http/metrics-endpoint.ts';
 import { requestHost, strictTransport } from './http/proxy.ts';
 import { type ComposedTls, composeTls } from './tls/compose-tls.ts';

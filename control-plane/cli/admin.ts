@@ -8,7 +8,7 @@ import { openMetadata } from '../db/metadata.ts';
 import { BerthError } from '../errors.ts';
 import { createAccount } from '../services/accounts.ts';
 import { PLANS, type Plan } from '../services/plans.ts';
-import { type Store, monotonicClock } from '../services/deps.ts';
+import { type Store, monotonicClock } from '../deps.ts';
 import { createKey, listKeys, revokeKey } from '../services/keys.ts';
 import { setStorageLimit } from '../services/storage-quota.ts';
 import { type NodeReplication, listNodes } from '../cluster/nodes.ts';

@@ -19,7 +19,7 @@ import { ChannelClient, type MoveReport, type RecoveryReport } from '../site-dat
 import { StatementError } from '../site-databases/provider.ts';
 import { loadMasterKey } from '../../storage/master-key.ts';
 import { formatBytes } from '../format-bytes.ts';
-import type { Store } from '../services/deps.ts';
+import type { Store } from '../deps.ts';
 import { LAPSE_MS, type NodeView, listNodes, takesDatabases } from '../cluster/nodes.ts';
 import { UsageError } from './usage-error.ts';
 import { options, uuid } from './admin-options.ts';

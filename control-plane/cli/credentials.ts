@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Permission } from '../services/deps.ts';
+import type { Permission } from '../deps.ts';
 import { CliError } from './cli-error.ts';
 
 export interface StoredLogin {

@@ -12,7 +12,7 @@ import { BerthError } from '../errors.ts';
 import { logJobFailure } from '../db/errors.ts';
 import { VERSION } from '../version.ts';
 import { databaseNow, timeSql } from '../db/clock.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { ReplicationReading } from '../metrics.ts';
 
 export const HEARTBEAT_MS = 5_000;

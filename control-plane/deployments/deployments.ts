@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
 import { isUniqueViolation, logJobFailure } from '../db/errors.ts';
 import { BerthError, conflict, invalid, notFound } from '../errors.ts';
-import { type Actor, type Deps, timestamp } from '../services/deps.ts';
+import { type Actor, type Deps, timestamp } from '../deps.ts';
 import { checkContentType } from '../services/files.ts';
 import { type PageRequest, paginate } from '../services/pagination.ts';
 import { forgetPreviewFunctions } from './previews.ts';

@@ -13,7 +13,7 @@ import { deploymentExists, removeDeploymentsWhere, writeDeployment } from '../..
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { BerthError } from '../errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveWebFile } from '../services/hosting.ts';
 import type { PreviewEntry } from './preview-cache.ts';

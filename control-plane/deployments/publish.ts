@@ -9,7 +9,7 @@ import { writeDeployment } from '../../runtime-host/deployments.ts';
 import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
-import { type Actor, type Deps, newId, timestamp } from '../services/deps.ts';
+import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { insertVersion, makeCurrent } from '../services/files.ts';
 import { isRuntimeSource, recordFunctionVersion } from '../services/functions.ts';
 import { lockSite, nextGeneration, nextSeq } from './site-history.ts';

@@ -7,7 +7,7 @@ import type { Knex } from 'knex';
 import { isUniqueViolation, logJobFailure } from '../db/errors.ts';
 import { type HotTx, statement } from '../db/hot-sql.ts';
 import { lockRows } from '../db/locks.ts';
-import type { Actor, Deps } from '../services/deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 
 export type DeploymentKind = 'DEPLOY' | 'FILE' | 'PROMOTE' | 'RESTORE' | 'BASELINE';
 

@@ -2,7 +2,7 @@
 // (BERTH_TLS=acme): issued (until when, and when it renews), not yet (ordered at the first HTTPS visit,
 // so only for a name served), or failing (the CA's last answer, and when it is tried again; a failing
 // renewal keeps serving the certificate it has).
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 export interface CertificateState {
   status: 'ISSUED' | 'NOT_YET' | 'FAILING';

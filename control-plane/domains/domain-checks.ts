@@ -1,7 +1,7 @@
 // The periodic look at ACTIVE custom domains' TXT records (recheckDomains): every node runs it, and
 // each due domain is looked up by one of them.
 import { logJobFailure } from '../db/errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { recheckDomains } from './domains.ts';
 
 /** The most time between two rounds, whatever the check interval: due domains are not left waiting. */

@@ -10,7 +10,7 @@ import { lockName } from '../db/locks.ts';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { customDomainName, normaliseHostname } from './domain-names.ts';
 import { txtRecords } from './dns-records.ts';
-import { type Actor, type Deps, timestamp } from '../services/deps.ts';
+import { type Actor, type Deps, timestamp } from '../deps.ts';
 import { type PageRequest, paginate } from '../services/pagination.ts';
 import { requireSite } from '../services/site-rows.ts';
 import { type CertificateState, certificateStates } from './certificate-state.ts';

@@ -1,7 +1,7 @@
 // Which names this instance serves, the one answer for certificates (tls/) and a proxy's on-demand TLS
 // check: a name that gets a yes may cost a certificate order, so a name anyone can make up gets a no.
 import { lockName } from '../db/locks.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { resolveSite } from '../services/hosting.ts';
 import { isInstantLabel, resolvePreview } from '../deployments/previews.ts';
 import { hostName } from './site-names.ts';

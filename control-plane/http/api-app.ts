@@ -7,7 +7,7 @@ import { servesName } from '../domains/served-names.ts';
 import { readiness } from '../readiness.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { sendMetrics } from './metrics-endpoint.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { mcpEndpoint } from '../mcp/http.ts';
 import { cliLoginRoutes } from './cli-login.ts';
 import { consoleRoutes } from './console.ts';

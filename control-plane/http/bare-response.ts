@@ -3,7 +3,7 @@
 // (middleware/errors.ts decides what a failure shows), one log line with its metrics; and HTML pages.
 import crypto from 'node:crypto';
 import type http from 'node:http';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { logFailure } from '../failures.ts';
 import { isClientAbort, toBerthError } from './middleware/errors.ts';
 import { elapsedMs, finishRequest } from './middleware/request-context.ts';

@@ -5,7 +5,7 @@ import Router from '@koa/router';
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import { pollCliLogin, startCliLogin } from '../services/cli-logins.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { revokeKey } from '../services/keys.ts';
 import { readJsonBody } from './json-body.ts';
 import { authenticateRequest } from './middleware/auth.ts';

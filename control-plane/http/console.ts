@@ -7,7 +7,7 @@ import Router from '@koa/router';
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import { Uuid } from '../schemas.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { ABSOLUTE_MS, csrfToken, sessionUser, signIn, signOut } from '../services/sessions.ts';
 import { SET_PASSWORD_PATH, openSignInLink, setPasswordWithLink } from '../services/sign-in-links.ts';

@@ -10,7 +10,7 @@ import path from 'node:path';
 import Router from '@koa/router';
 import * as esbuild from 'esbuild';
 import type Koa from 'koa';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 const SOURCE = path.resolve(import.meta.dirname, '../dashboard');
 /** The chart library's stylesheet, served in the dashboard's one stylesheet, before its own rules. */

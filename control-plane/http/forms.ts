@@ -2,7 +2,7 @@
 // refusing a request made by a page of another site, and reading a small form.
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { readBody } from './read-body.ts';
 
 /** A POST from a page of another site is refused: browsers always say where a cross-site POST comes from. */

@@ -5,7 +5,7 @@
 import type http from 'node:http';
 import { pipeline } from 'node:stream';
 import { BerthError, isErrorCode } from '../errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
 import { previewEndpoint, resolvePreview } from '../deployments/previews.ts';

@@ -4,7 +4,7 @@
 // server.ts by siteRoute.
 import Koa from 'koa';
 import { BerthError } from '../errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { CachedSite } from '../services/hosting-cache.ts';
 import { resolveSite } from '../services/hosting.ts';
 import { resolvePreview } from '../deployments/previews.ts';

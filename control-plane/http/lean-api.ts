@@ -7,7 +7,7 @@
 // Koa app's request id, log line, metrics label and error envelope.
 import crypto from 'node:crypto';
 import type http from 'node:http';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { sendFailure } from './bare-response.ts';
 import { type CredentialSource, credentialFor, headerOf, presentedKey } from './middleware/auth.ts';
 import { elapsedMs, finishRequest } from './middleware/request-context.ts';

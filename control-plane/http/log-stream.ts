@@ -7,7 +7,7 @@
 import type Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import { authenticateRequest } from './middleware/auth.ts';
-import type { Actor, Deps } from '../services/deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { type FunctionLogLine, type LogFilter, linesAfter, newestLineId } from '../logs/function-logs.ts';
 import { requireSite } from '../services/site-rows.ts';
 

@@ -3,7 +3,7 @@
 // deployment's preview PUBLIC. A member reads on; anyone else gets the sign-in page (401), which comes
 // back to the host they asked, or a signed-in stranger the 403 page.
 import type http from 'node:http';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { CachedSite } from '../services/hosting-cache.ts';
 import { siteReader } from '../services/site-sessions.ts';
 import { hostName, previewOf } from '../domains/site-names.ts';

@@ -5,7 +5,7 @@
 import type http from 'node:http';
 import type Koa from 'koa';
 import type { Config } from '../config.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 const first = (value: string | string[] | undefined): string | undefined =>
   (Array.isArray(value) ? value[0] : value)?.split(/\s*,\s*/, 1)[0] || undefined;

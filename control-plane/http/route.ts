@@ -8,7 +8,7 @@ import type Router from '@koa/router';
 import type { z } from 'zod';
 import { BerthError } from '../errors.ts';
 import { type Operation, authorize, invalidInput, parseInput } from '../operations/operation.ts';
-import type { Actor, Deps } from '../services/deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { readJsonBody } from './json-body.ts';
 import { type NextCommand, nextCommands, withNextCommand } from './next-command.ts';
 import { publicOrigin } from './proxy.ts';

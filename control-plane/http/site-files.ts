@@ -8,7 +8,7 @@ import type http from 'node:http';
 import { pipeline } from 'node:stream';
 import fresh from 'fresh';
 import rangeParser from 'range-parser';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { previewFile, resolvePreview } from '../deployments/previews.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import {

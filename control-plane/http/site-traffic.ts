@@ -3,7 +3,7 @@
 // Nothing that tells visitors apart is kept: no address, no cookie, no full referrer. A preview's
 // requests are not the site's traffic and are not counted.
 import type http from 'node:http';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { cachedSite, resolveSite } from '../services/hosting.ts';
 import { requestHost } from './proxy.ts';
 

@@ -1,7 +1,7 @@
 // Console output of functions, kept per site and bounded (see function-log-buffer.ts): listed newest
 // first, or read after a line id, oldest first, by a live stream; both with the same filters.
 import type { Knex } from 'knex';
-import type { Actor, Deps } from '../services/deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import type { LogRow } from './function-log-buffer.ts';
 import { type PageRequest, paginate } from '../services/pagination.ts';
 import { requireSite } from '../services/site-rows.ts';

@@ -3,7 +3,7 @@
 // answered with plain JSON.
 import type Koa from 'koa';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { readJsonBody } from '../http/json-body.ts';
 import { authenticateRequest } from '../http/middleware/auth.ts';
 import { createMcpServer } from './server.ts';

@@ -6,7 +6,7 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } fr
 import { BerthError } from '../errors.ts';
 import { knownFailure, logFailure } from '../failures.ts';
 import { allows, authorize, parseInput } from '../operations/operation.ts';
-import type { Actor, Deps } from '../services/deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { VERSION } from '../version.ts';
 import { describeTool, mcpTools } from './tools.ts';
 

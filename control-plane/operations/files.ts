@@ -17,7 +17,7 @@ import {
   WriteFileResult,
   VersionDeletion,
 } from '../schemas.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { defineOperation, withParams } from './operation.ts';
 
 /** The spec's limit for file contents carried as text. */

@@ -4,7 +4,7 @@
 // object and returns data.
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
-import type { Actor, Deps, Permission } from '../services/deps.ts';
+import type { Actor, Deps, Permission } from '../deps.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: the catalogue lists operations of every input and output type together
 export interface Operation<I = any, O = any> {

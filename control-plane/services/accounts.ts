@@ -1,6 +1,6 @@
 // Accounts: the workspace boundary. Created by the operator; a key sees only its own account.
 import { notFound } from '../errors.ts';
-import { type Actor, type Deps, type Store, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, type Store, newId, timestamp } from '../deps.ts';
 import type { Plan } from './plans.ts';
 
 /** Sites an account may create on each plan; null means no cap. */

@@ -5,7 +5,7 @@ import { invalid, notFound } from '../errors.ts';
 import { quantileMs } from '../analytics/histogram.ts';
 import { DAY, HOUR, MINUTE, type PeriodTally, readTallies } from '../analytics/store.ts';
 import { type Tally, addTally, newTally, top } from '../analytics/tally.ts';
-import type { Actor, Deps } from './deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { requireSite } from './site-rows.ts';
 
 export type Step = 'minute' | 'hour' | 'day';

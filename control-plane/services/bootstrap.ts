@@ -1,7 +1,7 @@
 // First run: an empty instance gets an owner account, its keys and its owner user, so the operator can
 // start with no other step.
 import { createAccount } from './accounts.ts';
-import type { Store } from './deps.ts';
+import type { Store } from '../deps.ts';
 import { lockName } from '../db/locks.ts';
 import { createKey } from './keys.ts';
 import { createSignInLink } from './sign-in-links.ts';

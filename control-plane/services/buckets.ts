@@ -1,7 +1,7 @@
 // Buckets: an account's collections of files, usable with or without a site.
 import { notFound } from '../errors.ts';
 import { requireOwnAccount } from './accounts.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 
 export interface BucketRow {

@@ -5,7 +5,7 @@
 // collects leaves no working key behind.
 import crypto from 'node:crypto';
 import { BerthError, notFound } from '../errors.ts';
-import { type Actor, type Deps, type Permission, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, type Permission, newId, timestamp } from '../deps.ts';
 import { AttemptLimit } from './attempt-limit.ts';
 import type { Metadata } from '../db/metadata.ts';
 import { createKey } from './keys.ts';

@@ -8,8 +8,8 @@
 // into one run at the next tick. A job still running (on any server) at its next time is not started
 // again: that time is recorded as SKIPPED.
 import { CronExpressionParser } from 'cron-parser';
-import type { Actor, Deps } from './deps.ts';
-import { newId, timestamp } from './deps.ts';
+import type { Actor, Deps } from '../deps.ts';
+import { newId, timestamp } from '../deps.ts';
 import { type FunctionRow, deploymentOf } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';

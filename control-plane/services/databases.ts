@@ -5,7 +5,7 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import { type SqlParam, type Statement, StatementError } from '../site-databases/provider.ts';
 import { countStatements } from '../site-databases/statements.ts';
 import { FunctionCallError, checkStatement, functionFailure } from '../site-databases/function-calls.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';

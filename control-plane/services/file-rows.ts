@@ -1,5 +1,5 @@
 // How file rows are read: shared by the file API, hosting lookups and function deployment.
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 
 export interface FileRow {
   id: string;

@@ -6,7 +6,7 @@ import { BerthError, conflict, notFound } from '../errors.ts';
 import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
 import { type HotTx, type Statement, lockingStatement, statement } from '../db/hot-sql.ts';
 import { requireBucket, requireBucketForWrite } from './buckets.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import {
   FILE_COLUMNS,
   type FileRow,

@@ -8,7 +8,7 @@ import { isMetadataUnavailable, logJobFailure } from '../db/errors.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
 import type { CtxMethod } from '../../runtime-host/context-contract.ts';
-import type { Actor, Deps } from './deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';

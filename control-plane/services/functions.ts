@@ -10,7 +10,7 @@ import type { HotTx } from '../db/hot-sql.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
 import type { Knex } from 'knex';
 import { lockRows } from '../db/locks.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { lockSite } from '../deployments/site-history.ts';
 import { type PageRequest, paginate } from './pagination.ts';

@@ -2,7 +2,7 @@
 import type { Readable } from 'node:stream';
 import type { ByteRange } from '../../storage/blob-driver.ts';
 import type { CachedSite, CachedWebFile } from './hosting-cache.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import type { SiteRow } from './site-rows.ts';
 

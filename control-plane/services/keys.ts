@@ -2,7 +2,7 @@
 // a READ or WRITE permission.
 import { notFound } from '../errors.ts';
 import { digestToken, newToken } from './tokens.ts';
-import { type Actor, type Deps, type Permission, type Store, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, type Permission, type Store, newId, timestamp } from '../deps.ts';
 
 const KEY_PREFIX = 'berth_';
 

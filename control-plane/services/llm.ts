@@ -6,7 +6,7 @@ import got, { HTTPError, TimeoutError } from 'got';
 import { z } from 'zod';
 import { BerthError } from '../errors.ts';
 import type { LlmConfig } from '../config.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 
 export const MODELS = ['model-6-luna', 'model-6.1-sol'] as const;
 export type ModelName = (typeof MODELS)[number];

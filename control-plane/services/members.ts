@@ -3,7 +3,7 @@
 import type { Knex } from 'knex';
 import { BerthError, notFound } from '../errors.ts';
 import { lockRows } from '../db/locks.ts';
-import { type Actor, type Deps, type Role, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, type Role, newId, timestamp } from '../deps.ts';
 import { hashPassword } from './passwords.ts';
 import { digestToken, newToken } from './tokens.ts';
 import { sessionsEnded } from './sessions.ts';

@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import { StatementError } from '../site-databases/provider.ts';
-import type { Actor, Deps } from './deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { nextStep } from './next-step.ts';
 import { LEDGER_TABLE } from '../site-databases/protocol.ts';
 import { requireDatabase } from './databases.ts';

@@ -2,7 +2,7 @@
 // and every such retrieval recorded in the site's access log.
 import { BerthError, notFound } from '../errors.ts';
 import { open, seal } from '../../storage/master-key.ts';
-import { type Actor, type Deps, timestamp } from './deps.ts';
+import { type Actor, type Deps, timestamp } from '../deps.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 

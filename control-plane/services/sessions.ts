@@ -8,7 +8,7 @@ import { digestToken, newToken } from './tokens.ts';
 import { BerthError } from '../errors.ts';
 import { AttemptLimit } from './attempt-limit.ts';
 import type { Metadata } from '../db/metadata.ts';
-import { type Actor, type Deps, timestamp } from './deps.ts';
+import { type Actor, type Deps, timestamp } from '../deps.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import { type Role, type UserRow, checkPassword } from './users.ts';
 

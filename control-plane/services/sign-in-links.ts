@@ -2,7 +2,7 @@
 // password ends every session the user had, then signs them in afresh.
 import { digestToken, newToken } from './tokens.ts';
 import { BerthError, notFound } from '../errors.ts';
-import { type Deps, type Store, timestamp } from './deps.ts';
+import { type Deps, type Store, timestamp } from '../deps.ts';
 import { hashPassword } from './passwords.ts';
 import { endSessions, sessionsEnded } from './sessions.ts';
 import { checkPassword, findUserByEmail } from './users.ts';

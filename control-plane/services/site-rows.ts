@@ -1,6 +1,6 @@
 // Site rows as other services need them, without depending on the sites service itself.
 import { notFound } from '../errors.ts';
-import type { Actor, Deps } from './deps.ts';
+import type { Actor, Deps } from '../deps.ts';
 import { SITE_COLUMNS, type SiteRow } from '../db/site-row.ts';
 
 export type { SiteAccess, SiteRow, SiteStatus } from '../db/site-row.ts';

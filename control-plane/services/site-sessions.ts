@@ -4,7 +4,7 @@
 // removed member stops reading at once. Only SHA-256 digests of tokens are stored.
 import { digestToken, newToken } from './tokens.ts';
 import { BerthError } from '../errors.ts';
-import type { Deps } from './deps.ts';
+import type { Deps } from '../deps.ts';
 import { ABSOLUTE_MS } from './sessions.ts';
 
 const TOKEN_TTL_MS = 60_000;

@@ -4,7 +4,7 @@ import { lockRows } from '../db/locks.ts';
 import { isUniqueViolation } from '../db/errors.ts';
 import { SITE_CAPS, requireOwnAccount } from './accounts.ts';
 import { type BucketRow, insertBucket, requireBucket, toBucket } from './buckets.ts';
-import { type Actor, type Deps, newId, timestamp } from './deps.ts';
+import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { type ReconcileReport, reconcileFunctions } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';

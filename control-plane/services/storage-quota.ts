@@ -18,7 +18,7 @@ import { formatBytes } from '../format-bytes.ts';
 import type { Config } from '../config.ts';
 import { type HotSql, type HotTx, type Param, type Statement, type StatementResult, statement } from '../db/hot-sql.ts';
 import type { Plan } from './plans.ts';
-import type { Store } from './deps.ts';
+import type { Store } from '../deps.ts';
 
 /** Plans whose accounts store without a limit, like their sites. */
 const UNLIMITED_PLANS: ReadonlySet<Plan> = new Set(['platform-admin']);

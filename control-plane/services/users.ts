@@ -1,7 +1,7 @@
 // Users: a person with an email and a password, a member of accounts as ADMIN (everything, keys and
 // members included) or MEMBER. Emails are compared lowercased; passwords are stored as scrypt hashes.
 import { BerthError, notFound } from '../errors.ts';
-import { type Role, type Store, newId, timestamp } from './deps.ts';
+import { type Role, type Store, newId, timestamp } from '../deps.ts';
 import { MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS, hashPassword } from './passwords.ts';
 
 export type { Role };

@@ -10,7 +10,7 @@ import { type Config, replicaDirOf } from '../config.ts';
 import type { Logger } from '../log.ts';
 import type { CloseStack } from '../close-stack.ts';
 import type { Metadata } from '../db/metadata.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { Metrics } from '../metrics.ts';
 import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';

@@ -4,7 +4,7 @@
 import * as acme from 'acme-client';
 import type { TlsConfig } from '../config.ts';
 import { open, seal } from '../../storage/master-key.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 const accountContext = (directory: string) => `acme-account:${directory}`;
 

@@ -3,7 +3,7 @@
 // to validate, the order finalized with a CSR for the name, the chain fetched. The challenge is removed
 // once its validation has ended either way.
 import * as acme from 'acme-client';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { putChallenge, removeChallenge } from './challenges.ts';
 
 export interface Issued {

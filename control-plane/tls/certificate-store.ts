@@ -5,7 +5,7 @@
 // certificate renews in time too.
 import crypto from 'node:crypto';
 import { open, seal } from '../../storage/master-key.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 const RENEW_BEFORE_MS = 30 * 24 * 3600_000;
 

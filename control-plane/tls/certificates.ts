@@ -5,7 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import tls from 'node:tls';
 import type { Change, ChangeListener } from '../db/changes.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { servesName } from '../domains/served-names.ts';
 import { hostName } from '../domains/site-names.ts';
 import { readCertificate } from './certificate-store.ts';

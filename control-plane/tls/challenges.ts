@@ -1,7 +1,7 @@
 // HTTP-01 challenges in flight, in the metadata: the CA may reach any node of the instance on port 80,
 // and each answers from here. A challenge is removed once its validation has ended either way; ones a
 // killed process left are removed after a day.
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 const LEFTOVER_MS = 24 * 3600_000;
 

@@ -4,7 +4,7 @@
 // handler the plain listener uses.
 import type http from 'node:http';
 import type { TlsConfig } from '../config.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { Certificates } from './certificates.ts';
 import { trustDirectoryCa } from './directory-trust.ts';
 import { type TlsListeners, tlsListeners } from './listeners.ts';

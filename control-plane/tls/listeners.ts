@@ -3,7 +3,7 @@
 // listening: server.ts listens on them and closes them with the plain one.
 import http from 'node:http';
 import https from 'node:https';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import type { Certificates } from './certificates.ts';
 import { port80Handler } from './port-80.ts';
 

@@ -5,7 +5,7 @@
 // (Let's Encrypt allows 5 failed validations per hostname an hour) whichever node or handshake asks.
 import { lockName } from '../db/locks.ts';
 import { leftByThisNode } from '../db/node-work.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 
 /** Longest an order may hold its lease: validations and the CA's queue, with room to spare. */
 const LEASE_MS = 3 * 60_000;

@@ -4,7 +4,7 @@
 // handshakes on one node wait for the same order.
 import type * as acme from 'acme-client';
 import type { TlsConfig } from '../config.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { acmeClient } from './acme-account.ts';
 import { orderCertificate } from './acme-order.ts';
 import { saveCertificate } from './certificate-store.ts';

@@ -2,7 +2,7 @@
 // flight (any node's, from the metadata), and a 308 to the same host, path and query over HTTPS for
 // everything else.
 import type http from 'node:http';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { hostName } from '../domains/site-names.ts';
 import { CHALLENGE_PREFIX, keyAuthorization } from './challenges.ts';
 

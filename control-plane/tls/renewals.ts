@@ -3,7 +3,7 @@
 // renewal, while its old certificate goes on serving until it ends (/readyz and metrics show it).
 // A name no longer served is not renewed: its certificate ends, and is then removed.
 import { logJobFailure } from '../db/errors.ts';
-import type { Deps } from '../services/deps.ts';
+import type { Deps } from '../deps.ts';
 import { servesName } from '../domains/served-names.ts';
 import { dueForRenewal, removeEnded } from './certificate-store.ts';
 import { removeLeftoverChallenges } from './challenges.ts';

@@ -12,7 +12,7 @@ import { BerthError } from '../../control-plane/errors.ts';
 import { DEFAULTS } from '../../control-plane/config.ts';
 import { isUniqueViolation } from '../../control-plane/db/errors.ts';
 import { type HotTx, lockingStatement, statement } from '../../control-plane/db/hot-sql.ts';
-import type { Actor } from '../../control-plane/services/deps.ts';
+import type { Actor } from '../../control-plane/deps.ts';
 import { requireBucket } from '../../control-plane/services/buckets.ts';
 import { requireDatabase } from '../../control-plane/services/databases.ts';
 import {

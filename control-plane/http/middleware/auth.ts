@@ -7,7 +7,7 @@
 import type http from 'node:http';
 import type Koa from 'koa';
 import { BerthError } from '../../errors.ts';
-import type { Actor, Deps } from '../../services/deps.ts';
+import type { Actor, Deps } from '../../deps.ts';
 import { authenticate } from '../../services/keys.ts';
 import { safeEqual } from '../../services/safe-equal.ts';
 import { csrfToken, sessionUser } from '../../services/sessions.ts';

@@ -4,7 +4,7 @@
 import crypto from 'node:crypto';
 import type Koa from 'koa';
 import { type RequestLine, logRequest } from '../../log.ts';
-import type { Deps } from '../../services/deps.ts';
+import type { Deps } from '../../deps.ts';
 import { countSiteRequest, sentBefore } from '../site-traffic.ts';
 
 /** How long since `started` (process.hrtime.bigint()), in milliseconds rounded to two places. */

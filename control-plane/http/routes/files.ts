@@ -1,6 +1,6 @@
 import type Koa from 'koa';
 import { BerthError } from '../../errors.ts';
-import type { Deps } from '../../services/deps.ts';
+import type { Deps } from '../../deps.ts';
 import * as files from '../../operations/files.ts';
 import * as fileService from '../../services/files.ts';
 import { Uuid, WriteFileResult } from '../../schemas.ts';

@@ -1,21 +1,21 @@
 // What every service function receives: its dependencies as one typed object, no globals.
 import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
-import type { HotSql } from '../db/hot-sql.ts';
-import type { ChangeFeed } from '../db/changes.ts';
-import type { Db } from '../db/metadata.ts';
-import type { CachingBlobStore } from '../../storage/blob-store.ts';
-import type { SiteDatabaseProvider } from '../site-databases/provider.ts';
-import type { RuntimeHost } from '../../runtime-host/runtime.ts';
-import type { FunctionLogBuffer } from '../logs/function-log-buffer.ts';
-import type { TrafficCounter } from '../analytics/collector.ts';
-import type { LogStreams } from '../logs/log-streams.ts';
-import type { AttemptLimit } from './attempt-limit.ts';
-import type { HostingCache } from './hosting-cache.ts';
-import type { PreviewCache } from '../deployments/preview-cache.ts';
-import type { SiteNames } from '../domains/site-names.ts';
-import type { Metrics } from '../metrics.ts';
-import type { StorageQuota } from './storage-quota.ts';
+import type { Config } from './config.ts';
+import type { HotSql } from './db/hot-sql.ts';
+import type { ChangeFeed } from './db/changes.ts';
+import type { Db } from './db/metadata.ts';
+import type { CachingBlobStore } from '../storage/blob-store.ts';
+import type { SiteDatabaseProvider } from './site-databases/provider.ts';
+import type { RuntimeHost } from '../runtime-host/runtime.ts';
+import type { FunctionLogBuffer } from './logs/function-log-buffer.ts';
+import type { TrafficCounter } from './analytics/collector.ts';
+import type { LogStreams } from './logs/log-streams.ts';
+import type { AttemptLimit } from './services/attempt-limit.ts';
+import type { HostingCache } from './services/hosting-cache.ts';
+import type { PreviewCache } from './deployments/preview-cache.ts';
+import type { SiteNames } from './domains/site-names.ts';
+import type { Metrics } from './metrics.ts';
+import type { StorageQuota } from './services/storage-quota.ts';
 
 export interface Deps {
   config: Config;
