@@ -7,7 +7,7 @@ import { type TestBerth, createSite, json, putFile, startTestBerth } from './hel
 import { type Deployment, createDeployment as create, deployFiles as deploy } from './helpers/deployments.ts';
 import { memberCookie, memberOf } from './helpers/site-member.ts';
 import { until } from './helpers/until.ts';
-import { CHECKPOINT_ENTRIES } from '../control-plane/deployments/site-history.ts';
+import { CHECKPOINT_ENTRIES } from '../control-plane/history/site-history.ts';
 
 let t0: TestBerth;
 test.before(async () => {

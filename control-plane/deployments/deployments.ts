@@ -26,7 +26,7 @@ import {
   newShortId,
   seqAt,
   stateAtSeq,
-} from './site-history.ts';
+} from '../history/site-history.ts';
 import { type SiteRow, requireSite } from '../services/site-rows.ts';
 import { applyDeploymentMigrations } from '../services/migrations.ts';
 import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';

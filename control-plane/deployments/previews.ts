@@ -17,7 +17,7 @@ import type { Deps } from '../deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveWebFile } from '../services/hosting.ts';
 import type { PreviewEntry } from './preview-cache.ts';
-import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from './site-history.ts';
+import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from '../history/site-history.ts';
 
 /** Paths an uploading deployment that prunes takes wholly from its set. */
 const PRUNED_PREFIXES = ['web/', 'api/', 'cron/'];

@@ -12,7 +12,7 @@ import { BerthError } from '../errors.ts';
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { insertVersion, makeCurrent } from '../services/files.ts';
 import { isRuntimeSource, recordFunctionVersion } from '../services/functions.ts';
-import { lockSite, nextGeneration, nextSeq } from './site-history.ts';
+import { lockSite, nextGeneration, nextSeq } from '../history/site-history.ts';
 import type { SiteRow } from '../services/site-rows.ts';
 import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
 

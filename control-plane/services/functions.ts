@@ -12,7 +12,7 @@ import type { Knex } from 'knex';
 import { lockRows } from '../db/locks.ts';
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { findCurrentFile } from './file-rows.ts';
-import { lockSite } from '../deployments/site-history.ts';
+import { lockSite } from '../history/site-history.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
 

@@ -10,7 +10,7 @@ import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';
 import { previewOf } from '../domains/site-names.ts';
 import { RESERVED_SUBDOMAINS, generateSubdomain } from './subdomains.ts';
-import { startHistory } from '../deployments/site-history.ts';
+import { startHistory } from '../history/site-history.ts';
 
 export interface Site {
   id: string;
