@@ -1,21 +1,16 @@
-// What every service function receives: its dependencies as one typed object, no globals.
+// What every service function receives: its dependencies as one typed object, no globals. This file
+// names what lies below every part (the config, the metadata, the blobs, the runtime, the clock); a
+// part that adds its own (a cache, the host router, the logs, the site databases) declares its fields
+// in its own folder (`declare module '…/deps.ts'`), so no arrow runs from here up to a part.
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { HotSql } from './db/hot-sql.ts';
 import type { ChangeFeed } from './db/changes.ts';
 import type { Db } from './db/metadata.ts';
 import type { CachingBlobStore } from '../storage/blob-store.ts';
-import type { SiteDatabaseProvider } from './site-databases/provider.ts';
 import type { RuntimeHost } from '../runtime-host/runtime.ts';
-import type { FunctionLogBuffer } from './logs/function-log-buffer.ts';
 import type { TrafficCounter } from './analytics/collector.ts';
-import type { LogStreams } from './logs/log-streams.ts';
-import type { AttemptLimit } from './services/attempt-limit.ts';
-import type { HostingCache } from './services/hosting-cache.ts';
-import type { PreviewCache } from './deployments/preview-cache.ts';
-import type { SiteNames } from './domains/site-names.ts';
 import type { Metrics } from './metrics.ts';
-import type { StorageQuota } from './services/storage-quota.ts';
 
 export interface Deps {
   config: Config;
@@ -24,28 +19,14 @@ export interface Deps {
   hotSql: HotSql;
   /** File bytes and exports: the blob directory or the object store, behind a cache of small blobs. */
   blobs: CachingBlobStore;
-  /** What each account's files hold against its limit, uploads in flight included. */
-  storageQuota: StorageQuota;
   log: Logger;
-  hostingCache: HostingCache;
-  /** What preview hosts keep of deployments and states that no longer change. */
-  previews: PreviewCache;
-  /** Which site a Host names: subdomains and the ACTIVE custom domains. */
-  siteNames: SiteNames;
   /** Where a service says what it changed, once committed, so every server's caches forget it. */
   changes: ChangeFeed;
   runtime: RuntimeHost;
   /** Disposable runtime files (generated entries, sockets, Deno's cache). */
   runtimeDir: string;
-  functionLogs: FunctionLogBuffer;
   /** Where sites' traffic is counted for their analytics (control-plane/analytics/). */
   analytics: TrafficCounter;
-  /** The live log streams open on this server, woken by the change feed when lines are stored. */
-  logStreams: LogStreams;
-  /** The per-site SQL databases. */
-  siteDatabases: SiteDatabaseProvider;
-  /** Why this node's database replication is stalled, or null when it is not (or replication is off). */
-  replicationStalled: () => string | null;
   /** Encrypts secrets at rest and signs session tokens; from BERTH_MASTER_KEY_FILE. */
   masterKey: Buffer;
   now: () => Date;
@@ -57,10 +38,6 @@ export interface Deps {
   nodeId: string;
   /** What /metrics reports. */
   metrics: Metrics;
-  /** Failed sign-ins per email and per client address. */
-  signInLimits: { email: AttemptLimit; address: AttemptLimit };
-  /** CLI login requests started per client address: anyone may start one, nobody may flood them. */
-  cliLoginLimit: AttemptLimit;
   /** Public address of a hosted site, e.g. http://blog.localhost:8080/ (known once the port is bound). */
   siteUrl: (subdomain: string) => string;
 }

@@ -8,6 +8,13 @@ import { LRUCache } from 'lru-cache';
 import type { SourceProblem } from '../../runtime-host/validate.ts';
 import type { Change, ChangeListener } from '../db/changes.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    /** What preview hosts keep of deployments and states that no longer change. */
+    previews: PreviewCache;
+  }
+}
+
 /** A deployment whose status is final. */
 export interface SettledDeployment {
   id: string;

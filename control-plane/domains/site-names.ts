@@ -8,6 +8,13 @@ import type { Knex } from 'knex';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { Logger } from '../log.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    /** Which site a Host names: subdomains and the ACTIVE custom domains. */
+    siteNames: SiteNames;
+  }
+}
+
 export interface ActiveDomain {
   hostname: string;
   siteId: string;

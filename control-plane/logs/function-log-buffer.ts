@@ -6,6 +6,12 @@ import { logJobFailure } from '../db/errors.ts';
 import { lockTableForWriters } from '../db/locks.ts';
 import type { LogEntry } from '../../runtime-host/protocol.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    functionLogs: FunctionLogBuffer;
+  }
+}
+
 /** A stored log line, as the function_logs table has it. */
 export interface LogRow {
   id: number;

@@ -9,6 +9,13 @@ import type { Logger } from '../log.ts';
 import type { FunctionLogBuffer } from './function-log-buffer.ts';
 import { BerthError } from '../errors.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    /** The live log streams open on this server, woken by the change feed when lines are stored. */
+    logStreams: LogStreams;
+  }
+}
+
 /** Streams one account may hold open on one server. */
 export const STREAMS_PER_ACCOUNT = 8;
 

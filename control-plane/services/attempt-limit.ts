@@ -5,6 +5,15 @@
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Metadata } from '../db/metadata.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    /** Failed sign-ins per email and per client address. */
+    signInLimits: { email: AttemptLimit; address: AttemptLimit };
+    /** CLI login requests started per client address: anyone may start one, nobody may flood them. */
+    cliLoginLimit: AttemptLimit;
+  }
+}
+
 const TABLE = 'attempt_limits';
 /** Windows that ended are deleted at most this often, by the next failure. */
 const CLEAR_EVERY_MS = 5 * 60_000;

@@ -7,6 +7,12 @@ import type { Deployment } from '../../runtime-host/runtime.ts';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { SiteRow } from '../db/site-row.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    hostingCache: HostingCache;
+  }
+}
+
 export interface CachedSite {
   id: string;
   accountId: string;

@@ -20,6 +20,13 @@ import { type HotSql, type HotTx, type Param, type Statement, type StatementResu
 import type { Plan } from './plans.ts';
 import type { Store } from '../deps.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    /** What each account's files hold against its limit, uploads in flight included. */
+    storageQuota: StorageQuota;
+  }
+}
+
 /** Plans whose accounts store without a limit, like their sites. */
 const UNLIMITED_PLANS: ReadonlySet<Plan> = new Set(['platform-admin']);
 

@@ -26,6 +26,15 @@ import { Failover } from './cluster/failover.ts';
 import { Fence } from './cluster/fence.ts';
 import { recordReplicaBytes } from '../services/storage-quota.ts';
 
+declare module '../deps.ts' {
+  interface Deps {
+    /** The per-site SQL databases. */
+    siteDatabases: SiteDatabaseProvider;
+    /** Why this node's database replication is stalled, or null when it is not (or replication is off). */
+    replicationStalled: () => string | null;
+  }
+}
+
 export interface SiteDatabaseParts {
   metadata: Metadata;
   denoPath: string;
