@@ -8,7 +8,7 @@ import { readiness } from '../readiness.ts';
 import { safeEqual } from '../services/safe-equal.ts';
 import { sendMetrics } from './metrics-endpoint.ts';
 import type { Deps } from '../deps.ts';
-import { mcpEndpoint } from '../mcp/http.ts';
+import { mcpEndpoint } from './mcp-endpoint.ts';
 import { cliLoginRoutes } from './cli-login.ts';
 import { consoleRoutes } from './console.ts';
 import { dashboardRoutes } from './dashboard.ts';

@@ -1,5 +1,5 @@
 // Berth's MCP server for one actor: it lists the tools that actor may call (a READ key sees read-only
-// tools only) and runs them through the operation catalogue. Transport-free: mcp/http.ts serves it over
+// tools only) and runs them through the operation catalogue. Transport-free: http/mcp-endpoint.ts serves it over
 // Streamable HTTP; `berth mcp` bridges stdio to that endpoint.
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';

@@ -4,9 +4,9 @@
 import type Koa from 'koa';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { Deps } from '../deps.ts';
-import { readJsonBody } from '../http/json-body.ts';
-import { authenticateRequest } from '../http/middleware/auth.ts';
-import { createMcpServer } from './server.ts';
+import { readJsonBody } from './json-body.ts';
+import { authenticateRequest } from './middleware/auth.ts';
+import { createMcpServer } from '../mcp/server.ts';
 
 export const MCP_PATH = '/mcp';
 
