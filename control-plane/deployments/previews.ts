@@ -17,6 +17,7 @@ import type { Deps } from '../deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveWebFile } from '../services/hosting.ts';
 import type { PreviewEntry } from './preview-cache.ts';
+import { forgetPreviewFunction, isPreviewFunction, previewFunctionId } from '../services/functions.ts';
 import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from '../history/site-history.ts';
 
 /** Paths an uploading deployment that prunes takes wholly from its set. */
@@ -180,23 +181,8 @@ export async function previewFile(deps: Deps, preview: Preview, path: string): P
   };
 }
 
-const PREVIEW_FUNCTION = 'preview-';
-const WITH_SECRETS = 'secrets-';
-
-/**
- * The function id a site's previews run `api/<name>.ts` under: never a live function's (those are
- * UUIDs), and another for previews given the site's secrets, so that no worker serves both.
- */
-export const previewFunctionId = (siteId: string, name: string, secrets = false): string =>
-  `${PREVIEW_FUNCTION}${secrets ? WITH_SECRETS : ''}${siteId}-${name}`;
-
-/** Whether a worker of this function may read the site's secrets: a live function, or a preview given them. */
-export const mayReadSecrets = (functionId: string): boolean =>
-  !functionId.startsWith(PREVIEW_FUNCTION) || functionId.startsWith(`${PREVIEW_FUNCTION}${WITH_SECRETS}`);
-
 /** Module files of previews' functions: the runtime dir is disposable, and a start begins without them. */
-export const removePreviewModules = (runtimeDir: string): void =>
-  removeDeploymentsWhere(runtimeDir, (functionId) => functionId.startsWith(PREVIEW_FUNCTION));
+export const removePreviewModules = (runtimeDir: string): void => removeDeploymentsWhere(runtimeDir, isPreviewFunction);
 
 /**
  * The function a preview serves at `/api/<name>`, or null. Its source is checked as publishing checks
@@ -244,18 +230,4 @@ export async function forgetPreviewFunctions(deps: Deps, siteId: string, deploym
     .distinct('path')
     .pluck('path')) as string[];
   for (const path of paths) await forgetPreviewFunction(deps, siteId, path);
-}
-
-/** Retires the preview workers of `api/<name>.ts` of the site on every node, given secrets or not. */
-export async function forgetPreviewFunction(deps: Deps, siteId: string, path: string): Promise<void> {
-  const named = functionName(path);
-  if (!named.ok || named.kind !== 'api') return;
-  for (const secrets of [false, true])
-    await deps.changes.publish({
-      kind: 'function',
-      siteId,
-      name: named.name,
-      functionId: previewFunctionId(siteId, named.name, secrets),
-      versionId: null,
-    });
 }

@@ -17,12 +17,11 @@ import {
   findCurrentFile,
   toFile,
 } from './file-rows.ts';
-import { type DeploymentOutcome, syncRuntimeSource } from './functions.ts';
+import { type DeploymentOutcome, forgetPreviewFunction, syncRuntimeSource } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 import { type Reservation, chargeStatements, chargeVersion, checkCharge, releaseVersion } from './storage-quota.ts';
 import { lockSite, pinnedVersionsQuery, recordFileChange } from '../history/site-history.ts';
-import { forgetPreviewFunction } from '../deployments/previews.ts';
 import { siteOfBucket } from './site-rows.ts';
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';

@@ -12,7 +12,7 @@ import type { Actor, Deps } from '../deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { writeFile } from './files.ts';
 import { normalizeFilePath, normalizePrefix } from './paths.ts';
-import { mayReadSecrets } from '../deployments/previews.ts';
+import { mayReadSecrets } from './functions.ts';
 import { readSecretForSite } from './secrets.ts';
 import { createMessage } from './llm.ts';
 import { hasDatabase, runForFunction } from './databases.ts';

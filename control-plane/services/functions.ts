@@ -388,3 +388,34 @@ export async function recordFunctionVersion(
     );
   return (await sql.get<FunctionRow>(`SELECT ${COLUMNS} FROM functions WHERE id = ?`, id))!;
 }
+
+const PREVIEW_FUNCTION = 'preview-';
+const WITH_SECRETS = 'secrets-';
+
+/**
+ * The function id a site's previews run `api/<name>.ts` under: never a live function's (those are
+ * UUIDs), and another for previews given the site's secrets, so that no worker serves both.
+ */
+export const previewFunctionId = (siteId: string, name: string, secrets = false): string =>
+  `${PREVIEW_FUNCTION}${secrets ? WITH_SECRETS : ''}${siteId}-${name}`;
+
+/** Whether a worker of this function may read the site's secrets: a live function, or a preview given them. */
+export const mayReadSecrets = (functionId: string): boolean =>
+  !functionId.startsWith(PREVIEW_FUNCTION) || functionId.startsWith(`${PREVIEW_FUNCTION}${WITH_SECRETS}`);
+
+/** Whether a function id is a preview's (see previewFunctionId). */
+export const isPreviewFunction = (functionId: string): boolean => functionId.startsWith(PREVIEW_FUNCTION);
+
+/** Retires the preview workers of `api/<name>.ts` of the site on every node, given secrets or not. */
+export async function forgetPreviewFunction(deps: Deps, siteId: string, path: string): Promise<void> {
+  const named = functionName(path);
+  if (!named.ok || named.kind !== 'api') return;
+  for (const secrets of [false, true])
+    await deps.changes.publish({
+      kind: 'function',
+      siteId,
+      name: named.name,
+      functionId: previewFunctionId(siteId, named.name, secrets),
+      versionId: null,
+    });
+}
