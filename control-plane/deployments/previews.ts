@@ -55,7 +55,7 @@ interface DeploymentRow {
 /** An instant's label, `t<unix ms>`; any other label is a deployment's short id. */
 export const isInstantLabel = (label: string): boolean => label.startsWith('t') && label.length === 14;
 
-/** What a preview label (site-names.ts's `previewOf`) shows of an ACTIVE site, or null when nothing. */
+/** What a preview label (services/subdomains.ts's `previewOf`) shows of an ACTIVE site, or null when nothing. */
 export async function resolvePreview(deps: Deps, site: CachedSite, label: string): Promise<Preview | null> {
   return isInstantLabel(label)
     ? instantPreview(deps, site, Number(label.slice(1)))

@@ -7,6 +7,7 @@ import net from 'node:net';
 import type { Knex } from 'knex';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { Logger } from '../log.ts';
+import { previewOf } from '../services/subdomains.ts';
 
 declare module '../deps.ts' {
   interface Deps {
@@ -59,19 +60,6 @@ export interface ControlPlaneHosts {
 function isControlPlane(name: string, hosts: ControlPlaneHosts): boolean {
   if (!hosts.instanceHost || name === hosts.instanceHost || name === hosts.siteHost) return true;
   return name === '' || name === 'localhost' || net.isIP(name.replace(/^\[|\]$/g, '')) !== 0;
-}
-
-/**
- * A preview host's first label: a deployment's short id (8 of [a-z0-9]) or `t` and an instant in Unix
- * milliseconds (13 digits), then `--` and the site's subdomain. Nothing else reads as a preview.
- */
-const PREVIEW_LABEL = /^([a-z0-9]{8}|t[0-9]{13})--([a-z0-9-]+)$/;
-
-/** The preview and the subdomain a first label names, if it is a preview host's. */
-export function previewOf(label: string): { preview: string; subdomain: string } | null {
-  // Most names have no "--": they cost no regular expression.
-  const match = label.includes('--') ? PREVIEW_LABEL.exec(label) : null;
-  return match ? { preview: match[1]!, subdomain: match[2]! } : null;
 }
 
 /** The name part of a Host header: lower case, no port, no trailing dot. */

@@ -8,8 +8,7 @@ import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { type ReconcileReport, reconcileFunctions } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteAccess, type SiteRow, type SiteStatus, requireSite } from './site-rows.ts';
-import { previewOf } from '../domains/site-names.ts';
-import { RESERVED_SUBDOMAINS, generateSubdomain } from './subdomains.ts';
+import { RESERVED_SUBDOMAINS, generateSubdomain, previewOf } from './subdomains.ts';
 import { startHistory } from '../history/site-history.ts';
 
 export interface Site {

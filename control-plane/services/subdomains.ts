@@ -61,3 +61,16 @@ export function generateSubdomain(name: string): string {
   const suffix = Array.from(bytes, (b) => SUFFIX_ALPHABET[b % SUFFIX_ALPHABET.length]).join('');
   return `${slug || 'site'}-${suffix}`;
 }
+
+/**
+ * A preview host's first label: a deployment's short id (8 of [a-z0-9]) or `t` and an instant in Unix
+ * milliseconds (13 digits), then `--` and the site's subdomain. Nothing else reads as a preview.
+ */
+const PREVIEW_LABEL = /^([a-z0-9]{8}|t[0-9]{13})--([a-z0-9-]+)$/;
+
+/** The preview and the subdomain a first label names, if it is a preview host's. */
+export function previewOf(label: string): { preview: string; subdomain: string } | null {
+  // Most names have no "--": they cost no regular expression.
+  const match = label.includes('--') ? PREVIEW_LABEL.exec(label) : null;
+  return match ? { preview: match[1]!, subdomain: match[2]! } : null;
+}
