@@ -215,15 +215,6 @@ export async function databaseReplicaBytes(store: Pick<Store, 'db'>, accountId: 
   return Number(row?.bytes ?? 0);
 }
 
-/** A node measured a database's replica: what the account's usage shows of it. */
-export async function recordReplicaBytes(store: Pick<Store, 'db'>, siteId: string, bytes: number): Promise<void> {
-  await store
-    .db('database_replicas')
-    .insert({ site_id: siteId, bytes, measured_at: new Date().toISOString() })
-    .onConflict('site_id')
-    .merge(['bytes', 'measured_at']);
-}
-
 /** Every account's usage, for the metrics. */
 export async function storageByAccount(store: Pick<Store, 'db'>, config: Pick<Config, 'accountStorageBytes'>) {
   const rows = (await store

@@ -21,10 +21,9 @@ import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel
 import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.ts';
-import { SiteReplicas } from './replication/site-replicas.ts';
+import { SiteReplicas, recordReplicaBytes } from './replication/site-replicas.ts';
 import { Failover } from './cluster/failover.ts';
 import { Fence } from './cluster/fence.ts';
-import { recordReplicaBytes } from '../services/storage-quota.ts';
 
 declare module '../deps.ts' {
   interface Deps {

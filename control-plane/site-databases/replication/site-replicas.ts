@@ -4,6 +4,7 @@
 // (replica-bound.ts), checked as its database ships log and every few minutes.
 import fsp from 'node:fs/promises';
 import path from 'node:path';
+import type { Knex } from 'knex';
 import type { Logger } from '../../log.ts';
 import type { ReplicationReading } from '../../metrics.ts';
 import { S3Driver } from '../../../storage/drivers/s3-driver.ts';
@@ -269,4 +270,13 @@ export class SiteReplicas {
     await this.replicator.close();
     await this.#store?.close();
   }
+}
+
+/** A node measured a database's replica: what the account's usage shows of it (services/storage-quota.ts). */
+export async function recordReplicaBytes(store: { db: Knex }, siteId: string, bytes: number): Promise<void> {
+  await store
+    .db('database_replicas')
+    .insert({ site_id: siteId, bytes, measured_at: new Date().toISOString() })
+    .onConflict('site_id')
+    .merge(['bytes', 'measured_at']);
 }
