@@ -6,9 +6,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { Deps } from '../deps.ts';
 import { readJsonBody } from './json-body.ts';
 import { authenticateRequest } from './middleware/auth.ts';
-import { createMcpServer } from '../mcp/server.ts';
-
-export const MCP_PATH = '/mcp';
+import { MCP_PATH, createMcpServer } from '../mcp/server.ts';
 
 export function mcpEndpoint(deps: Deps): Koa.Middleware {
   return async (ctx, next) => {

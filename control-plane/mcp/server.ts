@@ -16,6 +16,9 @@ function failure(err: BerthError): CallToolResult {
   return { isError: true, content: [{ type: 'text', text: JSON.stringify({ error }) }], structuredContent: { error } };
 }
 
+/** Where the control-plane host serves MCP over HTTP (http/mcp-endpoint.ts) and `berth mcp` relays to. */
+export const MCP_PATH = '/mcp';
+
 export function createMcpServer(deps: Deps, actor: Actor): Server {
   const server = new Server({ name: 'berth', version: VERSION }, { capabilities: { tools: {} } });
   const visible = mcpTools.filter((tool) => allows(tool, actor));

@@ -4,7 +4,7 @@
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { MCP_PATH } from '../http/mcp-endpoint.ts';
+import { MCP_PATH } from './server.ts';
 
 /** A JSON-RPC error answering `message`, so a client is never left waiting on a request that failed. */
 function failed(message: JSONRPCMessage, reason: string): JSONRPCMessage | null {
