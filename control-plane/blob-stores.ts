@@ -3,7 +3,7 @@
 // driver, behind the in-memory cache of small blobs. And its sweeper as Berth runs it: a blob is
 // referenced while a file version holds it or an upload of a deployment still open does
 // (deployments.ts deletes the upload rows when it publishes, fails or expires), read from committed
-// metadata; what each sweep removed, logged.
+// metadata; what each sweep removed, logged. The store and the sweeper are two parts of a start (part.ts).
 import path from 'node:path';
 import type { CachingBlobStore } from '../storage/blob-store.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
@@ -14,6 +14,8 @@ import { S3Driver } from '../storage/drivers/s3-driver.ts';
 import { blobDirOf, type Config } from './config.ts';
 import { logJobFailure } from './db/errors.ts';
 import type { Deps } from './deps.ts';
+import type { Part } from './part.ts';
+import { blobStoreProblem } from './startup-error.ts';
 
 /** How long an unreferenced blob is kept at least, when the sweeper is off: a day. */
 const SAFE_AGE_WITHOUT_SWEEPER_MS = 24 * 3600_000;
@@ -63,3 +65,27 @@ export function sweepUnreferencedBlobs(deps: Pick<Deps, 'blobs' | 'hotSql' | 'lo
   );
   return sweeper;
 }
+
+/** The blob store's part of a start: first of the parts after the data dir, so a store that cannot be used stops the start with nothing else opened. */
+export const blobsPart: Part = {
+  name: 'the blob store',
+  async open(_deps, { config, stack }) {
+    const blobs = openBlobStore(config);
+    stack.defer('the blob store', () => blobs.close());
+    try {
+      await blobs.init();
+    } catch (err) {
+      throw blobStoreProblem(err);
+    }
+    return { blobs };
+  },
+};
+
+/** The sweeper's part: started last, once every part that references blobs is. */
+export const sweeperPart: Part = {
+  name: 'the blob sweeper',
+  start(deps, stack) {
+    const sweeper = sweepUnreferencedBlobs(deps);
+    if (sweeper) stack.defer('the blob sweeper', () => sweeper.stop());
+  },
+};

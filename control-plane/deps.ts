@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import type { HotSql } from './db/hot-sql.ts';
 import type { ChangeFeed } from './db/changes.ts';
-import type { Db } from './db/metadata.ts';
+import type { Db, Metadata } from './db/metadata.ts';
 import type { CachingBlobStore } from '../storage/blob-store.ts';
 import type { RuntimeHost } from '../runtime-host/runtime.ts';
 import type { TrafficCounter } from './analytics/collector.ts';
@@ -14,6 +14,8 @@ import type { Metrics } from './metrics.ts';
 
 export interface Deps {
   config: Config;
+  /** The metadata database as opened: whether it is shared by several servers, its rate limiters, its counts. */
+  metadata: Metadata;
   db: Db;
   /** The statements every request runs, prepared once; the rest goes through `db`. */
   hotSql: HotSql;

@@ -1,6 +1,7 @@
-// Starts a Berth instance: composes it (compose.ts), listens on one port (and, with BERTH_TLS=acme, on
-// HTTPS and port 80: tls/) and dispatches each request by its Host header to a hosted site or to the
-// control plane. Used by `berth serve` and by the tests.
+// Starts a Berth instance: composes it (compose.ts), listens on the main port and on the listeners the
+// parts serve (HTTPS and port 80 with BERTH_TLS=acme, the metrics', the cluster's), each closed through
+// the start's stack, and dispatches each request by its Host header to a hosted site or to the control
+// plane. Used by `berth serve` and by the tests.
 import http from 'node:http';
 import type https from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -17,9 +18,8 @@ import { createLogger, type Logger } from './log.ts';
 import type { OwnerCredentials } from './services/bootstrap.ts';
 import type { CronScheduler } from './services/cron.ts';
 import type { Deps } from './deps.ts';
-import { metricsServer } from './http/metrics-endpoint.ts';
 import { requestHost, strictTransport } from './http/proxy.ts';
-import { type ComposedTls, composeTls } from './tls/compose-tls.ts';
+import type { PartListener } from './part.ts';
 import { listenProblem } from './startup-error.ts';
 import { VERSION } from './version.ts';
 
@@ -83,25 +83,13 @@ function listen(
   });
 }
 
-/** "127.0.0.1:9464" or "[::1]:9464" as a host and a port. */
-function splitAddress(address: string): { host: string; port: number } {
-  const at = address.lastIndexOf(':');
-  return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
-}
-
-/** The host and port of the cluster address, where the channel listens unless BERTH_CLUSTER_LISTEN says otherwise. */
-function channelListenOf(address: string): { host: string; port: number } {
-  const url = new URL(address);
-  return { host: url.hostname.replace(/^\[|\]$/g, ''), port: Number(url.port) };
-}
-
-/** Stops accepting channel calls and waits for the ones in flight (each bounded by its own time limit). */
-function closeChannel(channel: http.Server | https.Server): Promise<void> {
+/** Stops accepting other nodes' calls and waits for the ones in flight (each bounded by its own time limit). */
+function closeCalls(listener: http.Server | https.Server): Promise<void> {
   return new Promise<void>((resolve) => {
-    channel.close(() => resolve());
-    channel.closeIdleConnections();
-    const sweep = setInterval(() => channel.closeIdleConnections(), 50);
-    channel.once('close', () => clearInterval(sweep));
+    listener.close(() => resolve());
+    listener.closeIdleConnections();
+    const sweep = setInterval(() => listener.closeIdleConnections(), 50);
+    listener.once('close', () => clearInterval(sweep));
   });
 }
 
@@ -129,21 +117,19 @@ async function drain(server: http.Server | https.Server, graceMs: number): Promi
   clearTimeout(force);
 }
 
+/** The listeners whose ports are named in full first: a public port of 0 (any free one) can then not take one of them. */
+const BIND_ORDER: Record<PartListener['kind'], number> = { calls: 0, private: 1, public: 2 };
+
 export async function startBerth(config: Config, options: StartOptions = {}): Promise<Berth> {
   const log = options.log ?? createLogger(config.logLevel);
   let boundPort = config.port;
-  const {
-    deps,
-    owner,
-    scheduler,
-    channel,
-    close: release,
-  } = await compose(config, {
+  const composed = await compose(config, {
     log,
     now: options.now,
     workerNice: options.workerNice,
     siteUrl: (subdomain) => siteUrl(config, subdomain, boundPort),
   });
+  const { deps, stack } = composed;
 
   const api = createApiApp(deps, VERSION).callback();
   const leanApi = leanApiHandler(deps);
@@ -176,63 +162,51 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   };
   const server = http.createServer(handle);
   server.keepAliveTimeout = 65_000;
+  const listeners = [
+    ...composed.listeners(handle),
+    { what: 'the main listener', server, host: config.bind, port: config.port, kind: 'public' as const },
+  ].sort((a, b) => BIND_ORDER[a.kind] - BIND_ORDER[b.kind]);
 
-  const metrics = config.metricsAddress ? metricsServer(deps.metrics) : undefined;
-  let tls: ComposedTls | null = null;
+  const bound: PartListener[] = [];
+  let started = false;
+  // Closed first of all: the public listeners drain (on a failed start, they just close), then the
+  // metrics' listener closes, and other nodes' calls are answered until this node's own are, since its
+  // databases close after this.
+  stack.defer('the listeners', async () => {
+    closing = true;
+    // Live log streams never finish by themselves: end them so their connections go idle and close.
+    deps.logStreams.close();
+    const of = (kind: PartListener['kind']) => bound.filter((listener) => listener.kind === kind);
+    const graceMs = started ? config.shutdownGraceMs : 0;
+    await Promise.all(of('public').map((listener) => drain(listener.server, graceMs)));
+    for (const listener of of('private')) listener.server.close();
+    for (const listener of of('calls')) await closeCalls(listener.server);
+  });
   try {
-    // The ports named in full first: a public port of 0 (any free one) can then not take one of them.
-    if (channel) {
-      const { host: channelHost, port: channelPort } = config.clusterListen
-        ? splitAddress(config.clusterListen)
-        : channelListenOf(config.clusterAddress);
-      await listen(channel, channelHost, channelPort);
+    for (const listener of listeners) {
+      await listen(listener.server, listener.host, listener.port, listener.names);
+      bound.push(listener);
     }
-    if (metrics) {
-      const { host: metricsHost, port: metricsPort } = splitAddress(config.metricsAddress);
-      await listen(metrics, metricsHost, metricsPort);
-    }
-    if (config.tls) {
-      tls = await composeTls(deps, config.tls, handle);
-      await listen(tls.http, config.tls.bind, config.tls.httpPort, { port: 'BERTH_HTTP_PORT', bind: 'BERTH_TLS_BIND' });
-      await listen(tls.https, config.tls.bind, config.tls.httpsPort, {
-        port: 'BERTH_HTTPS_PORT',
-        bind: 'BERTH_TLS_BIND',
-      });
-    }
-    await listen(server, config.bind, config.port);
   } catch (err) {
     // Nothing was served: release what was composed, so the data dir is left as it was found.
-    server.close();
-    metrics?.close();
-    channel?.close();
-    tls?.http.close();
-    tls?.https.close();
-    await tls?.close();
-    await release();
+    await composed
+      .close()
+      .catch((closeErr: unknown) => log.error({ err: closeErr }, 'releasing a failed start failed'));
     throw err;
   }
+  started = true;
   boundPort = (server.address() as AddressInfo).port;
   const host = config.bind.includes(':') ? `[${config.bind}]` : config.bind;
 
   let closed: Promise<void> | undefined;
   const close = () => {
-    closed ??= (async () => {
-      closing = true;
-      // Live log streams never finish by themselves: end them so their connections go idle and close.
-      deps.logStreams.close();
-      metrics?.close();
-      const listeners = tls ? [server, tls.https, tls.http] : [server];
-      await Promise.all(listeners.map((listener) => drain(listener, config.shutdownGraceMs)));
-      await tls?.close();
-      // Other nodes' calls are answered until this node's own are: its databases close with release().
-      if (channel) await closeChannel(channel);
-      await release();
-    })();
+    closed ??= composed.close();
     return closed;
   };
 
   const url = `http://${host}:${boundPort}`;
-  const metricsAddress = metrics?.address() as AddressInfo | undefined;
+  const metricsListener = bound.find((listener) => listener.path === '/metrics');
+  const metricsAddress = metricsListener?.server.address() as AddressInfo | undefined;
   const metricsUrl = metricsAddress
     ? `http://${metricsAddress.family === 'IPv6' ? `[${metricsAddress.address}]` : metricsAddress.address}:${metricsAddress.port}/metrics`
     : undefined;
@@ -242,8 +216,8 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     ...(metricsUrl ? { metricsUrl } : {}),
     port: boundPort,
     deps,
-    owner,
-    scheduler,
+    owner: composed.owner,
+    scheduler: composed.scheduler,
     close,
   };
 }
