@@ -9,7 +9,7 @@
 // nothing. A preview's functions run as functions of their own (`preview-<siteId>-<name>`, or
 // `preview-secrets-<siteId>-<name>` when given the secrets, one version per source digest), so they
 // never touch the live function's workers or module files, and the pool's limits hold them as any worker.
-import { deploymentExists, removeDeploymentsWhere, writeDeployment } from '../../runtime-host/deployments.ts';
+import { deploymentExists, removeDeploymentsWhere, writeDeployment } from '../../runtime-host/function-files.ts';
 import type { Deployment } from '../../runtime-host/runtime.ts';
 import { functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { BerthError } from '../errors.ts';

@@ -4,7 +4,12 @@
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
-import { deployedVersions, deploymentExists, removeVersions, writeDeployment } from '../../runtime-host/deployments.ts';
+import {
+  deployedVersions,
+  deploymentExists,
+  removeVersions,
+  writeDeployment,
+} from '../../runtime-host/function-files.ts';
 import type { ChangeListener } from '../db/changes.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
