@@ -170,9 +170,9 @@ async function composeParts(
     egress,
     ...(options.workerNice !== undefined ? { workerNice: options.workerNice } : {}),
     observer: {
-      started: (seconds, deployment) => {
+      started: (seconds, version) => {
         metrics.workerStarted(seconds);
-        analytics.coldStart(deployment.siteId);
+        analytics.coldStart(version.siteId);
       },
       exited: (reason) => metrics.workerExited(reason),
     },
@@ -229,7 +229,7 @@ async function composeParts(
   runtime.serve({
     ctx: createCtxHandler(deps),
     dbChannel: createDbChannelHandler(deps),
-    log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
+    log: (version, entry) => functionLogs.add(version.siteId, version.path, entry),
   });
   const heartbeat = new NodeHeartbeat(deps, config, {
     onBeat: (sentAt, stamped) => siteDatabases.heartbeat(sentAt, stamped),
