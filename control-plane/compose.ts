@@ -32,7 +32,7 @@ import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
 import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
 import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
 import { openBlobStore, sweepUnreferencedBlobs } from './blob-stores.ts';
-import { openDataDir } from '../storage/data-dir.ts';
+import { openDataDir } from '../storage/data-dir-privacy.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { stopLeftovers } from '../storage/leftover-processes.ts';
 import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
