@@ -32,7 +32,7 @@ import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
 import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
 import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
 import { openBlobStore, sweepUnreferencedBlobs } from './blob-stores.ts';
-import { openDataDir } from '../storage/data-dir-privacy.ts';
+import { openPrivateDataDir } from '../storage/data-dir-privacy.ts';
 import { loadMasterKey } from '../storage/master-key.ts';
 import { stopLeftovers } from '../storage/leftover-processes.ts';
 import { RuntimeHost, socketDirFor } from '../runtime-host/runtime.ts';
@@ -69,7 +69,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   const denoPath = findDeno(config.denoPath);
   let tightened: number;
   try {
-    tightened = await openDataDir(config.dataDir);
+    tightened = await openPrivateDataDir(config.dataDir);
   } catch (err) {
     throw dataDirProblem(err, config.dataDir);
   }
