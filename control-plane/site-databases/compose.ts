@@ -15,7 +15,7 @@ import type { Metrics } from '../metrics.ts';
 import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
-import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './data-dir.ts';
+import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './settle-folders.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
 import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel.ts';
 import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';
