@@ -23,7 +23,7 @@ import type { CronScheduler } from './services/cron.ts';
 import { siteDatabasesPart } from './site-databases/part.ts';
 import { dataDirProblem, findDeno } from './startup-error.ts';
 import { tlsPart } from './tls/part.ts';
-import { openDataDir } from '../storage/data-dir.ts';
+import { openPrivateDataDir } from '../storage/data-dir-privacy.ts';
 import type http from 'node:http';
 
 export interface ComposeOptions {
@@ -55,7 +55,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
   const denoPath = findDeno(config.denoPath);
   let tightened: number;
   try {
-    tightened = await openDataDir(config.dataDir);
+    tightened = await openPrivateDataDir(config.dataDir);
   } catch (err) {
     throw dataDirProblem(err, config.dataDir);
   }

@@ -9,7 +9,6 @@ import type { ChangeFeed } from './db/changes.ts';
 import type { Db, Metadata } from './db/metadata.ts';
 import type { CachingBlobStore } from '../storage/blob-store.ts';
 import type { RuntimeHost } from '../runtime-host/runtime.ts';
-import type { TrafficCounter } from './analytics/collector.ts';
 import type { Metrics } from './metrics.ts';
 
 export interface Deps {
@@ -27,8 +26,6 @@ export interface Deps {
   runtime: RuntimeHost;
   /** Disposable runtime files (generated entries, sockets, Deno's cache). */
   runtimeDir: string;
-  /** Where sites' traffic is counted for their analytics (control-plane/analytics/). */
-  analytics: TrafficCounter;
   /** Encrypts secrets at rest and signs session tokens; from BERTH_MASTER_KEY_FILE. */
   masterKey: Buffer;
   now: () => Date;

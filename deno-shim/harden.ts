@@ -1,6 +1,6 @@
 // Runs before the function's module is evaluated (the shim imports it first, and the entry imports
 // the shim). Removes storage that Deno would persist on disk keyed by the main module, so nothing
-// survives or leaks between deployments, routes console output to the host's per-site function logs,
+// survives or leaks between function versions, routes console output to the host's per-site function logs,
 // keeps host paths (Deno's install, the data dir) out of the function's reach, and leaves signals sent
 // to the whole service to the host (signals.ts).
 import { AsyncLocalStorage } from 'node:async_hooks';

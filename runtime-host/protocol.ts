@@ -39,7 +39,7 @@ export interface EgressRoute {
   token: string;
 }
 
-/** What the shim needs before the function runs (in the entry program, see deployments.ts); never shown to the function. */
+/** What the shim needs before the function runs (in the entry program, see function-files.ts); never shown to the function. */
 export interface ChannelParams {
   socketPath: string;
   siteId: string;

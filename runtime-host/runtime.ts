@@ -1,4 +1,4 @@
-// The runtime host: starts workers for deployments on demand, sends them requests with a wall-clock
+// The runtime host: starts workers for function versions on demand, sends them requests with a wall-clock
 // limit, watches their memory, and routes their ctx calls and logs to the control plane's handlers
 // for the one site each worker serves. Workers run at a lower CPU priority than the host, so hosting
 // and the API stay responsive while functions burn CPU. A few spare workers (spares.ts) wait started
@@ -53,8 +53,8 @@ export interface RuntimeOptions {
 }
 
 export interface WorkerObserver {
-  /** A worker started for `deployment` (a cold start), taking `seconds`. */
-  started(seconds: number, deployment: Deployment): void;
+  /** A worker started for `version` (a cold start), taking `seconds`. */
+  started(seconds: number, version: FunctionVersion): void;
   exited(reason: string): void;
 }
 
@@ -63,8 +63,8 @@ export interface RuntimeLogger {
   error(details: Record<string, unknown>, message: string): void;
 }
 
-/** What a worker serves and for whom: the channel carries this binding, not the function's word. */
-export interface Deployment {
+/** A function version, what a worker runs and for whom: the channel carries this binding, not the function's word. */
+export interface FunctionVersion {
   functionId: string;
   versionId: string;
   siteId: string;
@@ -76,13 +76,13 @@ export interface Deployment {
 
 /** Who serves what workers ask of the host: given once the server's services exist (RuntimeHost.serve). */
 export interface RuntimeHooks {
-  ctx: (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
+  ctx: (version: FunctionVersion, call: CtxCall) => Promise<CtxResult>;
   /** A worker's channel to its site's database: `link` is the worker's own path for it. */
-  dbChannel: (deployment: Deployment, link: string, args: unknown[]) => Promise<CtxResult>;
-  log: (deployment: Deployment, entry: LogEntry) => void;
+  dbChannel: (version: FunctionVersion, link: string, args: unknown[]) => Promise<CtxResult>;
+  log: (version: FunctionVersion, entry: LogEntry) => void;
 }
 
-const keyOf = (d: Pick<Deployment, 'functionId' | 'versionId'>) => `${d.functionId}:${d.versionId}`;
+const keyOf = (d: Pick<FunctionVersion, 'functionId' | 'versionId'>) => `${d.functionId}:${d.versionId}`;
 
 /** A source a spare can be sent in its Load frame (the shim reads host frames up to MAX_FRAME_BYTES); a larger one starts a worker of its own. */
 const MAX_SPARE_SOURCE_BYTES = MAX_FRAME_BYTES - HEADER_BYTES - 64 * 1024;
@@ -102,7 +102,7 @@ export class RuntimeHost {
   readonly #pool: WorkerPool<DenoWorker>;
   readonly #spares: Spares<DenoWorker>;
   #closing = false;
-  readonly #deployments = new Map<string, Deployment>();
+  readonly #versions = new Map<string, FunctionVersion>();
   readonly #socketDir: string;
   readonly #memoryWatch: NodeJS.Timeout;
   /** Workers stopped for the memory budget since the last line logged about it, and when that was. */
@@ -125,12 +125,12 @@ export class RuntimeHost {
     this.#pool = new WorkerPool({
       maxWorkers: options.maxWorkers,
       idleMs: options.idleMs,
-      start: (key) => this.#startWorker(this.#deployments.get(key)!),
+      start: (key) => this.#startWorker(this.#versions.get(key)!),
       adopt: (key) => {
         const spare = this.#spares.take(
           this.#pool.size + this.#pool.starting + this.#spares.count < options.maxWorkers,
         );
-        return spare && this.#startWorker(this.#deployments.get(key)!, spare);
+        return spare && this.#startWorker(this.#versions.get(key)!, spare);
       },
     });
     // Spares count against the worker cap and use only free slots: a spare never evicts a worker. In
@@ -174,17 +174,17 @@ export class RuntimeHost {
   }
 
   /**
-   * Runs a request through the deployment's worker. Resolves with the response head; the body
+   * Runs a request through the version's worker. Resolves with the response head; the body
    * streams. Throws WorkerError when the function cannot answer, PoolFullError at capacity.
    * `onCancel` receives, once the request is on its way, what cancels it (the caller hung up).
    */
   async invoke(
-    deployment: Deployment,
+    version: FunctionVersion,
     request: WorkerRequest,
     onCancel?: (cancel: () => void) => void,
   ): Promise<WorkerResponse> {
-    const key = keyOf(deployment);
-    this.#deployments.set(key, deployment);
+    const key = keyOf(version);
+    this.#versions.set(key, version);
     const worker = this.#pool.live(key) ?? (await this.#pool.acquire(key));
     const call = worker.invoke(request);
     onCancel?.(call.cancel);
@@ -214,7 +214,7 @@ export class RuntimeHost {
   retire(functionId: string, keepVersionId?: string): void {
     const retired = (key: string) => key.startsWith(`${functionId}:`) && key !== `${functionId}:${keepVersionId}`;
     this.#pool.retire(retired);
-    for (const key of this.#deployments.keys()) if (retired(key)) this.#deployments.delete(key);
+    for (const key of this.#versions.keys()) if (retired(key)) this.#versions.delete(key);
   }
 
   async close(): Promise<void> {
@@ -223,16 +223,16 @@ export class RuntimeHost {
     await Promise.all([this.#pool.close(), this.#spares.close()]);
   }
 
-  /** A worker for `deployment`: the spare given, or a process of its own. */
-  async #startWorker(deployment: Deployment, spare?: Promise<DenoWorker>): Promise<DenoWorker> {
+  /** A worker for `version`: the spare given, or a process of its own. */
+  async #startWorker(version: FunctionVersion, spare?: Promise<DenoWorker>): Promise<DenoWorker> {
     const started = performance.now();
     // Spares may refill once the pool has counted this start as over (a worker, or a free slot).
-    const worker = await (spare ? this.#bindSpare(spare, deployment) : this.#spawn(deployment)).finally(() =>
+    const worker = await (spare ? this.#bindSpare(spare, version) : this.#spawn(version)).finally(() =>
       setImmediate(() => this.#spares.fill()),
     );
     const { observer } = this.#options;
     if (observer) {
-      observer.started((performance.now() - started) / 1000, deployment);
+      observer.started((performance.now() - started) / 1000, version);
       void worker.exited.then((reason) => observer.exited(reason));
     }
     void worker.exited.then(() => setImmediate(() => this.#spares.fill()));
@@ -240,26 +240,26 @@ export class RuntimeHost {
   }
 
   /**
-   * Gives a spare the deployment's function. A spare that failed to boot or stopped before it was
+   * Gives a spare the version's function. A spare that failed to boot or stopped before it was
    * given the function, or a source too large to send, leaves its slot under the cap to a process of
-   * the deployment's own.
+   * the version's own.
    */
-  async #bindSpare(spare: Promise<DenoWorker>, deployment: Deployment): Promise<DenoWorker> {
+  async #bindSpare(spare: Promise<DenoWorker>, version: FunctionVersion): Promise<DenoWorker> {
     const worker = await spare.catch(() => undefined);
     if (!worker?.alive) {
       if (this.#closing) throw new Error('the runtime is stopping');
-      return this.#spawn(deployment);
+      return this.#spawn(version);
     }
     try {
-      const source = await fs.promises.readFile(deployment.modulePath);
+      const source = await fs.promises.readFile(version.modulePath);
       if (source.length > MAX_SPARE_SOURCE_BYTES) {
         worker.kill('disposed');
-        return this.#spawn(deployment);
+        return this.#spawn(version);
       }
       // A spare that stopped while the source was read failed on Berth's code alone (it has run no
       // tenant code yet): the call gets a worker of its own rather than the spare's failure.
-      if (!worker.alive) return this.#spawn(deployment);
-      await worker.bind(this.#binding(deployment), source);
+      if (!worker.alive) return this.#spawn(version);
+      await worker.bind(this.#binding(version), source);
       return worker;
     } catch (err) {
       worker.kill('crashed');
@@ -267,8 +267,8 @@ export class RuntimeHost {
     }
   }
 
-  #spawn(deployment: Deployment): Promise<DenoWorker> {
-    return DenoWorker.start({ ...this.#processOptions(), ...this.#binding(deployment) });
+  #spawn(version: FunctionVersion): Promise<DenoWorker> {
+    return DenoWorker.start({ ...this.#processOptions(), ...this.#binding(version) });
   }
 
   #startSpare(): Promise<DenoWorker> {
@@ -294,24 +294,24 @@ export class RuntimeHost {
     };
   }
 
-  /** The deployment a worker serves: its ctx calls and logs are this site's, whatever the worker says. */
-  #binding(deployment: Deployment): WorkerBinding {
+  /** The version a worker serves: its ctx calls and logs are this site's, whatever the worker says. */
+  #binding(version: FunctionVersion): WorkerBinding {
     const { logger } = this.#options;
-    const about = { siteId: deployment.siteId, functionId: deployment.functionId, path: deployment.path };
+    const about = { siteId: version.siteId, functionId: version.functionId, path: version.path };
     const { egress } = this.#options;
     const hooks = this.#hooks;
     if (!hooks) throw new Error('the runtime serves no function before RuntimeHost.serve names who serves its calls');
-    const token = egress.grant({ siteId: deployment.siteId, path: deployment.path });
+    const token = egress.grant({ siteId: version.siteId, path: version.path });
     return {
-      modulePath: deployment.modulePath,
-      sourcePath: deployment.path,
-      siteId: deployment.siteId,
-      kind: deployment.kind,
+      modulePath: version.modulePath,
+      sourcePath: version.path,
+      siteId: version.siteId,
+      kind: version.kind,
       egress: { url: egress.url, token },
       releaseEgress: () => egress.revoke(token),
-      onCtxCall: (call) => hooks.ctx(deployment, call),
-      onDbChannel: (link, args) => hooks.dbChannel(deployment, link, args),
-      onLog: (entry) => hooks.log(deployment, entry),
+      onCtxCall: (call) => hooks.ctx(version, call),
+      onDbChannel: (link, args) => hooks.dbChannel(version, link, args),
+      onLog: (entry) => hooks.log(version, entry),
       onProtocolError: (violation) =>
         logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),
       onError: (err, message) => logger.error({ ...about, err }, message),

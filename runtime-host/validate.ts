@@ -21,7 +21,7 @@ export type Validation =
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
 
-// typescript is large: load it on the first deployment, not at server start.
+// typescript is large: load it on the first source checked, not at server start.
 let ts: typeof TS | undefined;
 const typescript = (): typeof TS => (ts ??= createRequire(import.meta.url)('typescript6') as typeof TS);
 

@@ -11,7 +11,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { denoArgs, denoEnv } from './deno-args.ts';
-import { entryProgram, spareProgram } from './deployments.ts';
+import { entryProgram, spareProgram } from './function-files.ts';
 import { type ChannelView, ProtocolViolation, inboundFrameBytes, readInbound } from './inbound.ts';
 import { DEFAULT_OUTPUT_BUDGET, type OutputBudget, OutputLimit, readOutput } from './output-limit.ts';
 import { lowerPriority } from './priority.ts';

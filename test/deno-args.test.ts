@@ -1,7 +1,7 @@
 // The sandbox's command line, read without spawning anything.
 import test from 'ava';
 import { denoArgs, denoEnv } from '../runtime-host/deno-args.ts';
-import { entryProgram } from '../runtime-host/deployments.ts';
+import { entryProgram } from '../runtime-host/function-files.ts';
 
 const args = denoArgs({
   socketPath: '/data/runtime/sockets/w.sock',

@@ -2,8 +2,15 @@
 // the metadata in batches and folded as it ages (store.ts), or nothing counted when BERTH_ANALYTICS is
 // off; its close writes what it still holds.
 import { opened, type Part } from '../part.ts';
-import { AnalyticsCollector, COUNTING_NOTHING } from './collector.ts';
+import { AnalyticsCollector, COUNTING_NOTHING, type TrafficCounter } from './collector.ts';
 import { foldingEveryMinute, writeTallies } from './store.ts';
+
+declare module '../deps.ts' {
+  interface Deps {
+    /** Where sites' traffic is counted for their analytics. */
+    analytics: TrafficCounter;
+  }
+}
 
 export const analyticsPart: Part = {
   name: 'the analytics',

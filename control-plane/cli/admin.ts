@@ -16,7 +16,7 @@ import { formatBytes } from '../format-bytes.ts';
 import { SET_PASSWORD_PATH, resetPassword } from '../services/sign-in-links.ts';
 import { ROLES, type Role, createUser } from '../services/users.ts';
 import { Name } from '../schemas.ts';
-import { useDataDir } from '../../storage/data-dir.ts';
+import { usePrivateDataDir } from '../../storage/data-dir-privacy.ts';
 import { StartupError, dataDirProblem } from '../startup-error.ts';
 import { UsageError } from './usage-error.ts';
 import { drainNode, recoverDatabase } from './cluster-commands.ts';
@@ -193,7 +193,7 @@ export async function runAdmin(config: Config, argv: string[]): Promise<number> 
   if (!config.databaseUrl || create) {
     checkDataDir(config.dataDir, create);
     try {
-      useDataDir(config.dataDir);
+      usePrivateDataDir(config.dataDir);
     } catch (err) {
       throw dataDirProblem(err, config.dataDir);
     }

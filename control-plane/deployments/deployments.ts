@@ -28,7 +28,7 @@ import {
   stateAtSeq,
 } from '../history/site-history.ts';
 import { type SiteRow, requireSite } from '../services/site-rows.ts';
-import { applyDeploymentMigrations } from '../services/migrations.ts';
+import { applyMigrations } from '../services/migrations.ts';
 import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 
@@ -177,11 +177,7 @@ export async function createDeployment(
   const site = await requireSite(deps, actor, siteId);
   const files = checkFiles(deps, input.files);
   const migrations = input.migrations ?? [];
-  if (migrations.length > 0 && !(await deps.db('databases').where({ site_id: site.id }).first('id')))
-    throw new BerthError(
-      'database_not_ready',
-      'the deployment carries migrations but the site has no database: create it first (POST /v0/sites/:siteId/databases)',
-    );
+  if (migrations.length > 0) await databaseForMigrations(deps, site.id);
   const now = timestamp(deps);
   // Those past their day are left to the periodic expiry (expireOpenDeployments), which frees their uploads.
   const open = (
@@ -489,6 +485,17 @@ async function closedAfterMigrations(
   );
 }
 
+/** The site's database, which a deployment that carries migrations needs. */
+async function databaseForMigrations(deps: Deps, siteId: string): Promise<string> {
+  const database = await deps.db('databases').where({ site_id: siteId }).first('id');
+  if (!database)
+    throw new BerthError(
+      'database_not_ready',
+      'the deployment carries migrations but the site has no database: create it first (POST /v0/sites/:siteId/databases)',
+    );
+  return database.id as string;
+}
+
 /** Runs a switch for `row`; a failure of its sources or of the account's limit fails it. */
 async function publishRow(
   deps: Deps,
@@ -501,13 +508,17 @@ async function publishRow(
   const migrations = row.migrations ? (JSON.parse(row.migrations) as Array<{ name: string; sql: string }>) : [];
   // The migrations commit before the switch, which may still fail: what they applied is kept here.
   let applied: string[] = [];
-  const applyMigrations =
+  const migrate =
     migrations.length > 0
-      ? async () => (applied = await applyDeploymentMigrations(deps, actor, site.id, migrations))
+      ? async () => {
+          const databaseId = await databaseForMigrations(deps, site.id);
+          applied = (await applyMigrations(deps, actor, site.id, databaseId, migrations, 'deployment')).appliedNames;
+          return applied;
+        }
       : undefined;
   let outcome: Awaited<ReturnType<typeof switchSite>>;
   try {
-    outcome = await switchSite(deps, actor, site, { deploymentId: row.id, put, remove }, applyMigrations);
+    outcome = await switchSite(deps, actor, site, { deploymentId: row.id, put, remove }, migrate);
   } catch (err) {
     const refusal = switchRefusal(err);
     if (refusal) return fail(deps, site, row, refusal, applied);

@@ -9,8 +9,8 @@
 // nothing. A preview's functions run as functions of their own (`preview-<siteId>-<name>`, or
 // `preview-secrets-<siteId>-<name>` when given the secrets, one version per source digest), so they
 // never touch the live function's workers or module files, and the pool's limits hold them as any worker.
-import { deploymentExists, removeDeploymentsWhere, writeDeployment } from '../../runtime-host/deployments.ts';
-import type { Deployment } from '../../runtime-host/runtime.ts';
+import { removeFunctionFilesWhere, writeVersionFiles, writtenModule } from '../../runtime-host/function-files.ts';
+import type { FunctionVersion } from '../../runtime-host/runtime.ts';
 import { functionName, validateFunction } from '../../runtime-host/validate.ts';
 import { BerthError } from '../errors.ts';
 import type { Deps } from '../deps.ts';
@@ -182,13 +182,14 @@ export async function previewFile(deps: Deps, preview: Preview, path: string): P
 }
 
 /** Module files of previews' functions: the runtime dir is disposable, and a start begins without them. */
-export const removePreviewModules = (runtimeDir: string): void => removeDeploymentsWhere(runtimeDir, isPreviewFunction);
+export const removePreviewModules = (runtimeDir: string): void =>
+  removeFunctionFilesWhere(runtimeDir, isPreviewFunction);
 
 /**
  * The function a preview serves at `/api/<name>`, or null. Its source is checked as publishing checks
  * it; one that fails answers 422 with the problem.
  */
-export async function previewEndpoint(deps: Deps, preview: Preview, name: string): Promise<Deployment | null> {
+export async function previewEndpoint(deps: Deps, preview: Preview, name: string): Promise<FunctionVersion | null> {
   const path = `api/${name}.ts`;
   if (!functionName(path).ok) return null;
   const file = await previewFile(deps, preview, path);
@@ -209,10 +210,10 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
       error: checked.problem,
     });
   }
-  let modulePath = deploymentExists(deps.runtimeDir, functionId, file.sha256);
+  let modulePath = writtenModule(deps.runtimeDir, functionId, file.sha256);
   if (!modulePath) {
     source ??= (await deps.blobs.read(file.sha256)).toString('utf8');
-    modulePath = writeDeployment(deps.runtimeDir, functionId, file.sha256, source).modulePath;
+    modulePath = writeVersionFiles(deps.runtimeDir, functionId, file.sha256, source).modulePath;
   }
   return { functionId, versionId: file.sha256, siteId: preview.site.id, path, kind: 'api', modulePath };
 }

@@ -5,7 +5,7 @@
 // the functions and cron jobs follow, the bucket's generation is counted, and the deployment is
 // numbered into the site's history; the bytes its uploads held are its versions' from then on. Once committed, every node forgets the bucket's cached files and
 // retires the changed functions' workers (requests in flight finish on the version they started with).
-import { writeDeployment } from '../../runtime-host/deployments.ts';
+import { writeVersionFiles } from '../../runtime-host/function-files.ts';
 import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
@@ -171,7 +171,7 @@ export async function switchSite(
     return { changed, files, bytes };
   });
   for (const fn of functions) {
-    if (fn.versionId && fn.source !== undefined) writeDeployment(deps.runtimeDir, fn.id, fn.versionId, fn.source);
+    if (fn.versionId && fn.source !== undefined) writeVersionFiles(deps.runtimeDir, fn.id, fn.versionId, fn.source);
   }
   // Every node forgets the bucket's files at once, then each changed function's workers and modules.
   await deps.changes.publish({ kind: 'bucket', bucketId: site.bucket_id, siteId: site.id });

@@ -109,8 +109,8 @@ async function serve(
   if (segments.length !== 2 || segments[1] === '')
     throw new BerthError('function_not_found', 'functions are served at /api/<name>');
   const name = segments[1]!;
-  const deployment = preview ? await previewEndpoint(deps, preview, name) : await resolveEndpoint(deps, site.id, name);
-  if (!deployment) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
+  const version = preview ? await previewEndpoint(deps, preview, name) : await resolveEndpoint(deps, site.id, name);
+  if (!version) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
   const limit = deps.config.maxFunctionBodyBytes;
   const body = await readBody(
     { req },
@@ -132,7 +132,7 @@ async function serve(
   const counted = label === undefined;
   try {
     response = await deps.runtime.invoke(
-      deployment,
+      version,
       {
         method,
         url: requestUrl(req, deps.config.trustProxy),

@@ -49,9 +49,9 @@ export const runtimePart: Part = {
       egress,
       ...(workerNice !== undefined ? { workerNice } : {}),
       observer: {
-        started: (seconds, deployment) => {
+        started: (seconds, version) => {
           metrics.workerStarted(seconds);
-          analytics.coldStart(deployment.siteId);
+          analytics.coldStart(version.siteId);
         },
         exited: (reason) => metrics.workerExited(reason),
       },
@@ -65,7 +65,7 @@ export const runtimePart: Part = {
     deps.runtime.serve({
       ctx: createCtxHandler(deps),
       dbChannel: createDbChannelHandler(deps),
-      log: (deployment, entry) => deps.functionLogs.add(deployment.siteId, deployment.path, entry),
+      log: (version, entry) => deps.functionLogs.add(version.siteId, version.path, entry),
     });
   },
 };

@@ -10,7 +10,7 @@
 import { CronExpressionParser } from 'cron-parser';
 import type { Actor, Deps } from '../deps.ts';
 import { newId, timestamp } from '../deps.ts';
-import { type FunctionRow, deploymentOf } from './functions.ts';
+import { type FunctionRow, servedVersion } from './functions.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { requireSite } from './site-rows.ts';
 import { normalizeFilePath } from './paths.ts';
@@ -163,8 +163,8 @@ export class CronScheduler {
     let outcome: Outcome = 'SUCCEEDED';
     let error: string | null = null;
     try {
-      const deployment = await deploymentOf(deps, job);
-      const response = await deps.runtime.invoke(deployment, {
+      const version = await servedVersion(deps, job);
+      const response = await deps.runtime.invoke(version, {
         method: 'POST',
         url: `${deps.siteUrl(job.subdomain)}cron/${job.name}`,
         headers: [['berth-scheduled-time', scheduledAt]],

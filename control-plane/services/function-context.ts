@@ -1,11 +1,11 @@
 // Serves the ctx calls of function workers. Every call arrives on a worker's own channel, and the
-// deployment bound to that channel, not anything the function sends, decides the site it acts on.
+// function version bound to that channel, not anything the function sends, decides the site it acts on.
 // New namespaces are added by registering their methods here.
 import { Readable } from 'node:stream';
 import { BerthError, storageUnavailable } from '../errors.ts';
 import { StorageUnavailableError } from '../../storage/blob-driver.ts';
 import { isMetadataUnavailable, logJobFailure } from '../db/errors.ts';
-import type { Deployment } from '../../runtime-host/runtime.ts';
+import type { FunctionVersion } from '../../runtime-host/runtime.ts';
 import { type CtxCall, CtxErrorCode, type CtxResult } from '../../runtime-host/protocol.ts';
 import type { CtxMethod } from '../../runtime-host/context-contract.ts';
 import type { Actor, Deps } from '../deps.ts';
@@ -39,7 +39,7 @@ class CtxError extends Error {
 
 interface CallScope {
   deps: Deps;
-  deployment: Deployment;
+  functionVersion: FunctionVersion;
   requestId: string | null;
   site: SiteRow;
   /** Writes are made on behalf of the site's account, attributed to the function. */
@@ -121,7 +121,7 @@ async function db(scope: CallScope, method: DbMethod, args: unknown[]) {
   } catch (err) {
     if (!(err instanceof FunctionCallError)) throw err;
     if (err.diagnostic) {
-      scope.deps.functionLogs.add(scope.site.id, scope.deployment.path, {
+      scope.deps.functionLogs.add(scope.site.id, scope.functionVersion.path, {
         requestId: scope.requestId,
         level: 'error',
         message: `ctx.db: ${err.diagnostic}`,
@@ -224,7 +224,7 @@ function createMethods(): Record<CtxMethod, Method> {
     'db.execute': (scope, args) => db(scope, 'db.execute', args),
     'db.batch': (scope, args) => db(scope, 'db.batch', args),
     'secrets.get': (scope, args) => {
-      if (!mayReadSecrets(scope.deployment.functionId))
+      if (!mayReadSecrets(scope.functionVersion.functionId))
         throw new CtxError(
           'SECRETS_NOT_GIVEN',
           "this preview was not given the site's secrets: the deployment's owner can give them (previewSecrets); an instant's preview never has them",
@@ -253,7 +253,7 @@ async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
   return row;
 }
 
-export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
+export type CtxHandler = (functionVersion: FunctionVersion, call: CtxCall) => Promise<CtxResult>;
 
 /**
  * Serves a worker's asks about its channel to its site's database (deno-shim/db-channel.ts): `open`
@@ -270,8 +270,8 @@ export function createDbChannelHandler(deps: Deps) {
       }
     }
   };
-  return async (deployment: Deployment, link: string, args: unknown[]): Promise<CtxResult> => {
-    const { siteId } = deployment;
+  return async (functionVersion: FunctionVersion, link: string, args: unknown[]): Promise<CtxResult> => {
+    const { siteId } = functionVersion;
     try {
       if (args[0] === 'open' && typeof args[1] === 'string') {
         const site = await siteRow(deps, siteId);
@@ -282,7 +282,7 @@ export function createDbChannelHandler(deps: Deps) {
         const lost = await deps.siteDatabases.channelLost(siteId, args[1]);
         const failure = functionFailure(lost.reason, lost.message);
         if (failure.diagnostic) {
-          deps.functionLogs.add(siteId, deployment.path, {
+          deps.functionLogs.add(siteId, functionVersion.path, {
             requestId: typeof args[2] === 'string' ? args[2] : null,
             level: 'error',
             message: `ctx.db: ${failure.diagnostic}`,
@@ -292,7 +292,9 @@ export function createDbChannelHandler(deps: Deps) {
       }
       return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a channel request' } };
     } catch (err) {
-      logJobFailure(deps.log, err, 'a database channel could not be opened', { functionId: deployment.functionId });
+      logJobFailure(deps.log, err, 'a database channel could not be opened', {
+        functionId: functionVersion.functionId,
+      });
       return { ok: true, value: false };
     }
   };
@@ -319,14 +321,14 @@ export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): Ch
 /** The handler of one server's ctx calls. */
 export function createCtxHandler(deps: Deps): CtxHandler {
   const methods = createMethods();
-  return (deployment, call) => handleCtxCall(deps, methods, deployment, call);
+  return (functionVersion, call) => handleCtxCall(deps, methods, functionVersion, call);
 }
 
 /** Answers every call with a result, never a rejection, whatever the call holds. */
 async function handleCtxCall(
   deps: Deps,
   methods: Record<CtxMethod, Method>,
-  deployment: Deployment,
+  functionVersion: FunctionVersion,
   call: CtxCall,
 ): Promise<CtxResult> {
   try {
@@ -341,22 +343,22 @@ async function handleCtxCall(
       };
     }
     deps.metrics.ctxCall(call.method);
-    if (call.method.startsWith('db.')) deps.analytics.databaseCall(deployment.siteId);
+    if (call.method.startsWith('db.')) deps.analytics.databaseCall(functionVersion.siteId);
     if (!Array.isArray(call.args)) {
       return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'arguments must be a list' } };
     }
-    const site = await siteRow(deps, deployment.siteId);
+    const site = await siteRow(deps, functionVersion.siteId);
     if (site?.status !== 'ACTIVE') throw new CtxError(CtxErrorCode.Failed, 'the site is not active');
     const actor: Actor = {
       via: 'function',
       accountId: site.account_id,
-      id: `function:${deployment.functionId}`,
+      id: `function:${functionVersion.functionId}`,
       permission: 'WRITE',
     };
     return {
       ok: true,
       value: await method(
-        { deps, deployment, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, actor },
+        { deps, functionVersion, requestId: typeof call.requestId === 'string' ? call.requestId : null, site, actor },
         call.args,
       ),
     };
@@ -371,13 +373,13 @@ async function handleCtxCall(
       return { ok: false, error: { code: `DATA_${err.code.toUpperCase()}`, message: err.message } };
     if (err instanceof StorageUnavailableError) {
       deps.log.warn(
-        { functionId: deployment.functionId, reason: err.message },
+        { functionId: functionVersion.functionId, reason: err.message },
         'the blob store did not answer a ctx call',
       );
       const { code, message, status } = storageUnavailable();
       return { ok: false, error: { code: `DATA_${code.toUpperCase()}`, message, status } };
     }
-    logJobFailure(deps.log, err, 'ctx call failed', { functionId: deployment.functionId });
+    logJobFailure(deps.log, err, 'ctx call failed', { functionId: functionVersion.functionId });
     const why = isMetadataUnavailable(err) ? ': the metadata database is not answering, try again shortly' : '';
     return { ok: false, error: { code: CtxErrorCode.Failed, message: `ctx.${String(call?.method)} failed${why}` } };
   }

@@ -3,8 +3,13 @@
 // version; a failed deployment records its error and keeps the last good version in service.
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
-import type { Deployment, RuntimeHost } from '../../runtime-host/runtime.ts';
-import { deployedVersions, deploymentExists, removeVersions, writeDeployment } from '../../runtime-host/deployments.ts';
+import type { FunctionVersion, RuntimeHost } from '../../runtime-host/runtime.ts';
+import {
+  removeVersions,
+  writeVersionFiles,
+  writtenModule,
+  writtenVersions,
+} from '../../runtime-host/function-files.ts';
 import type { ChangeListener } from '../db/changes.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
@@ -137,8 +142,8 @@ async function deploy(
     // A newer version became current while this one was checked: that one is what to deploy.
     if (!row) continue;
     if (validation.ok) {
-      writeDeployment(deps.runtimeDir, row.id, versionId, source);
-      // Every server retires the function's old workers and module files, and forgets its cached deployment.
+      writeVersionFiles(deps.runtimeDir, row.id, versionId, source);
+      // Every server retires the function's old workers and module files, and forgets its cached version.
       await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId });
     }
     return {
@@ -246,20 +251,20 @@ export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<Rec
   return report;
 }
 
-/** The deployment of a function's served version; regenerates its module file if it is gone. */
-export async function deploymentOf(deps: Deps, row: FunctionRow): Promise<Deployment> {
+/** A function's served version, ready to run: regenerates its module file if it is gone. */
+export async function servedVersion(deps: Deps, row: FunctionRow): Promise<FunctionVersion> {
   const versionId = row.deployed_version_id!;
-  let modulePath = deploymentExists(deps.runtimeDir, row.id, versionId);
+  let modulePath = writtenModule(deps.runtimeDir, row.id, versionId);
   if (!modulePath) {
     const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
     const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
-    modulePath = writeDeployment(deps.runtimeDir, row.id, versionId, source).modulePath;
+    modulePath = writeVersionFiles(deps.runtimeDir, row.id, versionId, source).modulePath;
   }
   return { functionId: row.id, versionId, siteId: row.site_id, path: row.path, kind: row.kind, modulePath };
 }
 
-/** The deployment serving `/api/<name>` on a site, or null. */
-export async function resolveEndpoint(deps: Deps, siteId: string, name: string): Promise<Deployment | null> {
+/** The function version serving `/api/<name>` on a site, or null. */
+export async function resolveEndpoint(deps: Deps, siteId: string, name: string): Promise<FunctionVersion | null> {
   const cached = deps.hostingCache.fn(siteId, name);
   if (cached !== undefined) return cached;
   const generation = deps.hostingCache.generation();
@@ -282,9 +287,9 @@ export async function resolveEndpoint(deps: Deps, siteId: string, name: string):
     !found ||
     found.bucket_generation === null ||
     deps.hostingCache.observeGeneration(found.bucket_of_site, siteId, Number(found.bucket_generation));
-  const deployment = found?.id ? await deploymentOf(deps, found) : null;
-  if (cacheable) deps.hostingCache.rememberFunction(generation, siteId, name, deployment);
-  return deployment;
+  const version = found?.id ? await servedVersion(deps, found) : null;
+  if (cacheable) deps.hostingCache.rememberFunction(generation, siteId, name, version);
+  return version;
 }
 
 /**
@@ -303,7 +308,7 @@ export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): Cha
     change(change) {
       if (change.kind !== 'function') return;
       runtime.retire(change.functionId, change.versionId ?? undefined);
-      const replaced = deployedVersions(runtimeDir, change.functionId, change.versionId ?? undefined);
+      const replaced = writtenVersions(runtimeDir, change.functionId, change.versionId ?? undefined);
       // A function removed is gone at once; a replaced version's files wait for requests that resolved it.
       if (change.versionId === null) removeVersions(runtimeDir, change.functionId, replaced);
       else if (replaced.length > 0)

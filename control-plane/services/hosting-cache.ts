@@ -3,7 +3,7 @@
 // process and within a moment for another server's, and clear() when changes may have been missed. A
 // generation counter keeps a lookup that raced with a write from storing what it read before it. Which
 // account a bucket belongs to never changes: file writes check it here first.
-import type { Deployment } from '../../runtime-host/runtime.ts';
+import type { FunctionVersion } from '../../runtime-host/runtime.ts';
 import type { Change, ChangeListener } from '../db/changes.ts';
 import type { SiteRow } from '../db/site-row.ts';
 
@@ -77,7 +77,7 @@ class Grouped<V> {
 
 export class HostingCache implements ChangeListener {
   #sites = new Map<string, CachedSite | null>();
-  #functions = new Grouped<Deployment | null>();
+  #functions = new Grouped<FunctionVersion | null>();
   /** For ctx calls: site rows by id, and whether a site has a ready database. */
   #siteRows = new Map<string, SiteRow | null>();
   #databases = new Map<string, boolean>();
@@ -121,13 +121,13 @@ export class HostingCache implements ChangeListener {
     this.#bucketAccounts.set(bucketId, accountId);
   }
 
-  fn(siteId: string, name: string): Deployment | null | undefined {
+  fn(siteId: string, name: string): FunctionVersion | null | undefined {
     return this.#functions.get(siteId, name);
   }
 
-  rememberFunction(generation: number, siteId: string, name: string, deployment: Deployment | null): void {
+  rememberFunction(generation: number, siteId: string, name: string, version: FunctionVersion | null): void {
     if (generation !== this.#generation) return;
-    this.#functions.set(siteId, name, deployment);
+    this.#functions.set(siteId, name, version);
   }
 
   forgetFunction(siteId: string, name: string): void {

@@ -125,27 +125,83 @@ export async function releaseLeftoverLeases(deps: Deps): Promise<void> {
   if (released > 0) deps.log.warn({ released }, 'released migration leases of the previous process');
 }
 
-/** Applies one migration: its SQL and receipt in one transaction. */
-async function applyOne(deps: Deps, siteId: string, name: string, sql: string): Promise<void> {
+/**
+ * Runs `script` and writes the receipts of `batch` in one transaction of the site database; a statement
+ * of the script that fails rolls it all back, and `failed` says how it failed.
+ */
+async function runWithReceipts(
+  deps: Deps,
+  siteId: string,
+  script: string,
+  batch: Array<{ name: string; sql: string }>,
+  failed: (err: StatementError) => BerthError,
+): Promise<void> {
+  const at = appliedAt(deps.now());
   try {
-    await deps.siteDatabases.migrate(siteId, sql, {
-      sql: `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES (?, ?, ?, ?)`,
-      params: [name, checksum(sql), sql, appliedAt(deps.now())],
+    await deps.siteDatabases.migrate(siteId, script, {
+      sql: `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES ${batch.map(() => '(?, ?, ?, ?)').join(', ')}`,
+      params: batch.flatMap((m) => [m.name, checksum(m.sql), m.sql, at]),
     });
   } catch (err) {
     if (!(err instanceof StatementError)) throw err;
     if (err.reason === 'busy' || err.reason === 'unavailable')
       throw new BerthError('database_unavailable', err.message);
-    throw new BerthError(
-      'migration_failed',
-      `${name} failed and was rolled back; no receipt was written: ${err.message}`,
-      {
+    throw failed(err);
+  }
+}
+
+/** Applies one migration: its SQL and receipt in one transaction. */
+function applyOne(deps: Deps, siteId: string, name: string, sql: string): Promise<void> {
+  return runWithReceipts(
+    deps,
+    siteId,
+    sql,
+    [{ name, sql }],
+    (err) =>
+      new BerthError('migration_failed', `${name} failed and was rolled back; no receipt was written: ${err.message}`, {
         failedName: name,
         providerMessage: err.message,
         recovery: 'fix the SQL and apply it under a name that has never been applied',
-      },
-    );
+      }),
+  );
+}
+
+/** Applies `pending` one by one; a failure names, in its details, those applied before it. */
+async function applyEach(deps: Deps, siteId: string, pending: Array<{ name: string; sql: string }>): Promise<string[]> {
+  const appliedNames: string[] = [];
+  for (const migration of pending) {
+    try {
+      await applyOne(deps, siteId, migration.name, migration.sql);
+    } catch (err) {
+      if (err instanceof BerthError && err.details) err.details.appliedNames = appliedNames;
+      throw err;
+    }
+    appliedNames.push(migration.name);
   }
+  return appliedNames;
+}
+
+/** Applies `pending` in one transaction with their receipts: a failure leaves the database as it was. */
+async function applyTogether(
+  deps: Deps,
+  siteId: string,
+  pending: Array<{ name: string; sql: string }>,
+): Promise<string[]> {
+  if (pending.length === 0) return [];
+  const which = pending.length === 1 ? pending[0]!.name : `one of ${pending.map((m) => m.name).join(', ')}`;
+  // The scripts one after the other, each ended, and one statement writing all their receipts.
+  await runWithReceipts(
+    deps,
+    siteId,
+    pending.map((m) => `${m.sql}\n;\n`).join(''),
+    pending,
+    (err) =>
+      new BerthError('migration_failed', `${which} failed and everything was rolled back: ${err.message}`, {
+        failedName: pending.length === 1 ? pending[0]!.name : null,
+        providerMessage: err.message,
+      }),
+  );
+  return pending.map((m) => m.name);
 }
 
 function historyConflict(
@@ -202,6 +258,35 @@ export async function applyMigration(
   });
 }
 
+/**
+ * Where an ordered list of migrations comes from. A request's are applied one by one, each with its
+ * receipt (those applied before a failure stay, and the error names them); a deployment's are applied
+ * before its switch, all in one transaction with their receipts, so a failure leaves the database as
+ * it was.
+ */
+export type MigrationSource = 'request' | 'deployment';
+
+/** The ledger must be the head of the list exactly: the same names in the same order, with the same SQL. */
+function checkLedgerHead(
+  siteId: string,
+  databaseId: string,
+  applied: ReceiptRow[],
+  migrations: Array<{ name: string; sql: string }>,
+  source: MigrationSource,
+): void {
+  applied.forEach((receipt, i) => {
+    const given = migrations[i];
+    if (given && given.name === receipt.name && checksum(given.sql) === receipt.checksum) return;
+    const message =
+      source === 'deployment'
+        ? `the deployment's migrations disagree with the database at position ${i + 1}: ${receipt.name} is applied there`
+        : given
+          ? `the list disagrees with the database at position ${i + 1}: ${receipt.name} is applied there`
+          : `the database has ${receipt.name} applied, which the list does not include: send the whole ordered history`;
+    throw historyConflict(siteId, databaseId, given?.name ?? receipt.name, message, receipt);
+  });
+}
+
 /** Applies the pending tail of an ordered list whose head must match the ledger exactly. */
 export async function applyMigrations(
   deps: Deps,
@@ -209,98 +294,16 @@ export async function applyMigrations(
   siteId: string,
   databaseId: string,
   migrations: Array<{ name: string; sql: string }>,
+  source: MigrationSource = 'request',
 ) {
   await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
   checkOrderedList(migrations);
   return withLease(deps, siteId, databaseId, async () => {
     const applied = await ledger(deps, siteId);
-    applied.forEach((receipt, i) => {
-      const given = migrations[i];
-      if (!given) {
-        throw historyConflict(
-          siteId,
-          databaseId,
-          receipt.name,
-          `the database has ${receipt.name} applied, which the list does not include: send the whole ordered history`,
-          receipt,
-        );
-      }
-      if (given.name !== receipt.name || checksum(given.sql) !== receipt.checksum) {
-        throw historyConflict(
-          siteId,
-          databaseId,
-          given.name,
-          `the list disagrees with the database at position ${i + 1}: ${receipt.name} is applied there`,
-          receipt,
-        );
-      }
-    });
-    const appliedNames: string[] = [];
-    for (const migration of migrations.slice(applied.length)) {
-      try {
-        await applyOne(deps, siteId, migration.name, migration.sql);
-      } catch (err) {
-        if (err instanceof BerthError && err.details) err.details.appliedNames = appliedNames;
-        throw err;
-      }
-      appliedNames.push(migration.name);
-    }
-    return { appliedNames, nextAction: 'NONE', next: listReceipts(siteId, databaseId) };
-  });
-}
-
-/**
- * The migrations a deployment carries, applied before its switch: the same exact-prefix rule as
- * applyMigrations, and every pending one in one transaction with its receipts, so a failure leaves the
- * database as it was. Returns the names applied.
- */
-export async function applyDeploymentMigrations(
-  deps: Deps,
-  actor: Actor,
-  siteId: string,
-  migrations: Array<{ name: string; sql: string }>,
-): Promise<string[]> {
-  const database = await deps.db('databases').where({ site_id: siteId }).first('id');
-  if (!database)
-    throw new BerthError(
-      'database_not_ready',
-      'the deployment carries migrations but the site has no database: create it first (POST /v0/sites/:siteId/databases)',
-    );
-  const databaseId = database.id as string;
-  await requireDatabase(deps, actor, siteId, databaseId, { activeSite: true });
-  checkOrderedList(migrations);
-  return withLease(deps, siteId, databaseId, async () => {
-    const applied = await ledger(deps, siteId);
-    applied.forEach((receipt, i) => {
-      const given = migrations[i];
-      if (!given || given.name !== receipt.name || checksum(given.sql) !== receipt.checksum)
-        throw historyConflict(
-          siteId,
-          databaseId,
-          given?.name ?? receipt.name,
-          `the deployment's migrations disagree with the database at position ${i + 1}: ${receipt.name} is applied there`,
-          receipt,
-        );
-    });
+    checkLedgerHead(siteId, databaseId, applied, migrations, source);
     const pending = migrations.slice(applied.length);
-    if (pending.length === 0) return [];
-    const at = appliedAt(deps.now());
-    try {
-      // The scripts one after the other, each ended, and one statement writing all their receipts.
-      await deps.siteDatabases.migrate(siteId, pending.map((m) => `${m.sql}\n;\n`).join(''), {
-        sql: `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES ${pending.map(() => '(?, ?, ?, ?)').join(', ')}`,
-        params: pending.flatMap((m) => [m.name, checksum(m.sql), m.sql, at]),
-      });
-    } catch (err) {
-      if (!(err instanceof StatementError)) throw err;
-      if (err.reason === 'busy' || err.reason === 'unavailable')
-        throw new BerthError('database_unavailable', err.message);
-      const which = pending.length === 1 ? pending[0]!.name : `one of ${pending.map((m) => m.name).join(', ')}`;
-      throw new BerthError('migration_failed', `${which} failed and everything was rolled back: ${err.message}`, {
-        failedName: pending.length === 1 ? pending[0]!.name : null,
-        providerMessage: err.message,
-      });
-    }
-    return pending.map((m) => m.name);
+    const appliedNames =
+      source === 'deployment' ? await applyTogether(deps, siteId, pending) : await applyEach(deps, siteId, pending);
+    return { appliedNames, nextAction: 'NONE', next: listReceipts(siteId, databaseId) };
   });
 }

@@ -1,4 +1,4 @@
-// The site databases' part of a start. On unshared metadata (SQLite) a server is alone: every site
+// The site databases as a start composes them (part.ts opens them). On unshared metadata (SQLite) a server is alone: every site
 // database is in its data dir and its own provider serves them. On shared metadata (PostgreSQL) each
 // database is placed on a node: calls go where it is (over the internal channel when that is another
 // node), and a node that takes part in the channel (BERTH_CLUSTER_ADDRESS) answers other nodes' calls,
@@ -15,7 +15,7 @@ import type { Metrics } from '../metrics.ts';
 import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
-import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './data-dir.ts';
+import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './settle-folders.ts';
 import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
 import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel.ts';
 import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';

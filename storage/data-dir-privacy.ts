@@ -10,7 +10,7 @@ const PRIVATE_UMASK = 0o077;
 const GROUP_OTHER_BITS = 0o077;
 
 /** Makes everything this process and its children create private, then creates the data dir. */
-export function useDataDir(dataDir: string): void {
+export function usePrivateDataDir(dataDir: string): void {
   process.umask(PRIVATE_UMASK);
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
 }
@@ -43,7 +43,7 @@ export async function tightenDataDir(dataDir: string): Promise<number> {
 }
 
 /** What `berth serve` does when it opens the data dir; returns how many entries were tightened. */
-export async function openDataDir(dataDir: string): Promise<number> {
-  useDataDir(dataDir);
+export async function openPrivateDataDir(dataDir: string): Promise<number> {
+  usePrivateDataDir(dataDir);
   return tightenDataDir(dataDir);
 }

@@ -1,4 +1,4 @@
-// Generated files of deployed function versions, under <runtime dir>/functions/<functionId>/<versionId>/,
+// The generated files of function versions, under <runtime dir>/functions/<functionId>/<versionId>/,
 // and the entry programs workers run. An entry reaches Deno on stdin, so no host path or channel
 // detail is in the worker's arguments; it opens the channel before the function's module is even
 // evaluated, and the function's top level then runs inside the hardened, log-capturing environment.
@@ -9,7 +9,7 @@ import type { ChannelParams } from './protocol.ts';
 
 const SHIM_URL = pathToFileURL(path.resolve(import.meta.dirname, '../deno-shim/shim.ts')).href;
 
-export interface DeploymentFiles {
+export interface VersionFiles {
   /** The function's module. */
   modulePath: string;
 }
@@ -24,12 +24,12 @@ function writeAtomically(file: string, text: string): void {
 }
 
 /** Writes (or rewrites) a version's source; the runtime dir is disposable. */
-export function writeDeployment(
+export function writeVersionFiles(
   runtimeDir: string,
   functionId: string,
   versionId: string,
   source: string,
-): DeploymentFiles {
+): VersionFiles {
   const dir = versionDir(runtimeDir, functionId, versionId);
   fs.mkdirSync(dir, { recursive: true });
   const modulePath = path.join(dir, 'function.ts');
@@ -37,13 +37,14 @@ export function writeDeployment(
   return { modulePath };
 }
 
-export function deploymentExists(runtimeDir: string, functionId: string, versionId: string): string | null {
+/** The module of a version whose files are written, or null. */
+export function writtenModule(runtimeDir: string, functionId: string, versionId: string): string | null {
   const modulePath = path.join(versionDir(runtimeDir, functionId, versionId), 'function.ts');
   return fs.existsSync(modulePath) ? modulePath : null;
 }
 
 /** The versions of a function with generated files, all of them or all but `keepVersionId`. */
-export function deployedVersions(runtimeDir: string, functionId: string, keepVersionId?: string): string[] {
+export function writtenVersions(runtimeDir: string, functionId: string, keepVersionId?: string): string[] {
   const dir = path.join(runtimeDir, 'functions', functionId);
   if (!fs.existsSync(dir)) return [];
   return fs.readdirSync(dir).filter((version) => version !== keepVersionId);
@@ -56,7 +57,7 @@ export function removeVersions(runtimeDir: string, functionId: string, versions:
 }
 
 /** Removes the generated files of every function whose id `matches`. */
-export function removeDeploymentsWhere(runtimeDir: string, matches: (functionId: string) => boolean): void {
+export function removeFunctionFilesWhere(runtimeDir: string, matches: (functionId: string) => boolean): void {
   const dir = path.join(runtimeDir, 'functions');
   if (!fs.existsSync(dir)) return;
   for (const functionId of fs.readdirSync(dir)) {
