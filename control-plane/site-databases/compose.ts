@@ -1,8 +1,9 @@
-// The site databases as a start composes them (part.ts opens them). On unshared metadata (SQLite) a server is alone: every site
-// database is in its data dir and its own provider serves them. On shared metadata (PostgreSQL) each
-// database is placed on a node: calls go where it is (over the internal channel when that is another
-// node), and a node that takes part in the channel (BERTH_CLUSTER_ADDRESS) answers other nodes' calls,
-// moves or recovers databases when asked. Every node replicates the databases it holds (replication/).
+// The site databases as a start composes them (part.ts opens them). On unshared metadata (SQLite) a
+// server is alone: every site database is in its data dir and its own provider serves them. On shared
+// metadata (PostgreSQL) each database is placed on a node: calls go where it is (over the internal
+// channel when that is another node), and a node that takes part in the channel
+// (BERTH_CLUSTER_ADDRESS) answers other nodes' calls, moves or recovers databases when asked. Every
+// node replicates the databases it holds (replication/).
 import type http from 'node:http';
 import type https from 'node:https';
 import path from 'node:path';
