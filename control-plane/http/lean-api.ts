@@ -11,9 +11,16 @@ import type { Deps } from '../deps.ts';
 import { sendFailure } from './bare-response.ts';
 import { type CredentialSource, credentialFor, headerOf, presentedKey } from './middleware/auth.ts';
 import { elapsedMs, finishRequest } from './middleware/request-context.ts';
-import { type NextCommand, nextCommands } from './next-command.ts';
 import { clientAddress } from './proxy.ts';
-import { type OperationRoute, answerOperation, inputSource, isOperationRoute, pathParameters } from './route.ts';
+import {
+  type NextCommand,
+  type OperationRoute,
+  answerOperation,
+  inputSource,
+  isOperationRoute,
+  nextCommands,
+  pathParameters,
+} from './route.ts';
 import { apiRoutes } from './routes/index.ts';
 import { urlPath } from './site-paths.ts';
 

@@ -40,7 +40,7 @@ interface Described {
   responses: Record<number, RouteResponse>;
 }
 
-/** An output's next step as REST answers it: `nextCommand`, a string (see next-command.ts). */
+/** An output's next step as REST answers it: `nextCommand`, a string (see route.ts's `nextCommands`). */
 function renderedNext(schema: Json): Json {
   const object = schema as ObjectSchema;
   if (!object.properties?.next) return schema;
