@@ -6,7 +6,6 @@
 // and 730 day rows), and at each resolution every count is in exactly one row.
 import type { Knex } from 'knex';
 import { forUpdate } from '../db/locks.ts';
-import type { Db } from '../db/metadata.ts';
 import { decodeHistogram, encodeHistogram } from './histogram.ts';
 import { MAX_PATH_CHARS, STORED_TOP, type Tally, addTally, newTally, top } from './tally.ts';
 
@@ -142,7 +141,7 @@ async function addToHour(trx: Knex.Transaction, hour: PeriodTally): Promise<void
 }
 
 /** Writes tallies, all or none; minute ones are added to their hours' rows in the same transaction. */
-export async function writeTallies(db: Db, tallies: PeriodTally[]): Promise<void> {
+export async function writeTallies(db: Knex, tallies: PeriodTally[]): Promise<void> {
   const rows = tallies.map(toRow);
   await db.transaction(async (trx) => {
     for (let i = 0; i < rows.length; i += INSERT_BATCH)
@@ -159,7 +158,7 @@ export async function writeTallies(db: Db, tallies: PeriodTally[]): Promise<void
  * and hour, plus the edges' minutes.
  */
 export async function readTallies(
-  db: Db,
+  db: Knex,
   siteIds: string[],
   from: number,
   to: number,
@@ -194,7 +193,7 @@ export async function readTallies(
 }
 
 /** Adds every minute row there is to its hour's row: what a store whose hours hold their minutes begins with. */
-export async function addMinutesToHours(db: Db): Promise<void> {
+export async function addMinutesToHours(db: Knex): Promise<void> {
   await db.transaction(async (trx) => {
     let after = 0;
     const hours = new Map<string, PeriodTally>();
@@ -223,7 +222,7 @@ export async function addMinutesToHours(db: Db): Promise<void> {
  * batches, one transaction each. Two nodes folding at once cannot count a row twice: a transaction
  * that deletes fewer rows than it read (another took them) is rolled back. Returns the rows folded.
  */
-async function foldInto(db: Db, period: number, into: number, before: number): Promise<number> {
+async function foldInto(db: Knex, period: number, into: number, before: number): Promise<number> {
   let folded = 0;
   for (;;) {
     const done = await db.transaction(async (trx) => {
@@ -271,7 +270,7 @@ async function deleteExactly(trx: Knex.Transaction, ids: number[]): Promise<void
 }
 
 /** Folds what has aged at `nowSeconds`; returns the rows folded or removed. */
-export async function foldAged(db: Db, nowSeconds: number): Promise<number> {
+export async function foldAged(db: Knex, nowSeconds: number): Promise<number> {
   try {
     // Aged minutes are removed only: their hours' rows hold them already.
     let changed = await db('site_analytics')
@@ -291,7 +290,7 @@ export async function foldAged(db: Db, nowSeconds: number): Promise<number> {
 }
 
 /** `foldAged` at most once a minute of `now`'s clock, for a node to run after each of its writes. */
-export function foldingEveryMinute(db: Db, now: () => Date): () => Promise<void> {
+export function foldingEveryMinute(db: Knex, now: () => Date): () => Promise<void> {
   let last = Number.NEGATIVE_INFINITY;
   return async () => {
     const seconds = Math.floor(now().getTime() / 1000);

@@ -93,6 +93,32 @@ test('each part imports only the parts of the rows below its own', (t) => {
   t.true(upward.size <= 1, 'at most one import runs up');
 });
 
+test('no source files import each other, however far round', (t) => {
+  const next = new Map<string, string[]>();
+  for (const { file, target } of imports) {
+    if (!target) continue;
+    next.set(file, [...(next.get(file) ?? []), target]);
+  }
+  // Depth-first: a file met again while it is still on the path closes a loop.
+  const loops: string[] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (file: string) => {
+    if (done.has(file)) return;
+    const at = path.indexOf(file);
+    if (at >= 0) {
+      loops.push([...path.slice(at), file].join(' -> '));
+      return;
+    }
+    path.push(file);
+    for (const to of next.get(file) ?? []) visit(to);
+    path.pop();
+    done.add(file);
+  };
+  for (const file of next.keys()) visit(file);
+  t.deepEqual(loops, [], 'a loop of imports: move what both need below both');
+});
+
 test('only control-plane/db/ knows the metadata dialects', (t) => {
   const outside = imports.filter(
     ({ file, spec, target }) =>
