@@ -15,7 +15,8 @@ import { masterKeyFileOf } from '../config.ts';
 import { BerthError } from '../errors.ts';
 import { readChannelTls } from '../site-databases/cluster/channel-tls.ts';
 import { channelKey } from '../site-databases/cluster/channel-auth.ts';
-import { ChannelClient, type MoveReport, type RecoveryReport } from '../site-databases/cluster/channel.ts';
+import { ChannelClient } from '../site-databases/cluster/channel-client.ts';
+import type { MoveReport, RecoveryReport } from '../site-databases/cluster/channel-protocol.ts';
 import { StatementError } from '../site-databases/provider.ts';
 import { loadMasterKey } from '../../storage/master-key.ts';
 import { formatBytes } from '../format-bytes.ts';
@@ -98,13 +99,7 @@ export async function drainNode(
           `no other database node is up to take the databases of ${id}; ${moves.length} moved so far`,
         );
       try {
-        const report = (await client.call(
-          node.address,
-          siteId,
-          'move',
-          { to: target.id },
-          MOVE_TIMEOUT_MS,
-        )) as MoveReport;
+        const report = await client.call(node.address, siteId, 'move', { to: target.id }, MOVE_TIMEOUT_MS);
         moves.push(report);
         if (!json) process.stdout.write(`${line(report)}\n`);
       } catch (err) {
@@ -176,13 +171,7 @@ export async function recoverDatabase(
   const client = channelClient(config);
   let report: RecoveryReport;
   try {
-    report = (await client.call(
-      target.address,
-      siteId,
-      'recover',
-      { from: row.node_id },
-      MOVE_TIMEOUT_MS,
-    )) as RecoveryReport;
+    report = await client.call(target.address, siteId, 'recover', { from: row.node_id }, MOVE_TIMEOUT_MS);
   } catch (err) {
     if (err instanceof StatementError)
       throw new BerthError('database_unavailable', `the database was not recovered: ${err.message}`);

@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import pino from 'pino';
 import type { Knex } from 'knex';
 import { PlacedSiteDatabases } from '../../control-plane/site-databases/cluster/placed-provider.ts';
-import type { CallServer } from '../../control-plane/site-databases/cluster/channel.ts';
+import type { CallServer } from '../../control-plane/site-databases/cluster/channel-server.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
 import { LEDGER_TABLE } from '../../control-plane/site-databases/protocol.ts';
 import {

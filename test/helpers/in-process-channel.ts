@@ -7,11 +7,19 @@ import fsp from 'node:fs/promises';
 import {
   type CallAnswer,
   type CallServer,
-  type DatabaseChannel,
-  type Op,
   answerCall,
+} from '../../control-plane/site-databases/cluster/channel-server.ts';
+import {
+  type DatabaseChannel,
   outcomeOf,
-} from '../../control-plane/site-databases/cluster/channel.ts';
+  answerValue,
+} from '../../control-plane/site-databases/cluster/channel-client.ts';
+import {
+  DUMP,
+  type Op,
+  type OpAnswer,
+  type OpRequest,
+} from '../../control-plane/site-databases/cluster/channel-protocol.ts';
 import { StatementError } from '../../control-plane/site-databases/provider.ts';
 
 /** What travels back: the answer as bytes of JSON, as the HTTP body carries it. */
@@ -37,9 +45,9 @@ export class InProcessChannel implements DatabaseChannel {
     return node;
   }
 
-  async call(address: string, siteId: string, op: Exclude<Op, 'dump'>, input: object): Promise<unknown> {
+  async call<O extends Op>(address: string, siteId: string, op: O, request: OpRequest<O>): Promise<OpAnswer<O>> {
     const node = this.#node(address);
-    const body = Buffer.from(JSON.stringify(input));
+    const body = Buffer.from(JSON.stringify(request));
     const answer = await answerCall(node, siteId, op, body, this.caller, () => {
       throw new Error(`${op} is not a dump`);
     });
@@ -49,11 +57,11 @@ export class InProcessChannel implements DatabaseChannel {
   async dump(address: string, siteId: string, file: string): Promise<number> {
     const node = this.#node(address);
     let sent: number | undefined;
-    const answer = await answerCall(node, siteId, 'dump', Buffer.from('{}'), this.caller, async (dumped, bytes) => {
+    const answer = await answerCall(node, siteId, DUMP, Buffer.from('{}'), this.caller, async (dumped, bytes) => {
       await fsp.copyFile(dumped, file);
       sent = bytes;
     });
-    if (answer) outcomeOf('dump', overTheWire(answer));
+    if (answer) answerValue(overTheWire(answer));
     if (sent === undefined) throw new Error('the dump was neither sent nor refused');
     return sent;
   }

@@ -3,7 +3,13 @@
 import fs from 'node:fs';
 import type { Config } from '../../config.ts';
 import { StartupError } from '../../startup-error.ts';
-import type { ChannelTls } from './channel.ts';
+
+/** This node's certificate and key, and the CA that signed every node's (PEM). */
+export interface ChannelTls {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer;
+}
 
 /** The channel's TLS files, read once at start; one that cannot be read stops the start. */
 export function readChannelTls(files: Config['clusterTls']): ChannelTls | null {

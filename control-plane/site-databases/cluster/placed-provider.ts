@@ -16,7 +16,7 @@ import {
   type StatementResult,
   StatementError,
 } from '../provider.ts';
-import { type DatabaseChannel, MovedError } from './channel.ts';
+import { type DatabaseChannel, MovedError } from './channel-client.ts';
 
 /** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
 const LONG_CALL_MS = 10 * 60_000;
@@ -132,7 +132,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.create(siteId),
-      async (c, a) => void (await c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs)),
+      (c, a) => c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs),
     );
   }
 
@@ -147,7 +147,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
           'run',
           { statement, access, readsOnly: options.readsOnly === true },
           this.#options.statementTimeoutMs,
-        ) as Promise<StatementResult>,
+        ),
     );
   }
 
@@ -155,10 +155,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.batch(siteId, statements, access),
-      (c, a) =>
-        c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs) as Promise<
-          StatementResult[]
-        >,
+      (c, a) => c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs),
     );
   }
 
@@ -166,7 +163,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.migrate(siteId, sql, receipt),
-      async (c, a) => void (await c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS)),
+      (c, a) => c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS),
     );
   }
 
@@ -182,7 +179,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.compact(siteId),
-      (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS) as Promise<Compaction>,
+      (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS),
     );
   }
 
@@ -190,7 +187,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.restorePoints(siteId),
-      (c, a) => c.call(a, siteId, 'restorePoints', {}, LONG_CALL_MS) as Promise<RestorePoints>,
+      (c, a) => c.call(a, siteId, 'restorePoints', {}, LONG_CALL_MS),
     );
   }
 
@@ -198,7 +195,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.restore(siteId, at),
-      (c, a) => c.call(a, siteId, 'restore', { at: at.toISOString() }, LONG_CALL_MS) as Promise<Restore>,
+      (c, a) => c.call(a, siteId, 'restore', { at: at.toISOString() }, LONG_CALL_MS),
     );
   }
 
@@ -206,7 +203,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.size(siteId),
-      (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs) as Promise<number>,
+      (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs),
     );
   }
 
