@@ -28,7 +28,7 @@ import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { NodeHeartbeat, defaultNodeId } from './cluster/nodes.ts';
-import { readChannelTls } from './site-databases/cluster/channel-tls.ts';
+import { readChannelTls } from './site-databases/cluster/peer-tls.ts';
 import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
 import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
 import { openBlobStore, sweepUnreferencedBlobs } from './blob-stores.ts';

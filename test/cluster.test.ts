@@ -17,7 +17,7 @@ import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
 import { freePort } from './helpers/ports.ts';
 import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
-import { channelKey, signRequest } from '../control-plane/site-databases/cluster/channel-auth.ts';
+import { channelKey, signRequest } from '../control-plane/site-databases/cluster/peer-auth.ts';
 
 const cluster = onPostgres ? test.serial : test.skip;
 

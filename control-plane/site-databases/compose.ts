@@ -16,10 +16,10 @@ import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
 import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './data-dir.ts';
-import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
-import type { ChannelTls } from './cluster/channel-tls.ts';
-import { ChannelClient } from './cluster/channel-client.ts';
-import { channelServer } from './cluster/channel-server.ts';
+import { channelKey, RequestVerifier } from './cluster/peer-auth.ts';
+import type { ChannelTls } from './cluster/peer-tls.ts';
+import { ChannelClient } from './cluster/peer-client.ts';
+import { channelServer } from './cluster/peer-server.ts';
 import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.ts';
@@ -35,7 +35,7 @@ export interface SiteDatabaseParts {
   runtimeDir: string;
   masterKey: Buffer;
   nodeId: string;
-  /** The internal channel's TLS files, read at the start (cluster/channel-tls.ts). */
+  /** The internal channel's TLS files, read at the start (cluster/peer-tls.ts). */
   tls: ChannelTls | null;
   metrics: Metrics;
   log: Logger;

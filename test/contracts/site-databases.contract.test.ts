@@ -2,7 +2,7 @@
 // by both of its implementations: `local`, the databases in this node's data dir, each served by a Deno
 // process of its own; and `placed`, a node's PlacedSiteDatabases calling for a database the metadata
 // places on another node. That node is reached through the internal channel without its network hop
-// (helpers/in-process-channel.ts): its placement check, its provider and the JSON both ways are real.
+// (helpers/in-process-peers.ts): its placement check, its provider and the JSON both ways are real.
 // The tests run one at a time and each uses one database, so few Deno processes run at once.
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import pino from 'pino';
 import type { Knex } from 'knex';
 import { PlacedSiteDatabases } from '../../control-plane/site-databases/cluster/placed-provider.ts';
-import type { CallServer } from '../../control-plane/site-databases/cluster/channel-server.ts';
+import type { CallServer } from '../../control-plane/site-databases/cluster/peer-server.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
 import { LEDGER_TABLE } from '../../control-plane/site-databases/protocol.ts';
 import {
@@ -24,7 +24,7 @@ import {
 } from '../../control-plane/site-databases/provider.ts';
 import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
 import { eachMetadataBackend } from '../helpers/each-adapter.ts';
-import { InProcessChannel } from '../helpers/in-process-channel.ts';
+import { InProcessChannel } from '../helpers/in-process-peers.ts';
 import { seedDatabase, seedNode, seedSite } from '../helpers/metadata-rows.ts';
 
 const STATEMENT_TIMEOUT_MS = 3_000;

@@ -23,8 +23,8 @@ import { lockRows } from '../../db/locks.ts';
 import { leftByThisNode } from '../../db/node-work.ts';
 import { LAPSE_MS, listNodes } from '../../cluster/nodes.ts';
 import { databaseNow, timeSql } from '../../db/clock.ts';
-import type { ChannelClient } from './channel-client.ts';
-import type { MoveReport, RecoveryReport } from './channel-protocol.ts';
+import type { ChannelClient } from './peer-client.ts';
+import type { MoveReport, RecoveryReport } from './peer-protocol.ts';
 
 /** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
 const LEASE_MS = 30 * 60_000;

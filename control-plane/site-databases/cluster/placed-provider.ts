@@ -16,7 +16,7 @@ import {
   type StatementResult,
   StatementError,
 } from '../provider.ts';
-import { type DatabaseChannel, MovedError } from './channel-client.ts';
+import { type DatabaseChannel, MovedError } from './peer-client.ts';
 
 /** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
 const LONG_CALL_MS = 10 * 60_000;

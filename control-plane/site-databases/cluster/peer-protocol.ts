@@ -1,12 +1,12 @@
 // The internal channel's operations, as both sides speak them: a node that does not hold a site's
 // database sends the provider call (../provider.ts) to the node that does, which runs it on its own
 // provider with the same limits and confinement as a local call and answers the same outcome. One
-// signed POST per call (channel-auth.ts) to `/v1/site-databases/<site>/<operation>`, its request JSON,
+// signed POST per call (peer-auth.ts) to `/v1/site-databases/<site>/<operation>`, its request JSON,
 // its answer JSON: `{ok: true, value}` or `{ok: false, reason, message}`. Moving a database (move.ts)
 // uses three more: `move` asks the holding node to move it, `receive` carries the file to the new
 // node, `recover` has a node take a lost node's database from its replica; `remove` also removes a copy
-// that did not become the database. The caller (channel-client.ts) and the node called
-// (channel-server.ts) both type each operation through CALLS, so that they cannot drift apart.
+// that did not become the database. The caller (peer-client.ts) and the node called
+// (peer-server.ts) both type each operation through CALLS, so that they cannot drift apart.
 import { z } from 'zod';
 import type { Census, Compaction, Restore, RestorePoints, StatementError, StatementResult } from '../provider.ts';
 

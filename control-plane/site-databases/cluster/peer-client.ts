@@ -1,5 +1,5 @@
-// The internal channel's calling side: sends an operation (channel-protocol.ts) to the node that holds
-// a site's database, signed (channel-auth.ts), over TLS both ways when the cluster has certificates,
+// The internal channel's calling side: sends an operation (peer-protocol.ts) to the node that holds
+// a site's database, signed (peer-auth.ts), over TLS both ways when the cluster has certificates,
 // and reads its answer back as the operation's answer type, or its failure as a StatementError. Every
 // failure to get an answer is the database being unavailable.
 import fs from 'node:fs';
@@ -21,9 +21,9 @@ import {
   RECEIVE,
   RECEIVE_ANSWER,
   REASONS,
-} from './channel-protocol.ts';
-import { signDigest, signRequest } from './channel-auth.ts';
-import type { ChannelTls } from './channel-tls.ts';
+} from './peer-protocol.ts';
+import { signDigest, signRequest } from './peer-auth.ts';
+import type { ChannelTls } from './peer-tls.ts';
 
 /** Largest answer: a database process's largest frame, its bytes as base64 in JSON, and room to spare. */
 const MAX_ANSWER_BYTES = 2 * MAX_DB_FRAME_BYTES;

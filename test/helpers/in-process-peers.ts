@@ -8,18 +8,18 @@ import {
   type CallAnswer,
   type CallServer,
   answerCall,
-} from '../../control-plane/site-databases/cluster/channel-server.ts';
+} from '../../control-plane/site-databases/cluster/peer-server.ts';
 import {
   type DatabaseChannel,
   outcomeOf,
   answerValue,
-} from '../../control-plane/site-databases/cluster/channel-client.ts';
+} from '../../control-plane/site-databases/cluster/peer-client.ts';
 import {
   DUMP,
   type Op,
   type OpAnswer,
   type OpRequest,
-} from '../../control-plane/site-databases/cluster/channel-protocol.ts';
+} from '../../control-plane/site-databases/cluster/peer-protocol.ts';
 import { StatementError } from '../../control-plane/site-databases/provider.ts';
 
 /** What travels back: the answer as bytes of JSON, as the HTTP body carries it. */

@@ -1,5 +1,5 @@
-// The internal channel's answering side: the listener other nodes call (channel-protocol.ts for the
-// operations), which checks each call's signature (channel-auth.ts), answers only for the databases
+// The internal channel's answering side: the listener other nodes call (peer-protocol.ts for the
+// operations), which checks each call's signature (peer-auth.ts), answers only for the databases
 // the metadata places here, and runs each on this node's own provider. A dump is streamed back as SQL
 // text; a database file moving here is taken, checked and put in place.
 import fs from 'node:fs';
@@ -26,9 +26,9 @@ import {
   type Outcome,
   RECEIVE,
   type RecoveryReport,
-} from './channel-protocol.ts';
-import { ChannelAuthError, type RequestVerifier } from './channel-auth.ts';
-import type { ChannelTls } from './channel-tls.ts';
+} from './peer-protocol.ts';
+import { ChannelAuthError, type RequestVerifier } from './peer-auth.ts';
+import type { ChannelTls } from './peer-tls.ts';
 
 /** Largest request body: a migration's SQL or a batch of statements with their parameters. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
