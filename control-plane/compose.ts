@@ -28,7 +28,7 @@ import { releaseLeftoverLeases } from './services/migrations.ts';
 import { signInLimits } from './services/sessions.ts';
 import { cliLoginLimit } from './services/cli-logins.ts';
 import { NodeHeartbeat, defaultNodeId } from './cluster/nodes.ts';
-import { readChannelTls } from './site-databases/cluster/peer-tls.ts';
+import { readPeerTls } from './site-databases/cluster/peer-tls.ts';
 import { composeSiteDatabases, replicationDirOf } from './site-databases/compose.ts';
 import { replicatorConfigFile } from './site-databases/replication/replicator.ts';
 import { openBlobStore, sweepUnreferencedBlobs } from './blob-stores.ts';
@@ -109,7 +109,7 @@ async function composeParts(
   const swept = sweepTempFiles(config.dataDir);
   if (swept > 0) log.warn({ files: swept }, 'removed the temp files a previous server left');
   // Files the start needs, read while nothing is open yet.
-  const channelTls = readChannelTls(config.clusterTls);
+  const peerTls = readPeerTls(config.clusterTls);
   const nodeId = config.nodeId || defaultNodeId(config.dataDir);
   const masterKey = loadMasterKey(masterKeyFileOf(config));
 
@@ -139,7 +139,7 @@ async function composeParts(
   const analytics = composeAnalytics(config, { db, now, testClock: options.now !== undefined, log }, stack);
   const siteDatabases = composeSiteDatabases(
     config,
-    { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: channelTls, metrics, log },
+    { metadata, denoPath, runtimeDir, masterKey, nodeId, tls: peerTls, metrics, log },
     stack,
   );
   const egress = await EgressProxy.start({

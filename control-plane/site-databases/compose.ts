@@ -1,7 +1,7 @@
 // The site databases' part of a start. On unshared metadata (SQLite) a server is alone: every site
 // database is in its data dir and its own provider serves them. On shared metadata (PostgreSQL) each
-// database is placed on a node: calls go where it is (over the internal channel when that is another
-// node), and a node that takes part in the channel (BERTH_CLUSTER_ADDRESS) answers other nodes' calls,
+// database is placed on a node: calls go where it is (a peer call when that is another node), and a
+// node with a cluster listener (BERTH_CLUSTER_ADDRESS) answers other nodes' peer calls,
 // moves or recovers databases when asked. Every node replicates the databases it holds (replication/).
 import type http from 'node:http';
 import type https from 'node:https';
@@ -16,10 +16,10 @@ import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
 import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './data-dir.ts';
-import { channelKey, RequestVerifier } from './cluster/peer-auth.ts';
-import type { ChannelTls } from './cluster/peer-tls.ts';
-import { ChannelClient } from './cluster/peer-client.ts';
-import { channelServer } from './cluster/peer-server.ts';
+import { peerKey, RequestVerifier } from './cluster/peer-auth.ts';
+import type { PeerTls } from './cluster/peer-tls.ts';
+import { PeerClient } from './cluster/peer-client.ts';
+import { peerServer } from './cluster/peer-server.ts';
 import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.ts';
@@ -31,12 +31,12 @@ import { recordReplicaBytes } from '../services/storage-quota.ts';
 export interface SiteDatabaseParts {
   metadata: Metadata;
   denoPath: string;
-  /** The runtime's folder: Deno's module cache and the channel's temp files live in it. */
+  /** The runtime's folder: Deno's module cache and the dumps peer calls send live in it. */
   runtimeDir: string;
   masterKey: Buffer;
   nodeId: string;
-  /** The internal channel's TLS files, read at the start (cluster/peer-tls.ts). */
-  tls: ChannelTls | null;
+  /** The TLS files of peer calls, read at the start (cluster/peer-tls.ts). */
+  tls: PeerTls | null;
   metrics: Metrics;
   log: Logger;
 }
@@ -77,7 +77,7 @@ export interface ComposedSiteDatabases {
   placed: PlacedSiteDatabases | null;
   /**
    * Settles this node's data dir against the metadata and, on shared metadata, starts the node's part
-   * in the cluster. Returns the channel's listener, not yet listening, when this node takes part in it.
+   * in the cluster. Returns the cluster listener, not yet listening, when this node takes part in it.
    */
   start(deps: Deps): Promise<http.Server | https.Server | null>;
   /** A beat this node sent at `sentAt` (`performance.now()`) was written (fencing counts from the sending). */
@@ -141,13 +141,13 @@ export function composeSiteDatabases(
       stampsHeartbeat: () => true,
     };
   }
-  const client = config.clusterAddress ? new ChannelClient(channelKey(parts.masterKey), parts.nodeId, parts.tls) : null;
-  if (client) metrics.read({ channelCalls: () => client.calls });
+  const client = config.clusterAddress ? new PeerClient(peerKey(parts.masterKey), parts.nodeId, parts.tls) : null;
+  if (client) metrics.read({ peerCalls: () => client.calls });
   const placed = new PlacedSiteDatabases({
     db: metadata.db,
     nodeId: parts.nodeId,
     local,
-    channel: client,
+    peers: client,
     statementTimeoutMs: config.databaseTimeoutMs,
   });
   stack.defer('the site databases', () => placed.close());
@@ -196,7 +196,7 @@ export function composeSiteDatabases(
         db,
         nodeId,
         local,
-        channel: client,
+        peers: client,
         changes: deps.changes,
         log,
       });
@@ -206,8 +206,8 @@ export function composeSiteDatabases(
         stack.defer('the failover', () => failover.stop());
         metrics.read({ databasesTakenOver: () => failover.recovered });
       }
-      return channelServer({
-        verifier: new RequestVerifier(channelKey(parts.masterKey)),
+      return peerServer({
+        verifier: new RequestVerifier(peerKey(parts.masterKey)),
         provider: local,
         whereIs: (siteId) => placed.whereIsForCaller(siteId),
         moveOut: (siteId, to) => mover.moveOut(siteId, to),

@@ -1,24 +1,20 @@
-// The internal channel without its network hop: a DatabaseChannel that hands each call, as the JSON
+// Peer calls without their network hop: a Peers that hands each call, as the JSON
 // body a node would send, to the holding node's own answerCall (its placement check, its provider, its
-// error mapping) and reads the JSON answer back with outcomeOf, as ChannelClient does with what comes
+// error mapping) and reads the JSON answer back with outcomeOf, as PeerClient does with what comes
 // over HTTP. The holding node's databases are real, in a second SiteDatabases of the same process.
-// Signatures and TLS are the channel's own tests' business (test/cluster.test.ts).
+// Signatures and TLS are the business of the cluster's own tests (test/cluster.test.ts).
 import fsp from 'node:fs/promises';
 import {
   type CallAnswer,
   type CallServer,
   answerCall,
 } from '../../control-plane/site-databases/cluster/peer-server.ts';
-import {
-  type DatabaseChannel,
-  outcomeOf,
-  answerValue,
-} from '../../control-plane/site-databases/cluster/peer-client.ts';
+import { type Peers, outcomeOf, answerValue } from '../../control-plane/site-databases/cluster/peer-client.ts';
 import {
   DUMP,
-  type Op,
-  type OpAnswer,
-  type OpRequest,
+  type PeerOp,
+  type PeerAnswer,
+  type PeerRequest,
 } from '../../control-plane/site-databases/cluster/peer-protocol.ts';
 import { StatementError } from '../../control-plane/site-databases/provider.ts';
 
@@ -28,7 +24,7 @@ const overTheWire = (answer: CallAnswer) => ({
   body: Buffer.from(JSON.stringify(answer.body)),
 });
 
-export class InProcessChannel implements DatabaseChannel {
+export class InProcessPeers implements Peers {
   readonly #nodes = new Map<string, CallServer>();
 
   constructor(readonly caller: string) {}
@@ -40,12 +36,17 @@ export class InProcessChannel implements DatabaseChannel {
 
   #node(address: string): CallServer {
     const node = this.#nodes.get(address);
-    // What ChannelClient says of a node that refuses the connection.
+    // What PeerClient says of a node that refuses the connection.
     if (!node) throw new StatementError('unavailable', 'the node that holds the site\u2019s database is not answering');
     return node;
   }
 
-  async call<O extends Op>(address: string, siteId: string, op: O, request: OpRequest<O>): Promise<OpAnswer<O>> {
+  async call<O extends PeerOp>(
+    address: string,
+    siteId: string,
+    op: O,
+    request: PeerRequest<O>,
+  ): Promise<PeerAnswer<O>> {
     const node = this.#node(address);
     const body = Buffer.from(JSON.stringify(request));
     const answer = await answerCall(node, siteId, op, body, this.caller, () => {

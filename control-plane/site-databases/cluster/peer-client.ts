@@ -1,4 +1,4 @@
-// The internal channel's calling side: sends an operation (peer-protocol.ts) to the node that holds
+// Peer calls, the calling side: sends an operation (peer-protocol.ts) to the node that holds
 // a site's database, signed (peer-auth.ts), over TLS both ways when the cluster has certificates,
 // and reads its answer back as the operation's answer type, or its failure as a StatementError. Every
 // failure to get an answer is the database being unavailable.
@@ -12,18 +12,18 @@ import { type Census, StatementError } from '../provider.ts';
 import { BlobTooLargeError, readWhole } from '../../../storage/blob-store.ts';
 import { MAX_DB_FRAME_BYTES } from '../protocol.ts';
 import {
-  CALLS,
+  PEER_CALLS,
   callPath,
   DUMP,
-  type Op,
-  type OpAnswer,
-  type OpRequest,
+  type PeerOp,
+  type PeerAnswer,
+  type PeerRequest,
   RECEIVE,
   RECEIVE_ANSWER,
   REASONS,
 } from './peer-protocol.ts';
 import { signDigest, signRequest } from './peer-auth.ts';
-import type { ChannelTls } from './peer-tls.ts';
+import type { PeerTls } from './peer-tls.ts';
 
 /** Largest answer: a database process's largest frame, its bytes as base64 in JSON, and room to spare. */
 const MAX_ANSWER_BYTES = 2 * MAX_DB_FRAME_BYTES;
@@ -33,32 +33,32 @@ const CONNECT_TIMEOUT_MS = 3_000;
 const TRIP_MARGIN_MS = 5_000;
 
 /**
- * What a node asks of the node that holds a site's database: ChannelClient over HTTP, or, in tests, a
+ * What a node asks of the node that holds a site's database: PeerClient over HTTP, or, in tests, a
  * stand-in for the network hop that hands calls to answerCall and answers to outcomeOf.
  */
-export interface DatabaseChannel {
+export interface Peers {
   /** Runs `op` on the node at `address`; answers its value or throws its failure (outcomeOf). */
-  call<O extends Op>(
+  call<O extends PeerOp>(
     address: string,
     siteId: string,
     op: O,
-    request: OpRequest<O>,
+    request: PeerRequest<O>,
     timeoutMs: number,
-  ): Promise<OpAnswer<O>>;
+  ): Promise<PeerAnswer<O>>;
   /** Writes the site database's dump, as the holding node makes it, to `file`; returns its size. */
   dump(address: string, siteId: string, file: string, timeoutMs: number): Promise<number>;
   close(): void;
 }
 
-/** Calls another node's channel; every failure to get an answer is the database being unavailable. */
-export class ChannelClient implements DatabaseChannel {
+/** Calls another node's cluster listener; every failure to get an answer is the database being unavailable. */
+export class PeerClient implements Peers {
   readonly #key: Buffer;
   readonly #nodeId: string;
   readonly #agent: http.Agent;
   readonly #tls: boolean;
   #calls = 0;
 
-  constructor(key: Buffer, nodeId: string, tls: ChannelTls | null) {
+  constructor(key: Buffer, nodeId: string, tls: PeerTls | null) {
     this.#key = key;
     this.#nodeId = nodeId;
     this.#tls = tls !== null;
@@ -71,13 +71,13 @@ export class ChannelClient implements DatabaseChannel {
    * Runs `op` on the node at `address`. A call is sent once: it is retried only when the connection
    * was refused, when nothing was sent and nothing can have been applied.
    */
-  async call<O extends Op>(
+  async call<O extends PeerOp>(
     address: string,
     siteId: string,
     op: O,
-    request: OpRequest<O>,
+    request: PeerRequest<O>,
     timeoutMs: number,
-  ): Promise<OpAnswer<O>> {
+  ): Promise<PeerAnswer<O>> {
     const body = Buffer.from(JSON.stringify(request));
     let response: { status: number; body: Buffer };
     try {
@@ -175,11 +175,11 @@ export class ChannelClient implements DatabaseChannel {
     const json = Buffer.isBuffer(body);
     this.#calls++;
     return new Promise<void>((resolve, reject) => {
-      // Every node of a cluster speaks TLS on its channel, or none does.
+      // Every node of a cluster uses TLS for its peer calls, or none does.
       if ((url.protocol === 'https:') !== this.#tls)
         throw Object.assign(
           new Error(
-            `this node's channel ${this.#tls ? 'uses' : 'does not use'} TLS, and ${address} ${this.#tls ? 'does not' : 'does'}`,
+            `this node ${this.#tls ? 'uses' : 'does not use'} TLS for peer calls, and ${address} ${this.#tls ? 'does not' : 'does'}`,
           ),
           { code: 'ETLSMISMATCH' },
         );
@@ -266,8 +266,8 @@ function unreachable(err: unknown): StatementError {
 export class MovedError extends Error {}
 
 /** A call's answer from the holding node, as `op` answers (its rows' bytes restored); a failure is thrown. */
-export function outcomeOf<O extends Op>(op: O, response: { status: number; body: Buffer }): OpAnswer<O> {
-  return CALLS[op].answer.fromWire(answerValue(response));
+export function outcomeOf<O extends PeerOp>(op: O, response: { status: number; body: Buffer }): PeerAnswer<O> {
+  return PEER_CALLS[op].answer.fromWire(answerValue(response));
 }
 
 /** The value of an answer, as JSON; a refusal or a failure is thrown (MovedError for `moved`). */

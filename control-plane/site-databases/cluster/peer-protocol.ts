@@ -1,4 +1,4 @@
-// The internal channel's operations, as both sides speak them: a node that does not hold a site's
+// Peer calls, the node-to-node protocol, as both sides speak it: a node that does not hold a site's
 // database sends the provider call (../provider.ts) to the node that does, which runs it on its own
 // provider with the same limits and confinement as a local call and answers the same outcome. One
 // signed POST per call (peer-auth.ts) to `/v1/site-databases/<site>/<operation>`, its request JSON,
@@ -6,7 +6,7 @@
 // uses three more: `move` asks the holding node to move it, `receive` carries the file to the new
 // node, `recover` has a node take a lost node's database from its replica; `remove` also removes a copy
 // that did not become the database. The caller (peer-client.ts) and the node called
-// (peer-server.ts) both type each operation through CALLS, so that they cannot drift apart.
+// (peer-server.ts) both type each operation through PEER_CALLS, so that they cannot drift apart.
 import { z } from 'zod';
 import type { Census, Compaction, Restore, RestorePoints, StatementError, StatementResult } from '../provider.ts';
 
@@ -123,20 +123,20 @@ const OPERATIONS = {
 };
 
 /** The operations whose request and answer are both JSON. */
-export type Op = keyof typeof OPERATIONS;
+export type PeerOp = keyof typeof OPERATIONS;
 /** What `op` sends, as the node called reads it. */
-export type OpRequest<O extends Op> = Requests[O];
+export type PeerRequest<O extends PeerOp> = Requests[O];
 /** What `op` answers. */
-export type OpAnswer<O extends Op> = Answers[O];
+export type PeerAnswer<O extends PeerOp> = Answers[O];
 
-type Requests = { [O in Op]: z.output<(typeof OPERATIONS)[O]['request']> };
-type Answers = { [O in Op]: (typeof OPERATIONS)[O] extends Operation<z.ZodType, infer A> ? A : never };
+type Requests = { [O in PeerOp]: z.output<(typeof OPERATIONS)[O]['request']> };
+type Answers = { [O in PeerOp]: (typeof OPERATIONS)[O] extends Operation<z.ZodType, infer A> ? A : never };
 
 /**
  * Every operation with JSON both ways, by name: its request's shape and its answer's type. Typed as a
  * map over the names so that one generic name picks its request and answer together on either side.
  */
-export const CALLS: { [O in Op]: Operation<z.ZodType<OpRequest<O>>, OpAnswer<O>> } = OPERATIONS;
+export const PEER_CALLS: { [O in PeerOp]: Operation<z.ZodType<PeerRequest<O>>, PeerAnswer<O>> } = OPERATIONS;
 
 /** Sends nothing (`{}`) and is answered with the database's dump as SQL text, or with a JSON failure. */
 export const DUMP = 'dump';
@@ -146,15 +146,15 @@ export const RECEIVE = 'receive';
 export const RECEIVE_ANSWER = asIs<Census>();
 
 /** Every operation a node answers. */
-export type AnyOp = Op | typeof DUMP | typeof RECEIVE;
+export type AnyPeerOp = PeerOp | typeof DUMP | typeof RECEIVE;
 
 /** Where a call of `op` about a site's database is sent. */
-export const callPath = (siteId: string, op: AnyOp): string => `/v1/site-databases/${siteId}/${op}`;
+export const callPath = (siteId: string, op: AnyPeerOp): string => `/v1/site-databases/${siteId}/${op}`;
 
 const PATH = /^\/v1\/site-databases\/([0-9a-f-]{36})\/([a-zA-Z]+)$/;
 
 /** The site and the operation a call's path names; null when it names no operation. */
-export function callOf(url: string): { siteId: string; op: AnyOp } | null {
+export function callOf(url: string): { siteId: string; op: AnyPeerOp } | null {
   const match = PATH.exec(url);
   if (!match) return null;
   const op = match[2]!;
@@ -162,7 +162,7 @@ export function callOf(url: string): { siteId: string; op: AnyOp } | null {
   return { siteId: match[1]!, op };
 }
 
-const isOp = (name: string): name is Op => Object.hasOwn(OPERATIONS, name);
+const isOp = (name: string): name is PeerOp => Object.hasOwn(OPERATIONS, name);
 
 /** The reasons of failure an answer may give (a StatementError's); the caller takes any other as `unavailable`. */
 export const REASONS = ['failed', 'denied', 'reserved', 'too_large', 'full', 'timeout', 'busy', 'unavailable'] as const;

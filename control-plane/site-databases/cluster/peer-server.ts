@@ -1,4 +1,4 @@
-// The internal channel's answering side: the listener other nodes call (peer-protocol.ts for the
+// Peer calls, the answering side: the cluster listener other nodes call (peer-protocol.ts for the
 // operations), which checks each call's signature (peer-auth.ts), answers only for the databases
 // the metadata places here, and runs each on this node's own provider. A dump is streamed back as SQL
 // text; a database file moving here is taken, checked and put in place.
@@ -14,26 +14,26 @@ import { StatementError } from '../provider.ts';
 import type { SiteDatabases } from '../local-provider.ts';
 import { BlobTooLargeError, readWhole } from '../../../storage/blob-store.ts';
 import {
-  type AnyOp,
-  CALLS,
+  type AnyPeerOp,
+  PEER_CALLS,
   callOf,
   DUMP,
   DUMP_REQUEST,
   type MoveReport,
-  type Op,
-  type OpAnswer,
-  type OpRequest,
+  type PeerOp,
+  type PeerAnswer,
+  type PeerRequest,
   type Outcome,
   RECEIVE,
   type RecoveryReport,
 } from './peer-protocol.ts';
-import { ChannelAuthError, type RequestVerifier } from './peer-auth.ts';
-import type { ChannelTls } from './peer-tls.ts';
+import { PeerAuthError, type RequestVerifier } from './peer-auth.ts';
+import type { PeerTls } from './peer-tls.ts';
 
 /** Largest request body: a migration's SQL or a batch of statements with their parameters. */
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
-export interface ChannelServerOptions {
+export interface PeerServerOptions {
   verifier: RequestVerifier;
   /** This node's own databases: the files in its data dir. */
   provider: SiteDatabases;
@@ -48,11 +48,11 @@ export interface ChannelServerOptions {
   /** Where a dump is written before it is streamed. */
   tmpDir: string;
   /** TLS both ways: callers must present a certificate the CA signed, as this node does to them. */
-  tls: ChannelTls | null;
+  tls: PeerTls | null;
   log: Logger;
 }
 
-const NOT_HERE_ONLY: ReadonlySet<AnyOp> = new Set(['remove', 'dropCopy', 'recover']);
+const NOT_HERE_ONLY: ReadonlySet<AnyPeerOp> = new Set(['remove', 'dropCopy', 'recover']);
 
 async function readBody(req: http.IncomingMessage): Promise<Buffer | null> {
   try {
@@ -68,18 +68,15 @@ function answer(res: http.ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) }).end(text);
 }
 
-/** The internal channel's listener: site database calls from other nodes, and nothing else. */
-export function channelServer(options: ChannelServerOptions): http.Server | https.Server {
+/** The cluster listener: peer calls from other nodes about site databases, and nothing else. */
+export function peerServer(options: PeerServerOptions): http.Server | https.Server {
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const url = req.url ?? '';
     const call = req.method === 'POST' ? callOf(url) : null;
     if (!call) return answer(res, 404, { error: 'no such call' });
     const refuse = (err: unknown) => {
-      if (!(err instanceof ChannelAuthError)) throw err;
-      options.log.warn(
-        { remote: req.socket.remoteAddress, reason: err.message },
-        'refused a call on the internal channel',
-      );
+      if (!(err instanceof PeerAuthError)) throw err;
+      options.log.warn({ remote: req.socket.remoteAddress, reason: err.message }, 'refused a peer call');
       answer(res, 401, { error: err.message });
     };
     try {
@@ -104,7 +101,7 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
   };
   const handle = (req: http.IncomingMessage, res: http.ServerResponse) => {
     serve(req, res).catch((err: unknown) => {
-      options.log.error({ err }, 'the internal channel could not answer');
+      options.log.error({ err }, 'the cluster listener could not answer');
       if (!res.headersSent) answer(res, 500, { error: 'internal error' });
       else res.destroy();
     });
@@ -119,10 +116,7 @@ export function channelServer(options: ChannelServerOptions): http.Server | http
 }
 
 /** What the holding node needs to answer a call: its own databases and where the metadata places them. */
-export type CallServer = Pick<
-  ChannelServerOptions,
-  'provider' | 'whereIs' | 'moveOut' | 'recoverHere' | 'tmpDir' | 'log'
->;
+export type CallServer = Pick<PeerServerOptions, 'provider' | 'whereIs' | 'moveOut' | 'recoverHere' | 'tmpDir' | 'log'>;
 
 /** A call's JSON answer: an outcome (200), or a refusal saying why. */
 export interface CallAnswer {
@@ -130,8 +124,8 @@ export interface CallAnswer {
   body: Outcome | { error: string };
 }
 
-/** What runs each operation on this node, its request as CALLS shapes it. */
-type Handlers = { [O in Op]: (siteId: string, request: OpRequest<O>) => Promise<OpAnswer<O>> };
+/** What runs each operation on this node, its request as PEER_CALLS shapes it. */
+type Handlers = { [O in PeerOp]: (siteId: string, request: PeerRequest<O>) => Promise<PeerAnswer<O>> };
 
 function handlersOf(options: CallServer): Handlers {
   const { provider } = options;
@@ -153,8 +147,8 @@ function handlersOf(options: CallServer): Handlers {
 }
 
 /** Checks a call's request against its operation's shape (throws if it has not that shape); gives what runs it. */
-function prepare<O extends Op>(options: CallServer, op: O, siteId: string, json: unknown): () => Promise<unknown> {
-  const { request, answer } = CALLS[op];
+function prepare<O extends PeerOp>(options: CallServer, op: O, siteId: string, json: unknown): () => Promise<unknown> {
+  const { request, answer } = PEER_CALLS[op];
   const input = request.parse(json);
   return async () => answer.toWire(await handlersOf(options)[op](siteId, input));
 }
@@ -168,7 +162,7 @@ function prepare<O extends Op>(options: CallServer, op: O, siteId: string, json:
 export async function answerCall(
   options: CallServer,
   siteId: string,
-  op: Op | typeof DUMP,
+  op: PeerOp | typeof DUMP,
   body: Buffer,
   from: string,
   sendDump: (file: string, bytes: number) => Promise<void>,
@@ -211,7 +205,7 @@ export async function answerCall(
     return { status: 200, body: { ok: true, value: await run() } };
   } catch (err) {
     if (!(err instanceof StatementError)) {
-      options.log.error({ err, from, op }, 'a call on the internal channel failed');
+      options.log.error({ err, from, op }, 'a peer call failed');
       return {
         status: 200,
         body: { ok: false, reason: 'unavailable', message: 'the database node could not run the call' },
@@ -229,7 +223,7 @@ export async function answerCall(
  * this node holds.
  */
 async function receive(
-  options: ChannelServerOptions,
+  options: PeerServerOptions,
   siteId: string,
   url: string,
   req: http.IncomingMessage,
