@@ -100,11 +100,11 @@ export interface Config {
   nodeId: string;
   /** What this node does: serve sites and the API (`web`), hold site databases (`database`). */
   roles: NodeRole[];
-  /** Where the other nodes reach this one's internal channel, an http(s):// origin; empty: nowhere (a single node). */
+  /** Where the other nodes reach this one's cluster listener, an http(s):// origin; empty: nowhere (a single node). */
   clusterAddress: string;
-  /** host:port the internal channel listens on; empty: the host and port of clusterAddress. */
+  /** host:port the cluster listener listens on; empty: the host and port of clusterAddress. */
   clusterListen: string;
-  /** PEM files for TLS on the channel, both ways (this node's certificate and key, the CA of every node's); null: plain HTTP. */
+  /** PEM files for TLS on peer calls, both ways (this node's certificate and key, the CA of every node's); null: plain HTTP. */
   clusterTls: { cert: string; key: string; ca: string } | null;
   /** HTTPS by Berth itself (BERTH_TLS=acme); null: none (plain HTTP, or a proxy in front terminates TLS). */
   tls: TlsConfig | null;
@@ -429,7 +429,7 @@ function roles(env: NodeJS.ProcessEnv): NodeRole[] {
   return NODE_ROLES.filter((role) => listed.includes(role));
 }
 
-/** BERTH_CLUSTER_ADDRESS: the origin of this node's internal channel as the other nodes reach it, https:// with TLS. */
+/** BERTH_CLUSTER_ADDRESS: the origin of this node's cluster listener as the other nodes reach it, https:// with TLS. */
 function clusterAddress(env: NodeJS.ProcessEnv, tls: boolean): string {
   const raw = env.BERTH_CLUSTER_ADDRESS?.trim() ?? '';
   if (!raw) return '';
@@ -449,7 +449,7 @@ function clusterAddress(env: NodeJS.ProcessEnv, tls: boolean): string {
     url.pathname !== '/'
   ) {
     throw new ConfigError(
-      `BERTH_CLUSTER_ADDRESS must be an ${scheme}// origin with a port and no path, such as "${scheme}//10.0.0.2:8081"${tls ? ' (the channel uses TLS: BERTH_CLUSTER_TLS_* are set)' : ''}, got "${raw}"`,
+      `BERTH_CLUSTER_ADDRESS must be an ${scheme}// origin with a port and no path, such as "${scheme}//10.0.0.2:8081"${tls ? ' (the cluster listener uses TLS: BERTH_CLUSTER_TLS_* are set)' : ''}, got "${raw}"`,
     );
   }
   return url.origin;
@@ -478,7 +478,7 @@ function clusterListen(env: NodeJS.ProcessEnv, address: string): string {
     throw new ConfigError(`BERTH_CLUSTER_LISTEN must be host:port, such as 0.0.0.0:8081, got "${raw}"`);
   if (raw && !address)
     throw new ConfigError(
-      'BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS: the address the other nodes reach the channel at',
+      'BERTH_CLUSTER_LISTEN needs BERTH_CLUSTER_ADDRESS: the address the other nodes reach the cluster listener at',
     );
   return raw;
 }
@@ -510,7 +510,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const tls = clusterTls(env);
   const address = clusterAddress(env, tls !== null);
   if (tls && !address)
-    throw new ConfigError('BERTH_CLUSTER_TLS_* need BERTH_CLUSTER_ADDRESS: TLS is for the internal channel');
+    throw new ConfigError('BERTH_CLUSTER_TLS_* need BERTH_CLUSTER_ADDRESS: TLS is for peer calls, between nodes');
   const databaseUrlValue = databaseUrl(env);
   const nodeRoles = roles(env);
   // Nodes share their metadata on PostgreSQL; on SQLite there is only ever one node, and it holds every database.

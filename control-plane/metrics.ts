@@ -24,8 +24,8 @@ export interface MetricsSources {
 export interface LaterReadings {
   /** Live function workers. */
   liveWorkers: () => number;
-  /** Site database calls sent to other nodes. */
-  channelCalls: () => number;
+  /** Site database calls sent to other nodes (peer calls). */
+  peerCalls: () => number;
   /** Site databases of lost nodes this node took over (cluster/failover.ts). */
   databasesTakenOver: () => number;
   /** The replication of the site databases this node follows. */
@@ -55,7 +55,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly #later: LaterReadings = {
     liveWorkers: () => 0,
-    channelCalls: () => 0,
+    peerCalls: () => 0,
     databasesTakenOver: () => 0,
     replication: () => ({ databases: [], restarts: 0, errors: 0 }),
   };
@@ -188,11 +188,8 @@ export class Metrics {
       registers,
       sources.objectStoreRequests,
     );
-    mirrored(
-      'berth_channel_calls_total',
-      'Site database calls sent to other nodes over the internal channel',
-      registers,
-      () => later.channelCalls(),
+    mirrored('berth_channel_calls_total', 'Site database calls sent to other nodes (peer calls)', registers, () =>
+      later.peerCalls(),
     );
     mirrored(
       'berth_databases_taken_over_total',

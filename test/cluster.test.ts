@@ -1,6 +1,6 @@
 // Nodes of one instance and the site databases placed on them: node A holds databases, node B serves
 // web traffic only, and every database call made through B (the query endpoint, migrations, exports,
-// ctx.db) is answered by A over the internal channel, which takes only calls signed with the instance's
+// ctx.db) is answered by A through peer calls, which A takes only signed with the instance's
 // key. With A killed, B answers 503 database_unavailable for that site's database and serves the rest;
 // with A back, the database answers as before. (Nodes share PostgreSQL metadata: the PostgreSQL pass.)
 import crypto from 'node:crypto';
@@ -17,7 +17,7 @@ import { objectStoreEnv, onObjectStore } from './helpers/object-store.ts';
 import { freePort } from './helpers/ports.ts';
 import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { until } from './helpers/until.ts';
-import { channelKey, signRequest } from '../control-plane/site-databases/cluster/channel-auth.ts';
+import { peerKey, signRequest } from '../control-plane/site-databases/cluster/peer-auth.ts';
 
 const cluster = onPostgres ? test.serial : test.skip;
 
@@ -30,7 +30,7 @@ interface Cluster {
   b: ServeProcess;
   /** A second database node, started by the first test that needs one. */
   c?: ServeProcess;
-  channelA: string;
+  addressA: string;
   owner: TestAccount;
 }
 
@@ -42,9 +42,9 @@ test.before(async () => {
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
   // Database nodes copy their changed databases to the shared store every second (default: 15 minutes).
   const common = await sharedInstance(root, dirA);
-  // Each channel port is taken just before its node starts, so no node started meanwhile can be given it.
-  const channelA = `http://127.0.0.1:${await freePort()}`;
-  const envA = { ...common, BERTH_DATA_DIR: dirA, BERTH_NODE_ID: 'node-a', BERTH_CLUSTER_ADDRESS: channelA };
+  // Each cluster listener's port is taken just before its node starts, so no node started meanwhile can be given it.
+  const addressA = `http://127.0.0.1:${await freePort()}`;
+  const envA = { ...common, BERTH_DATA_DIR: dirA, BERTH_NODE_ID: 'node-a', BERTH_CLUSTER_ADDRESS: addressA };
   const a = await startServe(envA);
   const envB = {
     ...common,
@@ -56,7 +56,7 @@ test.before(async () => {
   const b = await startServe(envB);
   // The owner printed by A's first start, with clients on B, the web-only node.
   const owner = ownerOf(a, b.url);
-  c = { root, common, envA, envB, a, b, channelA, owner };
+  c = { root, common, envA, envB, a, b, addressA, owner };
 });
 
 test.after.always(async () => {
@@ -106,7 +106,7 @@ cluster('berth admin nodes lists both nodes with their roles and addresses; read
   ).nodes;
   t.like(
     nodes.find((n) => n.id === 'node-a'),
-    { state: 'up', roles: ['web', 'database'], address: c.channelA },
+    { state: 'up', roles: ['web', 'database'], address: c.addressA },
   );
   t.like(
     nodes.find((n) => n.id === 'node-b'),
@@ -195,11 +195,11 @@ cluster(
 );
 
 cluster(
-  'the internal channel refuses unsigned, wrongly signed and replayed calls, and calls for a database the node does not hold',
+  'the cluster listener refuses unsigned, wrongly signed and replayed peer calls, and calls for a database the node does not hold',
   async (t) => {
-    const { site } = await siteWithNotes('channel');
+    const { site } = await siteWithNotes('peer');
     const call = (pathname: string, body: string, headers: Record<string, string>) =>
-      got.post(`${c.channelA}${pathname}`, {
+      got.post(`${c.addressA}${pathname}`, {
         body,
         headers: { 'content-type': 'application/json', ...headers },
         throwHttpErrors: false,
@@ -210,11 +210,11 @@ cluster(
 
     const unsigned = await call(pathname, body, {});
     t.is(unsigned.statusCode, 401);
-    const key = channelKey(fs.readFileSync(c.common.BERTH_MASTER_KEY_FILE!));
+    const key = peerKey(fs.readFileSync(c.common.BERTH_MASTER_KEY_FILE!));
     const forged = await call(
       pathname,
       body,
-      signRequest(channelKey(crypto.randomBytes(32)), 'node-b', 'POST', pathname, Buffer.from(body)),
+      signRequest(peerKey(crypto.randomBytes(32)), 'node-b', 'POST', pathname, Buffer.from(body)),
     );
     t.is(forged.statusCode, 401);
     t.regex(forged.body, /master key/);
@@ -243,7 +243,7 @@ cluster(
     // Nor can a signed copy replace a database the node holds.
     const receivePath = `/v1/site-databases/${site.id}/receive`;
     const bogus = Buffer.from('not a database at all');
-    const overwrite = await got.post(`${c.channelA}${receivePath}`, {
+    const overwrite = await got.post(`${c.addressA}${receivePath}`, {
       body: bogus,
       headers: {
         'content-type': 'application/octet-stream',
@@ -529,7 +529,7 @@ cluster('a node started on its data dir under another id keeps that data dir\u20
     ...c.common,
     BERTH_DATA_DIR: path.join(c.root, holder),
     BERTH_NODE_ID: `node-${holder}-renamed`,
-    BERTH_CLUSTER_ADDRESS: holder === 'a' ? c.channelA : `http://127.0.0.1:${await freePort()}`,
+    BERTH_CLUSTER_ADDRESS: holder === 'a' ? c.addressA : `http://127.0.0.1:${await freePort()}`,
   };
   const renamed = await startServe(env);
   if (holder === 'c') c.c = renamed;
@@ -573,7 +573,7 @@ const TLS_DIR = path.resolve(import.meta.dirname, 'fixtures/cluster-tls');
 const tlsFile = (name: string) => path.join(TLS_DIR, name);
 
 cluster(
-  'with BERTH_CLUSTER_TLS_* the channel is TLS both ways: nodes reach each other, and a caller without a certificate of the cluster’s CA is refused before anything else',
+  'with BERTH_CLUSTER_TLS_* peer calls are TLS both ways: nodes reach each other, and a caller without a certificate of the cluster’s CA is refused before anything else',
   async (t) => {
     const root = await makeDataDir(t);
     const files = onObjectStore ? await objectStoreEnv(root) : { BERTH_BLOB_DIR: path.join(root, 'blobs') };
@@ -589,12 +589,12 @@ cluster(
       ...tls,
     };
     const portC = await freePort();
-    const channelC = `https://127.0.0.1:${portC}`;
+    const addressC = `https://127.0.0.1:${portC}`;
     const nodeC = await startServe({
       ...common,
       BERTH_DATA_DIR: path.join(root, 'c'),
       BERTH_NODE_ID: 'node-c',
-      BERTH_CLUSTER_ADDRESS: channelC,
+      BERTH_CLUSTER_ADDRESS: addressC,
     });
     const nodeD = await startServe({
       ...common,
@@ -617,11 +617,11 @@ cluster(
     const answered = json<{ success: boolean; result: Array<{ results: unknown[] }> }>(
       await throughD.post(`v0/sites/${site.id}/databases/${database.id}/query`, { json: { sql: 'SELECT 1 AS one' } }),
     );
-    t.deepEqual(answered.result[0]!.results, [{ one: 1 }], 'a call crossed the channel over TLS');
+    t.deepEqual(answered.result[0]!.results, [{ one: 1 }], 'a peer call crossed over TLS');
 
     const pathname = `/v1/site-databases/${site.id}/size`;
     const attempt = (options: { https?: Record<string, unknown>; url?: string }) =>
-      got.post(options.url ?? `${channelC}${pathname}`, {
+      got.post(options.url ?? `${addressC}${pathname}`, {
         body: '{}',
         https: options.https ?? {},
         throwHttpErrors: false,

@@ -73,7 +73,7 @@ test('the public URL is kept as an origin; trusting a proxy is off unless asked'
   t.false(loadConfig({ BERTH_TRUST_PROXY: '0' }).trustProxy);
 });
 
-test('a node is named, given roles, a channel address and its TLS files; a cluster needs PostgreSQL', (t) => {
+test('a node is named, given roles, a cluster address and its TLS files; a cluster needs PostgreSQL', (t) => {
   const pg = { BERTH_DATABASE_URL: 'postgres://berth@db.example.com/berth' };
   const node = loadConfig({
     ...pg,

@@ -1,4 +1,4 @@
-// Operator commands that move site databases between nodes, asking nodes over the internal channel
+// Operator commands that move site databases between nodes, asking nodes with peer calls
 // with the key every node derives from the master key (site-databases/cluster/move.ts does the work).
 //
 // `berth admin drain-node <id>` moves every site database of a node to the other database nodes, one
@@ -13,9 +13,10 @@ import os from 'node:os';
 import type { Config } from '../config.ts';
 import { masterKeyFileOf } from '../config.ts';
 import { BerthError } from '../errors.ts';
-import { readChannelTls } from '../site-databases/cluster/channel-tls.ts';
-import { channelKey } from '../site-databases/cluster/channel-auth.ts';
-import { ChannelClient, type MoveReport, type RecoveryReport } from '../site-databases/cluster/channel.ts';
+import { readPeerTls } from '../site-databases/cluster/peer-tls.ts';
+import { peerKey } from '../site-databases/cluster/peer-auth.ts';
+import { PeerClient } from '../site-databases/cluster/peer-client.ts';
+import type { MoveReport, RecoveryReport } from '../site-databases/cluster/peer-protocol.ts';
 import { StatementError } from '../site-databases/provider.ts';
 import { loadMasterKey } from '../../storage/master-key.ts';
 import { formatBytes } from '../format-bytes.ts';
@@ -30,12 +31,12 @@ const MOVE_TIMEOUT_MS = 30 * 60_000;
 const line = (m: MoveReport) =>
   `moved ${m.siteId} to ${m.to}: ${formatBytes(m.bytes)}, ${m.rows} rows in ${m.tables} tables checked; writes waited ${m.pausedMs} ms`;
 
-/** A client of the nodes' channel, signing as the operator on this host. */
-const channelClient = (config: Config) =>
-  new ChannelClient(
-    channelKey(loadMasterKey(masterKeyFileOf(config))),
+/** A client of the nodes' cluster listeners, signing as the operator on this host. */
+const peerClient = (config: Config) =>
+  new PeerClient(
+    peerKey(loadMasterKey(masterKeyFileOf(config))),
     `admin@${os.hostname()}`,
-    readChannelTls(config.clusterTls),
+    readPeerTls(config.clusterTls),
   );
 
 /** Of `nodes`, the one that can take a database and holds the fewest. */
@@ -83,7 +84,7 @@ export async function drainNode(
     throw new BerthError('invalid_request', `node ${id} has no cluster address: no other node can take its databases`);
   await db('nodes').where({ id }).update({ draining_at: new Date().toISOString() });
 
-  const client = channelClient(config);
+  const client = peerClient(config);
   const moves: MoveReport[] = [];
   const failures: Array<{ siteId: string; message: string }> = [];
   try {
@@ -98,13 +99,7 @@ export async function drainNode(
           `no other database node is up to take the databases of ${id}; ${moves.length} moved so far`,
         );
       try {
-        const report = (await client.call(
-          node.address,
-          siteId,
-          'move',
-          { to: target.id },
-          MOVE_TIMEOUT_MS,
-        )) as MoveReport;
+        const report = await client.call(node.address, siteId, 'move', { to: target.id }, MOVE_TIMEOUT_MS);
         moves.push(report);
         if (!json) process.stdout.write(`${line(report)}\n`);
       } catch (err) {
@@ -173,16 +168,10 @@ export async function recoverDatabase(
       'invalid_request',
       `node ${target.id} cannot take the database: it must be up, have the database role and a cluster address, and not be draining`,
     );
-  const client = channelClient(config);
+  const client = peerClient(config);
   let report: RecoveryReport;
   try {
-    report = (await client.call(
-      target.address,
-      siteId,
-      'recover',
-      { from: row.node_id },
-      MOVE_TIMEOUT_MS,
-    )) as RecoveryReport;
+    report = await client.call(target.address, siteId, 'recover', { from: row.node_id }, MOVE_TIMEOUT_MS);
   } catch (err) {
     if (err instanceof StatementError)
       throw new BerthError('database_unavailable', `the database was not recovered: ${err.message}`);

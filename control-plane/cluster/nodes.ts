@@ -115,7 +115,7 @@ export const takesDatabases = (node: NodeView): boolean =>
  * Nodes place concurrently without a lock: two may pick the same node, which only evens out later.
  */
 export async function placeDatabase(deps: Pick<Deps, 'db' | 'nodeId'>): Promise<string> {
-  // Another node is a candidate only if this one can reach it: it has an internal channel.
+  // Another node is a candidate only if this one can reach it: it has a cluster address.
   const candidates = (await listNodes(deps.db)).filter(
     (node) => takesDatabases(node) && (node.id === deps.nodeId || node.address !== ''),
   );

@@ -1,9 +1,9 @@
 // The site databases as a start composes them (part.ts opens them). On unshared metadata (SQLite) a
 // server is alone: every site database is in its data dir and its own provider serves them. On shared
-// metadata (PostgreSQL) each database is placed on a node: calls go where it is (over the internal
-// channel when that is another node), and a node that takes part in the channel
-// (BERTH_CLUSTER_ADDRESS) answers other nodes' calls, moves or recovers databases when asked. Every
-// node replicates the databases it holds (replication/).
+// metadata (PostgreSQL) each database is placed on a node: calls go where it is (a peer call when that
+// is another node), and a node with a cluster listener (BERTH_CLUSTER_ADDRESS) answers other nodes'
+// peer calls, moves or recovers databases when asked. Every node replicates the databases it holds
+// (replication/).
 import type http from 'node:http';
 import type https from 'node:https';
 import path from 'node:path';
@@ -17,8 +17,10 @@ import { SiteDatabases } from './local-provider.ts';
 import { socketDirFor } from '../../runtime-host/runtime.ts';
 import type { SiteDatabaseProvider } from './provider.ts';
 import { adoptDataDir, claimEveryDatabase, placedHere, settleLocalDatabases } from './settle-folders.ts';
-import { channelKey, RequestVerifier } from './cluster/channel-auth.ts';
-import { type ChannelTls, ChannelClient, channelServer } from './cluster/channel.ts';
+import { peerKey, RequestVerifier } from './cluster/peer-auth.ts';
+import type { PeerTls } from './cluster/peer-tls.ts';
+import { PeerClient } from './cluster/peer-client.ts';
+import { peerServer } from './cluster/peer-server.ts';
 import { DatabaseMover, recoveryUnderWay, releaseLeftoverMoves } from './cluster/move.ts';
 import { PlacedSiteDatabases } from './cluster/placed-provider.ts';
 import type { ReplicaTarget, ReplicationTiming } from './replication/litestream.ts';
@@ -38,12 +40,12 @@ declare module '../deps.ts' {
 export interface SiteDatabaseParts {
   metadata: Metadata;
   denoPath: string;
-  /** The runtime's folder: Deno's module cache and the channel's temp files live in it. */
+  /** The runtime's folder: Deno's module cache and the dumps peer calls send live in it. */
   runtimeDir: string;
   masterKey: Buffer;
   nodeId: string;
-  /** The internal channel's TLS files, read at the start (cluster/channel-tls.ts). */
-  tls: ChannelTls | null;
+  /** The TLS files of peer calls, read at the start (cluster/peer-tls.ts). */
+  tls: PeerTls | null;
   metrics: Metrics;
   log: Logger;
 }
@@ -84,7 +86,7 @@ export interface ComposedSiteDatabases {
   placed: PlacedSiteDatabases | null;
   /**
    * Settles this node's data dir against the metadata and, on shared metadata, starts the node's part
-   * in the cluster. Returns the channel's listener, not yet listening, when this node takes part in it.
+   * in the cluster. Returns the cluster listener, not yet listening, when this node takes part in it.
    */
   start(deps: Deps): Promise<http.Server | https.Server | null>;
   /** A beat this node sent at `sentAt` (`performance.now()`) was written (fencing counts from the sending). */
@@ -148,13 +150,13 @@ export function composeSiteDatabases(
       stampsHeartbeat: () => true,
     };
   }
-  const client = config.clusterAddress ? new ChannelClient(channelKey(parts.masterKey), parts.nodeId, parts.tls) : null;
-  if (client) metrics.read({ channelCalls: () => client.calls });
+  const client = config.clusterAddress ? new PeerClient(peerKey(parts.masterKey), parts.nodeId, parts.tls) : null;
+  if (client) metrics.read({ peerCalls: () => client.calls });
   const placed = new PlacedSiteDatabases({
     db: metadata.db,
     nodeId: parts.nodeId,
     local,
-    channel: client,
+    peers: client,
     statementTimeoutMs: config.databaseTimeoutMs,
   });
   stack.defer('the site databases', () => placed.close());
@@ -203,7 +205,7 @@ export function composeSiteDatabases(
         db,
         nodeId,
         local,
-        channel: client,
+        peers: client,
         changes: deps.changes,
         log,
       });
@@ -213,8 +215,8 @@ export function composeSiteDatabases(
         stack.defer('the failover', () => failover.stop());
         metrics.read({ databasesTakenOver: () => failover.recovered });
       }
-      return channelServer({
-        verifier: new RequestVerifier(channelKey(parts.masterKey)),
+      return peerServer({
+        verifier: new RequestVerifier(peerKey(parts.masterKey)),
         provider: local,
         whereIs: (siteId) => placed.whereIsForCaller(siteId),
         moveOut: (siteId, to) => mover.moveOut(siteId, to),

@@ -7,7 +7,7 @@ import type http from 'node:http';
 import type https from 'node:https';
 import { NodeHeartbeat } from '../cluster/nodes.ts';
 import { opened, listenAddress, type Part } from '../part.ts';
-import { readChannelTls } from './cluster/channel-tls.ts';
+import { readPeerTls } from './cluster/peer-tls.ts';
 import { type ComposedSiteDatabases, composeSiteDatabases } from './compose.ts';
 
 /** The host and port of the cluster address, where the listener binds unless BERTH_CLUSTER_LISTEN says otherwise. */
@@ -23,7 +23,7 @@ export function siteDatabasesPart(): Part {
     name: 'the site databases',
     open(deps, { config, log, stack, denoPath }) {
       const parts = opened(deps, 'the site databases', 'metadata', 'runtimeDir', 'masterKey', 'nodeId', 'metrics');
-      const tls = readChannelTls(config.clusterTls);
+      const tls = readPeerTls(config.clusterTls);
       const databases = composeSiteDatabases(config, { ...parts, denoPath, tls, log }, stack);
       composed = databases;
       return {

@@ -1,8 +1,8 @@
 // The site database provider (control-plane/site-databases/provider.ts) held to one contract
 // by both of its implementations: `local`, the databases in this node's data dir, each served by a Deno
 // process of its own; and `placed`, a node's PlacedSiteDatabases calling for a database the metadata
-// places on another node. That node is reached through the internal channel without its network hop
-// (helpers/in-process-channel.ts): its placement check, its provider and the JSON both ways are real.
+// places on another node. That node is reached by peer calls without their network hop
+// (helpers/in-process-peers.ts): its placement check, its provider and the JSON both ways are real.
 // The tests run one at a time and each uses one database, so few Deno processes run at once.
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -14,7 +14,7 @@ import Database from 'better-sqlite3';
 import pino from 'pino';
 import type { Knex } from 'knex';
 import { PlacedSiteDatabases } from '../../control-plane/site-databases/cluster/placed-provider.ts';
-import type { CallServer } from '../../control-plane/site-databases/cluster/channel.ts';
+import type { CallServer } from '../../control-plane/site-databases/cluster/peer-server.ts';
 import { resolveDenoBinary } from '../../runtime-host/deno-binary.ts';
 import { LEDGER_TABLE } from '../../control-plane/site-databases/protocol.ts';
 import {
@@ -24,7 +24,7 @@ import {
 } from '../../control-plane/site-databases/provider.ts';
 import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
 import { eachMetadataBackend } from '../helpers/each-adapter.ts';
-import { InProcessChannel } from '../helpers/in-process-channel.ts';
+import { InProcessPeers } from '../helpers/in-process-peers.ts';
 import { seedDatabase, seedNode, seedSite } from '../helpers/metadata-rows.ts';
 
 const STATEMENT_TIMEOUT_MS = 3_000;
@@ -71,7 +71,7 @@ function local(): Adapter {
   };
 }
 
-/** The database node's side of the channel, answering for `databases` as the metadata places them. */
+/** The database node's side of peer calls, answering for `databases` as the metadata places them. */
 function callServer(databases: SiteDatabases, placed: PlacedSiteDatabases, dir: string): CallServer {
   const refused = async (): Promise<never> => {
     throw new Error('moves are not part of the provider');
@@ -95,12 +95,12 @@ async function placed(
   await seedNode(db, 'node-b', NODE_B);
   const nodeA = siteDatabases('node-a');
   const nodeB = siteDatabases('node-b');
-  const channel = new InProcessChannel('node-a');
+  const peers = new InProcessPeers('node-a');
   const options = { db, statementTimeoutMs: STATEMENT_TIMEOUT_MS };
-  const provider = new PlacedSiteDatabases({ ...options, nodeId: 'node-a', local: nodeA, channel });
-  const providerB = new PlacedSiteDatabases({ ...options, nodeId: 'node-b', local: nodeB, channel: null });
-  channel.serve(NODE_A, callServer(nodeA, provider, 'node-a'));
-  channel.serve(NODE_B, callServer(nodeB, providerB, 'node-b'));
+  const provider = new PlacedSiteDatabases({ ...options, nodeId: 'node-a', local: nodeA, peers });
+  const providerB = new PlacedSiteDatabases({ ...options, nodeId: 'node-b', local: nodeB, peers: null });
+  peers.serve(NODE_A, callServer(nodeA, provider, 'node-a'));
+  peers.serve(NODE_B, callServer(nodeB, providerB, 'node-b'));
   return {
     name: 'placed',
     provider,

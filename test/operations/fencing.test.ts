@@ -1,8 +1,8 @@
 // Fencing: a database node cut off from PostgreSQL, while its clients and the other nodes still reach
 // it, stops taking writes for its databases before another node takes them over; the other node then
 // serves them from their replicas; when the line comes back, the cut-off node sets its copy aside and
-// serves nothing stale. Writes go through the other node, whose calls reach the database over the
-// internal channel while the database stays where it was. (Shared metadata: the PostgreSQL pass.)
+// serves nothing stale. Writes go through the other node, whose calls reach the database as peer
+// calls while the database stays where it was. (Shared metadata: the PostgreSQL pass.)
 //
 // Then the faults that broke it before, each with every acknowledged write read back: a cut that heals
 // while the other node is recovering the database, and a link to PostgreSQL that grows slow instead of
@@ -159,7 +159,7 @@ interface Answer {
 /**
  * Two database nodes of one instance, failing over after FAILOVER_MS: A reaches PostgreSQL through
  * `proxy` and holds a site database; B reaches the object store through `storeProxy`. Writes go
- * through B, whose calls reach the database over the internal channel wherever it is placed.
+ * through B, whose calls reach the database as peer calls wherever it is placed.
  */
 async function pairWithDatabase(t: ExecutionContext, envA: Record<string, string> = {}) {
   await stopServed([a, b]);
@@ -350,7 +350,7 @@ cluster(
   'a database node whose clock is 25 s behind is not taken for lost: it keeps its database and no acknowledged write is lost',
   async (t) => {
     t.timeout(240_000);
-    // More than the fencing margin (10 s here) and less than the channel's 30 s of leeway for signatures.
+    // More than the fencing margin (10 s here) and less than the 30 s of leeway peer calls' signatures have.
     const pair = await pairWithDatabase(t, {
       NODE_OPTIONS: `--import=${path.resolve(import.meta.dirname, '../fixtures/skewed-clock.mjs')}`,
       SKEWED_CLOCK_MS: '-25000',

@@ -6,7 +6,7 @@ export async function up(knex: Knex): Promise<void> {
   // this schema: it only adds a table and a nullable column they do not read.
   await knex.schema.createTable('nodes', (t) => {
     t.text('id').primary();
-    // Where other nodes reach this one's internal channel (an http(s) origin); empty: no channel.
+    // Where other nodes reach this one's cluster listener (an http(s) origin); empty: no listener.
     t.text('address').notNullable();
     // Comma-separated: web, database.
     t.text('roles').notNullable();

@@ -1,7 +1,7 @@
 // Moving a site database from the node that holds it to another database node, as `berth admin
 // drain-node` asks before maintenance. The holding node does it: it takes the database's move lease in
 // the metadata, pauses the database's writes (reads go on: SiteDatabases.freeze), sends the file over
-// the internal channel to the new node, which checks it whole and counts every table's rows, compares
+// a peer call to the new node, which checks it whole and counts every table's rows, compares
 // those counts with its own, then switches the placement in one conditional update. Writes that waited
 // learn that the database moved and go to the new node; the moved file is then removed. Anything that
 // fails before the switch leaves the database where it was, and the new node's copy is discarded.
@@ -23,7 +23,8 @@ import { lockRows } from '../../db/locks.ts';
 import { leftByThisNode } from '../../db/node-work.ts';
 import { LAPSE_MS, listNodes } from '../../cluster/nodes.ts';
 import { databaseNow, timeSql } from '../../db/clock.ts';
-import type { ChannelClient, MoveReport, RecoveryReport } from './channel.ts';
+import type { PeerClient } from './peer-client.ts';
+import type { MoveReport, RecoveryReport } from './peer-protocol.ts';
 
 /** Longest a move may hold its lease: the copy of a database at its size limit, with room to spare. */
 const LEASE_MS = 30 * 60_000;
@@ -34,7 +35,7 @@ export interface DatabaseMoverOptions {
   db: Knex;
   nodeId: string;
   local: SiteDatabases;
-  channel: ChannelClient;
+  peers: PeerClient;
   changes: ChangeFeed;
   log: Logger;
 }
@@ -65,7 +66,7 @@ export class DatabaseMover {
 
   /** Moves the site's database, which this node holds, to node `to`. */
   async moveOut(siteId: string, to: string): Promise<MoveReport> {
-    const { db, nodeId, local, channel, changes, log } = this.#options;
+    const { db, nodeId, local, peers, changes, log } = this.#options;
     if (to === nodeId) throw new MoveError('failed', 'the database is already on that node');
     const target = (await listNodes(db)).find((node) => node.id === to);
     if (!target) throw new MoveError('failed', `there is no node ${to}`);
@@ -89,10 +90,10 @@ export class DatabaseMover {
           );
         const { size: bytes } = await fsp.stat(frozen.file);
         try {
-          compare(source, await channel.sendFile(target.address, siteId, frozen.file, SEND_MS));
+          compare(source, await peers.sendFile(target.address, siteId, frozen.file, SEND_MS));
           outcome = await this.#switch(siteId, to);
         } catch (err) {
-          await channel
+          await peers
             .call(target.address, siteId, 'dropCopy', {}, SEND_MS)
             .catch((again: unknown) =>
               log.warn(

@@ -1,6 +1,6 @@
 // Site databases across nodes: each lives on the node its metadata row names (databases.node_id), and
-// this provider sends every call to that node, its own provider when it is this one and the internal
-// channel otherwise. Placements are cached and forgotten when a database changes (the change feed), so
+// this provider sends every call to that node, its own provider when it is this one and a peer call
+// (peer-client.ts) otherwise. Placements are cached and forgotten when a database changes (the change feed), so
 // a call costs no metadata query; a node that answers that it no longer holds a database makes the
 // call look its placement up again once.
 import type { Knex } from 'knex';
@@ -16,7 +16,7 @@ import {
   type StatementResult,
   StatementError,
 } from '../provider.ts';
-import { type DatabaseChannel, MovedError } from './channel.ts';
+import { type Peers, MovedError } from './peer-client.ts';
 
 /** Migrations may rebuild large tables and dumps read everything: as on the holding node. */
 const LONG_CALL_MS = 10 * 60_000;
@@ -31,8 +31,8 @@ export interface PlacedSiteDatabasesOptions {
   nodeId: string;
   /** The databases in this node's data dir. */
   local: SiteDatabaseProvider;
-  /** The channel to other nodes; null on a node with no cluster address, which reaches none. */
-  channel: DatabaseChannel | null;
+  /** Calls to other nodes; null on a node with no cluster address, which reaches none. */
+  peers: Peers | null;
   statementTimeoutMs: number;
 }
 
@@ -104,19 +104,19 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
   async #route<T>(
     siteId: string,
     local: (provider: SiteDatabaseProvider) => Promise<T>,
-    remote: (channel: DatabaseChannel, address: string) => Promise<T>,
+    remote: (peers: Peers, address: string) => Promise<T>,
   ): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const placement = await this.#placement(siteId);
       try {
         if (this.#isHere(placement)) return await local(this.#options.local);
-        const { channel } = this.#options;
-        if (!channel || !placement!.address)
+        const { peers } = this.#options;
+        if (!peers || !placement!.address)
           throw new StatementError(
             'unavailable',
             'the site\u2019s database is on another node, which this node cannot reach (one of them has no BERTH_CLUSTER_ADDRESS)',
           );
-        return await remote(channel, placement!.address);
+        return await remote(peers, placement!.address);
       } catch (err) {
         // Moved away from where it was looked for (here, or the node asked): look again, once.
         const moved = err instanceof MovedError || (err instanceof StatementError && err.reason === 'moved');
@@ -132,7 +132,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.create(siteId),
-      async (c, a) => void (await c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs)),
+      (c, a) => c.call(a, siteId, 'create', {}, this.#options.statementTimeoutMs),
     );
   }
 
@@ -147,7 +147,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
           'run',
           { statement, access, readsOnly: options.readsOnly === true },
           this.#options.statementTimeoutMs,
-        ) as Promise<StatementResult>,
+        ),
     );
   }
 
@@ -155,10 +155,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.batch(siteId, statements, access),
-      (c, a) =>
-        c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs) as Promise<
-          StatementResult[]
-        >,
+      (c, a) => c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs),
     );
   }
 
@@ -166,7 +163,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.migrate(siteId, sql, receipt),
-      async (c, a) => void (await c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS)),
+      (c, a) => c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS),
     );
   }
 
@@ -182,7 +179,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.compact(siteId),
-      (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS) as Promise<Compaction>,
+      (c, a) => c.call(a, siteId, 'compact', {}, LONG_CALL_MS),
     );
   }
 
@@ -190,7 +187,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.restorePoints(siteId),
-      (c, a) => c.call(a, siteId, 'restorePoints', {}, LONG_CALL_MS) as Promise<RestorePoints>,
+      (c, a) => c.call(a, siteId, 'restorePoints', {}, LONG_CALL_MS),
     );
   }
 
@@ -198,7 +195,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.restore(siteId, at),
-      (c, a) => c.call(a, siteId, 'restore', { at: at.toISOString() }, LONG_CALL_MS) as Promise<Restore>,
+      (c, a) => c.call(a, siteId, 'restore', { at: at.toISOString() }, LONG_CALL_MS),
     );
   }
 
@@ -206,7 +203,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     return this.#route(
       siteId,
       (p) => p.size(siteId),
-      (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs) as Promise<number>,
+      (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs),
     );
   }
 
@@ -216,9 +213,9 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     const node = (await this.#options.db('nodes').where({ id: heldBy }).first('address')) as
       | { address: string }
       | undefined;
-    if (!this.#options.channel || !node?.address)
+    if (!this.#options.peers || !node?.address)
       throw new StatementError('unavailable', 'the node that held the database cannot be reached to remove its file');
-    await this.#options.channel.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
+    await this.#options.peers.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
   }
 
   /** Only a database served here gets channels; the workers of one on another node call through the host. */
@@ -245,7 +242,7 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
   }
 
   async close(): Promise<void> {
-    this.#options.channel?.close();
+    this.#options.peers?.close();
     await this.#options.local.close();
   }
 }

@@ -1,12 +1,18 @@
-// The internal channel's TLS files (BERTH_CLUSTER_TLS_*), read by a node at its start and by the
-// admin commands that speak to nodes.
+// The TLS files of peer calls (BERTH_CLUSTER_TLS_*), read by a node at its start and by the admin
+// commands that speak to nodes.
 import fs from 'node:fs';
 import type { Config } from '../../config.ts';
 import { StartupError } from '../../startup-error.ts';
-import type { ChannelTls } from './channel.ts';
 
-/** The channel's TLS files, read once at start; one that cannot be read stops the start. */
-export function readChannelTls(files: Config['clusterTls']): ChannelTls | null {
+/** This node's certificate and key, and the CA that signed every node's (PEM). */
+export interface PeerTls {
+  cert: Buffer;
+  key: Buffer;
+  ca: Buffer;
+}
+
+/** The TLS files of peer calls, read once at start; one that cannot be read stops the start. */
+export function readPeerTls(files: Config['clusterTls']): PeerTls | null {
   if (!files) return null;
   const read = (name: string, file: string) => {
     try {

@@ -1,9 +1,9 @@
-// Authentication of the internal channel between nodes. Every node derives the same channel key from
+// Authentication of peer calls, the calls between nodes. Every node derives the same peer key from
 // the instance's master key (HKDF), and signs each request with it: the method, the path, the sending
 // node, the time, a nonce and a digest of the body. A request is accepted only with a valid signature,
 // a time within CLOCK_SKEW_MS of the receiver's and a nonce not seen before in that window, so a copy of
-// a request taken off the network cannot be replayed. The key never travels; the channel carries no
-// secret of its own. (Confidentiality on an untrusted network is the operator's: a private network or
+// a request taken off the network cannot be replayed. The key never travels; peer calls carry no
+// secret of their own. (Confidentiality on an untrusted network is the operator's: a private network or
 // a tunnel, see docs/cluster.md.)
 import crypto from 'node:crypto';
 
@@ -18,7 +18,11 @@ export const SIGNATURE_HEADERS = {
   signature: 'x-berth-signature',
 } as const;
 
-export function channelKey(masterKey: Buffer): Buffer {
+/**
+ * The key every node signs and checks peer calls with. Its HKDF label keeps the words it was first
+ * derived with: a node of another release must derive the same key.
+ */
+export function peerKey(masterKey: Buffer): Buffer {
   return Buffer.from(crypto.hkdfSync('sha256', masterKey, Buffer.alloc(0), 'berth internal channel v1', 32));
 }
 
@@ -71,7 +75,7 @@ export function signDigest(
   };
 }
 
-export class ChannelAuthError extends Error {}
+export class PeerAuthError extends Error {}
 
 /** Checks requests' signatures and remembers their nonces for as long as their time is acceptable. */
 export class RequestVerifier {
@@ -90,7 +94,7 @@ export class RequestVerifier {
     this.#signed(headers, now);
   }
 
-  /** Returns the sending node's id, or throws ChannelAuthError saying what was wrong (never the key). */
+  /** Returns the sending node's id, or throws PeerAuthError saying what was wrong (never the key). */
   verify(
     headers: Record<string, string | string[] | undefined>,
     method: string,
@@ -112,10 +116,10 @@ export class RequestVerifier {
     const { node, time, nonce, signature } = this.#signed(headers, now);
     const expected = Buffer.from(mac(this.#key, method, path, node, time, nonce, digest), 'hex');
     if (!crypto.timingSafeEqual(expected, Buffer.from(signature, 'hex')))
-      throw new ChannelAuthError('the signature does not match: the nodes do not share one master key');
+      throw new PeerAuthError('the signature does not match: the nodes do not share one master key');
     this.#forgetExpired(now);
-    if (this.#seen.has(nonce)) throw new ChannelAuthError('the request was replayed');
-    if (this.#seen.size >= MAX_NONCES) throw new ChannelAuthError('too many requests to remember; try again shortly');
+    if (this.#seen.has(nonce)) throw new PeerAuthError('the request was replayed');
+    if (this.#seen.size >= MAX_NONCES) throw new PeerAuthError('too many requests to remember; try again shortly');
     this.#seen.set(nonce, Number(time) + CLOCK_SKEW_MS);
     return node;
   }
@@ -133,9 +137,9 @@ export class RequestVerifier {
     const nonce = header(SIGNATURE_HEADERS.nonce);
     const signature = header(SIGNATURE_HEADERS.signature);
     if (!node || !/^\d{1,15}$/.test(time) || !/^[0-9a-f]{32}$/.test(nonce) || !/^[0-9a-f]{64}$/.test(signature))
-      throw new ChannelAuthError('the request is not signed');
+      throw new PeerAuthError('the request is not signed');
     if (Math.abs(now - Number(time)) > CLOCK_SKEW_MS)
-      throw new ChannelAuthError('the request is too old or from the future: check the nodes\u2019 clocks');
+      throw new PeerAuthError('the request is too old or from the future: check the nodes\u2019 clocks');
     return { node, time, nonce, signature };
   }
 
