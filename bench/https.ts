@@ -23,7 +23,7 @@ import { httpsClient } from '../test/helpers/tls-client.ts';
 import { until } from '../test/helpers/until.ts';
 import { freePort, ROOT, SERVER_CORE, type Server, startPinned } from './harness.ts';
 import type { LoadTarget } from './load-worker.ts';
-import type { Comparison } from './report.ts';
+import type { Comparison } from './comparison.ts';
 
 export interface HttpsResults {
   /** The certificate both HTTPS sides show. */

@@ -70,13 +70,12 @@ import {
   earlierAims,
   SATURATED,
   type BenchResults,
-  type Comparison,
   type Distribution,
-  type Measured,
   printReport,
   round3Aims,
   writeDocs,
 } from './report.ts';
+import type { Comparison, Measured } from './comparison.ts';
 import { startPublicHost } from '../test/helpers/public-host.ts';
 import { startCluster } from '../test/helpers/postgres-cluster.ts';
 import { startObjectStoreServer } from '../test/helpers/object-store-server.ts';

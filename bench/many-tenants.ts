@@ -31,7 +31,7 @@ import {
   watchServer,
 } from './harness.ts';
 import { type Latencies, type LoadResult, type LoadTarget, Samples } from './load-worker.ts';
-import type { Comparison } from './report.ts';
+import type { Comparison } from './comparison.ts';
 
 export interface WorkerMemory {
   workers: number;
