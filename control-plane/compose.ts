@@ -16,7 +16,7 @@ import { type OwnerCredentials, ensureOwner } from './services/bootstrap.ts';
 import { CronScheduler } from './services/cron.ts';
 import { type Deps, monotonicClock } from './deps.ts';
 import { failInterruptedExports } from './services/exports.ts';
-import { closingDbChannels, createCtxHandler, createDbChannelHandler } from './services/function-context.ts';
+import { closingDbLines, createCtxHandler, createDbLineHandler } from './services/function-context.ts';
 import { FunctionLogBuffer } from './logs/function-log-buffer.ts';
 import { openLogStreams } from './logs/log-streams.ts';
 import { retiringFunctions } from './services/functions.ts';
@@ -224,11 +224,11 @@ async function composeParts(
     cliLoginLimit: cliLoginLimit(metadata),
     siteUrl: options.siteUrl,
   };
-  changes.subscribe(closingDbChannels(deps));
+  changes.subscribe(closingDbLines(deps));
   changes.subscribe(deps.previews);
   runtime.serve({
     ctx: createCtxHandler(deps),
-    dbChannel: createDbChannelHandler(deps),
+    dbLine: createDbLineHandler(deps),
     log: (deployment, entry) => functionLogs.add(deployment.siteId, deployment.path, entry),
   });
   const heartbeat = new NodeHeartbeat(deps, config, {

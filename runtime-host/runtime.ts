@@ -77,8 +77,8 @@ export interface Deployment {
 /** Who serves what workers ask of the host: given once the server's services exist (RuntimeHost.serve). */
 export interface RuntimeHooks {
   ctx: (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
-  /** A worker's channel to its site's database: `link` is the worker's own path for it. */
-  dbChannel: (deployment: Deployment, link: string, args: unknown[]) => Promise<CtxResult>;
+  /** A worker's line to its site's database: `link` is the worker's own path for it. */
+  dbLine: (deployment: Deployment, link: string, args: unknown[]) => Promise<CtxResult>;
   log: (deployment: Deployment, entry: LogEntry) => void;
 }
 
@@ -310,7 +310,7 @@ export class RuntimeHost {
       egress: { url: egress.url, token },
       releaseEgress: () => egress.revoke(token),
       onCtxCall: (call) => hooks.ctx(deployment, call),
-      onDbChannel: (link, args) => hooks.dbChannel(deployment, link, args),
+      onDbLine: (link, args) => hooks.dbLine(deployment, link, args),
       onLog: (entry) => hooks.log(deployment, entry),
       onProtocolError: (violation) =>
         logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),

@@ -256,12 +256,12 @@ async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
 export type CtxHandler = (deployment: Deployment, call: CtxCall) => Promise<CtxResult>;
 
 /**
- * Serves a worker's asks about its channel to its site's database (deno-shim/db-channel.ts): `open`
+ * Serves a worker's asks about its line to its site's database (deno-shim/db-line.ts): `open`
  * (with the worker's token) has the database's process connect to the worker when the site is active
- * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a channel that broke off mid-call broke off for,
- * as the error its calls would have had here. The channel's calls are counted here as they are reported.
+ * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a line that broke off mid-call broke off for,
+ * as the error its calls would have had here. The line's calls are counted here as they are reported.
  */
-export function createDbChannelHandler(deps: Deps) {
+export function createDbLineHandler(deps: Deps) {
   const onCalls = (siteId: string) => (calls: Record<string, number>) => {
     for (const [method, count] of Object.entries(calls)) {
       for (let i = 0; i < count; i++) {
@@ -290,24 +290,24 @@ export function createDbChannelHandler(deps: Deps) {
         }
         return { ok: false, error: { code: failure.code, message: failure.message } };
       }
-      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a channel request' } };
+      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a line request' } };
     } catch (err) {
-      logJobFailure(deps.log, err, 'a database channel could not be opened', { functionId: deployment.functionId });
+      logJobFailure(deps.log, err, 'a database line could not be opened', { functionId: deployment.functionId });
       return { ok: true, value: false };
     }
   };
 }
 
 /**
- * Channels are given only to the workers of an active site with a ready database: when a site or its
- * database changes, that site's channels close (every site's after changes may have been missed), and
+ * Lines are given only to the workers of an active site with a ready database: when a site or its
+ * database changes, that site's lines close (every site's after changes may have been missed), and
  * the next call asks again.
  */
-export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
+export function closingDbLines(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
   const close = (siteId?: string) =>
     void deps.siteDatabases
       .closeChannels(siteId)
-      .catch((err: unknown) => deps.log.warn({ err }, 'database channels could not be closed'));
+      .catch((err: unknown) => deps.log.warn({ err }, 'database lines could not be closed'));
   return {
     change: (change) => {
       if (change.kind === 'sites' || change.kind === 'database') close(change.siteId);

@@ -4,7 +4,7 @@
 // workers. It implements the provider interface (provider.ts) that a networked SQL provider would
 // implement too; nothing outside this folder knows the databases are local files.
 // This class ties its parts in local/: the processes (site-processes.ts), the calls as the host runs
-// them (calls.ts), the workers' channels (worker-channels.ts), the hand-over between nodes (moves.ts)
+// them (calls.ts), the workers' lines (worker-lines.ts), the hand-over between nodes (moves.ts)
 // and what the replicas give back (restores.ts).
 import fsp from 'node:fs/promises';
 import path from 'node:path';
@@ -23,24 +23,24 @@ import { DatabaseMoves } from './local/moves.ts';
 import type { SiteDatabaseOptions } from './local/options.ts';
 import { Restores } from './local/restores.ts';
 import { SiteProcesses } from './local/site-processes.ts';
-import { WorkerChannels } from './local/worker-channels.ts';
+import { WorkerLines } from './local/worker-lines.ts';
 
 export class SiteDatabases implements SiteDatabaseProvider {
   readonly #options: SiteDatabaseOptions;
   readonly #processes: SiteProcesses;
   readonly #calls: SiteCalls;
-  readonly #channels: WorkerChannels;
+  readonly #lines: WorkerLines;
   readonly #moves: DatabaseMoves;
   readonly #restores: Restores;
 
   constructor(options: SiteDatabaseOptions) {
     this.#options = options;
     this.#processes = new SiteProcesses(options, {
-      onStats: (siteId, stats) => this.#channels.stats(siteId, stats),
-      onExit: (process) => this.#channels.forget(process),
+      onStats: (siteId, stats) => this.#lines.stats(siteId, stats),
+      onExit: (process) => this.#lines.forget(process),
     });
-    this.#calls = new SiteCalls(options, this.#processes, (siteId) => this.#channels.close(siteId));
-    this.#channels = new WorkerChannels(options, this.#processes, this.#calls);
+    this.#calls = new SiteCalls(options, this.#processes, (siteId) => this.#lines.close(siteId));
+    this.#lines = new WorkerLines(options, this.#processes, this.#calls);
     this.#moves = new DatabaseMoves(options, this.#processes, this.#calls);
     this.#restores = new Restores(options, this.#processes, this.#calls, this.#moves);
   }
@@ -154,7 +154,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return this.#moves.dropCopy(siteId);
   }
 
-  // The workers' channels (local/worker-channels.ts).
+  // The workers' lines (local/worker-lines.ts).
 
   openChannel(
     siteId: string,
@@ -162,23 +162,23 @@ export class SiteDatabases implements SiteDatabaseProvider {
     token: string,
     onCalls: (calls: Record<string, number>) => void,
   ): Promise<boolean> {
-    return this.#channels.open(siteId, link, token, onCalls);
+    return this.#lines.open(siteId, link, token, onCalls);
   }
 
   channelLost(siteId: string, token: string): Promise<StatementError> {
-    return this.#channels.lost(siteId, token);
+    return this.#lines.lost(siteId, token);
   }
 
   closeChannels(siteId?: string): Promise<void> {
-    return this.#channels.close(siteId);
+    return this.#lines.close(siteId);
   }
 
   get channelCalls(): number {
-    return this.#channels.calls;
+    return this.#lines.calls;
   }
 
-  /** Channel tokens kept, so a worker whose channel broke can learn why (at most maxChannelTokens). */
+  /** Channel tokens kept, so a worker whose channel broke can learn why (at most maxLineTokens). */
   get channelTokens(): number {
-    return this.#channels.tokens;
+    return this.#lines.tokens;
   }
 }

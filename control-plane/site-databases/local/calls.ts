@@ -43,8 +43,8 @@ const revive = (outcome: StatementOutcome): StatementResult => ({
 export class SiteCalls {
   readonly #options: SiteDatabaseOptions;
   readonly #processes: SiteProcesses;
-  /** Closes a site's channels, once its calls in flight are answered (worker-channels.ts). */
-  readonly #closeChannels: (siteId: string) => Promise<void>;
+  /** Closes a site's lines, once its calls in flight are answered (worker-lines.ts). */
+  readonly #closeLines: (siteId: string) => Promise<void>;
   /** Calls sent and not yet answered, per site, and who waits for a site's to be answered. */
   readonly #inflight = new Map<string, number>();
   readonly #drained = new Map<string, () => void>();
@@ -57,14 +57,10 @@ export class SiteCalls {
   /** Fenced (cluster/fence.ts): this node lost touch with the metadata, and serves none of its databases. */
   fenced = false;
 
-  constructor(
-    options: SiteDatabaseOptions,
-    processes: SiteProcesses,
-    closeChannels: (siteId: string) => Promise<void>,
-  ) {
+  constructor(options: SiteDatabaseOptions, processes: SiteProcesses, closeLines: (siteId: string) => Promise<void>) {
     this.#options = options;
     this.#processes = processes;
-    this.#closeChannels = closeChannels;
+    this.#closeLines = closeLines;
   }
 
   async create(siteId: string): Promise<void> {
@@ -231,7 +227,7 @@ export class SiteCalls {
   }
 
   /**
-   * Pauses the site's calls (new ones wait), waits for those in flight and closes its channels, runs
+   * Pauses the site's calls (new ones wait), waits for those in flight and closes its lines, runs
    * `work`, and lets the calls go on.
    */
   async betweenCalls<T>(siteId: string, work: () => Promise<T>): Promise<T> {
@@ -248,16 +244,16 @@ export class SiteCalls {
   }
 
   /**
-   * Waits until the site's calls in flight are answered, then closes its channels: the process answers
-   * that once no channel statement runs, and no channel is given while the site is paused.
+   * Waits until the site's calls in flight are answered, then closes its lines: the process answers
+   * that once no line statement runs, and no line is given while the site is paused.
    */
   async #drain(siteId: string): Promise<void> {
     while ((this.#inflight.get(siteId) ?? 0) > 0)
       await new Promise<void>((resolve) => this.#drained.set(siteId, resolve));
-    await this.#closeChannels(siteId);
+    await this.#closeLines(siteId);
   }
 
-  /** Nothing keeps the site's database from its workers' channels: no pause, copy, move or fence. */
+  /** Nothing keeps the site's database from its workers' lines: no pause, copy, move or fence. */
   normal(siteId: string): boolean {
     return !this.fenced && !this.#paused.has(siteId) && !this.frozen.has(siteId) && !this.movedAway.has(siteId);
   }

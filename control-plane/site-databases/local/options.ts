@@ -19,10 +19,10 @@ export interface SiteDatabaseOptions {
   /** The databases' replicas; null: not replicated (BERTH_DATABASE_REPLICATION=false). */
   replicas?: SiteReplicas | null;
   /**
-   * Where database processes listen for their workers' channels (openChannel) and workers' links to
+   * Where database processes listen for their workers' lines (openChannel) and workers' links to
    * them are made: the runtime's socket folder. None: workers' calls all come through the host.
    */
-  channelDir?: string;
-  /** Channel tokens kept at most, the oldest going first (MAX_TOKENS when not given). */
-  maxChannelTokens?: number;
+  lineDir?: string;
+  /** Line tokens kept at most, the oldest going first (MAX_TOKENS when not given). */
+  maxLineTokens?: number;
 }

@@ -6,17 +6,17 @@ import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { PoolFullError, WorkerPool } from '../../../runtime-host/pool.ts';
 import { DatabaseProcess } from '../database-process.ts';
-import type { ChannelStats } from '../protocol.ts';
+import type { LineStats } from '../protocol.ts';
 import { StatementError } from '../provider.ts';
 import type { SiteDatabaseOptions } from './options.ts';
 
 const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
 
-export type SiteProcess = DatabaseProcess & { siteId: string; channelPath: string | undefined };
+export type SiteProcess = DatabaseProcess & { siteId: string; linePath: string | undefined };
 
 export interface SiteProcessHooks {
-  /** What a process's channels did (DbFrame.Stats). */
-  onStats(siteId: string, stats: ChannelStats): void;
+  /** What a process's lines did (DbFrame.Stats). */
+  onStats(siteId: string, stats: LineStats): void;
   /** The process has exited. */
   onExit(process: SiteProcess): void;
 }
@@ -47,10 +47,10 @@ export class SiteProcesses {
         const fresh = !fs.existsSync(file);
         if (replicator && !fresh) await replicator.watch(siteId, file);
         // The one socket path the process may use: linked by the host to each worker it connects to.
-        const channelPath = options.channelDir
-          ? path.join(options.channelDir, `${crypto.randomBytes(8).toString('hex')}.dbs`)
+        const linePath = options.lineDir
+          ? path.join(options.lineDir, `${crypto.randomBytes(8).toString('hex')}.dbs`)
           : undefined;
-        if (channelPath) await fsp.mkdir(options.channelDir!, { recursive: true, mode: 0o700 });
+        if (linePath) await fsp.mkdir(options.lineDir!, { recursive: true, mode: 0o700 });
         const process = Object.assign(
           await DatabaseProcess.start({
             denoPath: options.denoPath,
@@ -60,15 +60,15 @@ export class SiteProcesses {
             maxBytes: options.maxBytes,
             startupTimeoutMs: 10_000,
             replicated: Boolean(replicator),
-            ...(channelPath ? { channelPath, onStats: (stats: ChannelStats) => hooks.onStats(siteId, stats) } : {}),
+            ...(linePath ? { linePath, onStats: (stats: LineStats) => hooks.onStats(siteId, stats) } : {}),
           }),
-          { siteId, channelPath },
+          { siteId, linePath },
         );
         this.#started.add(process);
         void process.exited.then(() => {
           this.#started.delete(process);
           hooks.onExit(process);
-          if (channelPath) for (const file of [channelPath, `${channelPath}.tmp`]) fs.rmSync(file, { force: true });
+          if (linePath) for (const file of [linePath, `${linePath}.tmp`]) fs.rmSync(file, { force: true });
           replicator?.idle(siteId);
         });
         if (replicator && fresh) await replicator.watch(siteId, file);

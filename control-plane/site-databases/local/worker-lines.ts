@@ -1,43 +1,43 @@
-// The workers' channels to their site's database process, as the host keeps them: opened at a
+// The workers' lines to their site's database process, as the host keeps them: opened at a
 // worker's ask (the process's one socket path linked to the worker's, a token checked), pinged while
 // open (what they did, and their statements' time limit), closed before anything needs the database
 // to itself, and why one broke off told to its worker.
 import fsp from 'node:fs/promises';
 import { DatabaseProcessError } from '../database-process.ts';
-import { CHANNEL_TOKEN_CHARS, type ChannelStats } from '../protocol.ts';
+import { LINE_TOKEN_CHARS, type LineStats } from '../protocol.ts';
 import { StatementError } from '../provider.ts';
 import { type SiteCalls, timedOut } from './calls.ts';
 import type { SiteDatabaseOptions } from './options.ts';
 import type { SiteProcess, SiteProcesses } from './site-processes.ts';
 
-/** A process with channels is pinged this often: an unanswered ping is a channel's statement running. */
+/** A process with lines is pinged this often: an unanswered ping is a line's statement running. */
 const PING_MS = 1000;
-/** How long a stopped process's tokens are kept, so a worker whose channel broke can learn why. */
+/** How long a stopped process's tokens are kept, so a worker whose line broke can learn why. */
 const TOKENS_KEPT_MS = 60_000;
 /**
- * Tokens kept at most: a long-lived process gives one to every channel its workers open, and a channel
- * its worker ended is never heard of again. The oldest go first (a channel lost then is told only that
+ * Tokens kept at most: a long-lived process gives one to every line its workers open, and a line
+ * its worker ended is never heard of again. The oldest go first (a line lost then is told only that
  * it closed).
  */
 const MAX_TOKENS = 10_000;
 
-const TOKEN = new RegExp(`^[0-9a-f]{${CHANNEL_TOKEN_CHARS}}$`);
+const TOKEN = new RegExp(`^[0-9a-f]{${LINE_TOKEN_CHARS}}$`);
 
-export class WorkerChannels {
+export class WorkerLines {
   readonly #options: SiteDatabaseOptions;
   readonly #processes: SiteProcesses;
   readonly #calls: SiteCalls;
-  /** Processes whose workers may have channels open, and the ping that times their statements. */
-  readonly #channelled = new Map<SiteProcess, NodeJS.Timeout>();
-  /** Channel tokens given, by the process that lets them in. */
+  /** Processes whose workers may have lines open, and the ping that times their statements. */
+  readonly #pinged = new Map<SiteProcess, NodeJS.Timeout>();
+  /** Line tokens given, by the process that lets them in. */
   readonly #tokens = new Map<string, SiteProcess>();
-  /** Who hears each site's channel calls. */
+  /** Who hears each site's line calls. */
   readonly #onCalls = new Map<string, (calls: Record<string, number>) => void>();
   /** The connect under way of each process, which the next waits for. */
   readonly #connecting = new WeakMap<SiteProcess, Promise<unknown>>();
-  /** Channels opening now: a close of their site's channels meanwhile marks them, and they close too. */
+  /** Lines opening now: a close of their site's lines meanwhile marks them, and they close too. */
   readonly #opening = new Set<{ siteId: string; closed: boolean }>();
-  #channelCalls = 0;
+  #lineCalls = 0;
 
   constructor(options: SiteDatabaseOptions, processes: SiteProcesses, calls: SiteCalls) {
     this.#options = options;
@@ -51,26 +51,26 @@ export class WorkerChannels {
     token: string,
     onCalls: (calls: Record<string, number>) => void,
   ): Promise<boolean> {
-    if (!this.#options.channelDir || !TOKEN.test(token) || !this.#calls.normal(siteId)) return false;
+    if (!this.#options.lineDir || !TOKEN.test(token) || !this.#calls.normal(siteId)) return false;
     this.#onCalls.set(siteId, onCalls);
     const opening = { siteId, closed: false };
     this.#opening.add(opening);
     const timeoutMs = this.#options.statementTimeoutMs;
-    // Counted as a call in flight, so a pause that begins meanwhile closes this channel too.
+    // Counted as a call in flight, so a pause that begins meanwhile closes this line too.
     return this.#calls
       .counted(siteId, async () => {
         const process = await this.#processes.acquire(siteId);
         try {
-          if (!process.channelPath) return false;
+          if (!process.linePath) return false;
           const connected = await this.#linked(process, link, () => process.call({ op: 'connect', token }, timeoutMs));
           if (!connected.ok || !process.alive) return false;
           this.#tokens.set(token, process);
-          if (this.#tokens.size > (this.#options.maxChannelTokens ?? MAX_TOKENS))
+          if (this.#tokens.size > (this.#options.maxLineTokens ?? MAX_TOKENS))
             this.#tokens.delete(this.#tokens.keys().next().value!);
           this.#ping(process);
           if (opening.closed || !this.#calls.normal(siteId)) {
-            // Channels were closed while this one opened: it closes too.
-            await process.call({ op: 'close-channels' }, timeoutMs).catch(() => {});
+            // Lines were closed while this one opened: it closes too.
+            await process.call({ op: 'close-lines' }, timeoutMs).catch(() => {});
             return false;
           }
           return true;
@@ -90,11 +90,11 @@ export class WorkerChannels {
   }
 
   /**
-   * Runs `work` (a connect) with the process's one channel path linked to the worker's socket `target`:
+   * Runs `work` (a connect) with the process's one line path linked to the worker's socket `target`:
    * one at a time per process, the link replaced in one step.
    */
   #linked<T>(process: SiteProcess, target: string, work: () => Promise<T>): Promise<T> {
-    const path = process.channelPath!;
+    const path = process.linePath!;
     const run = (this.#connecting.get(process) ?? Promise.resolve())
       .catch(() => {})
       .then(async () => {
@@ -111,8 +111,8 @@ export class WorkerChannels {
   async lost(siteId: string, token: string): Promise<StatementError> {
     const process = this.#tokens.get(token);
     if (!process || process.siteId !== siteId)
-      return new StatementError('unavailable', 'the channel to the database closed');
-    // The worker may hear its channel close before the host hears the process end.
+      return new StatementError('unavailable', 'the line to the database closed');
+    // The worker may hear its line close before the host hears the process end.
     const reason =
       process.stopReason ??
       (await Promise.race([
@@ -122,30 +122,30 @@ export class WorkerChannels {
     if (reason === 'timeout') return timedOut(this.#options.statementTimeoutMs);
     return new StatementError(
       'unavailable',
-      reason ? new DatabaseProcessError(reason).message : 'the channel to the database closed',
+      reason ? new DatabaseProcessError(reason).message : 'the line to the database closed',
     );
   }
 
   async close(siteId?: string): Promise<void> {
     const closes = (site: string) => siteId === undefined || site === siteId;
-    const closing = [...this.#channelled.keys()].filter((process) => closes(process.siteId));
+    const closing = [...this.#pinged.keys()].filter((process) => closes(process.siteId));
     for (const opening of this.#opening) if (closes(opening.siteId)) opening.closed = true;
     await Promise.all(
       closing.map(async (process) => {
         this.forget(process);
-        // Answered once no channel statement runs; a process that stops meanwhile has closed them too.
-        await process.call({ op: 'close-channels' }, this.#options.statementTimeoutMs).catch(() => {});
+        // Answered once no line statement runs; a process that stops meanwhile has closed them too.
+        await process.call({ op: 'close-lines' }, this.#options.statementTimeoutMs).catch(() => {});
       }),
     );
   }
 
   /**
-   * While a process has channels it is pinged every PING_MS, which brings what they did (Stats) and
+   * While a process has lines it is pinged every PING_MS, which brings what they did (Stats) and
    * times their statements: a ping not answered within the statement time limit stops the process as
    * a statement past its limit, as one sent through the host is.
    */
   #ping(process: SiteProcess): void {
-    if (this.#channelled.has(process)) return;
+    if (this.#pinged.has(process)) return;
     let pinging = false;
     const timer = setInterval(() => {
       if (pinging || !process.alive) return;
@@ -156,36 +156,36 @@ export class WorkerChannels {
         .finally(() => (pinging = false));
     }, PING_MS);
     timer.unref();
-    this.#channelled.set(process, timer);
+    this.#pinged.set(process, timer);
   }
 
   get calls(): number {
-    return this.#channelCalls;
+    return this.#lineCalls;
   }
 
-  /** Channel tokens kept, so a worker whose channel broke can learn why (at most maxChannelTokens). */
+  /** Line tokens kept, so a worker whose line broke can learn why (at most maxLineTokens). */
   get tokens(): number {
     return this.#tokens.size;
   }
 
   /** Stops pinging the process; once it has exited, its tokens are forgotten after TOKENS_KEPT_MS. */
   forget(process: SiteProcess): void {
-    clearInterval(this.#channelled.get(process));
-    this.#channelled.delete(process);
+    clearInterval(this.#pinged.get(process));
+    this.#pinged.delete(process);
     if (process.alive) return;
     setTimeout(() => {
       for (const [token, owner] of this.#tokens) if (owner === process) this.#tokens.delete(token);
     }, TOKENS_KEPT_MS).unref();
   }
 
-  /** What a process's channels did, heard as the host hears its own calls. */
-  stats(siteId: string, stats: ChannelStats): void {
+  /** What a process's lines did, heard as the host hears its own calls. */
+  stats(siteId: string, stats: LineStats): void {
     const observe = this.#options.onStatement;
     if (observe) for (const [ok, seconds] of stats.statements) observe('function', ok, seconds);
     if (stats.firstWriteAt !== null) this.#options.replicas?.replicator.wrote(siteId, stats.firstWriteAt);
     this.#onCalls.get(siteId)?.(stats.calls);
-    for (const count of Object.values(stats.calls)) this.#channelCalls += count;
-    // The channels' calls are the process's use: it is not stopped as idle while they come.
+    for (const count of Object.values(stats.calls)) this.#lineCalls += count;
+    // The lines' calls are the process's use: it is not stopped as idle while they come.
     const live = this.#processes.live(siteId);
     if (live) this.#processes.release(live);
   }
