@@ -58,7 +58,7 @@ test.serial(
     await deployFixture(t0.owner, site.bucketId, 'db');
     const call = caller(t0, site.subdomain);
     const before = await scrape();
-    const callsBefore = provider(t0).channelCalls;
+    const callsBefore = provider(t0).lineCalls;
 
     t.deepEqual(
       (await call({ op: 'execute', sql: "INSERT INTO items (name, data) VALUES (?, X'00FF10')", params: ['a'] })).value,
@@ -90,7 +90,7 @@ test.serial(
     });
 
     // The first call asks for the line; each later one is served on it, and reported within a second.
-    await until(() => provider(t0).channelCalls - callsBefore >= 6, 'the line’s calls reported');
+    await until(() => provider(t0).lineCalls - callsBefore >= 6, 'the line’s calls reported');
     const metrics = await until(async () => {
       const now = await scrape();
       const counted = (method: string) =>
@@ -132,7 +132,7 @@ test('a statement past the time limit on the line is stopped with the error the 
   const call = caller(berth, site.subdomain);
   await call({ op: 'execute', sql: 'INSERT INTO t VALUES (1)' });
   await call({ op: 'execute', sql: 'INSERT INTO t VALUES (2)' });
-  await until(() => provider(berth).channelCalls >= 1, 'a call served on the line');
+  await until(() => provider(berth).lineCalls >= 1, 'a call served on the line');
   const endless = await call({
     op: 'first',
     sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c',
@@ -148,7 +148,7 @@ test('compaction and a copy of the file during line traffic lose no write, and a
   await deployFixture(t0.owner, site.bucketId, 'db');
   const call = caller(t0, site.subdomain);
   await call({ op: 'execute', sql: "INSERT INTO hits (at) VALUES ('first')" });
-  const callsBefore = provider(t0).channelCalls;
+  const callsBefore = provider(t0).lineCalls;
   let written = 1;
   let stop = false;
   const writers = Array.from({ length: 4 }, async () => {
@@ -183,7 +183,7 @@ test('compaction and a copy of the file during line traffic lose no write, and a
   await Promise.all(writers);
   t.true(written > during, 'the writes that waited ran after the thaw');
   t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' })).value, { n: written });
-  t.true(provider(t0).channelCalls > callsBefore, 'the writes went on the line');
+  t.true(provider(t0).lineCalls > callsBefore, 'the writes went on the line');
 });
 
 test('a database process stopped for another site’s closes its lines first: every write answered is kept, once', async (t) => {
@@ -197,7 +197,7 @@ test('a database process stopped for another site’s closes its lines first: ev
   const calls = sites.map(({ site }) => caller(berth, site.subdomain));
   // In turns: each burst's first call stops the other site's process, whose line closes as it ends;
   // every call of every burst is on a line, and all are counted, those reported as a process ended too.
-  const before = provider(berth).channelCalls;
+  const before = provider(berth).lineCalls;
   for (let round = 0; round < 3; round++) {
     for (const call of calls) {
       const answers = await Promise.all(
@@ -206,7 +206,7 @@ test('a database process stopped for another site’s closes its lines first: ev
       for (const answer of answers) t.is(answer.value?.changes, 1, JSON.stringify(answer));
     }
   }
-  await until(() => provider(berth).channelCalls - before === 30, 'the thirty calls counted');
+  await until(() => provider(berth).lineCalls - before === 30, 'the thirty calls counted');
   // The two sites write at once with room for one database process: each call of one site may stop the
   // other's process, lines and all, in the middle of its traffic. A call that finds the one process
   // busy with the other site's is told the database is unavailable, as through the host.
@@ -264,7 +264,7 @@ test('a worker of one site reaches no other site’s database, and cannot touch 
   t.true(fs.statSync(own).isSocket(), 'its own path is still the shim’s listener');
   // A connection to a worker that does not bring the token the worker asked with is closed by it.
   const strangerToken = 'f'.repeat(64);
-  t.true(await provider(t0).openChannel(b.site.id, listenerB, strangerToken, () => {}));
+  t.true(await provider(t0).openLine(b.site.id, listenerB, strangerToken, () => {}));
   t.deepEqual((await caller(t0, b.site.subdomain)({ op: 'first', sql: 'SELECT v FROM secrets' })).value, {
     v: 'b only',
   });
@@ -282,7 +282,7 @@ async function hostileWorker(siteId: string, frames: Buffer[], waitMs = 3000) {
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
   const token = crypto.randomBytes(32).toString('hex');
   const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-  const opened = await provider(t0).openChannel(siteId, socketPath, token, () => {});
+  const opened = await provider(t0).openLine(siteId, socketPath, token, () => {});
   if (!opened) throw new Error('no line opened');
   const socket = await accepted;
   const frames_: Array<{ type: number; payload: any }> = [];
@@ -424,7 +424,7 @@ async function acceptLine(t: ExecutionContext, siteId: string): Promise<net.Sock
   t.teardown(() => server.close());
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
   const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-  t.true(await provider(t0).openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
+  t.true(await provider(t0).openLine(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
   const socket = await accepted;
   t.teardown(() => socket.destroy());
   return socket;

@@ -276,10 +276,10 @@ export function createDbLineHandler(deps: Deps) {
       if (args[0] === 'open' && typeof args[1] === 'string') {
         const site = await siteRow(deps, siteId);
         if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: false };
-        return { ok: true, value: await deps.siteDatabases.openChannel(siteId, link, args[1], onCalls(siteId)) };
+        return { ok: true, value: await deps.siteDatabases.openLine(siteId, link, args[1], onCalls(siteId)) };
       }
       if (args[0] === 'lost' && typeof args[1] === 'string') {
-        const lost = await deps.siteDatabases.channelLost(siteId, args[1]);
+        const lost = await deps.siteDatabases.lineLost(siteId, args[1]);
         const failure = functionFailure(lost.reason, lost.message);
         if (failure.diagnostic) {
           deps.functionLogs.add(siteId, deployment.path, {
@@ -306,7 +306,7 @@ export function createDbLineHandler(deps: Deps) {
 export function closingDbLines(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
   const close = (siteId?: string) =>
     void deps.siteDatabases
-      .closeChannels(siteId)
+      .closeLines(siteId)
       .catch((err: unknown) => deps.log.warn({ err }, 'database lines could not be closed'));
   return {
     change: (change) => {

@@ -156,7 +156,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
 
   // The workers' lines (local/worker-lines.ts).
 
-  openChannel(
+  openLine(
     siteId: string,
     link: string,
     token: string,
@@ -165,20 +165,20 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return this.#lines.open(siteId, link, token, onCalls);
   }
 
-  channelLost(siteId: string, token: string): Promise<StatementError> {
+  lineLost(siteId: string, token: string): Promise<StatementError> {
     return this.#lines.lost(siteId, token);
   }
 
-  closeChannels(siteId?: string): Promise<void> {
+  closeLines(siteId?: string): Promise<void> {
     return this.#lines.close(siteId);
   }
 
-  get channelCalls(): number {
+  get lineCalls(): number {
     return this.#lines.calls;
   }
 
-  /** Channel tokens kept, so a worker whose channel broke can learn why (at most maxLineTokens). */
-  get channelTokens(): number {
+  /** Line tokens kept, so a worker whose line broke can learn why (at most maxLineTokens). */
+  get lineTokens(): number {
     return this.#lines.tokens;
   }
 }

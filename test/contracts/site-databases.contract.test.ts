@@ -422,9 +422,9 @@ test.serial(
     await new Promise<void>((resolve) => worker.listen(socketPath, resolve));
     let opened = 0;
     while (opened <= 60) {
-      if (await databases.openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
+      if (await databases.openLine(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
     }
-    t.is(databases.channelTokens, 50);
+    t.is(databases.lineTokens, 50);
   },
 );
 

@@ -19,7 +19,7 @@ export interface SiteDatabaseOptions {
   /** The databases' replicas; null: not replicated (BERTH_DATABASE_REPLICATION=false). */
   replicas?: SiteReplicas | null;
   /**
-   * Where database processes listen for their workers' lines (openChannel) and workers' links to
+   * Where database processes listen for their workers' lines (openLine) and workers' links to
    * them are made: the runtime's socket folder. None: workers' calls all come through the host.
    */
   lineDir?: string;
