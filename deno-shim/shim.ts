@@ -6,7 +6,7 @@ import { setImmediate } from 'node:timers';
 import { currentRequest, hideHostPaths, setLogSink } from './harden.ts';
 import { routeFetchThroughEgress } from './egress.ts';
 import { type CallHost, createContext } from './context.ts';
-import { listen, throughDbChannel } from './db-channel.ts';
+import { listen, throughDbLine } from './db-line.ts';
 import {
   CHUNK_BYTES,
   type ChannelParams,
@@ -23,7 +23,7 @@ import {
   MAX_LOG_CHARS,
   MAX_REQUEST_HEAD_BYTES,
   type ReadyInfo,
-  dbChannelPath,
+  dbLinePath,
   type ResponseHead,
   decodeJson,
   decodeLoad,
@@ -89,14 +89,14 @@ function failure(error: unknown): HandlerFailure {
 
 export interface Channel {
   conn: Deno.Conn;
-  /** Where the site's database process connects, when the host has it open a channel (db-channel.ts). */
+  /** Where the site's database process connects, when the host has it open a line (db-line.ts). */
   db: Deno.Listener;
   siteId: string;
   kind: 'api' | 'cron';
 }
 
 /**
- * Opens the channel and listens where the site's database process may connect (db-channel.ts);
+ * Opens the channel and listens where the site's database process may connect (db-line.ts);
  * afterwards nothing in this process can open, listen on or replace either path.
  */
 async function open(socketPath: string): Promise<{ conn: Deno.Conn; db: Deno.Listener }> {
@@ -104,7 +104,7 @@ async function open(socketPath: string): Promise<{ conn: Deno.Conn; db: Deno.Lis
   Deno.permissions.revokeSync({ name: 'read', path: socketPath });
   Deno.permissions.revokeSync({ name: 'write', path: socketPath });
   Deno.permissions.revokeSync({ name: 'net', host: `unix:${socketPath}` });
-  return { conn, db: listen(dbChannelPath(socketPath)) };
+  return { conn, db: listen(dbLinePath(socketPath)) };
 }
 
 export async function connect(params: ChannelParams): Promise<Channel> {
@@ -210,7 +210,7 @@ export async function run(
     return result;
   };
   const requestId = () => currentRequest.getStore() ?? null;
-  const ctx = createContext(siteId, throughDbChannel(channel.db, callHost, requestId, log));
+  const ctx = createContext(siteId, throughDbLine(channel.db, callHost, requestId, log));
   const aborts = new Map<number, AbortController>();
 
   async function serve(stream: number, payload: Uint8Array): Promise<void> {

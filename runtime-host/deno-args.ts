@@ -1,10 +1,10 @@
 // The command line of a Deno worker, as a pure function so the sandbox's flags can be read and
 // tested without spawning anything.
-import { dbChannelPath } from './protocol.ts';
+import { dbLinePath } from './protocol.ts';
 
 export interface DenoArgsOptions {
   /**
-   * The worker's channel: with the path next to it (dbChannelPath), all it may touch, and only until
+   * The worker's channel: with the path next to it (dbLinePath), all it may touch, and only until
    * the shim has connected.
    */
   socketPath: string;
@@ -32,15 +32,15 @@ export const SEMI_SPACE_MB = 4;
 
 /**
  * The program comes on stdin (see entryProgram), so the arguments name no host path but the socket's
- * and the path where the worker listens for its channel to its site's database (dbChannelPath); the
+ * and the path where the worker listens for its line to its site's database (dbLinePath); the
  * shim gives up both before the function's module runs.
  */
 export function denoArgs(options: DenoArgsOptions): string[] {
-  const db = dbChannelPath(options.socketPath);
+  const db = dbLinePath(options.socketPath);
   return [
     ...DENO_RUN,
     // Deno asks net permission for a unix socket too: the channel's, which the shim revokes once connected,
-    // and the database channel's, which it revokes once listening.
+    // and the database line's, which it revokes once listening.
     `--allow-net=${options.egressAddress},unix:${options.socketPath},unix:${db}`,
     `--allow-read=${options.socketPath},${db}`,
     `--allow-write=${options.socketPath},${db}`,

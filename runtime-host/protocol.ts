@@ -120,18 +120,18 @@ export const MAX_LOG_CHARS = 16 * 1024;
 export const MAX_CTX_CALL_BYTES = 16 * 1024 * 1024;
 
 /**
- * The shim's own ctx call about its channel to the site's database (deno-shim/db-channel.ts), not a
+ * The shim's own ctx call about its line to the site's database (deno-shim/db-line.ts), not a
  * method of the contract: args ['open', token] asks the host to have the database's process connect
  * to the worker's socket with `token` (answered true once it has, false when it will not);
  * ['lost', token, requestId] asks why one broke off (answered with the error its calls get).
  */
-export const DB_CHANNEL_METHOD = '$db.channel';
+export const DB_LINE_METHOD = '$db.line';
 
 /**
- * The one more path a worker uses: where it listens for its channel to its site's database, from before
+ * The one more path a worker uses: where it listens for its line to its site's database, from before
  * its function runs.
  */
-export const dbChannelPath = (socketPath: string): string => `${socketPath}.db`;
+export const dbLinePath = (socketPath: string): string => `${socketPath}.db`;
 
 /** `parts` in order as one buffer (the part itself when there is one): frames of one turn leave in one write. */
 export function joinBytes(parts: Uint8Array[]): Uint8Array {

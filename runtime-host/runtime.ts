@@ -77,8 +77,8 @@ export interface FunctionVersion {
 /** Who serves what workers ask of the host: given once the server's services exist (RuntimeHost.serve). */
 export interface RuntimeHooks {
   ctx: (version: FunctionVersion, call: CtxCall) => Promise<CtxResult>;
-  /** A worker's channel to its site's database: `link` is the worker's own path for it. */
-  dbChannel: (version: FunctionVersion, link: string, args: unknown[]) => Promise<CtxResult>;
+  /** A worker's line to its site's database: `link` is the worker's own path for it. */
+  dbLine: (version: FunctionVersion, link: string, args: unknown[]) => Promise<CtxResult>;
   log: (version: FunctionVersion, entry: LogEntry) => void;
 }
 
@@ -310,7 +310,7 @@ export class RuntimeHost {
       egress: { url: egress.url, token },
       releaseEgress: () => egress.revoke(token),
       onCtxCall: (call) => hooks.ctx(version, call),
-      onDbChannel: (link, args) => hooks.dbChannel(version, link, args),
+      onDbLine: (link, args) => hooks.dbLine(version, link, args),
       onLog: (entry) => hooks.log(version, entry),
       onProtocolError: (violation) =>
         logger.warn({ ...about, violation }, 'function worker broke the runtime protocol; stopped it'),

@@ -19,7 +19,7 @@ import { corkForTurn } from './turn-cork.ts';
 import {
   type CtxCall,
   CtxErrorCode,
-  DB_CHANNEL_METHOD,
+  DB_LINE_METHOD,
   type CtxResult,
   type EgressRoute,
   type Frame,
@@ -32,7 +32,7 @@ import {
   encodeFrame,
   encodeJson,
   encodeLoad,
-  dbChannelPath,
+  dbLinePath,
   encodeRequest,
   pathRedactor,
 } from './protocol.ts';
@@ -72,8 +72,8 @@ export interface WorkerBinding extends WorkerFaults {
   egress: EgressRoute;
   releaseEgress: () => void;
   onCtxCall: (call: CtxCall) => Promise<CtxResult>;
-  /** The shim's call about its channel to the site's database (DB_CHANNEL_METHOD), with the worker's path for it. */
-  onDbChannel: (link: string, args: unknown[]) => Promise<CtxResult>;
+  /** The shim's call about its line to the site's database (DB_LINE_METHOD), with the worker's path for it. */
+  onDbLine: (link: string, args: unknown[]) => Promise<CtxResult>;
   onLog: (entry: LogEntry) => void;
 }
 
@@ -241,8 +241,8 @@ export class DenoWorker {
     if (this.#process.stderr) readOutput(this.#process.stderr, 'error', this.#output, (line) => this.#rewrite(line));
     const ended = (): ExitReason => {
       clearTimeout(this.#killTimer);
-      // The link to the site's database goes with the worker, and so does its channel.
-      fs.rmSync(dbChannelPath(options.socketPath), { force: true });
+      // The link to the site's database goes with the worker, and so does its line.
+      fs.rmSync(dbLinePath(options.socketPath), { force: true });
       this.#closeStatm();
       this.#binding?.releaseEgress();
       this.#stop('crashed', new Error('the worker exited before it was ready'));
@@ -558,8 +558,8 @@ export class DenoWorker {
     let payload: Uint8Array;
     try {
       payload = encodeJson(
-        await (call.method === DB_CHANNEL_METHOD
-          ? binding.onDbChannel(dbChannelPath(this.#options.socketPath), call.args)
+        await (call.method === DB_LINE_METHOD
+          ? binding.onDbLine(dbLinePath(this.#options.socketPath), call.args)
           : binding.onCtxCall(call)),
       );
     } catch (err) {

@@ -6,7 +6,7 @@
 import { EgressProxy } from '../../runtime-host/egress-proxy.ts';
 import { RuntimeHost } from '../../runtime-host/runtime.ts';
 import { opened, type Part } from '../part.ts';
-import { closingDbChannels, createCtxHandler, createDbChannelHandler } from '../services/function-context.ts';
+import { closingDbLines, createCtxHandler, createDbLineHandler } from '../services/function-context.ts';
 import { retiringFunctions } from '../services/functions.ts';
 
 export const runtimePart: Part = {
@@ -60,11 +60,11 @@ export const runtimePart: Part = {
     metrics.read({ liveWorkers: () => runtime.workerCount });
     return { runtime };
   },
-  listens: (deps) => [retiringFunctions(deps.runtime, deps.runtimeDir), closingDbChannels(deps)],
+  listens: (deps) => [retiringFunctions(deps.runtime, deps.runtimeDir), closingDbLines(deps)],
   start(deps) {
     deps.runtime.serve({
       ctx: createCtxHandler(deps),
-      dbChannel: createDbChannelHandler(deps),
+      dbLine: createDbLineHandler(deps),
       log: (version, entry) => deps.functionLogs.add(version.siteId, version.path, entry),
     });
   },

@@ -256,12 +256,12 @@ async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
 export type CtxHandler = (functionVersion: FunctionVersion, call: CtxCall) => Promise<CtxResult>;
 
 /**
- * Serves a worker's asks about its channel to its site's database (deno-shim/db-channel.ts): `open`
+ * Serves a worker's asks about its line to its site's database (deno-shim/db-line.ts): `open`
  * (with the worker's token) has the database's process connect to the worker when the site is active
- * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a channel that broke off mid-call broke off for,
- * as the error its calls would have had here. The channel's calls are counted here as they are reported.
+ * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a line that broke off mid-call broke off for,
+ * as the error its calls would have had here. The line's calls are counted here as they are reported.
  */
-export function createDbChannelHandler(deps: Deps) {
+export function createDbLineHandler(deps: Deps) {
   const onCalls = (siteId: string) => (calls: Record<string, number>) => {
     for (const [method, count] of Object.entries(calls)) {
       for (let i = 0; i < count; i++) {
@@ -276,10 +276,10 @@ export function createDbChannelHandler(deps: Deps) {
       if (args[0] === 'open' && typeof args[1] === 'string') {
         const site = await siteRow(deps, siteId);
         if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: false };
-        return { ok: true, value: await deps.siteDatabases.openChannel(siteId, link, args[1], onCalls(siteId)) };
+        return { ok: true, value: await deps.siteDatabases.openLine(siteId, link, args[1], onCalls(siteId)) };
       }
       if (args[0] === 'lost' && typeof args[1] === 'string') {
-        const lost = await deps.siteDatabases.channelLost(siteId, args[1]);
+        const lost = await deps.siteDatabases.lineLost(siteId, args[1]);
         const failure = functionFailure(lost.reason, lost.message);
         if (failure.diagnostic) {
           deps.functionLogs.add(siteId, functionVersion.path, {
@@ -290,9 +290,9 @@ export function createDbChannelHandler(deps: Deps) {
         }
         return { ok: false, error: { code: failure.code, message: failure.message } };
       }
-      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a channel request' } };
+      return { ok: false, error: { code: CtxErrorCode.InvalidArgument, message: 'not a line request' } };
     } catch (err) {
-      logJobFailure(deps.log, err, 'a database channel could not be opened', {
+      logJobFailure(deps.log, err, 'a database line could not be opened', {
         functionId: functionVersion.functionId,
       });
       return { ok: true, value: false };
@@ -301,15 +301,15 @@ export function createDbChannelHandler(deps: Deps) {
 }
 
 /**
- * Channels are given only to the workers of an active site with a ready database: when a site or its
- * database changes, that site's channels close (every site's after changes may have been missed), and
+ * Lines are given only to the workers of an active site with a ready database: when a site or its
+ * database changes, that site's lines close (every site's after changes may have been missed), and
  * the next call asks again.
  */
-export function closingDbChannels(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
+export function closingDbLines(deps: Pick<Deps, 'siteDatabases' | 'log'>): ChangeListener {
   const close = (siteId?: string) =>
     void deps.siteDatabases
-      .closeChannels(siteId)
-      .catch((err: unknown) => deps.log.warn({ err }, 'database channels could not be closed'));
+      .closeLines(siteId)
+      .catch((err: unknown) => deps.log.warn({ err }, 'database lines could not be closed'));
   return {
     change: (change) => {
       if (change.kind === 'sites' || change.kind === 'database') close(change.siteId);

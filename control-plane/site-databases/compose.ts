@@ -131,7 +131,7 @@ export function composeSiteDatabases(
     maxBytes: config.siteDatabaseMaxBytes,
     onStatement: (access, ok, seconds) => metrics.statement(access, ok, seconds),
     replicas,
-    channelDir: socketDirFor(parts.runtimeDir),
+    lineDir: socketDirFor(parts.runtimeDir),
   });
   if (!metadata.shared) {
     stack.defer('the site databases', () => local.close());

@@ -8,7 +8,7 @@ import { DENO_RUN, denoEnv } from '../../runtime-host/deno-args.ts';
 import { DEFAULT_NICE, lowerPriority } from '../../runtime-host/priority.ts';
 import { FrameReader, decodeJson, encodeFrame, encodeJson } from '../../runtime-host/protocol.ts';
 import { corkForTurn } from '../../runtime-host/turn-cork.ts';
-import { type ChannelStats, type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './protocol.ts';
+import { type LineStats, type DbRequest, type DbResult, DbFrame, MAX_DB_FRAME_BYTES } from './protocol.ts';
 
 const HOST = path.resolve(import.meta.dirname, 'deno/sqlite-host.ts');
 
@@ -26,32 +26,32 @@ export interface DatabaseProcessOptions {
   replicated?: boolean;
   /**
    * The one socket path the process may use: the host links it to each worker it tells the process to
-   * connect to for a channel (deno/channel.ts). None: it serves the host alone.
+   * connect to for a line (deno/db-lines.ts). None: it serves the host alone.
    */
-  channelPath?: string;
-  /** What the channels did, as the process reports it (DbFrame.Stats). */
-  onStats?: (stats: ChannelStats) => void;
+  linePath?: string;
+  /** What the lines did, as the process reports it (DbFrame.Stats). */
+  onStats?: (stats: LineStats) => void;
   startupTimeoutMs: number;
 }
 
 /** The sandbox of a database process, as a pure function. */
 export function sqliteHostArgs(
-  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes' | 'replicated' | 'channelPath'>,
+  options: Pick<DatabaseProcessOptions, 'siteDir' | 'sqliteHeapBytes' | 'maxBytes' | 'replicated' | 'linePath'>,
 ): string[] {
-  const channel = options.channelPath;
+  const line = options.linePath;
   return [
     ...DENO_RUN,
     // Deno grants a unix socket by its exact path, as net, read and write permission.
-    ...(channel ? [`--allow-net=unix:${channel}`] : []),
-    `--allow-read=${options.siteDir}${channel ? `,${channel}` : ''}`,
-    `--allow-write=${options.siteDir}${channel ? `,${channel}` : ''}`,
+    ...(line ? [`--allow-net=unix:${line}`] : []),
+    `--allow-read=${options.siteDir}${line ? `,${line}` : ''}`,
+    `--allow-write=${options.siteDir}${line ? `,${line}` : ''}`,
     '--v8-flags=--max-old-space-size=128',
     HOST,
     path.join(options.siteDir, 'db.sqlite'),
     String(options.sqliteHeapBytes),
     String(options.maxBytes),
     options.replicated ? 'replicated' : 'alone',
-    channel ?? 'none',
+    line ?? 'none',
   ];
 }
 
@@ -86,9 +86,9 @@ export class DatabaseProcess {
   #stopReason: StopReason | undefined;
   readonly exited: Promise<StopReason>;
 
-  readonly #onStats: ((stats: ChannelStats) => void) | undefined;
+  readonly #onStats: ((stats: LineStats) => void) | undefined;
 
-  private constructor(child: ResultPromise, onStats?: (stats: ChannelStats) => void) {
+  private constructor(child: ResultPromise, onStats?: (stats: LineStats) => void) {
     this.#process = child;
     this.#onStats = onStats;
     this.exited = child.then(() => {
@@ -213,7 +213,7 @@ export class DatabaseProcess {
             continue;
           }
           if (frame.type === DbFrame.Stats && frame.stream === 0) {
-            this.#onStats?.(decodeJson<ChannelStats>(frame.payload));
+            this.#onStats?.(decodeJson<LineStats>(frame.payload));
             continue;
           }
           const head = this.#queue[0];

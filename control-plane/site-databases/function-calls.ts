@@ -1,6 +1,6 @@
 // A function's ctx.db calls, defined once for the three places that read them: the host (Node,
-// services/function-context.ts), the worker's shim (deno-shim/db-channel.ts) and the site's database
-// process, which serves a worker's calls on a channel of their own (deno/channel.ts). Each checks a
+// services/function-context.ts), the worker's shim (deno-shim/db-line.ts) and the site's database
+// process, which serves a worker's calls on a line of their own (deno/db-lines.ts). Each checks a
 // call's arguments with the same code and says what went wrong in the same words; the database
 // process's checks are the wall, the others only give a tenant the same errors sooner.
 // Dependency-free and web-standard only, because Deno imports it too.

@@ -13,45 +13,45 @@ export const DbFrame = {
   Result: 3,
   /** process → host: a piece of a dump in progress (SQL text). */
   DumpChunk: 4,
-  /** process → host, at any time (stream 0): what the workers' channels did. Payload: JSON ChannelStats. */
+  /** process → host, at any time (stream 0): what the workers' lines did. Payload: JSON LineStats. */
   Stats: 5,
 } as const;
 
 /**
- * The frames of a channel between a function's worker and its site's database process (deno/channel.ts,
- * deno-shim/db-channel.ts), in the runtime's framing. The process connects to the worker's socket at
+ * The frames of a line between a function's worker and its site's database process (deno/db-lines.ts,
+ * deno-shim/db-line.ts), in the runtime's framing. The process connects to the worker's socket at
  * the host's word and says Hello with the token the worker gave the host; the worker then sends Calls,
- * which the process answers in order, and the process says Closed before it closes the channel at the
+ * which the process answers in order, and the process says Closed before it closes the line at the
  * host's request: the calls it has not answered then were never run.
  */
-export const ChannelFrame = {
-  /** process → worker, first and once: the token the worker asked the channel with (UTF-8). */
+export const LineFrame = {
+  /** process → worker, first and once: the token the worker asked the line with (UTF-8). */
   Hello: 1,
-  /** worker → process: one ctx.db call. Payload: JSON ChannelCall. */
+  /** worker → process: one ctx.db call. Payload: JSON LineCall. */
   Call: 2,
-  /** process → worker: a call's outcome. Payload: JSON ChannelAnswer. */
+  /** process → worker: a call's outcome. Payload: JSON LineAnswer. */
   Answer: 3,
-  /** process → worker: the channel closes; the calls not answered were not run. Payload: empty. */
+  /** process → worker: the line closes; the calls not answered were not run. Payload: empty. */
   Closed: 4,
 } as const;
 
-/** A ctx.db call on a channel: the method and its arguments, as the function gave them. */
-export interface ChannelCall {
+/** A ctx.db call on a line: the method and its arguments, as the function gave them. */
+export interface LineCall {
   method: string;
   args: unknown[];
 }
 
 /** A call's outcome; `code` and the host's message when its arguments fail the host's checks. */
-export type ChannelAnswer = DbResult | { ok: false; error: { code: string; message: string } };
+export type LineAnswer = DbResult | { ok: false; error: { code: string; message: string } };
 
 /** A token is this many hex characters. */
-export const CHANNEL_TOKEN_CHARS = 64;
+export const LINE_TOKEN_CHARS = 64;
 
 /**
- * What the channels of a database process did since it last said: ctx.db calls by method, each
+ * What the lines of a database process did since it last said: ctx.db calls by method, each
  * statement or batch's outcome and seconds, and when the first of them that wrote was received.
  */
-export interface ChannelStats {
+export interface LineStats {
   calls: Record<string, number>;
   statements: Array<[ok: boolean, seconds: number]>;
   firstWriteAt: number | null;
@@ -95,11 +95,11 @@ export interface Statement {
  * `checkpoint` moves the write-ahead log into the database file, so the file alone is the database;
  * `census` checks the file's integrity and counts every table's rows but the replicator's (its
  * bookkeeping on one node).
- * `connect` opens a channel to the worker the host has linked the process's channel path to, saying
+ * `connect` opens a line to the worker the host has linked the process's line path to, saying
  * Hello with the worker's `token`, and is answered once it has; `ping` is answered between two
- * statements, so one unanswered in time is a statement past its limit; `close-channels` closes every
- * channel, and is answered once no channel statement runs. Both answer after a Stats frame with what
- * the channels did so far.
+ * statements, so one unanswered in time is a statement past its limit; `close-lines` closes every
+ * line, and is answered once no line statement runs. Both answer after a Stats frame with what
+ * the lines did so far.
  */
 export type DbRequest =
   | { op: 'run'; access: Access; statement: Statement; readOnly?: boolean; readsOnly?: boolean }
@@ -110,7 +110,7 @@ export type DbRequest =
   | { op: 'census' }
   | { op: 'connect'; token: string }
   | { op: 'ping' }
-  | { op: 'close-channels' };
+  | { op: 'close-lines' };
 
 /** What a database holds, as two copies of it must agree on: SQLite's integrity check and each table's row count. */
 export interface Census {

@@ -69,23 +69,23 @@ export interface SiteDatabaseProvider {
    */
   remove(siteId: string, heldBy?: string | null): Promise<void>;
   /**
-   * A channel for one worker of the site straight to the database's process, for its ctx.db calls:
+   * A line for one worker of the site straight to the database's process, for its ctx.db calls:
    * opened only when the database is served here, in its normal state (false when not: the worker's
    * calls then come through the host). The process connects to the worker's socket `link` and says
-   * Hello with the worker's `token`. `onCalls` hears the channel's calls by method, for the host's counts.
+   * Hello with the worker's `token`. `onCalls` hears the line's calls by method, for the host's counts.
    */
-  openChannel(
+  openLine(
     siteId: string,
     link: string,
     token: string,
     onCalls: (calls: Record<string, number>) => void,
   ): Promise<boolean>;
-  /** What the channel opened with `token` broke off for: the error its calls not answered get. */
-  channelLost(siteId: string, token: string): Promise<StatementError>;
-  /** Closes the channels of a site, or of every site (none given); the next call is given a new one. */
-  closeChannels(siteId?: string): Promise<void>;
-  /** ctx.db calls served on workers' channels so far (as reported), for tests and diagnostics. */
-  readonly channelCalls: number;
+  /** What the line opened with `token` broke off for: the error its calls not answered get. */
+  lineLost(siteId: string, token: string): Promise<StatementError>;
+  /** Closes the lines of a site, or of every site (none given); the next call is given a new one. */
+  closeLines(siteId?: string): Promise<void>;
+  /** ctx.db calls served on workers' lines so far (as reported), for tests and diagnostics. */
+  readonly lineCalls: number;
   close(): Promise<void>;
 }
 

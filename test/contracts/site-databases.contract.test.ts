@@ -398,9 +398,9 @@ for (const name of ['local', 'placed'] as const) {
 }
 
 test.serial(
-  '[local] a database process whose workers open channel after channel keeps a bounded number of their tokens',
+  '[local] a database process whose workers open line after line keeps a bounded number of their tokens',
   async (t) => {
-    const channelDir = path.join(root, 'channels');
+    const lineDir = path.join(root, 'lines');
     const databases = new SiteDatabases({
       dataDir: path.join(root, 'tokens'),
       denoPath: resolveDenoBinary(),
@@ -409,22 +409,22 @@ test.serial(
       maxProcesses: 1,
       idleMs: 10_000,
       maxBytes: MAX_BYTES,
-      channelDir,
-      maxChannelTokens: 50,
+      lineDir,
+      maxLineTokens: 50,
     });
     t.teardown(() => databases.close());
     const siteId = crypto.randomUUID();
     await databases.create(siteId);
-    // Workers that come and go: each channel is closed by its worker as soon as it is open.
+    // Workers that come and go: each line is closed by its worker as soon as it is open.
     const socketPath = path.join(root, 'worker.sock');
     const worker = net.createServer((socket) => socket.destroy());
     t.teardown(() => worker.close());
     await new Promise<void>((resolve) => worker.listen(socketPath, resolve));
     let opened = 0;
     while (opened <= 60) {
-      if (await databases.openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
+      if (await databases.openLine(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {})) opened++;
     }
-    t.is(databases.channelTokens, 50);
+    t.is(databases.lineTokens, 50);
   },
 );
 

@@ -354,7 +354,7 @@ test('a result too large to hold in memory is refused as result_too_large before
   await other.answers(t);
 });
 
-test('database files are opened by a process that may touch only its own site folder and its channel socket', async (t) => {
+test('database files are opened by a process that may touch only its own site folder and its line socket', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('SELECT 1');
   const pids = fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p));
@@ -369,12 +369,12 @@ test('database files are opened by a process that may touch only its own site fo
     .find((args) => args.some((a) => a.endsWith('sqlite-host.ts')) && args.some((a) => a.includes(site.id)));
   t.truthy(mine, 'the site database is served by its own process');
   const siteDir = path.join(t0.dataDir, 'sites', site.id);
-  // And one socket path, its own, where the host links the workers it connects to (deno/channel.ts).
-  const channel = mine!.find((a) => a.startsWith('--allow-net='))!.slice('--allow-net=unix:'.length);
-  t.regex(channel, new RegExp(`^${path.join(t0.dataDir, 'runtime', 'sockets')}/[0-9a-f]{16}\\.dbs$`));
+  // And one socket path, its own, where the host links the workers it connects to (deno/db-lines.ts).
+  const line = mine!.find((a) => a.startsWith('--allow-net='))!.slice('--allow-net=unix:'.length);
+  t.regex(line, new RegExp(`^${path.join(t0.dataDir, 'runtime', 'sockets')}/[0-9a-f]{16}\\.dbs$`));
   t.deepEqual(mine!.filter((a) => a.startsWith('--allow')).sort(), [
-    `--allow-net=unix:${channel}`,
-    `--allow-read=${siteDir},${channel}`,
-    `--allow-write=${siteDir},${channel}`,
+    `--allow-net=unix:${line}`,
+    `--allow-read=${siteDir},${line}`,
+    `--allow-write=${siteDir},${line}`,
   ]);
 });

@@ -85,7 +85,7 @@ test.serial(
     t.is(
       allowed[0],
       '--allow-net=<egress>,unix:<socket>,unix:<socket>.db',
-      'the egress proxy, its own socket and its database channel’s, nowhere else',
+      'the egress proxy, its own socket and its database line’s, nowhere else',
     );
     t.deepEqual(
       allowed.slice(1),

@@ -218,27 +218,27 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     await this.#options.peers.call(node.address, siteId, 'remove', {}, this.#options.statementTimeoutMs);
   }
 
-  /** Only a database served here gets channels; the workers of one on another node call through the host. */
-  async openChannel(
+  /** Only a database served here gets lines; the workers of one on another node call through the host. */
+  async openLine(
     siteId: string,
     link: string,
     token: string,
     onCalls: (calls: Record<string, number>) => void,
   ): Promise<boolean> {
     if (!this.#isHere(await this.#placement(siteId))) return false;
-    return this.#options.local.openChannel(siteId, link, token, onCalls);
+    return this.#options.local.openLine(siteId, link, token, onCalls);
   }
 
-  channelLost(siteId: string, token: string): Promise<StatementError> {
-    return this.#options.local.channelLost(siteId, token);
+  lineLost(siteId: string, token: string): Promise<StatementError> {
+    return this.#options.local.lineLost(siteId, token);
   }
 
-  closeChannels(siteId?: string): Promise<void> {
-    return this.#options.local.closeChannels(siteId);
+  closeLines(siteId?: string): Promise<void> {
+    return this.#options.local.closeLines(siteId);
   }
 
-  get channelCalls(): number {
-    return this.#options.local.channelCalls;
+  get lineCalls(): number {
+    return this.#options.local.lineCalls;
   }
 
   async close(): Promise<void> {

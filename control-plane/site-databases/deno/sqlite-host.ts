@@ -26,15 +26,15 @@ import {
   MAX_RESULT_BYTES,
 } from '../protocol.ts';
 import { leaveStoppingToTheHost } from '../../../deno-shim/signals.ts';
-import { Channels } from './channel.ts';
+import { DbLines } from './db-lines.ts';
 
 leaveStoppingToTheHost();
 
-const [file, heapLimit, maxBytes, replication, channelPath] = Deno.args;
-if (!file || !heapLimit || !maxBytes || (replication !== 'replicated' && replication !== 'alone') || !channelPath)
+const [file, heapLimit, maxBytes, replication, linePath] = Deno.args;
+if (!file || !heapLimit || !maxBytes || (replication !== 'replicated' && replication !== 'alone') || !linePath)
   throw new Error(
     'usage: sqlite-host.ts <database file> <sqlite heap limit bytes> <database size limit bytes> replicated|alone ' +
-      '<channel socket>|none',
+      '<line socket>|none',
   );
 /** The replicator (Litestream) follows this database's write-ahead log, and checkpoints it itself. */
 const replicated = replication === 'replicated';
@@ -282,7 +282,7 @@ confinable.limits.length = 64 * 1024 * 1024;
 confinable.limits.sqlLength = 16 * 1024 * 1024;
 confinable.setAuthorizer(authorize);
 
-/** Rows the statements run so far changed, committed or not: a channel's call that changed some wrote. */
+/** Rows the statements run so far changed, committed or not: a line's call that changed some wrote. */
 let changed = 0;
 
 /** Berth's own statement, prepared once. */
@@ -647,13 +647,13 @@ function handle(request: DbRequest, stream: number): string {
     case 'dump':
       return JSON.stringify({ bytes: dump((chunk) => write(encodeFrame(DbFrame.DumpChunk, stream, chunk))) });
     case 'connect':
-      throw new Failure('failed', 'a channel is connected between requests');
+      throw new Failure('failed', 'a line is connected between requests');
     case 'ping':
-      reportChannels();
+      reportLines();
       return 'null';
-    case 'close-channels':
-      void channels?.closeAll();
-      reportChannels();
+    case 'close-lines':
+      void lines?.closeAll();
+      reportLines();
       return 'null';
   }
 }
@@ -709,7 +709,7 @@ function serve(stream: number, request: DbRequest): void {
 }
 
 /**
- * A worker's ctx.db call on its channel, run as the host runs it: one statement alone, several as a
+ * A worker's ctx.db call on its line, run as the host runs it: one statement alone, several as a
  * batch, always as the function's. `wrote`: it succeeded and changed rows, which replication hears of.
  */
 function runForFunction(statements: Statement[]): { answer: string; ok: boolean; wrote: boolean } {
@@ -722,20 +722,20 @@ function runForFunction(statements: Statement[]): { answer: string; ok: boolean;
   return { answer: text, ok, wrote: ok && changed !== before };
 }
 
-const channels = channelPath === 'none' ? null : new Channels(channelPath, runForFunction);
+const lines = linePath === 'none' ? null : new DbLines(linePath, runForFunction);
 
-/** Tells the host what the channels did, before the answer it comes with. */
-function reportChannels(): void {
-  const stats = channels?.takeStats();
+/** Tells the host what the lines did, before the answer it comes with. */
+function reportLines(): void {
+  const stats = lines?.takeStats();
   if (stats) answers.push(encodeFrame(DbFrame.Stats, 0, encodeJson(stats)));
 }
 
 write(encodeFrame(DbFrame.Ready, 0));
-/** Connects a worker's channel, between two requests; answered once the worker has been said Hello. */
+/** Connects a worker's line, between two requests; answered once the worker has been said Hello. */
 async function connect(stream: number, token: string): Promise<void> {
   try {
-    if (!channels) throw new Failure('denied', 'this process serves no channel');
-    await channels.connect(token);
+    if (!lines) throw new Failure('denied', 'this process serves no line');
+    await lines.connect(token);
     answer(stream, encoder.encode('{"ok":true,"value":null}'));
   } catch (err) {
     const failure = err instanceof Failure ? err : new Failure('failed', (err as Error).message);
@@ -754,10 +754,10 @@ for await (const chunk of Deno.stdin.readable) {
   }
   flush();
 }
-// Berth closed its end: the workers' channels close (their calls not answered were not run, and go to
+// Berth closed its end: the workers' lines close (their calls not answered were not run, and go to
 // Berth), what they did is reported, and the database closes, which checkpoints the WAL into it.
-const closing = channels?.closeAll();
-reportChannels();
+const closing = lines?.closeAll();
+reportLines();
 flush();
 await closing;
 db.close();

@@ -1,6 +1,6 @@
-// A function's ctx.db calls on its worker's own channel to the site's database process: used, counted
+// A function's ctx.db calls on its worker's own line to the site's database process: used, counted
 // as calls through the host are, timed by the same limit, closed while the host needs the database to
-// itself, and out of reach of every other site. Then a hostile tenant on its own channel.
+// itself, and out of reach of every other site. Then a hostile tenant on its own line.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -13,7 +13,7 @@ import { siteWithDatabase } from './helpers/databases.ts';
 import { until } from './helpers/until.ts';
 import type { SiteDatabases } from '../control-plane/site-databases/local-provider.ts';
 
-const TOKEN = 'metrics-token-for-the-channel-tests-01';
+const TOKEN = 'metrics-token-for-the-line-tests-01';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -37,7 +37,7 @@ const scrape = async () => (await got.get(`${t0.url}/metrics`, { headers: { auth
 const sample = (metrics: string, line: string) =>
   Number(new RegExp(`^${line.replace(/[{}]/g, '\\$&')} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
 
-/** The path a worker was given for its channel to its database, from its command line. */
+/** The path a worker was given for its line to its database, from its command line. */
 function dbPathOf(pid: number): string {
   const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
   return args.find((a) => a.startsWith('--allow-read='))!.split(',')[1]!;
@@ -51,14 +51,14 @@ async function workerOf(berth: TestBerth, call: () => Promise<unknown>): Promise
 }
 
 test.serial(
-  'ctx.db calls go on the channel, and are counted in analytics and metrics as calls through the host are',
+  'ctx.db calls go on the line, and are counted in analytics and metrics as calls through the host are',
   async (t) => {
     const { site, query } = await siteWithDatabase(t0.owner);
     await query('CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, data BLOB)');
     await deployFixture(t0.owner, site.bucketId, 'db');
     const call = caller(t0, site.subdomain);
     const before = await scrape();
-    const channelled = provider(t0).channelCalls;
+    const callsBefore = provider(t0).lineCalls;
 
     t.deepEqual(
       (await call({ op: 'execute', sql: "INSERT INTO items (name, data) VALUES (?, X'00FF10')", params: ['a'] })).value,
@@ -89,8 +89,8 @@ test.serial(
       code: 'DATABASE_RESERVED_TABLE',
     });
 
-    // The first call asks for the channel; each later one is served on it, and reported within a second.
-    await until(() => provider(t0).channelCalls - channelled >= 6, 'the channel’s calls reported');
+    // The first call asks for the line; each later one is served on it, and reported within a second.
+    await until(() => provider(t0).lineCalls - callsBefore >= 6, 'the line’s calls reported');
     const metrics = await until(async () => {
       const now = await scrape();
       const counted = (method: string) =>
@@ -123,7 +123,7 @@ test.serial(
   },
 );
 
-test('a statement past the time limit on the channel is stopped with the error the host gives, and the database serves on', async (t) => {
+test('a statement past the time limit on the line is stopped with the error the host gives, and the database serves on', async (t) => {
   const berth = await startTestBerth({ databaseTimeoutMs: 1500 });
   t.teardown(() => berth.dispose());
   const { site, query } = await siteWithDatabase(berth.owner);
@@ -132,7 +132,7 @@ test('a statement past the time limit on the channel is stopped with the error t
   const call = caller(berth, site.subdomain);
   await call({ op: 'execute', sql: 'INSERT INTO t VALUES (1)' });
   await call({ op: 'execute', sql: 'INSERT INTO t VALUES (2)' });
-  await until(() => provider(berth).channelCalls >= 1, 'a call served on the channel');
+  await until(() => provider(berth).lineCalls >= 1, 'a call served on the line');
   const endless = await call({
     op: 'first',
     sql: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c',
@@ -142,13 +142,13 @@ test('a statement past the time limit on the channel is stopped with the error t
   t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM t' })).value, { n: 2 });
 });
 
-test('compaction and a copy of the file during channel traffic lose no write, and a copy keeps writes paused', async (t) => {
+test('compaction and a copy of the file during line traffic lose no write, and a copy keeps writes paused', async (t) => {
   const { site, base, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE hits (id INTEGER PRIMARY KEY, at TEXT)');
   await deployFixture(t0.owner, site.bucketId, 'db');
   const call = caller(t0, site.subdomain);
   await call({ op: 'execute', sql: "INSERT INTO hits (at) VALUES ('first')" });
-  const channelled = provider(t0).channelCalls;
+  const callsBefore = provider(t0).lineCalls;
   let written = 1;
   let stop = false;
   const writers = Array.from({ length: 4 }, async () => {
@@ -183,10 +183,10 @@ test('compaction and a copy of the file during channel traffic lose no write, an
   await Promise.all(writers);
   t.true(written > during, 'the writes that waited ran after the thaw');
   t.deepEqual((await call({ op: 'first', sql: 'SELECT count(*) AS n FROM hits' })).value, { n: written });
-  t.true(provider(t0).channelCalls > channelled, 'the writes went on the channel');
+  t.true(provider(t0).lineCalls > callsBefore, 'the writes went on the line');
 });
 
-test('a database process stopped for another site’s closes its channels first: every write answered is kept, once', async (t) => {
+test('a database process stopped for another site’s closes its lines first: every write answered is kept, once', async (t) => {
   const berth = await startTestBerth({ maxDatabaseProcesses: 1 });
   t.teardown(() => berth.dispose());
   const sites = [await siteWithDatabase(berth.owner), await siteWithDatabase(berth.owner)];
@@ -195,9 +195,9 @@ test('a database process stopped for another site’s closes its channels first:
     await deployFixture(berth.owner, site.bucketId, 'db');
   }
   const calls = sites.map(({ site }) => caller(berth, site.subdomain));
-  // In turns: each burst's first call stops the other site's process, whose channel closes as it ends;
-  // every call of every burst is on a channel, and all are counted, those reported as a process ended too.
-  const before = provider(berth).channelCalls;
+  // In turns: each burst's first call stops the other site's process, whose line closes as it ends;
+  // every call of every burst is on a line, and all are counted, those reported as a process ended too.
+  const before = provider(berth).lineCalls;
   for (let round = 0; round < 3; round++) {
     for (const call of calls) {
       const answers = await Promise.all(
@@ -206,9 +206,9 @@ test('a database process stopped for another site’s closes its channels first:
       for (const answer of answers) t.is(answer.value?.changes, 1, JSON.stringify(answer));
     }
   }
-  await until(() => provider(berth).channelCalls - before === 30, 'the thirty calls counted');
+  await until(() => provider(berth).lineCalls - before === 30, 'the thirty calls counted');
   // The two sites write at once with room for one database process: each call of one site may stop the
-  // other's process, channels and all, in the middle of its traffic. A call that finds the one process
+  // other's process, lines and all, in the middle of its traffic. A call that finds the one process
   // busy with the other site's is told the database is unavailable, as through the host.
   const kept = [15, 15];
   let unavailable = 0;
@@ -232,7 +232,7 @@ test('a database process stopped for another site’s closes its channels first:
   t.true(kept[0]! > 15 && kept[1]! > 15);
 });
 
-test('a worker of one site reaches no other site’s database, and cannot touch its own channel’s path', async (t) => {
+test('a worker of one site reaches no other site’s database, and cannot touch its own line’s path', async (t) => {
   const a = await siteWithDatabase(t0.owner);
   const b = await siteWithDatabase(t0.owner);
   await b.query('CREATE TABLE secrets (v TEXT)');
@@ -242,11 +242,11 @@ test('a worker of one site reaches no other site’s database, and cannot touch 
   const listenerB = dbPathOf(pidB);
   const sockets = path.dirname(listenerB);
   const processes = () => fs.readdirSync(sockets).filter((name) => name.endsWith('.dbs'));
-  await until(() => processes().length > 0, 'a database process’s channel path');
+  await until(() => processes().length > 0, 'a database process’s line path');
 
-  await deployFixture(t0.owner, a.site.bucketId, 'db-channel-reach');
+  await deployFixture(t0.owner, a.site.bucketId, 'db-line-reach');
   const reach = async (paths: string[]) =>
-    JSON.parse((await t0.site(a.site.subdomain).post('api/db-channel-reach', { json: { paths } })).body) as Record<
+    JSON.parse((await t0.site(a.site.subdomain).post('api/db-line-reach', { json: { paths } })).body) as Record<
       string,
       Record<string, string>
     >;
@@ -264,7 +264,7 @@ test('a worker of one site reaches no other site’s database, and cannot touch 
   t.true(fs.statSync(own).isSocket(), 'its own path is still the shim’s listener');
   // A connection to a worker that does not bring the token the worker asked with is closed by it.
   const strangerToken = 'f'.repeat(64);
-  t.true(await provider(t0).openChannel(b.site.id, listenerB, strangerToken, () => {}));
+  t.true(await provider(t0).openLine(b.site.id, listenerB, strangerToken, () => {}));
   t.deepEqual((await caller(t0, b.site.subdomain)({ op: 'first', sql: 'SELECT v FROM secrets' })).value, {
     v: 'b only',
   });
@@ -272,7 +272,7 @@ test('a worker of one site reaches no other site’s database, and cannot touch 
 
 /**
  * Plays a worker gone hostile: listens where the site's database process is told to connect, takes
- * its Hello, sends `frames`, and reads what comes back until the process closes the channel or
+ * its Hello, sends `frames`, and reads what comes back until the process closes the line or
  * `waitMs` pass.
  */
 async function hostileWorker(siteId: string, frames: Buffer[], waitMs = 3000) {
@@ -282,8 +282,8 @@ async function hostileWorker(siteId: string, frames: Buffer[], waitMs = 3000) {
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
   const token = crypto.randomBytes(32).toString('hex');
   const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-  const opened = await provider(t0).openChannel(siteId, socketPath, token, () => {});
-  if (!opened) throw new Error('no channel opened');
+  const opened = await provider(t0).openLine(siteId, socketPath, token, () => {});
+  if (!opened) throw new Error('no line opened');
   const socket = await accepted;
   const frames_: Array<{ type: number; payload: any }> = [];
   let buffered = Buffer.alloc(0);
@@ -324,7 +324,7 @@ function frame(type: number, stream: number, payload: string | Buffer = '', decl
 const CALL = 2;
 const call = (stream: number, value: unknown) => frame(CALL, stream, JSON.stringify(value));
 
-test('hostile frames on a channel close it and change nothing; the database serves on', async (t) => {
+test('hostile frames on a line close it and change nothing; the database serves on', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (n INTEGER)');
   await query('INSERT INTO items VALUES (1)');
@@ -367,7 +367,7 @@ test('hostile frames on a channel close it and change nothing; the database serv
   );
   t.like(spoofed.answers[0], { type: 3, payload: { ok: false, error: { reason: 'reserved' } } });
   t.like(spoofed.answers[1], { type: 3, payload: { ok: true, value: { rows: [{ n: 1 }] } } });
-  // A flood of calls piled on one channel is answered, each in turn.
+  // A flood of calls piled on one line is answered, each in turn.
   const flood = await attack(
     Array.from({ length: 500 }, (_, i) => call(i + 1, { method: 'db.first', args: ['SELECT ? AS i', [i]] })),
     5000,
@@ -401,7 +401,7 @@ const residentBytes = (pid: number): number =>
 test('a worker that reads none of its answers makes its database process hold a few of them, not all', async (t) => {
   const { site, query } = await siteWithDatabase(t0.owner);
   await query('CREATE TABLE items (n INTEGER)');
-  const socket = await acceptChannel(t, site.id);
+  const socket = await acceptLine(t, site.id);
   socket.pause();
   const pid = databaseProcessOf(site.id);
   const before = residentBytes(pid);
@@ -415,8 +415,8 @@ test('a worker that reads none of its answers makes its database process hold a 
   t.deepEqual((await query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 0 }], 'and serves on');
 });
 
-/** The socket of a channel of `siteId`'s database, accepted where a worker would listen for it. */
-async function acceptChannel(t: ExecutionContext, siteId: string): Promise<net.Socket> {
+/** The socket of a line of `siteId`'s database, accepted where a worker would listen for it. */
+async function acceptLine(t: ExecutionContext, siteId: string): Promise<net.Socket> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'chan-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const socketPath = path.join(dir, 'w.sock');
@@ -424,18 +424,18 @@ async function acceptChannel(t: ExecutionContext, siteId: string): Promise<net.S
   t.teardown(() => server.close());
   await new Promise<void>((resolve) => server.listen(socketPath, resolve));
   const accepted = new Promise<net.Socket>((resolve) => server.once('connection', resolve));
-  t.true(await provider(t0).openChannel(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
+  t.true(await provider(t0).openLine(siteId, socketPath, crypto.randomBytes(32).toString('hex'), () => {}));
   const socket = await accepted;
   t.teardown(() => socket.destroy());
   return socket;
 }
 
 /**
- * A channel of `siteId`'s database opened as a worker's would be: `ask` runs a db.first call on it,
+ * A line of `siteId`'s database opened as a worker's would be: `ask` runs a db.first call on it,
  * `closed` resolves when the database process closes it.
  */
-async function openChannel(t: ExecutionContext, siteId: string) {
-  const socket = await acceptChannel(t, siteId);
+async function openLine(t: ExecutionContext, siteId: string) {
+  const socket = await acceptLine(t, siteId);
   const waiting = new Map<number, { resolve: (payload: any) => void; reject: (err: Error) => void }>();
   let buffered = Buffer.alloc(0);
   socket.on('data', (chunk) => {
@@ -450,34 +450,34 @@ async function openChannel(t: ExecutionContext, siteId: string) {
   socket.on('error', () => {});
   const closed = new Promise<void>((resolve) =>
     socket.on('close', () => {
-      for (const { reject } of waiting.values()) reject(new Error('the channel closed'));
+      for (const { reject } of waiting.values()) reject(new Error('the line closed'));
       resolve();
     }),
   );
   let stream = 0;
   const ask = (sql: string) =>
     new Promise<any>((resolve, reject) => {
-      if (socket.destroyed) return reject(new Error('the channel closed'));
+      if (socket.destroyed) return reject(new Error('the line closed'));
       waiting.set(++stream, { resolve, reject });
       socket.write(call(stream, { method: 'db.first', args: [sql] }));
     });
   return { ask, closed };
 }
 
-test('a change to one site closes that site’s database channels and leaves another site’s working', async (t) => {
+test('a change to one site closes that site’s database lines and leaves another site’s working', async (t) => {
   const kept = await siteWithDatabase(t0.owner);
   const changed = await siteWithDatabase(t0.owner);
-  const keptChannel = await openChannel(t, kept.site.id);
-  const changedChannel = await openChannel(t, changed.site.id);
-  t.like(await keptChannel.ask('SELECT 1 AS n'), { ok: true, value: { rows: [{ n: 1 }] } });
-  t.like(await changedChannel.ask('SELECT 1 AS n'), { ok: true, value: { rows: [{ n: 1 }] } });
+  const keptLine = await openLine(t, kept.site.id);
+  const changedLine = await openLine(t, changed.site.id);
+  t.like(await keptLine.ask('SELECT 1 AS n'), { ok: true, value: { rows: [{ n: 1 }] } });
+  t.like(await changedLine.ask('SELECT 1 AS n'), { ok: true, value: { rows: [{ n: 1 }] } });
 
   const renamed = await t0.owner.api.post(`v0/sites/${changed.site.id}`, { json: { name: 'renamed' } });
   t.is(renamed.statusCode, 200);
-  await changedChannel.closed;
+  await changedLine.closed;
   t.like(
-    await keptChannel.ask('SELECT 2 AS n'),
+    await keptLine.ask('SELECT 2 AS n'),
     { ok: true, value: { rows: [{ n: 2 }] } },
-    'the other site’s channel still serves',
+    'the other site’s line still serves',
   );
 });

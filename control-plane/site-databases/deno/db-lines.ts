@@ -1,13 +1,13 @@
-// The workers' channels into a site database process (see ../protocol.ts, ChannelFrame): a function's
+// The workers' lines into a site database process (see ../protocol.ts, LineFrame): a function's
 // ctx.db calls come here straight from its worker instead of through Berth. Each worker listens on a
-// path of its own, which it cannot touch itself once listening; when it asks for a channel, the host
+// path of its own, which it cannot touch itself once listening; when it asks for a line, the host
 // links the one path Deno lets this process use to that worker's socket and tells the process to
-// connect there (`connect`), presenting the token the worker gave, so a worker's channel comes only from
+// connect there (`connect`), presenting the token the worker gave, so a worker's line comes only from
 // its own site's database, at the host's word.
-// Whatever a channel sends, its calls run as the function's (`function` access) after the same checks
+// Whatever a line sends, its calls run as the function's (`function` access) after the same checks
 // the host makes (../function-calls.ts), failing them as the host does; a frame that is malformed, too
 // large or not a ctx.db call closes it.
-// What the channels did goes back to the host (ChannelStats) for its counts, metrics and replication.
+// What the lines did goes back to the host (LineStats) for its counts, metrics and replication.
 import { setImmediate } from 'node:timers';
 import {
   type Frame,
@@ -20,26 +20,26 @@ import {
   writeAll,
 } from '../../../runtime-host/protocol.ts';
 import { type DbMethod, FunctionCallError, callStatements, checkStatement, isDbMethod } from '../function-calls.ts';
-import { CHANNEL_TOKEN_CHARS, type ChannelCall, ChannelFrame, type ChannelStats, type Statement } from '../protocol.ts';
+import { LINE_TOKEN_CHARS, type LineCall, LineFrame, type LineStats, type Statement } from '../protocol.ts';
 
-/** What a channel's call runs: the function's statements, answered as a DbResult's JSON. */
+/** What a line's call runs: the function's statements, answered as a DbResult's JSON. */
 export type RunForFunction = (statements: Statement[]) => { answer: string; ok: boolean; wrote: boolean };
 
-/** What one read of a channel takes at most. */
+/** What one read of a line takes at most. */
 const READ_BYTES = 64 * 1024;
-/** How long a channel's calls may hold the process before others, the host first, get a turn. */
+/** How long a line's calls may hold the process before others, the host first, get a turn. */
 const TURN_MS = 10;
-/** How long a closing channel's last answers may take to leave before it is closed regardless. */
+/** How long a closing line's last answers may take to leave before it is closed regardless. */
 const CLOSE_GRACE_MS = 5000;
 /**
- * Answers a channel may have waiting to leave before the process reads no more of its calls: a worker
- * that reads none of its answers holds up its own channel, not the process's memory.
+ * Answers a line may have waiting to leave before the process reads no more of its calls: a worker
+ * that reads none of its answers holds up its own line, not the process's memory.
  */
 const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
 /** A worker sends calls only. */
-const frameBytes = (type: number): number => (type === ChannelFrame.Call ? HEADER_BYTES + MAX_CTX_CALL_BYTES : 0);
-const TOKEN = new RegExp(`^[0-9a-f]{${CHANNEL_TOKEN_CHARS}}$`);
+const frameBytes = (type: number): number => (type === LineFrame.Call ? HEADER_BYTES + MAX_CTX_CALL_BYTES : 0);
+const TOKEN = new RegExp(`^[0-9a-f]{${LINE_TOKEN_CHARS}}$`);
 
 interface Connection {
   conn: Deno.Conn;
@@ -52,11 +52,11 @@ interface Connection {
 
 const encoder = new TextEncoder();
 
-export class Channels {
+export class DbLines {
   readonly #path: string;
   readonly #run: RunForFunction;
   readonly #connections = new Set<Connection>();
-  #stats: ChannelStats = { calls: {}, statements: [], firstWriteAt: null };
+  #stats: LineStats = { calls: {}, statements: [], firstWriteAt: null };
   #dirty = false;
 
   constructor(path: string, run: RunForFunction) {
@@ -66,22 +66,22 @@ export class Channels {
 
   /**
    * Connects to the worker the host has linked this process's path to, and says Hello with `token`;
-   * resolves once the channel is open. The host links the path for one connect at a time.
+   * resolves once the line is open. The host links the path for one connect at a time.
    */
   async connect(token: string): Promise<void> {
-    if (typeof token !== 'string' || !TOKEN.test(token)) throw new Error('not a channel token');
+    if (typeof token !== 'string' || !TOKEN.test(token)) throw new Error('not a line token');
     const conn = await Deno.connect({ transport: 'unix', path: this.#path });
-    await writeAll(conn, encodeFrame(ChannelFrame.Hello, 0, encoder.encode(token)));
+    await writeAll(conn, encodeFrame(LineFrame.Hello, 0, encoder.encode(token)));
     void this.#serve({ conn, open: true, writing: Promise.resolve(), unsent: 0 });
   }
 
-  /** Closes every channel, saying Closed first; no channel's call runs from now on. Resolves once they are closed. */
+  /** Closes every line, saying Closed first; no line's call runs from now on. Resolves once they are closed. */
   closeAll(): Promise<void> {
     return Promise.all([...this.#connections].map((connection) => this.#close(connection, true))).then(() => {});
   }
 
-  /** What the channels did since the last time this was asked, or null when nothing. */
-  takeStats(): ChannelStats | null {
+  /** What the lines did since the last time this was asked, or null when nothing. */
+  takeStats(): LineStats | null {
     if (!this.#dirty) return null;
     const stats = this.#stats;
     this.#stats = { calls: {}, statements: [], firstWriteAt: null };
@@ -101,7 +101,7 @@ export class Channels {
         let answered = 0;
         for (const frame of frames) {
           if (!connection.open) return;
-          // The host's ping, and other channels, get their turn after TURN_MS of this one's calls, and
+          // The host's ping, and other lines, get their turn after TURN_MS of this one's calls, and
           // answers the worker has not taken yet are waited for past MAX_UNSENT_BYTES.
           if (performance.now() - turn > TURN_MS || answered > MAX_UNSENT_BYTES) {
             this.#write(connection, answers);
@@ -119,7 +119,7 @@ export class Channels {
         if (connection.unsent > MAX_UNSENT_BYTES) await this.#turn(connection);
       }
     } catch {
-      // A frame that breaks the protocol closes the channel; the worker learns nothing more.
+      // A frame that breaks the protocol closes the line; the worker learns nothing more.
     } finally {
       void this.#close(connection, false);
     }
@@ -145,12 +145,12 @@ export class Channels {
 
   /**
    * Runs one call. A call whose arguments or statements fail the host's checks is answered with the
-   * host's error for them (ChannelAnswer's `code`); one that is not a ctx.db call at all closes the channel.
+   * host's error for them (LineAnswer's `code`); one that is not a ctx.db call at all closes the line.
    */
   #answer(frame: Frame): Uint8Array {
-    if (frame.type !== ChannelFrame.Call) throw new Error('a channel carries calls only');
+    if (frame.type !== LineFrame.Call) throw new Error('a line carries calls only');
     const receivedAt = Date.now();
-    const { method, args } = decodeJson<ChannelCall>(frame.payload) ?? {};
+    const { method, args } = decodeJson<LineCall>(frame.payload) ?? {};
     if (!isDbMethod(method) || !Array.isArray(args)) throw new Error('not a ctx.db call');
     this.#called(method);
     let statements: Statement[];
@@ -160,7 +160,7 @@ export class Channels {
     } catch (err) {
       if (!(err instanceof FunctionCallError)) throw err;
       return encodeFrame(
-        ChannelFrame.Answer,
+        LineFrame.Answer,
         frame.stream,
         encoder.encode(JSON.stringify({ ok: false, error: { code: err.code, message: err.message } })),
       );
@@ -168,7 +168,7 @@ export class Channels {
     const started = performance.now();
     const { answer, ok, wrote } = this.#run(statements);
     this.#ran(ok, (performance.now() - started) / 1000, wrote ? receivedAt : null);
-    return encodeFrame(ChannelFrame.Answer, frame.stream, encoder.encode(answer));
+    return encodeFrame(LineFrame.Answer, frame.stream, encoder.encode(answer));
   }
 
   /** Counted as the host counts a ctx call: before its arguments are checked. */
@@ -189,7 +189,7 @@ export class Channels {
     this.#connections.delete(connection);
     const { conn } = connection;
     const closed = connection.writing.then(() =>
-      announce ? writeAll(conn, encodeFrame(ChannelFrame.Closed, 0)) : undefined,
+      announce ? writeAll(conn, encodeFrame(LineFrame.Closed, 0)) : undefined,
     );
     const force = setTimeout(() => conn.close(), CLOSE_GRACE_MS);
     return closed

@@ -1,9 +1,9 @@
-// A function's ctx.db calls on a channel of their own, straight to its site's database process
-// (control-plane/site-databases/deno/channel.ts) instead of through the host. The shim listens on the
+// A function's ctx.db calls on a line of their own, straight to its site's database process
+// (control-plane/site-databases/deno/db-lines.ts) instead of through the host. The shim listens on the
 // worker's one more path (listen(), before the function's module runs, after which nothing in the
-// worker can touch that path again). On the first call it asks the host for the channel with a token
+// worker can touch that path again). On the first call it asks the host for the line with a token
 // of its own; the host has the site's database process connect there and say Hello with that token,
-// and only such a connection becomes the channel. Calls then go and come back in order. The host
+// and only such a connection becomes the line. Calls then go and come back in order. The host
 // opens none when the database is elsewhere or not in its normal state, and closes it when it needs
 // the database to itself: the calls then come through the host as before. The process checks a call's
 // arguments with the host's own code (control-plane/site-databases/function-calls.ts) and answers a
@@ -11,7 +11,7 @@
 // JSON the host would have read.
 import {
   type CtxResult,
-  DB_CHANNEL_METHOD,
+  DB_LINE_METHOD,
   FrameReader,
   HEADER_BYTES,
   type LogEntry,
@@ -23,9 +23,9 @@ import {
   writeAll,
 } from '../runtime-host/protocol.ts';
 import {
-  CHANNEL_TOKEN_CHARS,
-  type ChannelAnswer,
-  ChannelFrame,
+  LINE_TOKEN_CHARS,
+  type LineAnswer,
+  LineFrame,
   MAX_DB_FRAME_BYTES,
   type StatementOutcome,
 } from '../control-plane/site-databases/protocol.ts';
@@ -38,13 +38,13 @@ import {
 } from '../control-plane/site-databases/function-calls.ts';
 import type { CallHost } from './context.ts';
 
-/** What one read of the channel takes at most. */
+/** What one read of the line takes at most. */
 const READ_BYTES = 64 * 1024;
-/** After the host gave no channel, calls go through it for this long before the shim asks again. */
+/** After the host gave no line, calls go through it for this long before the shim asks again. */
 const ASK_AGAIN_MS = 1000;
 
-/** What became of a call sent on the channel. */
-type Outcome = { kind: 'answer'; result: ChannelAnswer } | { kind: 'closed' } | { kind: 'lost' };
+/** What became of a call sent on the line. */
+type Outcome = { kind: 'answer'; result: LineAnswer } | { kind: 'closed' } | { kind: 'lost' };
 
 /** How long the process's connection may take to arrive once the host said it connected. */
 const ARRIVAL_MS = 5000;
@@ -70,7 +70,7 @@ function arrivals(listener: Deno.Listener) {
   const greet = async (conn: Deno.Conn): Promise<void> => {
     let greeted = false;
     const reader = new FrameReader((type) =>
-      !greeted && type === ChannelFrame.Hello ? HEADER_BYTES + CHANNEL_TOKEN_CHARS : greeted ? frameBytes(type) : 0,
+      !greeted && type === LineFrame.Hello ? HEADER_BYTES + LINE_TOKEN_CHARS : greeted ? frameBytes(type) : 0,
     );
     const buffer = new Uint8Array(256);
     const timer = setTimeout(() => conn.close(), ARRIVAL_MS);
@@ -79,7 +79,7 @@ function arrivals(listener: Deno.Listener) {
         const [hello] = reader.push(buffer.slice(0, read));
         if (!hello) continue;
         const token = new TextDecoder().decode(hello.payload);
-        const resolve = hello.type === ChannelFrame.Hello && waiting.get(token);
+        const resolve = hello.type === LineFrame.Hello && waiting.get(token);
         if (!resolve) break;
         waiting.delete(token);
         greeted = true;
@@ -124,9 +124,9 @@ function arrivals(listener: Deno.Listener) {
 const encoder = new TextEncoder();
 
 const frameBytes = (type: number): number =>
-  type === ChannelFrame.Answer ? MAX_DB_FRAME_BYTES : type === ChannelFrame.Closed ? HEADER_BYTES : 0;
+  type === LineFrame.Answer ? MAX_DB_FRAME_BYTES : type === LineFrame.Closed ? HEADER_BYTES : 0;
 
-class Channel {
+class Line {
   readonly #conn: Deno.Conn;
   readonly token: string;
   readonly #waiting: Array<(outcome: Outcome) => void> = [];
@@ -146,7 +146,7 @@ class Channel {
   call(payload: Uint8Array): Promise<Outcome> {
     if (this.#ended) return Promise.resolve({ kind: this.#ended });
     const outcome = new Promise<Outcome>((resolve) => this.#waiting.push(resolve));
-    this.#queue(encodeFrame(ChannelFrame.Call as FrameTypeValue, this.#stream++, payload));
+    this.#queue(encodeFrame(LineFrame.Call as FrameTypeValue, this.#stream++, payload));
     return outcome;
   }
 
@@ -164,7 +164,7 @@ class Channel {
       try {
         await writeAll(this.#conn, bytes);
       } catch {
-        // The read side sees the channel end.
+        // The read side sees the line end.
       }
     });
   }
@@ -175,17 +175,17 @@ class Channel {
     try {
       read: for (let read = await this.#conn.read(buffer); read !== null; read = await this.#conn.read(buffer)) {
         for (const frame of reader.push(buffer.slice(0, read))) {
-          if (frame.type === ChannelFrame.Closed) {
+          if (frame.type === LineFrame.Closed) {
             ended = 'closed';
             break read;
           }
           const resolve = this.#waiting.shift();
           if (!resolve) break read;
-          resolve({ kind: 'answer', result: decodeJson<ChannelAnswer>(frame.payload) });
+          resolve({ kind: 'answer', result: decodeJson<LineAnswer>(frame.payload) });
         }
       }
     } catch {
-      // A broken frame or connection: the channel is lost.
+      // A broken frame or connection: the line is lost.
     }
     this.#ended = ended;
     try {
@@ -199,25 +199,25 @@ class Channel {
 }
 
 /**
- * Wraps the host's calls: ctx.db calls go on the channel at `path` when there is one, everything else
- * (and every db call the channel cannot take) to the host. `log` writes the site's log lines the host
+ * Wraps the host's calls: ctx.db calls go on the line at `path` when there is one, everything else
+ * (and every db call the line cannot take) to the host. `log` writes the site's log lines the host
  * would have written for a failed statement.
  */
-export function throughDbChannel(
+export function throughDbLine(
   listener: Deno.Listener,
   callHost: CallHost,
   requestId: () => string | null,
   log: (entry: LogEntry) => void,
 ): CallHost {
-  /** The channel, or the asking for it under way; null: none, ask on the next call. */
-  let channel: Promise<Channel | null> | null = null;
+  /** The line, or the asking for it under way; null: none, ask on the next call. */
+  let line: Promise<Line | null> | null = null;
   let refusedAt = Number.NEGATIVE_INFINITY;
   const connections = arrivals(listener);
 
-  async function open(): Promise<Channel | null> {
+  async function open(): Promise<Line | null> {
     const token = [...crypto.getRandomValues(new Uint8Array(32))].map((b) => b.toString(16).padStart(2, '0')).join('');
     const expected = connections.expect(token);
-    const opened = await callHost(DB_CHANNEL_METHOD, ['open', token]);
+    const opened = await callHost(DB_LINE_METHOD, ['open', token]);
     if (!opened.ok || opened.value !== true) {
       expected.cancel();
       return null;
@@ -226,39 +226,39 @@ export function throughDbChannel(
     const arrived = await expected.arrived;
     clearTimeout(timer);
     if (!arrived) return null;
-    const connected = new Channel(arrived.conn, arrived.reader, token);
-    const asked = channel;
+    const connected = new Line(arrived.conn, arrived.reader, token);
+    const asked = line;
     // Once it ends, the next call asks for another.
     void connected.ended.then(() => {
-      if (channel === asked) channel = null;
+      if (line === asked) line = null;
     });
     return connected;
   }
 
-  function channelNow(): Promise<Channel | null> | null {
-    if (channel) return channel;
+  function lineNow(): Promise<Line | null> | null {
+    if (line) return line;
     if (performance.now() - refusedAt < ASK_AGAIN_MS) return null;
-    channel = open().catch(() => null);
-    void channel.then((opened) => {
+    line = open().catch(() => null);
+    void line.then((opened) => {
       if (opened) return;
       refusedAt = performance.now();
-      channel = null;
+      line = null;
     });
-    return channel;
+    return line;
   }
 
-  /** Why the channel broke off, as the host tells it: the error each call it did not answer gets. */
-  const lost = new WeakMap<Channel, Promise<CtxResult>>();
-  const lostResult = (broken: Channel): Promise<CtxResult> => {
+  /** Why the line broke off, as the host tells it: the error each call it did not answer gets. */
+  const lost = new WeakMap<Line, Promise<CtxResult>>();
+  const lostResult = (broken: Line): Promise<CtxResult> => {
     let result = lost.get(broken);
     if (!result) {
-      result = callHost(DB_CHANNEL_METHOD, ['lost', broken.token, requestId()]);
+      result = callHost(DB_LINE_METHOD, ['lost', broken.token, requestId()]);
       lost.set(broken, result);
     }
     return result;
   };
 
-  function answer(method: DbMethod, result: ChannelAnswer): CtxResult | null {
+  function answer(method: DbMethod, result: LineAnswer): CtxResult | null {
     if (result.ok) {
       const value = result.value as StatementOutcome | StatementOutcome[];
       return { ok: true, value: callValue(method, (Array.isArray(value) ? value : [value]).map(functionOutcome)) };
@@ -283,7 +283,7 @@ export function throughDbChannel(
     }
     // Near the cap of a call, the host says whether it is past it.
     if (payload.length > MAX_CTX_CALL_BYTES - 1024) return callHost(method, args);
-    const opened = await channelNow();
+    const opened = await lineNow();
     if (!opened) return callHost(method, args);
     const outcome = await opened.call(payload);
     if (outcome.kind === 'closed') return callHost(method, args);
