@@ -135,7 +135,7 @@ const commands: Record<string, Command> = {
     }));
     const lines = nodes.map(
       (n) =>
-        `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no channel)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}${replicationText(n.replication)}`,
+        `${n.id}  ${n.state.padEnd(7)}  ${n.roles.join(',').padEnd(12)}  ${n.address || '(no cluster address)'}  ${n.version}  beat ${n.heartbeatAt}  databases ${n.databases}${n.drainingAt ? `  draining since ${n.drainingAt}` : ''}${replicationText(n.replication)}`,
     );
     return { json: { nodes }, text: lines.join('\n') || 'no node has started on this metadata yet' };
   },

@@ -11,14 +11,14 @@ export const SECRET_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 export const MAX_SECRET_VALUE_BYTES = 64 * 1024;
 
 /** Where a retrieval came from, for the access log. */
-export type AccessChannel = 'API' | 'CLI' | 'DASHBOARD';
+export type FrontDoor = 'API' | 'CLI' | 'DASHBOARD';
 
 /**
- * The channel is the front door's word, carried by the actor it built: a signed-in user reads through
+ * The front door is the one that built the actor: a signed-in user reads through
  * the dashboard, the CLI's own credential through the CLI, an API key through the API. No header a
  * client sets can change it.
  */
-const CHANNELS: Record<Actor['via'], AccessChannel> = { key: 'API', cli: 'CLI', session: 'DASHBOARD', function: 'API' };
+const FRONT_DOORS: Record<Actor['via'], FrontDoor> = { key: 'API', cli: 'CLI', session: 'DASHBOARD', function: 'API' };
 
 interface SecretRow {
   site_id: string;
@@ -33,7 +33,7 @@ interface AccessLogRow {
   site_id: string;
   secret_name: string;
   key_id: string;
-  via: AccessChannel;
+  via: FrontDoor;
   accessed_at: string;
 }
 
@@ -104,7 +104,7 @@ export async function getSecretValue(deps: Deps, actor: Actor, siteId: string, n
     site_id: siteId,
     secret_name: name,
     key_id: actor.id,
-    via: CHANNELS[actor.via],
+    via: FRONT_DOORS[actor.via],
     accessed_at: timestamp(deps),
   });
   return { secret: { name, value } };

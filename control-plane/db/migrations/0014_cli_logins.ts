@@ -17,7 +17,7 @@ export async function up(knex: Knex): Promise<void> {
     t.string('key_id');
     t.string('collected_at');
   });
-  // A key collected by `berth login` is the CLI's own credential: its reads are logged as channel CLI.
+  // A key collected by `berth login` is the CLI's own credential: its reads are logged as via CLI.
   await knex.schema.alterTable('api_keys', (t) => {
     t.boolean('for_cli').notNullable().defaultTo(false);
   });
