@@ -79,8 +79,8 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     tlsPart(),
   ];
   const stack = new CloseStack();
-  const opening: Opening = { config, log, denoPath, testClock: options.now !== undefined, stack };
-  if (options.workerNice !== undefined) opening.workerNice = options.workerNice;
+  const testClock = options.now !== undefined;
+  const opening: Opening = { config, log, denoPath, testClock, workerNice: options.workerNice, stack };
   try {
     const adding: Partial<Deps> = { config, log, now: options.now ?? monotonicClock(), siteUrl: options.siteUrl };
     for (const part of parts) Object.assign(adding, await part.open?.(adding, opening));

@@ -26,8 +26,6 @@ export interface Opening {
 
 /** A listener a part serves beside the main one; server.ts binds it and closes it through the stack. */
 export interface PartListener {
-  /** As the close stack names it. */
-  what: string;
   server: http.Server | https.Server;
   host: string;
   port: number;

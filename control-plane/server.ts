@@ -162,11 +162,6 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
   };
   const server = http.createServer(handle);
   server.keepAliveTimeout = 65_000;
-  const listeners = [
-    ...composed.listeners(handle),
-    { what: 'the main listener', server, host: config.bind, port: config.port, kind: 'public' as const },
-  ].sort((a, b) => BIND_ORDER[a.kind] - BIND_ORDER[b.kind]);
-
   const bound: PartListener[] = [];
   let started = false;
   // Closed first of all: the public listeners drain (on a failed start, they just close), then the
@@ -183,6 +178,10 @@ export async function startBerth(config: Config, options: StartOptions = {}): Pr
     for (const listener of of('calls')) await closeCalls(listener.server);
   });
   try {
+    const listeners = [
+      ...composed.listeners(handle),
+      { server, host: config.bind, port: config.port, kind: 'public' as const },
+    ].sort((a, b) => BIND_ORDER[a.kind] - BIND_ORDER[b.kind]);
     for (const listener of listeners) {
       await listen(listener.server, listener.host, listener.port, listener.names);
       bound.push(listener);

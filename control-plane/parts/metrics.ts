@@ -22,7 +22,6 @@ export const metricsPart: Part = {
     if (!deps.config.metricsAddress) return [];
     return [
       {
-        what: 'the metrics listener',
         server: metricsServer(deps.metrics),
         ...listenAddress(deps.config.metricsAddress),
         path: '/metrics',

@@ -46,7 +46,7 @@ export function siteDatabasesPart(): Part {
       if (!listener) return [];
       const { clusterListen, clusterAddress } = deps.config;
       const at = clusterListen ? listenAddress(clusterListen) : addressOfUrl(clusterAddress);
-      return [{ what: 'the cluster listener', server: listener, ...at, kind: 'calls' }];
+      return [{ server: listener, ...at, kind: 'calls' }];
     },
   };
 }

@@ -36,22 +36,20 @@ export function tlsPart(): Part {
       const tls = deps.config.tls;
       if (!tls || !certificates) return [];
       const listeners = tlsListeners(deps, certificates, tls.httpsPort, handle);
-      const names = { port: 'BERTH_HTTP_PORT', bind: 'BERTH_TLS_BIND' };
+      const bind = 'BERTH_TLS_BIND';
       return [
         {
-          what: 'the port-80 listener',
           server: listeners.http,
           host: tls.bind,
           port: tls.httpPort,
-          names,
+          names: { port: 'BERTH_HTTP_PORT', bind },
           kind: 'public',
         },
         {
-          what: 'the HTTPS listener',
           server: listeners.https,
           host: tls.bind,
           port: tls.httpsPort,
-          names: { port: 'BERTH_HTTPS_PORT', bind: 'BERTH_TLS_BIND' },
+          names: { port: 'BERTH_HTTPS_PORT', bind },
           kind: 'public',
         },
       ];
