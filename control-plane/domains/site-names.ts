@@ -35,7 +35,7 @@ export type HostRoute =
   | { to: 'unknown' }
   /**
    * A site, reached at its subdomain or at `domain`, one of its ACTIVE custom domains; or `preview`, a
-   * preview host `<preview>--<subdomain>.<site host>` (services/previews.ts says what it serves).
+   * preview host `<preview>--<subdomain>.<site host>` (deployments/previews.ts says what it serves).
    */
   | { to: 'site'; subdomain: string; domain?: string; preview?: string }
   /** Another name of a site that has a canonical one: 308 to `hostname`, path and query kept. */

@@ -16,7 +16,7 @@ export type SiteRequestHandler = (
   res: http.ServerResponse,
   subdomain: string,
   segments: string[],
-  /** The preview host's label (services/previews.ts), when the request came to one. */
+  /** The preview host's label (deployments/previews.ts), when the request came to one. */
   preview?: string,
 ) => void;
 

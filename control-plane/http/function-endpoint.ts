@@ -1,5 +1,5 @@
 // ANY /api/<name> on a site: hands the request to the function's worker (on a preview host, the
-// preview's function, to members only unless the preview is PUBLIC: services/previews.ts) and streams
+// preview's function, to members only unless the preview is PUBLIC: deployments/previews.ts) and streams
 // its answer back. The platform's session cookie never reaches a function, and a function cannot set
 // or clear any of Berth's cookies.
 import type http from 'node:http';

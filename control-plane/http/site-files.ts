@@ -1,6 +1,6 @@
 // GET and HEAD of a site's web files, straight on Node's request and response: the private-site gate,
 // /web files by path with conditional and range requests, directories with their index.html, and the
-// site's own 404.html; on a preview host, the preview's files (services/previews.ts), to members only
+// site's own 404.html; on a preview host, the preview's files (deployments/previews.ts), to members only
 // unless its deployment's preview is PUBLIC. The hottest path of hosting skips the Koa stack but keeps its rules (request id,
 // one log line, the error envelope) through the same helpers. A public site's file whose lookups and
 // bytes are cached is answered without waiting on anything: one head written whole, one write.

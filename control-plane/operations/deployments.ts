@@ -1,5 +1,5 @@
 // Deployments: a site changed all at once, its history, and going back to an earlier deployment or to
-// any instant (services/deployments.ts). Bytes are uploaded by a REST route of their own
+// any instant (deployments/deployments.ts). Bytes are uploaded by a REST route of their own
 // (http/routes/deployments.ts); create_deployment also takes files' text inline, for JSON-only doors.
 import { z } from 'zod';
 import * as deployments from '../deployments/deployments.ts';

@@ -1,5 +1,5 @@
 // A site's custom domains: added as PENDING with the TXT record to create, verified by looking the
-// record up, then served (services/domains.ts); one may be made canonical.
+// record up, then served (domains/domains.ts); one may be made canonical.
 import { z } from 'zod';
 import * as domains from '../domains/domains.ts';
 import {
