@@ -119,6 +119,22 @@ test('no source files import each other, however far round', (t) => {
   t.deepEqual(loops, [], 'a loop of imports: move what both need below both');
 });
 
+test('the dashboard, the browser’s code, imports only the schemas and what the API’s clients share, and no part imports it', (t) => {
+  const dashboard = 'control-plane/dashboard/';
+  const allowed = (target: string) =>
+    target.startsWith(dashboard) ||
+    target === 'control-plane/schemas.ts' ||
+    target.startsWith('control-plane/api-clients/');
+  t.deepEqual(
+    imports
+      .filter(
+        ({ file, target }) => target && (file.startsWith(dashboard) ? !allowed(target) : target.startsWith(dashboard)),
+      )
+      .map(({ file, target }) => `${file} imports ${target}`),
+    [],
+  );
+});
+
 test('only control-plane/db/ knows the metadata dialects', (t) => {
   const outside = imports.filter(
     ({ file, spec, target }) =>
