@@ -262,6 +262,9 @@ export class RuntimeHost {
       await worker.bind(this.#binding(version), source);
       return worker;
     } catch (err) {
+      // A spare that broke the protocol while given its function failed on Berth's side too: no tenant
+      // code reaches a worker's channel. The call gets a worker of its own.
+      if (worker.stoppedFor === 'protocol' && !this.#closing) return this.#spawn(version);
       worker.kill('crashed');
       throw err;
     }

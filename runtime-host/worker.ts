@@ -336,6 +336,11 @@ export class DenoWorker {
     return this.#exitReason === undefined;
   }
 
+  /** Why the worker was stopped, once it was. */
+  get stoppedFor(): ExitReason | undefined {
+    return this.#exitReason;
+  }
+
   /** Sends a request; resolves when the response head arrives, its body streams afterwards. */
   invoke(request: WorkerRequest): { response: Promise<WorkerResponse>; cancel: () => void } {
     const stream = this.#nextStream++;

@@ -408,6 +408,18 @@ for (const [mode, violation] of [
   });
 }
 
+test('a spare that breaks the protocol while it is given its function is stopped, and the call gets a worker of its own', async (t) => {
+  const { berth, log } = await hostile(t, 'ctx-on-load');
+  const site = await createSite(berth.owner);
+  await deployFixture(berth.owner, site.bucketId, 'echo');
+  const res = await berth.site(site.subdomain).get('api/echo');
+  t.is(res.statusCode, 200, 'a worker started for the call answers it');
+  t.is(res.body, '"ok"');
+  const stopped = log.find((line) => line.msg === 'function worker broke the runtime protocol; stopped it');
+  t.regex(stopped?.violation ?? '', /^frame type 7 /);
+  t.deepEqual(await files(berth, site.bucketId), ['api/echo.ts'], 'no ctx call of the spare was served');
+});
+
 test('a spare serves the site the host gave it, whatever site it names', async (t) => {
   const { berth } = await hostile(t, 'bound');
   const [mine, other] = [await createSite(berth.owner), await createSite(berth.owner)];
