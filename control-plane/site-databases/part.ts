@@ -22,9 +22,21 @@ export function siteDatabasesPart(): Part {
   return {
     name: 'the site databases',
     open(deps, { config, log, stack, denoPath }) {
-      const parts = opened(deps, 'the site databases', 'metadata', 'runtimeDir', 'masterKey', 'nodeId', 'metrics');
+      const { metadata, runtimeDir, masterKey, nodeId, metrics } = opened(
+        deps,
+        'the site databases',
+        'metadata',
+        'runtimeDir',
+        'masterKey',
+        'nodeId',
+        'metrics',
+      );
       const tls = readPeerTls(config.clusterTls);
-      const databases = composeSiteDatabases(config, { ...parts, denoPath, tls, log }, stack);
+      const databases = composeSiteDatabases(
+        config,
+        { metadata, runtimeDir, masterKey, nodeId, metrics, denoPath, tls, log },
+        stack,
+      );
       composed = databases;
       return {
         siteDatabases: databases.provider,
