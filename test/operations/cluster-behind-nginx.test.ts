@@ -450,7 +450,8 @@ cluster(
     const holder = holderOf(lost.site.id)!;
     const survivor = nodes.find((node) => node !== holder && node.env.BERTH_ROLES !== 'web')!;
     await lb().post(`${lost.base}/query`, { json: { sql: "INSERT INTO notes (body) VALUES ('in the replica')" } });
-    const written = Math.floor(Date.now() / 1000) * 1000;
+    // The replica holds every write before `latest` (whole seconds): one at or after the insert's answer.
+    const written = Date.now();
     await until(async () => {
       const { latest } = json<{ latest: string | null }>(await lb().get(`${lost.base}/restore-points`));
       return latest !== null && Date.parse(latest) >= written;
