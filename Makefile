@@ -51,7 +51,8 @@ run: install
 typecheck: install
 	$(BIN)/tsc --noEmit -p tsconfig.json
 	$(BIN)/tsc --noEmit -p control-plane/dashboard/tsconfig.json
-	NO_COLOR=1 $(BIN)/deno check --no-config --quiet deno-shim/*.ts control-plane/site-databases/deno/*.ts \
+	NO_COLOR=1 $(BIN)/deno check --no-config --quiet --unstable-bundle deno-shim/*.ts control-plane/site-databases/deno/*.ts \
+	  control-plane/builds/deno/*.ts \
 	  test/fixtures/functions/*.ts
 
 # The formatter and the linter (Biome, configured in .biome.jsonc): a change that is not formatted or

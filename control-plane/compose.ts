@@ -5,6 +5,7 @@
 // server (server.ts) and the tests start from here; nothing else constructs a part.
 import { analyticsPart } from './analytics/part.ts';
 import { blobsPart, sweeperPart } from './blob-stores.ts';
+import { buildsPart } from './builds/part.ts';
 import { CloseStack } from './close-stack.ts';
 import type { Config } from './config.ts';
 import { type Deps, monotonicClock } from './deps.ts';
@@ -72,6 +73,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     analyticsPart,
     siteDatabasesPart(),
     runtimePart,
+    buildsPart,
     services,
     domainsPart,
     deploymentsPart,

@@ -1,4 +1,5 @@
 // The one place that reads the environment: every other module receives a typed Config.
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ObjectStoreLocation } from '../storage/drivers/s3-driver.ts';
@@ -57,6 +58,12 @@ export interface Config {
   shutdownGraceMs: number;
   /** Deno executable; empty means the one installed from the deno npm package. */
   denoPath: string;
+  /** The npm registry builds resolve packages from (BERTH_NPM_REGISTRY, else npm's own configuration). */
+  npmRegistry: string;
+  /** Package versions published less recently than this are not used by builds, in minutes; 0: any. */
+  npmMinAgeMinutes: number;
+  /** How long one build may take. */
+  buildTimeoutMs: number;
   functionTimeoutMs: number;
   functionHeapMb: number;
   functionIdleMs: number;
@@ -200,6 +207,9 @@ export const DEFAULTS: Config = {
   logLevel: 'info',
   shutdownGraceMs: 10_000,
   denoPath: '',
+  npmRegistry: 'https://registry.npmjs.org/',
+  npmMinAgeMinutes: 1440,
+  buildTimeoutMs: 60_000,
   functionTimeoutMs: 30_000,
   functionHeapMb: 128,
   functionIdleMs: 5 * 60_000,
@@ -312,6 +322,43 @@ function publicUrl(env: NodeJS.ProcessEnv): string {
     );
   }
   return url.origin;
+}
+
+/**
+ * The registry builds use: BERTH_NPM_REGISTRY, else the one npm itself is configured with (its
+ * environment variable, then the user's .npmrc), else npm's public registry.
+ */
+function npmRegistry(env: NodeJS.ProcessEnv): string {
+  const name = env.BERTH_NPM_REGISTRY?.trim() ? 'BERTH_NPM_REGISTRY' : 'npm_config_registry';
+  const raw =
+    env.BERTH_NPM_REGISTRY?.trim() ||
+    env.npm_config_registry?.trim() ||
+    env.NPM_CONFIG_REGISTRY?.trim() ||
+    npmrcRegistry(env) ||
+    DEFAULTS.npmRegistry;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} must be a URL such as "https://registry.npmjs.org/", got "${raw}"`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search || url.hash)
+    throw new ConfigError(`${name} must be an http:// or https:// URL with no query, got "${raw}"`);
+  return url.href.endsWith('/') ? url.href : `${url.href}/`;
+}
+
+/** `registry=` of the user's .npmrc, where npm reads it; '' when there is none. */
+function npmrcRegistry(env: NodeJS.ProcessEnv): string {
+  const home = env.HOME ?? os.homedir();
+  try {
+    const line = fs
+      .readFileSync(path.join(home, '.npmrc'), 'utf8')
+      .split('\n')
+      .find((l) => /^\s*registry\s*=/.test(l));
+    return line?.split('=').slice(1).join('=').trim() ?? '';
+  } catch {
+    return '';
+  }
 }
 
 function metricsToken(env: NodeJS.ProcessEnv): string {
@@ -568,6 +615,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     shutdownGraceMs: integer(env, 'BERTH_SHUTDOWN_GRACE_MS', DEFAULTS.shutdownGraceMs, 0, 600_000),
     denoPath: text(env, 'BERTH_DENO', DEFAULTS.denoPath),
+    npmRegistry: npmRegistry(env),
+    npmMinAgeMinutes: integer(env, 'BERTH_NPM_MIN_AGE_MINUTES', DEFAULTS.npmMinAgeMinutes, 0, 525_600),
+    buildTimeoutMs: integer(env, 'BERTH_BUILD_TIMEOUT_MS', DEFAULTS.buildTimeoutMs, 1000, 15 * 60_000),
     functionTimeoutMs: integer(env, 'BERTH_FUNCTION_TIMEOUT_MS', DEFAULTS.functionTimeoutMs, 100, 15 * 60_000),
     functionHeapMb: integer(env, 'BERTH_FUNCTION_MEMORY_MB', DEFAULTS.functionHeapMb, 16, 16_384),
     functionIdleMs: integer(env, 'BERTH_FUNCTION_IDLE_MS', DEFAULTS.functionIdleMs, 100, 24 * 3600_000),

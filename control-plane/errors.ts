@@ -70,6 +70,7 @@ export const ERROR_CODES = {
   payload_too_large: 413,
   query_not_allowed: 400,
   quota_exceeded: 413,
+  registry_unavailable: 503,
   reserved_path: 400,
   restore_point_unavailable: 422,
   runtime_busy: 503,

@@ -17,29 +17,38 @@ export interface VersionFiles {
 const versionDir = (runtimeDir: string, functionId: string, versionId: string) =>
   path.join(runtimeDir, 'functions', functionId, versionId);
 
-function writeAtomically(file: string, text: string): void {
+function writeAtomically(file: string, text: string | Buffer): void {
   const tmp = `${file}.${process.pid}.tmp`;
   fs.writeFileSync(tmp, text);
   fs.renameSync(tmp, file);
 }
 
-/** Writes (or rewrites) a version's source; the runtime dir is disposable. */
+/** A v0 function's module is its TypeScript source; a built one's is JavaScript. */
+export type ModuleKind = 'ts' | 'js';
+
+/** Writes (or rewrites) a version's module; the runtime dir is disposable. */
 export function writeVersionFiles(
   runtimeDir: string,
   functionId: string,
   versionId: string,
-  source: string,
+  source: string | Buffer,
+  kind: ModuleKind = 'ts',
 ): VersionFiles {
   const dir = versionDir(runtimeDir, functionId, versionId);
   fs.mkdirSync(dir, { recursive: true });
-  const modulePath = path.join(dir, 'function.ts');
+  const modulePath = path.join(dir, `function.${kind}`);
   writeAtomically(modulePath, source);
   return { modulePath };
 }
 
 /** The module of a version whose files are written, or null. */
-export function writtenModule(runtimeDir: string, functionId: string, versionId: string): string | null {
-  const modulePath = path.join(versionDir(runtimeDir, functionId, versionId), 'function.ts');
+export function writtenModule(
+  runtimeDir: string,
+  functionId: string,
+  versionId: string,
+  kind: ModuleKind = 'ts',
+): string | null {
+  const modulePath = path.join(versionDir(runtimeDir, functionId, versionId), `function.${kind}`);
   return fs.existsSync(modulePath) ? modulePath : null;
 }
 

@@ -1,6 +1,8 @@
-// The v0 rules for function and cron sources, checked with TypeScript's own parser so that every
-// problem points at the exact line and column. The rules give clear errors early; the sandbox's
-// permissions, not this check, are the security boundary.
+// The rules for function and cron sources, checked with TypeScript's own parser so that every problem
+// points at the exact line and column. A source without imports is a v0 function, one self-contained
+// file served as it is; one that imports (the site's own modules, npm packages, node: built-ins) is a
+// v1 function, built into one module at deploy (control-plane/builds/). The rules give clear errors
+// early; the sandbox's permissions, not this check, are the security boundary.
 import { createRequire } from 'node:module';
 import { CronExpressionParser } from 'cron-parser';
 import type * as TS from 'typescript6';
@@ -16,7 +18,15 @@ export interface SourceProblem {
 export type SourceKind = 'api' | 'cron';
 
 export type Validation =
-  | { ok: true; kind: SourceKind; name: string /** cron only: the 5-field UTC schedule */; schedule?: string }
+  | {
+      ok: true;
+      kind: SourceKind;
+      name: string;
+      /** cron only: the 5-field UTC schedule */
+      schedule?: string;
+      /** It imports: it is built into one module before it runs (a v1 function). */
+      imports?: boolean;
+    }
   | { ok: false; problem: SourceProblem };
 
 const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
@@ -27,6 +37,8 @@ const typescript = (): typeof TS => (ts ??= createRequire(import.meta.url)('type
 
 /** The kind and name of `api/<name>.ts` or `cron/<name>.ts`, or a problem when the path is neither. */
 export function functionName(path: string): Validation {
+  if (isSharedModule(path))
+    return pathProblem(`"${path}" is a module that functions import (its name starts with "_"), not a function`);
   const match = /^(api|cron)\/(.+)\.ts$/.exec(path);
   if (!match)
     return pathProblem(`"${path}" is not a runtime source: functions are api/<name>.ts, cron jobs cron/<name>.ts`);
@@ -47,7 +59,15 @@ export function functionName(path: string): Validation {
 
 const pathProblem = (message: string): Validation => ({ ok: false, problem: { message, line: 0, column: 0 } });
 
-/** Checks an api/ or cron/ source against the v0 rules. */
+/** A file or folder under api/ or cron/ whose name starts with "_": a module functions import, never one. */
+export const isSharedModule = (path: string): boolean =>
+  /^(api|cron)\//.test(path) &&
+  path
+    .split('/')
+    .slice(1)
+    .some((part) => part.startsWith('_'));
+
+/** Checks an api/ or cron/ source: a v0 file, or a v1 one that imports and is built. */
 export function validateFunction(path: string, source: string): Validation {
   const named = functionName(path);
   if (!named.ok) return named;
@@ -62,32 +82,31 @@ export function validateFunction(path: string, source: string): Validation {
   if (syntax) return at(syntax.start ?? 0, `syntax error: ${t.flattenDiagnosticMessageText(syntax.messageText, ' ')}`);
 
   let forbidden: Validation | undefined;
+  let imports = false;
   const visit = (node: TS.Node): void => {
     if (forbidden) return;
     const start = node.getStart(file);
-    if (t.isImportDeclaration(node) || t.isImportEqualsDeclaration(node)) {
-      forbidden = at(start, 'import statements are not allowed: a v0 function is one self-contained file');
-    } else if (
-      (t.isExportDeclaration(node) && node.moduleSpecifier) ||
-      (t.isExportAssignment(node) && node.isExportEquals)
-    ) {
+    if (t.isImportEqualsDeclaration(node)) {
+      forbidden = at(start, '"import … = require()" is not allowed: use an import statement');
+    } else if (t.isExportAssignment(node) && node.isExportEquals) {
+      forbidden = at(start, '"export =" is not allowed: use export default');
+    } else if (t.isImportDeclaration(node) || (t.isExportDeclaration(node) && node.moduleSpecifier)) {
+      imports = true;
+    } else if (t.isCallExpression(node) && node.expression.kind === t.SyntaxKind.ImportKeyword) {
       forbidden = at(
         start,
-        t.isExportDeclaration(node)
-          ? '"export … from" is not allowed: a v0 function is one self-contained file'
-          : '"export =" is not allowed: use export default',
+        'dynamic import() is not allowed: import modules and packages with import statements, resolved at deploy',
       );
-    } else if (t.isCallExpression(node) && node.expression.kind === t.SyntaxKind.ImportKeyword) {
-      forbidden = at(start, 'dynamic import() is not allowed: a v0 function is one self-contained file');
     } else if (t.isMetaProperty(node) && node.keywordToken === t.SyntaxKind.ImportKeyword) {
-      forbidden = at(start, 'import.meta is not available to v0 functions');
+      forbidden = at(start, 'import.meta is not available to functions');
     } else if (t.isCallExpression(node) && t.isIdentifier(node.expression) && node.expression.text === 'require') {
-      forbidden = at(start, 'require() is not available: v0 functions use standard web APIs only');
+      forbidden = at(start, 'require() is not available: use an import statement');
     }
     if (!forbidden) t.forEachChild(node, visit);
   };
   visit(file);
   if (forbidden) return forbidden;
+  const found = imports ? { ...named, imports } : named;
 
   if (named.kind === 'cron') {
     if (!exportsNamedHandler(t, file)) {
@@ -96,7 +115,7 @@ export function validateFunction(path: string, source: string): Validation {
         'no handler: a cron job exports a function named "handler" (export function handler(req, ctx) { … })',
       );
     }
-    return checkSchedule(t, file, at, named);
+    return checkSchedule(t, file, at, found);
   }
   if (!exportsDefault(t, file) && !exportsNamedHandler(t, file)) {
     return at(
@@ -104,7 +123,7 @@ export function validateFunction(path: string, source: string): Validation {
       'no handler: export a default function, or a function named "handler" (export function handler(req, ctx) { … })',
     );
   }
-  return named;
+  return found;
 }
 
 /** `export const schedule = "<5-field cron>"`: a string literal, read here, at deploy time. */
@@ -157,19 +176,14 @@ function exportsDefault(t: typeof TS, file: TS.SourceFile): boolean {
     if (t.isExportAssignment(statement)) return true;
     if (hasModifier(t, statement, t.SyntaxKind.ExportKeyword) && hasModifier(t, statement, t.SyntaxKind.DefaultKeyword))
       return true;
-    if (
-      t.isExportDeclaration(statement) &&
-      !statement.moduleSpecifier &&
-      statement.exportClause &&
-      t.isNamedExports(statement.exportClause)
-    ) {
+    if (t.isExportDeclaration(statement) && statement.exportClause && t.isNamedExports(statement.exportClause)) {
       if (statement.exportClause.elements.some((e) => e.name.text === 'default')) return true;
     }
   }
   return false;
 }
 
-/** A named export called `handler`, in any of TypeScript's spellings. */
+/** A named export called `handler`, in any of TypeScript's spellings (`export * from` may be one). */
 function exportsNamedHandler(t: typeof TS, file: TS.SourceFile): boolean {
   for (const statement of file.statements) {
     // `export default function handler` exports "default", not "handler".
@@ -185,12 +199,8 @@ function exportsNamedHandler(t: typeof TS, file: TS.SourceFile): boolean {
       if (statement.declarationList.declarations.some((d) => t.isIdentifier(d.name) && d.name.text === 'handler'))
         return true;
     }
-    if (
-      t.isExportDeclaration(statement) &&
-      !statement.moduleSpecifier &&
-      statement.exportClause &&
-      t.isNamedExports(statement.exportClause)
-    ) {
+    if (t.isExportDeclaration(statement) && statement.moduleSpecifier && !statement.exportClause) return true;
+    if (t.isExportDeclaration(statement) && statement.exportClause && t.isNamedExports(statement.exportClause)) {
       if (statement.exportClause.elements.some((e) => e.name.text === 'handler')) return true;
     }
   }

@@ -92,17 +92,23 @@ test('a PRIVATE site still serves its functions anonymously', async (t) => {
   t.is((await t0.site(site.subdomain).get('')).statusCode, 401);
 });
 
-test('sources that break the v0 rules are stored but not deployed, with a precise reason', async (t) => {
+test('sources that break the rules are stored but not deployed, with a precise reason', async (t) => {
   const site = await createSite(t0.owner);
   const cases: Array<[string, string, RegExp, number, number]> = [
     [
       'api/imp.ts',
-      'import { x } from "./x.ts";\nexport default () => new Response("")',
-      /import statements are not allowed/,
+      'import { x } from "./x.ts";\nexport default () => new Response(x)',
+      /cannot import api\/x\.ts: a function imports only the site's modules/,
       1,
-      1,
+      19,
     ],
-    ['api/reexport.ts', 'export default () => new Response("");\nexport { y } from "./y.ts";', /export … from/, 2, 1],
+    [
+      'api/reexport.ts',
+      'export default () => new Response("");\nexport { y } from "./y.ts";',
+      /cannot import api\/y\.ts/,
+      2,
+      19,
+    ],
     [
       'api/req.ts',
       'const fs = require("fs");\nexport default () => new Response("")',

@@ -38,6 +38,7 @@ import * as databaseReplicaBytes from './migrations/0029_database_replica_bytes.
 import * as deploymentAppliedMigrations from './migrations/0030_deployment_applied_migrations.ts';
 import * as siteAnalyticsHours from './migrations/0031_site_analytics_hours.ts';
 import * as previewCertificates from './migrations/0032_preview_certificates.ts';
+import * as builds from './migrations/0033_builds.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -77,6 +78,7 @@ const migrations: Record<string, Migration> = {
   '0030_deployment_applied_migrations': deploymentAppliedMigrations,
   '0031_site_analytics_hours': siteAnalyticsHours,
   '0032_preview_certificates': previewCertificates,
+  '0033_builds': builds,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

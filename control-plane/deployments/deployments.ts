@@ -436,6 +436,7 @@ async function fail(
   row: DeploymentRow,
   problems: FileProblem[],
   appliedMigrations: string[] = [],
+  registryUnavailable = false,
 ): Promise<never> {
   const changes = {
     status: 'FAILED' as const,
@@ -457,7 +458,7 @@ async function fail(
       { deployment },
     );
   throw new BerthError(
-    'deployment_failed',
+    registryUnavailable ? 'registry_unavailable' : 'deployment_failed',
     `deployment ${row.short_id} failed and nothing about the site changed: ${listed}`,
     { errors: problems },
     { deployment },
@@ -526,7 +527,7 @@ async function publishRow(
       return closedAfterMigrations(deps, site, row, applied);
     throw err;
   }
-  if (!outcome.published) return fail(deps, site, row, outcome.problems);
+  if (!outcome.published) return fail(deps, site, row, outcome.problems, [], outcome.registryUnavailable);
   // The publish stands whatever becomes of its checkpoint: a later one keeps it.
   await checkpointHistory(deps, site.id).catch((err: unknown) =>
     logJobFailure(deps.log, err, 'keeping a checkpoint of the site history failed', { siteId: site.id }),

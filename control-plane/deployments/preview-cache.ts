@@ -37,6 +37,9 @@ export interface PreviewEntry {
 /** Paths held by all states and sets together. */
 const MAX_PATHS = 200_000;
 
+/** What the check of a preview's source found. */
+export type SourceCheck = { problem: SourceProblem; imports?: undefined } | { problem: null; imports: boolean };
+
 export class PreviewCache implements ChangeListener {
   readonly #deployments = new LRUCache<string, SettledDeployment>({ max: 10_000 });
   readonly #instants = new LRUCache<string, number>({ max: 10_000 });
@@ -45,8 +48,8 @@ export class PreviewCache implements ChangeListener {
     maxSize: MAX_PATHS,
     sizeCalculation: (files) => files.size + 1,
   });
-  /** A source's check, by site, path and digest: null when it passed. */
-  readonly #sources = new LRUCache<string, { problem: SourceProblem | null }>({ max: 5_000 });
+  /** A source's check, by site, path and digest: its problem, or null and whether it imports (is built). */
+  readonly #sources = new LRUCache<string, SourceCheck>({ max: 5_000 });
 
   deployment(siteId: string, shortId: string): SettledDeployment | undefined {
     return this.#deployments.get(`${siteId} ${shortId}`);
@@ -94,11 +97,11 @@ export class PreviewCache implements ChangeListener {
     this.#files.clear();
   }
 
-  source(key: string): { problem: SourceProblem | null } | undefined {
+  source(key: string): SourceCheck | undefined {
     return this.#sources.get(key);
   }
 
-  rememberSource(key: string, problem: SourceProblem | null): void {
-    this.#sources.set(key, { problem });
+  rememberSource(key: string, checked: SourceCheck): void {
+    this.#sources.set(key, checked);
   }
 }

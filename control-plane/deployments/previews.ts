@@ -17,7 +17,13 @@ import type { Deps } from '../deps.ts';
 import type { CachedSite, CachedWebFile } from '../services/hosting-cache.ts';
 import { resolveWebFile } from '../services/hosting.ts';
 import type { PreviewEntry } from './preview-cache.ts';
-import { forgetPreviewFunction, isPreviewFunction, previewFunctionId } from '../services/functions.ts';
+import { buildEntries } from '../builds/builds.ts';
+import {
+  currentFileDigests,
+  forgetPreviewFunction,
+  isPreviewFunction,
+  previewFunctionId,
+} from '../services/functions.ts';
 import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from '../history/site-history.ts';
 
 /** Paths an uploading deployment that prunes takes wholly from its set. */
@@ -201,14 +207,23 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
   if (!checked) {
     source = (await deps.blobs.read(file.sha256)).toString('utf8');
     const validation = validateFunction(path, source);
-    deps.previews.rememberSource(key, validation.ok ? null : validation.problem);
-    checked = { problem: validation.ok ? null : validation.problem };
+    checked = validation.ok ? { problem: null, imports: Boolean(validation.imports) } : { problem: validation.problem };
+    deps.previews.rememberSource(key, checked);
   }
-  if (checked.problem) {
-    const { line, column, message } = checked.problem;
-    throw new BerthError('function_compile_failed', `${path}:${line}:${column}: ${message}`, {
-      error: checked.problem,
-    });
+  if (checked.problem) throw compileFailed(path, checked.problem);
+  if (checked.imports) {
+    // Built from the preview's own modules: a build made before (publish, or an earlier request) is found by its inputs.
+    const outcome = await buildEntries(deps, await previewDigests(deps, preview), [path]);
+    if (!outcome.ok) {
+      const first = outcome.problems[0]!;
+      throw compileFailed(first.path || path, first);
+    }
+    const module = outcome.modules.get(path)!;
+    const versionId = `${file.sha256}.${module.sha256.slice(0, 16)}`;
+    const modulePath =
+      writtenModule(deps.runtimeDir, functionId, versionId, 'js') ??
+      writeVersionFiles(deps.runtimeDir, functionId, versionId, await deps.blobs.read(module.sha256), 'js').modulePath;
+    return { functionId, versionId, siteId: preview.site.id, path, kind: 'api', modulePath };
   }
   let modulePath = writtenModule(deps.runtimeDir, functionId, file.sha256);
   if (!modulePath) {
@@ -216,6 +231,24 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
     modulePath = writeVersionFiles(deps.runtimeDir, functionId, file.sha256, source).modulePath;
   }
   return { functionId, versionId: file.sha256, siteId: preview.site.id, path, kind: 'api', modulePath };
+}
+
+const compileFailed = (path: string, problem: { line: number; column: number; message: string }) =>
+  new BerthError('function_compile_failed', `${path}:${problem.line}:${problem.column}: ${problem.message}`, {
+    error: problem,
+  });
+
+/** The files a preview shows, path → sha256: what its functions are built from. */
+async function previewDigests(deps: Deps, preview: Preview): Promise<Map<string, string>> {
+  if (!preview.open || !preview.deploymentId) {
+    return new Map([...(await stateOf(deps, preview))].map(([path, entry]) => [path, entry.sha256]));
+  }
+  const digests = await currentFileDigests(deps, preview.site.bucketId);
+  if (preview.open.prune)
+    for (const path of digests.keys())
+      if (PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix))) digests.delete(path);
+  for (const [path, entry] of await declaredSet(deps, preview.deploymentId)) digests.set(path, entry.sha256);
+  return digests;
 }
 
 /**

@@ -5,13 +5,16 @@
 // the functions and cron jobs follow, the bucket's generation is counted, and the deployment is
 // numbered into the site's history; the bytes its uploads held are its versions' from then on. Once committed, every node forgets the bucket's cached files and
 // retires the changed functions' workers (requests in flight finish on the version they started with).
+import { Readable } from 'node:stream';
 import { writeVersionFiles } from '../../runtime-host/function-files.ts';
 import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
 import type { HotTx } from '../db/hot-sql.ts';
 import { BerthError } from '../errors.ts';
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { insertVersion, makeCurrent } from '../services/files.ts';
-import { isRuntimeSource, recordFunctionVersion } from '../services/functions.ts';
+import { isBuildInput } from '../builds/build-inputs.ts';
+import { type BuiltModule, buildEntries } from '../builds/builds.ts';
+import { currentFileDigests, isRuntimeSource, recordFunctionVersion, servedVersionId } from '../services/functions.ts';
 import { lockSite, nextGeneration, nextSeq } from '../history/site-history.ts';
 import type { SiteRow } from '../services/site-rows.ts';
 import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
@@ -41,14 +44,15 @@ export interface FileProblem extends SourceProblem {
 
 export type SwitchOutcome =
   | { published: true; publishedAt: string; changed: number; files: number; bytes: number }
-  | { published: false; problems: FileProblem[] };
+  | { published: false; problems: FileProblem[]; registryUnavailable?: boolean };
 
 interface ChangedFunction {
   id: string;
   name: string;
-  /** null: removed. */
+  /** The version its workers serve (servedVersionId); null: removed. */
   versionId: string | null;
-  source?: string;
+  /** Its module: the source's text, or a built module's blob. */
+  module?: { source: string } | { built: BuiltModule };
 }
 
 /** Every file row of the bucket with its current version's bytes: read once, under the site's lock. */
@@ -56,6 +60,30 @@ const BUCKET_FILES = `SELECT f.id, f.path, f.current_version_id, v.blob_sha256, 
   FROM files f LEFT JOIN file_versions v ON v.id = f.current_version_id WHERE f.bucket_id = ?`;
 
 const FILE_AT_PATH = 'SELECT id FROM files WHERE bucket_id = ? AND path = ?';
+
+const FUNCTION_MODULES = 'SELECT path, module_sha256 FROM functions WHERE site_id = ?';
+
+/**
+ * The site's modules and build configuration, as held under the site's lock, are what the builds were
+ * made from: another change of them since (a file written through the file API) fails the switch, which
+ * is then asked for again, rather than serving builds of files the site no longer has.
+ */
+function assertInputsAsBuilt(held: Map<string, BucketFile>, change: SiteSwitch, built: Map<string, string>): void {
+  const putPaths = new Set(change.put.map((f) => f.path));
+  const removed = new Set(change.remove);
+  const now = new Map(
+    [...held.values()]
+      .filter((row) => row.blob_sha256 && isBuildInput(row.path) && !putPaths.has(row.path) && !removed.has(row.path))
+      .map((row) => [row.path, row.blob_sha256!] as const),
+  );
+  for (const file of change.put) if (isBuildInput(file.path)) now.set(file.path, file.sha256);
+  const same = now.size === built.size && [...now].every(([path, sha256]) => built.get(path) === sha256);
+  if (!same)
+    throw new BerthError(
+      'version_conflict',
+      "the site's modules (lib/, deno.json, deno.lock) changed while its functions were built: publish again",
+    );
+}
 
 interface BucketFile {
   id: string;
@@ -65,29 +93,76 @@ interface BucketFile {
   content_type: string | null;
 }
 
-/** A runtime source that passed its check: its text, and what the check read from it. */
+/** A runtime source that passed its check: its text, what the check read from it, and its built module. */
 interface CheckedSource {
   source: string;
   kind: 'api' | 'cron';
   name: string;
   schedule: string | null;
+  module: BuiltModule | null;
 }
 
-/** Checks and compiles every runtime source of the set; the sources, by path, when all pass. */
-async function checkSources(
-  deps: Deps,
-  files: TargetFile[],
-): Promise<{ sources: Map<string, CheckedSource>; problems: FileProblem[] }> {
+interface CheckedSet {
+  sources: Map<string, CheckedSource>;
+  problems: FileProblem[];
+  registryUnavailable?: boolean;
+  /** The build inputs of the site's files after the switch, which the switch finds as they were read. */
+  buildInputs: Map<string, string>;
+  /** A deno.lock the builds wrote, for a set that had none. */
+  lock: Buffer | null;
+}
+
+/**
+ * Checks every runtime source of the set, and builds those that import, with the functions built
+ * before whose modules the switch changes (a file under lib/, deno.json...): the sources, by path,
+ * when all pass.
+ */
+async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Promise<CheckedSet> {
   const sources = new Map<string, CheckedSource>();
   const problems: FileProblem[] = [];
-  for (const file of files.filter((f) => isRuntimeSource(f.path))) {
-    const source = (await deps.blobs.read(file.sha256)).toString('utf8');
-    const checked = validateFunction(file.path, source);
-    if (checked.ok)
-      sources.set(file.path, { source, kind: checked.kind, name: checked.name, schedule: checked.schedule ?? null });
-    else problems.push({ path: file.path, ...checked.problem });
+  const after = await currentFileDigests(deps, site.bucket_id);
+  for (const path of change.remove) after.delete(path);
+  for (const file of change.put) after.set(file.path, file.sha256);
+  const buildInputs = new Map([...after].filter(([path]) => isBuildInput(path)));
+  const toBuild: string[] = [];
+  const checkedPaths = new Set(change.put.filter((f) => isRuntimeSource(f.path)).map((f) => f.path));
+  const inputsChanged = change.remove.some(isBuildInput) || change.put.some((f) => isBuildInput(f.path));
+  if (inputsChanged) {
+    const builtBefore = (await deps
+      .db('functions')
+      .where({ site_id: site.id })
+      .whereNotNull('module_sha256')
+      .pluck('path')) as string[];
+    for (const path of builtBefore) if (after.has(path)) checkedPaths.add(path);
   }
-  return { sources, problems };
+  for (const path of [...checkedPaths].sort()) {
+    const source = (await deps.blobs.read(after.get(path)!)).toString('utf8');
+    const checked = validateFunction(path, source);
+    if (!checked.ok) {
+      problems.push({ path, ...checked.problem });
+      continue;
+    }
+    sources.set(path, {
+      source,
+      kind: checked.kind,
+      name: checked.name,
+      schedule: checked.schedule ?? null,
+      module: null,
+    });
+    if (checked.imports) toBuild.push(path);
+  }
+  if (problems.length > 0 || toBuild.length === 0) return { sources, problems, buildInputs, lock: null };
+  const outcome = await buildEntries(deps, after, toBuild);
+  if (!outcome.ok)
+    return {
+      sources,
+      problems: outcome.problems,
+      registryUnavailable: outcome.registryUnavailable,
+      buildInputs,
+      lock: null,
+    };
+  for (const [path, module] of outcome.modules) sources.get(path)!.module = module;
+  return { sources, problems, buildInputs, lock: after.has('deno.lock') ? null : outcome.lock };
 }
 
 export async function switchSite(
@@ -101,8 +176,36 @@ export async function switchSite(
    */
   beforeSwitch?: () => Promise<string[]>,
 ): Promise<SwitchOutcome> {
-  const { sources, problems } = await checkSources(deps, change.put);
-  if (problems.length > 0) return { published: false, problems };
+  const checked = await checkSources(deps, site, change);
+  const { sources, buildInputs } = checked;
+  if (checked.problems.length > 0)
+    return {
+      published: false,
+      problems: checked.problems,
+      ...(checked.registryUnavailable ? { registryUnavailable: true } : {}),
+    };
+  // The lock the builds wrote goes with the deployment, so the next one resolves the same versions.
+  const lock = checked.lock ? await deps.blobs.put(Readable.from([checked.lock]), checked.lock.length) : null;
+  try {
+    const put = lock
+      ? [...change.put, { path: 'deno.lock', sha256: lock.sha256, bytes: lock.bytes, contentType: 'application/json' }]
+      : change.put;
+    const inputs = lock ? new Map([...buildInputs, ['deno.lock', lock.sha256]]) : buildInputs;
+    return await switchChecked(deps, actor, site, { ...change, put }, sources, inputs, beforeSwitch);
+  } finally {
+    lock?.unpin();
+  }
+}
+
+async function switchChecked(
+  deps: Deps,
+  actor: Actor,
+  site: SiteRow,
+  change: SiteSwitch,
+  sources: Map<string, CheckedSource>,
+  buildInputs: Map<string, string>,
+  beforeSwitch?: () => Promise<string[]>,
+): Promise<SwitchOutcome> {
   const appliedMigrations = beforeSwitch ? JSON.stringify(await beforeSwitch()) : null;
   let now = '';
   const functions: ChangedFunction[] = [];
@@ -123,23 +226,43 @@ export async function switchSite(
     const held = new Map(
       (await sql.all<BucketFile>(BUCKET_FILES, site.bucket_id)).map((row) => [row.path, row] as const),
     );
+    assertInputsAsBuilt(held, change, buildInputs);
+    const modules = new Map(
+      (await sql.all<{ path: string; module_sha256: string | null }>(FUNCTION_MODULES, site.id)).map(
+        (row) => [row.path, row.module_sha256] as const,
+      ),
+    );
+    /** Serves `checked` at `path` from `versionId`: a changed source, or a source whose module changed. */
+    const record = async (path: string, versionId: string, checked: CheckedSource) => {
+      const row = await recordFunctionVersion(
+        sql,
+        site.id,
+        path,
+        versionId,
+        { ok: true, kind: checked.kind, name: checked.name, schedule: checked.schedule, module: checked.module },
+        now,
+      );
+      functions.push({
+        id: row.id,
+        name: row.name,
+        versionId: servedVersionId(row),
+        module: checked.module ? { built: checked.module } : { source: checked.source },
+      });
+    };
+    const moduleChanged = (path: string) => (modules.get(path) ?? null) !== (sources.get(path)?.module?.sha256 ?? null);
     let changed = 0;
     for (const file of change.put) {
       const versionId = await putFile(sql, deps, actor, site, held.get(file.path), file, now);
       if (versionId.changed) changed++;
       await recordEntry(sql, change.deploymentId, file.path, file, versionId.id);
-      if (versionId.changed && sources.has(file.path)) {
-        const checked = sources.get(file.path)!;
-        const row = await recordFunctionVersion(
-          sql,
-          site.id,
-          file.path,
-          versionId.id,
-          { ok: true, kind: checked.kind, name: checked.name, schedule: checked.schedule },
-          now,
-        );
-        functions.push({ id: row.id, name: row.name, versionId: versionId.id, source: checked.source });
-      }
+      if (sources.has(file.path) && (versionId.changed || moduleChanged(file.path)))
+        await record(file.path, versionId.id, sources.get(file.path)!);
+    }
+    // Functions whose own files stay as they are, built again from the modules this switch changes.
+    const putPaths = new Set(change.put.map((f) => f.path));
+    for (const [path, checked] of sources) {
+      const current = held.get(path)?.current_version_id;
+      if (!putPaths.has(path) && current && moduleChanged(path)) await record(path, current, checked);
     }
     for (const path of change.remove) {
       const { changes } = await sql.run(
@@ -171,7 +294,10 @@ export async function switchSite(
     return { changed, files, bytes };
   });
   for (const fn of functions) {
-    if (fn.versionId && fn.source !== undefined) writeVersionFiles(deps.runtimeDir, fn.id, fn.versionId, fn.source);
+    if (!fn.versionId || !fn.module) continue;
+    if ('built' in fn.module)
+      writeVersionFiles(deps.runtimeDir, fn.id, fn.versionId, await deps.blobs.read(fn.module.built.sha256), 'js');
+    else writeVersionFiles(deps.runtimeDir, fn.id, fn.versionId, fn.module.source);
   }
   // Every node forgets the bucket's files at once, then each changed function's workers and modules.
   await deps.changes.publish({ kind: 'bucket', bucketId: site.bucket_id, siteId: site.id });

@@ -12,7 +12,9 @@ import {
 } from '../../runtime-host/function-files.ts';
 import type { ChangeListener } from '../db/changes.ts';
 import type { HotTx } from '../db/hot-sql.ts';
-import { type SourceProblem, functionName, validateFunction } from '../../runtime-host/validate.ts';
+import { type SourceProblem, functionName, isSharedModule, validateFunction } from '../../runtime-host/validate.ts';
+import { isBuildInput } from '../builds/build-inputs.ts';
+import { type BuiltModule, buildEntries } from '../builds/builds.ts';
 import type { Knex } from 'knex';
 import { lockRows } from '../db/locks.ts';
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
@@ -36,6 +38,8 @@ export interface FunctionRow {
   deployed_at: string | null;
   attempted_version_id: string;
   last_error: string | null;
+  /** The module a build made of the deployed version, for a function that imports; null: its source is its module. */
+  module_sha256: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -92,9 +96,48 @@ const toRecord = (deps: Deps, row: FunctionRow): FunctionRecord => ({
   updatedAt: row.updated_at,
 });
 
-/** Paths whose writes concern the runtime: .ts files under api/ and cron/ (nested or misnamed ones fail). */
+/**
+ * Paths whose writes concern the runtime: .ts files under api/ and cron/ (nested or misnamed ones fail),
+ * but the modules among them (named "_…").
+ */
 export const isRuntimeSource = (path: string): boolean =>
-  (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts');
+  (path.startsWith('api/') || path.startsWith('cron/')) && path.endsWith('.ts') && !isSharedModule(path);
+
+/**
+ * The version a worker serves: the source's file version, and for a built function its module too
+ * (a changed module of the site rebuilds a function whose own file did not change).
+ */
+export const servedVersionId = (row: Pick<FunctionRow, 'deployed_version_id' | 'module_sha256'>): string =>
+  row.module_sha256 ? `${row.deployed_version_id}.${row.module_sha256.slice(0, 16)}` : row.deployed_version_id!;
+
+/** The site's current files, path → sha256: what a build of one of its functions reads. */
+export async function currentFileDigests(deps: Deps, bucketId: string): Promise<Map<string, string>> {
+  const rows = (await deps
+    .db('files')
+    .join('file_versions', 'file_versions.id', 'files.current_version_id')
+    .where('files.bucket_id', bucketId)
+    .select('files.path', 'file_versions.blob_sha256')) as Array<{ path: string; blob_sha256: string }>;
+  return new Map(rows.map((row) => [row.path, row.blob_sha256]));
+}
+
+/** What a built source's check found: its module, or the build's first problem. */
+async function built(
+  deps: Deps,
+  bucketId: string,
+  path: string,
+): Promise<{ module: BuiltModule } | { problem: SourceProblem }> {
+  const outcome = await buildEntries(deps, await currentFileDigests(deps, bucketId), [path]);
+  if (outcome.ok) return { module: outcome.modules.get(path)! };
+  const first = outcome.problems[0]!;
+  const where = first.path && first.path !== path ? `${first.path}:${first.line}:${first.column}: ` : '';
+  return {
+    problem: {
+      message: `${where}${first.message}`,
+      line: first.path === path ? first.line : 0,
+      column: first.path === path ? first.column : 0,
+    },
+  };
+}
 
 /** The version current at `path` now, read under the site's row lock (null: none). */
 async function currentVersionLocked(trx: Knex.Transaction, site: SiteRow, path: string): Promise<string | null> {
@@ -124,9 +167,15 @@ async function deploy(
       return { outcome: { siteId: site.id, sourcePath: path, status: 'FAILED', error: named.problem }, row: null };
     }
     const source = (await deps.blobs.read(current.sha256)).toString('utf8');
-    const validation = validateFunction(path, source);
+    let validation = validateFunction(path, source);
+    let module: BuiltModule | null = null;
+    if (validation.ok && validation.imports) {
+      const made = await built(deps, site.bucket_id, path);
+      if ('problem' in made) validation = { ok: false, problem: made.problem };
+      else module = made.module;
+    }
     const checked: CheckedVersion = validation.ok
-      ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null }
+      ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null, module }
       : { ok: false, kind: named.kind, name: named.name, problem: validation.problem };
     const versionId = current.file.currentVersionId;
     const row = await deps.hotSql.write(async (sql) => {
@@ -142,9 +191,17 @@ async function deploy(
     // A newer version became current while this one was checked: that one is what to deploy.
     if (!row) continue;
     if (validation.ok) {
-      writeVersionFiles(deps.runtimeDir, row.id, versionId, source);
+      const served = servedVersionId(row);
+      if (module) writeVersionFiles(deps.runtimeDir, row.id, served, await deps.blobs.read(module.sha256), 'js');
+      else writeVersionFiles(deps.runtimeDir, row.id, served, source);
       // Every server retires the function's old workers and module files, and forgets its cached version.
-      await deps.changes.publish({ kind: 'function', siteId: site.id, name: row.name, functionId: row.id, versionId });
+      await deps.changes.publish({
+        kind: 'function',
+        siteId: site.id,
+        name: row.name,
+        functionId: row.id,
+        versionId: served,
+      });
     }
     return {
       outcome: validation.ok
@@ -182,6 +239,10 @@ export async function syncRuntimeSource(
   bucketId: string,
   path: string,
 ): Promise<DeploymentOutcome | undefined> {
+  if (isBuildInput(path)) {
+    await rebuildFunctions(deps, bucketId);
+    return undefined;
+  }
   if (!isRuntimeSource(path)) return undefined;
   const site = await siteOfBucket(deps, bucketId);
   if (!site) return undefined;
@@ -191,6 +252,19 @@ export async function syncRuntimeSource(
   }
   if (site.status !== 'ACTIVE') return undefined;
   return (await deploy(deps, site, path)).outcome;
+}
+
+/** A module of the site or its deno.json changed: its built functions are built again from it. */
+async function rebuildFunctions(deps: Deps, bucketId: string): Promise<void> {
+  const site = await siteOfBucket(deps, bucketId);
+  if (site?.status !== 'ACTIVE') return;
+  const paths = (await deps
+    .db('functions')
+    .where({ site_id: site.id })
+    .whereNotNull('module_sha256')
+    .orderBy('path')
+    .pluck('path')) as string[];
+  for (const path of paths) if (await findCurrentFile(deps, bucketId, path)) await deploy(deps, site, path);
 }
 
 export async function listFunctions(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
@@ -253,12 +327,15 @@ export async function reconcileFunctions(deps: Deps, site: SiteRow): Promise<Rec
 
 /** A function's served version, ready to run: regenerates its module file if it is gone. */
 export async function servedVersion(deps: Deps, row: FunctionRow): Promise<FunctionVersion> {
-  const versionId = row.deployed_version_id!;
-  let modulePath = writtenModule(deps.runtimeDir, row.id, versionId);
+  const versionId = servedVersionId(row);
+  const kind = row.module_sha256 ? 'js' : 'ts';
+  let modulePath = writtenModule(deps.runtimeDir, row.id, versionId, kind);
   if (!modulePath) {
-    const version = await deps.db('file_versions').where({ id: versionId }).first('blob_sha256');
-    const source = (await deps.blobs.read(version.blob_sha256 as string)).toString('utf8');
-    modulePath = writeVersionFiles(deps.runtimeDir, row.id, versionId, source).modulePath;
+    const sha256 =
+      row.module_sha256 ??
+      ((await deps.db('file_versions').where({ id: row.deployed_version_id }).first('blob_sha256'))
+        .blob_sha256 as string);
+    modulePath = writeVersionFiles(deps.runtimeDir, row.id, versionId, await deps.blobs.read(sha256), kind).modulePath;
   }
   return { functionId: row.id, versionId, siteId: row.site_id, path: row.path, kind: row.kind, modulePath };
 }
@@ -327,11 +404,11 @@ export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): Cha
 
 /** What the check of a version's source found: what it serves, or why it cannot. */
 export type CheckedVersion =
-  | { ok: true; kind: 'api' | 'cron'; name: string; schedule: string | null }
+  | { ok: true; kind: 'api' | 'cron'; name: string; schedule: string | null; module: BuiltModule | null }
   | { ok: false; kind: 'api' | 'cron'; name: string; problem: SourceProblem };
 
 const COLUMNS =
-  'id, site_id, path, name, kind, schedule, cron_last_scheduled_at, status, deployed_version_id, deployed_at, attempted_version_id, last_error, created_at, updated_at';
+  'id, site_id, path, name, kind, schedule, cron_last_scheduled_at, status, deployed_version_id, deployed_at, attempted_version_id, last_error, module_sha256, created_at, updated_at';
 
 /**
  * Records the deployment of `versionId` at `path`: a version that passed its check is served from now
@@ -355,7 +432,7 @@ export async function recordFunctionVersion(
   if (!existing)
     await sql.run(
       `INSERT INTO functions (${COLUMNS})
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       id,
       siteId,
       path,
@@ -368,17 +445,19 @@ export async function recordFunctionVersion(
       checked.ok ? now : null,
       versionId,
       checked.ok ? null : JSON.stringify(checked.problem),
+      checked.ok ? (checked.module?.sha256 ?? null) : null,
       now,
       now,
     );
   else if (checked.ok)
     await sql.run(
-      `UPDATE functions SET status = 'ACTIVE', schedule = ?, deployed_version_id = ?, deployed_at = ?, attempted_version_id = ?, last_error = NULL, updated_at = ?,
+      `UPDATE functions SET status = 'ACTIVE', schedule = ?, deployed_version_id = ?, deployed_at = ?, attempted_version_id = ?, last_error = NULL, module_sha256 = ?, updated_at = ?,
        cron_last_scheduled_at = COALESCE(cron_last_scheduled_at, ?) WHERE id = ?`,
       checked.schedule,
       versionId,
       now,
       versionId,
+      checked.module?.sha256 ?? null,
       now,
       checked.kind === 'cron' ? now : null,
       id,

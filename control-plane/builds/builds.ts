@@ -1,0 +1,199 @@
+// Builds of functions that import: each entry (an api/ or cron/ source) with the site's modules, its
+// deno.json and deno.lock, bundled into one module (bundler.ts) through the registry front
+// (package-registry.ts). A build is known by the digest of what it was made from, and its module is a
+// blob referenced by its row: the same files built again, on any node, after a rollback or a restore,
+// find it there and need no registry. Deno's errors are put in the deployment's words: each with its
+// path, line and column, and the registry's own failures named as such.
+import crypto from 'node:crypto';
+import { Readable } from 'node:stream';
+import { BerthError } from '../errors.ts';
+import { type Deps, timestamp } from '../deps.ts';
+import type { Config } from '../config.ts';
+import { isBuildInput } from './build-inputs.ts';
+import { type BundleProblem, bundle } from './bundler.ts';
+import { type RegistryFront, startRegistryFront } from './package-registry.ts';
+
+declare module '../deps.ts' {
+  interface Deps {
+    /** Where and with what this node builds functions. */
+    builder: Builder;
+  }
+}
+
+export interface Builder {
+  denoPath: string;
+  cacheDir: string;
+  workDir: string;
+}
+
+/** A module a build made, stored as a blob. */
+export interface BuiltModule {
+  sha256: string;
+  bytes: number;
+}
+
+/** A build's problem, as a failed deployment lists it. */
+export interface BuildProblem {
+  path: string;
+  line: number;
+  column: number;
+  message: string;
+}
+
+export type BuildOutcome =
+  | { ok: true; modules: Map<string, BuiltModule>; lock: Buffer | null }
+  | { ok: false; problems: BuildProblem[]; registryUnavailable: boolean };
+
+/** The most a built module may be. */
+export const MAX_MODULE_BYTES = 10 * 1024 * 1024;
+
+/** Changes whenever the same files could build into something else: the bundler and how it is run. */
+const BUILDER = 'deno-2.9.5/1';
+
+const STORE_ATTEMPTS = 3;
+
+const buildKey = (entry: string, inputs: Array<[string, string]>): string =>
+  crypto
+    .createHash('sha256')
+    .update(JSON.stringify([BUILDER, entry, inputs]))
+    .digest('hex');
+
+/**
+ * Builds `entries` from the site's files as `files` (path → sha256) has them: the modules stored
+ * for builds made before, new ones for the rest.
+ */
+export async function buildEntries(
+  deps: Pick<Deps, 'builder' | 'blobs' | 'hotSql' | 'config' | 'now'>,
+  files: ReadonlyMap<string, string>,
+  entries: string[],
+): Promise<BuildOutcome> {
+  const inputs = [...files].filter(([path]) => isBuildInput(path)).sort(([a], [b]) => (a < b ? -1 : 1));
+  const keys = new Map(entries.map((entry) => [entry, buildKey(entry, [...inputs, [entry, files.get(entry)!]])]));
+  const modules = new Map<string, BuiltModule>();
+  for (const [entry, key] of keys) {
+    const row = await deps.hotSql.get<{ module_sha256: string; module_bytes: number | string }>(
+      'SELECT module_sha256, module_bytes FROM builds WHERE key = ?',
+      key,
+    );
+    if (row) modules.set(entry, { sha256: row.module_sha256, bytes: Number(row.module_bytes) });
+  }
+  const missing = entries.filter((entry) => !modules.has(entry));
+  if (missing.length === 0) return { ok: true, modules, lock: null };
+
+  const config = files.get('deno.json');
+  const read = new Map<string, Buffer>();
+  for (const [path, sha256] of [...inputs, ...missing.map((entry) => [entry, files.get(entry)!] as const)])
+    read.set(path, await deps.blobs.read(sha256));
+  if (config) {
+    const problem = configProblem(read.get('deno.json')!);
+    if (problem) return { ok: false, problems: [problem], registryUnavailable: false };
+  }
+
+  const front = await startRegistryFront({
+    upstream: deps.config.npmRegistry,
+    minAgeMs: deps.config.npmMinAgeMinutes * 60_000,
+  });
+  let result: Awaited<ReturnType<typeof bundle>>;
+  try {
+    result = await bundle(
+      { files: read, entries: missing },
+      {
+        ...deps.builder,
+        registryUrl: front.url,
+        timeoutMs: deps.config.buildTimeoutMs,
+        maxModuleBytes: MAX_MODULE_BYTES,
+      },
+    );
+  } finally {
+    await front.close();
+  }
+  if (!result.ok) {
+    if (front.unavailable)
+      return {
+        ok: false,
+        registryUnavailable: true,
+        problems: [{ path: '', line: 0, column: 0, message: `${front.unavailable}: nothing was built or changed` }],
+      };
+    return {
+      ok: false,
+      registryUnavailable: false,
+      problems: result.problems.map((p) => inWords(p, front, deps.config)),
+    };
+  }
+  for (const [entry, bytes] of result.modules)
+    modules.set(entry, await keepModule(deps, keys.get(entry)!, entry, bytes));
+  return { ok: true, modules, lock: result.lock };
+}
+
+/** deno.json that is not a JSON object, with where it breaks. */
+function configProblem(bytes: Buffer): BuildProblem | null {
+  const text = bytes.toString('utf8');
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return null;
+    return {
+      path: 'deno.json',
+      line: 1,
+      column: 1,
+      message: 'deno.json must be a JSON object, such as {"imports": {}}',
+    };
+  } catch (err) {
+    return { path: 'deno.json', line: 1, column: 1, message: `deno.json is not valid JSON: ${(err as Error).message}` };
+  }
+}
+
+const CONSTRAINT = /^Could not find constraint '(.+)@([^@']*)' in the list of packages\.?$/;
+
+/** A bundler's problem as the deployment says it: at the site's own file, npm's failures in npm's terms. */
+function inWords(problem: BundleProblem, front: RegistryFront, config: Pick<Config, 'npmMinAgeMinutes'>): BuildProblem {
+  const own = problem.file && !problem.file.startsWith('/') && !problem.file.includes(':') ? problem.file : null;
+  const at = own
+    ? { path: own, line: problem.line, column: problem.column }
+    : { path: problem.entry, line: 0, column: 0 };
+  const constraint = CONSTRAINT.exec(problem.text);
+  if (!constraint) return { ...at, message: problem.text };
+  const [, name, range] = constraint as unknown as [string, string, string];
+  const young = front.young.get(name);
+  if (young && young.length > 0) {
+    const versions = young.map((v) => `${v.version} (published ${v.publishedAt})`).join(', ');
+    return {
+      ...at,
+      message: `npm:${name}@${range}: no version old enough: packages are used once published for ${config.npmMinAgeMinutes} minutes (BERTH_NPM_MIN_AGE_MINUTES), and ${versions} ${young.length === 1 ? 'is' : 'are'} younger`,
+    };
+  }
+  return { ...at, message: `npm:${name}@${range}: no version matches` };
+}
+
+/** Stores a built module and the row that references it; the module of the build row there is, if one was made meanwhile. */
+async function keepModule(
+  deps: Pick<Deps, 'blobs' | 'hotSql' | 'now' | 'config'>,
+  key: string,
+  entry: string,
+  bytes: Buffer,
+): Promise<BuiltModule> {
+  const blob = await deps.blobs.put(Readable.from([bytes]), bytes.length, bytes.length);
+  try {
+    for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
+      if (!(await deps.blobs.stillStored(blob))) break;
+      const kept = await deps.hotSql.write(async (sql) => {
+        if (!deps.blobs.keeps(blob)) return null;
+        await sql.run(
+          'INSERT INTO builds (key, entry, module_sha256, module_bytes, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING',
+          key,
+          entry,
+          blob.sha256,
+          blob.bytes,
+          timestamp(deps),
+        );
+        return sql.get<{ module_sha256: string; module_bytes: number | string }>(
+          'SELECT module_sha256, module_bytes FROM builds WHERE key = ?',
+          key,
+        );
+      });
+      if (kept) return { sha256: kept.module_sha256, bytes: Number(kept.module_bytes) };
+    }
+  } finally {
+    blob.unpin();
+  }
+  throw new BerthError('storage_unavailable', 'a built module could not be stored; deploy again');
+}

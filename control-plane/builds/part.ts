@@ -1,0 +1,18 @@
+// The builds' part of a start: where this node builds (its package cache is kept between starts, the
+// folders of builds a stop or a kill interrupted are removed).
+import fs from 'node:fs';
+import path from 'node:path';
+import { opened, type Part } from '../part.ts';
+
+export const buildsPart: Part = {
+  name: 'the builds',
+  open(deps, { denoPath }) {
+    const { runtimeDir } = opened(deps, 'the builds', 'runtimeDir');
+    const cacheDir = path.join(runtimeDir, 'builds', 'cache');
+    const workDir = path.join(runtimeDir, 'builds', 'work');
+    fs.rmSync(workDir, { recursive: true, force: true });
+    fs.mkdirSync(workDir, { recursive: true, mode: 0o700 });
+    fs.mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
+    return { builder: { denoPath, cacheDir, workDir } };
+  },
+};
