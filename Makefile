@@ -1,5 +1,5 @@
 # Set-up commands for a fresh machine: each target installs what is missing first.
-.PHONY: node install run test typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw bench bench-noisy clean
+.PHONY: node install run test typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw npm-fixtures bench bench-noisy clean
 
 BIN := node_modules/.bin
 
@@ -130,9 +130,23 @@ $(RADOSGW):
 
 radosgw: $(RADOSGW)
 
+# The build tests publish the real hono and zod into their own npm registry (Verdaccio, started by
+# test/helpers/npm-registry.ts, which names the same versions): packed once from the npm registry into
+# .tools/npm-fixtures/, never committed.
+NPM_FIXTURES := .tools/npm-fixtures
+NPM_FIXTURE_PACKAGES := hono@4.13.19 zod@4.6.7
+npm-fixtures: | node
+	@for spec in $(NPM_FIXTURE_PACKAGES); do \
+	  file=$(NPM_FIXTURES)/$$(echo $$spec | tr @ -).tgz; test -f $$file && continue; \
+	  echo "make: fetching $$spec from the npm registry into $(NPM_FIXTURES)"; \
+	  rm -rf $(NPM_FIXTURES).tmp && mkdir -p $(NPM_FIXTURES).tmp $(NPM_FIXTURES) && \
+	  npm pack --silent --pack-destination $(NPM_FIXTURES).tmp $$spec >/dev/null && \
+	  mv $(NPM_FIXTURES).tmp/*.tgz $$file && rm -rf $(NPM_FIXTURES).tmp || exit 1; \
+	done
+
 # The whole suite twice: on the embedded defaults (SQLite and the data dir), then on the shared
 # backends (PostgreSQL and the object store).
-test: typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw
+test: typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw npm-fixtures
 	node --import tsx test/run-suite.ts
 
 # The cluster costs and the deployments' times are measured even when the main run reported failed
