@@ -1,20 +1,61 @@
-// Functions that import, built at deploy: the site's own modules under lib/ and in "_" files of api/,
-// bundled into one module per function; a change of a module rebuilds the functions built from it.
+// Functions that import, built at deploy against a real npm registry (Verdaccio, test/helpers/npm-
+// registry.ts, with no uplink): the site's own modules, npm packages with their dependencies through
+// deno.json's import map or npm: specifiers, the real hono and zod, the lock Berth keeps with the
+// deployment, and every way a build fails, each with its place and its own words. Hostile packages
+// run under the worker's unchanged permissions; nothing is resolved or fetched at run time.
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import test from 'ava';
-import { type TestBerth, createSite, json, startTestBerth } from './helpers/berth.ts';
-import { deployFiles } from './helpers/deployments.ts';
+import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { createDeployment, deployFiles } from './helpers/deployments.ts';
+import { type NpmRegistry, fixturePackage, publishRealPackages, startNpmRegistry } from './helpers/npm-registry.ts';
 
+let registry: NpmRegistry;
 let t0: TestBerth;
+const marker = path.join(os.tmpdir(), `berth-postinstall-${process.pid}`);
+
 test.before(async () => {
-  t0 = await startTestBerth();
+  registry = await startNpmRegistry();
+  for (const name of [
+    'berth-fixture-shout',
+    'berth-fixture-greet',
+    'berth-fixture-postinstall',
+    'berth-fixture-spawn',
+    'berth-fixture-passwd',
+    'berth-fixture-fetch-private',
+  ])
+    await registry.publish(fixturePackage(name));
+  await publishRealPackages(registry);
+  t0 = await startTestBerth({ npmRegistry: registry.url, npmMinAgeMinutes: 0 });
 });
 test.after.always(async () => {
   await t0?.dispose();
+  await registry?.stop();
 });
 
-test('functions share modules of lib/ and "_" files; a change of a module rebuilds both', async (t) => {
+interface Failure {
+  error: {
+    code: string;
+    message: string;
+    details: { errors: Array<{ path: string; line: number; column: number; message: string }> };
+  };
+  deployment: { status: string };
+}
+
+/** Declares `files` and publishes them; the answer, whatever it is. */
+async function publish(berth: TestBerth, siteId: string, files: Record<string, string>) {
+  const created = await createDeployment(berth.owner, siteId, files);
+  return berth.owner.api.post(`v0/sites/${siteId}/deployments/${created.id}/publish`);
+}
+
+const read = async (berth: TestBerth, bucketId: string, file: string) =>
+  (await berth.owner.read.get(`v0/buckets/${bucketId}/objects/${file}`, { responseType: 'text' })).body as string;
+
+test('functions share modules of lib/ and "_" files; a change of a module rebuilds every function built from it', async (t) => {
   const site = await createSite(t0.owner);
-  const files = {
+  await deployFiles(t0.owner, site.id, {
     'lib/greeting.ts': 'export const greet = (name: string) => "hello " + name;\n',
     'api/_shared/shout.ts': 'export const shout = (s: string) => s.toUpperCase();\n',
     'lib/config.json': '{"punctuation": "!"}\n',
@@ -26,15 +67,25 @@ test('functions share modules of lib/ and "_" files; a change of a module rebuil
       '',
     ].join('\n'),
     'api/plain.ts': "import { greet } from '../lib/greeting.ts';\nexport default () => new Response(greet('plain'));\n",
-  };
-  await deployFiles(t0.owner, site.id, files);
-  t.is((await t0.site(site.subdomain).get('api/hello')).body, 'HELLO BERTH!');
-  t.is((await t0.site(site.subdomain).get('api/plain')).body, 'hello plain');
-  t.is((await t0.site(site.subdomain).get('api/_shared/shout')).statusCode, 404, 'a module is no endpoint');
+  });
+  const on = t0.site(site.subdomain);
+  t.is((await on.get('api/hello')).body, 'HELLO BERTH!');
+  t.is((await on.get('api/plain')).body, 'hello plain');
+  t.is((await on.get('api/_shared/shout')).statusCode, 404, 'a module is no endpoint');
 
   await deployFiles(t0.owner, site.id, { 'lib/greeting.ts': 'export const greet = (name: string) => "hi " + name;\n' });
-  t.is((await t0.site(site.subdomain).get('api/hello')).body, 'HI BERTH!');
-  t.is((await t0.site(site.subdomain).get('api/plain')).body, 'hi plain');
+  t.is((await on.get('api/hello')).body, 'HI BERTH!');
+  t.is((await on.get('api/plain')).body, 'hi plain');
+
+  // The one-file write path builds too, and a module written through it rebuilds the functions.
+  await putFile(
+    t0.owner,
+    site.bucketId,
+    'lib/greeting.ts',
+    'export const greet = (n: string) => "hey " + n;\n',
+    'text/typescript',
+  );
+  t.is((await on.get('api/plain')).body, 'hey plain');
   const listed = json<{ functions: Array<{ path: string; status: string }> }>(
     await t0.owner.read.get(`v0/sites/${site.id}/functions`),
   ).functions;
@@ -45,4 +96,223 @@ test('functions share modules of lib/ and "_" files; a change of a module rebuil
       ['api/plain.ts', 'ACTIVE'],
     ],
   );
+});
+
+test('npm packages with their dependencies, by deno.json import map or npm: specifier; the lock Berth writes is kept with the deployment and pins the next one', async (t) => {
+  const site = await createSite(t0.owner);
+  const files = {
+    'deno.json': JSON.stringify({ imports: { greet: 'npm:berth-fixture-greet@^1.0.0' } }),
+    'api/greet.ts': "import { greet } from 'greet';\nexport default () => new Response(greet('berth'));\n",
+    'api/shout.ts':
+      "import { shout } from 'npm:berth-fixture-shout@1';\nimport { installed } from 'npm:berth-fixture-postinstall@1';\nexport default () => new Response(shout(installed));\n",
+  };
+  await deployFiles(t0.owner, site.id, files);
+  const on = t0.site(site.subdomain);
+  t.is((await on.get('api/greet')).body, 'HELLO BERTH!');
+  t.is((await on.get('api/shout')).body, 'BERTH-FIXTURE-POSTINSTALL!');
+  t.false(fs.existsSync(marker) || fs.existsSync('/tmp/berth-postinstall-ran'), 'no install script ran');
+
+  const lock = JSON.parse(await read(t0, site.bucketId, 'deno.lock')) as { npm: Record<string, { integrity: string }> };
+  t.deepEqual(Object.keys(lock.npm).sort(), [
+    'berth-fixture-greet@1.0.0',
+    'berth-fixture-postinstall@1.0.0',
+    'berth-fixture-shout@1.0.0',
+  ]);
+  t.regex(lock.npm['berth-fixture-shout@1.0.0']!.integrity, /^sha512-/);
+
+  // A newer version in the registry changes nothing: the kept lock names 1.0.0.
+  await registry.publish({
+    name: 'berth-fixture-shout',
+    version: '1.1.0',
+    files: { 'index.js': 'export function shout(s) { return s.toUpperCase() + "?!"; }\n' },
+  });
+  await deployFiles(t0.owner, site.id, {
+    ...files,
+    'api/greet.ts': `${files['api/greet.ts']}// again\n`,
+    'deno.lock': JSON.stringify(lock),
+  });
+  t.is((await on.get('api/greet')).body, 'HELLO BERTH!');
+
+  // A second site using the same packages builds its own functions from the same package cache.
+  const other = await createSite(t0.owner);
+  await deployFiles(t0.owner, other.id, {
+    'api/greet.ts': files['api/greet.ts'],
+    'deno.json': files['deno.json'],
+    'deno.lock': JSON.stringify(lock),
+  });
+  t.is((await t0.site(other.subdomain).get('api/greet')).body, 'HELLO BERTH!');
+});
+
+test('a function routes with Hono and validates with zod', async (t) => {
+  const site = await createSite(t0.owner);
+  await deployFiles(t0.owner, site.id, {
+    'deno.json': JSON.stringify({ imports: { hono: 'npm:hono@^4.13.0', zod: 'npm:zod@^4.6.0' } }),
+    'api/app.ts': [
+      "import { Hono } from 'hono';",
+      "import { z } from 'zod';",
+      'const Greeting = z.object({ name: z.string().min(1) });',
+      'const app = new Hono();',
+      "app.get('/api/app', (c) => c.json({ hello: c.req.query('name') }));",
+      "app.post('/api/app', async (c) => {",
+      '  const parsed = Greeting.safeParse(await c.req.json());',
+      "  return parsed.success ? c.json({ hi: parsed.data.name }) : c.json({ error: 'invalid' }, 400);",
+      '});',
+      'export default app.fetch;',
+      '',
+    ].join('\n'),
+  });
+  const on = t0.site(site.subdomain);
+  t.deepEqual((await on.get('api/app?name=berth', { responseType: 'json' })).body, { hello: 'berth' });
+  t.deepEqual((await on.post('api/app', { json: { name: 'berth' }, responseType: 'json' })).body, { hi: 'berth' });
+  const invalid = await on.post('api/app', { json: { name: '' }, responseType: 'json' });
+  t.is(invalid.statusCode, 400);
+  t.deepEqual(invalid.body, { error: 'invalid' });
+  t.is((await on.delete('api/app')).statusCode, 404, "Hono's own not-found answer");
+});
+
+test('hostile packages run under the worker’s permissions: no command, no host file, no private address', async (t) => {
+  const site = await createSite(t0.owner);
+  const call = (name: string, body: string) =>
+    [
+      `import * as hostile from 'npm:${name}@1';`,
+      'export default () => {',
+      `  try { return new Response(String(${body})); } catch (err) { return new Response(String(err), { status: 500 }); }`,
+      '};',
+      '',
+    ].join('\n');
+  await deployFiles(t0.owner, site.id, {
+    'api/spawn.ts': call('berth-fixture-spawn', 'hostile.run()'),
+    'api/passwd.ts': call('berth-fixture-passwd', 'hostile.read()'),
+    'api/fetch.ts': call('berth-fixture-fetch-private', 'hostile.outcome'),
+  });
+  const on = t0.site(site.subdomain);
+  const spawn = await on.get('api/spawn');
+  t.is(spawn.statusCode, 500);
+  t.regex(String(spawn.body), /NotCapable/);
+  const passwd = await on.get('api/passwd');
+  t.is(passwd.statusCode, 500);
+  t.regex(String(passwd.body), /NotCapable/);
+  t.notRegex(String(passwd.body), /root:/);
+  const fetched = await on.get('api/fetch');
+  t.regex(String(fetched.body), /^refused: /, 'the metadata address is refused at import time');
+});
+
+test('imports a function may not make fail the deployment at their place, and nothing changes', async (t) => {
+  const site = await createSite(t0.owner);
+  await deployFiles(t0.owner, site.id, { 'api/ok.ts': 'export default () => new Response("ok");\n' });
+  const cases: Array<[Record<string, string>, { path: string; line: number; column: number }, RegExp]> = [
+    [
+      { 'api/a.ts': "import x from 'https://example.com/x.ts';\nexport default () => new Response(x);\n" },
+      { path: 'api/a.ts', line: 1, column: 15 },
+      /cannot import a remote module: https: and jsr: imports are not allowed/,
+    ],
+    [
+      { 'api/a.ts': "import { join } from 'jsr:@std/path@1';\nexport default () => new Response(join('a'));\n" },
+      { path: 'api/a.ts', line: 1, column: 22 },
+      /cannot import a remote module/,
+    ],
+    [
+      {
+        'api/a.ts':
+          "import x from '../../../../../../../../etc/hostname.json' with { type: 'json' };\nexport default () => new Response(x);\n",
+      },
+      { path: 'api/a.ts', line: 1, column: 15 },
+      /cannot import a file outside the site/,
+    ],
+    [
+      {
+        'api/a.ts': "import { b } from './b.ts';\nexport default () => new Response(b);\n",
+        'api/b.ts': 'export const b = "b";\nexport default () => new Response(b);\n',
+      },
+      { path: 'api/a.ts', line: 1, column: 19 },
+      /cannot import api\/b\.ts: a function imports only the site's modules/,
+    ],
+    [
+      { 'api/a.ts': "import pad from 'npm:berth-fixture-shout@^99';\nexport default () => new Response(pad);\n" },
+      { path: 'api/a.ts', line: 1, column: 17 },
+      /^npm:berth-fixture-shout@\^99: no version matches$/,
+    ],
+    [
+      { 'deno.json': '{"imports": ', 'api/a.ts': "import x from 'x';\nexport default () => new Response(x);\n" },
+      { path: 'deno.json', line: 1, column: 1 },
+      /deno.json is not valid JSON/,
+    ],
+  ];
+  for (const [files, place, message] of cases) {
+    const res = await publish(t0, site.id, files);
+    t.is(res.statusCode, 422, JSON.stringify(files));
+    const body = res.body as unknown as Failure;
+    t.is(body.error.code, 'deployment_failed');
+    t.is(body.deployment.status, 'FAILED');
+    t.like(body.error.details.errors[0], place, JSON.stringify(files));
+    t.regex(body.error.details.errors[0]!.message, message);
+    t.false(body.error.message.includes(t0.dataDir), 'no host path in the answer');
+  }
+  t.is((await t0.site(site.subdomain).get('api/ok')).body, 'ok', 'the site serves what it served');
+  const paths = json<{ files: Array<{ path: string }> }>(
+    await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects`),
+  ).files;
+  t.deepEqual(
+    paths.map((f) => f.path),
+    ['api/ok.ts'],
+  );
+});
+
+test('a package younger than BERTH_NPM_MIN_AGE_MINUTES is refused with a message that says so', async (t) => {
+  const strict = await startTestBerth({ npmRegistry: registry.url, npmMinAgeMinutes: 1440 });
+  t.teardown(() => strict.dispose());
+  const site = await createSite(strict.owner);
+  const res = await publish(strict, site.id, {
+    'api/a.ts':
+      "import { shout } from 'npm:berth-fixture-shout@1.0.0';\nexport default () => new Response(shout('x'));\n",
+  });
+  t.is(res.statusCode, 422);
+  const body = res.body as unknown as Failure;
+  t.is(body.error.code, 'deployment_failed');
+  t.like(body.error.details.errors[0], { path: 'api/a.ts', line: 1, column: 23 });
+  t.regex(
+    body.error.details.errors[0]!.message,
+    /^npm:berth-fixture-shout@1\.0\.0: no version old enough: packages are used once published for 1440 minutes \(BERTH_NPM_MIN_AGE_MINUTES\), and 1\.0\.0 \(published .+\) is younger$/,
+  );
+});
+
+test('a registry that does not answer fails the deployment with registry_unavailable and leaves the running functions alone', async (t) => {
+  // A registry that takes connections and never answers, then one that refuses them.
+  const sockets = new Set<net.Socket>();
+  const silent = net.createServer((socket) => sockets.add(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const port = (silent.address() as net.AddressInfo).port;
+  const cut = await startTestBerth({
+    npmRegistry: `http://127.0.0.1:${port}/`,
+    npmMinAgeMinutes: 0,
+    buildTimeoutMs: 2000,
+  });
+  t.teardown(async () => {
+    await cut.dispose();
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+  });
+  const site = await createSite(cut.owner);
+  await deployFiles(cut.owner, site.id, { 'api/a.ts': 'export default () => new Response("running");\n' });
+  const files = {
+    'api/a.ts': "import { shout } from 'npm:berth-fixture-shout@1';\nexport default () => new Response(shout('x'));\n",
+  };
+
+  const waited = await publish(cut, site.id, files);
+  t.is(waited.statusCode, 503);
+  const slow = waited.body as unknown as Failure;
+  t.is(slow.error.code, 'registry_unavailable');
+  t.regex(
+    slow.error.message,
+    /did not answer within the build's 2000 ms \(BERTH_BUILD_TIMEOUT_MS\): nothing was built or changed/,
+  );
+  t.is(slow.deployment.status, 'FAILED');
+
+  for (const socket of sockets) socket.destroy();
+  await new Promise<void>((resolve) => silent.close(() => resolve()));
+  const refused = await publish(cut, site.id, files);
+  t.is(refused.statusCode, 503);
+  t.is((refused.body as unknown as Failure).error.code, 'registry_unavailable');
+  t.is((await cut.site(site.subdomain).get('api/a')).body, 'running');
+  t.deepEqual(fs.readdirSync(path.join(cut.dataDir, 'runtime', 'builds', 'work')), [], 'no build folder is left');
 });

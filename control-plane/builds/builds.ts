@@ -94,25 +94,32 @@ export async function buildEntries(
     minAgeMs: deps.config.npmMinAgeMinutes * 60_000,
   });
   let result: Awaited<ReturnType<typeof bundle>>;
+  let waitingOnRegistry = false;
   try {
     result = await bundle(
       { files: read, entries: missing },
       {
         ...deps.builder,
-        registryUrl: front.url,
+        registryProxy: front.proxy,
         timeoutMs: deps.config.buildTimeoutMs,
         maxModuleBytes: MAX_MODULE_BYTES,
       },
     );
   } finally {
+    waitingOnRegistry = front.waiting > 0;
     await front.close();
   }
   if (!result.ok) {
-    if (front.unavailable)
+    const unavailable =
+      front.unavailable ??
+      (result.timedOut && waitingOnRegistry
+        ? `the npm registry ${front.origin} did not answer within the build's ${deps.config.buildTimeoutMs} ms (BERTH_BUILD_TIMEOUT_MS)`
+        : null);
+    if (unavailable)
       return {
         ok: false,
         registryUnavailable: true,
-        problems: [{ path: '', line: 0, column: 0, message: `${front.unavailable}: nothing was built or changed` }],
+        problems: [{ path: '', line: 0, column: 0, message: `${unavailable}: nothing was built or changed` }],
       };
     return {
       ok: false,

@@ -1,10 +1,10 @@
 // One build: a site's files staged into a folder of their own, and a Deno process that bundles each
 // entry into one module (deno/bundle.ts) under Deno's permissions: each entry may read only itself, the
 // site's modules and the package cache, and write only its module; nothing remote is imported, and the
-// registry front (package-registry.ts) is the only server reached, through the proxy settings of the
-// environment, which send everything else to a closed port. No package's install scripts run (Deno runs
-// none without --allow-scripts). A build has a time limit and a size limit per module; its folder goes
-// whatever happens. Deno's messages name the build's folder: they are given back in the site's terms.
+// registry front (package-registry.ts) is the build's proxy, the only server it reaches. No package's
+// install scripts run (Deno runs none without --allow-scripts). A build has a time limit and a size
+// limit per module; its folder goes whatever happens. Deno's messages name the build's folder: they
+// are given back in the site's terms.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -12,11 +12,9 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { execa } from 'execa';
 import { isBuildInput } from './build-inputs.ts';
+import { REGISTRY_URL } from './package-registry.ts';
 
 const BUNDLE_PROGRAM = path.resolve(import.meta.dirname, 'deno/bundle.ts');
-
-/** A port nothing listens on: where the build's proxy settings send every host but the registry front. */
-const CLOSED = 'http://127.0.0.1:9';
 
 export interface BundleRequest {
   /** The site's files a build may read, by path: modules, entries, deno.json and deno.lock. */
@@ -31,7 +29,8 @@ export interface BundleOptions {
   cacheDir: string;
   /** Where build folders are made and removed. */
   workDir: string;
-  registryUrl: string;
+  /** The registry front, as the build's proxy (it answers for REGISTRY_URL only). */
+  registryProxy: string;
   timeoutMs: number;
   maxModuleBytes: number;
 }
@@ -100,7 +99,6 @@ export async function bundle(request: BundleRequest, options: BundleOptions): Pr
     const lockPath = path.join(src, 'deno.lock');
     const npmCache = path.join(options.cacheDir, 'npm');
     fs.mkdirSync(npmCache, { recursive: true });
-    const registryHost = new URL(options.registryUrl).hostname;
     const run = await execa(
       options.denoPath,
       [
@@ -131,11 +129,9 @@ export async function bundle(request: BundleRequest, options: BundleOptions): Pr
           DENO_NO_UPDATE_CHECK: '1',
           NO_COLOR: '1',
           HOME: home,
-          NPM_CONFIG_REGISTRY: options.registryUrl,
-          JSR_URL: `${CLOSED}/`,
-          HTTP_PROXY: CLOSED,
-          HTTPS_PROXY: CLOSED,
-          NO_PROXY: registryHost,
+          NPM_CONFIG_REGISTRY: REGISTRY_URL,
+          HTTP_PROXY: options.registryProxy,
+          HTTPS_PROXY: options.registryProxy,
         },
         extendEnv: false,
         stdin: 'ignore',

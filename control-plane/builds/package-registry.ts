@@ -1,12 +1,14 @@
 // The registry a build sees: a loopback front of the one configured npm registry, started for one build.
-// Deno's resolver reaches packages only through it (NPM_CONFIG_REGISTRY names it, and nothing else is
-// reachable), and it is where Berth learns what Deno's errors do not say: that the registry did not
-// answer, or that the versions a range matches are younger than the minimum package age, which this
-// front applies by leaving them out of the package's document. Tarballs are passed through from the
-// registry's own origin only; Deno checks each one's integrity against the document and the lock.
+// The build knows the registry by a name that is the same for every build, node and start
+// (REGISTRY_URL), which Deno writes into the locks and its package cache keys; the front is the build's
+// HTTP proxy, the only server its requests reach, and it answers for that name alone (a tarball of
+// another origin, a jsr: package or any other host is refused). It is also where Berth learns what
+// Deno's errors do not say: that the registry did not answer, or that the versions a range matches are
+// younger than the minimum package age, which this front applies by leaving them out of the package's
+// document. Deno checks each tarball's integrity against the document and the lock.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
+import { type Duplex, Readable } from 'node:stream';
 
 export interface RegistryFrontOptions {
   /** The registry's base URL, e.g. https://registry.npmjs.org/ */
@@ -22,11 +24,18 @@ export interface YoungVersion {
   publishedAt: string;
 }
 
+/** The registry as every build names it (NPM_CONFIG_REGISTRY), reached through the front as a proxy. */
+export const REGISTRY_URL = 'http://npm.registry.berth/';
+
 export interface RegistryFront {
-  /** The base URL to give the build (NPM_CONFIG_REGISTRY). */
-  readonly url: string;
+  /** The front as the build's proxy (HTTP_PROXY, HTTPS_PROXY). */
+  readonly proxy: string;
   /** What the registry could not do, for the build's errors: the first failure, or null. */
   readonly unavailable: string | null;
+  /** Requests to the registry not answered yet: a build that timed out waiting on them waited on the registry. */
+  readonly waiting: number;
+  /** The registry's origin, for messages. */
+  readonly origin: string;
   /** Versions left out for their age, by package name. */
   readonly young: ReadonlyMap<string, YoungVersion[]>;
   close(): Promise<void>;
@@ -45,21 +54,28 @@ export async function startRegistryFront(options: RegistryFrontOptions): Promise
   const now = options.now ?? Date.now;
   const young = new Map<string, YoungVersion[]>();
   let unavailable: string | null = null;
-  let base = '';
+  let waiting = 0;
+  const registry = new URL(REGISTRY_URL);
+  // Closing the front gives up what it still waits for from the registry.
+  const closing = new AbortController();
 
   /** The upstream URL of a path the build asked for, under the registry's base. */
   const upstreamUrl = (path: string): URL => new URL(path.replace(/^\/+/, ''), upstream);
 
   const fetchUpstream = async (url: URL): Promise<Response | null> => {
+    waiting++;
     try {
       return await fetch(url, {
         headers: { accept: 'application/json' },
-        signal: AbortSignal.timeout(UPSTREAM_TIMEOUT_MS),
+        signal: AbortSignal.any([AbortSignal.timeout(UPSTREAM_TIMEOUT_MS), closing.signal]),
         redirect: 'error',
       });
     } catch (err) {
-      unavailable ??= `the npm registry ${upstream.origin} did not answer: ${(err as Error).cause ?? (err as Error).message}`;
+      if (!closing.signal.aborted)
+        unavailable ??= `the npm registry ${upstream.origin} did not answer: ${(err as Error).cause ?? (err as Error).message}`;
       return null;
+    } finally {
+      waiting--;
     }
   };
 
@@ -76,7 +92,9 @@ export async function startRegistryFront(options: RegistryFrontOptions): Promise
         continue;
       }
       const tarball = manifest.dist?.tarball;
-      const through = tarball?.startsWith(upstream.href) ? `${base}${tarball.slice(upstream.href.length)}` : tarball;
+      const through = tarball?.startsWith(upstream.href)
+        ? `${REGISTRY_URL}${tarball.slice(upstream.href.length)}`
+        : tarball;
       kept[version] = { ...manifest, dist: { ...manifest.dist, tarball: through } };
     }
     if (left.length > 0) young.set(name, left);
@@ -92,9 +110,17 @@ export async function startRegistryFront(options: RegistryFrontOptions): Promise
 
   const server = http.createServer((req, res) => {
     void (async () => {
-      const path = req.url ?? '/';
-      if (req.method !== 'GET' || path.includes('..')) {
-        res.writeHead(405).end();
+      // A proxy's request names its target whole: only the registry's name is answered.
+      let target: URL;
+      try {
+        target = new URL(req.url ?? '');
+      } catch {
+        res.writeHead(400).end();
+        return;
+      }
+      const path = `${target.pathname}${target.search}`;
+      if (target.origin !== registry.origin || req.method !== 'GET' || path.includes('..')) {
+        res.writeHead(403).end();
         return;
       }
       const answer = await fetchUpstream(upstreamUrl(path));
@@ -120,16 +146,22 @@ export async function startRegistryFront(options: RegistryFrontOptions): Promise
       res.end();
     });
   });
+  // A tunnel (an https: URL, jsr:'s included) is never opened.
+  server.on('connect', (_req, socket: Duplex) => socket.end('HTTP/1.1 403 Forbidden\r\n\r\n'));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
   return {
-    url: base,
+    proxy: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     get unavailable() {
       return unavailable;
     },
+    get waiting() {
+      return waiting;
+    },
+    origin: upstream.origin,
     young,
     close: () =>
       new Promise<void>((resolve) => {
+        closing.abort();
         server.closeAllConnections();
         server.close(() => resolve());
       }),
