@@ -316,3 +316,63 @@ test('a registry that does not answer fails the deployment with registry_unavail
   t.is((await cut.site(site.subdomain).get('api/a')).body, 'running');
   t.deepEqual(fs.readdirSync(path.join(cut.dataDir, 'runtime', 'builds', 'work')), [], 'no build folder is left');
 });
+
+test('packages are kept once in the blob store: a build with no package cache and no registry takes them from there; a tarball changed after its lock fails the deployment', async (t) => {
+  const own = await startNpmRegistry();
+  t.teardown(() => own.stop());
+  await own.publish(fixturePackage('berth-fixture-shout'));
+  await own.publish(fixturePackage('berth-fixture-greet'));
+  const a = await startTestBerth({ npmRegistry: own.url, npmMinAgeMinutes: 0 });
+  t.teardown(() => a.dispose());
+  const site = await createSite(a.owner);
+  const files = {
+    'deno.json': JSON.stringify({ imports: { greet: 'npm:berth-fixture-greet@^1.0.0' } }),
+    'lib/name.ts': 'export const name = "berth";\n',
+    'api/greet.ts':
+      "import { greet } from 'greet';\nimport { name } from '../lib/name.ts';\nexport default () => new Response(greet(name));\n",
+  };
+  await deployFiles(a.owner, site.id, files);
+  const lock = await read(a, site.bucketId, 'deno.lock');
+  const stored = (await a.berth.deps
+    .db('npm_packages')
+    .orderBy('name')
+    .select('name', 'version', 'integrity')) as Array<{
+    name: string;
+    version: string;
+    integrity: string;
+  }>;
+  const locked = JSON.parse(lock) as { npm: Record<string, { integrity: string }> };
+  t.deepEqual(
+    stored.map((p) => [`${p.name}@${p.version}`, p.integrity]),
+    Object.entries(locked.npm).map(([key, value]) => [key, value.integrity]),
+    'each package version once, with the integrity the lock pins',
+  );
+
+  // A tarball replaced in the registry after the lock was written: a Berth that has never fetched it refuses it.
+  await own.replaceTarball('berth-fixture-shout', '1.0.0', {
+    name: 'berth-fixture-shout',
+    version: '1.0.0',
+    files: { 'index.js': 'export function shout(s) { return "pwned"; }\n' },
+  });
+  const b = await startTestBerth({ npmRegistry: own.url, npmMinAgeMinutes: 0 });
+  t.teardown(() => b.dispose());
+  const elsewhere = await createSite(b.owner);
+  const refused = await publish(b, elsewhere.id, { ...files, 'deno.lock': lock });
+  t.is(refused.statusCode, 422);
+  const failure = refused.body as unknown as Failure;
+  t.is(failure.error.code, 'deployment_failed');
+  t.regex(failure.error.details.errors[0]!.message, /berth-fixture-shout@1\.0\.0.*integrity/i);
+
+  // The registry gone and the package cache empty: A builds a change from the packages it keeps.
+  await own.stop();
+  fs.rmSync(path.join(a.dataDir, 'runtime', 'builds', 'cache', 'npm'), { recursive: true, force: true });
+  await deployFiles(a.owner, site.id, { ...files, 'lib/name.ts': 'export const name = "again";\n' });
+  t.is((await a.site(site.subdomain).get('api/greet')).body, 'HELLO AGAIN!');
+  // The bytes served are the ones kept, not the registry's replacement.
+  const newPackage = await publish(a, site.id, {
+    'api/other.ts':
+      "import { installed } from 'npm:berth-fixture-postinstall@1';\nexport default () => new Response(installed);\n",
+  });
+  t.is(newPackage.statusCode, 503);
+  t.is((newPackage.body as unknown as Failure).error.code, 'registry_unavailable');
+});

@@ -5,13 +5,13 @@
 // find it there and need no registry. Deno's errors are put in the deployment's words: each with its
 // path, line and column, and the registry's own failures named as such.
 import crypto from 'node:crypto';
-import { Readable } from 'node:stream';
-import { BerthError } from '../errors.ts';
 import { type Deps, timestamp } from '../deps.ts';
 import type { Config } from '../config.ts';
 import { isBuildInput } from './build-inputs.ts';
 import { type BundleProblem, bundle } from './bundler.ts';
+import { keepReferenced } from './kept-blobs.ts';
 import { type RegistryFront, startRegistryFront } from './package-registry.ts';
+import { packageStore } from './package-store.ts';
 
 declare module '../deps.ts' {
   interface Deps {
@@ -50,7 +50,8 @@ export const MAX_MODULE_BYTES = 10 * 1024 * 1024;
 /** Changes whenever the same files could build into something else: the bundler and how it is run. */
 const BUILDER = 'deno-2.9.5/1';
 
-const STORE_ATTEMPTS = 3;
+/** The most one npm package's tarball may be. */
+const MAX_TARBALL_BYTES = 64 * 1024 * 1024;
 
 const buildKey = (entry: string, inputs: Array<[string, string]>): string =>
   crypto
@@ -63,7 +64,7 @@ const buildKey = (entry: string, inputs: Array<[string, string]>): string =>
  * for builds made before, new ones for the rest.
  */
 export async function buildEntries(
-  deps: Pick<Deps, 'builder' | 'blobs' | 'hotSql' | 'config' | 'now'>,
+  deps: Pick<Deps, 'builder' | 'blobs' | 'db' | 'hotSql' | 'config' | 'now'>,
   files: ReadonlyMap<string, string>,
   entries: string[],
 ): Promise<BuildOutcome> {
@@ -92,6 +93,8 @@ export async function buildEntries(
   const front = await startRegistryFront({
     upstream: deps.config.npmRegistry,
     minAgeMs: deps.config.npmMinAgeMinutes * 60_000,
+    store: packageStore(deps),
+    maxTarballBytes: MAX_TARBALL_BYTES,
   });
   let result: Awaited<ReturnType<typeof bundle>>;
   let waitingOnRegistry = false;
@@ -121,6 +124,8 @@ export async function buildEntries(
         registryUnavailable: true,
         problems: [{ path: '', line: 0, column: 0, message: `${unavailable}: nothing was built or changed` }],
       };
+    const integrity = integrityProblems(read.get('deno.lock'), front);
+    if (integrity.length > 0) return { ok: false, registryUnavailable: false, problems: integrity };
     return {
       ok: false,
       registryUnavailable: false,
@@ -149,6 +154,39 @@ function configProblem(bytes: Buffer): BuildProblem | null {
   }
 }
 
+/**
+ * Packages whose bytes are not what they should be, which Deno's bundler reports only as modules not
+ * found: a version whose integrity in the registry's document is not the one deno.lock pins (its
+ * tarball changed after the lock was written), or a tarball that does not match its own document.
+ */
+function integrityProblems(lock: Buffer | undefined, front: RegistryFront): BuildProblem[] {
+  const problems: BuildProblem[] = [];
+  let pinned: Record<string, { integrity?: string }> = {};
+  try {
+    if (lock) pinned = (JSON.parse(lock.toString('utf8')) as { npm?: typeof pinned }).npm ?? {};
+  } catch {
+    // A lock Deno could not read is reported by Deno itself.
+  }
+  for (const [key, { integrity }] of Object.entries(pinned)) {
+    const documented = front.documented(key);
+    if (integrity && documented && documented !== integrity)
+      problems.push({
+        path: 'deno.lock',
+        line: 0,
+        column: 0,
+        message: `npm:${key}: the registry's package is not the one deno.lock pins (integrity ${integrity}, the registry's ${documented}): it changed after the lock was written`,
+      });
+  }
+  for (const key of front.mismatched)
+    problems.push({
+      path: '',
+      line: 0,
+      column: 0,
+      message: `npm:${key}: the registry's tarball does not match the integrity its own document gives`,
+    });
+  return problems;
+}
+
 const CONSTRAINT = /^Could not find constraint '(.+)@([^@']*)' in the list of packages\.?$/;
 
 /** A bundler's problem as the deployment says it: at the site's own file, npm's failures in npm's terms. */
@@ -172,35 +210,25 @@ function inWords(problem: BundleProblem, front: RegistryFront, config: Pick<Conf
 }
 
 /** Stores a built module and the row that references it; the module of the build row there is, if one was made meanwhile. */
-async function keepModule(
-  deps: Pick<Deps, 'blobs' | 'hotSql' | 'now' | 'config'>,
+function keepModule(
+  deps: Pick<Deps, 'blobs' | 'hotSql' | 'now'>,
   key: string,
   entry: string,
   bytes: Buffer,
 ): Promise<BuiltModule> {
-  const blob = await deps.blobs.put(Readable.from([bytes]), bytes.length, bytes.length);
-  try {
-    for (let attempt = 1; attempt <= STORE_ATTEMPTS; attempt++) {
-      if (!(await deps.blobs.stillStored(blob))) break;
-      const kept = await deps.hotSql.write(async (sql) => {
-        if (!deps.blobs.keeps(blob)) return null;
-        await sql.run(
-          'INSERT INTO builds (key, entry, module_sha256, module_bytes, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING',
-          key,
-          entry,
-          blob.sha256,
-          blob.bytes,
-          timestamp(deps),
-        );
-        return sql.get<{ module_sha256: string; module_bytes: number | string }>(
-          'SELECT module_sha256, module_bytes FROM builds WHERE key = ?',
-          key,
-        );
-      });
-      if (kept) return { sha256: kept.module_sha256, bytes: Number(kept.module_bytes) };
-    }
-  } finally {
-    blob.unpin();
-  }
-  throw new BerthError('storage_unavailable', 'a built module could not be stored; deploy again');
+  return keepReferenced(deps, bytes, async (sql, blob) => {
+    await sql.run(
+      'INSERT INTO builds (key, entry, module_sha256, module_bytes, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING',
+      key,
+      entry,
+      blob.sha256,
+      blob.bytes,
+      timestamp(deps),
+    );
+    const row = (await sql.get<{ module_sha256: string; module_bytes: number | string }>(
+      'SELECT module_sha256, module_bytes FROM builds WHERE key = ?',
+      key,
+    ))!;
+    return { sha256: row.module_sha256, bytes: Number(row.module_bytes) };
+  });
 }

@@ -187,6 +187,9 @@ export async function bundle(request: BundleRequest, options: BundleOptions): Pr
   }
 }
 
+/** Where Deno caches the registry's packages, under the cache's npm/ folder. */
+const REGISTRY_HOST = new URL(REGISTRY_URL).host;
+
 const ONLY_MODULES =
   'a function imports only the site\'s modules (files under lib/, and files and folders named "_…" under api/ and cron/), npm: packages and node: built-ins';
 
@@ -207,8 +210,8 @@ function inSiteTerms(text: string, src: string, npmCache: string): string {
   return first
     .replaceAll(`${pathToFileURL(src).href}/`, '')
     .replaceAll(`${src}/`, '')
-    .replaceAll(pathToFileURL(npmCache).href, 'npm:')
-    .replaceAll(npmCache, 'npm:');
+    .replaceAll(`${pathToFileURL(npmCache).href}/${REGISTRY_HOST}/`, 'npm:')
+    .replaceAll(`${npmCache}/${REGISTRY_HOST}/`, 'npm:');
 }
 
 function lastJsonLine(stdout: string): { problems: BundleProblem[] } | null {

@@ -26,6 +26,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'file_versions', key: ['id'] },
   { name: 'account_blobs', key: ['account_id', 'blob_sha256'] },
   { name: 'builds', key: ['key'] },
+  { name: 'npm_packages', key: ['name', 'version'] },
   { name: 'functions', key: ['id'] },
   { name: 'function_logs', key: ['id'] },
   { name: 'site_analytics', key: ['id'] },
