@@ -410,6 +410,26 @@ test('watch deploys changes to lib/ and deno.json, and nothing else at the proje
   ]);
 });
 
+test('watch saves the site’s deno.lock after a batch that changed nothing else, and says so', async (t) => {
+  const site = await createSite(t0.owner);
+  const fn = 'export default () => new Response("hi");\n';
+  const dir = await project({ 'api/hi.ts': fn });
+  const watch = start(['watch', dir, '--site', site.subdomain]);
+  t.teardown(() => watch.child.kill('SIGKILL'));
+  await until(() => watch.run.stderr.includes('watching'), 'the watcher to start');
+
+  const siteLock = `{"version": "5", "test": "${crypto.randomUUID()}"}\n`;
+  await putFile(t0.owner, site.bucketId, 'deno.lock', siteLock, 'application/json');
+  await fs.writeFile(path.join(dir, 'api/hi.ts'), fn); // saved again, unchanged
+  await until(() => watch.run.stdout.includes("saved the site's deno.lock"), 'the report of the saved lock');
+  t.is(await fs.readFile(path.join(dir, 'deno.lock'), 'utf8'), siteLock);
+
+  watch.child.kill('SIGINT');
+  const ended = await watch.exited;
+  t.is(ended.code, 0, ended.stderr);
+  t.is((await history(site.id)).filter((d) => d.kind === 'DEPLOY').length, 1, 'the batch deployed nothing');
+});
+
 const VERSION_FN = (build: string) => `export default () => new Response('${build}');\n`;
 
 test('deploy publishes the folder as one deployment, prints its id and preview URL, then writes data/ through the file API', async (t) => {

@@ -31,7 +31,9 @@ function progress(out: Output): DeployProgress {
 }
 
 const didSomething = (result: DeployResult) =>
-  result.deployment !== null || result.deleted.length + result.uploaded.length + result.failed.length > 0;
+  result.deployment !== null ||
+  result.savedLock !== null ||
+  result.deleted.length + result.uploaded.length + result.failed.length > 0;
 
 export const deployCommand: CommandDefinition = {
   usage: 'deploy <dir>',

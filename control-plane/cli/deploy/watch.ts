@@ -1,7 +1,6 @@
-// Watches a project's deployed folders and root files and hands each settled batch of changed paths to
-// `deploy`.
-// Editors save in bursts (a temp file, a rename, a touch): changes are gathered until 200 ms pass
-// without one, and a batch that arrives while a deploy runs waits for it.
+// Watches a project's deployed folders and root files and hands each settled batch of changed paths
+// to `deploy`. Editors save in bursts (a temp file, a rename, a touch): changes are gathered until
+// 200 ms pass without one, and a batch that arrives while a deploy runs waits for it.
 import path from 'node:path';
 import chokidar from 'chokidar';
 import { isDeployedPath, isJunk } from './local-files.ts';
