@@ -340,7 +340,10 @@ export const CreateDeploymentBody = z
           .strict(),
       )
       .describe('the whole set: web/, api/ and cron/ files, and any other but data/'),
-    prune: z.boolean().optional().describe('remove the site’s web/, api/ and cron/ files the set lacks'),
+    prune: z
+      .boolean()
+      .optional()
+      .describe('remove the site’s web/, api/, cron/ and lib/ files, deno.json and deno.lock, that the set lacks'),
     message: z.string().optional(),
     migrations: z
       .array(z.object({ name: z.string(), sql: z.string() }).strict())

@@ -153,6 +153,52 @@ test('berth init writes the runtime contract’s types for editors, and the scaf
   t.is(check, 0, 'deno check passes with the generated types');
 });
 
+test('berth init makes two functions sharing a module of lib/ and a deno.json, and deno check type-checks the project with it', async (t) => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'berth-init-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  const project = path.join(dir, 'project');
+  const init = await berth(['init', project, '--json']);
+  t.is(init.code, 0, init.stderr);
+  t.deepEqual((JSON.parse(init.stdout) as { files: string[] }).files, [
+    'README.md',
+    'api/goodbye.ts',
+    'api/hello.ts',
+    'berth.d.ts',
+    'deno.json',
+    'lib/greeting.ts',
+    'migrations/0001_init.sql',
+    'web/index.html',
+  ]);
+  for (const fn of ['api/hello.ts', 'api/goodbye.ts'])
+    t.regex(
+      await fs.readFile(path.join(project, fn), 'utf8'),
+      /^import \{ nameToGreet \} from '\.\.\/lib\/greeting\.ts';$/m,
+    );
+  const config = JSON.parse(await fs.readFile(path.join(project, 'deno.json'), 'utf8')) as Record<string, unknown>;
+  t.deepEqual(config.imports, {});
+
+  // A module of lib/ that uses ctx's types checks with no reference of its own: deno.json gives them.
+  await fs.writeFile(
+    path.join(project, 'lib/site.ts'),
+    'export const siteOf = (ctx: BerthContext): string => ctx.siteId;\n',
+  );
+  const check = (args: string[]) =>
+    promisify(execFile)(resolveDenoBinary(), ['check', '--quiet', ...args], {
+      cwd: project,
+      env: { ...process.env, NO_COLOR: '1' },
+    }).then(
+      () => 0,
+      (err: { code: number }) => err.code,
+    );
+  t.is(await check(['lib/site.ts']), 0, 'deno check of one module, with deno.json');
+  t.is(await check([]), 0, 'deno check of the whole project');
+  await fs.writeFile(
+    path.join(project, 'lib/site.ts'),
+    'export const siteOf = (ctx: BerthContext): number => ctx.siteId;\n',
+  );
+  t.is(await check([]), 1, 'a type error is found');
+});
+
 test('berth mcp serves the same tools over stdio, with the key’s permission', async (t) => {
   const client = new Client({ name: 'berth-test', version: '1.0.0' });
   await client.connect(

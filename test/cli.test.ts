@@ -181,6 +181,121 @@ test('--delete removes remote files gone locally, and leaves alone the folders t
   t.is((await t0.site(site.subdomain).get('api/kept')).body, 'kept');
 });
 
+// The tests of lib/, deno.json and deno.lock run one at a time, before the rest of the file: its dozens
+// of CLI processes starting at once on a loaded machine can hold a watcher's start past its wait.
+const LIB_GREETING = "export const greeting = (name: string): string => 'hello, ' + name;\n";
+
+test.serial(
+  'deploy sends lib/, deno.json and deno.lock with the site’s folders; --delete keeps those the project lacks',
+  async (t) => {
+    const site = await createSite(t0.owner);
+    const dir = await project({
+      'web/index.html': 'modules',
+      'lib/greeting.ts': LIB_GREETING,
+      'lib/words/en.json': '{"hello": "hello"}\n',
+      'deno.json': '{"imports": {}}\n',
+      'deno.lock': '{"version": "5"}\n',
+      'notes.txt': 'not deployed: only deno.json and deno.lock are taken from the root',
+    });
+    const run = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
+    t.is(run.code, 0, run.stderr);
+    const deployed = JSON.parse(run.stdout) as DeployJson & { savedLock: unknown };
+    t.deepEqual(deployed.deployment!.diff.added, [
+      'deno.json',
+      'deno.lock',
+      'lib/greeting.ts',
+      'lib/words/en.json',
+      'web/index.html',
+    ]);
+    t.is(deployed.savedLock, null, 'the site holds the project’s own lock');
+    t.deepEqual(Object.keys(await remoteVersions(site.bucketId)).sort(), [
+      'deno.json',
+      'deno.lock',
+      'lib/greeting.ts',
+      'lib/words/en.json',
+      'web/index.html',
+    ]);
+    const lib = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/lib/greeting.ts`, {
+      responseType: 'text',
+    });
+    t.is(lib.body, LIB_GREETING);
+
+    // A project of pages alone, deployed with --delete: the site's lib/, deno.json and deno.lock are not its to remove.
+    const pages = await project({ 'web/index.html': 'pages only' });
+    const pruned = await berth(['deploy', pages, '--site', site.subdomain, '--delete', '--json']);
+    t.is(pruned.code, 0, pruned.stderr);
+    const result = JSON.parse(pruned.stdout) as DeployJson & { savedLock: unknown };
+    t.deepEqual(result.deployment!.diff, { added: [], changed: ['web/index.html'], removed: [] });
+    t.is(result.savedLock, null, 'a project of pages alone is not given the lock');
+    t.deepEqual(await fs.readdir(pages), ['web']);
+    t.deepEqual(Object.keys(await remoteVersions(site.bucketId)).sort(), [
+      'deno.json',
+      'deno.lock',
+      'lib/greeting.ts',
+      'lib/words/en.json',
+      'web/index.html',
+    ]);
+
+    // The same project without lib/words/: --delete removes what is gone from a folder it has.
+    await fs.rm(path.join(dir, 'lib/words'), { recursive: true });
+    const gone = await berth(['deploy', dir, '--site', site.subdomain, '--delete', '--json']);
+    t.is(gone.code, 0, gone.stderr);
+    t.deepEqual((JSON.parse(gone.stdout) as DeployJson).deployment!.diff, {
+      added: [],
+      changed: ['web/index.html'],
+      removed: ['lib/words/en.json'],
+    });
+  },
+);
+
+test.serial(
+  'deploy saves the site’s deno.lock into a project that has none; a project’s own lock is sent instead',
+  async (t) => {
+    const site = await createSite(t0.owner);
+    const dir = await project({
+      'web/index.html': 'one',
+      'api/hello.ts': 'export default () => new Response("hello");\n',
+    });
+    t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+    // The lock the server's build keeps with a site, written here through the file API.
+    const siteLock = '{\n  "version": "5",\n  "npm": {}\n}\n';
+    await putFile(t0.owner, site.bucketId, 'deno.lock', siteLock, 'application/json');
+
+    await fs.writeFile(path.join(dir, 'web/index.html'), 'two');
+    const run = await berth(['deploy', dir, '--site', site.subdomain]);
+    t.is(run.code, 0, run.stderr);
+    const lockPath = path.join(await fs.realpath(dir), 'deno.lock');
+    t.true(run.stdout.includes(`\nsaved the site's deno.lock into ${lockPath}: `), run.stdout);
+    t.is(await fs.readFile(lockPath, 'utf8'), siteLock);
+    t.deepEqual((await fs.readdir(dir)).sort(), ['api', 'deno.lock', 'web'], 'no temporary file is left');
+
+    // Now the project's lock is the site's: the next deploy has nothing to send and nothing to save.
+    const again = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
+    t.is(again.code, 0, again.stderr);
+    t.like(JSON.parse(again.stdout) as object, { deployment: null, savedLock: null });
+
+    // A lock of the project's own that differs is sent: the site takes it, and nothing is saved (a preview
+    // saves nothing either).
+    const newer = '{\n  "version": "5",\n  "npm": {"left-pad@1.3.0": "sha512-x"}\n}\n';
+    await putFile(t0.owner, site.bucketId, 'deno.lock', newer, 'application/json');
+    const own = '{"version": "5"}\n';
+    await fs.writeFile(path.join(dir, 'deno.lock'), own);
+    await fs.writeFile(path.join(dir, 'web/index.html'), 'three');
+    const preview = await berth(['deploy', dir, '--site', site.subdomain, '--preview', '--json']);
+    t.is(preview.code, 0, preview.stderr);
+    t.like(JSON.parse(preview.stdout) as object, { savedLock: null });
+    t.is(await fs.readFile(lockPath, 'utf8'), own);
+    const published = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
+    t.is(published.code, 0, published.stderr);
+    const result = JSON.parse(published.stdout) as DeployJson & { savedLock: unknown };
+    t.deepEqual(result.deployment!.diff, { added: [], changed: ['deno.lock', 'web/index.html'], removed: [] });
+    t.is(result.savedLock, null);
+    t.is(await fs.readFile(lockPath, 'utf8'), own);
+    const onSite = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/deno.lock`, { responseType: 'text' });
+    t.is(onSite.body, own);
+  },
+);
+
 test('a broken function fails the deployment with each file’s line and column, and the site stays as it was', async (t) => {
   const site = await createSite(t0.owner);
   const dir = await project({
@@ -276,6 +391,53 @@ test('watch deploys each batch of changes as one deployment until it is interrup
     `each batch one deployment: ${JSON.stringify(deployments.map((d) => [d.kind, d.status, d.message]))}; the watcher said: ${watch.run.stderr.slice(-2000)}`,
   );
   t.regex(deployments.at(-1)!.message ?? '', /^berth watch/);
+});
+
+test.serial('watch deploys changes to lib/ and deno.json, and nothing else at the project’s root', async (t) => {
+  const site = await createSite(t0.owner);
+  const dir = await project({ 'web/index.html': 'home', 'deno.json': '{"imports": {}}\n' });
+  const watch = start(['watch', dir, '--site', site.subdomain]);
+  t.teardown(() => watch.child.kill('SIGKILL'));
+  await until(() => watch.run.stderr.includes('watching'), 'the watcher to start');
+
+  const text = async (file: string) =>
+    (await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/${file}`, { responseType: 'text' })).body;
+  await fs.writeFile(path.join(dir, 'notes.txt'), 'not deployed');
+  await fs.mkdir(path.join(dir, 'lib'));
+  await fs.writeFile(path.join(dir, 'lib/greeting.ts'), LIB_GREETING);
+  await fs.writeFile(path.join(dir, 'deno.json'), '{"imports": {"greet": "./lib/greeting.ts"}}\n');
+  await until(async () => (await remoteVersions(site.bucketId))['lib/greeting.ts'] !== undefined, 'lib/ deployed');
+  await until(async () => (await text('deno.json')).includes('greet'), 'the new deno.json deployed');
+  t.is(await text('lib/greeting.ts'), LIB_GREETING);
+
+  watch.child.kill('SIGINT');
+  const ended = await watch.exited;
+  t.is(ended.code, 0, ended.stderr);
+  t.deepEqual(Object.keys(await remoteVersions(site.bucketId)).sort(), [
+    'deno.json',
+    'lib/greeting.ts',
+    'web/index.html',
+  ]);
+});
+
+test.serial('watch saves the site’s deno.lock after a batch that changed nothing else, and says so', async (t) => {
+  const site = await createSite(t0.owner);
+  const fn = 'export default () => new Response("hi");\n';
+  const dir = await project({ 'api/hi.ts': fn });
+  const watch = start(['watch', dir, '--site', site.subdomain]);
+  t.teardown(() => watch.child.kill('SIGKILL'));
+  await until(() => watch.run.stderr.includes('watching'), 'the watcher to start');
+
+  const siteLock = `{"version": "5", "test": "${crypto.randomUUID()}"}\n`;
+  await putFile(t0.owner, site.bucketId, 'deno.lock', siteLock, 'application/json');
+  await fs.writeFile(path.join(dir, 'api/hi.ts'), fn); // saved again, unchanged
+  await until(() => watch.run.stdout.includes("saved the site's deno.lock"), 'the report of the saved lock');
+  t.is(await fs.readFile(path.join(dir, 'deno.lock'), 'utf8'), siteLock);
+
+  watch.child.kill('SIGINT');
+  const ended = await watch.exited;
+  t.is(ended.code, 0, ended.stderr);
+  t.is((await history(site.id)).filter((d) => d.kind === 'DEPLOY').length, 1, 'the batch deployed nothing');
 });
 
 const VERSION_FN = (build: string) => `export default () => new Response('${build}');\n`;

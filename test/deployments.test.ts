@@ -223,6 +223,62 @@ test('prune removes the site’s web, api and cron files the set lacks, and neve
   t.deepEqual(detail.diff, { added: [], changed: ['web/index.html'], removed: ['api/version.ts', 'web/gone.html'] });
 });
 
+test('lib/, deno.json and deno.lock are a deployment’s: prune removes them when the set lacks them, a rollback brings them back', async (t) => {
+  const site = await createSite(t0.owner);
+  const modules = {
+    'lib/greeting.ts': "export const greeting = (name: string) => 'hello, ' + name;\n",
+    'lib/words/en.json': '{"hello": "hello"}\n',
+    'deno.json': '{"imports": {}}\n',
+    'deno.lock': '{"version": "5"}\n',
+  };
+  const first = await deploy(t0.owner, site.id, { 'web/index.html': 'v1', 'notes.txt': 'a root file', ...modules });
+  t.is(first.published.statusCode, 200);
+  const files = async () =>
+    body<{ files: Array<{ path: string }> }>(
+      await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects`, { searchParams: { limit: 100 } }),
+    )
+      .files.map((f) => f.path)
+      .sort();
+  t.deepEqual(await files(), [
+    'deno.json',
+    'deno.lock',
+    'lib/greeting.ts',
+    'lib/words/en.json',
+    'notes.txt',
+    'web/index.html',
+  ]);
+
+  const pruned = await deploy(t0.owner, site.id, { 'web/index.html': 'v2' }, { prune: true });
+  t.is(pruned.published.statusCode, 200);
+  // Other root files keep the answer they always had: prune leaves them.
+  t.deepEqual(await files(), ['notes.txt', 'web/index.html']);
+  const detail = body<{ deployment: Deployment }>(
+    await t0.owner.read.get(`v0/sites/${site.id}/deployments/${pruned.created.id}`),
+  ).deployment;
+  t.deepEqual(detail.diff, {
+    added: [],
+    changed: ['web/index.html'],
+    removed: ['deno.json', 'deno.lock', 'lib/greeting.ts', 'lib/words/en.json'],
+  });
+
+  const back = await t0.owner.api.post(`v0/sites/${site.id}/deployments/${first.created.id}/promote`);
+  t.is(back.statusCode, 200);
+  t.deepEqual(await files(), [
+    'deno.json',
+    'deno.lock',
+    'lib/greeting.ts',
+    'lib/words/en.json',
+    'notes.txt',
+    'web/index.html',
+  ]);
+  for (const [path, text] of Object.entries(modules))
+    t.is(
+      (await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/${path}`, { responseType: 'text' })).body,
+      text,
+      path,
+    );
+});
+
 test('promote puts an earlier deployment back in one step; restore puts the site back to any instant', async (t) => {
   const site = await createSite(t0.owner);
   const one = await deploy(t0.owner, site.id, { 'web/index.html': 'one', 'api/version.ts': VERSION_FN('one') });

@@ -12,6 +12,7 @@ import { checkContentType } from '../services/files.ts';
 import { type PageRequest, paginate } from '../services/pagination.ts';
 import { forgetPreviewFunctions } from './previews.ts';
 import { assertWritablePath, normalizeFilePath } from '../services/paths.ts';
+import { isPrunedPath } from './pruned-paths.ts';
 import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
 import {
   type DeploymentKind,
@@ -36,8 +37,6 @@ import type { HotTx } from '../db/hot-sql.ts';
 export const MAX_DEPLOYMENT_FILES = 20_000;
 /** UPLOADING deployments one site may have open at once; an open one expires after a day. */
 export const MAX_OPEN_DEPLOYMENTS = 5;
-/** Paths a deployment's prune removes when the set lacks them: the site's pages, functions and cron jobs. */
-const PRUNED_PREFIXES = ['web/', 'api/', 'cron/'];
 
 type Status = 'UPLOADING' | 'PUBLISHED' | 'FAILED';
 
@@ -553,9 +552,7 @@ export async function publishDeployment(deps: Deps, actor: Actor, siteId: string
     );
   const inSet = new Set(put.map((f) => f.path));
   const remove = row.prune
-    ? [...(await currentFiles(deps, site)).keys()].filter(
-        (path) => !inSet.has(path) && PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix)),
-      )
+    ? [...(await currentFiles(deps, site)).keys()].filter((path) => !inSet.has(path) && isPrunedPath(path))
     : [];
   return publishRow(deps, actor, site, row, put, remove);
 }
@@ -724,8 +721,7 @@ async function diffOf(deps: Deps, site: SiteRow, row: DeploymentRow, entries: En
   }
   // An open deployment that prunes removes what its set lacks.
   if (row.seq === null && row.prune)
-    for (const path of before.keys())
-      if (!seen.has(path) && PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix))) diff.removed.push(path);
+    for (const path of before.keys()) if (!seen.has(path) && isPrunedPath(path)) diff.removed.push(path);
   return diff;
 }
 

@@ -4,11 +4,12 @@
 // unless the owner made that deployment's preview PUBLIC (it then answers as the live site does); an
 // instant is never public. A preview's functions get the site's secrets only when the owner gave its
 // deployment them; an instant's never. A published deployment shows the site right after it; an
-// uploading one its declared set over the site's current files (with prune, only the set under web/,
-// api/ and cron/); a failed one, an unknown label or an instant before the history begins show
-// nothing. A preview's functions run as functions of their own (`preview-<siteId>-<name>`, or
-// `preview-secrets-<siteId>-<name>` when given the secrets, one version per source digest), so they
-// never touch the live function's workers or module files, and the pool's limits hold them as any worker.
+// uploading one its declared set over the site's current files (with prune, the paths a deployment
+// owns, pruned-paths.ts, only from the set); a failed one, an unknown label or an instant before the
+// history begins show nothing. A preview's functions run as functions of their own
+// (`preview-<siteId>-<name>`, or `preview-secrets-<siteId>-<name>` when given the secrets, one version
+// per source digest), so they never touch the live function's workers or module files, and the pool's
+// limits hold them as any worker.
 import { removeFunctionFilesWhere, writeVersionFiles, writtenModule } from '../../runtime-host/function-files.ts';
 import type { FunctionVersion } from '../../runtime-host/runtime.ts';
 import { functionName, validateFunction } from '../../runtime-host/validate.ts';
@@ -24,10 +25,8 @@ import {
   isPreviewFunction,
   previewFunctionId,
 } from '../services/functions.ts';
+import { isPrunedPath } from './pruned-paths.ts';
 import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from '../history/site-history.ts';
-
-/** Paths an uploading deployment that prunes takes wholly from its set. */
-const PRUNED_PREFIXES = ['web/', 'api/', 'cron/'];
 
 /** An instant is remembered once this far in the past: no publish still in flight can land before it. */
 const SETTLED_MS = 10 * 60_000;
@@ -169,7 +168,7 @@ export async function previewFile(deps: Deps, preview: Preview, path: string): P
   if (preview.open && preview.deploymentId) {
     entry = (await declaredSet(deps, preview.deploymentId)).get(path);
     if (!entry) {
-      if (preview.open.prune && PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix))) return null;
+      if (preview.open.prune && isPrunedPath(path)) return null;
       // Not in the set: the site's current file, exactly as the live site serves it.
       return resolveWebFile(deps, preview.site, path);
     }
@@ -244,9 +243,7 @@ async function previewDigests(deps: Deps, preview: Preview): Promise<Map<string,
     return new Map([...(await stateOf(deps, preview))].map(([path, entry]) => [path, entry.sha256]));
   }
   const digests = await currentFileDigests(deps, preview.site.bucketId);
-  if (preview.open.prune)
-    for (const path of digests.keys())
-      if (PRUNED_PREFIXES.some((prefix) => path.startsWith(prefix))) digests.delete(path);
+  if (preview.open.prune) for (const path of digests.keys()) if (isPrunedPath(path)) digests.delete(path);
   for (const [path, entry] of await declaredSet(deps, preview.deploymentId)) digests.set(path, entry.sha256);
   return digests;
 }

@@ -12,7 +12,7 @@ import type { Output } from '../output.ts';
 const DELETE_OPTION = {
   flags: '--delete',
   description:
-    'also remove the site’s files that are gone locally, in the folders the project has (web/, api/, cron/ in the same deployment; data/ files through the file API)',
+    'also remove the site’s files that are gone locally, in the folders the project has (web/, api/, cron/, lib/ in the same deployment; data/ files through the file API); a deno.json or deno.lock the project lacks stays',
 };
 
 /** One line per file on stderr; on a terminal, a counter instead. */
@@ -31,12 +31,14 @@ function progress(out: Output): DeployProgress {
 }
 
 const didSomething = (result: DeployResult) =>
-  result.deployment !== null || result.deleted.length + result.uploaded.length + result.failed.length > 0;
+  result.deployment !== null ||
+  result.savedLock !== null ||
+  result.deleted.length + result.uploaded.length + result.failed.length > 0;
 
 export const deployCommand: CommandDefinition = {
   usage: 'deploy <dir>',
   summary:
-    'publish a project folder’s web/, api/ and cron/ to a site as one deployment (only bytes the server lacks are sent), then write its data/ files through the file API',
+    'publish a project folder’s web/, api/, cron/, lib/, deno.json and deno.lock to a site as one deployment (only bytes the server lacks are sent), then write its data/ files through the file API and save the site’s deno.lock into the folder when it differs',
   examples: [
     'berth deploy . --site hello',
     'berth deploy ./my-site --site hello --delete --message "new home page"',

@@ -1,4 +1,5 @@
-// `berth init`: a new project folder with a page, a function, a first migration and a README.
+// `berth init`: a new project folder with a page, two functions sharing a module in lib/, a deno.json,
+// a first migration and a README.
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { CliError } from '../cli-error.ts';
@@ -6,12 +7,13 @@ import type { CommandDefinition } from '../command.ts';
 
 const TEMPLATE = path.resolve(import.meta.dirname, '../templates/project');
 const CONTRACT = path.resolve(import.meta.dirname, '../../../runtime-host/context-contract.ts');
-/** Editor types of ctx, next to api/ and cron/: functions refer to them with a triple-slash comment. */
+/** Editor types of ctx at the project's root: deno.json names them for every file, a function by a comment. */
 const TYPES_FILE = 'berth.d.ts';
 
 /**
- * The runtime contract's types as global declarations: a v0 function may import nothing, but
- * `/// <reference path="../berth.d.ts" />` is a comment to the runtime and a type source to editors.
+ * The runtime contract's types as global declarations, so a function needs no import for them:
+ * `/// <reference path="../berth.d.ts" />` (or deno.json's `compilerOptions.types`) is a type source to
+ * editors and `deno check`, and nothing to the runtime. The file is not deployed.
  */
 async function contextTypes(): Promise<string> {
   const source = await fs.readFile(CONTRACT, 'utf8');
@@ -39,7 +41,7 @@ async function exists(file: string): Promise<boolean> {
 export const initCommand: CommandDefinition = {
   usage: 'init <dir>',
   summary:
-    'create a project folder: web/index.html, api/hello.ts, migrations/0001_init.sql, editor types of ctx and a README',
+    'create a project folder: web/index.html, api/hello.ts and api/goodbye.ts sharing lib/greeting.ts, deno.json, migrations/0001_init.sql, editor types of ctx and a README',
   examples: ['berth init my-site', 'berth init .   # in an empty folder'],
   async run({ args, out }) {
     const dir = args[0]!;

@@ -39,6 +39,9 @@ const TYPES: Record<string, string> = {
   '.sql': `application/sql`,
 };
 
+/** Files known by their whole name: a deno.lock is JSON (and so the server's build stores the one it writes). */
+const NAMED: Record<string, string> = { 'deno.lock': 'application/json' };
+
 export function contentTypeFor(filePath: string): string {
-  return TYPES[path.extname(filePath).toLowerCase()] ?? 'application/octet-stream';
+  return NAMED[path.basename(filePath)] ?? TYPES[path.extname(filePath).toLowerCase()] ?? 'application/octet-stream';
 }

@@ -1,7 +1,8 @@
-// One deploy of a project folder to a site. Its web/, api/ and cron/ files go as one deployment: the
-// whole set declared by digest, only the bytes the server lacks uploaded, published at once (or left
-// unpublished for a preview). Its data/ files are then written through the file API as before, since
-// they are the functions' own. Nothing is created when the site has every file already.
+// One deploy of a project folder to a site. Its web/, api/, cron/ and lib/ files, deno.json and
+// deno.lock go as one deployment: the whole set declared by digest, only the bytes the server lacks
+// uploaded, published at once (or left unpublished for a preview). Its data/ files are then written
+// through the file API as before, since they are the functions' own, and the site's deno.lock is saved
+// into the project when it differs. Nothing is created when the site has every file already.
 import { type ApiClient, encodePath } from '../api-client.ts';
 import { formatBytes } from '../../format-bytes.ts';
 import type { Site } from '../site.ts';
@@ -11,14 +12,15 @@ import { DigestCache } from './digest-cache.ts';
 import { Sha256Sink } from './digest.ts';
 import type { FileFailure } from './file-failure.ts';
 import { LocalDigests } from './local-digests.ts';
-import { DEPLOYED_FOLDERS, isData, readLocalTree } from './local-files.ts';
+import { DEPLOYED_FOLDERS, DEPLOYED_ROOT_FILES, type LocalTree, isData, partOf, readLocalTree } from './local-files.ts';
 import { planDeploy } from './plan.ts';
 import { type RemoteFile, listRemoteFiles } from './remote-files.ts';
 import { type DeclaredFile, runDeployment } from './site-deployment.ts';
+import { type SavedLock, saveSiteLock } from './site-lock.ts';
 
 export interface DeployResult {
   site: { id: string; subdomain: string; url: string };
-  /** The deployment of web/, api/ and cron/ as the API last answered it; null when the site had them all. */
+  /** The deployment (all but data/) as the API last answered it; null when the site had every file already. */
   deployment: DeploymentDetail | null;
   /** Whether the deployment was left unpublished on purpose (--preview). */
   preview: boolean;
@@ -36,6 +38,8 @@ export interface DeployResult {
   failing: Array<{ path: string; error: Omit<FileProblem, 'path'> | null }>;
   /** data/ files written through the file API (none for a failed or a preview deployment). */
   data: DataWrites | null;
+  /** The site's deno.lock, saved into the project because the project's differed or was missing. */
+  savedLock: SavedLock | null;
 }
 
 export interface DeployProgress {
@@ -68,7 +72,7 @@ export function deployFailed(result: DeployResult): boolean {
 export async function deploy(api: ApiClient, site: Site, dir: string, options: DeployOptions): Promise<DeployResult> {
   const objects = `buckets/${site.bucketId}/objects`;
   const local = await readLocalTree(dir);
-  const remote = await listRemoteFiles(api, site.bucketId, DEPLOYED_FOLDERS);
+  const remote = await listRemoteFiles(api, site.bucketId, DEPLOYED_FOLDERS, DEPLOYED_ROOT_FILES);
   const cache = await DigestCache.open(site.bucketId);
   const digests = options.digests ?? new LocalDigests();
   const remoteDigestOf = (file: RemoteFile) => remoteDigest(api, objects, file, cache);
@@ -91,6 +95,7 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
     errors: [],
     failing: [],
     data: null,
+    savedLock: null,
   };
 
   const siteChanges = [...plan.uploads.map((u) => u.file.path), ...plan.deletes].filter((p) => !isData(p));
@@ -104,11 +109,11 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
         contentType: u.contentType,
         absolute: u.file.absolute,
       }));
-    // Prune removes every web/, api/ and cron/ file the set lacks; --delete removes only those of the
-    // folders the project has, so the site's files in the others stay in the set as they are.
+    // Prune removes every file of the deployed folders and root files the set lacks; --delete removes
+    // only those of the parts the project has (local-files.ts), so the site's others stay in the set.
     if (options.deleteMissing)
       for (const file of remote.values())
-        if (!isData(file.path) && !local.folders.has(file.path.split('/')[0]!))
+        if (!isData(file.path) && !local.parts.has(partOf(file.path)))
           files.push({
             path: file.path,
             sha256: await remoteDigestOf(file),
@@ -158,16 +163,22 @@ export async function deploy(api: ApiClient, site: Site, dir: string, options: D
     result.deleted.push(...data.deleted);
     result.failed.push(...data.failed);
     for (const file of data.uploaded) cache.set(file.versionId, plan.files.get(file.path)!.sha256);
+    // A project of pages alone resolves no package: the site's lock is not its to keep.
+    if (holdsCode(local)) result.savedLock = await saveSiteLock(api, site.bucketId, local.root, remoteDigestOf);
   }
 
   await cache.save([
     ...[...remote.values()].map((f) => f.currentVersionId),
     ...(result.deployment?.fileList ?? []).flatMap((f) => (f.versionId ? [f.versionId] : [])),
     ...(result.data?.uploaded ?? []).map((f) => f.versionId),
+    ...(result.savedLock ? [result.savedLock.versionId] : []),
   ]);
   result.deleted.sort();
   return result;
 }
+
+/** The project has functions' code, whose packages a deno.lock pins. */
+const holdsCode = (local: LocalTree) => ['api', 'cron', 'lib', 'deno.json'].some((part) => local.parts.has(part));
 
 /** The digest of a remote file: from the cache, else by reading its bytes once. */
 async function remoteDigest(api: ApiClient, objects: string, file: RemoteFile, cache: DigestCache): Promise<string> {

@@ -1,7 +1,7 @@
 // What a deploy has to do: which local files' bytes (or type) differ from the site's, and, when asked,
 // which of the site's files are gone locally.
 import { contentTypeFor } from './content-types.ts';
-import type { LocalFile, LocalTree } from './local-files.ts';
+import { type LocalFile, type LocalTree, partOf } from './local-files.ts';
 import type { RemoteFile } from './remote-files.ts';
 
 export interface Upload {
@@ -24,7 +24,7 @@ export interface DeployPlan {
 export interface PlanInput {
   local: LocalTree;
   remote: Map<string, RemoteFile>;
-  /** Delete remote files missing locally, in the deployed folders the project has. */
+  /** Delete remote files missing locally, in the deployed folders (and of the root files) the project has. */
   deleteMissing: boolean;
   /** The SHA-256 of a local file. */
   localDigest(file: LocalFile): Promise<string>;
@@ -53,8 +53,9 @@ export async function planDeploy(input: PlanInput): Promise<DeployPlan> {
 
   if (input.deleteMissing) {
     for (const path of remote.keys()) {
-      // A folder the project does not have is not the project's to manage (data/ written by functions).
-      if (!local.files.has(path) && local.folders.has(path.split('/')[0]!)) plan.deletes.push(path);
+      // A folder the project does not have is not the project's to manage (data/ written by functions),
+      // nor a root file it does not have (local-files.ts).
+      if (!local.files.has(path) && local.parts.has(partOf(path))) plan.deletes.push(path);
     }
   }
   return plan;

@@ -1,5 +1,6 @@
 // The text a deploy prints: each file's problem (`path:line:column: message`), the deployment's short
-// id with what it changed, its preview URL, and what was written to data/.
+// id with what it changed, its preview URL, what was written to data/, and the site's deno.lock saved
+// into the project.
 import { formatBytes } from '../../format-bytes.ts';
 import type { DeployResult } from './deploy.ts';
 import { diffCounts, problemLine } from './deployment.ts';
@@ -49,5 +50,7 @@ export function deployReport(result: DeployResult): string {
     if (data.failed.length) counts.push(`${data.failed.length} failed`);
     lines.push(`data/ (through the file API): ${counts.join(', ')}`);
   }
+  if (result.savedLock)
+    lines.push(`saved the site's deno.lock into ${result.savedLock.path}: the next deploy resolves the same packages`);
   return lines.join('\n');
 }

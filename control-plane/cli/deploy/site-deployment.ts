@@ -1,6 +1,6 @@
-// One deployment of a site's web/, api/ and cron/ files: the whole set declared by digest, the bytes
-// the server asks for uploaded a few at a time, then published in one step (or left for later, for a
-// preview). A function that does not compile fails the deployment with nothing about the site changed.
+// One deployment of a site's files (web/, api/, cron/, lib/, deno.json and deno.lock): the whole set
+// declared by digest, the bytes the server asks for uploaded a few at a time, then published in one
+// step (or left for later, for a preview). A function that does not compile fails the deployment with nothing about the site changed.
 import fs from 'node:fs';
 import type { ApiClient } from '../api-client.ts';
 import { ApiError } from '../cli-error.ts';

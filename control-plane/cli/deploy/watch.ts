@@ -1,9 +1,9 @@
-// Watches a project's deployed folders and hands each settled batch of changed paths to `deploy`.
-// Editors save in bursts (a temp file, a rename, a touch): changes are gathered until 200 ms pass
-// without one, and a batch that arrives while a deploy runs waits for it.
+// Watches a project's deployed folders and root files and hands each settled batch of changed paths
+// to `deploy`. Editors save in bursts (a temp file, a rename, a touch): changes are gathered until
+// 200 ms pass without one, and a batch that arrives while a deploy runs waits for it.
 import path from 'node:path';
 import chokidar from 'chokidar';
-import { DEPLOYED_FOLDERS, isJunk } from './local-files.ts';
+import { isDeployedPath, isJunk } from './local-files.ts';
 
 const SETTLE_MS = 200;
 
@@ -29,7 +29,7 @@ export async function watchFolder(dir: string, options: WatchOptions): Promise<v
     ignored: (file: string) => {
       const rel = relative(file);
       if (rel === '') return false;
-      return !(DEPLOYED_FOLDERS as readonly string[]).includes(rel.split('/')[0]!) || isJunk(path.basename(file));
+      return !isDeployedPath(rel) || isJunk(path.basename(file));
     },
   });
   watcher.on('error', fail);
