@@ -97,20 +97,28 @@ async function history(siteId: string): Promise<Deployment[]> {
   return json<{ deployments: Deployment[] }>(await t0.owner.read.get(`v0/sites/${siteId}/deployments`)).deployments;
 }
 
-test('init, then deploy: the page and the function answer; later deploys send only what changed', async (t) => {
+test('init, then deploy: the page and the functions that share lib/ answer; later deploys send only what changed', async (t) => {
   const dir = path.join(scratch, 'hello-project');
   const init = await berth(['init', dir]);
   t.is(init.code, 0, init.stderr);
-  for (const file of ['web/index.html', 'api/hello.ts', 'migrations/0001_init.sql', 'README.md'])
+  for (const file of [
+    'web/index.html',
+    'api/hello.ts',
+    'lib/greeting.ts',
+    'deno.json',
+    'migrations/0001_init.sql',
+    'README.md',
+  ])
     await t.notThrowsAsync(fs.access(path.join(dir, file)));
 
   const site = await createSite(t0.owner);
   const first = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
   t.is(first.code, 0, first.stderr);
   const deployed = JSON.parse(first.stdout) as DeployJson;
+  const template = ['api/goodbye.ts', 'api/hello.ts', 'deno.json', 'lib/greeting.ts', 'web/index.html'];
   t.deepEqual(
     deployed.uploaded.map((f) => f.path),
-    ['api/hello.ts', 'web/index.html'],
+    template,
   );
   t.like(deployed.deployment, { status: 'PUBLISHED', kind: 'DEPLOY', current: true });
   t.regex(first.stderr, /uploaded web\/index\.html/);
@@ -122,6 +130,7 @@ test('init, then deploy: the page and the function answer; later deploys send on
   const hello = await t0.site(site.subdomain).get('api/hello', { responseType: 'json' });
   t.is(hello.statusCode, 200);
   t.like(hello.body as object, { hello: 'world', visits: 1, site: site.id });
+  t.is((await t0.site(site.subdomain).get('api/goodbye')).statusCode, 200);
 
   const again = await berth(['deploy', dir, '--site', site.id, '--json']);
   t.is(again.code, 0, again.stderr);
@@ -139,7 +148,10 @@ test('init, then deploy: the page and the function answer; later deploys send on
     result.uploaded.map((f) => f.path),
     ['web/index.html'],
   );
-  t.deepEqual(result.unchanged, ['api/hello.ts']);
+  t.deepEqual(
+    result.unchanged,
+    template.filter((file) => file !== 'web/index.html'),
+  );
   const after = await remoteVersions(site.bucketId);
   t.is(after['api/hello.ts'], before['api/hello.ts']);
   t.not(after['web/index.html'], before['web/index.html']);
