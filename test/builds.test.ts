@@ -8,13 +8,15 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import test from 'ava';
-import { type TestBerth, createSite, json, putFile, startTestBerth } from './helpers/berth.ts';
+import { type TestBerth, createSite, json, makeDataDir, putFile, startTestBerth } from './helpers/berth.ts';
+import { startServe } from './helpers/process.ts';
+import { ownerOf, siteOn } from './helpers/served.ts';
+import { until } from './helpers/until.ts';
 import { createDeployment, deployFiles } from './helpers/deployments.ts';
 import { type NpmRegistry, fixturePackage, publishRealPackages, startNpmRegistry } from './helpers/npm-registry.ts';
 
 let registry: NpmRegistry;
 let t0: TestBerth;
-const marker = path.join(os.tmpdir(), `berth-postinstall-${process.pid}`);
 
 test.before(async () => {
   registry = await startNpmRegistry();
@@ -110,7 +112,7 @@ test('npm packages with their dependencies, by deno.json import map or npm: spec
   const on = t0.site(site.subdomain);
   t.is((await on.get('api/greet')).body, 'HELLO BERTH!');
   t.is((await on.get('api/shout')).body, 'BERTH-FIXTURE-POSTINSTALL!');
-  t.false(fs.existsSync(marker) || fs.existsSync('/tmp/berth-postinstall-ran'), 'no install script ran');
+  t.false(fs.existsSync(path.join(os.tmpdir(), 'berth-postinstall-ran')), 'no install script ran');
 
   const lock = JSON.parse(await read(t0, site.bucketId, 'deno.lock')) as { npm: Record<string, { integrity: string }> };
   t.deepEqual(Object.keys(lock.npm).sort(), [
@@ -375,4 +377,47 @@ test('packages are kept once in the blob store: a build with no package cache an
   });
   t.is(newPackage.statusCode, 503);
   t.is((newPackage.body as unknown as Failure).error.code, 'registry_unavailable');
+});
+
+test('a server killed during a build leaves the site as it was, and its next start removes what the build left', async (t) => {
+  // A registry that takes connections and never answers keeps the build waiting.
+  const sockets = new Set<net.Socket>();
+  const silent = net.createServer((socket) => sockets.add(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+  });
+  const env = {
+    BERTH_DATA_DIR: await makeDataDir(t),
+    BERTH_NPM_REGISTRY: `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}/`,
+    BERTH_NPM_MIN_AGE_MINUTES: '0',
+  };
+  const first = await startServe(env);
+  const owner = ownerOf(first);
+  const site = json<{ id: string; subdomain: string }>(
+    await owner.api.post('v0/sites', { json: { accountId: owner.id, name: 'killed' } }),
+  );
+  await deployFiles(owner, site.id, { 'api/a.ts': 'export default () => new Response("before");\n' });
+  const created = await createDeployment(owner, site.id, {
+    'api/a.ts':
+      "import { shout } from 'npm:berth-fixture-shout@1';\nexport default () => new Response(shout('after'));\n",
+  });
+  const publishing = owner.api.post(`v0/sites/${site.id}/deployments/${created.id}/publish`).catch(() => null);
+  const work = path.join(env.BERTH_DATA_DIR, 'runtime', 'builds', 'work');
+  await until(async () => sockets.size > 0 && fs.readdirSync(work).length > 0, 'the build to wait on the registry');
+  first.child.kill('SIGKILL');
+  await first.exited;
+  await publishing;
+
+  const second = await startServe(env);
+  t.teardown(() => {
+    second.child.kill('SIGKILL');
+  });
+  t.is((await siteOn(second, site.subdomain).get('api/a')).body, 'before');
+  t.deepEqual(fs.readdirSync(work), [], 'the interrupted build left nothing');
+  const deployment = json<{ deployment: { status: string } }>(
+    await ownerOf(first, second.url).read.get(`v0/sites/${site.id}/deployments/${created.id}`),
+  ).deployment;
+  t.is(deployment.status, 'UPLOADING', 'the deployment is as it was before its publish: open, not published');
 });

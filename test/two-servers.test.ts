@@ -14,6 +14,8 @@ import { asAdmin, databaseOf, onPostgres } from './helpers/postgres.ts';
 import { ownerOf, sharedInstance, siteOn, stopServed } from './helpers/served.ts';
 import { openLogStream } from './helpers/log-stream.ts';
 import { until } from './helpers/until.ts';
+import { deployFiles } from './helpers/deployments.ts';
+import { type NpmRegistry, fixturePackage, startNpmRegistry } from './helpers/npm-registry.ts';
 import { DEFAULTS } from '../control-plane/config.ts';
 import { openMetadata } from '../control-plane/db/metadata.ts';
 import { createUser } from '../control-plane/services/users.ts';
@@ -34,10 +36,13 @@ interface Instance {
 
 let instance: Instance;
 let dns: ChallengeDns | undefined;
+let registry: NpmRegistry | undefined;
 
 test.before(async () => {
   if (!onPostgres) return;
   dns = await startChallengeDns();
+  registry = await startNpmRegistry();
+  await registry.publish(fixturePackage('berth-fixture-shout'));
   const root = await makeDataDir();
   const [dirA, dirB] = [path.join(root, 'a'), path.join(root, 'b')];
   // Files in one blob dir on either pass: what these tests change is the metadata and the caches.
@@ -46,6 +51,8 @@ test.before(async () => {
     BERTH_CRON_TICK_MS: '100',
     BERTH_DNS_SERVERS: dns.address,
     BERTH_ANALYTICS_FLUSH_MS: '500',
+    BERTH_NPM_REGISTRY: registry.url,
+    BERTH_NPM_MIN_AGE_MINUTES: '0',
   };
   const url = common.BERTH_DATABASE_URL!;
   const a = await startServe({ ...common, BERTH_DATA_DIR: dirA });
@@ -56,6 +63,7 @@ test.before(async () => {
 test.after.always(async () => {
   await stopServed([instance?.a, instance?.b]);
   await dns?.stop();
+  await registry?.stop();
 });
 
 /** Polls for at most a second: what one server changed, the other must serve by then. */
@@ -187,6 +195,30 @@ shared(
       await withinASecond(
         async () => !(await onB('two.example.com').get('')).body.includes('on my own name'),
         'the removal',
+      ),
+    );
+  },
+);
+
+shared(
+  'a function built on one server runs on the other, and the other builds the next deployment, with the registry stopped',
+  async (t) => {
+    const site = await makeSite('built');
+    const files = {
+      'lib/name.ts': 'export const name = "one";\n',
+      'api/hello.ts':
+        "import { shout } from 'npm:berth-fixture-shout@1';\nimport { name } from '../lib/name.ts';\nexport default () => new Response(shout(name));\n",
+    };
+    await deployFiles(instance.owner, site.id, files);
+    await registry!.stop();
+    const onB = siteOn(instance.b, site.subdomain);
+    t.is((await onB.get('api/hello')).body, 'ONE!', 'B serves the module A built');
+    const throughB = { ...instance.owner, api: apiClient(instance.b.url, instance.owner.writeKey) };
+    await deployFiles(throughB, site.id, { ...files, 'lib/name.ts': 'export const name = "two";\n' });
+    t.true(
+      await withinASecond(
+        async () => (await siteOn(instance.a, site.subdomain).get('api/hello')).body === 'TWO!',
+        'the module B built',
       ),
     );
   },
