@@ -317,10 +317,29 @@ const DeploymentFileEntry = z.object({
   versionId: Uuid.nullable(),
   purged: z.boolean().describe('its version was deleted for good: the deployment no longer holds the file'),
 });
+const LockedPackage = z.object({
+  name: z.string(),
+  version: z.string(),
+  integrity: z.string().nullable(),
+});
 export const DeploymentDetail = DeploymentRecord.extend({
   missing: z.array(z.string()).describe('digests still to upload (UPLOADING)'),
   fileList: z.array(DeploymentFileEntry),
-  diff: z.object({ added: z.array(z.string()), changed: z.array(z.string()), removed: z.array(z.string()) }),
+  packages: z
+    .array(LockedPackage)
+    .describe('the npm packages its functions are built with: what the site’s deno.lock pins after it'),
+  diff: z.object({
+    added: z.array(z.string()),
+    changed: z.array(z.string()),
+    removed: z.array(z.string()),
+    packages: z
+      .object({
+        added: z.array(LockedPackage),
+        removed: z.array(LockedPackage),
+        changed: z.array(z.object({ name: z.string(), from: z.array(z.string()), to: z.array(z.string()) })),
+      })
+      .describe('the npm packages its deno.lock adds, removes and moves to other versions'),
+  }),
 });
 export const CreateDeploymentBody = z
   .object({

@@ -135,6 +135,31 @@ test('npm packages with their dependencies, by deno.json import map or npm: spec
   });
   t.is((await on.get('api/greet')).body, 'HELLO BERTH!');
 
+  // A function that asks for the new version by name: the build moves the site to it (greet's ^1.0.0
+  // takes it too), the lock it ends with is kept, every function is built with that lock, and the
+  // deployment lists its packages and what it changed of them.
+  const moved = (await deployFiles(t0.owner, site.id, {
+    ...files,
+    'api/shout.ts':
+      "import { shout } from 'npm:berth-fixture-shout@1.1.0';\nexport default () => new Response(shout('x'));\n",
+    'deno.lock': JSON.stringify(lock),
+  })) as unknown as {
+    packages: Array<{ name: string; version: string; integrity: string }>;
+    diff: { packages: { changed: Array<{ name: string; from: string[]; to: string[] }> } };
+  };
+  t.is((await on.get('api/shout')).body, 'X?!');
+  t.is((await on.get('api/greet')).body, 'HELLO BERTH?!', 'built again with the lock kept');
+  t.deepEqual(
+    moved.packages.map((p) => `${p.name}@${p.version}`),
+    ['berth-fixture-greet@1.0.0', 'berth-fixture-postinstall@1.0.0', 'berth-fixture-shout@1.1.0'],
+  );
+  t.true(moved.packages.every((p) => p.integrity.startsWith('sha512-')));
+  t.deepEqual(moved.diff.packages.changed, [{ name: 'berth-fixture-shout', from: ['1.0.0'], to: ['1.1.0'] }]);
+  t.truthy(
+    (JSON.parse(await read(t0, site.bucketId, 'deno.lock')) as typeof lock).npm['berth-fixture-shout@1.1.0'],
+    'the site keeps the lock the build ended with',
+  );
+
   // A second site using the same packages builds its own functions from the same package cache.
   const other = await createSite(t0.owner);
   await deployFiles(t0.owner, other.id, {

@@ -160,7 +160,37 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
         diffPart('Removed', d.diff.removed),
       ),
     ),
+    packagesCard(d),
     h('section', { class: 'card' }, h('h2', null, 'Files it set'), filesEl),
+  );
+}
+
+/** The npm packages its functions are built with, and what its deno.lock changed of them. */
+function packagesCard(d: DeploymentDetail): HTMLElement {
+  const changes = d.diff.packages;
+  const changed = [
+    ...changes.added.map((p) => `+ ${p.name}@${p.version}`),
+    ...changes.changed.map((p) => `~ ${p.name} ${p.from.join(', ')} → ${p.to.join(', ')}`),
+    ...changes.removed.map((p) => `− ${p.name}@${p.version}`),
+  ];
+  return h(
+    'section',
+    { class: 'card' },
+    h('h2', null, `Packages (${d.packages.length})`),
+    d.packages.length > 0
+      ? h(
+          'ul',
+          { class: 'paths', 'aria-label': 'Packages' },
+          d.packages.map((p) => h('li', { class: 'mono', title: p.integrity ?? '' }, `${p.name}@${p.version}`)),
+        )
+      : h('p', { class: 'hint' }, 'None: its functions import no npm package.'),
+    changed.length > 0
+      ? h(
+          'ul',
+          { class: 'paths', 'aria-label': 'Package changes' },
+          changed.map((line) => h('li', { class: 'mono' }, line)),
+        )
+      : null,
   );
 }
 

@@ -2,6 +2,7 @@
 // hold uploaded, then published all at once (publish.ts); the site's history of them, with the diff of
 // each against the state before it; an earlier deployment made current again (promote), and the site
 // put back to any instant of its history (restore), both as new deployments that copy no bytes.
+import { type LockedPackage, type PackageChanges, lockedPackages, packageChanges } from '../builds/lock-packages.ts';
 import crypto from 'node:crypto';
 import { Readable } from 'node:stream';
 import { BlobTooLargeError, type PinnedBlob } from '../../storage/blob-store.ts';
@@ -703,13 +704,33 @@ interface Diff {
   added: string[];
   changed: string[];
   removed: string[];
+  packages: PackageChanges;
 }
 
-/** What the deployment changes against the state before it (an open one: against the site now). */
-async function diffOf(deps: Deps, site: SiteRow, row: DeploymentRow, entries: EntryRow[]): Promise<Diff> {
+/** The npm packages the site's deno.lock pins, with the lock's digest (null: none). */
+async function packagesOf(deps: Deps, lockSha256: string | null | undefined): Promise<LockedPackage[]> {
+  return lockSha256 ? lockedPackages(await deps.blobs.read(lockSha256)) : [];
+}
+
+/**
+ * What the deployment changes against the state before it (an open one: against the site now), its
+ * files and the npm packages its deno.lock pins; and those packages.
+ */
+async function diffOf(
+  deps: Deps,
+  site: SiteRow,
+  row: DeploymentRow,
+  entries: EntryRow[],
+): Promise<{ diff: Diff; packages: LockedPackage[] }> {
   const before: Map<string, { sha256: string; contentType: string }> =
     row.seq === null ? await currentFiles(deps, site) : await stateAtSeq(deps, site.id, Number(row.seq) - 1);
-  const diff: Diff = { added: [], changed: [], removed: [] };
+  const lockEntry = entries.find((entry) => entry.path === 'deno.lock');
+  const lockBefore = before.get('deno.lock')?.sha256;
+  const prunesLock = row.seq === null && Boolean(row.prune) && !lockEntry;
+  const lockAfter = lockEntry ? lockEntry.sha256 : prunesLock ? null : lockBefore;
+  const packagesBefore = await packagesOf(deps, lockBefore);
+  const packages = lockAfter === lockBefore ? packagesBefore : await packagesOf(deps, lockAfter);
+  const diff: Diff = { added: [], changed: [], removed: [], packages: packageChanges(packagesBefore, packages) };
   const seen = new Set<string>();
   for (const entry of entries) {
     seen.add(entry.path);
@@ -722,7 +743,7 @@ async function diffOf(deps: Deps, site: SiteRow, row: DeploymentRow, entries: En
   // An open deployment that prunes removes what its set lacks.
   if (row.seq === null && row.prune)
     for (const path of before.keys()) if (!seen.has(path) && isPrunedPath(path)) diff.removed.push(path);
-  return diff;
+  return { diff, packages };
 }
 
 export async function getDeployment(deps: Deps, actor: Actor, siteId: string, deploymentId: string) {
@@ -730,6 +751,7 @@ export async function getDeployment(deps: Deps, actor: Actor, siteId: string, de
   const row = await requireDeployment(deps, siteId, deploymentId);
   const entries = await entriesOf(deps, row.id);
   const deployment = toDeployment(deps, site, row, await currentSeq(deps, site.id));
+  const { diff, packages } = await diffOf(deps, site, row, entries);
   const missing =
     row.status === 'UPLOADING'
       ? await missingOf(
@@ -756,7 +778,8 @@ export async function getDeployment(deps: Deps, actor: Actor, siteId: string, de
         versionId: e.version_id,
         purged: Boolean(e.purged_at),
       })),
-      diff: await diffOf(deps, site, row, entries),
+      packages,
+      diff,
     },
   };
 }

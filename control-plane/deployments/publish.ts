@@ -5,7 +5,9 @@
 // the functions and cron jobs follow, the bucket's generation is counted, and the deployment is
 // numbered into the site's history; the bytes its uploads held are its versions' from then on. Once committed, every node forgets the bucket's cached files and
 // retires the changed functions' workers (requests in flight finish on the version they started with).
+import crypto from 'node:crypto';
 import { Readable } from 'node:stream';
+import type { PinnedBlob } from '../../storage/blob-store.ts';
 import { writeVersionFiles } from '../../runtime-host/function-files.ts';
 import { type SourceProblem, validateFunction } from '../../runtime-host/validate.ts';
 import type { HotTx } from '../db/hot-sql.ts';
@@ -93,6 +95,8 @@ interface BucketFile {
   content_type: string | null;
 }
 
+const sha256Of = (bytes: Buffer): string => crypto.createHash('sha256').update(bytes).digest('hex');
+
 /** A runtime source that passed its check: its text, what the check read from it, and its built module. */
 interface CheckedSource {
   source: string;
@@ -108,8 +112,8 @@ interface CheckedSet {
   registryUnavailable?: boolean;
   /** The build inputs of the site's files after the switch, which the switch finds as they were read. */
   buildInputs: Map<string, string>;
-  /** A deno.lock the builds wrote, for a set that had none. */
-  lock: Buffer | null;
+  /** The deno.lock the builds ended with, stored, where the set had none or one that pins less. */
+  lock: PinnedBlob | null;
 }
 
 /**
@@ -127,14 +131,8 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
   const toBuild: string[] = [];
   const checkedPaths = new Set(change.put.filter((f) => isRuntimeSource(f.path)).map((f) => f.path));
   const inputsChanged = change.remove.some(isBuildInput) || change.put.some((f) => isBuildInput(f.path));
-  if (inputsChanged) {
-    const builtBefore = (await deps
-      .db('functions')
-      .where({ site_id: site.id })
-      .whereNotNull('module_sha256')
-      .pluck('path')) as string[];
-    for (const path of builtBefore) if (after.has(path)) checkedPaths.add(path);
-  }
+  if (inputsChanged)
+    for (const path of await builtFunctions(deps, site.id)) if (after.has(path)) checkedPaths.add(path);
   for (const path of [...checkedPaths].sort()) {
     const source = (await deps.blobs.read(after.get(path)!)).toString('utf8');
     const checked = validateFunction(path, source);
@@ -152,8 +150,21 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
     if (checked.imports) toBuild.push(path);
   }
   if (problems.length > 0 || toBuild.length === 0) return { sources, problems, buildInputs, lock: null };
-  const outcome = await buildEntries(deps, after, toBuild);
-  if (!outcome.ok)
+  let outcome = await buildEntries(deps, after, toBuild);
+  let lock: PinnedBlob | null = null;
+  // A build that pinned more than the set's lock (a package added since) ends with a lock of its own:
+  // it goes with the deployment, and every function built from the site's modules is built with it, so
+  // the packages the lock lists are those the functions hold.
+  if (outcome.ok && outcome.lock && sha256Of(outcome.lock) !== after.get('deno.lock')) {
+    lock = await deps.blobs.put(Readable.from([outcome.lock]), outcome.lock.length);
+    after.set('deno.lock', lock.sha256);
+    buildInputs.set('deno.lock', lock.sha256);
+    const built = new Set([...toBuild, ...(await builtFunctions(deps, site.id)).filter((path) => after.has(path))]);
+    for (const path of built) if (!sources.has(path)) sources.set(path, await checkedBuilt(deps, path, after));
+    outcome = await buildEntries(deps, after, [...built].sort());
+  }
+  if (!outcome.ok) {
+    lock?.unpin();
     return {
       sources,
       problems: outcome.problems,
@@ -161,8 +172,21 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
       buildInputs,
       lock: null,
     };
+  }
   for (const [path, module] of outcome.modules) sources.get(path)!.module = module;
-  return { sources, problems, buildInputs, lock: after.has('deno.lock') ? null : outcome.lock };
+  return { sources, problems, buildInputs, lock };
+}
+
+/** The site's functions served from a built module. */
+const builtFunctions = async (deps: Deps, siteId: string): Promise<string[]> =>
+  (await deps.db('functions').where({ site_id: siteId }).whereNotNull('module_sha256').pluck('path')) as string[];
+
+/** A function built before, checked again to be built with a new lock (it passed its check then). */
+async function checkedBuilt(deps: Deps, path: string, after: Map<string, string>): Promise<CheckedSource> {
+  const source = (await deps.blobs.read(after.get(path)!)).toString('utf8');
+  const checked = validateFunction(path, source);
+  if (!checked.ok) throw new Error(`${path} passed its check when it was built, and fails it now`);
+  return { source, kind: checked.kind, name: checked.name, schedule: checked.schedule ?? null, module: null };
 }
 
 export async function switchSite(
@@ -185,13 +209,15 @@ export async function switchSite(
       ...(checked.registryUnavailable ? { registryUnavailable: true } : {}),
     };
   // The lock the builds wrote goes with the deployment, so the next one resolves the same versions.
-  const lock = checked.lock ? await deps.blobs.put(Readable.from([checked.lock]), checked.lock.length) : null;
+  const { lock } = checked;
   try {
     const put = lock
-      ? [...change.put, { path: 'deno.lock', sha256: lock.sha256, bytes: lock.bytes, contentType: 'application/json' }]
+      ? [
+          ...change.put.filter((file) => file.path !== 'deno.lock'),
+          { path: 'deno.lock', sha256: lock.sha256, bytes: lock.bytes, contentType: 'application/json' },
+        ]
       : change.put;
-    const inputs = lock ? new Map([...buildInputs, ['deno.lock', lock.sha256]]) : buildInputs;
-    return await switchChecked(deps, actor, site, { ...change, put }, sources, inputs, beforeSwitch);
+    return await switchChecked(deps, actor, site, { ...change, put }, sources, buildInputs, beforeSwitch);
   } finally {
     lock?.unpin();
   }

@@ -50,6 +50,9 @@ export function deploymentsText(answer: { deployments: Deployment[] }): string {
     .join('\n');
 }
 
+const packageChangeCount = (changes: DeploymentDetail['diff']['packages']): number =>
+  changes.added.length + changes.changed.length + changes.removed.length;
+
 export function deploymentText(answer: { deployment: DeploymentDetail }): string {
   const d = answer.deployment;
   const lines = [
@@ -67,6 +70,14 @@ export function deploymentText(answer: { deployment: DeploymentDetail }): string
     ...d.diff.added.map((path) => `  + ${path}`),
     ...d.diff.changed.map((path) => `  ~ ${path}`),
     ...d.diff.removed.map((path) => `  - ${path}`),
+    ...(d.packages.length > 0 || packageChangeCount(d.diff.packages) > 0
+      ? [
+          `packages: ${d.packages.map((p) => `${p.name}@${p.version}`).join(', ') || 'none'}`,
+          ...d.diff.packages.added.map((p) => `  + ${p.name}@${p.version}`),
+          ...d.diff.packages.changed.map((p) => `  ~ ${p.name} ${p.from.join(', ')} → ${p.to.join(', ')}`),
+          ...d.diff.packages.removed.map((p) => `  - ${p.name}@${p.version}`),
+        ]
+      : []),
   ];
   return lines.join('\n');
 }

@@ -26,10 +26,27 @@ export interface Deployment {
   previewUrl: string;
 }
 
+export interface LockedPackage {
+  name: string;
+  version: string;
+  integrity: string | null;
+}
+
 export interface DeploymentDetail extends Deployment {
   missing: string[];
   fileList: Array<{ path: string; sha256: string | null; bytes: number; versionId: string | null }>;
-  diff: { added: string[]; changed: string[]; removed: string[] };
+  /** The npm packages its functions are built with (the site's deno.lock after it). */
+  packages: LockedPackage[];
+  diff: {
+    added: string[];
+    changed: string[];
+    removed: string[];
+    packages: {
+      added: LockedPackage[];
+      removed: LockedPackage[];
+      changed: Array<{ name: string; from: string[]; to: string[] }>;
+    };
+  };
 }
 
 /** `api/x.ts:3:7: …`; a problem at no place is `api/x.ts: …`, one of no file its message alone. */
