@@ -12,6 +12,9 @@ import { freePort } from './helpers/ports.ts';
 import { startTcpProxy } from './helpers/tcp-proxy.ts';
 import { until } from './helpers/until.ts';
 
+/** The diff of a deployment whose deno.lock pins no npm package, before or after. */
+const NO_PACKAGE_CHANGES = { added: [], removed: [], changed: [] };
+
 const BIN = path.resolve(import.meta.dirname, '../control-plane/cli/berth.js');
 
 let t0: TestBerth;
@@ -159,7 +162,12 @@ test('init, then deploy: the page and the functions that share lib/ answer; late
     after['web/index.html'],
     result.deployment!.fileList.find((f) => f.path === 'web/index.html')?.versionId ?? undefined,
   );
-  t.deepEqual(result.deployment!.diff, { added: [], changed: ['web/index.html'], removed: [] });
+  t.deepEqual(result.deployment!.diff, {
+    packages: NO_PACKAGE_CHANGES,
+    added: [],
+    changed: ['web/index.html'],
+    removed: [],
+  });
   t.is((await t0.site(site.subdomain).get('')).body, '<h1>Changed</h1>\n');
 });
 
@@ -237,7 +245,12 @@ test.serial(
     const pruned = await berth(['deploy', pages, '--site', site.subdomain, '--delete', '--json']);
     t.is(pruned.code, 0, pruned.stderr);
     const result = JSON.parse(pruned.stdout) as DeployJson & { savedLock: unknown };
-    t.deepEqual(result.deployment!.diff, { added: [], changed: ['web/index.html'], removed: [] });
+    t.deepEqual(result.deployment!.diff, {
+      packages: NO_PACKAGE_CHANGES,
+      added: [],
+      changed: ['web/index.html'],
+      removed: [],
+    });
     t.is(result.savedLock, null, 'a project of pages alone is not given the lock');
     t.deepEqual(await fs.readdir(pages), ['web']);
     t.deepEqual(Object.keys(await remoteVersions(site.bucketId)).sort(), [
@@ -253,6 +266,7 @@ test.serial(
     const gone = await berth(['deploy', dir, '--site', site.subdomain, '--delete', '--json']);
     t.is(gone.code, 0, gone.stderr);
     t.deepEqual((JSON.parse(gone.stdout) as DeployJson).deployment!.diff, {
+      packages: NO_PACKAGE_CHANGES,
       added: [],
       changed: ['web/index.html'],
       removed: ['lib/words/en.json'],
@@ -300,7 +314,12 @@ test.serial(
     const published = await berth(['deploy', dir, '--site', site.subdomain, '--json']);
     t.is(published.code, 0, published.stderr);
     const result = JSON.parse(published.stdout) as DeployJson & { savedLock: unknown };
-    t.deepEqual(result.deployment!.diff, { added: [], changed: ['deno.lock', 'web/index.html'], removed: [] });
+    t.deepEqual(result.deployment!.diff, {
+      packages: { ...NO_PACKAGE_CHANGES, removed: [{ name: 'left-pad', version: '1.3.0', integrity: null }] },
+      added: [],
+      changed: ['deno.lock', 'web/index.html'],
+      removed: [],
+    });
     t.is(result.savedLock, null);
     t.is(await fs.readFile(lockPath, 'utf8'), own);
     const onSite = await t0.owner.read.get(`v0/buckets/${site.bucketId}/objects/deno.lock`, { responseType: 'text' });
@@ -545,6 +564,7 @@ test('deployments ls lists the history and get shows a deployment’s diff', asy
   );
   const byId = await berth(['deployments', 'get', deployment!.id, '--site', site.subdomain, '--json']);
   t.deepEqual(JSON.parse(byId.stdout).deployment.diff, {
+    packages: NO_PACKAGE_CHANGES,
     added: ['web/b.txt'],
     changed: ['web/index.html'],
     removed: ['web/a.txt'],

@@ -8,6 +8,9 @@ import test from 'ava';
 import { type TestBerth, createSite, putFile, startTestBerth } from './helpers/berth.ts';
 import { until } from './helpers/until.ts';
 
+/** The diff of a deployment whose deno.lock pins no npm package, before or after. */
+const NO_PACKAGE_CHANGES = { added: [], removed: [], changed: [] };
+
 let t0: TestBerth;
 test.before(async () => {
   t0 = await startTestBerth();
@@ -129,7 +132,12 @@ test('a deployment uploads only what the account lacks, then goes live all at on
   const detail = body<{ deployment: Deployment }>(
     await t0.owner.read.get(`v0/sites/${site.id}/deployments/${again.created.id}`),
   ).deployment;
-  t.deepEqual(detail.diff, { added: [], changed: ['web/app.js'], removed: [] });
+  t.deepEqual(detail.diff, {
+    packages: NO_PACKAGE_CHANGES,
+    added: [],
+    changed: ['web/app.js'],
+    removed: [],
+  });
 });
 
 test('one broken function fails the deployment with its place, and the site is unchanged byte for byte', async (t) => {
@@ -220,7 +228,12 @@ test('prune removes the site’s web, api and cron files the set lacks, and neve
   const detail = body<{ deployment: Deployment }>(
     await t0.owner.read.get(`v0/sites/${site.id}/deployments/${pruned.created.id}`),
   ).deployment;
-  t.deepEqual(detail.diff, { added: [], changed: ['web/index.html'], removed: ['api/version.ts', 'web/gone.html'] });
+  t.deepEqual(detail.diff, {
+    packages: NO_PACKAGE_CHANGES,
+    added: [],
+    changed: ['web/index.html'],
+    removed: ['api/version.ts', 'web/gone.html'],
+  });
 });
 
 test('lib/, deno.json and deno.lock are a deployment’s: prune removes them when the set lacks them, a rollback brings them back', async (t) => {
@@ -256,6 +269,7 @@ test('lib/, deno.json and deno.lock are a deployment’s: prune removes them whe
     await t0.owner.read.get(`v0/sites/${site.id}/deployments/${pruned.created.id}`),
   ).deployment;
   t.deepEqual(detail.diff, {
+    packages: NO_PACKAGE_CHANGES,
     added: [],
     changed: ['web/index.html'],
     removed: ['deno.json', 'deno.lock', 'lib/greeting.ts', 'lib/words/en.json'],
