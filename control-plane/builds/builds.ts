@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import { type Deps, timestamp } from '../deps.ts';
 import type { Config } from '../config.ts';
 import { isBuildInput } from './build-inputs.ts';
+import type { BuildSlots } from './build-slots.ts';
 import { type BundleProblem, bundle } from './bundler.ts';
 import { keepReferenced } from './kept-blobs.ts';
 import { type RegistryFront, startRegistryFront } from './package-registry.ts';
@@ -24,6 +25,7 @@ export interface Builder {
   denoPath: string;
   cacheDir: string;
   workDir: string;
+  slots: BuildSlots;
 }
 
 /** A module a build made, stored as a blob. */
@@ -99,14 +101,16 @@ export async function buildEntries(
   let result: Awaited<ReturnType<typeof bundle>>;
   let waitingOnRegistry = false;
   try {
-    result = await bundle(
-      { files: read, entries: missing },
-      {
-        ...deps.builder,
-        registryProxy: front.proxy,
-        timeoutMs: deps.config.buildTimeoutMs,
-        maxModuleBytes: MAX_MODULE_BYTES,
-      },
+    result = await deps.builder.slots.run(() =>
+      bundle(
+        { files: read, entries: missing },
+        {
+          ...deps.builder,
+          registryProxy: front.proxy,
+          timeoutMs: deps.config.buildTimeoutMs,
+          maxModuleBytes: MAX_MODULE_BYTES,
+        },
+      ),
     );
   } finally {
     waitingOnRegistry = front.waiting > 0;

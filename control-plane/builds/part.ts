@@ -1,8 +1,11 @@
 // The builds' part of a start: where this node builds (its package cache is kept between starts, the
-// folders of builds a stop or a kill interrupted are removed).
+// folders of builds a stop or a kill interrupted are removed), and how many builds it runs at once (one
+// per core).
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { opened, type Part } from '../part.ts';
+import { BuildSlots } from './build-slots.ts';
 
 export const buildsPart: Part = {
   name: 'the builds',
@@ -13,6 +16,6 @@ export const buildsPart: Part = {
     fs.rmSync(workDir, { recursive: true, force: true });
     fs.mkdirSync(workDir, { recursive: true, mode: 0o700 });
     fs.mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
-    return { builder: { denoPath, cacheDir, workDir } };
+    return { builder: { denoPath, cacheDir, workDir, slots: new BuildSlots(os.availableParallelism()) } };
   },
 };
