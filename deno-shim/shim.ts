@@ -114,7 +114,8 @@ export async function connect(params: ChannelParams): Promise<Channel> {
 }
 
 /** A module's source as a data: URL, which Deno imports with no permission at all. */
-const moduleUrl = (source: Uint8Array): string => `data:application/typescript;base64,${source.toBase64()}`;
+const moduleUrl = (source: Uint8Array, language: 'ts' | 'js' = 'ts'): string =>
+  `data:application/${language === 'js' ? 'javascript' : 'typescript'};base64,${source.toBase64()}`;
 
 const WARM_UP = new TextEncoder().encode(
   'export default (request: Request): Response => new Response(request.body, { headers: request.headers });',
@@ -167,7 +168,7 @@ export async function standby(socketPath: string): Promise<void> {
   if (frames.length !== 1 || frames[0]!.type !== FrameType.Load)
     throw new Error('the host sent a spare something other than its function');
   const { head, body } = decodeLoad(frames[0]!.payload);
-  const functionUrl = moduleUrl(body);
+  const functionUrl = moduleUrl(body, head.language);
   hideHostPaths(functionUrl, head.sourcePath);
   routeFetchThroughEgress(head.egress);
   await run({ conn, db, siteId: head.siteId, kind: head.kind }, () => import(functionUrl), reader);

@@ -57,6 +57,8 @@ export interface LoadHead {
   kind: 'api' | 'cron';
   /** The function's path in its site, which stack traces show instead of the module's URL. */
   sourcePath: string;
+  /** The module's language: a v0 source is TypeScript, a built module JavaScript (nothing to strip). */
+  language: 'ts' | 'js';
 }
 
 export interface ReadyInfo {

@@ -115,7 +115,7 @@ const BERTH_URL = pathToFileURL(path.resolve(import.meta.dirname, '..') + path.s
  * spare's raw output any such URL is shown as the function's path, as the module file's URL is for a
  * worker started with its function.
  */
-const MODULE_DATA_URL = /data:application\/typescript;base64,[A-Za-z0-9+/=]*(?:\.{6}[A-Za-z0-9+/=]*)?/g;
+const MODULE_DATA_URL = /data:application\/(?:typescript|javascript);base64,[A-Za-z0-9+/=]*(?:\.{6}[A-Za-z0-9+/=]*)?/g;
 
 const FAILURES: Record<ExitReason, string> = {
   disposed: 'the worker was stopped',
@@ -301,7 +301,13 @@ export class DenoWorker {
       FrameType.Load,
       0,
       encodeLoad(
-        { siteId: binding.siteId, kind: binding.kind, sourcePath: binding.sourcePath, egress: binding.egress },
+        {
+          siteId: binding.siteId,
+          kind: binding.kind,
+          sourcePath: binding.sourcePath,
+          egress: binding.egress,
+          language: binding.modulePath.endsWith('.js') ? 'js' : 'ts',
+        },
         source,
       ),
     );
