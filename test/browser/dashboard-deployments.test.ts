@@ -4,7 +4,8 @@
 // deployment's diff, files and preview link; "Roll back to this" behind a confirmation naming what
 // changes, after which the site serves the earlier files; restore to a time between two deployments
 // through the form, its files shown first; a time before the history; a rollback from a deployment's
-// page; deployments found past pages of single-file writes, and Load more; and a phone's width.
+// page; deployments found past pages of single-file writes, and Load more; a phone's width; and the
+// npm packages a deployment's lock pins.
 // BERTH_SCREENSHOTS=1 also writes docs/screenshots/deployments.png and phone-deployments.png.
 import test from 'ava';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -405,4 +406,25 @@ test.serial('the tab and a deployment’s page fit a phone’s width', async (t)
   await small.getByRole('table', { name: `Files of ${second.shortId}` }).waitFor();
   t.false(await overflowsSideways(small), 'a deployment’s page fits 375 px');
   await phone.close();
+});
+
+test.serial('a deployment’s page lists the npm packages its deno.lock pins, and those it added', async (t) => {
+  const lock = {
+    version: '5',
+    npm: {
+      'hono@4.13.19': { integrity: 'sha512-aaaa' },
+      '@scope/tool@1.2.0': { integrity: 'sha512-bbbb' },
+    },
+  };
+  const locked = await deploy({ 'web/index.html': '<h1>locked</h1>', 'deno.lock': JSON.stringify(lock) }, 'a lock');
+  await page.goto(`${t0.url}/#/sites/${site.id}/deployments/${locked.id}`);
+  await page.getByRole('heading', { name: 'Packages (2)' }).waitFor();
+  t.deepEqual(await page.getByRole('list', { name: 'Packages' }).getByRole('listitem').allTextContents(), [
+    '@scope/tool@1.2.0',
+    'hono@4.13.19',
+  ]);
+  t.deepEqual(await page.getByRole('list', { name: 'Package changes' }).getByRole('listitem').allTextContents(), [
+    '+ @scope/tool@1.2.0',
+    '+ hono@4.13.19',
+  ]);
 });
