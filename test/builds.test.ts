@@ -446,3 +446,40 @@ test('a server killed during a build leaves the site as it was, and its next sta
   ).deployment;
   t.is(deployment.status, 'UPLOADING', 'the deployment is as it was before its publish: open, not published');
 });
+
+test('a lock’s tarball addresses reach nothing but the registry: not a loopback server, not one named as a path of the registry', async (t) => {
+  const hits: string[] = [];
+  const trap = net.createServer((socket) => {
+    socket.once('data', (chunk) => hits.push(chunk.toString().split('\r\n')[0]!));
+    socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
+  });
+  await new Promise<void>((resolve) => trap.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => trap.close());
+  const port = (trap.address() as net.AddressInfo).port;
+  const fresh = await startTestBerth({ npmRegistry: registry.url, npmMinAgeMinutes: 0 });
+  t.teardown(() => fresh.dispose());
+  const site = await createSite(fresh.owner);
+  const integrity = (
+    (await fetch(`${registry.url}berth-fixture-shout`).then((r) => r.json())) as {
+      versions: Record<string, { dist: { integrity: string } }>;
+    }
+  ).versions['1.0.0']!.dist.integrity;
+  for (const tarball of [
+    `http://127.0.0.1:${port}/berth-fixture-shout-1.0.0.tgz`,
+    `http://npm.registry.berth/http://127.0.0.1:${port}/berth-fixture-shout-1.0.0.tgz`,
+  ]) {
+    const lock = {
+      version: '5',
+      specifiers: { 'npm:berth-fixture-shout@1.0.0': '1.0.0' },
+      npm: { 'berth-fixture-shout@1.0.0': { integrity, tarball } },
+    };
+    const res = await publish(fresh, site.id, {
+      'deno.lock': JSON.stringify(lock),
+      'api/a.ts':
+        "import { shout } from 'npm:berth-fixture-shout@1.0.0';\nexport default () => new Response(shout('x'));\n",
+    });
+    t.is(res.statusCode, 422, tarball);
+    t.is((res.body as unknown as Failure).error.code, 'deployment_failed');
+    t.deepEqual(hits, [], `nothing reached the loopback server for ${tarball}`);
+  }
+});

@@ -112,7 +112,9 @@ export async function startRegistryFront(options: RegistryFrontOptions): Promise
   const fetchUpstream = async (path: string, accept: string): Promise<Response | null> => {
     waiting++;
     try {
-      const answer = await fetch(new URL(path.replace(/^\/+/, ''), upstream), {
+      // Appended to the registry's base, never resolved against it: a path that reads as a URL of its
+      // own (a lock's tarball address is the site's to write) stays a path of the registry.
+      const answer = await fetch(new URL(`${upstream.href}${path.replace(/^\/+/, '')}`), {
         headers: { accept },
         signal: AbortSignal.any([AbortSignal.timeout(UPSTREAM_TIMEOUT_MS), closing.signal]),
         redirect: 'error',
