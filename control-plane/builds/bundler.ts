@@ -154,7 +154,9 @@ export async function bundle(request: BundleRequest, options: BundleOptions): Pr
       const text = String(run.stderr).trim().split('\n').filter(Boolean).at(-1) ?? `exit code ${run.exitCode}`;
       return {
         ok: false,
-        problems: [{ entry: '', text: `the build failed: ${text}`, file: null, line: 0, column: 0 }],
+        problems: [
+          { entry: '', text: `the build failed: ${inSiteTerms(text, src, npmCache)}`, file: null, line: 0, column: 0 },
+        ],
       };
     }
     if (reported.problems.length > 0)
@@ -211,7 +213,9 @@ function inSiteTerms(text: string, src: string, npmCache: string): string {
     .replaceAll(`${pathToFileURL(src).href}/`, '')
     .replaceAll(`${src}/`, '')
     .replaceAll(`${pathToFileURL(npmCache).href}/${REGISTRY_HOST}/`, 'npm:')
-    .replaceAll(`${npmCache}/${REGISTRY_HOST}/`, 'npm:');
+    .replaceAll(`${npmCache}/${REGISTRY_HOST}/`, 'npm:')
+    .replaceAll(pathToFileURL(BUNDLE_PROGRAM).href, 'the build program')
+    .replaceAll(BUNDLE_PROGRAM, 'the build program');
 }
 
 function lastJsonLine(stdout: string): { problems: BundleProblem[] } | null {

@@ -91,8 +91,13 @@ const UPSTREAM_TIMEOUT_MS = 30_000;
 /** `<name>/-/<file>-<version>.tgz`, the path npm registries give a tarball, scoped names included. */
 const TARBALL_PATH = /^\/((?:@[^/]+\/)?[^/@]+)\/-\/(?:[^/]+)-(\d[^/]*)\.tgz$/;
 
-const integrityOf = (bytes: Buffer, integrity: string): string => {
-  const algorithm = integrity.split('-')[0] === 'sha1' ? 'sha1' : integrity.split('-')[0]!;
+/** The digests an integrity may name (Subresource Integrity's, and npm's old SHA-1). */
+const INTEGRITY_ALGORITHMS = new Set(['sha512', 'sha384', 'sha256', 'sha1']);
+
+/** The bytes' integrity in the algorithm `integrity` names; null for an algorithm no registry should name. */
+const integrityOf = (bytes: Buffer, integrity: string): string | null => {
+  const algorithm = integrity.split('-')[0]!;
+  if (!INTEGRITY_ALGORITHMS.has(algorithm)) return null;
   return `${algorithm}-${crypto.createHash(algorithm).update(bytes).digest('base64')}`;
 };
 
