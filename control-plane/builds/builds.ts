@@ -11,6 +11,7 @@ import { isBuildInput } from './build-inputs.ts';
 import type { BuildSlots } from './build-slots.ts';
 import { type BundleProblem, bundle } from './bundler.ts';
 import { keepReferenced } from './kept-blobs.ts';
+import { lockedPackages } from './lock-packages.ts';
 import { type RegistryFront, startRegistryFront } from './package-registry.ts';
 import { packageStore } from './package-store.ts';
 
@@ -165,13 +166,8 @@ function configProblem(bytes: Buffer): BuildProblem | null {
  */
 function integrityProblems(lock: Buffer | undefined, front: RegistryFront): BuildProblem[] {
   const problems: BuildProblem[] = [];
-  let pinned: Record<string, { integrity?: string }> = {};
-  try {
-    if (lock) pinned = (JSON.parse(lock.toString('utf8')) as { npm?: typeof pinned }).npm ?? {};
-  } catch {
-    // A lock Deno could not read is reported by Deno itself.
-  }
-  for (const [key, { integrity }] of Object.entries(pinned)) {
+  for (const { name, version, integrity } of lockedPackages(lock ?? null)) {
+    const key = `${name}@${version}`;
     const documented = front.documented(key);
     if (integrity && documented && documented !== integrity)
       problems.push({
