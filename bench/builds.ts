@@ -8,7 +8,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import got, { type Got } from 'got';
-import { LOAD_CORE, ROOT, SERVER_CORE, freePort, pinSelf, runLoad, startPinned, stopAll } from './harness.ts';
+import { LOAD_CORE, pinSelf, runLoad, startServe, stopAll } from './harness.ts';
 import { REAL_PACKAGES, publishRealPackages, startNpmRegistry } from '../test/helpers/npm-registry.ts';
 
 const COLD_STARTS = 5;
@@ -39,32 +39,12 @@ async function main() {
   const registry = await startNpmRegistry();
   try {
     await publishRealPackages(registry);
-    const port = await freePort();
-    const logFile = path.join(work, 'berth.log');
-    const dataDir = path.join(work, 'data');
-    await startPinned(
-      'berth serve',
-      SERVER_CORE,
-      process.execPath,
-      [path.join(ROOT, 'control-plane/cli/berth.js'), 'serve'],
-      {
-        ...process.env,
-        BERTH_PORT: String(port),
-        BERTH_DATA_DIR: dataDir,
-        BERTH_LOG_LEVEL: 'warn',
-        BERTH_NPM_REGISTRY: registry.url,
-        BERTH_NPM_MIN_AGE_MINUTES: '0',
-      },
-      { ready: (line) => line.includes('listening') || line.includes('WRITE key'), logFile },
-    );
-    const log = await fs.readFile(logFile, 'utf8');
-    const key = /WRITE key:\s+(\S+)/.exec(log)![1]!;
-    const accountId = /account:\s+(\S+)/.exec(log)![1]!;
-    const api = got.extend({
-      prefixUrl: `http://127.0.0.1:${port}`,
-      headers: { authorization: `Bearer ${key}` },
-      timeout: { request: 600_000 },
+    const serving = await startServe('berth serve', work, {
+      BERTH_NPM_REGISTRY: registry.url,
+      BERTH_NPM_MIN_AGE_MINUTES: '0',
     });
+    const { port, dataDir, accountId } = serving;
+    const api = serving.api.extend({ timeout: { request: 600_000 } });
     const site = await api
       .post('v0/sites', { json: { accountId, name: 'builds' } })
       .json<{ id: string; subdomain: string }>();
