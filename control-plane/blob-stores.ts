@@ -2,9 +2,9 @@
 // blob directory; either is the one content-addressed store (storage/content-store.ts) over its
 // driver, behind the in-memory cache of small blobs. And its sweeper as Berth runs it: a blob is
 // referenced while a file version holds it, an upload of a deployment still open does
-// (deployments.ts deletes the upload rows when it publishes, fails or expires), a build made it or it is
-// an npm package a build used (builds/; both are kept, as published deployments are), read from committed
-// metadata; what each sweep removed, logged. The store and the sweeper are two parts of a start (part.ts).
+// (deployments.ts deletes the upload rows when it publishes, fails or expires), a build made it, it is
+// an npm package a build used, or a site's builds hold it (builds/: a build or package no site holds is
+// forgotten once unused for a sweep's age), read from committed metadata; what each sweep removed, logged. The store and the sweeper are two parts of a start (part.ts).
 import path from 'node:path';
 import type { CachingBlobStore } from '../storage/blob-store.ts';
 import { BlobSweeper } from '../storage/blob-sweeper.ts';
@@ -43,7 +43,7 @@ export function openBlobStore(config: Config): CachingBlobStore {
 }
 
 const REFERENCED =
-  'SELECT 1 AS held FROM file_versions WHERE blob_sha256 = ? UNION ALL SELECT 1 AS held FROM deployment_uploads WHERE sha256 = ? UNION ALL SELECT 1 AS held FROM builds WHERE module_sha256 = ? UNION ALL SELECT 1 AS held FROM npm_packages WHERE tarball_sha256 = ? LIMIT 1';
+  'SELECT 1 AS held FROM file_versions WHERE blob_sha256 = ? UNION ALL SELECT 1 AS held FROM deployment_uploads WHERE sha256 = ? UNION ALL SELECT 1 AS held FROM builds WHERE module_sha256 = ? UNION ALL SELECT 1 AS held FROM npm_packages WHERE tarball_sha256 = ? UNION ALL SELECT 1 AS held FROM site_build_blobs WHERE sha256 = ? LIMIT 1';
 
 /** Starts sweeping every `BERTH_BLOB_SWEEP_MS`; null when that is 0 (never). */
 export function sweepUnreferencedBlobs(deps: Pick<Deps, 'blobs' | 'hotSql' | 'log' | 'config'>): BlobSweeper | null {
@@ -51,7 +51,7 @@ export function sweepUnreferencedBlobs(deps: Pick<Deps, 'blobs' | 'hotSql' | 'lo
   if (blobSweepMs === 0) return null;
   const sweeper = new BlobSweeper(
     deps.blobs,
-    async (sha256) => (await deps.hotSql.get(REFERENCED, sha256, sha256, sha256, sha256)) !== undefined,
+    async (sha256) => (await deps.hotSql.get(REFERENCED, sha256, sha256, sha256, sha256, sha256)) !== undefined,
     blobSweepMs,
   );
   sweeper.start(

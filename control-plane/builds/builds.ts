@@ -73,14 +73,19 @@ export async function buildEntries(
 ): Promise<BuildOutcome> {
   const inputs = [...files].filter(([path]) => isBuildInput(path)).sort(([a], [b]) => (a < b ? -1 : 1));
   const keys = new Map(entries.map((entry) => [entry, buildKey(entry, [...inputs, [entry, files.get(entry)!]])]));
-  const modules = new Map<string, BuiltModule>();
-  for (const [entry, key] of keys) {
-    const row = await deps.hotSql.get<{ module_sha256: string; module_bytes: number | string }>(
-      'SELECT module_sha256, module_bytes FROM builds WHERE key = ?',
-      key,
-    );
-    if (row) modules.set(entry, { sha256: row.module_sha256, bytes: Number(row.module_bytes) });
-  }
+  // Builds made before are marked used as they are taken, so that none is forgotten meanwhile (unused-builds.ts).
+  const modules = await deps.hotSql.write(async (sql) => {
+    const found = new Map<string, BuiltModule>();
+    for (const [entry, key] of keys) {
+      const row = await sql.get<{ module_sha256: string; module_bytes: number | string }>(
+        'UPDATE builds SET used_at = ? WHERE key = ? RETURNING module_sha256, module_bytes',
+        timestamp(deps),
+        key,
+      );
+      if (row) found.set(entry, { sha256: row.module_sha256, bytes: Number(row.module_bytes) });
+    }
+    return found;
+  });
   const missing = entries.filter((entry) => !modules.has(entry));
   if (missing.length === 0) return { ok: true, modules, lock: null };
 
@@ -218,11 +223,12 @@ function keepModule(
 ): Promise<BuiltModule> {
   return keepReferenced(deps, bytes, async (sql, blob) => {
     await sql.run(
-      'INSERT INTO builds (key, entry, module_sha256, module_bytes, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING',
+      'INSERT INTO builds (key, entry, module_sha256, module_bytes, created_at, used_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET used_at = excluded.used_at',
       key,
       entry,
       blob.sha256,
       blob.bytes,
+      timestamp(deps),
       timestamp(deps),
     );
     const row = (await sql.get<{ module_sha256: string; module_bytes: number | string }>(

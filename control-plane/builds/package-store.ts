@@ -31,18 +31,22 @@ export function packageStore(deps: Pick<Deps, 'blobs' | 'db' | 'hotSql' | 'now'>
       }));
     },
     async tarball(name, version) {
-      const row = await deps.hotSql.get<{ tarball_sha256: string }>(
-        'SELECT tarball_sha256 FROM npm_packages WHERE name = ? AND version = ?',
-        name,
-        version,
+      // Marked used as it is taken, so that it is not forgotten meanwhile (unused-builds.ts).
+      const row = await deps.hotSql.write((sql) =>
+        sql.get<{ tarball_sha256: string }>(
+          'UPDATE npm_packages SET used_at = ? WHERE name = ? AND version = ? RETURNING tarball_sha256',
+          timestamp(deps),
+          name,
+          version,
+        ),
       );
       return row ? deps.blobs.read(row.tarball_sha256) : null;
     },
     async keep(pkg: StoredPackage, tarball: Buffer) {
       await keepReferenced(deps, tarball, (sql, blob) =>
         sql.run(
-          `INSERT INTO npm_packages (name, version, integrity, tarball_sha256, tarball_bytes, manifest, published_at, created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name, version) DO NOTHING`,
+          `INSERT INTO npm_packages (name, version, integrity, tarball_sha256, tarball_bytes, manifest, published_at, created_at, used_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name, version) DO UPDATE SET used_at = excluded.used_at`,
           pkg.name,
           pkg.version,
           pkg.integrity,
@@ -50,6 +54,7 @@ export function packageStore(deps: Pick<Deps, 'blobs' | 'db' | 'hotSql' | 'now'>
           blob.bytes,
           JSON.stringify(pkg.manifest),
           pkg.publishedAt,
+          timestamp(deps),
           timestamp(deps),
         ),
       );

@@ -27,6 +27,8 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'account_blobs', key: ['account_id', 'blob_sha256'] },
   { name: 'builds', key: ['key'] },
   { name: 'npm_packages', key: ['name', 'version'] },
+  { name: 'deployment_builds', key: ['deployment_id', 'sha256'] },
+  { name: 'site_build_blobs', key: ['site_id', 'sha256'] },
   { name: 'functions', key: ['id'] },
   { name: 'function_logs', key: ['id'] },
   { name: 'site_analytics', key: ['id'] },

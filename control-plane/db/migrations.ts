@@ -39,6 +39,7 @@ import * as deploymentAppliedMigrations from './migrations/0030_deployment_appli
 import * as siteAnalyticsHours from './migrations/0031_site_analytics_hours.ts';
 import * as previewCertificates from './migrations/0032_preview_certificates.ts';
 import * as builds from './migrations/0033_builds.ts';
+import * as buildCharges from './migrations/0034_build_charges.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -79,6 +80,7 @@ const migrations: Record<string, Migration> = {
   '0031_site_analytics_hours': siteAnalyticsHours,
   '0032_preview_certificates': previewCertificates,
   '0033_builds': builds,
+  '0034_build_charges': buildCharges,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

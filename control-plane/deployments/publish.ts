@@ -15,8 +15,16 @@ import { BerthError } from '../errors.ts';
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { insertVersion, makeCurrent } from '../services/files.ts';
 import { isBuildInput } from '../builds/build-inputs.ts';
+import { recordDeploymentBuilds } from '../builds/build-charges.ts';
 import { type BuiltModule, buildEntries } from '../builds/builds.ts';
-import { currentFileDigests, isRuntimeSource, recordFunctionVersion, servedVersionId } from '../services/functions.ts';
+import { type LockedPackage, lockedPackages } from '../builds/lock-packages.ts';
+import {
+  chargeSiteBuilds,
+  currentFileDigests,
+  isRuntimeSource,
+  recordFunctionVersion,
+  servedVersionId,
+} from '../services/functions.ts';
 import { lockSite, nextGeneration, nextSeq } from '../history/site-history.ts';
 import type { SiteRow } from '../services/site-rows.ts';
 import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
@@ -114,6 +122,8 @@ interface CheckedSet {
   buildInputs: Map<string, string>;
   /** The deno.lock the builds ended with, stored, where the set had none or one that pins less. */
   lock: PinnedBlob | null;
+  /** The packages the set's deno.lock pins after the builds. */
+  packages: LockedPackage[];
 }
 
 /**
@@ -149,7 +159,10 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
     });
     if (checked.imports) toBuild.push(path);
   }
-  if (problems.length > 0 || toBuild.length === 0) return { sources, problems, buildInputs, lock: null };
+  const lockOf = async (): Promise<LockedPackage[]> =>
+    after.has('deno.lock') ? lockedPackages(await deps.blobs.read(after.get('deno.lock')!)) : [];
+  if (problems.length > 0 || toBuild.length === 0)
+    return { sources, problems, buildInputs, lock: null, packages: problems.length > 0 ? [] : await lockOf() };
   let outcome = await buildEntries(deps, after, toBuild);
   let lock: PinnedBlob | null = null;
   // A build that pinned more than the set's lock (a package added since) ends with a lock of its own:
@@ -160,7 +173,16 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
     after.set('deno.lock', lock.sha256);
     buildInputs.set('deno.lock', lock.sha256);
     const built = new Set([...toBuild, ...(await builtFunctions(deps, site.id)).filter((path) => after.has(path))]);
-    for (const path of built) if (!sources.has(path)) sources.set(path, await checkedBuilt(deps, path, after));
+    for (const path of built) {
+      if (sources.has(path)) continue;
+      const checked = await checkedBuilt(deps, path, after);
+      if ('problem' in checked) problems.push(checked.problem);
+      else sources.set(path, checked);
+    }
+    if (problems.length > 0) {
+      lock.unpin();
+      return { sources, problems, buildInputs, lock: null, packages: [] };
+    }
     outcome = await buildEntries(deps, after, [...built].sort());
   }
   if (!outcome.ok) {
@@ -171,21 +193,29 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
       registryUnavailable: outcome.registryUnavailable,
       buildInputs,
       lock: null,
+      packages: [],
     };
   }
   for (const [path, module] of outcome.modules) sources.get(path)!.module = module;
-  return { sources, problems, buildInputs, lock };
+  return { sources, problems, buildInputs, lock, packages: await lockOf() };
 }
 
 /** The site's functions served from a built module. */
 const builtFunctions = async (deps: Deps, siteId: string): Promise<string[]> =>
   (await deps.db('functions').where({ site_id: siteId }).whereNotNull('module_sha256').pluck('path')) as string[];
 
-/** A function built before, checked again to be built with a new lock (it passed its check then). */
-async function checkedBuilt(deps: Deps, path: string, after: Map<string, string>): Promise<CheckedSource> {
+/**
+ * A function built before, checked again to be built with a new lock: it passed its check then, and a
+ * Berth whose rules have changed since says what it finds now.
+ */
+async function checkedBuilt(
+  deps: Deps,
+  path: string,
+  after: Map<string, string>,
+): Promise<CheckedSource | { problem: FileProblem }> {
   const source = (await deps.blobs.read(after.get(path)!)).toString('utf8');
   const checked = validateFunction(path, source);
-  if (!checked.ok) throw new Error(`${path} passed its check when it was built, and fails it now`);
+  if (!checked.ok) return { problem: { path, ...checked.problem } };
   return { source, kind: checked.kind, name: checked.name, schedule: checked.schedule ?? null, module: null };
 }
 
@@ -201,7 +231,6 @@ export async function switchSite(
   beforeSwitch?: () => Promise<string[]>,
 ): Promise<SwitchOutcome> {
   const checked = await checkSources(deps, site, change);
-  const { sources, buildInputs } = checked;
   if (checked.problems.length > 0)
     return {
       published: false,
@@ -217,7 +246,7 @@ export async function switchSite(
           { path: 'deno.lock', sha256: lock.sha256, bytes: lock.bytes, contentType: 'application/json' },
         ]
       : change.put;
-    return await switchChecked(deps, actor, site, { ...change, put }, sources, buildInputs, beforeSwitch);
+    return await switchChecked(deps, actor, site, { ...change, put }, checked, beforeSwitch);
   } finally {
     lock?.unpin();
   }
@@ -228,8 +257,7 @@ async function switchChecked(
   actor: Actor,
   site: SiteRow,
   change: SiteSwitch,
-  sources: Map<string, CheckedSource>,
-  buildInputs: Map<string, string>,
+  { sources, buildInputs, packages }: CheckedSet,
   beforeSwitch?: () => Promise<string[]>,
 ): Promise<SwitchOutcome> {
   const appliedMigrations = beforeSwitch ? JSON.stringify(await beforeSwitch()) : null;
@@ -315,6 +343,8 @@ async function switchChecked(
       appliedMigrations,
       change.deploymentId,
     );
+    await recordDeploymentBuilds(sql, change.deploymentId, site.id, packages);
+    await chargeSiteBuilds(sql, deps.config, site);
     // Its versions hold the bytes now, charged above: the uploads let go of them without a gap.
     await releaseUploads(sql, site.account_id, change.deploymentId);
     return { changed, files, bytes };

@@ -330,13 +330,21 @@ export async function pinnedVersionsQuery(
   siteId: string,
   kept: number,
 ): Promise<{ sql: string; params: Array<string | number> }> {
+  return {
+    sql: `SELECT df.version_id FROM deployment_files df JOIN deployments d ON d.id = df.deployment_id WHERE ${KEPT_DEPLOYMENTS} AND df.version_id IS NOT NULL`,
+    params: [siteId, await oldestKeptSeq(sql, siteId, kept)],
+  };
+}
+
+/** The kept deployments of a site (alias `d`), given its id and oldestKeptSeq's answer. */
+export const KEPT_DEPLOYMENTS = "d.site_id = ? AND d.status = 'PUBLISHED' AND d.kind <> 'FILE' AND d.seq >= ?";
+
+/** The number of the oldest of the site's kept deployments (the newest `kept` published ones but one-file writes). */
+export async function oldestKeptSeq(sql: Pick<HotTx, 'get'>, siteId: string, kept: number): Promise<number> {
   const oldest = await sql.get<{ seq: number | string }>(
     "SELECT seq FROM deployments WHERE site_id = ? AND status = 'PUBLISHED' AND kind <> 'FILE' ORDER BY seq DESC LIMIT 1 OFFSET ?",
     siteId,
     kept - 1,
   );
-  return {
-    sql: "SELECT df.version_id FROM deployment_files df JOIN deployments d ON d.id = df.deployment_id WHERE d.site_id = ? AND d.status = 'PUBLISHED' AND d.kind <> 'FILE' AND d.seq >= ? AND df.version_id IS NOT NULL",
-    params: [siteId, Number(oldest?.seq ?? 0)],
-  };
+  return Number(oldest?.seq ?? 0);
 }

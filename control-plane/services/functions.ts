@@ -15,11 +15,12 @@ import type { HotTx } from '../db/hot-sql.ts';
 import { type SourceProblem, functionName, isSharedModule, validateFunction } from '../../runtime-host/validate.ts';
 import { isBuildInput } from '../builds/build-inputs.ts';
 import { type BuiltModule, buildEntries } from '../builds/builds.ts';
-import type { Knex } from 'knex';
-import { lockRows } from '../db/locks.ts';
+import type { Config } from '../config.ts';
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { findCurrentFile } from './file-rows.ts';
 import { lockSite } from '../history/site-history.ts';
+import { holdSiteBuilds } from '../builds/build-charges.ts';
+import { chargeVersion, releaseVersion } from './storage-quota.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { type SiteRow, requireSite, siteOfBucket } from './site-rows.ts';
 
@@ -139,13 +140,6 @@ async function built(
   };
 }
 
-/** The version current at `path` now, read under the site's row lock (null: none). */
-async function currentVersionLocked(trx: Knex.Transaction, site: SiteRow, path: string): Promise<string | null> {
-  await lockRows(trx, 'sites', { id: site.id });
-  const file = await trx('files').where({ bucket_id: site.bucket_id, path }).first('current_version_id');
-  return (file?.current_version_id as string | null | undefined) ?? null;
-}
-
 /**
  * Validates and deploys the current version of `path` for `site`. The function's row is written by
  * recordFunctionVersion under the site's row lock, as a publish writes it (publish.ts), and only if the
@@ -178,16 +172,29 @@ async function deploy(
       ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null, module }
       : { ok: false, kind: named.kind, name: named.name, problem: validation.problem };
     const versionId = current.file.currentVersionId;
-    const row = await deps.hotSql.write(async (sql) => {
-      await lockSite(sql, site.id);
-      const now = await sql.get<{ current_version_id: string | null }>(
-        'SELECT current_version_id FROM files WHERE bucket_id = ? AND path = ?',
-        site.bucket_id,
-        path,
-      );
-      if (now?.current_version_id !== versionId) return null;
-      return recordFunctionVersion(sql, site.id, path, versionId, checked, timestamp(deps));
-    });
+    const record = (checked: CheckedVersion) =>
+      deps.hotSql.write(async (sql) => {
+        await lockSite(sql, site.id);
+        const now = await sql.get<{ current_version_id: string | null }>(
+          'SELECT current_version_id FROM files WHERE bucket_id = ? AND path = ?',
+          site.bucket_id,
+          path,
+        );
+        if (now?.current_version_id !== versionId) return null;
+        const row = await recordFunctionVersion(sql, site.id, path, versionId, checked, timestamp(deps));
+        await chargeSiteBuilds(sql, deps.config, site);
+        return row;
+      });
+    let row: FunctionRow | null;
+    try {
+      row = await record(checked);
+    } catch (err) {
+      // A built module the account has no room for: the version fails with why, the last good one stays.
+      if (!(err instanceof BerthError && err.code === 'quota_exceeded') || !checked.ok) throw err;
+      validation = { ok: false, problem: { message: err.message, line: 0, column: 0 } };
+      module = null;
+      row = await record({ ok: false, kind: checked.kind, name: checked.name, problem: validation.problem });
+    }
     // A newer version became current while this one was checked: that one is what to deploy.
     if (!row) continue;
     if (validation.ok) {
@@ -214,10 +221,22 @@ async function deploy(
 
 /** Stops serving the function at `path` and forgets it, unless a version of the path became current meanwhile. */
 async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
-  const row = await deps.db.transaction(async (trx) => {
-    if ((await currentVersionLocked(trx, site, path)) !== null) return undefined;
-    const found = await trx<FunctionRow>('functions').where({ site_id: site.id, path }).first();
-    if (found) await trx('functions').where({ id: found.id }).delete();
+  const row = await deps.hotSql.write(async (sql) => {
+    await lockSite(sql, site.id);
+    const file = await sql.get<{ current_version_id: string | null }>(
+      'SELECT current_version_id FROM files WHERE bucket_id = ? AND path = ?',
+      site.bucket_id,
+      path,
+    );
+    if (file?.current_version_id) return undefined;
+    const found = await sql.get<FunctionRow>(
+      `SELECT ${COLUMNS} FROM functions WHERE site_id = ? AND path = ?`,
+      site.id,
+      path,
+    );
+    if (!found) return undefined;
+    await sql.run('DELETE FROM functions WHERE id = ?', found.id);
+    await chargeSiteBuilds(sql, deps.config, site);
     return found;
   });
   if (!row) return;
@@ -401,6 +420,21 @@ export function retiringFunctions(runtime: RuntimeHost, runtimeDir: string): Cha
 // (publish.ts) and a file written or deployed through the file API (deploy above). It runs in the
 // caller's write transaction, after the source was checked; the caller writes the version's module
 // and publishes the change once that transaction has committed.
+
+/**
+ * Counts what the site's builds hold against its account (builds/build-charges.ts): each blob it gains
+ * (quota_exceeded past the limit), after giving back each it lost, so that the room freed counts. Call
+ * it last before the commit, with the site's lock held.
+ */
+export async function chargeSiteBuilds(
+  sql: HotTx,
+  config: Pick<Config, 'accountStorageBytes' | 'deploymentsKept'>,
+  site: Pick<SiteRow, 'id' | 'account_id'>,
+): Promise<void> {
+  const { gained, lost } = await holdSiteBuilds(sql, config, site.id);
+  for (const sha256 of lost) await releaseVersion(sql, site.account_id, sha256);
+  for (const blob of gained) await chargeVersion(sql, config, site.account_id, blob.sha256, blob.bytes);
+}
 
 /** What the check of a version's source found: what it serves, or why it cannot. */
 export type CheckedVersion =
