@@ -65,7 +65,7 @@ interface Entry {
   /**
    * Log bytes the engine read that a new generation's full copy holds: it began with no state of its
    * own (a renewal), so what it read first was copied whole, never shipped as log. Null: not counted
-   * yet, at the first look after such a start; 0 otherwise.
+   * yet, until the first look at which such an engine has read anything; 0 otherwise.
    */
   readInCopy: number | null;
 }
@@ -300,22 +300,28 @@ export class Replicator {
       return; // The engine is starting or stopping: the next look tells.
     }
     let errors = 0;
+    const read = new Map<Entry, number>();
     for (const [key, value] of parseMetrics(text)) {
       const [name, db] = key.split('\u0000') as [string, string];
       if (name === 'litestream_sync_error_count' || name === 'litestream_checkpoint_error_count') errors += value;
       const siteId = this.#byFile.get(db);
       const entry = siteId ? this.#entries.get(siteId) : undefined;
       if (!entry || this.#engineOf.get(siteId!) !== engine) continue;
-      if (name === 'litestream_total_wal_bytes') {
-        entry.readInCopy ??= value;
-        entry.read = value - entry.readInCopy;
-      } else if (name === 'litestream_replica_wal_bytes') {
+      if (name === 'litestream_total_wal_bytes') read.set(entry, value);
+      else if (name === 'litestream_replica_wal_bytes') {
         if (value > entry.shipped) {
           entry.replicatedAt = at;
           entry.shippedTotal += value - entry.shipped;
         }
         entry.shipped = value;
       }
+    }
+    for (const [entry, value] of read) {
+      // A new generation's engine reads the log into its first copy, then ships as log what it reads
+      // after: all it has read but what it shipped is that copy. Taken once it has read anything (a
+      // look before its first read sees nothing yet).
+      if (entry.readInCopy === null && value > 0) entry.readInCopy = Math.max(0, value - entry.shipped);
+      entry.read = value - (entry.readInCopy ?? value);
     }
     if (this.#engines.has(engine)) this.#errorsOf.set(engine, errors);
     // Only a database the engine still follows has shipped what it read.
