@@ -2,7 +2,7 @@
 // registry.ts, with no uplink): the site's own modules, npm packages with their dependencies through
 // deno.json's import map or npm: specifiers, the real hono and zod, the lock Berth keeps with the
 // deployment, and every way a build fails, each with its place and its own words. Hostile packages
-// run under the worker's unchanged permissions; nothing is resolved or fetched at run time.
+// are in test/security/hostile-packages.test.ts.
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -20,14 +20,7 @@ let t0: TestBerth;
 
 test.before(async () => {
   registry = await startNpmRegistry();
-  for (const name of [
-    'berth-fixture-shout',
-    'berth-fixture-greet',
-    'berth-fixture-postinstall',
-    'berth-fixture-spawn',
-    'berth-fixture-passwd',
-    'berth-fixture-fetch-private',
-  ])
+  for (const name of ['berth-fixture-shout', 'berth-fixture-greet', 'berth-fixture-postinstall'])
     await registry.publish(fixturePackage(name));
   await publishRealPackages(registry);
   t0 = await startTestBerth({ npmRegistry: registry.url, npmMinAgeMinutes: 0 });
@@ -195,33 +188,6 @@ test('a function routes with Hono and validates with zod', async (t) => {
   t.is(invalid.statusCode, 400);
   t.deepEqual(invalid.body, { error: 'invalid' });
   t.is((await on.delete('api/app')).statusCode, 404, "Hono's own not-found answer");
-});
-
-test('hostile packages run under the worker’s permissions: no command, no host file, no private address', async (t) => {
-  const site = await createSite(t0.owner);
-  const call = (name: string, body: string) =>
-    [
-      `import * as hostile from 'npm:${name}@1';`,
-      'export default () => {',
-      `  try { return new Response(String(${body})); } catch (err) { return new Response(String(err), { status: 500 }); }`,
-      '};',
-      '',
-    ].join('\n');
-  await deployFiles(t0.owner, site.id, {
-    'api/spawn.ts': call('berth-fixture-spawn', 'hostile.run()'),
-    'api/passwd.ts': call('berth-fixture-passwd', 'hostile.read()'),
-    'api/fetch.ts': call('berth-fixture-fetch-private', 'hostile.outcome'),
-  });
-  const on = t0.site(site.subdomain);
-  const spawn = await on.get('api/spawn');
-  t.is(spawn.statusCode, 500);
-  t.regex(String(spawn.body), /NotCapable/);
-  const passwd = await on.get('api/passwd');
-  t.is(passwd.statusCode, 500);
-  t.regex(String(passwd.body), /NotCapable/);
-  t.notRegex(String(passwd.body), /root:/);
-  const fetched = await on.get('api/fetch');
-  t.regex(String(fetched.body), /^refused: /, 'the metadata address is refused at import time');
 });
 
 test('imports a function may not make fail the deployment at their place, and nothing changes', async (t) => {
