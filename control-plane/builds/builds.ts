@@ -63,11 +63,13 @@ const buildKey = (entry: string, inputs: Array<[string, string]>): string =>
     .digest('hex');
 
 /**
- * Builds `entries` from the site's files as `files` (path → sha256) has them: the modules stored
- * for builds made before, new ones for the rest.
+ * Builds `entries` from the site's files as `files` (path → sha256) has them, for the site's account
+ * (whose builds take their turn for a slot): the modules stored for builds made before, new ones for
+ * the rest.
  */
 export async function buildEntries(
   deps: Pick<Deps, 'builder' | 'blobs' | 'db' | 'hotSql' | 'config' | 'now'>,
+  accountId: string,
   files: ReadonlyMap<string, string>,
   entries: string[],
 ): Promise<BuildOutcome> {
@@ -107,7 +109,7 @@ export async function buildEntries(
   let result: Awaited<ReturnType<typeof bundle>>;
   let waitingOnRegistry = false;
   try {
-    result = await deps.builder.slots.run(() =>
+    result = await deps.builder.slots.run(accountId, () =>
       bundle(
         { files: read, entries: missing },
         {

@@ -212,7 +212,7 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
   if (checked.problem) throw compileFailed(path, checked.problem);
   if (checked.imports) {
     // Built from the preview's own modules: a build made before (publish, or an earlier request) is found by its inputs.
-    const outcome = await buildEntries(deps, await previewDigests(deps, preview), [path]);
+    const outcome = await buildEntries(deps, preview.site.accountId, await previewDigests(deps, preview), [path]);
     if (!outcome.ok) {
       const first = outcome.problems[0]!;
       throw compileFailed(first.path || path, first);

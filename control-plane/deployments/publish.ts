@@ -163,7 +163,7 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
     after.has('deno.lock') ? lockedPackages(await deps.blobs.read(after.get('deno.lock')!)) : [];
   if (problems.length > 0 || toBuild.length === 0)
     return { sources, problems, buildInputs, lock: null, packages: problems.length > 0 ? [] : await lockOf() };
-  let outcome = await buildEntries(deps, after, toBuild);
+  let outcome = await buildEntries(deps, site.account_id, after, toBuild);
   let lock: PinnedBlob | null = null;
   // A build that pinned more than the set's lock (a package added since) ends with a lock of its own:
   // it goes with the deployment, and every function built from the site's modules is built with it, so
@@ -183,7 +183,7 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
       lock.unpin();
       return { sources, problems, buildInputs, lock: null, packages: [] };
     }
-    outcome = await buildEntries(deps, after, [...built].sort());
+    outcome = await buildEntries(deps, site.account_id, after, [...built].sort());
   }
   if (!outcome.ok) {
     lock?.unpin();

@@ -124,10 +124,10 @@ export async function currentFileDigests(deps: Deps, bucketId: string): Promise<
 /** What a built source's check found: its module, or the build's first problem. */
 async function built(
   deps: Deps,
-  bucketId: string,
+  site: SiteRow,
   path: string,
 ): Promise<{ module: BuiltModule } | { problem: SourceProblem }> {
-  const outcome = await buildEntries(deps, await currentFileDigests(deps, bucketId), [path]);
+  const outcome = await buildEntries(deps, site.account_id, await currentFileDigests(deps, site.bucket_id), [path]);
   if (outcome.ok) return { module: outcome.modules.get(path)! };
   const first = outcome.problems[0]!;
   const where = first.path && first.path !== path ? `${first.path}:${first.line}:${first.column}: ` : '';
@@ -164,7 +164,7 @@ async function deploy(
     let validation = validateFunction(path, source);
     let module: BuiltModule | null = null;
     if (validation.ok && validation.imports) {
-      const made = await built(deps, site.bucket_id, path);
+      const made = await built(deps, site, path);
       if ('problem' in made) validation = { ok: false, problem: made.problem };
       else module = made.module;
     }
