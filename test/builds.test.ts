@@ -163,6 +163,33 @@ test('npm packages with their dependencies, by deno.json import map or npm: spec
   t.is((await t0.site(other.subdomain).get('api/greet')).body, 'HELLO BERTH!');
 });
 
+test('a one-file write keeps the lock its build ended with, and the next one-file build resolves the same versions', async (t) => {
+  const own = await startNpmRegistry();
+  t.teardown(() => own.stop());
+  await own.publish(fixturePackage('berth-fixture-shout'));
+  const berth = await startTestBerth({ npmRegistry: own.url, npmMinAgeMinutes: 0 });
+  t.teardown(() => berth.dispose());
+  const site = await createSite(berth.owner);
+  const source =
+    "import { shout } from 'npm:berth-fixture-shout@1';\nexport default () => new Response(shout('one'));\n";
+  const written = await putFile(berth.owner, site.bucketId, 'api/one.ts', source, 'text/typescript');
+  t.is(written.deployment?.status, 'READY');
+  const lock = JSON.parse(await read(berth, site.bucketId, 'deno.lock')) as { npm: Record<string, unknown> };
+  t.deepEqual(Object.keys(lock.npm), ['berth-fixture-shout@1.0.0']);
+
+  // A newer version in the registry: a later one-file build keeps to the version the lock pins.
+  await own.publish({
+    name: 'berth-fixture-shout',
+    version: '1.1.0',
+    files: { 'index.js': 'export function shout(s) { return s.toUpperCase() + "?!"; }\n' },
+  });
+  await putFile(berth.owner, site.bucketId, 'api/two.ts', source.replace("'one'", "'two'"), 'text/typescript');
+  t.is((await berth.site(site.subdomain).get('api/two')).body, 'TWO!');
+  t.deepEqual(Object.keys((JSON.parse(await read(berth, site.bucketId, 'deno.lock')) as typeof lock).npm), [
+    'berth-fixture-shout@1.0.0',
+  ]);
+});
+
 test('a function routes with Hono and validates with zod', async (t) => {
   const site = await createSite(t0.owner);
   await deployFiles(t0.owner, site.id, {

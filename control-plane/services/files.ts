@@ -150,7 +150,7 @@ export async function writeFile(
     blob?.unpin();
     reservation.release();
   }
-  return afterWrite(deps, bucketId, path, contentType, result);
+  return afterWrite(deps, actor, bucketId, path, contentType, result);
 }
 
 /** How many times a write's transaction may wait past the time its blob is kept for, each time asking again. */
@@ -241,15 +241,40 @@ async function commitWrite(
   );
 }
 
+/**
+ * Keeps the runtime in step with a file written, restored or deleted (syncRuntimeSource), and keeps the
+ * lock a build of it ended with as the site's deno.lock, written by the same actor, as a publish keeps
+ * its lock: the next build resolves the same versions. The lock's own write builds the functions again
+ * with it and keeps nothing more. Not keeping it fails nothing: the write and its function stand.
+ */
+async function inStep(
+  deps: Deps,
+  actor: Actor,
+  bucketId: string,
+  path: string,
+): Promise<DeploymentOutcome | undefined> {
+  const { deployment, lock } = await syncRuntimeSource(deps, bucketId, path);
+  if (lock && path !== 'deno.lock')
+    await writeFile(deps, actor, bucketId, 'deno.lock', {
+      body: Readable.from([lock]),
+      declaredBytes: lock.length,
+      contentType: 'application/json',
+    }).catch((err: unknown) =>
+      deps.log.warn({ err, bucketId }, 'the lock a build ended with could not be kept as the site’s deno.lock'),
+    );
+  return deployment;
+}
+
 /** What a committed write answers, once hosting and the runtime have caught up with it. */
 async function afterWrite(
   deps: Deps,
+  actor: Actor,
   bucketId: string,
   path: string,
   contentType: string,
   result: { fileId: string; versionId: string; bytes: number },
 ): Promise<WriteFileResult> {
-  const deployment = await syncRuntimeSource(deps, bucketId, path);
+  const deployment = await inStep(deps, actor, bucketId, path);
   return {
     id: result.fileId,
     fileId: result.fileId,
@@ -342,7 +367,7 @@ export async function deleteFile(deps: Deps, actor: Actor, bucketId: string, raw
   if (changed === 0) throw notFound('file');
   const file = (await deps.db<FileRow>('files').where({ bucket_id: bucketId, path }).first())!;
   await deps.changes.publish({ kind: 'file', bucketId, path });
-  await syncRuntimeSource(deps, bucketId, path);
+  await inStep(deps, actor, bucketId, path);
   return { id: file.id, bucketId, path };
 }
 
@@ -416,7 +441,7 @@ export async function restoreFile(
     return id;
   });
   await deps.changes.publish({ kind: 'file', bucketId: file.bucket_id, path: file.path });
-  const deployment = await syncRuntimeSource(deps, file.bucket_id, file.path);
+  const deployment = await inStep(deps, actor, file.bucket_id, file.path);
   return {
     fileId,
     versionId,

@@ -1,6 +1,7 @@
 // Functions: api/<name>.ts and cron/<name>.ts sources of a site's bucket, deployed when written. A
 // deployment validates the source, writes the generated entry and switches the site to the new
 // version; a failed deployment records its error and keeps the last good version in service.
+import crypto from 'node:crypto';
 import { CronExpressionParser } from 'cron-parser';
 import { BerthError, conflict, notFound } from '../errors.ts';
 import type { FunctionVersion, RuntimeHost } from '../../runtime-host/runtime.ts';
@@ -121,14 +122,22 @@ export async function currentFileDigests(deps: Deps, bucketId: string): Promise<
   return new Map(rows.map((row) => [row.path, row.blob_sha256]));
 }
 
-/** What a built source's check found: its module, or the build's first problem. */
+/**
+ * What a built source's check found: its module, with the lock its build ended with where that pins
+ * more than the site's deno.lock; or the build's first problem.
+ */
 async function built(
   deps: Deps,
   site: SiteRow,
   path: string,
-): Promise<{ module: BuiltModule } | { problem: SourceProblem }> {
-  const outcome = await buildEntries(deps, site.account_id, await currentFileDigests(deps, site.bucket_id), [path]);
-  if (outcome.ok) return { module: outcome.modules.get(path)! };
+): Promise<{ module: BuiltModule; lock: Buffer | null } | { problem: SourceProblem }> {
+  const files = await currentFileDigests(deps, site.bucket_id);
+  const outcome = await buildEntries(deps, site.account_id, files, [path]);
+  if (outcome.ok) {
+    const { lock } = outcome;
+    const newer = lock && crypto.createHash('sha256').update(lock).digest('hex') !== files.get('deno.lock');
+    return { module: outcome.modules.get(path)!, lock: newer ? lock : null };
+  }
   const first = outcome.problems[0]!;
   const where = first.path && first.path !== path ? `${first.path}:${first.line}:${first.column}: ` : '';
   return {
@@ -151,7 +160,7 @@ async function deploy(
   deps: Deps,
   site: SiteRow,
   path: string,
-): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null }> {
+): Promise<{ outcome: DeploymentOutcome; row: FunctionRow | null; lock?: Buffer | null }> {
   for (;;) {
     const current = await findCurrentFile(deps, site.bucket_id, path);
     if (!current) throw notFound('function source');
@@ -163,10 +172,11 @@ async function deploy(
     const source = (await deps.blobs.read(current.sha256)).toString('utf8');
     let validation = validateFunction(path, source);
     let module: BuiltModule | null = null;
+    let lock: Buffer | null = null;
     if (validation.ok && validation.imports) {
       const made = await built(deps, site, path);
       if ('problem' in made) validation = { ok: false, problem: made.problem };
-      else module = made.module;
+      else ({ module, lock } = made);
     }
     const checked: CheckedVersion = validation.ok
       ? { ok: true, kind: validation.kind, name: validation.name, schedule: validation.schedule ?? null, module }
@@ -215,6 +225,7 @@ async function deploy(
         ? { siteId: site.id, sourcePath: path, status: 'READY', functionId: row.id }
         : { siteId: site.id, sourcePath: path, status: 'FAILED', functionId: row.id, error: validation.problem },
       row,
+      lock: validation.ok ? lock : null,
     };
   }
 }
@@ -250,40 +261,42 @@ async function remove(deps: Deps, site: SiteRow, path: string): Promise<void> {
 }
 
 /**
- * Keeps the runtime in step with a bucket file that was written, restored or deleted. Returns the
- * deployment outcome when the change concerns runtime source of an active site.
+ * Keeps the runtime in step with a bucket file that was written, restored or deleted: the deployment
+ * outcome when the change concerns runtime source of an active site, and the lock a build ended with
+ * where it pins more than the site's deno.lock (for the writer to keep, as a publish keeps its lock).
  */
 export async function syncRuntimeSource(
   deps: Deps,
   bucketId: string,
   path: string,
-): Promise<DeploymentOutcome | undefined> {
-  if (isBuildInput(path)) {
-    await rebuildFunctions(deps, bucketId);
-    return undefined;
-  }
-  if (!isRuntimeSource(path)) return undefined;
+): Promise<{ deployment?: DeploymentOutcome; lock?: Buffer }> {
+  if (isBuildInput(path)) return rebuildFunctions(deps, bucketId);
+  if (!isRuntimeSource(path)) return {};
   const site = await siteOfBucket(deps, bucketId);
-  if (!site) return undefined;
+  if (!site) return {};
   if (!(await findCurrentFile(deps, bucketId, path))) {
     await remove(deps, site, path);
-    return undefined;
+    return {};
   }
-  if (site.status !== 'ACTIVE') return undefined;
-  return (await deploy(deps, site, path)).outcome;
+  if (site.status !== 'ACTIVE') return {};
+  const { outcome, lock } = await deploy(deps, site, path);
+  return { deployment: outcome, ...(lock ? { lock } : {}) };
 }
 
 /** A module of the site or its deno.json changed: its built functions are built again from it. */
-async function rebuildFunctions(deps: Deps, bucketId: string): Promise<void> {
+async function rebuildFunctions(deps: Deps, bucketId: string): Promise<{ lock?: Buffer }> {
   const site = await siteOfBucket(deps, bucketId);
-  if (site?.status !== 'ACTIVE') return;
+  if (site?.status !== 'ACTIVE') return {};
   const paths = (await deps
     .db('functions')
     .where({ site_id: site.id })
     .whereNotNull('module_sha256')
     .orderBy('path')
     .pluck('path')) as string[];
-  for (const path of paths) if (await findCurrentFile(deps, bucketId, path)) await deploy(deps, site, path);
+  let lock: Buffer | undefined;
+  for (const path of paths)
+    if (await findCurrentFile(deps, bucketId, path)) lock = (await deploy(deps, site, path)).lock ?? lock;
+  return lock ? { lock } : {};
 }
 
 export async function listFunctions(deps: Deps, actor: Actor, siteId: string, page: PageRequest) {
