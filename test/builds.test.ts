@@ -440,6 +440,28 @@ test('a server killed during a build leaves the site as it was, and its next sta
   t.is(deployment.status, 'UPLOADING', 'the deployment is as it was before its publish: open, not published');
 });
 
+test('a start empties a builder package cache grown past 2 GiB, and keeps a smaller one', async (t) => {
+  const env = { BERTH_DATA_DIR: await makeDataDir(t) };
+  const cache = path.join(env.BERTH_DATA_DIR, 'runtime', 'builds', 'cache');
+  const restart = async () => {
+    const served = await startServe(env);
+    served.child.kill('SIGTERM');
+    await served.exited;
+  };
+  await restart();
+  fs.mkdirSync(path.join(cache, 'npm', 'npm.registry.berth', 'small'), { recursive: true });
+  fs.writeFileSync(path.join(cache, 'npm', 'npm.registry.berth', 'small', 'index.js'), 'export {};\n');
+  await restart();
+  t.true(fs.existsSync(path.join(cache, 'npm', 'npm.registry.berth', 'small', 'index.js')), 'a small cache is kept');
+  // A file of 3 GiB that takes no disk.
+  const big = path.join(cache, 'npm', 'npm.registry.berth', 'big.tgz');
+  fs.writeFileSync(big, '');
+  fs.truncateSync(big, 3 * 1024 ** 3);
+  await restart();
+  t.false(fs.existsSync(path.join(cache, 'npm')), 'the cache past its bound is emptied');
+  t.true(fs.existsSync(cache), 'the rest of the builder’s cache stays');
+});
+
 test('a lock’s tarball addresses reach nothing but the registry: not a loopback server, not one named as a path of the registry', async (t) => {
   const hits: string[] = [];
   const trap = net.createServer((socket) => {
