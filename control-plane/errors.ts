@@ -47,6 +47,7 @@ export const ERROR_CODES = {
   invalid_password: 400,
   invalid_path: 400,
   invalid_request: 400,
+  invalid_routing_rules: 422,
   invalid_secret_name: 400,
   invalid_secret_value: 400,
   last_admin: 409,

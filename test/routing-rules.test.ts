@@ -94,6 +94,7 @@ test('what Berth does not support is refused at its line and column, by name', (
       '/lonely',
       '/a  //evil.example/x  200',
       'relative  /b',
+      '/a  /über',
     ].join('\n'),
   );
   t.deepEqual(
@@ -111,6 +112,7 @@ test('what Berth does not support is refused at its line and column, by name', (
       '10:8: a rule names a destination after its path',
       '11:5: //evil.example/x',
       '12:1: relative',
+      '13:5: /über',
     ],
   );
   t.regex(problems[4]!.message, /never with another host/);

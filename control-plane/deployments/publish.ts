@@ -26,6 +26,7 @@ import {
   servedVersionId,
 } from '../services/functions.ts';
 import { lockSite, nextGeneration, nextSeq } from '../history/site-history.ts';
+import { isRulesFile, rulesProblems } from '../routing/rules-files.ts';
 import type { SiteRow } from '../services/site-rows.ts';
 import { chargeVersion, releaseUploads } from '../services/storage-quota.ts';
 
@@ -143,6 +144,10 @@ async function checkSources(deps: Deps, site: SiteRow, change: SiteSwitch): Prom
   const inputsChanged = change.remove.some(isBuildInput) || change.put.some((f) => isBuildInput(f.path));
   if (inputsChanged)
     for (const path of await builtFunctions(deps, site.id)) if (after.has(path)) checkedPaths.add(path);
+  // The site's routing rules (web/_redirects, web/_headers) parse, every line of them.
+  for (const file of change.put.filter((f) => isRulesFile(f.path)))
+    for (const problem of rulesProblems(file.path, await deps.blobs.read(file.sha256)))
+      problems.push({ path: file.path, ...problem });
   for (const path of [...checkedPaths].sort()) {
     const source = (await deps.blobs.read(after.get(path)!)).toString('utf8');
     const checked = validateFunction(path, source);

@@ -90,7 +90,7 @@ export function sendHtml(res: http.ServerResponse, status: number, html: string,
   res.end(html);
 }
 
-const SERVER_HEADERS = new Set(['connection', 'x-robots-tag', 'strict-transport-security']);
+const SERVER_HEADERS = new Set(['connection', 'x-robots-tag', 'strict-transport-security', 'allow']);
 
 /** The error envelope for `err`, or the connection's end when the answer has begun already. */
 export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, err: unknown, requestId: string): void {
@@ -107,7 +107,7 @@ export function sendFailure(deps: Pick<Deps, 'log'>, res: http.ServerResponse, e
     return;
   }
   // What the server set for the whole answer before the handler ran stays: Connection, a preview's
-  // X-Robots-Tag, Strict-Transport-Security over HTTPS.
+  // X-Robots-Tag, Strict-Transport-Security over HTTPS; and the Allow of a method_not_allowed.
   for (const header of res.getHeaderNames()) if (!SERVER_HEADERS.has(header)) res.removeHeader(header);
   const body = JSON.stringify({
     error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },

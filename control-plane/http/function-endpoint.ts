@@ -85,10 +85,11 @@ function toHttpError(err: unknown, deps: Deps, requestId: string): BerthError {
  */
 export const functionHandler = (deps: Deps): SiteRequestHandler =>
   leanSiteHandler(deps, 'api', (req, res, subdomain, segments, requestId, preview) =>
-    serve(deps, req, res, subdomain, segments, requestId, preview),
+    serveFunction(deps, req, res, subdomain, segments, requestId, preview),
   );
 
-async function serve(
+/** Answers a request with the site's function `segments` name (["api", name]): its own path, or a rule's rewrite (site-files.ts). */
+export async function serveFunction(
   deps: Deps,
   req: http.IncomingMessage,
   res: http.ServerResponse,

@@ -1,7 +1,6 @@
 // The Koa side of a site's host: the platform's own /_berth routes (a PRIVATE site's sign-in and
-// sign-out), methods that web files do not answer (405), and paths that are not clean (400). Web files
-// (site-files.ts) and /api/<name> (function-endpoint.ts) have lean paths of their own, chosen in
-// server.ts by siteRoute.
+// sign-out), and paths that are not clean (400). Web files with the site's rules (site-files.ts) and
+// /api/<name> (function-endpoint.ts) have lean paths of their own, chosen in server.ts by siteRoute.
 import Koa from 'koa';
 import { BerthError } from '../errors.ts';
 import type { Deps } from '../deps.ts';
@@ -108,10 +107,8 @@ export function createHostingApp(deps: Deps): Koa {
     if (!segments) return sendPage(ctx, 400, badRequestPage);
 
     if (segments[0] === '_berth') return berthRoute(ctx, deps, site, segments.slice(1).join('/'));
-
-    // GET and HEAD of everything else are the web files' (site-files.ts): here only other methods.
-    ctx.set('Allow', 'GET, HEAD');
-    throw new BerthError('method_not_allowed', 'web files answer GET and HEAD only');
+    // Every other clean path is the web files' (site-files.ts), which siteRoute chose before this app.
+    sendPage(ctx, 404, notFoundPage);
   });
   return app;
 }

@@ -1,7 +1,7 @@
-// How a request on a site's host is routed: /api/… to the function path, GET and HEAD of everything
-// else but /_berth/… to the web-file path (both on Node's own request and response, the hot paths),
-// and the rest (the platform's /_berth routes, other methods, paths that are not clean) to the Koa
-// hosting app.
+// How a request on a site's host is routed: /api/… to the function path, everything else but /_berth/…
+// to the web-file path (both on Node's own request and response, the hot paths; the site's rules may
+// send any method on to a function), and the rest (the platform's /_berth routes, paths that are not
+// clean) to the Koa hosting app.
 import type http from 'node:http';
 import { requestHost, requestProtocol } from './proxy.ts';
 
@@ -56,6 +56,6 @@ export function siteRoute(req: http.IncomingMessage): SiteRoute {
   }
   if (!segments) return { to: 'app' };
   if (segments[0] === 'api' && segments.length > 1) return { to: 'function', segments };
-  if ((req.method === 'GET' || req.method === 'HEAD') && segments[0] !== '_berth') return { to: 'files', segments };
+  if (segments[0] !== '_berth') return { to: 'files', segments };
   return { to: 'app' };
 }

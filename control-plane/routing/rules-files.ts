@@ -15,6 +15,16 @@ const MAX_LINE = 1000;
 export const REDIRECTS_FILE = 'web/_redirects';
 export const HEADERS_FILE = 'web/_headers';
 
+/** The site's rules files are read as rules, never served as files. */
+export const isRulesFile = (path: string): boolean => path === REDIRECTS_FILE || path === HEADERS_FILE;
+
+/** What is wrong with the bytes a rules file at `path` would hold (none for another path). */
+export function rulesProblems(path: string, bytes: Buffer): RulesProblem[] {
+  if (path === REDIRECTS_FILE) return parseRedirects(bytes.toString('utf8'), bytes.length).problems;
+  if (path === HEADERS_FILE) return parseHeaders(bytes.toString('utf8'), bytes.length).problems;
+  return [];
+}
+
 export interface RulesProblem {
   line: number;
   column: number;
@@ -215,6 +225,13 @@ export function parseRedirects(
       continue;
     }
     const to = toWord.text;
+    if (/[^\x21-\x7e]/.test(to)) {
+      problem(
+        toWord.column,
+        `${to}: a destination is written as a URL carries it, each other character percent-encoded (%C3%BC for ü)`,
+      );
+      continue;
+    }
     const external = /^https?:\/\//i.test(to);
     if (!external && !to.startsWith('/')) {
       problem(toWord.column, `${to}: a destination is a path of the site ("/…") or, for a redirect, an http(s) URL`);

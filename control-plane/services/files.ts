@@ -18,6 +18,7 @@ import {
   toFile,
 } from './file-rows.ts';
 import { type DeploymentOutcome, forgetPreviewFunction, syncRuntimeSource } from './functions.ts';
+import { isRulesFile, rulesProblems } from '../routing/rules-files.ts';
 import { type PageRequest, paginate } from './pagination.ts';
 import { assertWritablePath, normalizeFilePath, normalizePrefix } from './paths.ts';
 import { type Reservation, chargeStatements, chargeVersion, checkCharge, releaseVersion } from './storage-quota.ts';
@@ -145,12 +146,23 @@ export async function writeFile(
       if (err instanceof BlobTooLargeError) throw tooLarge(limit);
       throw err;
     }
+    if (isRulesFile(path)) await assertRules(deps, path, blob.sha256);
     result = await commitWrite(deps, actor, bucketId, path, contentType, input.ifMatch, blob);
   } finally {
     blob?.unpin();
     reservation.release();
   }
   return afterWrite(deps, actor, bucketId, path, contentType, result);
+}
+
+/** A rules file whose lines do not all parse is refused, each problem at its line and column; nothing is written. */
+async function assertRules(deps: Deps, path: string, sha256: string): Promise<void> {
+  const problems = rulesProblems(path, await deps.blobs.read(sha256));
+  if (problems.length === 0) return;
+  const first = problems[0]!;
+  throw new BerthError('invalid_routing_rules', `${path}:${first.line}:${first.column}: ${first.message}`, {
+    errors: problems.map((problem) => ({ path, ...problem })),
+  });
 }
 
 /** How many times a write's transaction may wait past the time its blob is kept for, each time asking again. */
