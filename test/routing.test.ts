@@ -151,7 +151,7 @@ test('broken rules fail the deployment at their line and column and change nothi
   t.is(body.error.code, 'deployment_failed');
   t.deepEqual(
     body.error.details.errors.map((e) => `${e.path}:${e.line}:${e.column}`),
-    ['web/_redirects:2:5', 'web/_headers:2:3'],
+    ['web/_headers:2:3', 'web/_redirects:2:5'],
   );
   t.is((await site.get.get('')).body, 'home');
   t.is((await site.get.get('a')).statusCode, 302);
