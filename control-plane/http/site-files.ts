@@ -354,38 +354,26 @@ function sendFile(
   headers: RuleHeaders,
   whole?: Buffer,
 ): Promise<void> | void {
-  const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined;
-  if (conditional && fresh(req.headers, { etag: file.etag, 'last-modified': file.lastModified })) {
-    // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
-    res.writeHead(
-      304,
-      withRuleHeaders(
-        res,
-        {
-          'Berth-Request-Id': requestId,
-          'X-Content-Type-Options': 'nosniff',
-          'Cache-Control': 'public, no-cache',
-          'Accept-Ranges': 'bytes',
-          ETag: file.etag,
-          'Last-Modified': file.lastModified,
-        },
-        headers,
-      ),
-    );
-    res.end();
-    return;
-  }
-  const head: http.OutgoingHttpHeaders = {
+  // no-cache: browsers may keep a copy but must revalidate, so a new upload shows on the next request.
+  const validators: http.OutgoingHttpHeaders = {
     'Berth-Request-Id': requestId,
     'X-Content-Type-Options': 'nosniff',
     'Cache-Control': 'public, no-cache',
     'Accept-Ranges': 'bytes',
     ETag: file.etag,
     'Last-Modified': file.lastModified,
-    'Content-Type': file.contentType,
-    'Content-Length': file.bytes,
   };
-  withRuleHeaders(res, head, headers);
+  const conditional = req.headers['if-none-match'] !== undefined || req.headers['if-modified-since'] !== undefined;
+  if (conditional && fresh(req.headers, { etag: file.etag, 'last-modified': file.lastModified })) {
+    res.writeHead(304, withRuleHeaders(res, validators, headers));
+    res.end();
+    return;
+  }
+  const head = withRuleHeaders(
+    res,
+    { ...validators, 'Content-Type': file.contentType, 'Content-Length': file.bytes },
+    headers,
+  );
 
   let status = 200;
   let range: { start: number; end: number } | undefined;

@@ -202,7 +202,6 @@ async function deploy(
       // A built module the account has no room for: the version fails with why, the last good one stays.
       if (!(err instanceof BerthError && err.code === 'quota_exceeded') || !checked.ok) throw err;
       validation = { ok: false, problem: { message: err.message, line: 0, column: 0 } };
-      module = null;
       row = await record({ ok: false, kind: checked.kind, name: checked.name, problem: validation.problem });
     }
     // A newer version became current while this one was checked: that one is what to deploy.
