@@ -279,12 +279,18 @@ test('imports a function may not make fail the deployment at their place, and no
 });
 
 test('a package younger than BERTH_NPM_MIN_AGE_MINUTES is refused with a message that says so', async (t) => {
+  // A package of this test's own: other tests publish versions of the shared fixtures meanwhile.
+  await registry.publish({
+    name: 'berth-fixture-young',
+    version: '1.0.0',
+    files: { 'index.js': 'export function shout(s) { return s; }\n' },
+  });
   const strict = await startTestBerth({ npmRegistry: registry.url, npmMinAgeMinutes: 1440 });
   t.teardown(() => strict.dispose());
   const site = await createSite(strict.owner);
   const res = await publish(strict, site.id, {
     'api/a.ts':
-      "import { shout } from 'npm:berth-fixture-shout@1.0.0';\nexport default () => new Response(shout('x'));\n",
+      "import { shout } from 'npm:berth-fixture-young@1.0.0';\nexport default () => new Response(shout('x'));\n",
   });
   t.is(res.statusCode, 422);
   const body = res.body as unknown as Failure;
@@ -292,7 +298,7 @@ test('a package younger than BERTH_NPM_MIN_AGE_MINUTES is refused with a message
   t.like(body.error.details.errors[0], { path: 'api/a.ts', line: 1, column: 23 });
   t.regex(
     body.error.details.errors[0]!.message,
-    /^npm:berth-fixture-shout@1\.0\.0: no version old enough: packages are used once published for 1440 minutes \(BERTH_NPM_MIN_AGE_MINUTES\), and 1\.0\.0 \(published .+\) is younger$/,
+    /^npm:berth-fixture-young@1\.0\.0: no version old enough: packages are used once published for 1440 minutes \(BERTH_NPM_MIN_AGE_MINUTES\), and 1\.0\.0 \(published .+\) is younger$/,
   );
 });
 
