@@ -9,6 +9,7 @@ import { buildsPart } from './builds/part.ts';
 import { CloseStack } from './close-stack.ts';
 import type { Config } from './config.ts';
 import { type Deps, monotonicClock } from './deps.ts';
+import { databaseBranchesPart } from './database-branches/part.ts';
 import { deploymentsPart } from './deployments/part.ts';
 import { domainsPart } from './domains/part.ts';
 import type { Logger } from './log.ts';
@@ -77,6 +78,7 @@ export async function compose(config: Config, options: ComposeOptions): Promise<
     services,
     domainsPart,
     deploymentsPart,
+    databaseBranchesPart,
     sweeperPart,
     tlsPart(),
   ];

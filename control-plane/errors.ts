@@ -6,6 +6,8 @@
 /** Every code a caller may see, with the HTTP status REST answers it with. */
 export const ERROR_CODES = {
   before_history: 422,
+  branch_failed: 422,
+  branch_not_found: 404,
   bucket_has_site: 409,
   confirmation_code_expired: 400,
   database_not_ready: 409,

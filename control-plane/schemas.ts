@@ -322,8 +322,26 @@ const LockedPackage = z.object({
   version: z.string(),
   integrity: z.string().nullable(),
 });
+export const DatabaseBranch = z.object({
+  branch: z.string().describe('its id: the deployment’s, or an instant’s (t<unix ms>)'),
+  status: z
+    .enum(['MAKING', 'READY', 'FAILED'])
+    .describe('FAILED: the deployment’s migrations failed on it (`error`), and it holds nothing'),
+  madeFrom: z
+    .enum(['history', 'copy'])
+    .nullable()
+    .describe('history: the database as it was at `asOf`, from its replica; copy: as it was when the branch was made'),
+  asOf: Timestamp.nullable(),
+  bytes: z.number().int().describe('what it takes, counted against the account’s storage'),
+  error: z.string().nullable(),
+  createdAt: Timestamp,
+  usedAt: Timestamp,
+});
 export const DeploymentDetail = DeploymentRecord.extend({
   missing: z.array(z.string()).describe('digests still to upload (UPLOADING)'),
+  databaseBranch: DatabaseBranch.nullable().describe(
+    'the branch of the site’s database its preview’s functions use, once made (an uploading deployment’s: it ends with it)',
+  ),
   fileList: z.array(DeploymentFileEntry),
   packages: z
     .array(LockedPackage)
@@ -454,6 +472,13 @@ export const QueryBody = z
       .optional()
       .describe(
         'true: the statement may only read (SELECT, or WITH … SELECT), and SQLite refuses writes while it runs; anything else fails with statement_not_allowed and changes nothing',
+      ),
+    branch: z
+      .string()
+      .regex(/^(?:[0-9a-f-]{36}|t\d{13})$/, { error: 'branch must be a deployment’s id or an instant, t<unix ms>' })
+      .optional()
+      .describe(
+        'run it on a preview’s branch of the database instead: an uploading deployment’s id, or an instant’s t<unix ms>; made first when it is not yet',
       ),
   })
   .strict();

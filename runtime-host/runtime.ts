@@ -72,6 +72,11 @@ export interface FunctionVersion {
   kind: 'api' | 'cron';
   /** The function's module on disk. */
   modulePath: string;
+  /**
+   * The branch of the site's database its ctx.db calls use (a preview's, database-branches/); none: the
+   * site's database. Workers of one version on two branches are two workers.
+   */
+  branch?: string;
 }
 
 /** Who serves what workers ask of the host: given once the server's services exist (RuntimeHost.serve). */
@@ -82,7 +87,8 @@ export interface RuntimeHooks {
   log: (version: FunctionVersion, entry: LogEntry) => void;
 }
 
-const keyOf = (d: Pick<FunctionVersion, 'functionId' | 'versionId'>) => `${d.functionId}:${d.versionId}`;
+const keyOf = (d: Pick<FunctionVersion, 'functionId' | 'versionId' | 'branch'>) =>
+  `${d.functionId}:${d.versionId}${d.branch ? `@${d.branch}` : ''}`;
 
 /** A source a spare can be sent in its Load frame (the shim reads host frames up to MAX_FRAME_BYTES); a larger one starts a worker of its own. */
 const MAX_SPARE_SOURCE_BYTES = MAX_FRAME_BYTES - HEADER_BYTES - 64 * 1024;

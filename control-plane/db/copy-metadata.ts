@@ -39,6 +39,7 @@ export const TABLES: ReadonlyArray<{ name: string; key: readonly string[] }> = [
   { name: 'nodes', key: ['id'] },
   { name: 'databases', key: ['id'] },
   { name: 'database_replicas', key: ['site_id'] },
+  { name: 'database_branches', key: ['site_id', 'branch'] },
   { name: 'migration_leases', key: ['database_id'] },
   { name: 'database_moves', key: ['site_id'] },
   { name: 'database_deletion_challenges', key: ['code'] },

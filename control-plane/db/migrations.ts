@@ -40,6 +40,7 @@ import * as siteAnalyticsHours from './migrations/0031_site_analytics_hours.ts';
 import * as previewCertificates from './migrations/0032_preview_certificates.ts';
 import * as builds from './migrations/0033_builds.ts';
 import * as buildCharges from './migrations/0034_build_charges.ts';
+import * as databaseBranches from './migrations/0035_database_branches.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -81,6 +82,7 @@ const migrations: Record<string, Migration> = {
   '0032_preview_certificates': previewCertificates,
   '0033_builds': builds,
   '0034_build_charges': buildCharges,
+  '0035_database_branches': databaseBranches,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -12,6 +12,7 @@ import { type Actor, type Deps, timestamp } from '../deps.ts';
 import { checkContentType } from '../services/files.ts';
 import { type PageRequest, paginate } from '../services/pagination.ts';
 import { forgetPreviewFunctions } from './previews.ts';
+import { deploymentBranch, dropBranch } from '../database-branches/branches.ts';
 import { assertWritablePath, normalizeFilePath } from '../services/paths.ts';
 import { isPrunedPath } from './pruned-paths.ts';
 import { type FileProblem, type TargetFile, switchRefusal, switchSite } from './publish.ts';
@@ -301,6 +302,7 @@ export async function expireOpenDeployments(deps: Deps): Promise<number> {
       if (!(await failOpen(deps, row.account_id, row.id, [EXPIRED]))) continue;
       expired++;
       await forgetPreviewFunctions(deps, row.site_id, [row.id]);
+      await dropBranch(deps, row.site_id, row.id);
     }
     if (due.length < EXPIRY_BATCH) return expired;
   }
@@ -447,6 +449,7 @@ async function fail(
   if (changes.applied_migrations)
     await deps.db('deployments').where({ id: row.id }).update({ applied_migrations: changes.applied_migrations });
   await forgetPreviewFunctions(deps, site.id, [row.id]);
+  await dropBranch(deps, site.id, row.id);
   const deployment = toDeployment(deps, site, { ...row, ...changes }, await currentSeq(deps, site.id));
   const first = problems[0]!;
   const listed = `${problems.length} problem${problems.length === 1 ? '' : 's'}, the first ${first.path ? `${first.path}:${first.line}:${first.column}: ` : ''}${first.message}`;
@@ -528,6 +531,7 @@ async function publishRow(
     throw err;
   }
   if (!outcome.published) return fail(deps, site, row, outcome.problems, [], outcome.registryUnavailable);
+  await dropBranch(deps, site.id, row.id);
   // The publish stands whatever becomes of its checkpoint: a later one keeps it.
   await checkpointHistory(deps, site.id).catch((err: unknown) =>
     logJobFailure(deps.log, err, 'keeping a checkpoint of the site history failed', { siteId: site.id }),
@@ -770,6 +774,7 @@ export async function getDeployment(deps: Deps, actor: Actor, siteId: string, de
     deployment: {
       ...deployment,
       missing,
+      databaseBranch: await deploymentBranch(deps, site.id, row.id),
       fileList: entries.map((e) => ({
         path: e.path,
         sha256: e.sha256,
@@ -817,6 +822,7 @@ export async function cancelDeployment(deps: Deps, actor: Actor, siteId: string,
     { path: '', message: 'cancelled before it was published', line: 0, column: 0 },
   ]);
   if (!cancelled) throw conflict('deployment_not_open', `deployment ${row.short_id} was published or failed meanwhile`);
+  await dropBranch(deps, siteId, row.id);
   return getDeployment(deps, actor, siteId, deploymentId);
 }
 

@@ -1,12 +1,12 @@
 // Preview hosts (docs/deployments.md): `<short id>--<subdomain>` serves one deployment of a site and
-// `t<unix ms>--<subdomain>` the site as it was at an instant: its files and functions, the site's
-// database. A site's past is its owner's: a preview host answers only the account's signed-in members,
+// `t<unix ms>--<subdomain>` the site as it was at an instant: its files and functions. A site's past is its owner's: a preview host answers only the account's signed-in members,
 // unless the owner made that deployment's preview PUBLIC (it then answers as the live site does); an
 // instant is never public. A preview's functions get the site's secrets only when the owner gave its
 // deployment them; an instant's never. A published deployment shows the site right after it; an
 // uploading one its declared set over the site's current files (with prune, the paths a deployment
 // owns, pruned-paths.ts, only from the set); a failed one, an unknown label or an instant before the
-// history begins show nothing. A preview's functions run as functions of their own
+// history begins show nothing. A preview's functions run on a branch of the site's database
+// (database-branches/), never on the database itself, and as functions of their own
 // (`preview-<siteId>-<name>`, or `preview-secrets-<siteId>-<name>` when given the secrets, one version
 // per source digest), so they never touch the live function's workers or module files, and the pool's
 // limits hold them as any worker.
@@ -27,6 +27,8 @@ import {
 } from '../services/functions.ts';
 import { isPrunedPath } from './pruned-paths.ts';
 import { OPEN_FOR_MS, historyStart, seqAt, stateAtSeq } from '../history/site-history.ts';
+import { instantBranch, useBranch } from '../database-branches/branches.ts';
+import { hasDatabase } from '../services/databases.ts';
 
 /** An instant is remembered once this far in the past: no publish still in flight can land before it. */
 const SETTLED_MS = 10 * 60_000;
@@ -44,6 +46,10 @@ export interface Preview {
   public: boolean;
   /** Its functions are given the site's secrets. */
   secrets: boolean;
+  /** The branch of the site's database its functions use (database-branches/branches.ts). */
+  branch: string;
+  /** An uploading deployment that carries migrations: its branch is made before its functions answer. */
+  migrates: boolean;
 }
 
 interface DeploymentRow {
@@ -55,6 +61,7 @@ interface DeploymentRow {
   published_at: string | null;
   preview_access: string;
   preview_secrets: boolean | number;
+  migrations: string | null;
 }
 
 /** An instant's label, `t<unix ms>`; any other label is a deployment's short id. */
@@ -73,9 +80,17 @@ async function deploymentPreview(deps: Deps, site: CachedSite, shortId: string):
     const row = (await deps
       .db('deployments')
       .where({ site_id: site.id, short_id: shortId })
-      .first('id', 'status', 'prune', 'seq', 'created_at', 'published_at', 'preview_access', 'preview_secrets')) as
-      | DeploymentRow
-      | undefined;
+      .first(
+        'id',
+        'status',
+        'prune',
+        'seq',
+        'created_at',
+        'published_at',
+        'preview_access',
+        'preview_secrets',
+        'migrations',
+      )) as DeploymentRow | undefined;
     if (!row) return null;
     const access = { public: row.preview_access === 'PUBLIC', secrets: Boolean(row.preview_secrets) };
     if (row.status === 'UPLOADING') {
@@ -88,6 +103,8 @@ async function deploymentPreview(deps: Deps, site: CachedSite, shortId: string):
         seq: 0,
         lastModified: row.created_at,
         ...access,
+        branch: row.id,
+        migrates: row.migrations !== null,
       };
     }
     settled = { id: row.id, status: row.status, seq: Number(row.seq ?? 0), publishedAt: row.published_at, ...access };
@@ -102,13 +119,25 @@ async function deploymentPreview(deps: Deps, site: CachedSite, shortId: string):
     lastModified: settled.publishedAt!,
     public: settled.public,
     secrets: settled.secrets,
+    // Published, it shows the site right after its publish: the database then, too.
+    branch: instantBranch(Date.parse(settled.publishedAt!)),
+    migrates: false,
   };
 }
 
 async function instantPreview(deps: Deps, site: CachedSite, at: number): Promise<Preview | null> {
   const lastModified = new Date(at).toISOString();
   const known = deps.previews.instant(site.id, at);
-  const instant = { site, deploymentId: null, open: null, lastModified, public: false, secrets: false };
+  const instant = {
+    site,
+    deploymentId: null,
+    open: null,
+    lastModified,
+    public: false,
+    secrets: false,
+    branch: instantBranch(at),
+    migrates: false,
+  };
   if (known !== undefined) return { ...instant, seq: known };
   if (lastModified < (await historyStart(deps, site.id))) return null;
   const seq = await seqAt(deps, site.id, lastModified);
@@ -186,6 +215,16 @@ export async function previewFile(deps: Deps, preview: Preview, path: string): P
   };
 }
 
+/**
+ * Makes the branch of a preview whose deployment carries migrations before its functions answer, so
+ * that migrations failing on it are the preview's answer (`branch_failed`, naming the migration), not a
+ * function's error; other previews make theirs on their functions' first database call.
+ */
+export async function prepareBranch(deps: Deps, preview: Preview): Promise<void> {
+  if (preview.migrates && (await hasDatabase(deps, preview.site.id)))
+    await useBranch(deps, preview.site.id, preview.branch);
+}
+
 /** Module files of previews' functions: the runtime dir is disposable, and a start begins without them. */
 export const removePreviewModules = (runtimeDir: string): void =>
   removeFunctionFilesWhere(runtimeDir, isPreviewFunction);
@@ -222,14 +261,22 @@ export async function previewEndpoint(deps: Deps, preview: Preview, name: string
     const modulePath =
       writtenModule(deps.runtimeDir, functionId, versionId, 'js') ??
       writeVersionFiles(deps.runtimeDir, functionId, versionId, await deps.blobs.read(module.sha256), 'js').modulePath;
-    return { functionId, versionId, siteId: preview.site.id, path, kind: 'api', modulePath };
+    return { functionId, versionId, siteId: preview.site.id, path, kind: 'api', modulePath, branch: preview.branch };
   }
   let modulePath = writtenModule(deps.runtimeDir, functionId, file.sha256);
   if (!modulePath) {
     source ??= (await deps.blobs.read(file.sha256)).toString('utf8');
     modulePath = writeVersionFiles(deps.runtimeDir, functionId, file.sha256, source).modulePath;
   }
-  return { functionId, versionId: file.sha256, siteId: preview.site.id, path, kind: 'api', modulePath };
+  return {
+    functionId,
+    versionId: file.sha256,
+    siteId: preview.site.id,
+    path,
+    kind: 'api',
+    modulePath,
+    branch: preview.branch,
+  };
 }
 
 const compileFailed = (path: string, problem: { line: number; column: number; message: string }) =>

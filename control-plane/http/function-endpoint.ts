@@ -8,7 +8,7 @@ import { BerthError, isErrorCode } from '../errors.ts';
 import type { Deps } from '../deps.ts';
 import { resolveEndpoint } from '../services/functions.ts';
 import { resolveSite } from '../services/hosting.ts';
-import { previewEndpoint, resolvePreview } from '../deployments/previews.ts';
+import { prepareBranch, previewEndpoint, resolvePreview } from '../deployments/previews.ts';
 import { type SiteRequestHandler, leanSiteHandler, sendHtml } from './bare-response.ts';
 import { mayRead } from './member-gate.ts';
 import { noSitePage } from './pages.ts';
@@ -112,6 +112,7 @@ export async function serveFunction(
   const name = segments[1]!;
   const version = preview ? await previewEndpoint(deps, preview, name) : await resolveEndpoint(deps, site.id, name);
   if (!version) throw new BerthError('function_not_found', `no function named "${name}" is deployed on this site`);
+  if (preview) await prepareBranch(deps, preview);
   const limit = deps.config.maxFunctionBodyBytes;
   const body = await readBody(
     { req },

@@ -8,18 +8,8 @@ import { FunctionCallError, checkStatement, functionFailure } from '../site-data
 import { type Actor, type Deps, newId, timestamp } from '../deps.ts';
 import { nextStep } from './next-step.ts';
 import { type PageRequest, paginate } from './pagination.ts';
-import { requireSite } from './site-rows.ts';
+import { type DatabaseRow, requireDatabase, requireSite } from './site-rows.ts';
 import { placeDatabase } from '../cluster/nodes.ts';
-
-interface DatabaseRow {
-  id: string;
-  site_id: string;
-  status: 'PROVISIONING' | 'READY';
-  /** The node whose data dir holds the database; null for one made before nodes were recorded. */
-  node_id: string | null;
-  created_at: string;
-  updated_at: string;
-}
 
 /** Runs a provider call that is not a tenant's statement: any failure of it is the database being unavailable. */
 async function provider<T>(work: () => Promise<T>): Promise<T> {
@@ -81,28 +71,6 @@ export async function createDatabase(deps: Deps, actor: Actor, siteId: string) {
   return { database: await toDatabase(deps, row) };
 }
 
-/** The actor's ready database of a site; `activeSite` also requires the site to be active. */
-export async function requireDatabase(
-  deps: Pick<Deps, 'hotSql'>,
-  actor: Actor,
-  siteId: string,
-  databaseId: string,
-  options: { activeSite?: boolean } = {},
-): Promise<DatabaseRow> {
-  const site = await requireSite(deps, actor, siteId);
-  if (options.activeSite && site.status !== 'ACTIVE')
-    throw conflict('site_not_active', 'an archived site must be activated before migrations are applied');
-  const row = await deps.hotSql.get<DatabaseRow>(
-    'SELECT id, site_id, status, node_id, created_at, updated_at FROM databases WHERE id = ? AND site_id = ?',
-    databaseId,
-    siteId,
-  );
-  if (!row) throw notFound('database');
-  if (row.status !== 'READY')
-    throw conflict('database_not_ready', 'the database is still being created; repeat the create request to finish it');
-  return row;
-}
-
 function checkOneStatement(sql: string): void {
   const count = countStatements(sql);
   if (count === 0) throw new BerthError('invalid_request', 'sql holds no statement');
@@ -119,20 +87,22 @@ const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> =
   full: 'database_full',
 };
 
-/** The query endpoint: one statement, answered in the provider-style envelope (success false when it failed). */
+/** The query endpoint: one statement, on the database or a preview’s branch of it (`branch`), answered in the provider-style envelope (success false when it failed). */
 export async function queryDatabase(
   deps: Deps,
   actor: Actor,
   siteId: string,
   databaseId: string,
-  input: { sql: string; params?: SqlParam[] | undefined; readOnly?: boolean | undefined },
+  input: { sql: string; params?: SqlParam[] | undefined; readOnly?: boolean | undefined; branch?: string | undefined },
 ) {
   await requireDatabase(deps, actor, siteId, databaseId);
   checkOneStatement(input.sql);
-  try {
-    const result = await deps.siteDatabases.run(siteId, { sql: input.sql, params: input.params ?? [] }, 'api', {
+  const run = (database: string) =>
+    deps.siteDatabases.run(database, { sql: input.sql, params: input.params ?? [] }, 'api', {
       readsOnly: input.readOnly === true,
     });
+  try {
+    const result = input.branch ? await deps.onBranch(siteId, input.branch, run) : await run(siteId);
     return {
       success: true,
       errors: [],
@@ -174,11 +144,24 @@ export async function hasDatabase(deps: Deps, siteId: string): Promise<boolean> 
   return ready;
 }
 
-/** Runs statements for a function of `siteId`: one, or several in one transaction. */
+/** What a branch that cannot be had is to a function: its own code, and the same words as the API's. */
+const BRANCH_FAILURES: Partial<Record<string, string>> = {
+  branch_failed: 'DATABASE_BRANCH_FAILED',
+  branch_not_found: 'DATABASE_BRANCH_NOT_FOUND',
+  before_history: 'DATABASE_BEFORE_HISTORY',
+  quota_exceeded: 'DATABASE_QUOTA_EXCEEDED',
+  database_unavailable: 'DATABASE_UNAVAILABLE',
+};
+
+/**
+ * Runs statements for a function of `siteId`: one, or several in one transaction, on the site's
+ * database or on its branch `branch` (a preview's, made on its first call).
+ */
 export async function runForFunction(
   deps: Deps,
   siteId: string,
   statements: Statement[],
+  branch?: string,
 ): Promise<Array<{ rows: Array<Record<string, unknown>>; changes: number; lastInsertRowId: number | null }>> {
   if (!(await hasDatabase(deps, siteId)))
     throw new FunctionCallError(
@@ -186,13 +169,16 @@ export async function runForFunction(
       'this site has no database yet; create one with POST /v0/sites/:siteId/databases',
     );
   statements.forEach(checkStatement);
+  const run = async (database: string) =>
+    statements.length === 1
+      ? [await deps.siteDatabases.run(database, statements[0]!, 'function')]
+      : await deps.siteDatabases.batch(database, statements, 'function');
   try {
-    const results =
-      statements.length === 1
-        ? [await deps.siteDatabases.run(siteId, statements[0]!, 'function')]
-        : await deps.siteDatabases.batch(siteId, statements, 'function');
+    const results = branch ? await deps.onBranch(siteId, branch, run) : await run(siteId);
     return results.map((r) => ({ rows: r.rows, changes: r.changes, lastInsertRowId: r.lastRowId }));
   } catch (err) {
+    if (err instanceof BerthError && BRANCH_FAILURES[err.code])
+      throw new FunctionCallError(BRANCH_FAILURES[err.code]!, err.message);
     throw err instanceof StatementError ? functionFailure(err.reason, err.message) : err;
   }
 }

@@ -114,10 +114,14 @@ async function write(scope: CallScope, raw: string, text: string, contentType: s
   }
 }
 
-/** Runs a ctx.db call on the site's database; provider diagnostics go to the site's logs, not the function. */
+/**
+ * Runs a ctx.db call on the site's database, or on the branch of it the worker was started for (a
+ * preview's); provider diagnostics go to the site's logs, not the function.
+ */
 async function db(scope: CallScope, method: DbMethod, args: unknown[]) {
   try {
-    return callValue(method, await runForFunction(scope.deps, scope.site.id, callStatements(method, args)));
+    const statements = callStatements(method, args);
+    return callValue(method, await runForFunction(scope.deps, scope.site.id, statements, scope.functionVersion.branch));
   } catch (err) {
     if (!(err instanceof FunctionCallError)) throw err;
     if (err.diagnostic) {
@@ -274,6 +278,8 @@ export function createDbLineHandler(deps: Deps) {
     const { siteId } = functionVersion;
     try {
       if (args[0] === 'open' && typeof args[1] === 'string') {
+        // A preview's worker calls its branch through the host.
+        if (functionVersion.branch) return { ok: true, value: false };
         const site = await siteRow(deps, siteId);
         if (site?.status !== 'ACTIVE' || !(await hasDatabase(deps, siteId))) return { ok: true, value: false };
         return { ok: true, value: await deps.siteDatabases.openLine(siteId, link, args[1], onCalls(siteId)) };

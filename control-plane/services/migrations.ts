@@ -8,7 +8,7 @@ import { StatementError } from '../site-databases/provider.ts';
 import type { Actor, Deps } from '../deps.ts';
 import { nextStep } from './next-step.ts';
 import { LEDGER_TABLE } from '../site-databases/protocol.ts';
-import { requireDatabase } from './databases.ts';
+import { requireDatabase } from './site-rows.ts';
 import { lockRows } from '../db/locks.ts';
 import { leftByThisNode } from '../db/node-work.ts';
 
@@ -35,10 +35,11 @@ const toReceipt = (row: ReceiptRow) => ({
   sourceAvailable: row.sql !== null,
 });
 
-async function ledger(deps: Deps, siteId: string): Promise<ReceiptRow[]> {
+/** The receipts of a database: a site's (its id), or a branch of it (its name). */
+async function ledger(deps: Deps, database: string): Promise<ReceiptRow[]> {
   return (
     await deps.siteDatabases.run(
-      siteId,
+      database,
       { sql: `SELECT id, name, checksum, sql, applied_at FROM ${LEDGER_TABLE} ORDER BY id`, params: [] },
       'system',
     )
@@ -131,14 +132,14 @@ export async function releaseLeftoverLeases(deps: Deps): Promise<void> {
  */
 async function runWithReceipts(
   deps: Deps,
-  siteId: string,
+  database: string,
   script: string,
   batch: Array<{ name: string; sql: string }>,
   failed: (err: StatementError) => BerthError,
 ): Promise<void> {
   const at = appliedAt(deps.now());
   try {
-    await deps.siteDatabases.migrate(siteId, script, {
+    await deps.siteDatabases.migrate(database, script, {
       sql: `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES ${batch.map(() => '(?, ?, ?, ?)').join(', ')}`,
       params: batch.flatMap((m) => [m.name, checksum(m.sql), m.sql, at]),
     });
@@ -184,7 +185,7 @@ async function applyEach(deps: Deps, siteId: string, pending: Array<{ name: stri
 /** Applies `pending` in one transaction with their receipts: a failure leaves the database as it was. */
 async function applyTogether(
   deps: Deps,
-  siteId: string,
+  database: string,
   pending: Array<{ name: string; sql: string }>,
 ): Promise<string[]> {
   if (pending.length === 0) return [];
@@ -192,7 +193,7 @@ async function applyTogether(
   // The scripts one after the other, each ended, and one statement writing all their receipts.
   await runWithReceipts(
     deps,
-    siteId,
+    database,
     pending.map((m) => `${m.sql}\n;\n`).join(''),
     pending,
     (err) =>
@@ -306,4 +307,21 @@ export async function applyMigrations(
       source === 'deployment' ? await applyTogether(deps, siteId, pending) : await applyEach(deps, siteId, pending);
     return { appliedNames, nextAction: 'NONE', next: listReceipts(siteId, databaseId) };
   });
+}
+
+/**
+ * Applies a deployment's migrations to a branch of its site's database (database-branches/), as its
+ * publish would apply them to the database: the pending tail after the head the branch's ledger must
+ * hold, all in one transaction with their receipts. No lease: only the branch's maker runs them.
+ */
+export async function applyToBranch(
+  deps: Deps,
+  branch: string,
+  siteId: string,
+  databaseId: string,
+  migrations: Array<{ name: string; sql: string }>,
+): Promise<string[]> {
+  const applied = await ledger(deps, branch);
+  checkLedgerHead(siteId, databaseId, applied, migrations, 'deployment');
+  return applyTogether(deps, branch, migrations.slice(applied.length));
 }

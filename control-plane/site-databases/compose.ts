@@ -32,6 +32,8 @@ declare module '../deps.ts' {
   interface Deps {
     /** The per-site SQL databases. */
     siteDatabases: SiteDatabaseProvider;
+    /** The branches of site databases in this node's own data dir (database-branches/branch-sweep.ts). */
+    localBranches: Pick<SiteDatabases, 'branchesHere' | 'dropBranch' | 'dropBranchLeftovers' | 'size'>;
     /** Why this node's database replication is stalled, or null when it is not (or replication is off). */
     replicationStalled: () => string | null;
   }

@@ -4,12 +4,13 @@
 // workers. It implements the provider interface (provider.ts) that a networked SQL provider would
 // implement too; nothing outside this folder knows the databases are local files.
 // This class ties its parts in local/: the processes (site-processes.ts), the calls as the host runs
-// them (calls.ts), the workers' lines (worker-lines.ts), the hand-over between nodes (moves.ts)
-// and what the replicas give back (restores.ts).
+// them (calls.ts), the workers' lines (worker-lines.ts), the hand-over between nodes (moves.ts),
+// what the replicas give back (restores.ts) and the branches made of the databases (branches.ts).
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import type { Access, Census, Compaction, Statement } from './protocol.ts';
 import type {
+  BranchMade,
   FrozenDatabase,
   Restore,
   RestorePoints,
@@ -18,6 +19,7 @@ import type {
   StatementError,
   StatementResult,
 } from './provider.ts';
+import { Branches } from './local/branches.ts';
 import { SiteCalls } from './local/calls.ts';
 import { DatabaseMoves } from './local/moves.ts';
 import type { SiteDatabaseOptions } from './local/options.ts';
@@ -32,6 +34,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
   readonly #lines: WorkerLines;
   readonly #moves: DatabaseMoves;
   readonly #restores: Restores;
+  readonly #branches: Branches;
 
   constructor(options: SiteDatabaseOptions) {
     this.#options = options;
@@ -43,6 +46,7 @@ export class SiteDatabases implements SiteDatabaseProvider {
     this.#lines = new WorkerLines(options, this.#processes, this.#calls);
     this.#moves = new DatabaseMoves(options, this.#processes, this.#calls);
     this.#restores = new Restores(options, this.#processes, this.#calls, this.#moves);
+    this.#branches = new Branches(options, this.#processes);
   }
 
   // The calls (local/calls.ts).
@@ -83,9 +87,10 @@ export class SiteDatabases implements SiteDatabaseProvider {
     return sizes[0]! + sizes[1]!;
   }
 
-  /** The database is deleted: its file goes, and its replica (its history) with it. */
+  /** The database is deleted: its file goes, its branches, and its replica (its history) with it. */
   async remove(siteId: string): Promise<void> {
     await this.dropCopy(siteId);
+    await this.#branches.dropAllOf(siteId);
     await this.#options.replicas?.discard(siteId);
   }
 
@@ -130,6 +135,26 @@ export class SiteDatabases implements SiteDatabaseProvider {
 
   restore(siteId: string, at: Date): Promise<Restore> {
     return this.#restores.restore(siteId, at);
+  }
+
+  // The branches (local/branches.ts).
+
+  makeBranch(name: string, at: Date, orNow: boolean): Promise<BranchMade> {
+    return this.#branches.make(name, at, orNow);
+  }
+
+  dropBranch(name: string): Promise<void> {
+    return this.#branches.drop(name);
+  }
+
+  /** The branches this node has, by name. */
+  branchesHere(): Promise<string[]> {
+    return this.#branches.here();
+  }
+
+  /** Removes what makes of branches a stopped server cut short left. */
+  dropBranchLeftovers(): Promise<void> {
+    return this.#branches.dropLeftovers();
   }
 
   // The hand-over between nodes (local/moves.ts).

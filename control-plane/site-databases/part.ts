@@ -40,6 +40,7 @@ export function siteDatabasesPart(): Part {
       composed = databases;
       return {
         siteDatabases: databases.provider,
+        localBranches: databases.local,
         replicationStalled: () => databases.replicas?.replicator.stalled() ?? null,
       };
     },

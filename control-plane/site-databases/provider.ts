@@ -35,6 +35,24 @@ export interface RunOptions {
   readsOnly?: boolean;
 }
 
+/** What a call of a branch this node does not have fails with (`unavailable`): it was dropped, or made where the database was before a move. */
+export const BRANCH_NOT_HERE = 'the branch of the database is not here';
+
+export const isBranchNotHere = (err: unknown): boolean =>
+  err instanceof StatementError && err.reason === 'unavailable' && err.message === BRANCH_NOT_HERE;
+
+/** A branch made (makeBranch): from the replica's history or a copy of the database now, as of when, its bytes. */
+export interface BranchMade {
+  from: 'history' | 'copy';
+  asOf: string;
+  bytes: number;
+}
+
+/**
+ * A database is named by its site's id. A branch of it (a preview's copy) is named by its branch name
+ * (branch-names.ts), which `run`, `batch`, `migrate` and `size` take as well; every other call is of a
+ * site's own database.
+ */
 export interface SiteDatabaseProvider {
   /** Creates the database if it does not exist; safe to repeat. */
   create(siteId: string): Promise<void>;
@@ -61,6 +79,14 @@ export interface SiteDatabaseProvider {
    * what it can be restored to when `at` is outside that.
    */
   restore(siteId: string, at: Date): Promise<Restore>;
+  /**
+   * Makes the branch `name` of a site's database, beside it: the database as it was at `at`, from its
+   * replica, or, when the replica does not hold that moment and `orNow`, a copy of it as it is now. A
+   * branch of that name made before is replaced. Fails `unavailable` (saying why) when neither can be had.
+   */
+  makeBranch(name: string, at: Date, orNow: boolean): Promise<BranchMade>;
+  /** Removes the branch `name`; nothing when there is none. */
+  dropBranch(name: string): Promise<void>;
   /** The space the database takes on disk now, its write-ahead log included. */
   size(siteId: string): Promise<number>;
   /**
@@ -89,7 +115,6 @@ export interface SiteDatabaseProvider {
   close(): Promise<void>;
 }
 
-/** A database whose writes are paused while its file is copied (SiteDatabases.freeze). */
 /** The oldest and newest moment a database's replica can give back (ISO 8601; null: none yet). */
 export interface RestorePoints {
   earliest: string | null;
@@ -113,6 +138,7 @@ export type Restore =
   | { restored: true; restoredTo: string; restoredFrom: string }
   | ({ restored: false } & RestorePoints);
 
+/** A database whose writes are paused while its file is copied (SiteDatabases.freeze). */
 export interface FrozenDatabase {
   /** The database file: whole (its write-ahead log is in it) and unchanged until thawed. */
   readonly file: string;

@@ -14,7 +14,7 @@ import { isUniqueViolation } from '../../control-plane/db/errors.ts';
 import { type HotTx, lockingStatement, statement } from '../../control-plane/db/hot-sql.ts';
 import type { Actor } from '../../control-plane/deps.ts';
 import { requireBucket } from '../../control-plane/services/buckets.ts';
-import { requireDatabase } from '../../control-plane/services/databases.ts';
+import { requireDatabase } from '../../control-plane/services/site-rows.ts';
 import {
   FILE_COLUMNS,
   type FileRow,

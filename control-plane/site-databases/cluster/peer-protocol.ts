@@ -8,7 +8,16 @@
 // that did not become the database. The caller (peer-client.ts) and the node called
 // (peer-server.ts) both type each operation through PEER_CALLS, so that they cannot drift apart.
 import { z } from 'zod';
-import type { Census, Compaction, Restore, RestorePoints, StatementError, StatementResult } from '../provider.ts';
+import { isBranchId } from '../branch-names.ts';
+import type {
+  BranchMade,
+  Census,
+  Compaction,
+  Restore,
+  RestorePoints,
+  StatementError,
+  StatementResult,
+} from '../provider.ts';
 
 /** What the move of one database did, as the node that moved it reports it. */
 export interface MoveReport {
@@ -103,19 +112,24 @@ const SqlParam = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 const StatementSchema = z.object({ sql: z.string(), params: z.array(SqlParam) });
 const AccessSchema = z.enum(['function', 'api', 'system']);
 const NONE = z.object({});
+/** A call of a branch of the site's database (branch-names.ts) names it; none: the database itself. */
+const BRANCH = z.string().refine(isBranchId, 'not a branch');
+const OF_BRANCH = { branch: BRANCH.optional() };
 
 const OPERATIONS = {
   create: operation(NONE, asIs<void>()),
   run: operation(
-    z.object({ statement: StatementSchema, access: AccessSchema, readsOnly: z.boolean().optional() }),
+    z.object({ statement: StatementSchema, access: AccessSchema, readsOnly: z.boolean().optional(), ...OF_BRANCH }),
     RESULT,
   ),
-  batch: operation(z.object({ statements: z.array(StatementSchema), access: AccessSchema }), RESULTS),
-  migrate: operation(z.object({ sql: z.string(), receipt: StatementSchema }), asIs<void>()),
+  batch: operation(z.object({ statements: z.array(StatementSchema), access: AccessSchema, ...OF_BRANCH }), RESULTS),
+  migrate: operation(z.object({ sql: z.string(), receipt: StatementSchema, ...OF_BRANCH }), asIs<void>()),
+  makeBranch: operation(z.object({ branch: BRANCH, at: z.iso.datetime(), orNow: z.boolean() }), asIs<BranchMade>()),
+  dropBranch: operation(z.object({ branch: BRANCH }), asIs<void>()),
   compact: operation(NONE, asIs<Compaction>()),
   restorePoints: operation(NONE, asIs<RestorePoints>()),
   restore: operation(z.object({ at: z.iso.datetime() }), asIs<Restore>()),
-  size: operation(NONE, asIs<number>()),
+  size: operation(z.object(OF_BRANCH), asIs<number>()),
   remove: operation(NONE, asIs<void>()),
   dropCopy: operation(NONE, asIs<void>()),
   move: operation(z.object({ to: z.string().min(1).max(200) }), asIs<MoveReport>()),

@@ -12,6 +12,7 @@ import crypto from 'node:crypto';
 import type { Logger } from '../../log.ts';
 import { StatementError } from '../provider.ts';
 import type { SiteDatabases } from '../local-provider.ts';
+import { branchName } from '../branch-names.ts';
 import { BlobTooLargeError, readWhole } from '../../../storage/blob-store.ts';
 import {
   type AnyPeerOp,
@@ -124,6 +125,9 @@ export interface CallAnswer {
   body: Outcome | { error: string };
 }
 
+/** The database a call names: the site's, or a branch of it. */
+const named = (siteId: string, branch: string | undefined): string => (branch ? branchName(siteId, branch) : siteId);
+
 /** What runs each operation on this node, its request as PEER_CALLS shapes it. */
 type Handlers = { [O in PeerOp]: (siteId: string, request: PeerRequest<O>) => Promise<PeerAnswer<O>> };
 
@@ -131,14 +135,16 @@ function handlersOf(options: CallServer): Handlers {
   const { provider } = options;
   return {
     create: (siteId) => provider.create(siteId),
-    run: (siteId, { statement, access, readsOnly }) =>
-      provider.run(siteId, statement, access, { readsOnly: readsOnly === true }),
-    batch: (siteId, { statements, access }) => provider.batch(siteId, statements, access),
-    migrate: (siteId, { sql, receipt }) => provider.migrate(siteId, sql, receipt),
+    run: (siteId, { statement, access, readsOnly, branch }) =>
+      provider.run(named(siteId, branch), statement, access, { readsOnly: readsOnly === true }),
+    batch: (siteId, { statements, access, branch }) => provider.batch(named(siteId, branch), statements, access),
+    migrate: (siteId, { sql, receipt, branch }) => provider.migrate(named(siteId, branch), sql, receipt),
+    makeBranch: (siteId, { branch, at, orNow }) => provider.makeBranch(branchName(siteId, branch), new Date(at), orNow),
+    dropBranch: (siteId, { branch }) => provider.dropBranch(branchName(siteId, branch)),
     compact: (siteId) => provider.compact(siteId),
     restorePoints: (siteId) => provider.restorePoints(siteId),
     restore: (siteId, { at }) => provider.restore(siteId, new Date(at)),
-    size: (siteId) => provider.size(siteId),
+    size: (siteId, { branch }) => provider.size(named(siteId, branch)),
     remove: (siteId) => provider.remove(siteId),
     dropCopy: (siteId) => provider.dropCopy(siteId),
     move: (siteId, { to }) => options.moveOut(siteId, to),

@@ -5,8 +5,10 @@
 // call look its placement up again once.
 import type { Knex } from 'knex';
 import type { Change, ChangeListener } from '../../db/changes.ts';
+import { parseDatabaseName } from '../branch-names.ts';
 import {
   type Access,
+  type BranchMade,
   type Compaction,
   type Restore,
   type RestorePoints,
@@ -136,34 +138,64 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     );
   }
 
-  run(siteId: string, statement: Statement, access: Access, options: RunOptions = {}): Promise<StatementResult> {
+  // A branch of a site's database is where the database is: its calls go there, named by site and branch.
+
+  run(name: string, statement: Statement, access: Access, options: RunOptions = {}): Promise<StatementResult> {
+    const { siteId, branch } = parseDatabaseName(name);
     return this.#route(
       siteId,
-      (p) => p.run(siteId, statement, access, options),
+      (p) => p.run(name, statement, access, options),
       (c, a) =>
         c.call(
           a,
           siteId,
           'run',
-          { statement, access, readsOnly: options.readsOnly === true },
+          { statement, access, readsOnly: options.readsOnly === true, ...(branch ? { branch } : {}) },
           this.#options.statementTimeoutMs,
         ),
     );
   }
 
-  batch(siteId: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
+  batch(name: string, statements: Statement[], access: Access): Promise<StatementResult[]> {
+    const { siteId, branch } = parseDatabaseName(name);
     return this.#route(
       siteId,
-      (p) => p.batch(siteId, statements, access),
-      (c, a) => c.call(a, siteId, 'batch', { statements, access }, this.#options.statementTimeoutMs),
+      (p) => p.batch(name, statements, access),
+      (c, a) =>
+        c.call(
+          a,
+          siteId,
+          'batch',
+          { statements, access, ...(branch ? { branch } : {}) },
+          this.#options.statementTimeoutMs,
+        ),
     );
   }
 
-  migrate(siteId: string, sql: string, receipt: Statement): Promise<void> {
+  migrate(name: string, sql: string, receipt: Statement): Promise<void> {
+    const { siteId, branch } = parseDatabaseName(name);
     return this.#route(
       siteId,
-      (p) => p.migrate(siteId, sql, receipt),
-      (c, a) => c.call(a, siteId, 'migrate', { sql, receipt }, LONG_CALL_MS),
+      (p) => p.migrate(name, sql, receipt),
+      (c, a) => c.call(a, siteId, 'migrate', { sql, receipt, ...(branch ? { branch } : {}) }, LONG_CALL_MS),
+    );
+  }
+
+  makeBranch(name: string, at: Date, orNow: boolean): Promise<BranchMade> {
+    const { siteId, branch } = parseDatabaseName(name);
+    return this.#route(
+      siteId,
+      (p) => p.makeBranch(name, at, orNow),
+      (c, a) => c.call(a, siteId, 'makeBranch', { branch: branch!, at: at.toISOString(), orNow }, LONG_CALL_MS),
+    );
+  }
+
+  dropBranch(name: string): Promise<void> {
+    const { siteId, branch } = parseDatabaseName(name);
+    return this.#route(
+      siteId,
+      (p) => p.dropBranch(name),
+      (c, a) => c.call(a, siteId, 'dropBranch', { branch: branch! }, this.#options.statementTimeoutMs),
     );
   }
 
@@ -199,11 +231,12 @@ export class PlacedSiteDatabases implements SiteDatabaseProvider, ChangeListener
     );
   }
 
-  size(siteId: string): Promise<number> {
+  size(name: string): Promise<number> {
+    const { siteId, branch } = parseDatabaseName(name);
     return this.#route(
       siteId,
-      (p) => p.size(siteId),
-      (c, a) => c.call(a, siteId, 'size', {}, this.#options.statementTimeoutMs),
+      (p) => p.size(name),
+      (c, a) => c.call(a, siteId, 'size', branch ? { branch } : {}, this.#options.statementTimeoutMs),
     );
   }
 

@@ -1,5 +1,6 @@
-// The local provider's database processes: one per site, started on first use, pooled and capped like
-// function workers, stopped on demand, and where each site's files are in the data dir.
+// The local provider's database processes: one per database (a site's, or a branch of it), started on
+// first use, pooled and capped like function workers, stopped on demand, and where each database's files
+// are in the data dir.
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -7,8 +8,9 @@ import path from 'node:path';
 import { PoolFullError, WorkerPool } from '../../../runtime-host/pool.ts';
 import { DatabaseProcess } from '../database-process.ts';
 import type { LineStats } from '../protocol.ts';
-import { StatementError } from '../provider.ts';
+import { BRANCH_NOT_HERE, StatementError } from '../provider.ts';
 import type { SiteDatabaseOptions } from './options.ts';
+import { isBranchName, parseDatabaseName } from '../branch-names.ts';
 
 const SQLITE_HEAP_BYTES = 256 * 1024 * 1024;
 
@@ -25,6 +27,8 @@ export class SiteProcesses {
   readonly #options: SiteDatabaseOptions;
   /** Where the sites' folders are: <data dir>/sites. */
   readonly root: string;
+  /** Where the branches' folders are: <data dir>/branches. */
+  readonly branchRoot: string;
   readonly #pool: WorkerPool<SiteProcess>;
   /** Every process not yet exited, evicted ones included, so close() can wait for them all. */
   readonly #started = new Set<SiteProcess>();
@@ -32,6 +36,7 @@ export class SiteProcesses {
   constructor(options: SiteDatabaseOptions, hooks: SiteProcessHooks) {
     this.#options = options;
     this.root = path.join(options.dataDir, 'sites');
+    this.branchRoot = path.join(options.dataDir, 'branches');
     this.#pool = new WorkerPool({
       maxWorkers: options.maxProcesses,
       idleMs: options.idleMs,
@@ -39,17 +44,20 @@ export class SiteProcesses {
         // The folder is made by create() and removed with the database: without it there is no
         // database, and a process would make an empty one. Checked here, when a process starts, not
         // on every statement.
-        if (!fs.existsSync(this.dir(siteId))) throw new StatementError('unavailable', 'the site has no database');
-        const replicator = options.replicas?.replicator;
+        if (!fs.existsSync(this.dir(siteId)))
+          throw new StatementError('unavailable', isBranchName(siteId) ? BRANCH_NOT_HERE : 'the site has no database');
+        // A branch is a preview's copy, with no history of its own.
+        const replicator = isBranchName(siteId) ? undefined : options.replicas?.replicator;
         const file = this.fileOf(siteId);
         // The replicator follows the database before its first statement, so its history has no gap;
         // a new database only once its process has made it (its first page decides its auto-vacuum).
         const fresh = !fs.existsSync(file);
         if (replicator && !fresh) await replicator.watch(siteId, file);
         // The one socket path the process may use: linked by the host to each worker it connects to.
-        const linePath = options.lineDir
-          ? path.join(options.lineDir, `${crypto.randomBytes(8).toString('hex')}.dbs`)
-          : undefined;
+        const linePath =
+          options.lineDir && !isBranchName(siteId)
+            ? path.join(options.lineDir, `${crypto.randomBytes(8).toString('hex')}.dbs`)
+            : undefined;
         if (linePath) await fsp.mkdir(options.lineDir!, { recursive: true, mode: 0o700 });
         const process = Object.assign(
           await DatabaseProcess.start({
@@ -77,13 +85,13 @@ export class SiteProcesses {
     });
   }
 
-  /** The site's folder. */
-  dir(siteId: string): string {
-    if (!/^[0-9a-f-]{36}$/.test(siteId)) throw new Error(`not a site id: ${siteId}`);
-    return path.join(this.root, siteId);
+  /** The database's folder (a site's id, or a branch's name: branch-names.ts). */
+  dir(name: string): string {
+    const { branch } = parseDatabaseName(name);
+    return path.join(branch === null ? this.root : this.branchRoot, name);
   }
 
-  /** The site's database file. */
+  /** The database's file. */
   fileOf(siteId: string): string {
     return path.join(this.dir(siteId), 'db.sqlite');
   }
