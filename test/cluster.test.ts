@@ -195,6 +195,58 @@ cluster(
 );
 
 cluster(
+  'a preview’s branch of a database is made on the node that holds the database and used through the other',
+  async (t) => {
+    const { site, base } = await siteWithNotes('branched');
+    const holder = ['a', 'c'].find((name) => fs.existsSync(path.join(c.root, name, 'sites', site.id, 'db.sqlite')))!;
+    const declared = await c.owner.api.post(`v0/sites/${site.id}/deployments`, {
+      json: {
+        files: [{ path: 'api/notes.ts', content: NOTES_FUNCTION, contentType: 'text/typescript' }],
+        migrations: [
+          {
+            name: '0001_notes.sql',
+            sql: 'CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL, data BLOB);',
+          },
+          { name: '0002_tags.sql', sql: 'ALTER TABLE notes ADD COLUMN tags TEXT;' },
+        ],
+      },
+    });
+    t.is(declared.statusCode, 201, JSON.stringify(declared.body));
+    const deployment = json<{ deployment: { id: string; shortId: string } }>(declared).deployment;
+    const opened = await c.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}`, {
+      json: { previewAccess: 'PUBLIC' },
+    });
+    t.is(opened.statusCode, 200, JSON.stringify(opened.body));
+    const preview = (server: ServeProcess) => siteOn(server, `${deployment.shortId}--${site.subdomain}`);
+
+    // Made through B, the web-only node: on the node that holds the database.
+    t.is((await preview(c.b).post('api/notes', { body: 'on the branch' })).statusCode, 200);
+    const folder = `${site.id}.${deployment.id}`;
+    t.true(fs.existsSync(path.join(c.root, holder, 'branches', folder, 'db.sqlite')));
+    t.false(fs.existsSync(path.join(c.root, 'b', 'branches', folder)));
+    const throughA = JSON.parse((await preview(c.a).get('api/notes')).body) as Array<{ body: string }>;
+    t.deepEqual(
+      throughA.map((row) => row.body),
+      ['on the branch'],
+    );
+    t.deepEqual(JSON.parse((await siteOn(c.b, site.subdomain).get('api/notes')).body), [], 'the database has none');
+    const columns = json<{ result: Array<{ results: Array<{ name: string }> }> }>(
+      await c.owner.api.post(`${base}/query`, {
+        json: { sql: "SELECT name FROM pragma_table_info('notes')", branch: deployment.id, readOnly: true },
+      }),
+    );
+    t.true(
+      columns.result[0]!.results.some((column) => column.name === 'tags'),
+      'the branch has the migration',
+    );
+
+    const published = await c.owner.api.post(`v0/sites/${site.id}/deployments/${deployment.id}/publish`);
+    t.is(published.statusCode, 200, JSON.stringify(published.body));
+    t.false(fs.existsSync(path.join(c.root, holder, 'branches', folder)), 'the branch ends with its deployment');
+  },
+);
+
+cluster(
   'the cluster listener refuses unsigned, wrongly signed and replayed peer calls, and calls for a database the node does not hold',
   async (t) => {
     const { site } = await siteWithNotes('peer');
