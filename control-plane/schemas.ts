@@ -708,5 +708,11 @@ export const AccountUsage = z.object({
       .describe(
         'what the replicas of its site databases take (their history for time travel and recovery), as last measured; each is bounded on its own, outside the limit',
       ),
+    databaseBranchBytes: z
+      .number()
+      .int()
+      .describe(
+        'what its previews’ branches of site databases take, as last measured: a branch is made only while these and its files leave room for it under the limit',
+      ),
   }),
 });

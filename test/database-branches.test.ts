@@ -13,6 +13,7 @@ import { type Envelope, siteWithDatabase } from './helpers/databases.ts';
 import { type Deployment, typeOf } from './helpers/deployments.ts';
 import { memberOf } from './helpers/site-member.ts';
 import { until } from './helpers/until.ts';
+import { INSTANT_BRANCH_IDLE_MS, sweepBranches } from '../control-plane/database-branches/branch-sweep.ts';
 
 let t0: TestBerth;
 test.before(async () => {
@@ -213,4 +214,55 @@ test('an instant’s preview runs on the database as it was then, and its writes
   });
   t.is(before.statusCode, 422);
   t.is(json<{ error: { code: string } }>(before).error.code, 'before_history');
+});
+
+test('a branch is only ever of the site’s own deployments: another site’s deployment id names none', async (t) => {
+  const site = await siteWithDatabase(t0.owner);
+  const other = await siteWithDatabase(t0.owner);
+  const theirs = await deployment(other, { 'web/index.html': 'theirs' }, []);
+  const refused = await t0.owner.api.post(`${site.base}/query`, { json: { sql: 'SELECT 1', branch: theirs.id } });
+  t.is(refused.statusCode, 404);
+  t.is(json<{ error: { code: string } }>(refused).error.code, 'branch_not_found');
+  const malformed = await t0.owner.api.post(`${site.base}/query`, {
+    json: { sql: 'SELECT 1', branch: '../../sites/x' },
+  });
+  t.is(malformed.statusCode, 400);
+  t.is(json<{ error: { code: string } }>(malformed).error.code, 'invalid_request');
+  t.deepEqual(
+    branchFolders().filter((name) => name.startsWith(site.site.id)),
+    [],
+  );
+});
+
+test('the sweep drops an instant’s branch unused for a day, and a branch folder no row places here', async (t) => {
+  const site = await siteWithDatabase(t0.owner);
+  await deployment(site, { 'api/notes.ts': NOTES }, [INIT], true);
+  // A moment the replica holds: past the start of its history, and before its latest moment.
+  const points = await until(async () => {
+    const read = json<{ earliest: string | null; latest: string | null }>(
+      await t0.owner.read.get(`${site.base}/restore-points`),
+    );
+    return read.earliest !== null && Date.parse(read.latest!) > Date.parse(read.earliest) + 1000 && read;
+  }, 'the replica to hold a second of history');
+  const instant = Date.parse(points.earliest!) + 500;
+  const made = await t0.owner.api.post(`${site.base}/query`, {
+    json: { sql: 'SELECT count(*) AS n FROM notes', branch: `t${instant}` },
+  });
+  t.is(made.statusCode, 200, JSON.stringify(made.body));
+  const { deps } = t0.berth;
+  const stray = path.join(t0.config.dataDir, 'branches', `${site.site.id}.t0000000000001`);
+  fs.mkdirSync(stray);
+  fs.writeFileSync(path.join(stray, 'db.sqlite'), 'left behind');
+
+  await sweepBranches(deps);
+  t.true(branchFolders().includes(`${site.site.id}.t${instant}`), 'a branch in use stays');
+  t.false(fs.existsSync(stray), 'a folder no row places here is removed');
+
+  await deps
+    .db('database_branches')
+    .where({ site_id: site.site.id })
+    .update({ used_at: new Date(Date.now() - INSTANT_BRANCH_IDLE_MS - 60_000).toISOString() });
+  await sweepBranches(deps);
+  t.false(branchFolders().includes(`${site.site.id}.t${instant}`));
+  t.is(await deps.db('database_branches').where({ site_id: site.site.id }).first(), undefined);
 });

@@ -14,6 +14,7 @@ import {
   putFile,
   startTestBerth,
 } from './helpers/berth.ts';
+import { siteWithDatabase } from './helpers/databases.ts';
 import { blobStored } from './helpers/object-store.ts';
 import { runBerth } from './helpers/process.ts';
 import { until } from './helpers/until.ts';
@@ -36,6 +37,7 @@ interface Storage {
   usedBytes: number;
   limitBytes: number | null;
   databaseReplicaBytes: number;
+  databaseBranchBytes: number;
 }
 
 async function storage(account: TestAccount): Promise<Storage> {
@@ -54,7 +56,12 @@ test('a write past the limit answers 413 quota_exceeded, saying what is used, an
   const site = await createSite(tenant);
   const otherSite = await createSite(other);
   for (let i = 0; i < 3; i++) await putFile(tenant, site.bucketId, `web/${i}.bin`, distinct(300 * KIB));
-  t.deepEqual(await storage(tenant), { usedBytes: 900 * KIB, limitBytes: LIMIT, databaseReplicaBytes: 0 });
+  t.deepEqual(await storage(tenant), {
+    usedBytes: 900 * KIB,
+    limitBytes: LIMIT,
+    databaseReplicaBytes: 0,
+    databaseBranchBytes: 0,
+  });
 
   const refused = await tenant.api.put(`v0/buckets/${site.bucketId}/objects/web/3.bin`, { body: distinct(300 * KIB) });
   t.is(refused.statusCode, 413);
@@ -207,7 +214,12 @@ test('the operator sets an account its own limit with berth admin while the serv
     storage: { usedBytes: 900 * KIB, limitBytes: 3 * LIMIT },
   });
   await putFile(tenant, site.bucketId, 'web/b.bin', distinct(900 * KIB));
-  t.deepEqual(await storage(tenant), { usedBytes: 1800 * KIB, limitBytes: 3 * LIMIT, databaseReplicaBytes: 0 });
+  t.deepEqual(await storage(tenant), {
+    usedBytes: 1800 * KIB,
+    limitBytes: 3 * LIMIT,
+    databaseReplicaBytes: 0,
+    databaseBranchBytes: 0,
+  });
 
   const metrics = (await got.get(`${t0.url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).body;
   t.true(metrics.includes(`berth_account_storage_bytes{account="${tenant.id}"} ${1800 * KIB}`));
@@ -229,5 +241,30 @@ test('platform-admin accounts store without a limit', async (t) => {
   const admin = await t0.newAccount('platform-admin');
   const site = await createSite(admin);
   await putFile(admin, site.bucketId, 'web/a.bin', distinct(1500 * KIB));
-  t.deepEqual(await storage(admin), { usedBytes: 1500 * KIB, limitBytes: null, databaseReplicaBytes: 0 });
+  t.deepEqual(await storage(admin), {
+    usedBytes: 1500 * KIB,
+    limitBytes: null,
+    databaseReplicaBytes: 0,
+    databaseBranchBytes: 0,
+  });
+});
+
+test('a preview’s branch of a database counts against the storage: one the account has no room for is refused with quota_exceeded', async (t) => {
+  const tenant = await t0.newAccount();
+  const { site, base, query } = await siteWithDatabase(tenant);
+  t.is((await query('CREATE TABLE pictures (data BLOB)')).status, 200);
+  t.is((await query('INSERT INTO pictures VALUES (randomblob(200000))')).status, 200);
+  for (let i = 0; i < 3; i++) await putFile(tenant, site.bucketId, `web/${i}.bin`, distinct(300 * KIB));
+  const declared = await tenant.api.post(`v0/sites/${site.id}/deployments`, {
+    json: { files: [{ path: 'web/index.html', content: 'next', contentType: 'text/html' }] },
+  });
+  t.is(declared.statusCode, 201);
+  const deploymentId = json<{ deployment: { id: string } }>(declared).deployment.id;
+  const refused = await tenant.api.post(`${base}/query`, { json: { sql: 'SELECT 1', branch: deploymentId } });
+  t.is(refused.statusCode, 413);
+  t.is(json(refused).error.code, 'quota_exceeded');
+  t.regex(json(refused).error.message, /branch of this database needs/);
+  t.is((await storage(tenant)).databaseBranchBytes, 0);
+  const row = await t0.berth.deps.db('database_branches').where({ site_id: site.id }).first();
+  t.is(row, undefined, 'nothing of it is kept');
 });

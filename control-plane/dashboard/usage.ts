@@ -60,6 +60,11 @@ export async function render(root: HTMLElement): Promise<void> {
         { class: 'hint' },
         `Site database replicas (their history, for restores): ${formatBytes(usage.storage.databaseReplicaBytes)}, as last measured. Each is bounded on its own, its oldest history dropped first, outside the limit.`,
       ),
+      h(
+        'p',
+        { class: 'hint' },
+        `Previews’ branches of site databases: ${formatBytes(usage.storage.databaseBranchBytes)}, as last measured. A branch is made only while your files and branches leave room for it; each ends with its preview.`,
+      ),
     ),
   );
 }

@@ -84,8 +84,9 @@ async function sourceOf(deps: Deps, siteId: string, branch: string): Promise<Sou
       'branch_not_found',
       `deployment ${row.short_id} is no longer open, and its branch of the database ended with it: a published deployment's preview runs on a branch as of its publish`,
     );
+  // Restores are to the second: the end of the second it was created in, so no write before it is missed.
   return {
-    at: new Date(row.created_at),
+    at: new Date(Math.ceil(Date.parse(row.created_at) / 1000) * 1000),
     orNow: true,
     migrations: row.migrations ? (JSON.parse(row.migrations) as Source['migrations']) : [],
     deploymentId: row.id,

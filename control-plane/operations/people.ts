@@ -8,6 +8,7 @@ import * as members from '../services/members.ts';
 import { changePassword as changeOwnPassword } from '../services/sessions.ts';
 import { modelCallsToday } from '../services/llm.ts';
 import { databaseReplicaBytes } from '../services/storage-quota.ts';
+import { branchBytes } from '../database-branches/branches.ts';
 import {
   AccountUsage,
   ApiKey,
@@ -162,7 +163,7 @@ export const changePassword = defineOperation({
 export const getUsage = defineOperation({
   name: 'get_usage',
   description:
-    'The account’s model calls today (UTC) against its daily allowance, the bytes its files hold against its storage limit, and the bytes its site databases’ replicas take',
+    'The account’s model calls today (UTC) against its daily allowance, the bytes its files hold against its storage limit, and the bytes its site databases’ replicas and previews’ branches take',
   permission: 'READ',
   input: z.object({}).strict(),
   output: z.object({ usage: AccountUsage }),
@@ -172,6 +173,7 @@ export const getUsage = defineOperation({
       storage: {
         ...(await deps.storageQuota.usage(actor.accountId)),
         databaseReplicaBytes: await databaseReplicaBytes(deps, actor.accountId),
+        databaseBranchBytes: await branchBytes(deps, actor.accountId),
       },
     },
   }),
