@@ -245,9 +245,7 @@ test('the sweep drops an instant’s branch unused for a day, and a branch folde
     return read.earliest !== null && Date.parse(read.latest!) > Date.parse(read.earliest) + 1000 && read;
   }, 'the replica to hold a second of history');
   const instant = Date.parse(points.earliest!) + 500;
-  const made = await t0.owner.api.post(`${site.base}/query`, {
-    json: { sql: 'SELECT count(*) AS n FROM notes', branch: `t${instant}` },
-  });
+  const made = await t0.owner.api.post(`${site.base}/query`, { json: { sql: 'SELECT 1', branch: `t${instant}` } });
   t.is(made.statusCode, 200, JSON.stringify(made.body));
   const { deps } = t0.berth;
   const stray = path.join(t0.config.dataDir, 'branches', `${site.site.id}.t0000000000001`);

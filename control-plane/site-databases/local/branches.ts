@@ -13,6 +13,13 @@ import { copySqlite } from '../sqlite-copy.ts';
 import type { SiteDatabaseOptions } from './options.ts';
 import type { SiteProcesses } from './site-processes.ts';
 
+/**
+ * A moment this recent, when a copy of now will do, is copied from the database itself: the replicator
+ * hears of the writes workers make on their lines up to a second late, so the replica may seem to hold
+ * a moment it has not all the writes of yet.
+ */
+const RECENT_MS = 10_000;
+
 /** A moment is named to the second, as restores are. */
 const floorSecond = (date: Date): string => new Date(Math.floor(date.getTime() / 1000) * 1000).toISOString();
 
@@ -66,6 +73,7 @@ export class Branches {
     orNow: boolean,
   ): Promise<Omit<BranchMade, 'bytes'> | null> {
     const replicas = this.#options.replicas;
+    if (orNow && at.getTime() > Date.now() - RECENT_MS) return null;
     if (!replicas) {
       if (orNow) return null;
       throw new StatementError(
