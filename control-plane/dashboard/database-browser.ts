@@ -34,12 +34,18 @@ type Row = Record<string, unknown>;
 /** A name as an SQL identifier: in double quotes, its own double quotes doubled. */
 export const quoteName = (name: string): string => `"${name.replaceAll('"', '""')}"`;
 
+/** The database read: the site's (its API path), or a preview's branch of it. */
+interface Source {
+  dbPath: string;
+  branch: string | null;
+}
+
 /** Runs one statement that only reads; its failure is thrown with the database's message and code. */
-async function read(dbPath: string, sql: string, params: Array<string | number> = []): Promise<Row[]> {
+async function read(source: Source, sql: string, params: Array<string | number> = []): Promise<Row[]> {
   const answer = await api<QueryEnvelope>(
     'POST',
-    `${dbPath}/query`,
-    { sql, params, readOnly: true },
+    `${source.dbPath}/query`,
+    { sql, params, readOnly: true, ...(source.branch ? { branch: source.branch } : {}) },
     { accept: [400] },
   );
   if (!('success' in answer)) throw new ApiError(400, 'invalid_request', 'the database could not be read');
@@ -54,9 +60,9 @@ async function read(dbPath: string, sql: string, params: Array<string | number> 
  * The tenant's tables (and virtual tables) with their columns, then their row counts. SQLite's own
  * tables, the replicator's and the migration ledger are Berth's, not listed.
  */
-async function loadTables(dbPath: string): Promise<TableInfo[]> {
+async function loadTables(source: Source): Promise<TableInfo[]> {
   const columns = await read(
-    dbPath,
+    source,
     `SELECT t.name AS tbl, c.name AS name, c.type AS type, c.pk AS pk, c."notnull" AS not_null
      FROM pragma_table_list AS t LEFT JOIN pragma_table_info(t.name) AS c
      WHERE t.schema = 'main' AND t.type IN ('table', 'virtual')
@@ -82,7 +88,7 @@ async function loadTables(dbPath: string): Promise<TableInfo[]> {
   for (let i = 0; i < list.length; i += COUNTED_PER_STATEMENT) {
     const some = list.slice(i, i + COUNTED_PER_STATEMENT);
     const counts = await read(
-      dbPath,
+      source,
       some.map((t) => `SELECT ? AS tbl, count(*) AS n FROM ${quoteName(t.name)}`).join(' UNION ALL '),
       some.map((t) => t.name),
     );
@@ -121,7 +127,7 @@ function where(view: View): { sql: string; params: string[] } {
 }
 
 /** A page of the view's rows: each column's type, length and first characters (a BLOB's bytes are not read). */
-async function loadPage(dbPath: string, view: View): Promise<Row[]> {
+async function loadPage(source: Source, view: View): Promise<Row[]> {
   const selected = view.table.columns
     .map((c, i) => {
       const q = quoteName(c.name);
@@ -134,16 +140,16 @@ async function loadPage(dbPath: string, view: View): Promise<Row[]> {
     ...tiebreak(view.table),
   ];
   return read(
-    dbPath,
+    source,
     `SELECT ${selected} FROM ${quoteName(view.table.name)}${filter.sql}${order.length > 0 ? ` ORDER BY ${order.join(', ')}` : ''} LIMIT ${PAGE_ROWS} OFFSET ?`,
     [...filter.params, view.offset],
   );
 }
 
-async function countRows(dbPath: string, view: View): Promise<number> {
+async function countRows(source: Source, view: View): Promise<number> {
   const filter = where(view);
   const [row] = await read(
-    dbPath,
+    source,
     `SELECT count(*) AS n FROM ${quoteName(view.table.name)}${filter.sql}`,
     filter.params,
   );
@@ -179,22 +185,23 @@ function columnsList(table: TableInfo): HTMLElement {
 }
 
 /** The Tables section: every table of the tenant's, and the rows of the one being browsed. */
-export async function browserSection(dbPath: string): Promise<HTMLElement> {
+export async function browserSection(dbPath: string, branch: string | null = null): Promise<HTMLElement> {
+  const source: Source = { dbPath, branch };
   const status = statusLine();
   const listEl = h('div');
   const rowsEl = h('div', { 'aria-live': 'polite' });
   const section = h(
     'section',
     { class: 'card', 'aria-labelledby': 'tables-heading' },
-    h('h2', { id: 'tables-heading' }, 'Tables'),
-    h('p', { class: 'hint' }, 'Read-only: browsing never changes the database.'),
+    h('h2', { id: 'tables-heading' }, branch ? 'Tables of the branch' : 'Tables'),
+    h('p', { class: 'hint' }, `Read-only: browsing never changes the ${branch ? 'branch' : 'database'}.`),
     listEl,
     status.el,
     rowsEl,
   );
   let tables: TableInfo[];
   try {
-    tables = await loadTables(dbPath);
+    tables = await loadTables(source);
   } catch (err) {
     status.error(err instanceof Error ? err.message : String(err));
     return section;
@@ -205,8 +212,8 @@ export async function browserSection(dbPath: string): Promise<HTMLElement> {
   }
 
   const show = async (next: View, recount: boolean) => {
-    if (recount) next.total = await countRows(dbPath, next);
-    fill(rowsEl, rowsView(next, await loadPage(dbPath, next)));
+    if (recount) next.total = await countRows(source, next);
+    fill(rowsEl, rowsView(next, await loadPage(source, next)));
   };
   const change = (button: HTMLButtonElement | null, next: View, recount = false) =>
     run(button, () => show(next, recount), status);

@@ -1,9 +1,10 @@
 // A site's database: run a statement and see a table, browse its tables read-only (database-browser.ts),
+// or those of a preview's branch of it (`?branch=`),
 // the applied migrations with their SQL, exports with their status and download, time travel, and the
 // two-step delete. Exports, restores and deletion are for ADMINs.
 import { ApiError, api, get, isAdmin } from './api.ts';
 import { type Child, actionButton, badge, field, fill, form, formatBytes, h, statusLine, table, time } from './dom.ts';
-import type { Route } from './router.ts';
+import { type Route, href } from './router.ts';
 import { browserSection } from './database-browser.ts';
 import { siteFrame } from './sites.ts';
 import { timeTravelSection } from './time-travel.ts';
@@ -66,6 +67,21 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
     return;
   }
   const dbPath = `${base}/${encodeURIComponent(database.id)}`;
+  const branch = route.query.get('branch');
+  if (branch) {
+    // A preview's branch: its tables, read-only, and the way back to the database itself.
+    fill(
+      body,
+      h(
+        'p',
+        { class: 'hint' },
+        `The branch of this database that the preview ${branch.startsWith('t') ? 'of an instant' : 'of a deployment'} runs on (${branch}): what its functions write stays on it. `,
+        h('a', { href: href('sites', site.id, 'database') }, 'Back to the database itself'),
+      ),
+      await browserSection(dbPath, branch),
+    );
+    return;
+  }
   fill(
     body,
     querySection(dbPath),

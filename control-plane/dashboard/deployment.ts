@@ -1,5 +1,6 @@
 // One deployment's page: what it is (kind, status with each file's error, author, message, size,
-// times, preview link, who the preview answers and whether it has the site's secrets), "Roll back to
+// times, preview link, who the preview answers and whether it has the site's secrets, the branch of
+// the database its preview runs on), "Roll back to
 // this", its diff against the state before it and the files it set (those purged since, marked).
 import { api, get } from './api.ts';
 import { type Child, actionButton, fill, formatBytes, h, statusLine, table, time } from './dom.ts';
@@ -21,6 +22,19 @@ import type { DeploymentDetail } from './types.ts';
 const FIRST_FILES = 200;
 
 type Entry = DeploymentDetail['fileList'][number];
+
+/** The branch of the site's database its preview runs on: what it is a copy of, or why it failed. */
+function branchFact(siteId: string, branch: NonNullable<DeploymentDetail['databaseBranch']>): Child {
+  if (branch.status === 'FAILED')
+    return h('span', { class: 'status error' }, `Its migrations failed on it: ${branch.error}`);
+  if (branch.status === 'MAKING') return 'A branch of the database is being made';
+  return [
+    branch.madeFrom === 'history' ? 'A branch of the database as it was at ' : 'A copy of the database made at ',
+    time(branch.asOf),
+    ` (${formatBytes(branch.bytes)}): what the preview writes stays on it. `,
+    h('a', { href: href('sites', siteId, 'database', { branch: branch.branch }) }, 'Browse its tables'),
+  ];
+}
 
 export async function render(root: HTMLElement, route: Route): Promise<void> {
   const { site, body } = await siteFrame(root, route);
@@ -107,6 +121,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
         { status },
       ),
     ]),
+    d.databaseBranch ? fact('Preview database', branchFact(site.id, d.databaseBranch)) : null,
     d.purgedFiles > 0 ? fact('Purged', `${d.purgedFiles} of its files were deleted for good since`) : null,
     fact('Id', h('span', { class: 'mono' }, d.id)),
   ];

@@ -5,7 +5,7 @@
 // session's anti-forgery token; a MEMBER browses too, and the session's read-only query refuses a write.
 import test from 'ava';
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
-import { type TestBerth, startTestBerth } from '../helpers/berth.ts';
+import { type TestBerth, json, startTestBerth } from '../helpers/berth.ts';
 import { launchBrowser, newContext, signIn } from '../helpers/browser.ts';
 import { type SiteWithDatabase, siteWithDatabase } from '../helpers/databases.ts';
 import { until } from '../helpers/until.ts';
@@ -228,3 +228,32 @@ test.serial('a MEMBER browses too; the session’s read-only query refuses a wri
   t.deepEqual((await db.query('SELECT count(*) AS n FROM items')).body.result[0]!.results, [{ n: 250 }]);
   await member.close();
 });
+
+test.serial(
+  'a deployment’s page names its preview’s branch of the database and opens its tables, read-only',
+  async (t) => {
+    const declared = await t0.owner.api.post(`v0/sites/${db.site.id}/deployments`, {
+      json: { files: [{ path: 'web/index.html', content: 'next', contentType: 'text/html' }] },
+    });
+    const deployment = json<{ deployment: { id: string } }>(declared).deployment;
+    const wrote = await t0.owner.api.post(`${db.base}/query`, {
+      json: { sql: "INSERT INTO items (id, name) VALUES (1000, 'only on the branch')", branch: deployment.id },
+    });
+    t.is(wrote.statusCode, 200, JSON.stringify(wrote.body));
+    await page.goto(`${t0.url}/#/sites/${db.site.id}/deployments/${deployment.id}`);
+    await page.getByRole('link', { name: 'Browse its tables' }).click();
+    await page.getByRole('heading', { name: 'Tables of the branch' }).waitFor();
+    t.true(await page.getByText('Read-only: browsing never changes the branch.').isVisible());
+    const counts = await page
+      .locator('table.tables-table tbody tr')
+      .evaluateAll((rows) => rows.map((row) => row.querySelector('td[data-label=Rows]')!.textContent));
+    t.deepEqual(counts, ['251', '3'], 'the branch’s rows, its own among them');
+    const last = queries.at(-1)!;
+    t.like(last.postDataJSON(), { readOnly: true, branch: deployment.id });
+    t.deepEqual(
+      (await db.query('SELECT count(*) AS n FROM items')).body.result[0]!.results,
+      [{ n: 250 }],
+      'the database itself never saw it',
+    );
+  },
+);

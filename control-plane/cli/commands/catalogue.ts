@@ -239,6 +239,7 @@ const GROUPS: Array<{ name: string; summary: string; commands: Generated[] }> = 
         examples: [
           "berth db query 'SELECT count(*) FROM notes' --site blog",
           "berth db query 'INSERT INTO notes (body) VALUES (?)' --params '[\"hi\"]' --site blog",
+          "berth db query 'SELECT * FROM notes' --branch 0b8f4c1e-5d2a-4e8b-9c3f-7a6d5e4c3b2a --site blog",
         ],
       },
       {

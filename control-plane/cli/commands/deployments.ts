@@ -53,6 +53,14 @@ export function deploymentsText(answer: { deployments: Deployment[] }): string {
 const packageChangeCount = (changes: DeploymentDetail['diff']['packages']): number =>
   changes.added.length + changes.changed.length + changes.removed.length;
 
+/** Its preview's branch of the site's database, in one line. */
+function branchLine(branch: NonNullable<DeploymentDetail['databaseBranch']>): string {
+  if (branch.status === 'FAILED') return `database branch: FAILED: ${branch.error}`;
+  if (branch.status === 'MAKING') return 'database branch: being made';
+  const source = branch.madeFrom === 'history' ? 'the database as it was at' : 'a copy of the database at';
+  return `database branch: ${source} ${branch.asOf} (${formatBytes(branch.bytes)}); query it with --branch ${branch.branch}`;
+}
+
 export function deploymentText(answer: { deployment: DeploymentDetail }): string {
   const d = answer.deployment;
   const lines = [
@@ -65,6 +73,7 @@ export function deploymentText(answer: { deployment: DeploymentDetail }): string
     ...(d.publishedAt ? [`published: ${d.publishedAt}`] : []),
     `files: ${d.files} (${formatBytes(d.bytes)})`,
     `preview: ${d.previewUrl}`,
+    ...(d.databaseBranch ? [branchLine(d.databaseBranch)] : []),
     ...(d.errors ?? []).map((problem) => `error: ${problemLine(problem)}`),
     `diff: ${diffCounts(d.diff)}`,
     ...d.diff.added.map((path) => `  + ${path}`),

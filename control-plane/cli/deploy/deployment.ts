@@ -32,8 +32,19 @@ export interface LockedPackage {
   integrity: string | null;
 }
 
+/** The branch of the site's database a deployment's preview runs on. */
+export interface DatabaseBranch {
+  branch: string;
+  status: 'MAKING' | 'READY' | 'FAILED';
+  madeFrom: 'history' | 'copy' | null;
+  asOf: string | null;
+  bytes: number;
+  error: string | null;
+}
+
 export interface DeploymentDetail extends Deployment {
   missing: string[];
+  databaseBranch: DatabaseBranch | null;
   fileList: Array<{ path: string; sha256: string | null; bytes: number; versionId: string | null }>;
   /** The npm packages its functions are built with (the site's deno.lock after it). */
   packages: LockedPackage[];
