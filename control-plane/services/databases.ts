@@ -275,6 +275,8 @@ export async function deleteDatabase(
     await trx('databases').where({ id: databaseId }).delete();
     await trx('database_deletion_challenges').where({ database_id: databaseId }).delete();
     await trx('migration_leases').where({ database_id: databaseId }).delete();
+    // Its previews' branches go with it (the provider removes their files with the database's).
+    await trx('database_branches').where({ site_id: siteId }).delete();
   });
   await deps.changes.publish({ kind: 'database', siteId });
   await deps.siteDatabases.remove(siteId, row.node_id);
