@@ -152,7 +152,7 @@ test: typecheck lint chromium nginx iproute2 pebble caddy postgresql radosgw npm
 # The cluster costs and the deployments' times are measured even when the main run reported failed
 # requests; make still fails then.
 bench: install npm-fixtures
-	node --import tsx bench/main.ts; main=$$?; node --import tsx bench/cluster.ts && node --import tsx bench/deployments.ts && node --import tsx bench/replication.ts && node --import tsx bench/analytics.ts && node --import tsx bench/builds.ts && node --import tsx bench/routing.ts && exit $$main
+	node --import tsx bench/main.ts; main=$$?; node --import tsx bench/cluster.ts && node --import tsx bench/deployments.ts && node --import tsx bench/replication.ts && node --import tsx bench/analytics.ts && node --import tsx bench/builds.ts && node --import tsx bench/routing.ts && node --import tsx bench/branches.ts && exit $$main
 
 bench-noisy: install
 	node --import tsx bench/noisy-neighbour.ts

@@ -48,15 +48,19 @@ async function main() {
     const { sizeBytes } = (
       await api.get(`v0/sites/${site.id}/databases`).json<{ databases: Array<{ sizeBytes: number }> }>()
     ).databases[0]!;
-    console.error(`filled: ${sizeBytes} bytes`);
+    // Branches from the replica are of moments it holds: after its first full copy of the database.
+    const instant = await waitForReplica(api, base, Date.now());
     const earlier = await deployment(api, site.id);
-    const instant = Date.now();
-    await waitForReplica(api, base, Date.now());
-    console.error('replicated');
     await sleep(PAST_RECENT_MS);
 
     const onDatabase = await query('SELECT count(*) FROM pictures');
     const fromHistory = (await query('SELECT count(*) FROM pictures', earlier)) - onDatabase;
+    const { databaseBranch } = (
+      await api
+        .get(`v0/sites/${site.id}/deployments/${earlier}`)
+        .json<{ deployment: { databaseBranch: { madeFrom: string } } }>()
+    ).deployment;
+    if (databaseBranch.madeFrom !== 'history') throw new Error(`made from ${databaseBranch.madeFrom}, not the replica`);
     const fromInstant = (await query('SELECT count(*) FROM pictures', `t${instant}`)) - onDatabase;
     const recent = await deployment(api, site.id);
     const copied = (await query('SELECT count(*) FROM pictures', recent)) - onDatabase;
@@ -86,11 +90,11 @@ async function deployment(api: Got, siteId: string): Promise<string> {
   return deployment.id;
 }
 
-/** Waits until the replica holds every write made before `since`. */
-async function waitForReplica(api: Got, base: string, since: number): Promise<void> {
+/** Waits until the replica holds every write made before `since`; the latest moment it holds then. */
+async function waitForReplica(api: Got, base: string, since: number): Promise<number> {
   for (;;) {
     const points = await api.get(`${base}/restore-points`).json<{ latest: string | null }>();
-    if (points.latest && Date.parse(points.latest) >= since) return;
+    if (points.latest && Date.parse(points.latest) >= since) return Date.parse(points.latest);
     await sleep(200);
   }
 }
