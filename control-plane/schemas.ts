@@ -307,6 +307,12 @@ export const DeploymentRecord = z.object({
     .enum(['PRIVATE', 'PUBLIC'])
     .describe('who its preview host answers: PRIVATE, the account’s signed-in members; PUBLIC, as the live site does'),
   previewSecrets: z.boolean().describe('whether its preview’s functions are given the site’s secrets'),
+  databaseRestore: z
+    .object({ restoredTo: z.string(), restoredFrom: z.string() })
+    .nullable()
+    .describe(
+      'a whole restore’s database restore: the second it went back to, and the moment just before (restoring the site whole to restoredFrom undoes both)',
+    ),
   purgedFiles: z.number().int().describe('its files whose versions were deleted for good since: they are gone from it'),
 });
 const DeploymentFileEntry = z.object({
@@ -401,13 +407,38 @@ export const UpdateDeploymentBody = z
     previewSecrets: z.boolean().optional().describe('give the preview’s functions the site’s secrets (off by default)'),
   })
   .strict();
-export const RestoreSiteBody = z.object({ at: z.string().describe('an RFC 3339 time') }).strict();
+export const RestoreSiteBody = z
+  .object({
+    at: z.string().describe('an RFC 3339 time'),
+    database: z
+      .boolean()
+      .optional()
+      .describe(
+        'true: the site’s database too, to the same second, recorded with the deployment (undone by restoring the site whole to its databaseRestore.restoredFrom)',
+      ),
+  })
+  .strict();
+export const DatabaseSnapshot = z.object({
+  at: z.string().describe('the second the database would be restored to'),
+  restorable: z.boolean(),
+  reason: z.string().nullable().describe('why it is not restorable to that second'),
+  availableFrom: z
+    .string()
+    .nullable()
+    .describe('the earliest moment both the files’ and the database’s histories hold'),
+  tables: z
+    .array(z.object({ name: z.string(), rowsThen: z.number().int().nullable(), rowsNow: z.number().int().nullable() }))
+    .describe(
+      'each table’s rows at that second (from the instant’s branch of the database) and now; null: no such table then, or now',
+    ),
+});
 export const SiteSnapshot = z.object({
   at: z.string(),
   availableFrom: z.string(),
   files: z.number().int(),
   bytes: z.number().int(),
   previewUrl: z.string().describe('the instant’s preview host, serving the site as it was then'),
+  database: DatabaseSnapshot.optional().describe('with database=true: what a whole restore would do to the database'),
 });
 export const SnapshotFile = z.object({
   path: z.string(),

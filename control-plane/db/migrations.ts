@@ -41,6 +41,7 @@ import * as previewCertificates from './migrations/0032_preview_certificates.ts'
 import * as builds from './migrations/0033_builds.ts';
 import * as buildCharges from './migrations/0034_build_charges.ts';
 import * as databaseBranches from './migrations/0035_database_branches.ts';
+import * as deploymentDatabaseRestore from './migrations/0036_deployment_database_restore.ts';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -83,6 +84,7 @@ const migrations: Record<string, Migration> = {
   '0033_builds': builds,
   '0034_build_charges': buildCharges,
   '0035_database_branches': databaseBranches,
+  '0036_deployment_database_restore': deploymentDatabaseRestore,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

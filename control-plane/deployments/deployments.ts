@@ -56,6 +56,8 @@ interface DeploymentRow {
   seq: number | string | null;
   source_deployment_id: string | null;
   restored_at: string | null;
+  /** A whole restore's database restore: JSON {restoredTo, restoredFrom}. */
+  database_restore?: string | null;
   file_count: number | string;
   bytes: number | string;
   errors: string | null;
@@ -102,6 +104,9 @@ function toDeployment(deps: Deps, site: SiteRow, row: DeploymentRow, currentSeqO
     publishedAt: row.published_at,
     sourceDeploymentId: row.source_deployment_id,
     restoredAt: row.restored_at,
+    databaseRestore: row.database_restore
+      ? (JSON.parse(row.database_restore) as { restoredTo: string; restoredFrom: string })
+      : null,
     errors: row.errors ? (JSON.parse(row.errors) as FileProblem[]) : null,
     appliedMigrations: row.applied_migrations ? (JSON.parse(row.applied_migrations) as string[]) : null,
     previewUrl: previewUrl(deps, site, row.short_id),
@@ -562,14 +567,11 @@ export async function publishDeployment(deps: Deps, actor: Actor, siteId: string
   return publishRow(deps, actor, site, row, put, remove);
 }
 
-/** Makes the site's files what `target` says (paths other than `data/`), as a new deployment of `kind`. */
-async function switchToState(
-  deps: Deps,
-  actor: Actor,
-  site: SiteRow,
-  target: Map<string, StateEntry>,
-  fields: { kind: DeploymentKind; message: string; sourceDeploymentId?: string; restoredAt?: string },
-) {
+/**
+ * What switching the site's files to `target` puts, each entry's bytes still the account's (no bytes
+ * are copied), and the files it has now; `versions_unavailable` when some are gone, before anything changes.
+ */
+export async function heldState(deps: Deps, site: SiteRow, target: Map<string, StateEntry>) {
   const current = await currentFiles(deps, site);
   const put: TargetFile[] = [];
   const unavailable: string[] = [];
@@ -593,6 +595,24 @@ async function switchToState(
       `${unavailable.length} file${unavailable.length === 1 ? '' : 's'} of that state no longer have their bytes (their versions were deleted): ${unavailable.slice(0, 10).join(', ')}`,
       { paths: unavailable },
     );
+  return { put, current };
+}
+
+/** Makes the site's files what `target` says (paths other than `data/`), as a new deployment of `kind`. */
+export async function switchToState(
+  deps: Deps,
+  actor: Actor,
+  site: SiteRow,
+  target: Map<string, StateEntry>,
+  fields: {
+    kind: DeploymentKind;
+    message: string;
+    sourceDeploymentId?: string;
+    restoredAt?: string;
+    databaseRestore?: { restoredTo: string; restoredFrom: string };
+  },
+) {
+  const { put, current } = await heldState(deps, site, target);
   const remove = [...current.keys()].filter((path) => !target.has(path));
   const row: DeploymentRow = {
     id: crypto.randomUUID(),
@@ -608,6 +628,7 @@ async function switchToState(
     seq: null,
     source_deployment_id: fields.sourceDeploymentId ?? null,
     restored_at: fields.restoredAt ?? null,
+    ...(fields.databaseRestore ? { database_restore: JSON.stringify(fields.databaseRestore) } : {}),
     file_count: target.size,
     bytes: [...target.values()].reduce((sum, e) => sum + e.bytes, 0),
     errors: null,
@@ -647,7 +668,7 @@ function instant(at: string): string {
 }
 
 /** The site's files at an instant, from its history; refused before the history begins. */
-async function stateAt(deps: Deps, site: SiteRow, at: string) {
+export async function stateAt(deps: Deps, site: SiteRow, at: string) {
   const time = instant(at);
   const start = await historyStart(deps, site.id);
   if (time < start)

@@ -3,6 +3,7 @@
 // (http/routes/deployments.ts); create_deployment also takes files' text inline, for JSON-only doors.
 import { z } from 'zod';
 import * as deployments from '../deployments/deployments.ts';
+import { restoreSiteWhole, snapshotWithDatabase } from '../deployments/whole-restore.ts';
 import {
   CreateDeploymentBody,
   DeploymentDetail,
@@ -95,20 +96,32 @@ export const promoteDeployment = defineOperation({
 
 export const restoreSite = defineOperation({
   name: 'restore_site',
-  description: 'Put the site’s files and functions back to what they were at an instant, as a new deployment',
+  description:
+    'Put the site’s files and functions back to what they were at an instant, as a new deployment; with database, its database too, to the same second',
   permission: 'WRITE',
   input: withParams(SiteParams, RestoreSiteBody),
   output: OneDeployment,
-  run: (deps, actor, input) => deployments.restoreSite(deps, actor, input.siteId, input.at),
+  run: (deps, actor, input) =>
+    input.database
+      ? restoreSiteWhole(deps, actor, input.siteId, input.at)
+      : deployments.restoreSite(deps, actor, input.siteId, input.at),
 });
 
 export const getSiteSnapshot = defineOperation({
   name: 'get_site_snapshot',
-  description: 'What the site’s files were at an instant (what restore_site would make them)',
+  description:
+    'What the site’s files were at an instant (what restore_site would make them); with database=true, its database’s tables then and now too',
   permission: 'READ',
-  input: SiteParams.extend({ at: z.string().describe('an RFC 3339 time') }).extend(PageQuery.shape),
+  input: SiteParams.extend({
+    at: z.string().describe('an RFC 3339 time'),
+    database: z
+      .enum(['true', 'false'])
+      .optional()
+      .describe('true: what a whole restore would do to the database too (each table’s rows then and now)'),
+  }).extend(PageQuery.shape),
   output: z.object({ snapshot: SiteSnapshot, files: z.array(SnapshotFile), pagination: Pagination }),
-  run: (deps, actor, { siteId, at, ...page }) => deployments.siteSnapshot(deps, actor, siteId, at, page),
+  run: (deps, actor, { siteId, at, database, ...page }) =>
+    snapshotWithDatabase(deps, actor, siteId, at, page, database === 'true'),
 });
 
 export const cancelDeployment = defineOperation({
