@@ -11,6 +11,7 @@ import { type TestBerth, createSite, json, putFile, startTestBerth } from './hel
 import { freePort } from './helpers/ports.ts';
 import { startTcpProxy } from './helpers/tcp-proxy.ts';
 import { until } from './helpers/until.ts';
+import { siteWithDatabase } from './helpers/databases.ts';
 
 /** The diff of a deployment whose deno.lock pins no npm package, before or after. */
 const NO_PACKAGE_CHANGES = { added: [], removed: [], changed: [] };
@@ -623,6 +624,48 @@ test('rollback goes back one deployment at a time, to a given one, or to an inst
   const nothing = await berth(['rollback', '--site', fresh.subdomain]);
   t.is(nothing.code, 1);
   t.regex(nothing.stderr, /has no deployment to roll back/);
+});
+
+test('rollback --to --with-database puts the site and its database back to one second, and prints how to undo it', async (t) => {
+  const { site, base, query } = await siteWithDatabase(t0.owner);
+  const dir = await project({ 'web/index.html': 'one' });
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  t.is((await query('CREATE TABLE notes (body TEXT)')).status, 200);
+  t.is((await query("INSERT INTO notes VALUES ('then')")).status, 200);
+  const replicatedSince = async (since: number) =>
+    until(async () => {
+      const points = json<{ latest: string | null }>(await t0.owner.read.get(`${base}/restore-points`));
+      return points.latest !== null && Date.parse(points.latest) >= Math.floor(since / 1000) * 1000;
+    }, 'the writes to reach the replica');
+  await replicatedSince(Date.now());
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  const instant = new Date().toISOString();
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  await fs.writeFile(path.join(dir, 'web/index.html'), 'two');
+  t.is((await berth(['deploy', dir, '--site', site.subdomain])).code, 0);
+  t.is((await query("INSERT INTO notes VALUES ('later')")).status, 200);
+  await replicatedSince(Date.now());
+
+  const alone = await berth(['rollback', '--with-database', '--site', site.subdomain]);
+  t.is(alone.code, 2);
+  t.regex(alone.stderr, /--with-database goes with --to/);
+  const restored = await berth(['rollback', '--to', instant, '--with-database', '--site', site.subdomain]);
+  t.is(restored.code, 0, restored.stderr);
+  t.regex(restored.stdout, new RegExp(`^${site.subdomain} is back to .*, its database too`, 'm'));
+  const undo = /^undo: +(berth rollback .*)$/m.exec(restored.stdout);
+  t.truthy(undo, restored.stdout);
+  t.is((await t0.site(site.subdomain).get('')).body, 'one');
+  const rows = async () => {
+    const answer = await query('SELECT body FROM notes ORDER BY rowid');
+    if (!answer.body.result?.[0]) throw new Error(JSON.stringify(answer));
+    return answer.body.result[0].results.map((row) => row.body);
+  };
+  t.deepEqual(await rows(), ['then']);
+  await replicatedSince(Date.now());
+  const again = await berth([...undo![1]!.split(' ').slice(1)]);
+  t.is(again.code, 0, again.stderr);
+  t.is((await t0.site(site.subdomain).get('')).body, 'two');
+  t.deepEqual(await rows(), ['then', 'later']);
 });
 
 test('db migrate applies a folder of migrations once, however often it runs', async (t) => {

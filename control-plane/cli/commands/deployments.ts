@@ -135,20 +135,43 @@ export const rollbackCommand: CommandDefinition = {
     'berth rollback --site blog                                # the site as it was before its last deployment',
     'berth rollback 3f9k2m1q --site blog                       # as right after deployment 3f9k2m1q',
     'berth rollback --to 2026-11-26T12:00:00Z --site blog      # as at that instant',
+    'berth rollback --to 2026-11-26T12:00:00Z --with-database --site blog   # and its database too',
   ],
   site: true,
-  options: [{ flags: '--to <time>', description: 'an RFC 3339 instant, e.g. 2026-11-26T12:00:00Z' }],
+  options: [
+    { flags: '--to <time>', description: 'an RFC 3339 instant, e.g. 2026-11-26T12:00:00Z' },
+    {
+      flags: '--with-database',
+      description:
+        'with --to: the site’s database too, to the same second (undone by the same command to the moment it names)',
+    },
+  ],
   async run({ args, options, out, api, site }) {
     const ref = args[0];
     const to = typeof options.to === 'string' ? options.to : undefined;
+    const withDatabase = options.withDatabase === true;
     if (ref !== undefined && to !== undefined) throw new UsageError('give a deployment or --to <time>, not both');
+    if (withDatabase && to === undefined) throw new UsageError('--with-database goes with --to <time>');
     const client = api();
     const target = await site();
     if (to !== undefined) {
-      const answer = await client.post<{ deployment: DeploymentDetail }>(`sites/${target.id}/restore`, { at: to });
+      const answer = await client.post<{ deployment: DeploymentDetail }>(`sites/${target.id}/restore`, {
+        at: to,
+        ...(withDatabase ? { database: true } : {}),
+      });
+      const restore = answer.deployment.databaseRestore;
       out.print(
         answer,
-        liveText(answer.deployment, target.url, `${target.subdomain} is back to ${answer.deployment.restoredAt}`),
+        [
+          liveText(
+            answer.deployment,
+            target.url,
+            `${target.subdomain} is back to ${answer.deployment.restoredAt}${restore ? ', its database too' : ''}`,
+          ),
+          ...(restore
+            ? [`undo:    berth rollback --to ${restore.restoredFrom} --with-database --site ${target.subdomain}`]
+            : []),
+        ].join('\n'),
       );
       return;
     }

@@ -22,6 +22,8 @@ export interface Deployment {
   publishedAt: string | null;
   sourceDeploymentId: string | null;
   restoredAt: string | null;
+  /** A whole restore's database restore: the second it went back to, and the moment before it. */
+  databaseRestore?: { restoredTo: string; restoredFrom: string } | null;
   errors: FileProblem[] | null;
   previewUrl: string;
 }
