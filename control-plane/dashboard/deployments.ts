@@ -76,6 +76,9 @@ export const deploymentHref = (d: Deployment): string => href('sites', d.siteId,
 export async function render(root: HTMLElement, route: Route): Promise<void> {
   const { site, body } = await siteFrame(root, route);
   const base = `/v0/sites/${encodeURIComponent(site.id)}/deployments`;
+  // A site with a database can be restored with it.
+  const { databases } = await get<{ databases: unknown[] }>(`/v0/sites/${encodeURIComponent(site.id)}/databases`);
+  const hasDatabase = databases.length > 0;
   const status = statusLine();
   const listEl = h('div', { class: 'loading stacked-table' }, 'Loading deployments…');
   const moreEl = h('div', { class: 'actions' });
@@ -212,7 +215,7 @@ export async function render(root: HTMLElement, route: Route): Promise<void> {
       moreEl,
       status.el,
     ),
-    restoreCard(site.id, reload),
+    restoreCard(site.id, reload, hasDatabase),
   );
   await loadMore();
 }

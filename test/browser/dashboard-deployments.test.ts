@@ -7,11 +7,13 @@
 // page; deployments found past pages of single-file writes, and Load more; a phone's width; and the
 // npm packages a deployment's lock pins.
 // BERTH_SCREENSHOTS=1 also writes docs/screenshots/deployments.png and phone-deployments.png.
+import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { type TestBerth, createSite, putFile, startTestBerth } from '../helpers/berth.ts';
 import { launchBrowser, newContext, overflowsSideways, screenshot, signIn } from '../helpers/browser.ts';
 import { until } from '../helpers/until.ts';
+import { siteWithDatabase } from '../helpers/databases.ts';
 import { createUser } from '../../control-plane/services/users.ts';
 
 const PASSWORD = 'a long enough password';
@@ -297,7 +299,7 @@ test.serial('Restore to a time shows the files at that time first, then puts the
   const input = page.getByLabel('Time', { exact: true });
   await input.fill(inZone(between));
   await page.getByText(`= ${between} (UTC)`).waitFor();
-  await page.getByRole('button', { name: 'Show the files at that time' }).click();
+  await page.getByRole('button', { name: 'Show the site at that time' }).click();
   const files = page.getByRole('table', { name: 'Files at that time' });
   await files.waitFor();
   t.regex((await page.getByRole('heading', { name: /^The site at / }).textContent())!, /: 3 files, \d+ B$/);
@@ -330,7 +332,7 @@ test.serial('a time before the history says from when the site can be restored',
   t.is(error.code, 'before_history');
 
   await page.getByLabel('Time', { exact: true }).fill('2001-01-01T00:00:00');
-  await page.getByRole('button', { name: 'Show the files at that time' }).click();
+  await page.getByRole('button', { name: 'Show the site at that time' }).click();
   const alert = page.getByRole('alert').filter({ hasText: error.message });
   await alert.waitFor();
   t.regex((await alert.textContent())!, /\. The site can be restored to any time from .+ on\.$/);
@@ -428,3 +430,43 @@ test.serial('a deployment’s page lists the npm packages its deno.lock pins, an
     '+ hono@4.13.19',
   ]);
 });
+
+test.serial(
+  'Restore with “the database too” shows each table’s rows then and now, restores both, and undoes both',
+  async (t) => {
+    const { site: shop, base, query } = await siteWithDatabase(t0.owner, { name: 'Shop', subdomain: 'shop' });
+    const rows = async () => (await query('SELECT count(*) AS n FROM orders')).body.result[0]!.results[0]!.n as number;
+    const replicated = (since: number) =>
+      until(async () => {
+        const points = (await t0.owner.read.get(`${base}/restore-points`)).body as unknown as { latest: string | null };
+        return points.latest !== null && Date.parse(points.latest) >= Math.floor(since / 1000) * 1000;
+      }, 'the writes to reach the replica');
+    await query('CREATE TABLE orders (item TEXT)');
+    await query("INSERT INTO orders VALUES ('one')");
+    await replicated(Date.now());
+    await sleep(1100);
+    const then = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
+    await sleep(1100);
+    await query("INSERT INTO orders VALUES ('two'), ('three')");
+    await replicated(Date.now());
+
+    await page.goto(`${t0.url}/#/sites/${shop.id}/deployments`);
+    await page.getByLabel('Time', { exact: true }).fill(inZone(then));
+    await page.getByLabel('The database too, to the same second').check();
+    await page.getByRole('button', { name: 'Show the site at that time' }).click();
+    const tables = page.getByRole('table', { name: 'Tables then and now' });
+    await tables.waitFor();
+    t.deepEqual(await tables.locator('tbody tr td').allTextContents(), ['orders', '1', '3', '+2 rows since']);
+    t.is(await rows(), 3, 'showing changes nothing');
+
+    await page.getByRole('button', { name: 'Restore the site and its database to this time' }).click();
+    await page
+      .getByText(/^Restored: the site is what it was at .+, its database too, as deployment [a-z0-9]{8}\.$/)
+      .waitFor();
+    t.is(await rows(), 1);
+    await replicated(Date.now());
+    await page.getByRole('button', { name: 'Undo: back to just before the restore' }).click();
+    await page.getByText(/^Undone: the site and its database are back as they were/).waitFor();
+    t.is(await rows(), 3);
+  },
+);
