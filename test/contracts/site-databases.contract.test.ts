@@ -21,7 +21,9 @@ import {
   type SiteDatabaseProvider,
   type Statement,
   StatementError,
+  isBranchNotHere,
 } from '../../control-plane/site-databases/provider.ts';
+import { branchName } from '../../control-plane/site-databases/branch-names.ts';
 import { SiteDatabases } from '../../control-plane/site-databases/local-provider.ts';
 import { eachMetadataBackend } from '../helpers/each-adapter.ts';
 import { InProcessPeers } from '../helpers/in-process-peers.ts';
@@ -378,6 +380,44 @@ for (const name of ['local', 'placed'] as const) {
       await frozen.thaw('kept');
       t.like(await writing, { changes: 1 });
       t.deepEqual(await rows('SELECT v FROM t'), [{ v: 'later' }]);
+    },
+  );
+
+  test.serial(
+    title('a branch is a copy of its database: what it writes stays on it, its size is its own, dropped it is gone'),
+    async (t) => {
+      const { siteId, run, rows } = await withDatabase(adapter());
+      const { provider } = adapter();
+      await run('CREATE TABLE t (v TEXT)');
+      await run("INSERT INTO t VALUES ('before')");
+      const branch = branchName(siteId, crypto.randomUUID());
+      // No replica here: a moment in the past cannot be had, and a copy of now can.
+      const past = await failure(t, provider.makeBranch(branch, new Date(Date.now() - 60_000), false));
+      t.is(past.reason, 'unavailable');
+      const made = await provider.makeBranch(branch, new Date(), true);
+      t.is(made.from, 'copy');
+      t.true(made.bytes > 0);
+      await provider.run(branch, statement("INSERT INTO t VALUES ('on the branch')"), 'api');
+      await run("INSERT INTO t VALUES ('after')");
+      t.deepEqual((await provider.run(branch, statement('SELECT v FROM t ORDER BY rowid'), 'api')).rows, [
+        { v: 'before' },
+        { v: 'on the branch' },
+      ]);
+      t.deepEqual(await rows('SELECT v FROM t ORDER BY rowid'), [{ v: 'before' }, { v: 'after' }]);
+      t.true((await provider.size(branch)) > 0);
+      await provider.migrate(
+        branch,
+        'ALTER TABLE t ADD COLUMN w TEXT',
+        statement(
+          `INSERT INTO ${LEDGER_TABLE} (name, checksum, sql, applied_at) VALUES ('0001_w.sql', 'x', NULL, '2026-01-01 00:00:00')`,
+        ),
+      );
+      t.is((await rows("SELECT count(*) AS n FROM pragma_table_info('t')"))[0]!.n, 1, 'the database keeps its schema');
+      await provider.dropBranch(branch);
+      const gone = await failure(t, provider.run(branch, statement('SELECT 1'), 'api'));
+      t.true(isBranchNotHere(gone), gone.message);
+      await provider.dropBranch(branch);
+      t.pass('dropping a branch twice is no failure');
     },
   );
 
