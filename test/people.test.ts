@@ -112,7 +112,7 @@ test('a user of several accounts names one; an account they are not in is refuse
   ]);
 });
 
-test('a MEMBER works with sites and databases but is refused keys, members, invitations, exports and database deletion', async (t) => {
+test('a MEMBER works with sites and databases but is refused keys, members, invitations, exports and database deletion and restores', async (t) => {
   const { session } = await member('MEMBER');
   const api = session.api();
   const site = await api.post('v0/sites', { json: { accountId: t0.owner.id, name: 'Member site' } });
@@ -136,6 +136,9 @@ test('a MEMBER works with sites and databases but is refused keys, members, invi
     ['GET', `v0/sites/${siteId}/databases/${databaseId}/exports`],
     ['POST', `v0/sites/${siteId}/databases/${databaseId}/deletion-challenges`],
     ['DELETE', `v0/sites/${siteId}/databases/${databaseId}`, { confirmationCode: 'DELETE-AAAAAAAA' }],
+    ['POST', `v0/sites/${siteId}/databases/${databaseId}/restore`, { at: new Date().toISOString() }],
+    // Restoring the database with the site's files is the database's restore all the same.
+    ['POST', `v0/sites/${siteId}/restore`, { at: new Date().toISOString(), database: true }],
   ];
   for (const [method, path, body] of refusals) {
     const res = await api(path, { method: method as 'GET', ...(body ? { json: body } : {}) });

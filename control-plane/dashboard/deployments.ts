@@ -2,7 +2,7 @@
 // unless asked for; each entry's kind, status (a failure with each file's error), author, message and
 // size; "Roll back to this" on a published one the site is not at; and restoring the site to a time
 // (restore.ts). One deployment's page is deployment.ts.
-import { get } from './api.ts';
+import { get, isAdmin } from './api.ts';
 import { type Child, actionButton, badge, fill, formatBytes, h, run, statusLine, table, time } from './dom.ts';
 import { restoreCard } from './restore.ts';
 import { canRollBackTo, rollBack } from './rollback.ts';
@@ -76,9 +76,9 @@ export const deploymentHref = (d: Deployment): string => href('sites', d.siteId,
 export async function render(root: HTMLElement, route: Route): Promise<void> {
   const { site, body } = await siteFrame(root, route);
   const base = `/v0/sites/${encodeURIComponent(site.id)}/deployments`;
-  // A site with a database can be restored with it.
+  // A site with a database can be restored with it, by the account's administrators (as databases are).
   const { databases } = await get<{ databases: unknown[] }>(`/v0/sites/${encodeURIComponent(site.id)}/databases`);
-  const hasDatabase = databases.length > 0;
+  const hasDatabase = databases.length > 0 && isAdmin();
   const status = statusLine();
   const listEl = h('div', { class: 'loading stacked-table' }, 'Loading deployments…');
   const moreEl = h('div', { class: 'actions' });

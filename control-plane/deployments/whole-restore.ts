@@ -78,8 +78,17 @@ async function filesAt(deps: Deps, site: SiteRow, at: string, points: RestorePoi
   }
 }
 
-/** Restores the site's files and database to the second of `at`, as one deployment. */
+/**
+ * Restores the site's files and database to the second of `at`, as one deployment. The database's
+ * part is a database restore (restore_database), which is for the account's administrators: a
+ * signed-in MEMBER may restore the files alone.
+ */
 export async function restoreSiteWhole(deps: Deps, actor: Actor, siteId: string, at: string) {
+  if (actor.user && actor.user.role !== 'ADMIN')
+    throw new BerthError(
+      'forbidden',
+      `restoring the database with the site is for the account's administrators; your role is ${actor.user.role}: restore the files alone`,
+    );
   const site = await requireSite(deps, actor, siteId);
   await requireSiteDatabase(deps, siteId);
   const points = await restorePoints(deps, siteId);
