@@ -79,6 +79,23 @@ test('the first matching rule in the file’s order answers, however many rules 
   ]);
 });
 
+test('past their bounds: the 1,001st header rule and a line over 1,000 characters, each at its line', (t) => {
+  const headerRules = Array.from({ length: 1000 }, (_, i) => `/area-${i}/*\n  X-Area: ${i}`).join('\n');
+  t.deepEqual(parseHeaders(headerRules).problems, [], '1,000 header rules are allowed');
+  t.deepEqual(parseHeaders(`${headerRules}\n/one-more/*\n  X-Area: more`).problems, [
+    { line: 2001, column: 1, message: 'more than 1000 rules: a site may have 1000' },
+  ]);
+  const longTarget = `/from /${'a'.repeat(994)}`;
+  t.is(longTarget.length, 1001);
+  t.deepEqual(parseRedirects(`/a /b\n${longTarget}`).problems, [
+    { line: 2, column: 1001, message: 'a rule may be 1000 characters long' },
+  ]);
+  t.deepEqual(parseRedirects(`/from /${'a'.repeat(993)}`).problems, [], 'a line of 1,000 characters is allowed');
+  t.deepEqual(parseHeaders(`/a\n  X-Long: ${'v'.repeat(1000)}`).problems, [
+    { line: 2, column: 1001, message: 'a line may be 1000 characters long' },
+  ]);
+});
+
 test('what Berth does not support is refused at its line and column, by name', (t) => {
   const { problems } = parseRedirects(
     [
