@@ -18,8 +18,10 @@ import { storageLimit } from '../services/storage-quota.ts';
 
 /** A claim older than this was a maker that stopped: another caller makes the branch again. */
 const MAKING_MS = 5 * 60_000;
-/** How often a caller waiting for another's making looks again. */
-const LOOK_MS = 100;
+/** How long a caller waits for another's making (a function's call would be past its time limit by then)... */
+const WAIT_MS = 30_000;
+/** ...and how often it looks again meanwhile. */
+const LOOK_MS = 200;
 /** A branch's last use is written at most this often, per node. */
 const TOUCH_MS = 60_000;
 
@@ -101,7 +103,7 @@ const failedOnBranch = (error: string) =>
 
 /**
  * The name of the branch `branch` of the site's database (branch-names.ts), made first if it is not
- * yet: the database its preview's functions and the query API's `?branch=` use. Throws
+ * yet: the database its preview's functions and the query API's `branch` use. Throws
  * `branch_not_found` for a deployment no longer open, `branch_failed` when its migrations failed,
  * `before_history` for an instant the database's history does not hold.
  */
@@ -117,7 +119,7 @@ export async function useBranch(deps: Deps, siteId: string, branch: string): Pro
     | undefined;
   if (!database) throw new BerthError('not_found', 'this site has no database yet');
   const maker = newId();
-  const deadline = Date.now() + MAKING_MS;
+  const deadline = Date.now() + WAIT_MS;
   for (;;) {
     const row = (await deps.db('database_branches').where({ site_id: siteId, branch }).first()) as
       | BranchRow

@@ -1,15 +1,15 @@
 // Preview hosts (docs/deployments.md): `<short id>--<subdomain>` serves one deployment of a site and
-// `t<unix ms>--<subdomain>` the site as it was at an instant: its files and functions. A site's past is its owner's: a preview host answers only the account's signed-in members,
-// unless the owner made that deployment's preview PUBLIC (it then answers as the live site does); an
-// instant is never public. A preview's functions get the site's secrets only when the owner gave its
-// deployment them; an instant's never. A published deployment shows the site right after it; an
-// uploading one its declared set over the site's current files (with prune, the paths a deployment
-// owns, pruned-paths.ts, only from the set); a failed one, an unknown label or an instant before the
-// history begins show nothing. A preview's functions run on a branch of the site's database
-// (database-branches/), never on the database itself, and as functions of their own
-// (`preview-<siteId>-<name>`, or `preview-secrets-<siteId>-<name>` when given the secrets, one version
-// per source digest), so they never touch the live function's workers or module files, and the pool's
-// limits hold them as any worker.
+// `t<unix ms>--<subdomain>` the site as it was at an instant: its files and functions. A site's past is
+// its owner's: a preview host answers only the account's signed-in members, unless the owner made that
+// deployment's preview PUBLIC (it then answers as the live site does); an instant is never public. A
+// preview's functions get the site's secrets only when the owner gave its deployment them; an
+// instant's never. A published deployment shows the site right after it; an uploading one its declared
+// set over the site's current files (with prune, the paths a deployment owns, pruned-paths.ts, only
+// from the set); a failed one, an unknown label or an instant before the history begins show nothing.
+// A preview's functions run on a branch of the site's database (database-branches/), never on the
+// database itself, and as functions of their own (`preview-<siteId>-<name>`, or
+// `preview-secrets-<siteId>-<name>` when given the secrets, one version per source digest), so they
+// never touch the live function's workers or module files, and the pool's limits hold them as any worker.
 import { removeFunctionFilesWhere, writeVersionFiles, writtenModule } from '../../runtime-host/function-files.ts';
 import type { FunctionVersion } from '../../runtime-host/runtime.ts';
 import { functionName, validateFunction } from '../../runtime-host/validate.ts';

@@ -87,7 +87,10 @@ const STATEMENT_ERROR_CODES: Partial<Record<StatementError['reason'], string>> =
   full: 'database_full',
 };
 
-/** The query endpoint: one statement, on the database or a preview’s branch of it (`branch`), answered in the provider-style envelope (success false when it failed). */
+/**
+ * The query endpoint: one statement, on the database or a preview's branch of it (`branch`), answered
+ * in the provider-style envelope (success false when it failed).
+ */
 export async function queryDatabase(
   deps: Deps,
   actor: Actor,

@@ -260,10 +260,12 @@ async function siteRow(deps: Deps, id: string): Promise<SiteRow | null> {
 export type CtxHandler = (functionVersion: FunctionVersion, call: CtxCall) => Promise<CtxResult>;
 
 /**
- * Serves a worker's asks about its line to its site's database (deno-shim/db-line.ts): `open`
- * (with the worker's token) has the database's process connect to the worker when the site is active
- * and its database ready and served here (false otherwise: the worker's calls come through here); `lost` says what a line that broke off mid-call broke off for,
- * as the error its calls would have had here. The line's calls are counted here as they are reported.
+ * Serves a worker's asks about its line to its site's database (deno-shim/db-line.ts): `open` (with
+ * the worker's token) has the database's process connect to the worker when the site is active and
+ * its database ready and served here (false otherwise, and always for a preview's worker, which uses a
+ * branch: the worker's calls come through here); `lost` says what a line that broke off mid-call broke
+ * off for, as the error its calls would have had here. The line's calls are counted here as they are
+ * reported.
  */
 export function createDbLineHandler(deps: Deps) {
   const onCalls = (siteId: string) => (calls: Record<string, number>) => {
