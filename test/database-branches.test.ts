@@ -264,3 +264,27 @@ test('the sweep drops an instant’s branch unused for a day, and a branch folde
   t.false(branchFolders().includes(`${site.site.id}.t${instant}`));
   t.is(await deps.db('database_branches').where({ site_id: site.site.id }).first(), undefined);
 });
+
+test('a deployment’s branch made later is the database as of the deployment’s creation, from its replica: later writes are not on it', async (t) => {
+  const site = await siteWithDatabase(t0.owner);
+  await deployment(site, { 'api/notes.ts': NOTES }, [INIT], true);
+  const live = t0.site(site.site.subdomain);
+  await live.post('api/notes', { json: { body: 'before the deployment' } });
+  await sleep(1100);
+  const next = await deployment(site, { 'api/notes.ts': NOTES }, [INIT]);
+  // Restores are to the second: the branch is of the end of the second the deployment was made in.
+  await sleep(1500);
+  await live.post('api/notes', { json: { body: 'after the deployment' } });
+  // Past the seconds in which a branch is a copy of now, and held by the replica.
+  await sleep(10_000);
+  await until(async () => {
+    const points = json<{ latest: string | null }>(await t0.owner.read.get(`${site.base}/restore-points`));
+    return points.latest !== null && Date.parse(points.latest) > Date.now() - 2000;
+  }, 'the replica to hold the deployment’s creation');
+  const preview = await memberOf(t0, t0.owner.id, site.site.id, `${next.shortId}--${site.site.subdomain}`);
+  const seen = await preview.get('api/notes');
+  t.is(seen.statusCode, 200, JSON.stringify(seen.body));
+  t.deepEqual(notesOf(seen).notes, ['before the deployment']);
+  t.like(await branchOf(site, next.id), { status: 'READY', madeFrom: 'history' });
+  t.deepEqual(notesOf(await live.get('api/notes')).notes, ['before the deployment', 'after the deployment']);
+});

@@ -60,6 +60,11 @@ test('a WRITE key lists the spec’s 25 tools and the others with input schemas 
   };
   t.deepEqual(createSiteSchema.required.sort(), ['accountId', 'name']);
   t.truthy(createSiteSchema.properties.subdomain);
+  // A site restored whole, and a preview's branch of the database, through the same tools as REST.
+  const properties = (name: string) =>
+    (byName.get(name)!.inputSchema as { properties: Record<string, unknown> }).properties;
+  t.like(properties('restore_site').database, { type: 'boolean' });
+  t.like(properties('query_database').branch, { type: 'string' });
 });
 
 test('every tool works end to end, with structured content and text', async (t) => {
