@@ -188,6 +188,12 @@ test('an instant’s preview runs on the database as it was then, and its writes
   await deployment(site, { 'api/notes.ts': NOTES }, [INIT], true);
   const live = t0.site(site.site.subdomain);
   await live.post('api/notes', { json: { body: 'before' } });
+  // The replica holds the row first, so the instant after it is in the database's history.
+  const written = Date.now();
+  await until(async () => {
+    const points = json<{ latest: string | null }>(await t0.owner.read.get(`${site.base}/restore-points`));
+    return points.latest !== null && Date.parse(points.latest) >= Math.floor(written / 1000) * 1000;
+  }, 'the replica to hold the first row');
   await sleep(1200);
   const instant = Date.now();
   await sleep(1200);
