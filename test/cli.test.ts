@@ -635,7 +635,7 @@ test('rollback --to --with-database puts the site and its database back to one s
   const replicatedSince = async (since: number) =>
     until(async () => {
       const points = json<{ latest: string | null }>(await t0.owner.read.get(`${base}/restore-points`));
-      return points.latest !== null && Date.parse(points.latest) >= Math.floor(since / 1000) * 1000;
+      return points.latest !== null && Date.parse(points.latest) > since;
     }, 'the writes to reach the replica');
   await replicatedSince(Date.now());
   await new Promise((resolve) => setTimeout(resolve, 1100));

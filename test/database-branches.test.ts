@@ -79,6 +79,20 @@ const branchOf = async (site: Site, deploymentId: string): Promise<Branch | null
 const parsed = <T>(res: { body: unknown }): T => JSON.parse(String(res.body)) as T;
 const notesOf = (res: { body: unknown }) => parsed<{ columns: string[]; notes: string[] }>(res);
 
+/**
+ * Adds a note through the query API and waits until the replica holds it. Time travel gives back what
+ * the replica held at a moment, so a row must be shipped before the moment a branch is made of.
+ */
+async function shippedRow(site: Site, body: string): Promise<void> {
+  const added = await site.query('INSERT INTO notes (body) VALUES (?)', [body]);
+  if (added.status !== 200) throw new Error(JSON.stringify(added.body));
+  const written = Date.now();
+  await until(async () => {
+    const points = json<{ latest: string | null }>(await t0.owner.read.get(`${site.base}/restore-points`));
+    return points.latest !== null && Date.parse(points.latest) > written;
+  }, 'the replica to hold the row');
+}
+
 const branchFolders = () =>
   fs.existsSync(path.join(t0.config.dataDir, 'branches'))
     ? fs.readdirSync(path.join(t0.config.dataDir, 'branches'))
@@ -187,13 +201,7 @@ test('an instant’s preview runs on the database as it was then, and its writes
   const site = await siteWithDatabase(t0.owner);
   await deployment(site, { 'api/notes.ts': NOTES }, [INIT], true);
   const live = t0.site(site.site.subdomain);
-  await live.post('api/notes', { json: { body: 'before' } });
-  // The replica holds the row first, so the instant after it is in the database's history.
-  const written = Date.now();
-  await until(async () => {
-    const points = json<{ latest: string | null }>(await t0.owner.read.get(`${site.base}/restore-points`));
-    return points.latest !== null && Date.parse(points.latest) >= Math.floor(written / 1000) * 1000;
-  }, 'the replica to hold the first row');
+  await shippedRow(site, 'before');
   await sleep(1200);
   const instant = Date.now();
   await sleep(1200);
@@ -275,7 +283,7 @@ test('a deployment’s branch made later is the database as of the deployment’
   const site = await siteWithDatabase(t0.owner);
   await deployment(site, { 'api/notes.ts': NOTES }, [INIT], true);
   const live = t0.site(site.site.subdomain);
-  await live.post('api/notes', { json: { body: 'before the deployment' } });
+  await shippedRow(site, 'before the deployment');
   await sleep(1100);
   const next = await deployment(site, { 'api/notes.ts': NOTES }, [INIT]);
   // Restores are to the second: the branch is of the end of the second the deployment was made in.

@@ -32,12 +32,15 @@ async function deploy(site: Site, page: string, migrations: Array<{ name: string
   if (published.statusCode !== 200) throw new Error(JSON.stringify(published.body));
 }
 
-/** Waits until the database's replica holds every write made up to now. */
+/**
+ * Waits until the database's replica holds every write made up to now (time travel gives back what the
+ * replica held at a moment: a row must be shipped before the moment restored to).
+ */
 async function replicated(site: Site): Promise<void> {
   const now = Date.now();
   await until(async () => {
     const points = json<{ latest: string | null }>(await t0.owner.read.get(`${site.base}/restore-points`));
-    return points.latest !== null && Date.parse(points.latest) >= Math.floor(now / 1000) * 1000;
+    return points.latest !== null && Date.parse(points.latest) > now;
   }, 'the writes to reach the replica');
 }
 
