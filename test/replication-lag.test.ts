@@ -111,30 +111,3 @@ test('a tenant’s writes reach its replica within 2 s while another tenant open
   const worst = Math.max(...lags);
   t.true(worst < MAX_LAG_MS, `the worst lag was ${worst} ms`);
 });
-
-test('a database loaded right after it is made, before its replica’s first copy, is confirmed replicated', async (t) => {
-  const berth = await startTestBerth();
-  t.teardown(() => berth.dispose());
-  const { base, query } = await siteWithDatabase(berth.owner);
-  t.is((await query('CREATE TABLE pictures (data BLOB)')).status, 200);
-  // 30 MB at once: what the engine reads before its first full copy goes into that copy, not its log.
-  for (let i = 0; i < 3; i++)
-    t.is(
-      (
-        await query(
-          'WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100) INSERT INTO pictures SELECT randomblob(100000) FROM n',
-        )
-      ).status,
-      200,
-    );
-  const written = Date.now();
-  let points: { latest: string | null; replication: { lagMs: number } | null } = { latest: null, replication: null };
-  for (let waited = 0; waited < 20_000; waited += 250) {
-    points = json<typeof points>(await berth.owner.read.get(`${base}/restore-points`));
-    if (points.latest !== null && Date.parse(points.latest) >= Math.floor(written / 1000) * 1000) break;
-    await sleep(250);
-  }
-  t.not(points.latest, null, `the replica never confirmed the writes: ${JSON.stringify(points)}`);
-  t.true(Date.parse(points.latest!) >= Math.floor(written / 1000) * 1000, JSON.stringify(points));
-  t.is(points.replication?.lagMs, 0);
-});

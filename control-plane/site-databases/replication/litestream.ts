@@ -5,7 +5,6 @@
 // it reads, the commands it runs and the text they print; a later engine replaces this module.
 import crypto from 'node:crypto';
 import { createRequire } from 'node:module';
-import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { execa } from 'execa';
@@ -86,14 +85,8 @@ export const generationPlace = (place: string, generation: string): string => `$
  * shadow log and the generation's name. Only while no engine follows the database.
  */
 export async function forgetGeneration(file: string): Promise<void> {
-  await fsp.rm(shadowOf(file), { recursive: true, force: true });
+  await fsp.rm(path.join(path.dirname(file), `.${path.basename(file)}-litestream`), { recursive: true, force: true });
 }
-
-/** Whether the engine follows a generation of the database already (it names one beside it), or begins one. */
-export const followsGeneration = (file: string): boolean => fs.existsSync(path.join(shadowOf(file), 'generation'));
-
-/** What the engine keeps beside a database of the generation it follows. */
-const shadowOf = (file: string): string => path.join(path.dirname(file), `.${path.basename(file)}-litestream`);
 
 export interface ReplicatedDatabase {
   siteId: string;

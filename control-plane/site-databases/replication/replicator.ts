@@ -13,7 +13,7 @@
 import path from 'node:path';
 import type { Logger } from '../../log.ts';
 import { CYCLE_MS, Engine } from './engine.ts';
-import { followsGeneration, forgetGeneration, type ReplicaTarget, type ReplicationTiming } from './litestream.ts';
+import { forgetGeneration, type ReplicaTarget, type ReplicationTiming } from './litestream.ts';
 
 export interface ReplicatorOptions {
   /** Where the engine's configuration lives: a folder of the data dir's runtime folder. */
@@ -64,9 +64,8 @@ interface Entry {
   shippedTotal: number;
   /**
    * Log bytes the engine read that a new generation's full copy holds: it began with no state of its
-   * own (a renewal, or a database it never followed), so what it read before its first copy was copied
-   * whole, never shipped as log. Null: not counted yet, until the first look at which such an engine
-   * has read anything; 0 otherwise.
+   * own (a renewal), so what it read first was copied whole, never shipped as log. Null: not counted
+   * yet, until the first look at which such an engine has read anything; 0 otherwise.
    */
   readInCopy: number | null;
 }
@@ -465,7 +464,7 @@ export class Replicator {
       const entry = this.#entries.get(siteId)!;
       entry.read = 0;
       entry.shipped = 0;
-      entry.readInCopy = renewed.has(siteId) || !followsGeneration(entry.file) ? null : 0;
+      entry.readInCopy = renewed.has(siteId) ? null : 0;
       this.#engineOf.set(siteId, engine);
     }
     this.#engines.add(engine);
