@@ -41,6 +41,8 @@ async function main() {
       return performance.now() - started;
     };
     await query('CREATE TABLE pictures (id INTEGER PRIMARY KEY, data BLOB)');
+    // The replica's first full copy is made before the load: writes made before it are not confirmed.
+    await waitForReplica(api, base, Date.now());
     for (let written = 0; written < TARGET_BYTES; written += ROW_BYTES * ROWS_PER_STATEMENT)
       await query(
         `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${ROWS_PER_STATEMENT}) INSERT INTO pictures (data) SELECT randomblob(${ROW_BYTES}) FROM n`,
