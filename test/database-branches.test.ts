@@ -205,7 +205,7 @@ test('an instant’s preview runs on the database as it was then, and its writes
   await sleep(1200);
   const instant = Date.now();
   await sleep(1200);
-  await live.post('api/notes', { json: { body: 'after' } });
+  await shippedRow(site, 'after');
   // The replica must hold the instant before a branch can be made of it.
   await until(async () => {
     const points = json<{ latest: string | null }>(await t0.owner.read.get(`${site.base}/restore-points`));
