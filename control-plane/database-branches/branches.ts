@@ -14,7 +14,6 @@ import { StatementError, isBranchNotHere } from '../site-databases/provider.ts';
 import { applyToBranch } from '../services/migrations.ts';
 import { OPEN_FOR_MS } from '../history/site-history.ts';
 import { formatBytes } from '../format-bytes.ts';
-import { storageLimit } from '../services/storage-quota.ts';
 
 /** A claim older than this was a maker that stopped: another caller makes the branch again. */
 const MAKING_MS = 5 * 60_000;
@@ -240,22 +239,12 @@ async function checkInHistory(deps: Deps, siteId: string, at: Date): Promise<voi
  * branches leave room for a copy of the database as big as the database is now.
  */
 async function checkRoom(deps: Deps, siteId: string): Promise<void> {
-  const account = (await deps
-    .db('sites')
-    .join('accounts', 'accounts.id', 'sites.account_id')
-    .where('sites.id', siteId)
-    .first('accounts.id as id', 'accounts.plan', 'accounts.storage_used_bytes', 'accounts.storage_limit_bytes')) as {
-    id: string;
-    plan: string;
-    storage_used_bytes: number | string;
-    storage_limit_bytes: number | string | null;
+  const { account_id: accountId } = (await deps.db('sites').where({ id: siteId }).first('account_id')) as {
+    account_id: string;
   };
-  const limit = storageLimit(deps.config, {
-    plan: account.plan as never,
-    storage_limit_bytes: account.storage_limit_bytes === null ? null : Number(account.storage_limit_bytes),
-  });
+  const { usedBytes, limitBytes: limit } = await deps.storageQuota.usage(accountId);
   if (limit === null) return;
-  const used = Number(account.storage_used_bytes) + (await branchBytes(deps, account.id));
+  const used = usedBytes + (await branchBytes(deps, accountId));
   const needed = await deps.siteDatabases.size(siteId);
   if (used + needed > limit)
     throw new BerthError(
